@@ -1,0 +1,27 @@
+// parasim backends: which executor backends this binary has and whether they work here.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "exec/backend.hpp"
+#include "report/table.hpp"
+
+namespace parasim::cli {
+
+void add_backends(CLI::App& app) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("backends", "Show the executor backends built in and whether they work here");
+  cmd->add_flag("--json", *json, "Print JSON");
+  cmd->callback([json] {
+    report::Table t({"backend", "built", "usable", "detail"});
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const exec::BackendStatus& b : exec::all_backends()) {
+      t.add_row({b.name, b.built ? "yes" : "no", b.usable ? "yes" : "no", b.detail});
+      j.push_back({{"name", b.name}, {"built", b.built}, {"usable", b.usable}, {"detail", b.detail}});
+    }
+    std::cout << (*json ? j.dump(2) + "\n" : t.render());
+  });
+}
+
+}  // namespace parasim::cli

@@ -1,0 +1,54 @@
+#include "cli/common.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "plan/load.hpp"
+
+namespace parasim::cli {
+
+void ScenarioArgs::add_to(CLI::App& cmd) {
+  cmd.add_option("scenario", path, "Scenario YAML file")->required();
+  cmd.add_option("--set", overrides, "Override a key, e.g. --set plan.tp=4 (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+}
+
+plan::Scenario ScenarioArgs::load() const { return plan::load(path, overrides); }
+
+void write_output(const std::string& path, const std::string& content) {
+  if (path == "-") {
+    std::cout << content;
+    return;
+  }
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path tmp = target.parent_path() / fmt::format(".{}.tmp.{}", target.filename().string(), ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+    out << content;
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw std::runtime_error(fmt::format("cannot write '{}'", path));
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error(fmt::format("cannot write '{}': {}", path, ec.message()));
+  }
+}
+
+}  // namespace parasim::cli

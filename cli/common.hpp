@@ -1,0 +1,42 @@
+// What the subcommands share: loading a scenario with --set overrides, exit codes, and
+// writing output files whole or not at all.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "plan/scenario.hpp"
+
+namespace parasim::cli {
+
+// Exit codes of every subcommand.
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_failure = 1;
+inline constexpr int exit_bad_input = 2;
+
+// The scenario argument and --set overrides, as each scenario subcommand takes them.
+struct ScenarioArgs {
+  std::string path;
+  std::vector<std::string> overrides;
+  void add_to(CLI::App& cmd);
+  [[nodiscard]] plan::Scenario load() const;
+};
+
+// Thrown for a usage problem found after parsing (exit code 2).
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Writes `content` to `path` through a temporary file and a rename, so a failure never
+// leaves a partial file. "-" writes to standard output.
+void write_output(const std::string& path, const std::string& content);
+
+// Subcommands.
+void add_topo(CLI::App& app);
+void add_check(CLI::App& app);
+void add_presets(CLI::App& app);
+void add_backends(CLI::App& app);
+
+}  // namespace parasim::cli

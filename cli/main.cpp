@@ -1,0 +1,45 @@
+// parasim: predict a distributed training plan, then run it for real.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/common.hpp"
+#include "parasim/config.hpp"
+#include "plan/diagnostics.hpp"
+
+int main(int argc, char** argv) {
+  using namespace parasim::cli;
+  CLI::App app{"parasim: predict how fast a distributed training plan runs, whether it fits, and where the time "
+               "goes; then run the same plan for real"};
+  app.set_version_flag("--version", std::string("parasim ") + parasim::config::version);
+  app.require_subcommand(1);
+  app.fallthrough();
+  add_topo(app);
+  add_check(app);
+  add_presets(app);
+  add_backends(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return exit_bad_input;
+  } catch (const parasim::plan::ScenarioError& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    return exit_bad_input;
+  } catch (const UsageError& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    return exit_bad_input;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    return exit_failure;
+  }
+  return exit_ok;
+}

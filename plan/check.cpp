@@ -1,0 +1,96 @@
+#include "plan/check.hpp"
+
+#include <fmt/format.h>
+
+namespace parasim::plan {
+namespace {
+
+class Checker {
+ public:
+  explicit Checker(const Scenario& s) : s_(s) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const {
+    auto it = s_.locations.find(key);
+    Location at = it != s_.locations.end() ? it->second : Location{s_.source, 0, 0};
+    // A defaulted key has no line of its own: point at its section.
+    if (at.line == 0) {
+      const auto dot = key.rfind('.');
+      if (auto sec = s_.locations.find(key.substr(0, dot)); dot != std::string::npos && sec != s_.locations.end()) {
+        at = sec->second;
+      }
+    }
+    throw ScenarioError(at, key, message);
+  }
+
+  void require(bool ok, const std::string& key, const std::string& message) const {
+    if (!ok) fail(key, message);
+  }
+
+ private:
+  const Scenario& s_;
+};
+
+}  // namespace
+
+void check(const Scenario& s) {
+  const Checker c(s);
+  const ParallelPlan& p = s.plan;
+  const ModelSpec& m = s.model;
+  const TrainingSpec& t = s.training;
+  const int gpus = s.cluster.total_gpus();
+
+  c.require(p.world() <= gpus, "plan.dp",
+            fmt::format("dp x tp x pp = {} x {} x {} = {} devices, but the cluster has {} ({} nodes x {})", p.dp, p.tp,
+                        p.pp, p.world(), gpus, s.cluster.nodes, s.cluster.gpus_per_node));
+  c.require(s.cluster.device.supports(t.precision), "training.precision",
+            fmt::format("device {} has no {} rate in its peak table", s.cluster.device.name, to_string(t.precision)));
+
+  if (m.kind == ModelKind::transformer) {
+    c.require(m.hidden % m.heads == 0, "model.hidden",
+              fmt::format("hidden {} is not divisible by heads {}", m.hidden, m.heads));
+    c.require(m.kv_heads <= m.heads && m.heads % m.kv_heads == 0, "model.kv_heads",
+              fmt::format("kv_heads {} must divide heads {}", m.kv_heads, m.heads));
+    c.require(m.heads % p.tp == 0, "plan.tp", fmt::format("heads {} are not divisible by tp {}", m.heads, p.tp));
+    c.require(m.hidden % p.tp == 0, "plan.tp", fmt::format("hidden {} is not divisible by tp {}", m.hidden, p.tp));
+    c.require(m.kv_heads % p.tp == 0, "plan.tp",
+              fmt::format("kv_heads {} are not divisible by tp {} (each rank needs whole key/value heads)", m.kv_heads,
+                          p.tp));
+    c.require(m.ffn_hidden % p.tp == 0, "plan.tp",
+              fmt::format("the MLP width {} is not divisible by tp {}", m.ffn_hidden, p.tp));
+    c.require(m.layers % (p.pp * p.virtual_stages) == 0, "plan.pp",
+              fmt::format("layers {} are not divisible by pp x virtual_stages = {} x {} = {}", m.layers, p.pp,
+                          p.virtual_stages, p.pp * p.virtual_stages));
+    c.require(!p.sequence_parallel || m.seq_len % p.tp == 0, "plan.sequence_parallel",
+              fmt::format("sequence parallelism splits the sequence over tp: seq_len {} is not divisible by tp {}",
+                          m.seq_len, p.tp));
+  } else {
+    c.require(p.tp == 1, "plan.tp",
+              fmt::format("tensor parallelism needs a transformer model; '{}' is a generic layer list (use tp: 1)",
+                          m.name));
+    c.require(!p.sequence_parallel, "plan.sequence_parallel", "sequence parallelism needs a transformer model");
+    c.require(m.layer_count() >= p.pp * p.virtual_stages, "plan.pp",
+              fmt::format("{} layers cannot fill pp x virtual_stages = {} stages", m.layer_count(),
+                          p.pp * p.virtual_stages));
+  }
+
+  c.require(t.global_batch % (p.dp * t.micro_batch) == 0, "training.global_batch",
+            fmt::format("global_batch {} is not divisible by dp x micro_batch = {} x {} = {}", t.global_batch, p.dp,
+                        t.micro_batch, p.dp * t.micro_batch));
+
+  if (p.schedule == Schedule::interleaved_1f1b) {
+    c.require(p.pp >= 2, "plan.schedule", "the interleaved-1f1b schedule needs pp of at least 2");
+    c.require(p.virtual_stages >= 2, "plan.virtual_stages",
+              "the interleaved-1f1b schedule needs virtual_stages of at least 2 (1 is plain 1f1b)");
+    const int mb = s.micro_batches();
+    c.require(mb % p.pp == 0, "training.global_batch",
+              fmt::format("interleaved-1f1b needs the micro-batches per pipeline ({} = global_batch / (dp x "
+                          "micro_batch)) to be a multiple of pp {}",
+                          mb, p.pp));
+  } else {
+    c.require(p.virtual_stages == 1, "plan.virtual_stages",
+              fmt::format("virtual_stages {} needs schedule interleaved-1f1b (schedule is {})", p.virtual_stages,
+                          to_string(p.schedule)));
+  }
+}
+
+}  // namespace parasim::plan

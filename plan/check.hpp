@@ -1,0 +1,20 @@
+// Semantic checks of a loaded scenario: constraints between keys that no single key's
+// reader can see. Each failure points at the key that is most useful to change:
+//   * dp x tp x pp must not exceed the cluster's devices              (plan.dp)
+//   * hidden divisible by heads; heads, kv_heads, hidden and the MLP width divisible by tp
+//   * layers divisible by pp x virtual_stages (generic models: at least that many layers)
+//   * global_batch divisible by dp x micro_batch                        (training.global_batch)
+//   * interleaved 1F1B: virtual_stages >= 2, pp >= 2, micro-batches a multiple of pp;
+//     virtual_stages > 1 only with the interleaved schedule
+//   * tensor and sequence parallelism only for transformer models
+//   * sequence parallelism: seq_len divisible by tp
+//   * the device supports the training precision; kv_heads <= heads
+#pragma once
+
+#include "plan/scenario.hpp"
+
+namespace parasim::plan {
+
+void check(const Scenario& s);  // throws ScenarioError
+
+}  // namespace parasim::plan

@@ -1,0 +1,163 @@
+#include "plan/describe.hpp"
+
+#include <fmt/format.h>
+
+#include "topology/units.hpp"
+
+namespace parasim::plan {
+
+std::string_view to_string(Optimizer o) { return o == Optimizer::adamw ? "adamw" : "sgd"; }
+
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+std::string_view to_string(Schedule s) {
+  switch (s) {
+    case Schedule::gpipe: return "gpipe";
+    case Schedule::one_f_one_b: return "1f1b";
+    case Schedule::interleaved_1f1b: return "interleaved-1f1b";
+  }
+  return "?";
+}
+
+std::string_view to_string(Collective c) {
+  switch (c) {
+    case Collective::automatic: return "auto";
+    case Collective::ring: return "ring";
+    case Collective::tree: return "tree";
+    case Collective::hierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+std::string_view to_string(Dim d) {
+  switch (d) {
+    case Dim::tp: return "tp";
+    case Dim::dp: return "dp";
+    case Dim::pp: return "pp";
+  }
+  return "?";
+}
+
+std::string_view to_string(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
+
+namespace {
+
+std::string placement_string(const ParallelPlan& p) {
+  return fmt::format("{},{},{}", to_string(p.placement[0]), to_string(p.placement[1]), to_string(p.placement[2]));
+}
+
+}  // namespace
+
+nlohmann::ordered_json to_json(const Scenario& s) {
+  using nlohmann::ordered_json;
+  const auto& c = s.cluster;
+  ordered_json peak = ordered_json::object();
+  for (topology::Dtype d : topology::all_dtypes) {
+    if (c.device.supports(d)) peak[std::string(topology::to_string(d))] = c.device.peak(d);
+  }
+  ordered_json cluster = {
+      {"name", c.name},
+      {"nodes", c.nodes},
+      {"gpus_per_node", c.gpus_per_node},
+      {"device",
+       {{"name", c.device.name}, {"peak_flops", peak}, {"memory_bytes", c.device.memory_bytes},
+        {"memory_bandwidth", c.device.memory_bandwidth}}},
+      {"intra_node",
+       {{"fabric", topology::to_string(c.intra.fabric)}, {"bandwidth", c.intra.bandwidth}, {"latency", c.intra.latency}}},
+  };
+  if (c.intra.fabric == topology::IntraFabric::pcie) cluster["intra_node"]["gpus_per_switch"] = c.intra.gpus_per_switch;
+  if (c.nodes > 1 || c.wan) {
+    cluster["inter_node"] = {{"nics_per_node", c.inter.nics_per_node},     {"nic_bandwidth", c.inter.nic_bandwidth},
+                             {"latency", c.inter.latency},                 {"shape", topology::to_string(c.inter.shape)},
+                             {"oversubscription", c.inter.oversubscription}, {"leaf_downlinks", c.inter.leaf_downlinks},
+                             {"attach_bandwidth", c.inter.attach_bandwidth}};
+  }
+  if (c.wan) {
+    cluster["wan"] = {{"first_group_nodes", c.wan->first_group_nodes}, {"bandwidth", c.wan->bandwidth},
+                      {"latency", c.wan->latency}};
+  }
+
+  const auto& m = s.model;
+  ordered_json model = {{"name", m.name}, {"kind", to_string(m.kind)}, {"parameters", m.parameter_count()}};
+  if (m.kind == ModelKind::transformer) {
+    model.update({{"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
+                  {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab}, {"seq_len", m.seq_len}, {"mlp", to_string(m.mlp)}});
+  } else {
+    ordered_json layers = ordered_json::array();
+    for (const auto& l : m.generic_layers) {
+      layers.push_back({{"name", l.name}, {"params", l.params}, {"forward_flops", l.forward_flops},
+                        {"activations", l.activations}});
+    }
+    model["layers"] = layers;
+  }
+  const auto& t = s.training;
+  const auto& p = s.plan;
+  ordered_json out = {
+      {"name", s.name},
+      {"description", s.description},
+      {"source", s.source},
+      {"cluster", cluster},
+      {"model", model},
+      {"training",
+       {{"global_batch", t.global_batch}, {"micro_batch", t.micro_batch}, {"micro_batches", s.micro_batches()},
+        {"precision", topology::to_string(t.precision)}, {"optimizer", to_string(t.optimizer)},
+        {"recompute", to_string(t.recompute)}}},
+      {"plan",
+       {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"virtual_stages", p.virtual_stages},
+        {"schedule", to_string(p.schedule)}, {"sequence_parallel", p.sequence_parallel}, {"zero", p.zero},
+        {"bucket_bytes", p.bucket_bytes}, {"overlap_dp", p.overlap_dp}, {"collective", to_string(p.collective)},
+        {"placement", placement_string(p)}, {"world", p.world()}}},
+      {"hardware", {{"profile", s.hardware.profile}}},
+      {"run", {{"backend", to_string(s.run.backend)}, {"steps", s.run.steps}, {"warmup", s.run.warmup},
+               {"seed", s.run.seed}}},
+  };
+  return out;
+}
+
+std::string describe(const Scenario& s) {
+  namespace u = units;
+  const auto& c = s.cluster;
+  const auto& m = s.model;
+  const auto& t = s.training;
+  const auto& p = s.plan;
+  std::string out = fmt::format("scenario  {}{}\n", s.name, s.description.empty() ? "" : "  -  " + s.description);
+  out += fmt::format("cluster   {}: {} node(s) x {} {} = {} devices, {} {} ({}), {} {} per device\n", c.name, c.nodes,
+                     c.gpus_per_node, c.device.name, c.total_gpus(), u::format_bytes(c.device.memory_bytes),
+                     "memory", u::format_bandwidth(c.device.memory_bandwidth), topology::to_string(c.intra.fabric),
+                     u::format_bandwidth(c.intra.bandwidth));
+  if (c.nodes > 1 || c.wan) {
+    out += fmt::format("network   {} x {} NICs per node, {}, latency {}\n", c.inter.nics_per_node,
+                       u::format_bandwidth(c.inter.nic_bandwidth), topology::to_string(c.inter.shape),
+                       u::format_duration(c.inter.latency));
+  }
+  if (c.wan) {
+    out += fmt::format("wan       nodes 0-{} | {}-{} joined at {}, latency {}\n", c.wan->first_group_nodes - 1,
+                       c.wan->first_group_nodes, c.nodes - 1, u::format_bandwidth(c.wan->bandwidth),
+                       u::format_duration(c.wan->latency));
+  }
+  if (m.kind == ModelKind::transformer) {
+    out += fmt::format("model     {}: {} parameters, {} layers, hidden {}, {} heads, seq {}, vocab {}\n", m.name,
+                       u::format_count(m.parameter_count()), m.layers, m.hidden, m.heads, m.seq_len, m.vocab);
+  } else {
+    out += fmt::format("model     {}: {} parameters, {} generic layers\n", m.name, u::format_count(m.parameter_count()),
+                       m.layer_count());
+  }
+  out += fmt::format("training  global batch {}, micro-batch {} ({} per pipeline), {}, {}, recompute {}\n",
+                     t.global_batch, t.micro_batch, s.micro_batches(), topology::to_string(t.precision),
+                     to_string(t.optimizer), to_string(t.recompute));
+  out += fmt::format("plan      dp {} x tp {} x pp {} = {} devices, schedule {}{}, ZeRO-{}, buckets {}, collective {}, "
+                     "placement {}\n",
+                     p.dp, p.tp, p.pp, p.world(), to_string(p.schedule),
+                     p.virtual_stages > 1 ? fmt::format(" (v = {})", p.virtual_stages) : "", p.zero,
+                     u::format_bytes(p.bucket_bytes), to_string(p.collective), placement_string(p));
+  return out;
+}
+
+}  // namespace parasim::plan

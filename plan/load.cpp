@@ -1,0 +1,124 @@
+#include "plan/load.hpp"
+
+#include <filesystem>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "plan/check.hpp"
+
+namespace fs = std::filesystem;
+
+namespace parasim::plan {
+namespace {
+
+// Follows extends: from `doc` (already parsed, read from a file in `dir`).
+Value with_bases(Value doc, const fs::path& dir, std::vector<fs::path>& chain) {
+  Entry* ext = doc.find("extends");
+  if (ext == nullptr) return doc;
+  std::vector<const Value*> bases;
+  if (ext->value.is_scalar()) {
+    bases.push_back(&ext->value);
+  } else if (ext->value.kind == Value::Kind::sequence) {
+    for (const Value& item : ext->value.items) {
+      if (!item.is_scalar()) throw ScenarioError(item.loc, "extends", "expected a file name");
+      bases.push_back(&item);
+    }
+  } else {
+    throw ScenarioError(ext->value.loc, "extends", "expected a file name or a list of file names");
+  }
+
+  Value merged;
+  merged.kind = Value::Kind::map;
+  merged.loc = doc.loc;
+  for (const Value* b : bases) {
+    fs::path p = dir / b->scalar;
+    std::error_code ec;
+    const fs::path canon = fs::weakly_canonical(p, ec);
+    if (!fs::is_regular_file(p, ec)) {
+      throw ScenarioError(b->loc, "extends", fmt::format("cannot open '{}' (looked for {})", b->scalar, p.string()));
+    }
+    for (const fs::path& seen : chain) {
+      if (seen == canon) {
+        throw ScenarioError(b->loc, "extends", fmt::format("'{}' extends itself through a cycle", b->scalar));
+      }
+    }
+    chain.push_back(canon);
+    Value base = with_bases(parse_yaml_file(p.string()), p.parent_path(), chain);
+    chain.pop_back();
+    merge_into(merged, base);
+  }
+  // The extending file wins over its bases; its own `extends` is spent.
+  doc.entries.erase(doc.entries.begin() + (ext - doc.entries.data()));
+  merge_into(merged, doc);
+  return merged;
+}
+
+Value finish_document(Value doc, const fs::path& dir, const fs::path& self, std::span<const std::string> overrides) {
+  if (!doc.is_map()) throw ScenarioError(doc.loc, "", fmt::format("a scenario is a section of keys, got {}", doc.kind_name()));
+  std::vector<fs::path> chain{self};
+  Value merged = with_bases(std::move(doc), dir, chain);
+  for (const std::string& o : overrides) apply_override(merged, o);
+  return merged;
+}
+
+Scenario from_document(const Value& root, const std::string& source) {
+  Scenario s;
+  s.source = source;
+  LocationMap& where = s.locations;
+  Reader top(root, "", {"name", "description", "extends", "cluster", "model", "training", "plan", "hardware", "run"},
+             &where);
+  s.name = top.string("name", fs::path(source).stem().string());
+  s.description = top.string("description", std::string());
+
+  auto section = [&](std::string_view key) -> const Value& {
+    const Value* v = top.get(key);
+    if (v == nullptr || v->kind == Value::Kind::null) {
+      top.fail(key, fmt::format("missing required section '{}'", key));
+    }
+    return *v;
+  };
+  static const Value empty = [] {
+    Value v;
+    v.kind = Value::Kind::map;
+    return v;
+  }();
+  auto optional_section = [&](std::string_view key) -> Value {
+    const Value* v = top.get(key);
+    if (v != nullptr && v->kind != Value::Kind::null) return *v;
+    Value e = empty;
+    e.loc = top.section_location();
+    return e;
+  };
+
+  s.cluster = read_cluster(resolve_preset(section("cluster"), PresetKind::cluster, "cluster"), where);
+  s.model = read_model(resolve_preset(section("model"), PresetKind::model, "model"), where);
+  s.training = read_training(section("training"), where);
+  s.plan = read_plan(optional_section("plan"), s.cluster.total_gpus(), where);
+  s.hardware = read_hardware(optional_section("hardware"), where);
+  s.run = read_run(optional_section("run"), s.cluster.device, where);
+  check(s);
+  return s;
+}
+
+}  // namespace
+
+Value load_document(const std::string& path, std::span<const std::string> overrides) {
+  const fs::path p(path);
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) {
+    throw ScenarioError(Location{path, 0, 0}, "", "cannot open the scenario (no such file)");
+  }
+  return finish_document(parse_yaml_file(path), p.parent_path(), fs::weakly_canonical(p, ec), overrides);
+}
+
+Scenario load(const std::string& path, std::span<const std::string> overrides) {
+  return from_document(load_document(path, overrides), path);
+}
+
+Scenario load_text(std::string_view text, const std::string& name, std::span<const std::string> overrides,
+                   const std::string& base_dir) {
+  return from_document(finish_document(parse_yaml(text, name), base_dir, fs::path(base_dir) / name, overrides), name);
+}
+
+}  // namespace parasim::plan

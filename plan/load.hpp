@@ -1,0 +1,36 @@
+// Loading a scenario: read the YAML file, follow `extends:` (paths relative to the file
+// that names them; cycles are errors), apply `--set key=value` overrides, resolve presets
+// (a scalar such as `cluster: dgx-h100`, or `preset:` inside a section whose other keys
+// refine it), read each section with its defaults, then check the whole (check.hpp).
+// Any problem throws ScenarioError naming file, line, column and key.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "plan/presets.hpp"
+#include "plan/scenario.hpp"
+#include "plan/value.hpp"
+
+namespace parasim::plan {
+
+Scenario load(const std::string& path, std::span<const std::string> overrides = {});
+// `name` stands in for a file name in errors; `extends:` resolves against `base_dir`.
+Scenario load_text(std::string_view text, const std::string& name, std::span<const std::string> overrides = {},
+                   const std::string& base_dir = ".");
+
+// The raw merged document (extends and overrides applied), before presets and defaults.
+Value load_document(const std::string& path, std::span<const std::string> overrides = {});
+
+// Sections (load_sections.cpp), each given the section's value after preset resolution.
+Value resolve_preset(const Value& section, PresetKind kind, const std::string& path);
+topology::ClusterSpec read_cluster(const Value& v, LocationMap& where);
+topology::DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& where);
+ModelSpec read_model(const Value& v, LocationMap& where);
+TrainingSpec read_training(const Value& v, LocationMap& where);
+ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where);
+HardwareSpec read_hardware(const Value& v, LocationMap& where);
+RunSpec read_run(const Value& v, const topology::DeviceSpec& device, LocationMap& where);
+
+}  // namespace parasim::plan

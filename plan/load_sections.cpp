@@ -1,0 +1,313 @@
+// Readers for each scenario section: allowed keys, defaults, units and ranges.
+// docs/scenario-format.md documents every key read here.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "plan/load.hpp"
+#include "topology/units.hpp"
+
+namespace parasim::plan {
+
+using topology::ClusterSpec;
+using topology::DeviceSpec;
+using topology::IntraFabric;
+using topology::NetworkShape;
+
+Value resolve_preset(const Value& section, PresetKind kind, const std::string& path) {
+  const Value* name = nullptr;
+  if (section.is_scalar()) {
+    name = &section;
+  } else if (section.is_map()) {
+    if (const Entry* e = section.find("preset")) name = &e->value;
+  } else {
+    throw ScenarioError(section.loc, path,
+                        fmt::format("expected a {} preset name or a section of keys, got {}", to_string(kind),
+                                    section.kind_name()));
+  }
+  if (name == nullptr) return section;
+  if (!name->is_scalar()) throw ScenarioError(name->loc, path + ".preset", "expected a preset name");
+
+  const PresetFile* preset = find_preset(kind, name->scalar);
+  if (preset == nullptr) {
+    const std::vector<std::string> known = preset_names(kind);
+    const std::string near = nearest(name->scalar, known);
+    throw ScenarioError(name->loc, path,
+                        fmt::format("unknown {} preset '{}'{}; known presets: {}", to_string(kind), name->scalar,
+                                    near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near),
+                                    fmt::join(known, ", ")));
+  }
+  Value base = parse_yaml(preset->text, fmt::format("preset {} ({})", preset->name, preset->path));
+  base = resolve_preset(base, kind, path);  // a preset may refine another
+  if (!base.find("name")) {
+    base.entries.push_back(Entry{"name", name->loc, Value{Value::Kind::scalar, std::string(preset->name), {}, {}, name->loc}});
+  }
+  if (section.is_map()) {
+    Value refinements = section;
+    std::erase_if(refinements.entries, [](const Entry& e) { return e.key == "preset"; });
+    merge_into(base, refinements);
+  }
+  base.loc = section.loc;
+  return base;
+}
+
+DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& where) {
+  Reader r(v, path, {"preset", "name", "peak", "memory", "memory_bandwidth"}, &where);
+  DeviceSpec d;
+  d.name = r.string("name", std::string("custom"));
+  const Value* peak = r.get("peak");
+  if (peak == nullptr) r.fail("peak", "missing required key 'peak' (FLOP/s per data type, e.g. bf16: 989 TFLOPS)");
+  Reader p(*peak, r.key_path("peak"), {"fp32", "tf32", "bf16", "fp16"}, &where);
+  bool any = false;
+  for (topology::Dtype t : topology::all_dtypes) {
+    const double rate = p.flop_rate(topology::to_string(t), 0.0);
+    d.peak_flops[static_cast<std::size_t>(t)] = rate;
+    any = any || rate > 0.0;
+  }
+  if (!any) r.fail("peak", "give the peak FLOP rate of at least one data type (fp32, tf32, bf16 or fp16)");
+  d.memory_bytes = r.bytes("memory", std::nullopt);
+  d.memory_bandwidth = r.bandwidth("memory_bandwidth", std::nullopt);
+  return d;
+}
+
+ClusterSpec read_cluster(const Value& v, LocationMap& where) {
+  Reader r(v, "cluster", {"preset", "name", "nodes", "gpus_per_node", "device", "intra_node", "inter_node", "wan"}, &where);
+  ClusterSpec c;
+  c.name = r.string("name", std::string("custom"));
+  c.nodes = r.integer("nodes", 1);
+  c.gpus_per_node = r.integer("gpus_per_node", std::nullopt);
+  const Value* dev = r.get("device");
+  if (dev == nullptr) r.fail("device", "missing required key 'device' (a preset such as h100-sxm, or a section)");
+  c.device = read_device(resolve_preset(*dev, PresetKind::device, "cluster.device"), "cluster.device", where);
+
+  const Value* intra = r.get("intra_node");
+  if (intra == nullptr) r.fail("intra_node", "missing required section 'intra_node' (fabric, bandwidth, latency)");
+  Reader in(*intra, "cluster.intra_node", {"fabric", "bandwidth", "latency", "gpus_per_switch"}, &where);
+  c.intra.fabric = in.choice<IntraFabric>("fabric", std::nullopt,
+                                          {{"nvswitch", IntraFabric::nvswitch},
+                                           {"nvlink-mesh", IntraFabric::nvlink_mesh},
+                                           {"pcie", IntraFabric::pcie},
+                                           {"shared-memory", IntraFabric::shared_memory}});
+  c.intra.bandwidth = in.bandwidth("bandwidth", std::nullopt);
+  c.intra.latency = in.duration("latency", 1e-6);
+  c.intra.gpus_per_switch = in.integer("gpus_per_switch", 2);
+  if (in.has("gpus_per_switch") && c.intra.fabric != IntraFabric::pcie) {
+    in.fail("gpus_per_switch", "applies only to the pcie fabric");
+  }
+
+  const Value* inter = r.get("inter_node");
+  if (inter != nullptr) {
+    Reader net(*inter, "cluster.inter_node",
+               {"nics_per_node", "nic_bandwidth", "latency", "shape", "oversubscription", "leaf_downlinks",
+                "attach_bandwidth"},
+               &where);
+    c.inter.nics_per_node = net.integer("nics_per_node", 1);
+    c.inter.nic_bandwidth = net.bandwidth("nic_bandwidth", std::nullopt);
+    c.inter.latency = net.duration("latency", 5e-6);
+    c.inter.shape = net.choice<NetworkShape>("shape", NetworkShape::single_switch,
+                                             {{"single-switch", NetworkShape::single_switch},
+                                              {"fat-tree", NetworkShape::fat_tree},
+                                              {"rail-optimized", NetworkShape::rail_optimized}});
+    // "2:1" reads as 2.
+    if (const Value* o = net.get("oversubscription"); o != nullptr && o->is_scalar() && o->scalar.ends_with(":1")) {
+      Value plain = *o;
+      plain.scalar.resize(plain.scalar.size() - 2);
+      Value tmp;
+      tmp.kind = Value::Kind::map;
+      tmp.entries.push_back(Entry{"oversubscription", o->loc, plain});
+      c.inter.oversubscription = Reader(tmp, "cluster.inter_node", {"oversubscription"}, nullptr)
+                                     .number("oversubscription", std::nullopt, 1.0, 1024.0);
+    } else {
+      c.inter.oversubscription = net.number("oversubscription", 1.0, 1.0, 1024.0);
+    }
+    c.inter.leaf_downlinks = net.integer("leaf_downlinks", 32);
+    c.inter.attach_bandwidth = net.bandwidth("attach_bandwidth", 64e9);
+    if (c.inter.shape == NetworkShape::single_switch && (net.has("oversubscription") || net.has("leaf_downlinks"))) {
+      net.fail(net.has("oversubscription") ? "oversubscription" : "leaf_downlinks",
+               "applies only to the fat-tree and rail-optimized shapes (shape is single-switch)");
+    }
+  } else if (c.nodes > 1) {
+    r.fail("inter_node", fmt::format("a cluster of {} nodes needs an 'inter_node' section (nics_per_node, nic_bandwidth, "
+                                     "latency, shape)", c.nodes));
+  }
+
+  if (const Value* wan = r.get("wan"); wan != nullptr && wan->kind != Value::Kind::null) {
+    Reader w(*wan, "cluster.wan", {"first_group_nodes", "bandwidth", "latency"}, &where);
+    topology::WanSpec spec;
+    spec.first_group_nodes = w.integer("first_group_nodes", std::max(1, c.nodes / 2));
+    spec.bandwidth = w.bandwidth("bandwidth", std::nullopt);
+    spec.latency = w.duration("latency", std::nullopt);
+    if (c.nodes < 2) w.fail("first_group_nodes", "a WAN joins two groups of nodes: the cluster needs at least 2 nodes");
+    if (spec.first_group_nodes >= c.nodes) {
+      w.fail("first_group_nodes", fmt::format("expected from 1 to {} (the second group needs a node), got {}",
+                                              c.nodes - 1, spec.first_group_nodes));
+    }
+    if (inter == nullptr) w.fail("bandwidth", "a WAN needs the cluster's 'inter_node' network inside each group");
+    c.wan = spec;
+  }
+  return c;
+}
+
+ModelSpec read_model(const Value& v, LocationMap& where) {
+  if (!v.is_map()) throw ScenarioError(v.loc, "model", fmt::format("expected a section of keys, got {}", v.kind_name()));
+  const Entry* layers_entry = v.find("layers");
+  const Entry* kind_entry = v.find("kind");
+  ModelSpec m;
+  m.kind = layers_entry != nullptr && layers_entry->value.kind == Value::Kind::sequence ? ModelKind::generic
+                                                                                        : ModelKind::transformer;
+  if (kind_entry != nullptr) {
+    Value tmp;
+    tmp.kind = Value::Kind::map;
+    tmp.entries.push_back(*kind_entry);
+    m.kind = Reader(tmp, "model", {"kind"}, nullptr)
+                 .choice<ModelKind>("kind", std::nullopt,
+                                    {{"transformer", ModelKind::transformer}, {"generic", ModelKind::generic}});
+  }
+
+  if (m.kind == ModelKind::generic) {
+    Reader r(v, "model", {"preset", "name", "kind", "layers"}, &where);
+    m.name = r.string("name", std::string("custom"));
+    const Value* layers = r.get("layers");
+    if (layers == nullptr || layers->kind != Value::Kind::sequence || layers->items.empty()) {
+      r.fail("layers", "a generic model needs 'layers': a list of {name, params, forward_flops, activations}");
+    }
+    for (std::size_t i = 0; i < layers->items.size(); ++i) {
+      Reader l(layers->items[i], fmt::format("model.layers[{}]", i), {"name", "params", "forward_flops", "activations"},
+               &where);
+      GenericLayer g;
+      g.name = l.string("name", fmt::format("layer{}", i));
+      g.params = l.count("params", std::nullopt);
+      g.forward_flops = l.count("forward_flops", std::nullopt);
+      g.activations = l.count("activations", std::nullopt);
+      if (g.forward_flops <= 0.0) l.fail("forward_flops", "expected forward FLOPs per sample above zero");
+      m.generic_layers.push_back(std::move(g));
+    }
+    return m;
+  }
+
+  Reader r(v, "model",
+           {"preset", "name", "kind", "layers", "hidden", "heads", "kv_heads", "ffn_multiplier", "ffn_hidden", "vocab",
+            "seq_len", "mlp"},
+           &where);
+  m.name = r.string("name", std::string("custom"));
+  m.layers = r.integer("layers", std::nullopt);
+  m.hidden = r.integer("hidden", std::nullopt);
+  m.heads = r.integer("heads", std::nullopt);
+  m.kv_heads = r.integer("kv_heads", m.heads);
+  m.vocab = r.integer("vocab", std::nullopt);
+  m.seq_len = r.integer("seq_len", std::nullopt);
+  m.mlp = r.choice<Mlp>("mlp", Mlp::gelu, {{"gelu", Mlp::gelu}, {"swiglu", Mlp::swiglu}});
+  if (r.has("ffn_hidden") && r.has("ffn_multiplier")) {
+    r.fail("ffn_multiplier", "give either ffn_hidden or ffn_multiplier, not both");
+  }
+  const double mult = r.number("ffn_multiplier", 4.0, 0.01, 1024.0);
+  const double ffn = mult * m.hidden;
+  if (!r.has("ffn_hidden") && ffn != std::floor(ffn)) {
+    r.fail("ffn_multiplier", fmt::format("ffn_multiplier x hidden = {} is not a whole number", ffn));
+  }
+  m.ffn_hidden = r.integer("ffn_hidden", static_cast<int>(ffn));
+  return m;
+}
+
+TrainingSpec read_training(const Value& v, LocationMap& where) {
+  Reader r(v, "training", {"global_batch", "micro_batch", "precision", "optimizer", "recompute"}, &where);
+  TrainingSpec t;
+  t.global_batch = r.integer("global_batch", std::nullopt);
+  t.micro_batch = r.integer("micro_batch", 1);
+  t.precision = r.choice<Dtype>("precision", Dtype::bf16,
+                                {{"fp32", Dtype::fp32}, {"tf32", Dtype::tf32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}});
+  t.optimizer = r.choice<Optimizer>("optimizer", Optimizer::adamw, {{"adamw", Optimizer::adamw}, {"sgd", Optimizer::sgd}});
+  t.recompute = r.choice<Recompute>(
+      "recompute", Recompute::none,
+      {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}});
+  return t;
+}
+
+ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
+  Reader r(v, "plan",
+           {"dp", "tp", "pp", "virtual_stages", "schedule", "sequence_parallel", "zero", "bucket_size", "overlap_dp",
+            "collective", "placement"},
+           &where);
+  ParallelPlan p;
+  p.tp = r.integer("tp", 1);
+  p.pp = r.integer("pp", 1);
+  if (!r.has("dp") && cluster_gpus % (p.tp * p.pp) != 0) {
+    r.fail("dp", fmt::format("dp is not given and tp x pp = {} does not divide the cluster's {} GPUs; set plan.dp",
+                             p.tp * p.pp, cluster_gpus));
+  }
+  p.dp = r.integer("dp", std::max(1, cluster_gpus / (p.tp * p.pp)));
+  p.virtual_stages = r.integer("virtual_stages", 1);
+  p.schedule = r.choice<Schedule>("schedule", p.virtual_stages > 1 ? Schedule::interleaved_1f1b : Schedule::one_f_one_b,
+                                  {{"gpipe", Schedule::gpipe},
+                                   {"1f1b", Schedule::one_f_one_b},
+                                   {"interleaved-1f1b", Schedule::interleaved_1f1b}});
+  p.sequence_parallel = r.boolean("sequence_parallel", false);
+  p.zero = r.integer("zero", 0, 0, 1);
+  p.bucket_bytes = r.bytes("bucket_size", 25.0 * 1024 * 1024);
+  p.overlap_dp = r.boolean("overlap_dp", true);
+  p.collective = r.choice<Collective>("collective", Collective::automatic,
+                                      {{"auto", Collective::automatic},
+                                       {"ring", Collective::ring},
+                                       {"tree", Collective::tree},
+                                       {"hierarchical", Collective::hierarchical}});
+  if (const Value* pl = r.get("placement"); pl != nullptr) {
+    const std::string text = r.string("placement", std::nullopt);
+    std::vector<Dim> dims;
+    std::string word;
+    auto flush = [&] {
+      if (word.empty()) return;
+      if (word == "tp") dims.push_back(Dim::tp);
+      else if (word == "dp") dims.push_back(Dim::dp);
+      else if (word == "pp") dims.push_back(Dim::pp);
+      else r.fail_value("placement", *pl, fmt::format("unknown dimension '{}': expected tp, dp and pp", word));
+      word.clear();
+    };
+    for (char ch : text) {
+      if (ch == ',' || ch == '-' || ch == ' ' || ch == '>') flush();
+      else word.push_back(ch);
+    }
+    flush();
+    const bool perm = dims.size() == 3 && std::find(dims.begin(), dims.end(), Dim::tp) != dims.end() &&
+                      std::find(dims.begin(), dims.end(), Dim::dp) != dims.end() &&
+                      std::find(dims.begin(), dims.end(), Dim::pp) != dims.end();
+    if (!perm) {
+      r.fail_value("placement", *pl,
+                   fmt::format("expected tp, dp and pp each once, innermost first (such as tp,dp,pp), got '{}'", text));
+    }
+    std::copy(dims.begin(), dims.end(), p.placement.begin());
+  }
+  return p;
+}
+
+HardwareSpec read_hardware(const Value& v, LocationMap& where) {
+  Reader r(v, "hardware", {"profile"}, &where);
+  HardwareSpec h;
+  if (!r.has("profile")) return h;
+  const std::string given = r.string("profile", std::nullopt);
+  // Relative to the file that named it.
+  const Location at = r.location_of("profile");
+  std::filesystem::path p(given);
+  if (p.is_relative() && !at.file.starts_with("--set") && !at.file.starts_with("preset ")) {
+    p = std::filesystem::path(at.file).parent_path() / p;
+  }
+  std::ifstream in(p);
+  if (!in) r.fail("profile", fmt::format("cannot read the device profile '{}' (looked for {})", given, p.string()));
+  h.profile = p.string();
+  return h;
+}
+
+RunSpec read_run(const Value& v, const DeviceSpec& device, LocationMap& where) {
+  Reader r(v, "run", {"backend", "steps", "warmup", "seed"}, &where);
+  RunSpec run;
+  const Backend natural = device.name == "cpu-core" ? Backend::cpu : Backend::cuda;
+  run.backend = r.choice<Backend>("backend", natural, {{"cpu", Backend::cpu}, {"cuda", Backend::cuda}});
+  run.steps = r.integer("steps", 10);
+  run.warmup = r.integer("warmup", 2, 0);
+  run.seed = static_cast<std::uint64_t>(r.count("seed", 1234.0));
+  return run;
+}
+
+}  // namespace parasim::plan

@@ -1,0 +1,31 @@
+#include "plan/model.hpp"
+
+namespace parasim::plan {
+
+double ModelSpec::params_per_layer() const {
+  const double h = hidden;
+  const double kv = static_cast<double>(kv_heads) * head_dim();
+  const double f = ffn_hidden;
+  const double attention = h * (h + 2 * kv) + (h + 2 * kv) + h * h + h;
+  const double mlp_params = mlp == Mlp::gelu ? 2 * h * f + f + h : 3 * h * f;
+  return attention + mlp_params + 4 * h;
+}
+
+double ModelSpec::embedding_params() const {
+  const double positions = mlp == Mlp::gelu ? static_cast<double>(seq_len) : 0.0;
+  return (vocab + positions) * hidden;
+}
+
+double ModelSpec::parameter_count() const {
+  if (kind == ModelKind::generic) {
+    double sum = 0.0;
+    for (const GenericLayer& l : generic_layers) sum += l.params;
+    return sum;
+  }
+  return layers * params_per_layer() + embedding_params() + 2.0 * hidden;
+}
+
+std::string_view to_string(ModelKind k) { return k == ModelKind::transformer ? "transformer" : "generic"; }
+std::string_view to_string(Mlp m) { return m == Mlp::gelu ? "gelu" : "swiglu"; }
+
+}  // namespace parasim::plan

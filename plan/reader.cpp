@@ -1,0 +1,157 @@
+#include "plan/reader.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "topology/units.hpp"
+
+namespace parasim::plan {
+
+Reader::Reader(const Value& section, std::string path, std::initializer_list<std::string_view> allowed,
+               LocationMap* where)
+    : section_(section), path_(std::move(path)), where_(where) {
+  if (!section_.is_map()) {
+    throw ScenarioError(section_.loc, path_, fmt::format("expected a section of keys, got {}", section_.kind_name()));
+  }
+  std::vector<std::string_view> names(allowed);
+  for (const Entry& e : section_.entries) {
+    bool known = false;
+    for (std::string_view a : names) known = known || a == e.key;
+    if (!known) {
+      throw ScenarioError(e.key_loc, key_path(e.key),
+                          fmt::format("unknown key '{}' in {}{}; allowed keys: {}", e.key,
+                                      path_.empty() ? "the scenario" : path_, suggestion(e.key, names),
+                                      fmt::join(names, ", ")));
+    }
+  }
+  if (where_ != nullptr && !path_.empty()) (*where_)[path_] = section_.loc;
+}
+
+std::string Reader::suggestion(std::string_view word, std::span<const std::string_view> candidates) {
+  std::string near = nearest(word, candidates);
+  return near.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", near);
+}
+
+const Value* Reader::get(std::string_view key) const {
+  record(key);
+  const Entry* e = section_.find(key);
+  return e == nullptr ? nullptr : &e->value;
+}
+
+std::string Reader::key_path(std::string_view key) const {
+  return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
+}
+
+Location Reader::location_of(std::string_view key) const {
+  const Entry* e = section_.find(key);
+  return e == nullptr ? section_.loc : e->value.loc;
+}
+
+void Reader::record(std::string_view key) const {
+  if (where_ != nullptr) (*where_)[key_path(key)] = location_of(key);
+}
+
+void Reader::fail(std::string_view key, const std::string& message) const {
+  throw ScenarioError(location_of(key), key_path(key), message);
+}
+
+void Reader::fail_value(std::string_view key, const Value& v, const std::string& message) const {
+  throw ScenarioError(v.loc, key_path(key), message);
+}
+
+const Value* Reader::scalar_or_default(std::string_view key, bool has_default) const {
+  const Value* v = get(key);
+  if (v == nullptr || v->kind == Value::Kind::null) {
+    if (has_default) return nullptr;
+    if (v == nullptr) fail(key, fmt::format("missing required key '{}' in {}", key, path_.empty() ? "the scenario" : path_));
+    fail_value(key, *v, "a value is required here");
+  }
+  if (!v->is_scalar()) fail_value(key, *v, fmt::format("expected a single value, got {}", v->kind_name()));
+  return v;
+}
+
+namespace {
+
+template <typename Parse>
+double parsed(const Reader& r, std::string_view key, const Value* v, Parse parse) {
+  units::Parsed p = parse(v->scalar);
+  if (!p.ok()) r.fail_value(key, *v, p.error);
+  return p.value;
+}
+
+}  // namespace
+
+int Reader::integer(std::string_view key, std::optional<int> fallback, int min, int max) const {
+  const Value* v = scalar_or_default(key, fallback.has_value());
+  if (v == nullptr) return *fallback;
+  const double x = parsed(*this, key, v, units::parse_count);
+  const std::string range = min == 1 && max == (1 << 30) ? "a positive integer"
+                            : max == (1 << 30)          ? fmt::format("an integer of at least {}", min)
+                                                        : fmt::format("an integer from {} to {}", min, max);
+  if (x != std::floor(x) || x < min || x > max) fail_value(key, *v, fmt::format("expected {}, got '{}'", range, v->scalar));
+  return static_cast<int>(x);
+}
+
+double Reader::count(std::string_view key, std::optional<double> fallback, double min) const {
+  const Value* v = scalar_or_default(key, fallback.has_value());
+  if (v == nullptr) return *fallback;
+  const double x = parsed(*this, key, v, units::parse_count);
+  if (x < min) fail_value(key, *v, fmt::format("expected a number of at least {}, got '{}'", min, v->scalar));
+  return x;
+}
+
+double Reader::number(std::string_view key, std::optional<double> fallback, double min, double max) const {
+  const Value* v = scalar_or_default(key, fallback.has_value());
+  if (v == nullptr) return *fallback;
+  const double x = parsed(*this, key, v, units::parse_count);
+  if (x < min || x > max) fail_value(key, *v, fmt::format("expected a number from {} to {}, got '{}'", min, max, v->scalar));
+  return x;
+}
+
+double Reader::bytes(std::string_view key, std::optional<double> fallback, bool allow_zero) const {
+  const Value* v = scalar_or_default(key, fallback.has_value());
+  if (v == nullptr) return *fallback;
+  const double x = parsed(*this, key, v, units::parse_bytes);
+  if (x == 0.0 && !allow_zero) fail_value(key, *v, fmt::format("expected a size above zero, got '{}'", v->scalar));
+  return x;
+}
+
+double Reader::bandwidth(std::string_view key, std::optional<double> fallback) const {
+  const Value* v = scalar_or_default(key, fallback.has_value());
+  if (v == nullptr) return *fallback;
+  const double x = parsed(*this, key, v, units::parse_bandwidth);
+  if (x <= 0.0) fail_value(key, *v, fmt::format("expected a bandwidth above zero, got '{}'", v->scalar));
+  return x;
+}
+
+double Reader::duration(std::string_view key, std::optional<double> fallback) const {
+  const Value* v = scalar_or_default(key, fallback.has_value());
+  if (v == nullptr) return *fallback;
+  return parsed(*this, key, v, units::parse_duration);
+}
+
+double Reader::flop_rate(std::string_view key, std::optional<double> fallback) const {
+  const Value* v = scalar_or_default(key, fallback.has_value());
+  if (v == nullptr) return *fallback;
+  return parsed(*this, key, v, units::parse_flop_rate);
+}
+
+bool Reader::boolean(std::string_view key, std::optional<bool> fallback) const {
+  const Value* v = scalar_or_default(key, fallback.has_value());
+  if (v == nullptr) return *fallback;
+  for (std::string_view t : {"true", "yes", "on"}) {
+    if (v->scalar == t) return true;
+  }
+  for (std::string_view f : {"false", "no", "off"}) {
+    if (v->scalar == f) return false;
+  }
+  fail_value(key, *v, fmt::format("expected true or false, got '{}'", v->scalar));
+}
+
+std::string Reader::string(std::string_view key, std::optional<std::string> fallback) const {
+  const Value* v = scalar_or_default(key, fallback.has_value());
+  if (v == nullptr) return *fallback;
+  return v->scalar;
+}
+
+}  // namespace parasim::plan

@@ -1,0 +1,84 @@
+// A scenario: the cluster, the model, the training setup, the parallel plan, an optional
+// measured hardware profile and executor settings. It is what `load()` returns after
+// parsing, merging presets / extends / overrides, applying defaults and checking every
+// constraint; everything downstream may assume it is consistent.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "plan/model.hpp"
+#include "plan/reader.hpp"
+#include "topology/cluster_spec.hpp"
+
+namespace parasim::plan {
+
+using topology::Dtype;
+
+enum class Optimizer { adamw, sgd };
+enum class Recompute { none, selective, full };
+enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b };
+enum class Collective { automatic, ring, tree, hierarchical };
+enum class Dim { tp, dp, pp };
+enum class Backend { cpu, cuda };
+
+std::string_view to_string(Optimizer o);
+std::string_view to_string(Recompute r);
+std::string_view to_string(Schedule s);
+std::string_view to_string(Collective c);
+std::string_view to_string(Dim d);
+std::string_view to_string(Backend b);
+
+struct TrainingSpec {
+  int global_batch = 1;  // samples per optimizer step
+  int micro_batch = 1;   // samples per micro-batch
+  Dtype precision = Dtype::bf16;
+  Optimizer optimizer = Optimizer::adamw;
+  Recompute recompute = Recompute::none;
+};
+
+struct ParallelPlan {
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  int virtual_stages = 1;
+  Schedule schedule = Schedule::one_f_one_b;
+  bool sequence_parallel = false;
+  int zero = 0;
+  double bucket_bytes = 25.0 * 1024 * 1024;
+  bool overlap_dp = true;
+  Collective collective = Collective::automatic;
+  std::array<Dim, 3> placement{Dim::tp, Dim::dp, Dim::pp};  // innermost first
+
+  [[nodiscard]] int world() const { return dp * tp * pp; }
+};
+
+struct HardwareSpec {
+  std::string profile;  // path of a measured device profile; empty = datasheet defaults
+};
+
+struct RunSpec {
+  Backend backend = Backend::cpu;
+  int steps = 10;
+  int warmup = 2;
+  std::uint64_t seed = 1234;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string source;  // file it was loaded from
+  topology::ClusterSpec cluster;
+  ModelSpec model;
+  TrainingSpec training;
+  ParallelPlan plan;
+  HardwareSpec hardware;
+  RunSpec run;
+  LocationMap locations;  // where each key was set
+
+  // Micro-batches each pipeline processes per step: global_batch / (dp * micro_batch).
+  [[nodiscard]] int micro_batches() const { return training.global_batch / (plan.dp * training.micro_batch); }
+};
+
+}  // namespace parasim::plan

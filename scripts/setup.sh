@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Sets parasim up on a Debian 12 machine: installs the Debian packages that are missing,
+# configures and builds. Then, by the first argument:
+#   setup.sh            build only
+#   setup.sh demo       build, then run the main job on scenarios/quickstart.yaml
+#   setup.sh test       build, then run every test (ctest)
+# Environment: PARASIM_PRESET (default "release"; "dev", "asan", "minimal" also work),
+#              PARASIM_NO_INSTALL=1 to skip the package step.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+mode=${1:-build}
+preset=${PARASIM_PRESET:-release}
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libyaml-cpp-dev libboost-graph-dev libfmt-dev libcli11-dev nlohmann-json3-dev catch2
+  libopenmpi-dev openmpi-bin libopenblas-dev
+  qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-qpa-plugins libgl-dev
+)
+
+install_missing() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup: all ${#packages[@]} Debian packages present"
+    return
+  fi
+  echo "setup: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+[ "${PARASIM_NO_INSTALL:-0}" = 1 ] || install_missing
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake --preset "$preset"
+cmake --build --preset "$preset" -j "$jobs"
+
+case "$mode" in
+  build) ;;
+  demo)
+    exec "build/$preset/cli/parasim" topo scenarios/quickstart.yaml ;;
+  test)
+    exec ctest --preset "$preset" ;;
+  *)
+    echo "setup: unknown mode '$mode' (expected build, demo or test)" >&2
+    exit 2 ;;
+esac

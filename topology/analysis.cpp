@@ -1,0 +1,134 @@
+#include "topology/analysis.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+#include <boost/graph/push_relabel_max_flow.hpp>
+
+namespace parasim::topology {
+namespace {
+
+bool is_device(const Graph& g, VertexId v) { return g[v].kind == VertexKind::gpu; }
+
+// Devices whose traffic reaches `nic` without passing another NIC: those attached to it
+// directly or through the switch / host it hangs off.
+int devices_sharing_nic(const Cluster& c, VertexId nic) {
+  const Graph& g = c.graph();
+  int n = 0;
+  for (auto e : boost::make_iterator_range(boost::in_edges(nic, g))) {
+    const VertexId u = boost::source(e, g);
+    if (is_device(g, u)) {
+      ++n;
+    } else if (g[e].cls == LinkClass::intra) {  // pcie switch or host
+      for (auto f : boost::make_iterator_range(boost::in_edges(u, g))) n += is_device(g, boost::source(f, g)) ? 1 : 0;
+    }
+  }
+  return std::max(n, 1);
+}
+
+double nic_uplink(const Cluster& c, VertexId nic) {
+  double up = 0.0;
+  for (auto e : boost::make_iterator_range(boost::out_edges(nic, c.graph()))) {
+    if (c.graph()[e].cls == LinkClass::inter) up += c.graph()[e].bandwidth;
+  }
+  return up;
+}
+
+}  // namespace
+
+double intra_injection_bandwidth(const Cluster& c, int rank) {
+  const Graph& g = c.graph();
+  double sum = 0.0;
+  for (auto e : boost::make_iterator_range(boost::out_edges(c.gpu(rank), g))) {
+    if (g[boost::target(e, g)].kind != VertexKind::nic) sum += g[e].bandwidth;
+  }
+  return sum;
+}
+
+double inter_injection_bandwidth(const Cluster& c, int rank) {
+  const Graph& g = c.graph();
+  double sum = 0.0;
+  for (auto e : boost::make_iterator_range(boost::out_edges(c.gpu(rank), g))) {
+    const VertexId v = boost::target(e, g);
+    if (g[v].kind == VertexKind::nic) {
+      sum += std::min(g[e].bandwidth, nic_uplink(c, v) / devices_sharing_nic(c, v));
+    } else if (g[v].kind == VertexKind::pcie_switch || g[v].kind == VertexKind::host) {
+      // NICs behind the switch / host, shared by the devices there.
+      for (auto f : boost::make_iterator_range(boost::out_edges(v, g))) {
+        const VertexId nic = boost::target(f, g);
+        if (g[nic].kind != VertexKind::nic) continue;
+        sum += std::min(g[f].bandwidth, nic_uplink(c, nic)) / devices_sharing_nic(c, nic);
+      }
+    }
+  }
+  return sum;
+}
+
+double bisection_bandwidth(const Cluster& c) {
+  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
+  struct FlowEdge {
+    std::int64_t capacity = 0;
+    std::int64_t residual = 0;
+    Traits::edge_descriptor reverse;
+  };
+  using FlowGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, FlowEdge>;
+
+  const int n = c.gpu_count();
+  if (n < 2) return 0.0;
+  // Capacities in KB/s as integers: exact, and 16k devices x 1 TB/s stays far below 2^63.
+  constexpr double unit = 1e3;
+  const auto cap = [](double bw) { return static_cast<std::int64_t>(std::llround(bw / unit)); };
+  constexpr std::int64_t infinite = std::int64_t{1} << 60;
+
+  const Graph& g = c.graph();
+  FlowGraph f(boost::num_vertices(g) + 2);
+  const auto source = boost::num_vertices(g);
+  const auto sink = source + 1;
+  auto add = [&f](std::size_t a, std::size_t b, std::int64_t capacity) {
+    auto e = boost::add_edge(a, b, f).first;
+    auto r = boost::add_edge(b, a, f).first;
+    f[e].capacity = capacity;
+    f[r].capacity = 0;
+    f[e].reverse = r;
+    f[r].reverse = e;
+  };
+  for (auto e : boost::make_iterator_range(boost::edges(g))) {
+    add(boost::source(e, g), boost::target(e, g), cap(g[e].bandwidth));
+  }
+  for (int r = 0; r < n; ++r) {
+    if (r < n / 2) {
+      add(source, c.gpu(r), infinite);
+    } else {
+      add(c.gpu(r), sink, infinite);
+    }
+  }
+  const std::int64_t flow = boost::push_relabel_max_flow(
+      f, source, sink, boost::get(&FlowEdge::capacity, f), boost::get(&FlowEdge::residual, f),
+      boost::get(&FlowEdge::reverse, f), boost::get(boost::vertex_index, f));
+  return static_cast<double>(flow) * unit;
+}
+
+TopologySummary summarize(const Cluster& c) {
+  TopologySummary s;
+  const Graph& g = c.graph();
+  s.name = c.spec().name;
+  s.nodes = c.spec().nodes;
+  s.gpus = c.gpu_count();
+  s.gpus_per_node = c.spec().gpus_per_node;
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) ++s.vertices_by_kind[std::string(to_string(g[v].kind))];
+  for (int id = 0; id < c.link_count(); id += 2) {  // one direction of each physical link
+    const Link& l = c.link(id);
+    for (auto* m : {&s.links_by_class[std::string(to_string(l.cls))], &s.links_by_kind[std::string(to_string(l.kind))]}) {
+      ++m->links;
+      m->total_bandwidth += l.bandwidth;
+    }
+  }
+  if (s.gpus > 0) {
+    s.injection_intra = intra_injection_bandwidth(c, 0);
+    s.injection_inter = inter_injection_bandwidth(c, 0);
+  }
+  s.bisection = bisection_bandwidth(c);
+  return s;
+}
+
+}  // namespace parasim::topology

@@ -1,0 +1,59 @@
+// What a scenario says about a cluster, before it becomes a graph: how many nodes and
+// devices, the device, the fabric inside a node, the network between nodes and an
+// optional slow link splitting the nodes into two groups (two sites joined by a WAN).
+// All bandwidths are bytes per second in one direction; latencies are seconds.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "topology/device.hpp"
+
+namespace parasim::topology {
+
+enum class IntraFabric { nvswitch, nvlink_mesh, pcie, shared_memory };
+enum class NetworkShape { single_switch, fat_tree, rail_optimized };
+
+std::string_view to_string(IntraFabric f);
+std::string_view to_string(NetworkShape s);
+
+struct IntraNodeSpec {
+  IntraFabric fabric = IntraFabric::nvswitch;
+  // nvswitch, shared-memory: each device's link to the switch / host memory.
+  // nvlink-mesh: the device's total NVLink bandwidth, split evenly over its g-1 peers.
+  // pcie: each device's link to its PCIe switch (and each switch's uplink to the host).
+  double bandwidth = 0.0;
+  double latency = 0.0;     // device to device through one switch
+  int gpus_per_switch = 2;  // pcie only
+};
+
+struct InterNodeSpec {
+  int nics_per_node = 1;
+  double nic_bandwidth = 0.0;     // per NIC
+  double latency = 0.0;           // NIC to NIC through one switch
+  NetworkShape shape = NetworkShape::single_switch;
+  double oversubscription = 1.0;  // fat-tree / rail-optimized: leaf downlinks : uplinks
+  int leaf_downlinks = 32;        // NIC ports per leaf switch
+  double attach_bandwidth = 0.0;  // device (or PCIe switch) to NIC, PCIe
+};
+
+struct WanSpec {
+  int first_group_nodes = 1;  // nodes [0, k) form one site, [k, nodes) the other
+  double bandwidth = 0.0;
+  double latency = 0.0;
+};
+
+struct ClusterSpec {
+  std::string name;
+  int nodes = 1;
+  int gpus_per_node = 1;
+  DeviceSpec device;
+  IntraNodeSpec intra;
+  InterNodeSpec inter;
+  std::optional<WanSpec> wan;
+
+  [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }
+};
+
+}  // namespace parasim::topology

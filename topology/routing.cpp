@@ -1,0 +1,112 @@
+#include "topology/routing.hpp"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace parasim::topology {
+namespace {
+
+// Integer cost of a link: picoseconds of latency plus one per hop, so paths of equal
+// latency prefer fewer hops and equal-cost comparisons are exact.
+std::int64_t link_cost(const Link& l) { return std::llround(l.latency * 1e12) + 1; }
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+Router::Router(const Cluster& cluster)
+    : cluster_(cluster),
+      dist_(boost::num_vertices(cluster.graph())),
+      stamp_(boost::num_vertices(cluster.graph()), 0),
+      preds_(boost::num_vertices(cluster.graph())) {}
+
+const Route& Router::route(int src, int dst) {
+  const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) |
+                            static_cast<std::uint32_t>(dst);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  return cache_.emplace(key, compute(src, dst)).first->second;
+}
+
+Route Router::compute(int src, int dst) {
+  if (src < 0 || dst < 0 || src >= cluster_.gpu_count() || dst >= cluster_.gpu_count()) {
+    throw std::out_of_range(fmt::format("route {} -> {}: the cluster has devices 0..{}", src, dst,
+                                        cluster_.gpu_count() - 1));
+  }
+  Route r;
+  if (src == dst) {
+    r.bottleneck = std::numeric_limits<double>::infinity();
+    return r;
+  }
+  const Graph& g = cluster_.graph();
+  const VertexId s = cluster_.gpu(src);
+  const VertexId t = cluster_.gpu(dst);
+  ++current_;
+  auto seen = [&](VertexId v) { return stamp_[v] == current_; };
+  auto touch = [&](VertexId v) {
+    if (!seen(v)) {
+      stamp_[v] = current_;
+      dist_[v] = std::numeric_limits<std::int64_t>::max();
+      preds_[v].clear();
+    }
+  };
+
+  using Item = std::pair<std::int64_t, VertexId>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> heap;
+  touch(s);
+  dist_[s] = 0;
+  heap.emplace(0, s);
+  bool reached = false;
+  while (!heap.empty()) {
+    auto [d, u] = heap.top();
+    heap.pop();
+    if (d != dist_[u]) continue;  // stale entry
+    if (u == t) {
+      reached = true;
+      break;
+    }
+    if (u != s && g[u].kind == VertexKind::gpu) continue;  // devices do not forward
+    for (auto e : boost::make_iterator_range(boost::out_edges(u, g))) {
+      const VertexId v = boost::target(e, g);
+      touch(v);
+      const std::int64_t nd = d + link_cost(g[e]);
+      if (nd < dist_[v]) {
+        dist_[v] = nd;
+        preds_[v].assign(1, g[e].id);
+        heap.emplace(nd, v);
+      } else if (nd == dist_[v]) {
+        preds_[v].push_back(g[e].id);
+      }
+    }
+  }
+  if (!reached) {
+    throw std::runtime_error(fmt::format("no route from {} to {}", g[s].name, g[t].name));
+  }
+
+  // Walk back, choosing among equal-cost predecessors by hash.
+  r.bottleneck = std::numeric_limits<double>::infinity();
+  for (VertexId v = t; v != s;) {
+    const std::vector<int>& p = preds_[v];
+    const std::uint64_t h = mix((static_cast<std::uint64_t>(src) << 40) ^ (static_cast<std::uint64_t>(dst) << 20) ^ v);
+    const int link = p.size() == 1 ? p.front() : p[h % p.size()];
+    r.links.push_back(link);
+    const Link& l = cluster_.link(link);
+    r.bottleneck = std::min(r.bottleneck, l.bandwidth);
+    r.latency += l.latency;
+    v = cluster_.source(link);
+  }
+  std::reverse(r.links.begin(), r.links.end());
+  return r;
+}
+
+}  // namespace parasim::topology

@@ -1,0 +1,50 @@
+// Routes between devices on the cluster graph.
+//
+// A route is a shortest path by latency (ties broken by hop count) that never passes
+// through another device: devices are endpoints, not forwarders. Where several shortest
+// paths exist (spines of a fat-tree, NICs of a node), the path is chosen by walking back
+// from the destination and picking among the equal-cost predecessors with a hash of
+// (source, destination, vertex): deterministic, and spread evenly over the alternatives
+// across pairs, as ECMP hashing spreads flows in a real network.
+//
+// Cost: one Dijkstra from the source with early exit at the destination,
+// O((V + E) log V) for the first query of a pair, O(1) from the cache afterwards. The
+// search reuses one workspace (stamped arrays), so a query allocates only its route.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "topology/cluster.hpp"
+
+namespace parasim::topology {
+
+struct Route {
+  std::vector<int> links;   // link ids from source to destination
+  double bottleneck = 0.0;  // min bandwidth along the path, bytes/s (infinite for src == dst)
+  double latency = 0.0;     // sum of link latencies, seconds
+};
+
+class Router {
+ public:
+  explicit Router(const Cluster& cluster);
+
+  // Route from device `src` to device `dst` (global ranks). Cached; the reference stays
+  // valid for the Router's lifetime.
+  const Route& route(int src, int dst);
+  [[nodiscard]] std::size_t cached_routes() const { return cache_.size(); }
+
+ private:
+  Route compute(int src, int dst);
+
+  const Cluster& cluster_;
+  std::unordered_map<std::uint64_t, Route> cache_;
+  // Dijkstra workspace, valid where stamp_[v] == current_.
+  std::vector<std::int64_t> dist_;
+  std::vector<std::uint32_t> stamp_;
+  std::vector<std::vector<int>> preds_;  // equal-cost incoming link ids
+  std::uint32_t current_ = 0;
+};
+
+}  // namespace parasim::topology
