@@ -88,7 +88,8 @@ nlohmann::ordered_json to_json(const Scenario& s) {
   ordered_json model = {{"name", m.name}, {"kind", to_string(m.kind)}, {"parameters", m.parameter_count()}};
   if (m.kind == ModelKind::transformer) {
     model.update({{"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
-                  {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab}, {"seq_len", m.seq_len}, {"mlp", to_string(m.mlp)}});
+                  {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab}, {"seq_len", m.seq_len}, {"mlp", to_string(m.mlp)},
+                  {"tie_embeddings", m.tie_embeddings}});
   } else {
     ordered_json layers = ordered_json::array();
     for (const auto& l : m.generic_layers) {

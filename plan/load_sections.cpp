@@ -190,7 +190,7 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
 
   Reader r(v, "model",
            {"preset", "name", "kind", "layers", "hidden", "heads", "kv_heads", "ffn_multiplier", "ffn_hidden", "vocab",
-            "seq_len", "mlp"},
+            "seq_len", "mlp", "tie_embeddings"},
            &where);
   m.name = r.string("name", std::string("custom"));
   m.layers = r.integer("layers", std::nullopt);
@@ -200,6 +200,7 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
   m.vocab = r.integer("vocab", std::nullopt);
   m.seq_len = r.integer("seq_len", std::nullopt);
   m.mlp = r.choice<Mlp>("mlp", Mlp::gelu, {{"gelu", Mlp::gelu}, {"swiglu", Mlp::swiglu}});
+  m.tie_embeddings = r.boolean("tie_embeddings", true);
   if (r.has("ffn_hidden") && r.has("ffn_multiplier")) {
     r.fail("ffn_multiplier", "give either ffn_hidden or ffn_multiplier, not both");
   }

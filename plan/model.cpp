@@ -13,7 +13,8 @@ double ModelSpec::params_per_layer() const {
 
 double ModelSpec::embedding_params() const {
   const double positions = mlp == Mlp::gelu ? static_cast<double>(seq_len) : 0.0;
-  return (vocab + positions) * hidden;
+  const double head = tie_embeddings ? 0.0 : static_cast<double>(vocab);
+  return (vocab + head + positions) * hidden;
 }
 
 double ModelSpec::parameter_count() const {

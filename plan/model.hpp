@@ -7,7 +7,8 @@
 //              h*h + h                          output projection
 //   MLP        gelu: 2*h*f + f + h;  swiglu: 3*h*f  (no biases)
 //   norms      4*h per layer (two layer norms), 2*h final
-//   embedding  V*h (+ s*h learned positions for gelu/GPT; rotary for swiglu/LLaMA)
+//   embedding  V*h (+ s*h learned positions for gelu/GPT; rotary for swiglu/LLaMA),
+//              and V*h more for an LM head not tied to the embedding (LLaMA)
 // With kv = a, f = 4h and gelu this is the familiar 12*l*h^2 + 13*l*h + (V + s)*h + 2h.
 #pragma once
 
@@ -38,6 +39,7 @@ struct ModelSpec {
   int vocab = 0;
   int seq_len = 0;
   Mlp mlp = Mlp::gelu;
+  bool tie_embeddings = true;  // LM head shares the embedding matrix
   // generic
   std::vector<GenericLayer> generic_layers;
 

@@ -61,10 +61,13 @@ void Reader::fail_value(std::string_view key, const Value& v, const std::string&
 
 const Value* Reader::scalar_or_default(std::string_view key, bool has_default) const {
   const Value* v = get(key);
-  if (v == nullptr || v->kind == Value::Kind::null) {
+  if (v == nullptr) {
     if (has_default) return nullptr;
-    if (v == nullptr) fail(key, fmt::format("missing required key '{}' in {}", key, path_.empty() ? "the scenario" : path_));
-    fail_value(key, *v, "a value is required here");
+    fail(key, fmt::format("missing required key '{}' in {}", key, path_.empty() ? "the scenario" : path_));
+  }
+  // A key written with nothing after it is a mistake, not a request for the default.
+  if (v->kind == Value::Kind::null) {
+    throw ScenarioError(section_.find(key)->key_loc, key_path(key), "a value is required here (remove the key for its default)");
   }
   if (!v->is_scalar()) fail_value(key, *v, fmt::format("expected a single value, got {}", v->kind_name()));
   return v;
@@ -84,11 +87,14 @@ double parsed(const Reader& r, std::string_view key, const Value* v, Parse parse
 int Reader::integer(std::string_view key, std::optional<int> fallback, int min, int max) const {
   const Value* v = scalar_or_default(key, fallback.has_value());
   if (v == nullptr) return *fallback;
-  const double x = parsed(*this, key, v, units::parse_count);
   const std::string range = min == 1 && max == (1 << 30) ? "a positive integer"
                             : max == (1 << 30)          ? fmt::format("an integer of at least {}", min)
                                                         : fmt::format("an integer from {} to {}", min, max);
-  if (x != std::floor(x) || x < min || x > max) fail_value(key, *v, fmt::format("expected {}, got '{}'", range, v->scalar));
+  const units::Parsed p = units::parse_count(v->scalar);
+  if (!p.ok() || p.value != std::floor(p.value) || p.value < min || p.value > max) {
+    fail_value(key, *v, fmt::format("expected {}, got '{}'", range, v->scalar));
+  }
+  const double x = p.value;
   return static_cast<int>(x);
 }
 

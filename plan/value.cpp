@@ -14,7 +14,7 @@ Location location(const YAML::Mark& m, const std::string& file) {
   return Location{file, m.line + 1, m.column + 1};
 }
 
-Value convert(const YAML::Node& n, const std::string& file) {
+Value convert(const YAML::Node& n, const std::string& file, const std::string& path) {
   Value v;
   v.loc = location(n.Mark(), file);
   switch (n.Type()) {
@@ -28,7 +28,7 @@ Value convert(const YAML::Node& n, const std::string& file) {
       break;
     case YAML::NodeType::Sequence:
       v.kind = Value::Kind::sequence;
-      for (const auto& item : n) v.items.push_back(convert(item, file));
+      for (const auto& item : n) v.items.push_back(convert(item, file, fmt::format("{}[{}]", path, v.items.size())));
       break;
     case YAML::NodeType::Map:
       v.kind = Value::Kind::map;
@@ -36,10 +36,11 @@ Value convert(const YAML::Node& n, const std::string& file) {
         Location key_loc = location(kv.first.Mark(), file);
         if (!kv.first.IsScalar()) throw ScenarioError(key_loc, "", "expected a plain key (a name), got a structure");
         std::string key = kv.first.Scalar();
+        const std::string key_path = path.empty() ? key : path + "." + key;
         if (const Entry* dup = v.find(key)) {
-          throw ScenarioError(key_loc, key, fmt::format("duplicate key (first set on line {})", dup->key_loc.line));
+          throw ScenarioError(key_loc, key_path, fmt::format("duplicate key (first set on line {})", dup->key_loc.line));
         }
-        v.entries.push_back(Entry{std::move(key), key_loc, convert(kv.second, file)});
+        v.entries.push_back(Entry{std::move(key), key_loc, convert(kv.second, file, key_path)});
       }
       break;
   }
@@ -76,7 +77,7 @@ Value parse_yaml(std::string_view text, const std::string& file) {
   } catch (const YAML::Exception& e) {
     throw ScenarioError(location(e.mark, file), "", fmt::format("YAML syntax error: {}", e.msg));
   }
-  Value v = convert(root, file);
+  Value v = convert(root, file, "");
   if (v.kind == Value::Kind::null) {  // an empty document is an empty map
     v.kind = Value::Kind::map;
     v.loc = Location{file, 1, 1};

@@ -8,24 +8,6 @@
 namespace parasim::topology {
 namespace {
 
-bool is_device(const Graph& g, VertexId v) { return g[v].kind == VertexKind::gpu; }
-
-// Devices whose traffic reaches `nic` without passing another NIC: those attached to it
-// directly or through the switch / host it hangs off.
-int devices_sharing_nic(const Cluster& c, VertexId nic) {
-  const Graph& g = c.graph();
-  int n = 0;
-  for (auto e : boost::make_iterator_range(boost::in_edges(nic, g))) {
-    const VertexId u = boost::source(e, g);
-    if (is_device(g, u)) {
-      ++n;
-    } else if (g[e].cls == LinkClass::intra) {  // pcie switch or host
-      for (auto f : boost::make_iterator_range(boost::in_edges(u, g))) n += is_device(g, boost::source(f, g)) ? 1 : 0;
-    }
-  }
-  return std::max(n, 1);
-}
-
 double nic_uplink(const Cluster& c, VertexId nic) {
   double up = 0.0;
   for (auto e : boost::make_iterator_range(boost::out_edges(nic, c.graph()))) {
@@ -47,21 +29,17 @@ double intra_injection_bandwidth(const Cluster& c, int rank) {
 
 double inter_injection_bandwidth(const Cluster& c, int rank) {
   const Graph& g = c.graph();
+  const int node = c.node_of(rank);
   double sum = 0.0;
-  for (auto e : boost::make_iterator_range(boost::out_edges(c.gpu(rank), g))) {
-    const VertexId v = boost::target(e, g);
-    if (g[v].kind == VertexKind::nic) {
-      sum += std::min(g[e].bandwidth, nic_uplink(c, v) / devices_sharing_nic(c, v));
-    } else if (g[v].kind == VertexKind::pcie_switch || g[v].kind == VertexKind::host) {
-      // NICs behind the switch / host, shared by the devices there.
-      for (auto f : boost::make_iterator_range(boost::out_edges(v, g))) {
-        const VertexId nic = boost::target(f, g);
-        if (g[nic].kind != VertexKind::nic) continue;
-        sum += std::min(g[f].bandwidth, nic_uplink(c, nic)) / devices_sharing_nic(c, nic);
-      }
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+    if (g[v].kind != VertexKind::nic || g[v].node != node) continue;
+    double attach = 0.0;
+    for (auto e : boost::make_iterator_range(boost::in_edges(v, g))) {
+      if (g[e].cls == LinkClass::intra) attach += g[e].bandwidth;
     }
+    sum += std::min(attach, nic_uplink(c, v));
   }
-  return sum;
+  return sum / c.spec().gpus_per_node;
 }
 
 double bisection_bandwidth(const Cluster& c) {

@@ -1,9 +1,9 @@
 // Figures that summarise a cluster graph, as `parasim topo` prints them.
 //
 // Injection bandwidth of a device, intra-node: the sum of its links into the node's fabric
-// (NVSwitch, NVLink peers, PCIe switch, host memory). Inter-node: for each NIC it reaches
-// directly, min(attach link, NIC uplink / devices sharing that NIC), summed; devices behind
-// a PCIe switch or the host share its NICs evenly.
+// (NVSwitch, NVLink peers, PCIe switch, host memory). Inter-node: its fair share of the
+// node's network bandwidth, sum over the node's NICs of min(attach link, NIC uplink),
+// divided by the devices of the node.
 //
 // Bisection bandwidth: the maximum flow, in one direction, from the first half of the
 // devices (by rank) to the second half, every link at its bandwidth: Boost.Graph's

@@ -1,5 +1,6 @@
 #include "topology/units.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -191,7 +192,7 @@ std::string format_flop_rate(double flop_per_s) {
 std::string format_count(double n) {
   static constexpr std::array<const char*, 5> names{"", "K", "M", "B", "T"};
   std::string s = format_scaled(n, 1000.0, names, 1);
-  if (!s.empty() && s.back() == ' ') s.pop_back();
+  s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
   return s;
 }
 

@@ -1,2 +1,72 @@
 #!/usr/bin/env bash
-exit 0
+# End-to-end checks of the parasim command line: exit codes (0 ok, 1 failure, 2 bad
+# input), messages naming file:line, JSON output, and no partial output file on error.
+# Usage: cli_test.sh PARASIM SOURCE_DIR
+set -u
+parasim=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+pass=0
+fail=0
+
+# expect CODE PATTERN -- COMMAND...: runs COMMAND, checks its exit code and that its
+# combined output matches the extended regex PATTERN.
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -eq "$code" ] && grep -Eq -- "$pattern" <<<"$out"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAILED: %s\n  expected exit %s and /%s/, got exit %s:\n%s\n' "$*" "$code" "$pattern" "$rc" "$out" | head -20
+  fi
+}
+
+check() {  # check DESCRIPTION COMMAND...: the command must succeed
+  local what=$1
+  shift
+  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $what"; fi
+}
+
+q=$src/scenarios/quickstart.yaml
+
+expect 0 "Usage|USAGE|usage" -- "$parasim" --help
+expect 0 "^parasim [0-9]" -- "$parasim" --version
+expect 0 "Summarise the cluster graph" -- "$parasim" topo --help
+expect 2 "required|Subcommand" -- "$parasim"
+expect 2 "" -- "$parasim" no-such-command
+expect 2 "scenario is required|required" -- "$parasim" topo
+expect 0 "bisection bandwidth: 5 GB/s" -- "$parasim" topo "$q"
+expect 0 "ok: .*quickstart.yaml is a valid scenario" -- "$parasim" check "$q"
+expect 0 "dp 4 x tp 2 x pp 1 = 8 devices" -- "$parasim" check "$q" --set cluster=dgx-h100 --set plan.dp=4 --set plan.tp=2
+expect 0 "\"world\": 2" -- "$parasim" check --json "$q"
+expect 0 "\"bisection_bandwidth\": 1800000000000" -- "$parasim" topo --json "$q" --set cluster=dgx-h100 --set plan.dp=4
+expect 0 "route 0 -> 9: 6 hops" -- "$parasim" topo "$q" --set cluster=hgx-h100 --set cluster.nodes=4 --set plan.dp=4 --route 0 9
+expect 0 "h100-sxm" -- "$parasim" presets
+expect 0 "\"name\": \"cpu\"" -- "$parasim" backends --json
+
+# Bad input: exit 2, file:line:col, key, reason.
+printf 'cluster: cpu-host\nmodel: tiny-gpt\ntraining:\n  global_batch: 16\nplan:\n  dp: 2\n  tpp: 1\n' >"$work/typo.yaml"
+expect 2 "typo.yaml:7:3: plan.tpp: unknown key 'tpp' in plan \(did you mean 'tp'\?\)" -- "$parasim" check "$work/typo.yaml"
+expect 2 "no such file" -- "$parasim" topo "$work/missing.yaml"
+expect 2 "--set plan.dp=x:1:9: plan.dp: expected a positive integer" -- "$parasim" check "$q" --set plan.dp=x
+expect 2 "plan.dp: dp x tp x pp = 4 x 1 x 1 = 4 devices, but the cluster has 2" -- "$parasim" topo "$q" --set plan.dp=4
+expect 2 "--route 0 7: the cluster has devices 0 to 1|--route 7" -- "$parasim" topo "$q" --route 0 7
+printf 'cluster: [unclosed\n' >"$work/syntax.yaml"
+expect 2 "syntax.yaml:2:1: YAML syntax error" -- "$parasim" check "$work/syntax.yaml"
+
+# No partial output: a failing run leaves no file behind; a good one writes it whole.
+expect 2 "" -- "$parasim" topo "$work/typo.yaml" --dot "$work/out.dot"
+check "no dot file after a failed run" test ! -e "$work/out.dot"
+expect 0 "" -- "$parasim" topo "$q" --dot "$work/out.dot"
+check "dot file written" grep -q "^graph \"cpu-host\"" "$work/out.dot"
+check "dot file complete" grep -q "^}" "$work/out.dot"
+check "no temporary files left" test -z "$(find "$work" -name '.*tmp*')"
+expect 1 "cannot write" -- "$parasim" topo "$q" --dot "$work/no/such/dir/out.dot"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,1 +1,228 @@
+// Bad scenarios: each case breaks one thing in a valid scenario and states the error it
+// must produce: the key named, the line pointed at, and words of the message.
 #include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "helpers.hpp"
+#include "plan/load.hpp"
+
+using namespace parasim::plan;
+using parasim::plan::test::good;
+
+namespace {
+
+std::string replace(const std::string& text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  if (at == std::string::npos) throw std::logic_error("test case edits text that is not there: " + from);
+  std::string out = text;
+  out.replace(at, from.size(), to);
+  return out;
+}
+
+// Inserts `lines` after the line that reads `line`.
+std::string after(const std::string& line, const std::string& lines) { return replace(good, line + "\n", line + "\n" + lines); }
+
+struct Case {
+  std::string name;
+  std::string text;
+  std::string key;   // dotted key the error names
+  int line;          // 0: not checked
+  std::vector<std::string> says;
+  std::vector<std::string> overrides = {};
+  std::string file = "bad.yaml";
+};
+
+const std::string cnn = "cluster: dgx-a100\nmodel: resnet18\ntraining: {global_batch: 64}\n";
+const std::string custom_device_head = R"(cluster:
+  gpus_per_node: 4
+  intra_node: {fabric: nvswitch, bandwidth: 100 GB/s}
+)";
+
+std::vector<Case> make_cases() {
+  return {
+    // YAML itself
+    {"YAML syntax error", replace(good, "  tp: 2", "  tp: [2"), "", 28, {"YAML syntax error"}},
+    {"duplicate key", after("  tp: 2", "  tp: 4\n"), "plan.tp", 28, {"duplicate key", "first set on line 27"}},
+    {"scenario is a list", "- a\n- b\n", "", 1, {"a scenario is a section of keys, got a list"}},
+    {"empty value", replace(good, "  tp: 2", "  tp:"), "plan.tp", 27, {"a value is required here"}},
+    {"list where a value belongs", replace(good, "  tp: 2", "  tp: [2, 4]"), "plan.tp", 27,
+     {"expected a single value, got a list"}},
+    {"value where a section belongs", replace(good, "plan:\n  dp: 4\n  tp: 2\n  pp: 2\n", "plan: fast\n"), "plan", 25,
+     {"expected a section of keys, got a single value"}},
+    // unknown and missing keys
+    {"unknown top-level key", good + "plann:\n  tp: 2\n", "plann", 29, {"unknown key 'plann'", "did you mean 'plan'"}},
+    {"unknown cluster key", replace(good, "  gpus_per_node: 8", "  gpu_per_node: 8"), "cluster.gpu_per_node", 4,
+     {"did you mean 'gpus_per_node'", "allowed keys:"}},
+    {"unknown network key", after("    shape: fat-tree", "    nic_bw: 100Gbps\n"), "cluster.inter_node.nic_bw", 15,
+     {"unknown key 'nic_bw'"}},
+    {"unknown model key", after("  seq_len: 2048", "  hidden_size: 2048\n"), "model.hidden_size", 21,
+     {"unknown key 'hidden_size'"}},
+    {"missing gpus_per_node", replace(good, "  gpus_per_node: 8\n", ""), "cluster.gpus_per_node", 3,
+     {"missing required key 'gpus_per_node'"}},
+    {"missing training section", replace(good, "training:\n  global_batch: 64\n  micro_batch: 2\n  precision: bf16\n", ""),
+     "training", 0, {"missing required section 'training'"}},
+    {"missing global_batch", replace(good, "  global_batch: 64\n", ""), "training.global_batch", 22,
+     {"missing required key 'global_batch'"}},
+    {"missing device", replace(good, "  device: h100-sxm\n", ""), "cluster.device", 3, {"missing required key 'device'"}},
+    {"network missing on a multi-node cluster",
+     replace(good, "  inter_node:\n    nics_per_node: 8\n    nic_bandwidth: 400Gbps\n    latency: 4us\n    shape: fat-tree\n", ""),
+     "cluster.inter_node", 3, {"a cluster of 2 nodes needs an 'inter_node' section"}},
+    // numbers and units
+    {"word for a count", replace(good, "  nodes: 2", "  nodes: two"), "cluster.nodes", 3,
+     {"expected a positive integer, got 'two'"}},
+    {"zero nodes", replace(good, "  nodes: 2", "  nodes: 0"), "cluster.nodes", 3, {"expected a positive integer, got '0'"}},
+    {"fractional tp", replace(good, "  tp: 2", "  tp: 1.5"), "plan.tp", 27, {"expected a positive integer, got '1.5'"}},
+    {"negative dp", replace(good, "  dp: 4", "  dp: -4"), "plan.dp", 26, {"expected a positive integer, got '-4'"}},
+    {"bandwidth without unit", replace(good, "bandwidth: 450 GB/s", "bandwidth: 450"), "cluster.intra_node.bandwidth", 8,
+     {"needs a unit", "bits or bytes"}},
+    {"unknown bandwidth unit", replace(good, "400Gbps", "400 Gbits"), "cluster.inter_node.nic_bandwidth", 12,
+     {"unknown bandwidth unit 'Gbits'"}},
+    {"zero bandwidth", replace(good, "400Gbps", "0Gbps"), "cluster.inter_node.nic_bandwidth", 12,
+     {"expected a bandwidth above zero"}},
+    {"latency without unit", replace(good, "latency: 2us", "latency: 2"), "cluster.intra_node.latency", 9,
+     {"needs a unit", "2us"}},
+    {"bucket size without unit", after("  pp: 2", "  bucket_size: 25\n"), "plan.bucket_size", 29, {"needs a unit", "25MB"}},
+    {"oversubscription below one", after("    shape: fat-tree", "    oversubscription: 0.5\n"),
+     "cluster.inter_node.oversubscription", 15, {"expected a number from 1 to 1024"}},
+    // choices
+    {"unknown fabric", replace(good, "fabric: nvswitch", "fabric: nvswich"), "cluster.intra_node.fabric", 7,
+     {"expected one of nvswitch, nvlink-mesh, pcie, shared-memory", "did you mean 'nvswitch'"}},
+    {"unknown network shape", replace(good, "shape: fat-tree", "shape: fattree"), "cluster.inter_node.shape", 14,
+     {"did you mean 'fat-tree'"}},
+    {"unknown precision", replace(good, "precision: bf16", "precision: bf8"), "training.precision", 24,
+     {"expected one of fp32, tf32, bf16, fp16", "did you mean 'bf16'"}},
+    {"unknown optimizer", after("  precision: bf16", "  optimizer: adam\n"), "training.optimizer", 25,
+     {"did you mean 'adamw'"}},
+    {"unknown recompute", after("  precision: bf16", "  recompute: partial\n"), "training.recompute", 25,
+     {"expected one of none, selective, full"}},
+    {"unknown schedule", after("  pp: 2", "  schedule: 1f1b-interleaved\n"), "plan.schedule", 29,
+     {"expected one of gpipe, 1f1b, interleaved-1f1b"}},
+    {"unknown collective", after("  pp: 2", "  collective: rings\n"), "plan.collective", 29, {"did you mean 'ring'"}},
+    {"ZeRO stage 2", after("  pp: 2", "  zero: 2\n"), "plan.zero", 29, {"expected an integer from 0 to 1, got '2'"}},
+    {"not a boolean", after("  pp: 2", "  sequence_parallel: maybe\n"), "plan.sequence_parallel", 29,
+     {"expected true or false"}},
+    {"placement missing a dimension", after("  pp: 2", "  placement: tp,dp\n"), "plan.placement", 29,
+     {"expected tp, dp and pp each once"}},
+    {"placement with an unknown dimension", after("  pp: 2", "  placement: tp,ep,pp\n"), "plan.placement", 29,
+     {"unknown dimension 'ep'"}},
+    {"unknown mlp", after("  seq_len: 2048", "  mlp: relu\n"), "model.mlp", 21, {"expected one of gelu, swiglu"}},
+    {"unknown model kind", after("  seq_len: 2048", "  kind: cnn\n"), "model.kind", 21,
+     {"expected one of transformer, generic"}},
+    // presets
+    {"unknown device preset", replace(good, "device: h100-sxm", "device: h100-sxn"), "cluster.device", 5,
+     {"unknown device preset 'h100-sxn'", "did you mean 'h100-sxm'", "known presets:"}},
+    {"unknown cluster preset", "cluster: dgx-h10\nmodel: gpt3-13b\ntraining: {global_batch: 8}\n", "cluster", 1,
+     {"unknown cluster preset 'dgx-h10'", "did you mean 'dgx-h100'"}},
+    {"unknown model preset", "cluster: dgx-h100\nmodel: gpt3-175\ntraining: {global_batch: 8}\n", "model", 2,
+     {"unknown model preset 'gpt3-175'", "did you mean 'gpt3-175b'"}},
+    {"device without memory",
+     custom_device_head + "  device: {peak: {bf16: 100 TFLOPS}, memory_bandwidth: 1 TB/s}\nmodel: tiny-gpt\ntraining: "
+                          "{global_batch: 4}\n",
+     "cluster.device.memory", 4, {"missing required key 'memory'"}},
+    {"device without the training precision",
+     custom_device_head + "  device: {peak: {fp32: 10 TFLOPS}, memory: 16GiB, memory_bandwidth: 1 TB/s}\n"
+                          "model: tiny-gpt\ntraining: {global_batch: 4, precision: bf16}\n",
+     "training.precision", 6, {"device custom has no bf16 rate"}},
+    {"device with no rate at all",
+     custom_device_head + "  device: {peak: {}, memory: 16GiB, memory_bandwidth: 1 TB/s}\nmodel: tiny-gpt\n"
+                          "training: {global_batch: 4}\n",
+     "cluster.device.peak", 4, {"at least one data type"}},
+    // fabric options
+    {"gpus_per_switch outside PCIe", after("    latency: 2us", "    gpus_per_switch: 2\n"),
+     "cluster.intra_node.gpus_per_switch", 10, {"applies only to the pcie fabric"}},
+    {"oversubscription on a single switch",
+     replace(good, "    shape: fat-tree", "    shape: single-switch\n    oversubscription: 2"),
+     "cluster.inter_node.oversubscription", 15, {"applies only to the fat-tree and rail-optimized"}},
+    {"WAN that leaves a site empty", good + "  \n", "", 0, {}},  // placeholder replaced below
+    // model shape against the plan
+    {"hidden not divisible by heads", replace(good, "  heads: 16", "  heads: 15"), "model.hidden", 17,
+     {"hidden 2048 is not divisible by heads 15"}},
+    {"kv_heads not dividing heads", after("  heads: 16", "  kv_heads: 5\n"), "model.kv_heads", 19,
+     {"kv_heads 5 must divide heads 16"}},
+    {"ffn given twice", after("  heads: 16", "  ffn_hidden: 8192\n  ffn_multiplier: 4\n"), "model.ffn_multiplier", 20,
+     {"either ffn_hidden or ffn_multiplier"}},
+    {"plan larger than the cluster", replace(good, "  dp: 4", "  dp: 8"), "plan.dp", 26,
+     {"dp x tp x pp = 8 x 2 x 2 = 32 devices, but the cluster has 16"}},
+    {"heads not divisible by tp", replace(replace(good, "  dp: 4", "  dp: 2"), "  tp: 2", "  tp: 3"), "plan.tp", 27,
+     {"heads 16 are not divisible by tp 3"}},
+    {"layers not divisible by pp", replace(good, "  layers: 24", "  layers: 25"), "plan.pp", 28,
+     {"layers 25 are not divisible by pp x virtual_stages = 2 x 1 = 2"}},
+    {"global batch not divisible", replace(good, "global_batch: 64", "global_batch: 60"), "training.global_batch", 22,
+     {"global_batch 60 is not divisible by dp x micro_batch = 4 x 2 = 8"}},
+    {"dp cannot fill the cluster", replace(replace(good, "  dp: 4\n", ""), "  tp: 2", "  tp: 3"), "plan.dp", 26,
+     {"dp is not given and tp x pp = 6 does not divide the cluster's 16 GPUs"}},
+    {"sequence parallel with an odd sequence",
+     replace(after("  pp: 2", "  sequence_parallel: true\n"), "seq_len: 2048", "seq_len: 2047"),
+     "plan.sequence_parallel", 29, {"seq_len 2047 is not divisible by tp 2"}},
+    {"tensor parallel on a layer list", cnn + "plan: {tp: 2, dp: 4}\n", "plan.tp", 4,
+     {"tensor parallelism needs a transformer model"}},
+    {"generic layer without FLOPs",
+     "cluster: dgx-a100\nmodel:\n  layers:\n    - {name: a, params: 10, activations: 5}\ntraining: {global_batch: 8}\n",
+     "model.layers[0].forward_flops", 4, {"missing required key 'forward_flops'"}},
+    // schedules
+    {"interleaved without virtual stages", after("  pp: 2", "  schedule: interleaved-1f1b\n"), "plan.virtual_stages", 26,
+     {"needs virtual_stages of at least 2"}},
+    {"virtual stages without interleaving", after("  pp: 2", "  virtual_stages: 2\n  schedule: 1f1b\n"),
+     "plan.virtual_stages", 29, {"virtual_stages 2 needs schedule interleaved-1f1b"}},
+    {"interleaved with micro-batches not a multiple of pp",
+     replace(after("  pp: 2", "  virtual_stages: 2\n"), "global_batch: 64", "global_batch: 24"), "training.global_batch",
+     22, {"micro-batches per pipeline (3", "multiple of pp 2"}},
+    {"interleaved without a pipeline",
+     replace(replace(after("  pp: 2", "  virtual_stages: 2\n"), "  pp: 2", "  pp: 1"), "  dp: 4", "  dp: 8"),
+     "plan.schedule", 26, {"needs pp of at least 2"}},
+    // run and hardware
+    {"unknown backend", good + "run:\n  backend: rocm\n", "run.backend", 30, {"expected one of cpu, cuda"}},
+    {"zero steps", good + "run:\n  steps: 0\n", "run.steps", 30, {"expected a positive integer"}},
+    {"missing profile file", good + "hardware:\n  profile: nope.yaml\n", "hardware.profile", 30,
+     {"cannot read the device profile 'nope.yaml'"}},
+    {"missing extends file", "extends: nothere.yaml\n" + good, "extends", 1, {"cannot open 'nothere.yaml'"}},
+    // overrides
+    {"override without '='", good, "", 0, {"expected KEY=VALUE"}, {"plan.tp"}, "--set plan.tp"},
+    {"override of an unknown key", good, "plan.tpp", 1, {"unknown key 'tpp'", "did you mean 'tp'"}, {"plan.tpp=4"},
+     "--set plan.tpp=4"},
+    {"override with a bad value", good, "plan.tp", 1, {"expected a positive integer, got 'four'"}, {"plan.tp=four"},
+     "--set plan.tp=four"},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("every bad scenario is rejected with file, line, key and the reason", "[load][errors]") {
+  std::vector<Case> all = make_cases();
+  // A WAN needs a node on each side.
+  all.erase(std::remove_if(all.begin(), all.end(), [](const Case& c) { return c.says.empty(); }), all.end());
+  all.push_back({"WAN that leaves a site empty", good.substr(0, good.find("model:")) +
+                                                     "  wan: {first_group_nodes: 2, bandwidth: 10Gbps, latency: 5ms}\n" +
+                                                     good.substr(good.find("model:")),
+                 "cluster.wan.first_group_nodes", 15, {"expected from 1 to 1"}});
+  all.push_back({"WAN without latency", good.substr(0, good.find("model:")) + "  wan: {bandwidth: 10Gbps}\n" +
+                                            good.substr(good.find("model:")),
+                 "cluster.wan.latency", 15, {"missing required key 'latency'"}});
+  REQUIRE(all.size() >= 40);
+
+  for (const Case& c : all) {
+    DYNAMIC_SECTION(c.name) {
+      try {
+        (void)load_text(c.text, "bad.yaml", c.overrides);
+        FAIL("accepted: " << c.name);
+      } catch (const ScenarioError& e) {
+        INFO(e.what());
+        CHECK(e.key() == c.key);
+        CHECK(e.where().file == c.file);
+        if (c.line > 0) {
+          CHECK(e.where().line == c.line);
+          CHECK(e.where().column > 0);
+        }
+        for (const std::string& fragment : c.says) CHECK_THAT(e.what(), Catch::Matchers::Contains(fragment));
+      }
+    }
+  }
+}
+
+TEST_CASE("the valid scenario behind the bad cases loads", "[load][errors]") {
+  CHECK_NOTHROW(load_text(good, "good.yaml"));
+}

@@ -1,1 +1,173 @@
 #include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "helpers.hpp"
+#include "plan/describe.hpp"
+#include "plan/load.hpp"
+
+using namespace parasim::plan;
+using parasim::plan::test::good;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A scratch directory removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() : path(fs::temp_directory_path() / fs::path("parasim-test-" + std::to_string(::getpid()) + "-" +
+                                                      std::to_string(reinterpret_cast<std::uintptr_t>(this)))) {
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path / name) << text;
+    return (path / name).string();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a full scenario loads with its values and units", "[load]") {
+  const Scenario s = load_text(good, "good.yaml");
+  CHECK(s.name == "base");
+  CHECK(s.cluster.total_gpus() == 16);
+  CHECK(s.cluster.device.name == "H100-SXM5-80GB");
+  CHECK(s.cluster.intra.bandwidth == 450e9);
+  CHECK(s.cluster.intra.latency == Approx(2e-6));
+  CHECK(s.cluster.inter.nic_bandwidth == 50e9);
+  CHECK(s.cluster.inter.shape == parasim::topology::NetworkShape::fat_tree);
+  CHECK(s.model.kind == ModelKind::transformer);
+  CHECK(s.model.ffn_hidden == 4 * 2048);
+  CHECK(s.model.kv_heads == 16);
+  CHECK(s.training.precision == Dtype::bf16);
+  CHECK(s.plan.world() == 16);
+  CHECK(s.micro_batches() == 8);  // 64 / (4 x 2)
+}
+
+TEST_CASE("defaults fill what a scenario leaves out", "[load]") {
+  const Scenario s = load_text("cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 8}\n", "min.yaml");
+  CHECK(s.name == "min");
+  CHECK(s.plan.dp == 8);  // fills the 8 GPUs
+  CHECK(s.plan.tp == 1);
+  CHECK(s.plan.schedule == Schedule::one_f_one_b);
+  CHECK(s.plan.bucket_bytes == 25.0 * 1024 * 1024);
+  CHECK(s.plan.overlap_dp);
+  CHECK(s.plan.zero == 0);
+  CHECK(s.plan.collective == Collective::automatic);
+  CHECK(s.plan.placement == std::array<Dim, 3>{Dim::tp, Dim::dp, Dim::pp});
+  CHECK(s.training.micro_batch == 1);
+  CHECK(s.training.optimizer == Optimizer::adamw);
+  CHECK(s.training.recompute == Recompute::none);
+  CHECK(s.run.backend == Backend::cuda);  // a GPU device
+  CHECK(s.run.steps == 10);
+}
+
+TEST_CASE("a preset refined by keys beside it", "[load][presets]") {
+  const Scenario s = load_text(
+      "cluster: {preset: dgx-h100, nodes: 4, inter_node: {oversubscription: '2:1', shape: fat-tree}}\n"
+      "model: {preset: llama2-7b, seq_len: 2048}\ntraining: {global_batch: 32}\nplan: {tp: 8}\n",
+      "refine.yaml");
+  CHECK(s.cluster.nodes == 4);
+  CHECK(s.cluster.gpus_per_node == 8);             // from the preset
+  CHECK(s.cluster.inter.nic_bandwidth == 50e9);    // from the preset
+  CHECK(s.cluster.inter.oversubscription == 2.0);  // refined, "2:1" form
+  CHECK(s.model.name == "llama2-7b");
+  CHECK(s.model.seq_len == 2048);
+  CHECK(s.model.ffn_hidden == 11008);
+  CHECK(s.plan.dp == 4);
+}
+
+TEST_CASE("--set overrides any key, even inside a preset name", "[load][override]") {
+  const std::vector<std::string> sets{"plan.tp=4", "plan.dp=2", "cluster.nodes=4", "training.precision=fp16",
+                                      "model.hidden=4096"};
+  const Scenario s = load_text(good, "good.yaml", sets);
+  CHECK(s.plan.tp == 4);
+  CHECK(s.cluster.nodes == 4);
+  CHECK(s.training.precision == Dtype::fp16);
+  CHECK(s.model.hidden == 4096);
+  // A scalar preset becomes {preset: NAME} so a key can refine it.
+  const std::vector<std::string> dev{"cluster.device.memory=40GiB"};
+  const Scenario t = load_text(good, "good.yaml", dev);
+  CHECK(t.cluster.device.memory_bytes == 40.0 * (1 << 30));
+  CHECK(t.cluster.device.memory_bandwidth == 3350e9);
+}
+
+TEST_CASE("extends merges a base file under the scenario", "[load][extends]") {
+  TempDir dir;
+  dir.write("base.yaml", good);
+  fs::create_directories(dir.path / "sweeps");
+  const std::string child = dir.write("sweeps/tp4.yaml", "extends: ../base.yaml\nname: tp4\nplan:\n  tp: 4\n  dp: 2\n");
+  const Scenario s = load(child);
+  CHECK(s.name == "tp4");
+  CHECK(s.plan.tp == 4);
+  CHECK(s.plan.pp == 2);        // kept from the base
+  CHECK(s.model.layers == 24);  // kept from the base
+  // A later override still wins over both.
+  const std::vector<std::string> sets{"plan.tp=8", "plan.dp=1"};
+  CHECK(load(child, sets).plan.tp == 8);
+}
+
+TEST_CASE("extends chains and lists apply in order", "[load][extends]") {
+  TempDir dir;
+  dir.write("a.yaml", good);
+  dir.write("b.yaml", "extends: a.yaml\ntraining: {precision: fp16}\n");
+  dir.write("c.yaml", "plan: {pp: 1, dp: 8}\n");
+  const std::string d = dir.write("d.yaml", "extends: [b.yaml, c.yaml]\n");
+  const Scenario s = load(d);
+  CHECK(s.training.precision == Dtype::fp16);
+  CHECK(s.plan.pp == 1);
+  CHECK(s.plan.tp == 2);
+}
+
+TEST_CASE("errors in an extended file name that file and line", "[load][extends]") {
+  TempDir dir;
+  std::string bad = good;
+  bad.replace(bad.find("heads: 16"), 9, "heads: 15");
+  const std::string base = dir.write("base.yaml", bad);
+  const std::string child = dir.write("child.yaml", "extends: base.yaml\nname: child\n");
+  try {
+    load(child);
+    FAIL("expected an error");
+  } catch (const ScenarioError& e) {
+    CHECK(e.where().file == base);
+    CHECK(e.where().line == 17);  // hidden: the key the check names
+    CHECK(e.key() == "model.hidden");
+  }
+}
+
+TEST_CASE("locations of keys are recorded for later checks", "[load]") {
+  const Scenario s = load_text(good, "good.yaml");
+  CHECK(s.locations.at("plan.tp").line == 27);
+  CHECK(s.locations.at("plan.tp").column == 7);
+  CHECK(s.locations.at("cluster.intra_node.bandwidth").line == 8);
+}
+
+TEST_CASE("a generic layer list is recognised and summed", "[load][model]") {
+  const Scenario s = load_text("cluster: dgx-a100\nmodel: resnet18\ntraining: {global_batch: 256, micro_batch: 32}\n",
+                               "cnn.yaml");
+  CHECK(s.model.kind == ModelKind::generic);
+  CHECK(s.model.layer_count() == 6);
+  CHECK(s.model.parameter_count() == 11689512.0);
+  CHECK(s.model.tokens_per_sample() == 1);
+}
+
+TEST_CASE("the resolved scenario renders as text and JSON", "[describe]") {
+  const Scenario s = load_text(good, "good.yaml");
+  const auto j = to_json(s);
+  CHECK(j["plan"]["world"] == 16);
+  CHECK(j["cluster"]["inter_node"]["nic_bandwidth"] == 50e9);
+  CHECK(j["plan"]["placement"] == "tp,dp,pp");
+  CHECK(j["training"]["micro_batches"] == 8);
+  const std::string text = describe(s);
+  CHECK_THAT(text, Contains("dp 4 x tp 2 x pp 2 = 16 devices"));
+  CHECK_THAT(text, Contains("2 node(s) x 8 H100-SXM5-80GB = 16 devices"));
+}
+
+TEST_CASE("the same file loads to the same scenario every time", "[load]") {
+  const auto a = to_json(load_text(good, "good.yaml")).dump();
+  const auto b = to_json(load_text(good, "good.yaml")).dump();
+  CHECK(a == b);
+}

@@ -1,1 +1,125 @@
 #include <catch2/catch.hpp>
+
+#include <set>
+
+#include "fixtures.hpp"
+#include "topology/routing.hpp"
+
+using namespace parasim::topology;
+using parasim::topology::test::dgx;
+
+namespace {
+
+std::vector<std::string> hops(const Cluster& c, const Route& r) {
+  std::vector<std::string> names;
+  for (int id : r.links) names.push_back(c.link_name(id));
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("GPUs of one node talk through the NVSwitch", "[routing]") {
+  // gpu0 -> nvswitch -> gpu5: 2 links of 450 GB/s, 1 us each.
+  const Cluster c(dgx(2));
+  Router router(c);
+  const Route& r = router.route(0, 5);
+  CHECK(hops(c, r) == std::vector<std::string>{"n0.gpu0 -> n0.nvswitch", "n0.nvswitch -> n0.gpu5"});
+  CHECK(r.bottleneck == 450e9);
+  CHECK(r.latency == Approx(2e-6));
+}
+
+TEST_CASE("GPUs on nodes under one leaf cross it through their NICs", "[routing]") {
+  // gpu0 -> nic0 (64 GB/s) -> leaf0 (50 GB/s) -> nic of gpu 11 -> gpu 11: bottleneck the
+  // NIC's 50 GB/s; latency 2 + 2 us on the network links, 0 on the attach links.
+  const Cluster c(dgx(2, NetworkShape::fat_tree, 16));
+  Router router(c);
+  const Route& r = router.route(0, 11);
+  CHECK(hops(c, r) == std::vector<std::string>{"n0.gpu0 -> n0.nic0", "n0.nic0 -> leaf0", "leaf0 -> n1.nic3",
+                                               "n1.nic3 -> n1.gpu3"});
+  CHECK(r.bottleneck == 50e9);
+  CHECK(r.latency == Approx(4e-6));
+}
+
+TEST_CASE("routes across leaves go through a spine, spread over all spines", "[routing]") {
+  // 4 nodes, 2 leaves of 16 NICs, 16 spines. Every pair node0/1 -> node2/3 crosses a spine.
+  const Cluster c(dgx(4, NetworkShape::fat_tree, 16));
+  Router router(c);
+  std::set<std::string> spines_used;
+  for (int src = 0; src < 16; ++src) {
+    for (int dst = 16; dst < 32; ++dst) {
+      const Route& r = router.route(src, dst);
+      REQUIRE(r.links.size() == 6);
+      spines_used.insert(c.vertex(c.target(r.links[2])).name);
+      CHECK(r.latency == Approx(8e-6));
+    }
+  }
+  CHECK(spines_used.size() == 16);  // 256 pairs hashed over 16 equal-cost spines
+}
+
+TEST_CASE("routing is deterministic and cached", "[routing]") {
+  const Cluster c(dgx(4, NetworkShape::fat_tree, 16));
+  Router a(c);
+  Router b(c);
+  for (int src = 0; src < 32; src += 3) {
+    for (int dst = 0; dst < 32; dst += 5) CHECK(a.route(src, dst).links == b.route(src, dst).links);
+  }
+  const std::size_t cached = a.cached_routes();
+  a.route(1, 2);  // a pair not asked for above: computed once, then served from the cache
+  a.route(1, 2);
+  CHECK(a.cached_routes() == cached + 1);
+  CHECK(&a.route(3, 25) == &a.route(3, 25));
+}
+
+TEST_CASE("PCIe traffic between switches goes through the host", "[routing]") {
+  ClusterSpec s = dgx(1);
+  s.intra = IntraNodeSpec{IntraFabric::pcie, 32e9, 3e-6, 2};
+  const Cluster c(s);
+  Router router(c);
+  // Same switch: gpu0 -> pcie0 -> gpu1, latency 3 us.
+  CHECK(router.route(0, 1).links.size() == 2);
+  CHECK(router.route(0, 1).latency == Approx(3e-6));
+  // Across: gpu0 -> pcie0 -> host -> pcie2 -> gpu4, latency 6 us.
+  const Route& r = router.route(0, 4);
+  CHECK(hops(c, r) == std::vector<std::string>{"n0.gpu0 -> n0.pcie0", "n0.pcie0 -> n0.host", "n0.host -> n0.pcie2",
+                                               "n0.pcie2 -> n0.gpu4"});
+  CHECK(r.latency == Approx(6e-6));
+  CHECK(r.bottleneck == 32e9);
+}
+
+TEST_CASE("a mesh routes directly and never through another GPU", "[routing]") {
+  ClusterSpec s = dgx(1);
+  s.gpus_per_node = 4;
+  s.intra = IntraNodeSpec{IntraFabric::nvlink_mesh, 300e9, 1e-6, 2};
+  const Cluster c(s);
+  Router router(c);
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      if (a != b) CHECK(router.route(a, b).links.size() == 1);
+    }
+  }
+}
+
+TEST_CASE("rail-optimized: same rail stays on its leaf, other rails climb to a spine", "[routing]") {
+  const Cluster c(dgx(4, NetworkShape::rail_optimized, 32));
+  Router router(c);
+  CHECK(router.route(0, 8).links.size() == 4);   // n0.gpu0 -> rail0 leaf -> n1.gpu0
+  CHECK(router.route(0, 9).links.size() == 6);   // n0.gpu0 -> rail0 leaf -> spine -> rail1 leaf -> n1.gpu1
+}
+
+TEST_CASE("the WAN link is on every cross-site route", "[routing]") {
+  ClusterSpec s = dgx(2, NetworkShape::single_switch);
+  s.wan = WanSpec{1, 12.5e9, 10e-3};
+  const Cluster c(s);
+  Router router(c);
+  const Route& r = router.route(0, 8);
+  CHECK(r.bottleneck == 12.5e9);
+  CHECK(r.latency == Approx(10e-3 + 4e-6));
+  CHECK(router.route(0, 1).bottleneck == 450e9);  // inside a node the WAN is irrelevant
+}
+
+TEST_CASE("a route to oneself is empty and a bad rank is an error", "[routing]") {
+  const Cluster c(dgx(1));
+  Router router(c);
+  CHECK(router.route(3, 3).links.empty());
+  CHECK_THROWS_AS(router.route(0, 8), std::out_of_range);
+}
