@@ -59,7 +59,12 @@ void run_topo(const TopoArgs& a) {
                                 {"links", nlohmann::ordered_json::object()},
                                 {"injection_bandwidth", {{"intra_node", sum.injection_intra}, {"inter_node", sum.injection_inter}}},
                                 {"bisection_bandwidth", sum.bisection}};
-    for (const auto& [cls, l] : sum.links_by_class) j["links"][cls] = {{"count", l.links}, {"bandwidth", l.total_bandwidth}};
+    for (const auto* group : {&sum.links_by_class, &sum.links_by_kind}) {
+      for (const auto& [name, l] : *group) {
+        j["links"][name] = {{"count", l.links}, {"total_bandwidth", l.total_bandwidth},
+                            {"min_bandwidth", l.min_bandwidth}, {"max_bandwidth", l.max_bandwidth}};
+      }
+    }
     if (route != nullptr) j["route"] = route_json(cluster, *route);
     std::cout << j.dump(2) << '\n';
   } else {
@@ -68,14 +73,18 @@ void run_topo(const TopoArgs& a) {
     std::string kinds;
     for (const auto& [k, n] : sum.vertices_by_kind) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", n, k);
     fmt::print("vertices: {}\n\n", kinds);
-    report::Table t({"links", "count", "bandwidth each way", "total"},
-                    {report::Table::Align::left, report::Table::Align::right, report::Table::Align::right,
-                     report::Table::Align::right});
-    for (const auto* group : {&sum.links_by_class, &sum.links_by_kind}) {
-      for (const auto& [name, l] : *group) {
-        t.add_row({name, std::to_string(l.links), u::format_bandwidth(l.total_bandwidth / l.links),
-                   u::format_bandwidth(l.total_bandwidth)});
-      }
+    using A = report::Table::Align;
+    report::Table t({"links", "count", "each way", "total each way"}, {A::left, A::right, A::right, A::right});
+    auto each = [](const topology::LinkClassSummary& l) {
+      return l.min_bandwidth == l.max_bandwidth
+                 ? u::format_bandwidth(l.min_bandwidth)
+                 : u::format_bandwidth(l.min_bandwidth) + " - " + u::format_bandwidth(l.max_bandwidth);
+    };
+    for (const auto& [name, l] : sum.links_by_kind) {
+      t.add_row({"  " + name, std::to_string(l.links), each(l), u::format_bandwidth(l.total_bandwidth)});
+    }
+    for (const auto& [name, l] : sum.links_by_class) {
+      t.add_row({name, std::to_string(l.links), each(l), u::format_bandwidth(l.total_bandwidth)});
     }
     fmt::print("{}\n", t.render());
     fmt::print("injection bandwidth per device: {} intra-node, {} inter-node\n", u::format_bandwidth(sum.injection_intra),

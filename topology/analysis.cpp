@@ -97,6 +97,8 @@ TopologySummary summarize(const Cluster& c) {
   for (int id = 0; id < c.link_count(); id += 2) {  // one direction of each physical link
     const Link& l = c.link(id);
     for (auto* m : {&s.links_by_class[std::string(to_string(l.cls))], &s.links_by_kind[std::string(to_string(l.kind))]}) {
+      m->min_bandwidth = m->links == 0 ? l.bandwidth : std::min(m->min_bandwidth, l.bandwidth);
+      m->max_bandwidth = std::max(m->max_bandwidth, l.bandwidth);
       ++m->links;
       m->total_bandwidth += l.bandwidth;
     }

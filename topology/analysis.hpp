@@ -20,8 +20,10 @@
 namespace parasim::topology {
 
 struct LinkClassSummary {
-  int links = 0;                // physical (bidirectional) links
+  int links = 0;                 // physical (bidirectional) links
   double total_bandwidth = 0.0;  // sum over physical links, one direction
+  double min_bandwidth = 0.0;    // of one link, one direction
+  double max_bandwidth = 0.0;
 };
 
 struct TopologySummary {

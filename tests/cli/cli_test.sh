@@ -45,7 +45,7 @@ expect 0 "ok: .*quickstart.yaml is a valid scenario" -- "$parasim" check "$q"
 expect 0 "dp 4 x tp 2 x pp 1 = 8 devices" -- "$parasim" check "$q" --set cluster=dgx-h100 --set plan.dp=4 --set plan.tp=2
 expect 0 "\"world\": 2" -- "$parasim" check --json "$q"
 expect 0 "\"bisection_bandwidth\": 1800000000000" -- "$parasim" topo --json "$q" --set cluster=dgx-h100 --set plan.dp=4
-expect 0 "route 0 -> 9: 6 hops" -- "$parasim" topo "$q" --set cluster=hgx-h100 --set cluster.nodes=4 --set plan.dp=4 --route 0 9
+expect 0 "route 0 -> 9: 4 hops, bottleneck 50 GB/s" -- "$parasim" topo "$q" --set cluster=hgx-h100 --set cluster.nodes=4 --set plan.dp=4 --route 0 9
 expect 0 "h100-sxm" -- "$parasim" presets
 expect 0 "\"name\": \"cpu\"" -- "$parasim" backends --json
 
