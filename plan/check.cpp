@@ -39,9 +39,11 @@ void check(const Scenario& s) {
   const TrainingSpec& t = s.training;
   const int gpus = s.cluster.total_gpus();
 
-  c.require(p.world() <= gpus, "plan.dp",
+  // 64-bit products: each degree may be up to 2^30 before this check.
+  const long long world = static_cast<long long>(p.dp) * p.tp * p.pp;
+  c.require(world <= gpus, "plan.dp",
             fmt::format("dp x tp x pp = {} x {} x {} = {} devices, but the cluster has {} ({} nodes x {})", p.dp, p.tp,
-                        p.pp, p.world(), gpus, s.cluster.nodes, s.cluster.gpus_per_node));
+                        p.pp, world, gpus, s.cluster.nodes, s.cluster.gpus_per_node));
   c.require(s.cluster.device.supports(t.precision), "training.precision",
             fmt::format("device {} has no {} rate in its peak table", s.cluster.device.name, to_string(t.precision)));
 
@@ -57,7 +59,7 @@ void check(const Scenario& s) {
                           p.tp));
     c.require(m.ffn_hidden % p.tp == 0, "plan.tp",
               fmt::format("the MLP width {} is not divisible by tp {}", m.ffn_hidden, p.tp));
-    c.require(m.layers % (p.pp * p.virtual_stages) == 0, "plan.pp",
+    c.require(m.layers % (static_cast<long long>(p.pp) * p.virtual_stages) == 0, "plan.pp",
               fmt::format("layers {} are not divisible by pp x virtual_stages = {} x {} = {}", m.layers, p.pp,
                           p.virtual_stages, p.pp * p.virtual_stages));
     c.require(!p.sequence_parallel || m.seq_len % p.tp == 0, "plan.sequence_parallel",
@@ -68,14 +70,15 @@ void check(const Scenario& s) {
               fmt::format("tensor parallelism needs a transformer model; '{}' is a generic layer list (use tp: 1)",
                           m.name));
     c.require(!p.sequence_parallel, "plan.sequence_parallel", "sequence parallelism needs a transformer model");
-    c.require(m.layer_count() >= p.pp * p.virtual_stages, "plan.pp",
+    c.require(m.layer_count() >= static_cast<long long>(p.pp) * p.virtual_stages, "plan.pp",
               fmt::format("{} layers cannot fill pp x virtual_stages = {} stages", m.layer_count(),
-                          p.pp * p.virtual_stages));
+                          static_cast<long long>(p.pp) * p.virtual_stages));
   }
 
-  c.require(t.global_batch % (p.dp * t.micro_batch) == 0, "training.global_batch",
+  const long long per_step = static_cast<long long>(p.dp) * t.micro_batch;
+  c.require(t.global_batch % per_step == 0, "training.global_batch",
             fmt::format("global_batch {} is not divisible by dp x micro_batch = {} x {} = {}", t.global_batch, p.dp,
-                        t.micro_batch, p.dp * t.micro_batch));
+                        t.micro_batch, per_step));
 
   if (p.schedule == Schedule::interleaved_1f1b) {
     c.require(p.pp >= 2, "plan.schedule", "the interleaved-1f1b schedule needs pp of at least 2");

@@ -77,8 +77,9 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
   Reader r(v, "cluster", {"preset", "name", "nodes", "gpus_per_node", "device", "intra_node", "inter_node", "wan"}, &where);
   ClusterSpec c;
   c.name = r.string("name", std::string("custom"));
-  c.nodes = r.integer("nodes", 1);
-  c.gpus_per_node = r.integer("gpus_per_node", std::nullopt);
+  // Bounds keep the graph buildable: 65,536 nodes x 1,024 devices is far past any cluster.
+  c.nodes = r.integer("nodes", 1, 1, 65536);
+  c.gpus_per_node = r.integer("gpus_per_node", std::nullopt, 1, 1024);
   const Value* dev = r.get("device");
   if (dev == nullptr) r.fail("device", "missing required key 'device' (a preset such as h100-sxm, or a section)");
   c.device = read_device(resolve_preset(*dev, PresetKind::device, "cluster.device"), "cluster.device", where);
@@ -93,7 +94,7 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
                                            {"shared-memory", IntraFabric::shared_memory}});
   c.intra.bandwidth = in.bandwidth("bandwidth", std::nullopt);
   c.intra.latency = in.duration("latency", 1e-6);
-  c.intra.gpus_per_switch = in.integer("gpus_per_switch", 2);
+  c.intra.gpus_per_switch = in.integer("gpus_per_switch", 2, 1, 1024);
   if (in.has("gpus_per_switch") && c.intra.fabric != IntraFabric::pcie) {
     in.fail("gpus_per_switch", "applies only to the pcie fabric");
   }
@@ -104,7 +105,7 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
                {"nics_per_node", "nic_bandwidth", "latency", "shape", "oversubscription", "leaf_downlinks",
                 "attach_bandwidth"},
                &where);
-    c.inter.nics_per_node = net.integer("nics_per_node", 1);
+    c.inter.nics_per_node = net.integer("nics_per_node", 1, 1, 64);
     c.inter.nic_bandwidth = net.bandwidth("nic_bandwidth", std::nullopt);
     c.inter.latency = net.duration("latency", 5e-6);
     c.inter.shape = net.choice<NetworkShape>("shape", NetworkShape::single_switch,
@@ -123,7 +124,7 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
     } else {
       c.inter.oversubscription = net.number("oversubscription", 1.0, 1.0, 1024.0);
     }
-    c.inter.leaf_downlinks = net.integer("leaf_downlinks", 32);
+    c.inter.leaf_downlinks = net.integer("leaf_downlinks", 32, 1, 4096);
     c.inter.attach_bandwidth = net.bandwidth("attach_bandwidth", 64e9);
     if (c.inter.shape == NetworkShape::single_switch && (net.has("oversubscription") || net.has("leaf_downlinks"))) {
       net.fail(net.has("oversubscription") ? "oversubscription" : "leaf_downlinks",
@@ -235,11 +236,12 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   ParallelPlan p;
   p.tp = r.integer("tp", 1);
   p.pp = r.integer("pp", 1);
-  if (!r.has("dp") && cluster_gpus % (p.tp * p.pp) != 0) {
+  const long long tp_pp = static_cast<long long>(p.tp) * p.pp;
+  if (!r.has("dp") && cluster_gpus % tp_pp != 0) {
     r.fail("dp", fmt::format("dp is not given and tp x pp = {} does not divide the cluster's {} GPUs; set plan.dp",
-                             p.tp * p.pp, cluster_gpus));
+                             tp_pp, cluster_gpus));
   }
-  p.dp = r.integer("dp", std::max(1, cluster_gpus / (p.tp * p.pp)));
+  p.dp = r.integer("dp", static_cast<int>(std::max(1LL, cluster_gpus / tp_pp)));
   p.virtual_stages = r.integer("virtual_stages", 1);
   p.schedule = r.choice<Schedule>("schedule", p.virtual_stages > 1 ? Schedule::interleaved_1f1b : Schedule::one_f_one_b,
                                   {{"gpipe", Schedule::gpipe},

@@ -3,6 +3,7 @@
 # configures and builds. Then, by the first argument:
 #   setup.sh            build only
 #   setup.sh demo       build, then run the main job on scenarios/quickstart.yaml
+#                       (check the scenario and summarise its cluster)
 #   setup.sh test       build, then run every test (ctest)
 # Environment: PARASIM_PRESET (default "release"; "dev", "asan", "minimal" also work),
 #              PARASIM_NO_INSTALL=1 to skip the package step.
@@ -45,6 +46,8 @@ cmake --build --preset "$preset" -j "$jobs"
 case "$mode" in
   build) ;;
   demo)
+    "build/$preset/cli/parasim" check scenarios/quickstart.yaml
+    echo
     exec "build/$preset/cli/parasim" topo scenarios/quickstart.yaml ;;
   test)
     exec ctest --preset "$preset" ;;

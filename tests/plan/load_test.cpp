@@ -80,7 +80,7 @@ TEST_CASE("a preset refined by keys beside it", "[load][presets]") {
   CHECK(s.plan.dp == 4);
 }
 
-TEST_CASE("--set overrides any key, even inside a preset name", "[load][override]") {
+TEST_CASE("command-line overrides (--set) reach any key, even inside a preset name", "[load][override]") {
   const std::vector<std::string> sets{"plan.tp=4", "plan.dp=2", "cluster.nodes=4", "training.precision=fp16",
                                       "model.hidden=4096"};
   const Scenario s = load_text(good, "good.yaml", sets);
