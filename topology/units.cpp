@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <initializer_list>
 #include <optional>
 #include <span>
 
@@ -77,41 +78,42 @@ std::string format_scaled(double v, double base, std::span<const char* const> na
   return fmt::format("{:.{}f} {}", v, std::fabs(v) >= 100 || v == std::floor(v) ? 0 : digits, names[i]);
 }
 
+// A quantity written as NUMBER [PREFIX]UNIT, where UNIT is one of `base` (each with its
+// factor to SI) and PREFIX a decimal or binary multiplier. The unit is required.
+struct PrefixedUnit {
+  std::string_view what;           // "a size with a unit such as ..."
+  std::string_view needs_unit;     // "write e.g. 80GiB, 25MB or 512B"
+  std::string_view known;          // "B, KB, MB, ..."
+  std::string_view kind;           // "size"
+  std::initializer_list<std::pair<std::string_view, double>> base;
+};
+
+Parsed parse_prefixed(std::string_view text, const PrefixedUnit& u) {
+  Split s = split(text);
+  if (Parsed p = with_number(text, s, u.what); !p.ok()) return p;
+  if (s.unit.empty()) return fail(fmt::format("'{}' needs a unit: {}", text, u.needs_unit));
+  std::string unit = s.unit;
+  const double mult = *take_prefix(unit);
+  for (const auto& [name, factor] : u.base) {
+    if (unit == name) return Parsed{s.number * mult * factor, {}};
+  }
+  return fail(fmt::format("unknown {} unit '{}' in '{}': expected {}", u.kind, s.unit, text, u.known));
+}
+
 }  // namespace
 
 Parsed parse_bytes(std::string_view text) {
-  constexpr std::string_view what = "a size with a unit such as 80GiB, 25MB or 512B";
-  Split s = split(text);
-  if (Parsed p = with_number(text, s, what); !p.ok()) return p;
-  if (s.unit.empty()) return fail(fmt::format("'{}' needs a unit: write e.g. 80GiB, 25MB or 512B", text));
-  std::string unit = s.unit;
-  double mult = *take_prefix(unit);
-  if (unit != "B" && unit != "bytes" && unit != "byte") {
-    return fail(fmt::format("unknown size unit '{}' in '{}': expected B, KB, MB, GB, TB, KiB, MiB, GiB or TiB",
-                            s.unit, text));
-  }
-  return Parsed{s.number * mult, {}};
+  return parse_prefixed(text, {"a size with a unit such as 80GiB, 25MB or 512B", "write e.g. 80GiB, 25MB or 512B",
+                               "B, KB, MB, GB, TB, KiB, MiB, GiB or TiB", "size",
+                               {{"B", 1.0}, {"byte", 1.0}, {"bytes", 1.0}}});
 }
 
 Parsed parse_bandwidth(std::string_view text) {
-  constexpr std::string_view what = "a bandwidth such as 400Gbps or 50 GB/s";
-  Split s = split(text);
-  if (Parsed p = with_number(text, s, what); !p.ok()) return p;
-  if (s.unit.empty()) {
-    return fail(fmt::format("'{}' needs a unit (bits or bytes per second?): write e.g. 400Gbps or 50GB/s", text));
-  }
-  std::string unit = s.unit;
-  double mult = *take_prefix(unit);
-  double bytes_per_unit = 0.0;
-  if (unit == "bps" || unit == "b/s" || unit == "bit/s") {
-    bytes_per_unit = 1.0 / 8.0;
-  } else if (unit == "Bps" || unit == "B/s" || unit == "byte/s") {
-    bytes_per_unit = 1.0;
-  } else {
-    return fail(fmt::format("unknown bandwidth unit '{}' in '{}': expected bps, Gbps, Gb/s, B/s, GB/s, GBps or GiB/s",
-                            s.unit, text));
-  }
-  return Parsed{s.number * mult * bytes_per_unit, {}};
+  return parse_prefixed(text, {"a bandwidth such as 400Gbps or 50 GB/s",
+                               "bits or bytes per second? write e.g. 400Gbps or 50GB/s",
+                               "bps, Gbps, Gb/s, B/s, GB/s, GBps or GiB/s", "bandwidth",
+                               {{"bps", 0.125}, {"b/s", 0.125}, {"bit/s", 0.125},
+                                {"Bps", 1.0}, {"B/s", 1.0}, {"byte/s", 1.0}}});
 }
 
 Parsed parse_duration(std::string_view text) {
@@ -136,17 +138,9 @@ Parsed parse_duration(std::string_view text) {
 }
 
 Parsed parse_flop_rate(std::string_view text) {
-  constexpr std::string_view what = "a FLOP rate such as 989 TFLOPS or 19.5TFLOP/s";
-  Split s = split(text);
-  if (Parsed p = with_number(text, s, what); !p.ok()) return p;
-  if (s.unit.empty()) return fail(fmt::format("'{}' needs a unit: write e.g. 989TFLOPS or 96 GFLOP/s", text));
-  std::string unit = s.unit;
-  double mult = *take_prefix(unit);
-  if (unit != "FLOPS" && unit != "FLOP/s" && unit != "flops" && unit != "flop/s") {
-    return fail(fmt::format("unknown FLOP-rate unit '{}' in '{}': expected FLOPS or FLOP/s with a prefix (TFLOPS)",
-                            s.unit, text));
-  }
-  return Parsed{s.number * mult, {}};
+  return parse_prefixed(text, {"a FLOP rate such as 989 TFLOPS or 19.5TFLOP/s", "write e.g. 989TFLOPS or 96 GFLOP/s",
+                               "FLOPS or FLOP/s with a prefix (TFLOPS)", "FLOP-rate",
+                               {{"FLOPS", 1.0}, {"FLOP/s", 1.0}, {"flops", 1.0}, {"flop/s", 1.0}}});
 }
 
 Parsed parse_count(std::string_view text) {
