@@ -56,7 +56,6 @@ double bisection_bandwidth(const Cluster& c) {
   // Capacities in KB/s as integers: exact, and 16k devices x 1 TB/s stays far below 2^63.
   constexpr double unit = 1e3;
   const auto cap = [](double bw) { return static_cast<std::int64_t>(std::llround(bw / unit)); };
-  constexpr std::int64_t infinite = std::int64_t{1} << 60;
 
   const Graph& g = c.graph();
   FlowGraph f(boost::num_vertices(g) + 2);
@@ -73,11 +72,17 @@ double bisection_bandwidth(const Cluster& c) {
   for (auto e : boost::make_iterator_range(boost::edges(g))) {
     add(boost::source(e, g), boost::target(e, g), cap(g[e].bandwidth));
   }
+  // Super edges carry a device's own total link capacity: never the binding cut, and
+  // small enough that Boost's sum of the source's capacities cannot overflow.
   for (int r = 0; r < n; ++r) {
+    const VertexId v = c.gpu(r);
+    std::int64_t total = 0;
     if (r < n / 2) {
-      add(source, c.gpu(r), infinite);
+      for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) total += cap(g[e].bandwidth);
+      add(source, v, total);
     } else {
-      add(c.gpu(r), sink, infinite);
+      for (auto e : boost::make_iterator_range(boost::in_edges(v, g))) total += cap(g[e].bandwidth);
+      add(v, sink, total);
     }
   }
   const std::int64_t flow = boost::push_relabel_max_flow(
