@@ -89,8 +89,11 @@ void run_topo(const TopoArgs& a) {
     fmt::print("{}\n", t.render());
     fmt::print("injection bandwidth per device: {} intra-node, {} inter-node\n", u::format_bandwidth(sum.injection_intra),
                sum.injection_inter > 0 ? u::format_bandwidth(sum.injection_inter) : std::string("none (one node)"));
-    fmt::print("bisection bandwidth: {} (devices 0-{} to {}-{}, one direction)\n", u::format_bandwidth(sum.bisection),
-               sum.gpus / 2 - 1, sum.gpus / 2, sum.gpus - 1);
+    auto span = [](int lo, int hi) { return lo == hi ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi); };
+    if (sum.gpus > 1) {
+      fmt::print("bisection bandwidth: {} (devices {} to {}, one direction)\n", u::format_bandwidth(sum.bisection),
+                 span(0, sum.gpus / 2 - 1), span(sum.gpus / 2, sum.gpus - 1));
+    }
     if (route != nullptr) {
       fmt::print("\nroute {} -> {}: {} hops, bottleneck {}, latency {}\n", a.route[0], a.route[1], route->links.size(),
                  u::format_bandwidth(route->bottleneck), u::format_duration(route->latency));
