@@ -1,0 +1,97 @@
+#include "plan/accounting.hpp"
+
+namespace parasim::plan {
+
+std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp) {
+  const long long b = micro_batch;
+  const long long s = m.seq_len;
+  const long long h = m.hidden;
+  const long long d = m.head_dim();
+  const long long heads = m.heads / tp;
+  const long long kv = static_cast<long long>(m.kv_heads) * d / tp;
+  const long long f = m.ffn_hidden / tp;
+  const long long tokens = b * s;
+  std::vector<Gemm> g{
+      {"qkv", tokens, h / tp + 2 * kv, h, 1},
+      {"attention-scores", s, s, d, b * heads},  // Q·K^T per head
+      {"attention-values", s, d, s, b * heads},  // softmax·V per head
+      {"attention-out", tokens, h, h / tp, 1},
+  };
+  if (m.mlp == Mlp::gelu) {
+    g.push_back({"mlp-up", tokens, f, h, 1});
+  } else {
+    g.push_back({"mlp-gate-up", tokens, 2 * f, h, 1});
+  }
+  g.push_back({"mlp-down", tokens, h, f, 1});
+  return g;
+}
+
+Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp) {
+  return {"lm-head", static_cast<long long>(micro_batch) * m.seq_len, m.vocab / tp, m.hidden, 1};
+}
+
+double step_flops(const ModelSpec& m, int global_batch, Recompute recompute) {
+  double layer = 0.0;
+  double core = 0.0;  // the attention core: Q·K^T and softmax·V
+  for (const Gemm& g : layer_forward_gemms(m, global_batch, 1)) {
+    layer += g.flops();
+    if (g.name.starts_with("attention-scores") || g.name.starts_with("attention-values")) core += g.flops();
+  }
+  const double head = lm_head_gemm(m, global_batch, 1).flops();
+  // Forward + backward (2x); full recompute repeats the layers' forward once more,
+  // selective recompute only the attention core.
+  double per_layer = 3.0 * layer;
+  if (recompute == Recompute::full) per_layer += layer;
+  if (recompute == Recompute::selective) per_layer += core;
+  return m.layers * per_layer + head * 3.0;
+}
+
+std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_batch, int activation_bytes) {
+  const double sbh = static_cast<double>(m.seq_len) * micro_batch * m.hidden;
+  const double kv_share = static_cast<double>(m.kv_heads) / m.heads;
+  const double attn = static_cast<double>(m.heads) * m.seq_len * m.seq_len * micro_batch;  // a·s²·b
+  const double f_share = static_cast<double>(m.ffn_hidden) / m.hidden;
+  const int e = activation_bytes;
+  std::vector<StoredTensor> t{
+      {"ln1-input", sbh, e, false, false},
+      {"qkv-input", sbh, e, false, false},
+      {"q", sbh, e, true, false},
+      {"k", sbh * kv_share, e, true, false},
+      {"softmax-output", attn, e, true, true},
+      {"softmax-dropout-mask", attn, 1, true, true},
+      {"attention-dropout-output", attn, e, true, true},
+      {"v", sbh * kv_share, e, true, false},
+      {"attention-out-input", sbh, e, true, false},
+      {"attention-dropout-mask", sbh, 1, false, false},
+      {"ln2-input", sbh, e, false, false},
+      {"mlp-input", sbh, e, false, false},
+  };
+  if (m.mlp == Mlp::gelu) {
+    t.push_back({"gelu-input", sbh * f_share, e, true, false});
+    t.push_back({"mlp-down-input", sbh * f_share, e, true, false});
+  } else {
+    t.push_back({"gate", sbh * f_share, e, true, false});
+    t.push_back({"up", sbh * f_share, e, true, false});
+    t.push_back({"mlp-down-input", sbh * f_share, e, true, false});
+  }
+  t.push_back({"mlp-dropout-mask", sbh, 1, false, false});
+  return t;
+}
+
+double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel,
+                              Recompute recompute, int activation_bytes) {
+  if (recompute == Recompute::full) {
+    // Only the layer input stays; sequence parallelism shards it too.
+    const double input = static_cast<double>(m.seq_len) * micro_batch * m.hidden * activation_bytes;
+    return sequence_parallel ? input / tp : input;
+  }
+  double bytes = 0.0;
+  for (const StoredTensor& t : layer_stored_tensors(m, micro_batch, activation_bytes)) {
+    if (recompute == Recompute::selective && t.attention_core) continue;
+    const double b = t.elements * t.bytes_per_element;
+    bytes += t.tp_sharded || sequence_parallel ? b / tp : b;
+  }
+  return bytes;
+}
+
+}  // namespace parasim::plan

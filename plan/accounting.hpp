@@ -1,0 +1,62 @@
+// What one transformer layer costs, derived from its parts rather than from summary
+// formulas: the GEMMs it runs (shape per tensor-parallel rank) and the tensors it keeps
+// for backward. The published closed forms are what the tests check these against:
+//
+//   FLOPs per step (Narayanan et al. 2021): 72·B·s·l·h²·(1 + s/6h + V/12lh), and
+//     96·B·s·l·h²·(1 + s/6h + V/16lh) with full recompute (GPT layout, f = 4h, kv = a).
+//   Activations per layer, 16-bit (Korthikanti et al. 2022): s·b·h·(34 + 5·a·s/h);
+//     tensor parallel t: s·b·h·(10 + 24/t + 5·a·s/(h·t)); sequence parallel: that /t
+//     entirely; selective recompute drops the 5·a·s/h attention term; full recompute
+//     keeps only the layer input, 2·s·b·h.
+//
+// Generalisations beyond the papers, stated here: grouped-query attention narrows the K
+// and V projections to kv·d columns; SwiGLU has three MLP GEMMs (gate, up, down) and stores
+// gate, up and their product; element sizes follow the precision (2 bytes for bf16/fp16,
+// 4 for fp32/tf32), masks are one byte per element.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/scenario.hpp"
+
+namespace parasim::plan {
+
+// C[m x n] = A[m x k] · B[k x n], `batch` times (strided-batched for attention).
+struct Gemm {
+  std::string name;
+  long long m = 0;
+  long long n = 0;
+  long long k = 0;
+  long long batch = 1;
+  [[nodiscard]] double flops() const {
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
+  }
+};
+
+// Forward GEMMs of one layer for a micro-batch of b samples, on one of tp ranks.
+std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp);
+// Forward GEMM of the LM head (logits) for a micro-batch, on one of tp ranks.
+Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp);
+
+// Training FLOPs of one step for the whole model and global batch (hardware FLOPs):
+// forward, backward (twice the forward) and what recompute runs again (the whole layer
+// forward for full, the attention core for selective).
+double step_flops(const ModelSpec& m, int global_batch, Recompute recompute);
+
+// A tensor kept for backward.
+struct StoredTensor {
+  std::string name;
+  double elements = 0.0;     // per micro-batch, unsharded
+  int bytes_per_element = 2;
+  bool tp_sharded = false;    // split over tp ranks by tensor parallelism
+  bool attention_core = false;  // the s^2 terms that selective recompute drops
+};
+
+std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_batch, int activation_bytes);
+
+// Bytes one layer keeps for backward per micro-batch on one rank.
+double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel,
+                              Recompute recompute, int activation_bytes);
+
+}  // namespace parasim::plan
