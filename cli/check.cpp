@@ -2,9 +2,13 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
 #include "plan/describe.hpp"
+#include "plan/memory.hpp"
+#include "report/table.hpp"
+#include "topology/units.hpp"
 
 namespace parasim::cli {
 
@@ -19,10 +23,38 @@ void add_check(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print the resolved scenario as JSON (SI units)");
   cmd->callback([args] {
     const plan::Scenario s = args->scenario.load();
+    const plan::MemoryReport mem = plan::memory_per_rank(s);
     if (args->json) {
-      std::cout << plan::to_json(s).dump(2) << '\n';
+      auto j = plan::to_json(s);
+      j["memory"] = {{"capacity", mem.capacity}, {"fits", mem.fits()}, {"stages", nlohmann::ordered_json::array()}};
+      for (const auto& b : mem.stages) {
+        j["memory"]["stages"].push_back({{"stage", b.stage}, {"parameters", b.parameters}, {"weights", b.weights},
+                                         {"gradients", b.gradients}, {"master", b.master}, {"optimizer", b.optimizer},
+                                         {"activations", b.activations}, {"in_flight", b.in_flight},
+                                         {"logits", b.logits}, {"workspace", b.workspace}, {"total", b.total()}});
+      }
+      std::cout << j.dump(2) << '\n';
+      return;
+    }
+    namespace u = units;
+    using A = report::Table::Align;
+    report::Table t({"stage", "params", "weights", "grads", "master", "optimizer", "activations", "in flight", "other",
+                     "total"},
+                    {A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right});
+    for (const auto& b : mem.stages) {
+      t.add_row({std::to_string(b.stage), u::format_count(b.parameters), u::format_bytes(b.weights),
+                 u::format_bytes(b.gradients), u::format_bytes(b.master), u::format_bytes(b.optimizer),
+                 u::format_bytes(b.activations), std::to_string(b.in_flight), u::format_bytes(b.logits + b.workspace),
+                 u::format_bytes(b.total())});
+    }
+    fmt::print("{}\nmemory per rank (capacity {}):\n{}{}\n\n", plan::describe(s), u::format_bytes(mem.capacity),
+               t.render("  "), plan::describe_memory(mem));
+    if (mem.fits()) {
+      fmt::print("ok: {} is a valid scenario and fits in memory\n", s.source);
     } else {
-      fmt::print("{}ok: {} is a valid scenario\n", plan::describe(s), s.source);
+      fmt::print("{} is a valid scenario but does not fit in memory: raise tp or pp, use ZeRO-1 or recompute, or lower "
+                 "the micro-batch\n",
+                 s.source);
     }
   });
 }

@@ -68,7 +68,7 @@ nlohmann::ordered_json to_json(const Scenario& s) {
       {"gpus_per_node", c.gpus_per_node},
       {"device",
        {{"name", c.device.name}, {"peak_flops", peak}, {"memory_bytes", c.device.memory_bytes},
-        {"memory_bandwidth", c.device.memory_bandwidth}}},
+        {"memory_bandwidth", c.device.memory_bandwidth}, {"workspace_bytes", c.device.workspace_bytes}}},
       {"intra_node",
        {{"fabric", topology::to_string(c.intra.fabric)}, {"bandwidth", c.intra.bandwidth}, {"latency", c.intra.latency}}},
   };

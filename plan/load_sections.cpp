@@ -55,7 +55,7 @@ Value resolve_preset(const Value& section, PresetKind kind, const std::string& p
 }
 
 DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& where) {
-  Reader r(v, path, {"preset", "name", "peak", "memory", "memory_bandwidth"}, &where);
+  Reader r(v, path, {"preset", "name", "peak", "memory", "memory_bandwidth", "workspace"}, &where);
   DeviceSpec d;
   d.name = r.string("name", std::string("custom"));
   const Value* peak = r.get("peak");
@@ -70,6 +70,8 @@ DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& whe
   if (!any) r.fail("peak", "give the peak FLOP rate of at least one data type (fp32, tf32, bf16 or fp16)");
   d.memory_bytes = r.bytes("memory", std::nullopt);
   d.memory_bandwidth = r.bandwidth("memory_bandwidth", std::nullopt);
+  d.workspace_bytes = r.bytes("workspace", 1024.0 * 1024 * 1024, true);
+  if (d.workspace_bytes >= d.memory_bytes) r.fail("workspace", "the runtime workspace must be smaller than the memory");
   return d;
 }
 

@@ -23,6 +23,8 @@ struct DeviceSpec {
   std::array<double, 4> peak_flops{};  // FLOP/s per Dtype; 0 = not supported
   double memory_bytes = 0.0;
   double memory_bandwidth = 0.0;  // bytes/s
+  // Memory the runtime takes before the model: CUDA context, cuBLAS workspace, NCCL buffers.
+  double workspace_bytes = 1024.0 * 1024 * 1024;
 
   [[nodiscard]] double peak(Dtype d) const { return peak_flops[static_cast<std::size_t>(d)]; }
   [[nodiscard]] bool supports(Dtype d) const { return peak(d) > 0.0; }

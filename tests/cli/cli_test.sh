@@ -41,7 +41,9 @@ expect 2 "required|Subcommand" -- "$parasim"
 expect 2 "" -- "$parasim" no-such-command
 expect 2 "scenario is required|required" -- "$parasim" topo
 expect 0 "bisection bandwidth: 5 GB/s" -- "$parasim" topo "$q"
-expect 0 "ok: .*quickstart.yaml is a valid scenario" -- "$parasim" check "$q"
+expect 0 "ok: .*quickstart.yaml is a valid scenario and fits in memory" -- "$parasim" check "$q"
+expect 0 "does not fit in memory" -- "$parasim" check "$q" --set cluster=dgx-h100 --set cluster.gpus_per_node=1 --set model=gpt-30b --set plan.dp=1 --set training.micro_batch=1
+expect 0 "\"fits\": false" -- "$parasim" check --json "$q" --set cluster=dgx-h100 --set cluster.gpus_per_node=1 --set model=gpt-30b --set plan.dp=1 --set training.micro_batch=1
 expect 0 "dp 4 x tp 2 x pp 1 = 8 devices" -- "$parasim" check "$q" --set cluster=dgx-h100 --set plan.dp=4 --set plan.tp=2
 expect 0 "\"world\": 2" -- "$parasim" check --json "$q"
 expect 0 "\"bisection_bandwidth\": 1800000000000" -- "$parasim" topo --json "$q" --set cluster=dgx-h100 --set plan.dp=4

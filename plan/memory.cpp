@@ -1,0 +1,97 @@
+#include "plan/memory.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "plan/accounting.hpp"
+#include "plan/schedule.hpp"
+#include "topology/units.hpp"
+
+namespace parasim::plan {
+namespace {
+
+// Layers of model chunk `chunk` on stage `stage`: Megatron gives chunk c of stage s the
+// (c·p + s)-th slice of the layer list.
+std::pair<int, int> chunk_layers(int layers, int pp, int v, int stage, int chunk) {
+  const int slices = pp * v;
+  const int slice = chunk * pp + stage;
+  const int base = layers / slices;
+  const int extra = layers % slices;  // generic models: the first slices take one more
+  const int begin = slice * base + std::min(slice, extra);
+  return {begin, begin + base + (slice < extra ? 1 : 0)};
+}
+
+}  // namespace
+
+const MemoryBreakdown& MemoryReport::peak() const {
+  return *std::max_element(stages.begin(), stages.end(),
+                           [](const MemoryBreakdown& a, const MemoryBreakdown& b) { return a.total() < b.total(); });
+}
+
+MemoryReport memory_per_rank(const Scenario& s) {
+  const ModelSpec& m = s.model;
+  const ParallelPlan& p = s.plan;
+  const TrainingSpec& t = s.training;
+  const int e = topology::dtype_bytes(t.precision);
+  const bool mixed = e == 2;
+  const double optimizer_bytes = t.optimizer == Optimizer::adamw ? 8.0 : 4.0;
+  const int v = p.virtual_stages;
+  const PipelineShape shape{p.pp, s.micro_batches(), v};
+
+  MemoryReport report;
+  report.capacity = s.cluster.device.memory_bytes;
+  for (int stage = 0; stage < p.pp; ++stage) {
+    MemoryBreakdown b;
+    b.stage = stage;
+    double chunk_activation = 0.0;  // the largest chunk's bytes per micro-batch
+    for (int c = 0; c < v; ++c) {
+      const auto [first, last] = chunk_layers(m.layer_count(), p.pp, v, stage, c);
+      double act = 0.0;
+      if (m.kind == ModelKind::transformer) {
+        b.parameters += (last - first) * m.params_per_layer() / p.tp;
+        act = (last - first) * layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e);
+      } else {
+        for (int l = first; l < last; ++l) {
+          const GenericLayer& g = m.generic_layers[static_cast<std::size_t>(l)];
+          b.parameters += g.params;
+          // Full recompute keeps only the chunk's first layer as its checkpoint.
+          act += t.recompute == Recompute::full && l != first ? 0.0 : g.activations * t.micro_batch * e;
+        }
+      }
+      chunk_activation = std::max(chunk_activation, act);
+    }
+    if (m.kind == ModelKind::transformer) {
+      const double word = static_cast<double>(m.vocab) * m.hidden / p.tp;
+      if (stage == 0) b.parameters += word + (m.mlp == Mlp::gelu ? static_cast<double>(m.seq_len) * m.hidden : 0.0);
+      if (stage == p.pp - 1) {
+        b.parameters += 2.0 * m.hidden;  // final norm
+        // An untied head has its own matrix; a tied one needs a copy when it is on another stage.
+        if (!m.tie_embeddings || p.pp > 1) b.parameters += word;
+        b.logits = static_cast<double>(t.micro_batch) * m.seq_len * m.vocab / p.tp * 4.0;
+      }
+    }
+    b.in_flight = peak_in_flight(stage_schedule(p.schedule, shape, stage));
+    b.activations = chunk_activation * b.in_flight;
+    b.weights = b.parameters * e;
+    b.gradients = b.parameters * e;
+    b.master = mixed ? b.parameters * 4.0 / (p.zero == 1 ? p.dp : 1) : 0.0;
+    b.optimizer = b.parameters * optimizer_bytes / (p.zero == 1 ? p.dp : 1);
+    b.workspace = s.cluster.device.workspace_bytes;
+    report.stages.push_back(b);
+  }
+  return report;
+}
+
+std::string describe_memory(const MemoryReport& r) {
+  namespace u = units;
+  const MemoryBreakdown& b = r.peak();
+  return fmt::format(
+      "stage {} needs {} of {} ({}): weights {}, gradients {}, master weights {}, optimizer {}, activations {} "
+      "({} in flight), logits {}, workspace {}",
+      b.stage, u::format_bytes(b.total()), u::format_bytes(r.capacity), r.fits() ? "fits" : "OUT OF MEMORY",
+      u::format_bytes(b.weights), u::format_bytes(b.gradients), u::format_bytes(b.master), u::format_bytes(b.optimizer),
+      u::format_bytes(b.activations), b.in_flight, u::format_bytes(b.logits), u::format_bytes(b.workspace));
+}
+
+}  // namespace parasim::plan

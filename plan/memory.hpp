@@ -1,0 +1,54 @@
+// Memory per rank for one training step, and whether it fits.
+//
+// Per parameter held by a rank (P_r = its stage's layers / tp, plus the embedding on the
+// first stage and the LM head on the last):
+//   weights      2 bytes (bf16/fp16) or 4 (fp32/tf32)
+//   gradients    the same size as the weights (2 or 4)
+//   master       4 bytes of fp32 master weights when training in 16 bits, else none
+//   optimizer    AdamW 8 bytes (two fp32 moments); SGD 4 (fp32 momentum)
+// ZeRO-1 divides master weights and optimizer state over the dp ranks. Mixed-precision
+// AdamW is then 2 + 2 + 4 + 8 = 16 bytes per parameter without ZeRO.
+//
+// Activations: the bytes one micro-batch leaves in a model chunk (accounting.hpp, per
+// layer, times the chunk's layers) times the most chunks the stage holds at once under its
+// schedule, counted from the schedule's own order (peak_in_flight). The last stage also
+// holds one micro-batch's fp32 logits for the loss. Workspace is the device's runtime
+// reserve. Layer-norm weights are counted as sharded with their layer (h of 12h² per layer).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/scenario.hpp"
+
+namespace parasim::plan {
+
+struct MemoryBreakdown {
+  int stage = 0;
+  double parameters = 0.0;  // held by one rank of the stage
+  double weights = 0.0;
+  double gradients = 0.0;
+  double master = 0.0;
+  double optimizer = 0.0;
+  double activations = 0.0;
+  double logits = 0.0;
+  double workspace = 0.0;
+  int in_flight = 0;  // most (micro-batch, chunk) activations held at once
+
+  [[nodiscard]] double total() const {
+    return weights + gradients + master + optimizer + activations + logits + workspace;
+  }
+};
+
+struct MemoryReport {
+  std::vector<MemoryBreakdown> stages;  // one per pipeline stage (tp and dp ranks alike)
+  double capacity = 0.0;
+  [[nodiscard]] const MemoryBreakdown& peak() const;
+  [[nodiscard]] bool fits() const { return peak().total() <= capacity; }
+};
+
+MemoryReport memory_per_rank(const Scenario& s);
+// "stage 0 needs 93.1 GiB of 80 GiB: weights 7.0 GiB, gradients ..., activations ..."
+std::string describe_memory(const MemoryReport& r);
+
+}  // namespace parasim::plan

@@ -1,0 +1,80 @@
+#include <catch2/catch.hpp>
+
+#include "plan/accounting.hpp"
+#include "plan/load.hpp"
+#include "plan/memory.hpp"
+
+using namespace parasim::plan;
+
+namespace {
+
+Scenario scenario(const std::string& text, std::vector<std::string> sets = {}) { return load_text(text, "m.yaml", sets); }
+
+const std::string one_gpu = "cluster: {preset: dgx-h100, gpus_per_node: 1}\nmodel: gpt3-13b\n"
+                            "training: {global_batch: 8, precision: bf16}\n";
+
+}  // namespace
+
+TEST_CASE("mixed-precision AdamW holds 16 bytes per parameter", "[memory]") {
+  // One rank, tp = pp = 1, tied embedding: the rank holds every parameter. bf16 weights 2,
+  // bf16 gradients 2, fp32 master 4, two fp32 moments 8.
+  const Scenario s = scenario(one_gpu);
+  const MemoryReport r = memory_per_rank(s);
+  REQUIRE(r.stages.size() == 1);
+  const MemoryBreakdown& b = r.stages[0];
+  const double P = s.model.parameter_count();
+  CHECK(b.parameters == Approx(P));
+  CHECK(b.weights + b.gradients + b.master + b.optimizer == Approx(16 * P));
+  CHECK(b.master == Approx(4 * P));
+}
+
+TEST_CASE("fp32 needs no master copy; SGD keeps one moment", "[memory]") {
+  const Scenario s = scenario(one_gpu, {"training.precision=fp32", "training.optimizer=sgd"});
+  const MemoryBreakdown& b = memory_per_rank(s).stages[0];
+  const double P = s.model.parameter_count();
+  CHECK(b.master == 0.0);
+  CHECK(b.weights + b.gradients + b.optimizer == Approx((4 + 4 + 4) * P));
+}
+
+TEST_CASE("ZeRO-1 shards master weights and optimizer state over dp", "[memory]") {
+  const std::string text = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 16}\nplan: {dp: 8}\n";
+  const MemoryBreakdown plain = memory_per_rank(scenario(text)).stages[0];
+  const MemoryBreakdown zero = memory_per_rank(scenario(text, {"plan.zero=1"})).stages[0];
+  CHECK(zero.master == Approx(plain.master / 8));
+  CHECK(zero.optimizer == Approx(plain.optimizer / 8));
+  CHECK(zero.weights == plain.weights);
+  CHECK(zero.gradients == plain.gradients);
+}
+
+TEST_CASE("activations are a layer's Korthikanti bytes x layers x micro-batches in flight", "[memory]") {
+  // gpt3-13b on 8 GPUs, pp 4, m = 32 / (2 x 1) = 16 micro-batches. Stage 0 holds p = 4
+  // micro-batches under 1F1B and all 16 under GPipe; each is 10 layers' activations.
+  const std::string text = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 32}\nplan: {dp: 2, pp: 4}\n";
+  const Scenario s = scenario(text);
+  const double per_layer = layer_activation_bytes(s.model, 1, 1, false, Recompute::none, 2);
+  const MemoryReport one_f = memory_per_rank(s);
+  CHECK(one_f.stages[0].in_flight == 4);
+  CHECK(one_f.stages[0].activations == Approx(4 * 10 * per_layer));
+  CHECK(one_f.stages[3].in_flight == 1);
+  const MemoryReport gpipe = memory_per_rank(scenario(text, {"plan.schedule=gpipe"}));
+  CHECK(gpipe.stages[0].in_flight == 16);
+  CHECK(gpipe.stages[0].activations == Approx(16 * 10 * per_layer));
+  // Only the last stage holds the logits; only the first the position embedding.
+  CHECK(one_f.stages[0].logits == 0.0);
+  CHECK(one_f.stages[3].logits == Approx(2048.0 * 51200 * 4));
+}
+
+TEST_CASE("a 30B model does not fit one 80 GB GPU; tensor parallelism over 8 does", "[memory][scenario]") {
+  // 30B x 16 bytes = 480 GB on one GPU. TP 8 holds 1/8 of the layers: 60 GB of model
+  // state; with full recompute the activations shrink to the layer inputs.
+  const Scenario single = scenario("cluster: {preset: dgx-h100, gpus_per_node: 1}\nmodel: gpt-30b\n"
+                                   "training: {global_batch: 8}\n");
+  const MemoryReport r1 = memory_per_rank(single);
+  CHECK_FALSE(r1.fits());
+  CHECK(r1.peak().total() > 400e9);
+  const Scenario tp8 = scenario("cluster: dgx-h100\nmodel: gpt-30b\ntraining: {global_batch: 8, recompute: full}\n"
+                                "plan: {tp: 8, dp: 1}\n");
+  const MemoryReport r8 = memory_per_rank(tp8);
+  CHECK(r8.fits());
+  CHECK(describe_memory(r1).find("OUT OF MEMORY") != std::string::npos);
+}
