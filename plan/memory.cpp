@@ -9,20 +9,6 @@
 #include "topology/units.hpp"
 
 namespace parasim::plan {
-namespace {
-
-// Layers of model chunk `chunk` on stage `stage`: Megatron gives chunk c of stage s the
-// (c·p + s)-th slice of the layer list.
-std::pair<int, int> chunk_layers(int layers, int pp, int v, int stage, int chunk) {
-  const int slices = pp * v;
-  const int slice = chunk * pp + stage;
-  const int base = layers / slices;
-  const int extra = layers % slices;  // generic models: the first slices take one more
-  const int begin = slice * base + std::min(slice, extra);
-  return {begin, begin + base + (slice < extra ? 1 : 0)};
-}
-
-}  // namespace
 
 const MemoryBreakdown& MemoryReport::peak() const {
   return *std::max_element(stages.begin(), stages.end(),

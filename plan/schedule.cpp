@@ -15,6 +15,15 @@ std::vector<PipelineStep> stage_schedule(Schedule schedule, const PipelineShape&
   throw std::invalid_argument("unknown schedule");
 }
 
+std::pair<int, int> chunk_layers(int layers, int pp, int virtual_stages, int stage, int chunk) {
+  const int slices = pp * virtual_stages;
+  const int slice = chunk * pp + stage;
+  const int base = layers / slices;
+  const int extra = layers % slices;
+  const int begin = slice * base + std::min(slice, extra);
+  return {begin, begin + base + (slice < extra ? 1 : 0)};
+}
+
 int peak_in_flight(const std::vector<PipelineStep>& steps) {
   int now = 0;
   int peak = 0;

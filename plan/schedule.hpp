@@ -18,6 +18,7 @@
 #pragma once
 
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "plan/scenario.hpp"
@@ -40,6 +41,11 @@ struct PipelineShape {
 
 // The ordered steps of `stage` (0 .. p-1).
 std::vector<PipelineStep> stage_schedule(Schedule schedule, const PipelineShape& shape, int stage);
+
+// Layers [first, last) of model chunk `chunk` on `stage`: Megatron gives chunk c of stage s
+// the (c·p + s)-th of p·v equal slices of the layer list (the first slices take one more
+// layer when they do not divide evenly, for generic models).
+std::pair<int, int> chunk_layers(int layers, int pp, int virtual_stages, int stage, int chunk);
 
 // Most (micro-batch, chunk) activations held at once by a stage running `steps`: forwards
 // done minus backwards done, at its highest.

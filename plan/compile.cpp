@@ -1,0 +1,548 @@
+// compile(): the Program of one training step, rank by rank. See program.hpp for the
+// execution rules and docs/architecture.md for the op vocabulary.
+//
+// Per rank (tp index, dp index, stage s), following its stage's pipeline schedule:
+//   forward (mb, c)   recv activations (unless first chunk of the model) | embedding;
+//                     per layer: attention, TP collective(s), MLP, TP collective(s);
+//                     LM head + loss (last chunk) | send activations
+//   backward (mb, c)  LM head backward (last chunk) | recv gradients;
+//                     recompute (full: the chunk's forward again; selective: attention core);
+//                     per layer, last first: MLP backward, TP collective(s), attention
+//                     backward, TP collective(s); send gradients (unless first chunk)
+//   then              data-parallel gradient buckets in reverse layer order, each after the
+//                     last backward of its layers (after the whole backward when overlap is
+//                     off): all-reduce, or reduce-scatter with ZeRO-1; the optimizer; with
+//                     ZeRO-1 an all-gather of the updated parameters per bucket.
+// Tensor parallel collectives are all-reduces of the s·b·h activation (two forward, two
+// backward per layer), or with sequence parallelism all-gather / reduce-scatter pairs.
+#include <algorithm>
+#include <cmath>
+
+#include "plan/program.hpp"
+#include "plan/schedule.hpp"
+
+namespace parasim::plan {
+
+std::string_view to_string(Stream s) {
+  switch (s) {
+    case Stream::compute: return "compute";
+    case Stream::tp: return "tp-comm";
+    case Stream::pp: return "pp-comm";
+    case Stream::dp: return "dp-comm";
+  }
+  return "?";
+}
+
+std::string_view to_string(Category c) {
+  switch (c) {
+    case Category::forward: return "forward";
+    case Category::backward: return "backward";
+    case Category::recompute: return "recompute";
+    case Category::optimizer: return "optimizer";
+    case Category::tp_comm: return "tp";
+    case Category::pp_comm: return "pp";
+    case Category::dp_comm: return "dp";
+  }
+  return "?";
+}
+
+std::string_view to_string(CollectiveOp c) {
+  switch (c) {
+    case CollectiveOp::all_reduce: return "all-reduce";
+    case CollectiveOp::reduce_scatter: return "reduce-scatter";
+    case CollectiveOp::all_gather: return "all-gather";
+    case CollectiveOp::broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+namespace {
+
+int extent(const ParallelPlan& p, Dim d) { return d == Dim::tp ? p.tp : d == Dim::dp ? p.dp : p.pp; }
+int& field(Coord& c, Dim d) { return d == Dim::tp ? c.tp : d == Dim::dp ? c.dp : c.pp; }
+
+}  // namespace
+
+int rank_of(const ParallelPlan& p, const Coord& c) {
+  int rank = 0;
+  int stride = 1;
+  Coord copy = c;
+  for (Dim d : p.placement) {
+    rank += field(copy, d) * stride;
+    stride *= extent(p, d);
+  }
+  return rank;
+}
+
+Coord coord_of(const ParallelPlan& p, int rank) {
+  Coord c;
+  for (Dim d : p.placement) {
+    field(c, d) = rank % extent(p, d);
+    rank /= extent(p, d);
+  }
+  return c;
+}
+
+namespace {
+
+double gemm_io_bytes(const std::vector<Gemm>& gemms, int element) {
+  double b = 0.0;
+  for (const Gemm& g : gemms) {
+    const auto m = static_cast<double>(g.m);
+    const auto n = static_cast<double>(g.n);
+    const auto k = static_cast<double>(g.k);
+    b += static_cast<double>(g.batch) * (m * k + k * n + m * n) * element;
+  }
+  return b;
+}
+
+double sum_flops(const std::vector<Gemm>& gemms) {
+  double f = 0.0;
+  for (const Gemm& g : gemms) f += g.flops();
+  return f;
+}
+
+class Builder {
+ public:
+  explicit Builder(const Scenario& s) : s_(s), p_(s.plan), m_(s.model), t_(s.training) {
+    e_ = topology::dtype_bytes(t_.precision);
+    shape_ = PipelineShape{p_.pp, s.micro_batches(), p_.virtual_stages};
+    prog_.world = p_.world();
+    prog_.order.resize(static_cast<std::size_t>(prog_.world));
+    make_groups();
+    make_gemm_sets();
+  }
+
+  Program build() {
+    for (int r = 0; r < prog_.world; ++r) compile_rank(r);
+    return std::move(prog_);
+  }
+
+ private:
+  // --- groups and shapes ---------------------------------------------------------------
+  void make_groups() {
+    group_of_.assign(3, std::vector<int>(static_cast<std::size_t>(prog_.world), -1));
+    for (Dim d : {Dim::tp, Dim::dp, Dim::pp}) {
+      for (int r = 0; r < prog_.world; ++r) {
+        if (group_of_[dim_index(d)][static_cast<std::size_t>(r)] >= 0) continue;
+        Group g{d, {}};
+        Coord c = coord_of(p_, r);
+        for (int i = 0; i < extent(p_, d); ++i) {
+          field(c, d) = i;
+          g.ranks.push_back(rank_of(p_, c));
+        }
+        const int id = static_cast<int>(prog_.groups.size());
+        for (int member : g.ranks) group_of_[dim_index(d)][static_cast<std::size_t>(member)] = id;
+        prog_.groups.push_back(std::move(g));
+      }
+    }
+    counters_.assign(prog_.groups.size() * static_cast<std::size_t>(prog_.world), 0);
+  }
+
+  static std::size_t dim_index(Dim d) { return static_cast<std::size_t>(d); }
+
+  void make_gemm_sets() {
+    if (m_.kind == ModelKind::transformer) {
+      const std::vector<Gemm> layer = layer_forward_gemms(m_, t_.micro_batch, p_.tp);
+      attention_set_ = add_set({layer.begin(), layer.begin() + 4});
+      mlp_set_ = add_set({layer.begin() + 4, layer.end()});
+      core_set_ = add_set({layer.begin() + 1, layer.begin() + 3});
+      layer_set_ = add_set(layer);
+      head_set_ = add_set({lm_head_gemm(m_, t_.micro_batch, p_.tp)});
+      const double sbh = static_cast<double>(m_.seq_len) * t_.micro_batch * m_.hidden;
+      activation_bytes_ = sbh * e_;  // one s·b·h tensor: a TP collective's buffer
+      // Element-wise traffic (norms, softmax, GELU, dropout): each stored tensor written
+      // once forward and read once backward.
+      elementwise_bytes_ = layer_activation_bytes(m_, t_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::none, e_);
+    } else {
+      for (const GenericLayer& l : m_.generic_layers) {
+        // A GEMM of the same FLOPs and parameters: a square weight, m rows per micro-batch.
+        const auto side = static_cast<long long>(std::max(1.0, std::round(std::sqrt(l.params))));
+        const double square = static_cast<double>(side) * static_cast<double>(side);
+        const auto rows = static_cast<long long>(std::max(1.0, std::round(l.forward_flops * t_.micro_batch / (2.0 * square))));
+        generic_sets_.push_back(add_set({Gemm{l.name, rows, side, side, 1}}));
+      }
+    }
+  }
+
+  int add_set(std::vector<Gemm> g) {
+    prog_.gemm_sets.push_back(std::move(g));
+    return static_cast<int>(prog_.gemm_sets.size()) - 1;
+  }
+
+  // --- emitting ops -------------------------------------------------------------------
+  std::int64_t add(Op op, std::span<const std::int64_t> deps) {
+    op.deps_begin = static_cast<std::uint32_t>(prog_.deps.size());
+    op.deps_count = static_cast<std::uint32_t>(deps.size());
+    prog_.deps.insert(prog_.deps.end(), deps.begin(), deps.end());
+    const auto id = static_cast<std::int64_t>(prog_.ops.size());
+    prog_.ops.push_back(op);
+    prog_.order[static_cast<std::size_t>(op.rank)].push_back(id);
+    return id;
+  }
+  std::int64_t add(Op op, std::initializer_list<std::int64_t> deps = {}) {
+    return add(op, std::span<const std::int64_t>(deps.begin(), deps.size()));
+  }
+
+  std::int64_t compute(ComputeWhat what, Category cat, int set, double flops, double bytes, int mb, int chunk,
+                       int layer, std::span<const std::int64_t> deps = {}) {
+    Op op;
+    op.kind = OpKind::compute;
+    op.category = cat;
+    op.stream = Stream::compute;
+    op.what = what;
+    op.rank = rank_;
+    op.micro_batch = mb;
+    op.chunk = static_cast<std::int16_t>(chunk);
+    op.layer = layer;
+    op.layer_end = layer + 1;
+    op.flops = flops;
+    op.bytes = bytes;
+    op.gemms = set;
+    op.gemm_repeat = set >= 0 ? 1 : 0;
+    last_compute_ = add(op, deps);
+    return last_compute_;
+  }
+
+  // A collective on this rank's group of dimension `d`; members get the same instance id
+  // because every member issues the same sequence of collectives on their group.
+  std::int64_t collective(Dim d, CollectiveOp what, Category cat, Stream stream, double bytes, int mb, int layer,
+                          int layer_end, std::span<const std::int64_t> deps) {
+    const int group = group_of_[dim_index(d)][static_cast<std::size_t>(rank_)];
+    std::int64_t& counter = counters_[static_cast<std::size_t>(group) * static_cast<std::size_t>(prog_.world) +
+                                      static_cast<std::size_t>(rank_)];
+    Op op;
+    op.kind = OpKind::collective;
+    op.category = cat;
+    op.stream = stream;
+    op.collective = what;
+    op.rank = rank_;
+    op.micro_batch = mb;
+    op.layer = layer;
+    op.layer_end = layer_end;
+    op.bytes = bytes;
+    op.group = group;
+    op.match = (static_cast<std::int64_t>(group) << 32) | counter++;
+    if (rank_ == prog_.groups[static_cast<std::size_t>(group)].ranks.front()) ++prog_.collectives;
+    return add(op, deps);
+  }
+
+  // One TP collective after the last compute op (and after a pending receive, when it
+  // opens a layer); the next compute waits for it.
+  void tp_collective(CollectiveOp what, int mb, int layer) {
+    std::vector<std::int64_t> deps = take_pending();
+    if (last_compute_ >= 0) deps.push_back(last_compute_);
+    pending_ = collective(Dim::tp, what, Category::tp_comm, Stream::tp, activation_bytes_, mb, layer, layer + 1, deps);
+  }
+
+  std::int64_t p2p(OpKind kind, int peer, double bytes, int mb, int chunk, bool gradient,
+                   std::span<const std::int64_t> deps) {
+    const int sender = kind == OpKind::send ? rank_ : peer;
+    const int receiver = kind == OpKind::send ? peer : rank_;
+    Op op;
+    op.kind = kind;
+    op.category = Category::pp_comm;
+    op.stream = Stream::pp;
+    op.rank = rank_;
+    op.peer = peer;
+    op.micro_batch = mb;
+    op.chunk = static_cast<std::int16_t>(chunk);
+    op.bytes = bytes;
+    op.gradient = gradient;
+    op.match = (((static_cast<std::int64_t>(sender) * prog_.world + receiver) * 2 + (gradient ? 1 : 0)) *
+                    shape_.micro_batches + mb) * shape_.virtual_stages + chunk;
+    if (kind == OpKind::send) ++prog_.transfers;
+    return add(op, deps);
+  }
+
+  // Dependencies for the next compute op: what it waits for besides stream order.
+  std::vector<std::int64_t> take_pending() {
+    std::vector<std::int64_t> d;
+    if (pending_ >= 0) d.push_back(pending_);
+    pending_ = -1;
+    return d;
+  }
+
+  // --- one layer ------------------------------------------------------------------------
+  void layer_forward(int layer, int mb, int chunk, Category cat) {
+    if (m_.kind == ModelKind::generic) {
+      const GenericLayer& g = m_.generic_layers[static_cast<std::size_t>(layer)];
+      const int set = generic_sets_[static_cast<std::size_t>(layer)];
+      auto deps = take_pending();
+      compute(ComputeWhat::layer, cat, set, g.forward_flops * t_.micro_batch,
+              gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) + g.activations * t_.micro_batch * e_,
+              mb, chunk, layer, deps);
+      return;
+    }
+    const auto& sets = prog_.gemm_sets;
+    if (p_.tp == 1) {
+      auto deps = take_pending();
+      compute(ComputeWhat::layer, cat, layer_set_, sum_flops(sets[static_cast<std::size_t>(layer_set_)]),
+              gemm_io_bytes(sets[static_cast<std::size_t>(layer_set_)], e_) + elementwise_bytes_, mb, chunk, layer, deps);
+      return;
+    }
+    const bool sp = p_.sequence_parallel;
+    for (int half = 0; half < 2; ++half) {
+      const int set = half == 0 ? attention_set_ : mlp_set_;
+      if (sp) tp_collective(CollectiveOp::all_gather, mb, layer);
+      auto deps = take_pending();
+      compute(half == 0 ? ComputeWhat::layer_attention : ComputeWhat::layer_mlp, cat, set,
+              sum_flops(sets[static_cast<std::size_t>(set)]),
+              gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer, deps);
+      tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer);
+    }
+  }
+
+  void layer_backward(int layer, int mb, int chunk) {
+    if (m_.kind == ModelKind::generic) {
+      const GenericLayer& g = m_.generic_layers[static_cast<std::size_t>(layer)];
+      const int set = generic_sets_[static_cast<std::size_t>(layer)];
+      auto deps = take_pending();
+      grad_ready_[static_cast<std::size_t>(layer)] =
+          compute(ComputeWhat::layer, Category::backward, set, 2 * g.forward_flops * t_.micro_batch,
+                  2 * gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) +
+                      g.activations * t_.micro_batch * e_,
+                  mb, chunk, layer, deps);
+      return;
+    }
+    const auto& sets = prog_.gemm_sets;
+    if (p_.tp == 1) {
+      auto deps = take_pending();
+      grad_ready_[static_cast<std::size_t>(layer)] =
+          compute(ComputeWhat::layer, Category::backward, layer_set_, 2 * sum_flops(sets[static_cast<std::size_t>(layer_set_)]),
+                  2 * gemm_io_bytes(sets[static_cast<std::size_t>(layer_set_)], e_) + elementwise_bytes_, mb, chunk,
+                  layer, deps);
+      return;
+    }
+    const bool sp = p_.sequence_parallel;
+    for (int half = 0; half < 2; ++half) {
+      const int set = half == 0 ? mlp_set_ : attention_set_;
+      if (sp) tp_collective(CollectiveOp::all_gather, mb, layer);
+      auto deps = take_pending();
+      compute(half == 0 ? ComputeWhat::layer_mlp : ComputeWhat::layer_attention, Category::backward, set,
+              2 * sum_flops(sets[static_cast<std::size_t>(set)]),
+              2 * gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer,
+              deps);
+      tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer);
+    }
+    // The layer's weight gradients are complete once its last backward compute is.
+    grad_ready_[static_cast<std::size_t>(layer)] = last_compute_;
+  }
+
+  // --- one rank ----------------------------------------------------------------------------
+  int peer_stage_rank(int stage) const {
+    Coord c = coord_;
+    c.pp = stage;
+    return rank_of(p_, c);
+  }
+
+  void compile_rank(int rank) {
+    rank_ = rank;
+    coord_ = coord_of(p_, rank);
+    const int stage = coord_.pp;
+    const int last_stage = p_.pp - 1;
+    const int v = p_.virtual_stages;
+    last_compute_ = -1;
+    pending_ = -1;
+    grad_ready_.assign(static_cast<std::size_t>(m_.layer_count()), -1);
+    const bool transformer = m_.kind == ModelKind::transformer;
+    const double hidden_bytes = transformer ? activation_bytes_ : 0.0;
+    std::int64_t head_grad = -1;
+    std::int64_t embed_grad = -1;
+
+    for (const PipelineStep& st : stage_schedule(p_.schedule, shape_, stage)) {
+      const auto [first, last] = chunk_layers(m_.layer_count(), p_.pp, v, stage, st.chunk);
+      const bool first_chunk = stage == 0 && st.chunk == 0;
+      const bool last_chunk = stage == last_stage && st.chunk == v - 1;
+      // Neighbours in model order: the previous chunk lives on stage s-1 (or, for stage 0,
+      // chunk c-1 on the last stage); the next on stage s+1 (or chunk c+1 on stage 0).
+      const int prev_rank = peer_stage_rank(stage == 0 ? last_stage : stage - 1);
+      const int prev_chunk = stage == 0 ? st.chunk - 1 : st.chunk;
+      const int next_rank = peer_stage_rank(stage == last_stage ? 0 : stage + 1);
+      const int next_chunk = stage == last_stage ? st.chunk + 1 : st.chunk;
+      const double boundary = transformer ? hidden_bytes / (p_.sequence_parallel ? p_.tp : 1)
+                                          : boundary_bytes(first - 1);
+
+      if (st.kind == PipelineStep::Kind::forward) {
+        if (first_chunk) {
+          compute(ComputeWhat::embedding, Category::forward, -1, 0.0, hidden_bytes, st.micro_batch, st.chunk, -1);
+        } else {
+          pending_ = p2p(OpKind::recv, prev_rank, boundary, st.micro_batch, prev_chunk, false, {});
+        }
+        for (int l = first; l < last; ++l) layer_forward(l, st.micro_batch, st.chunk, Category::forward);
+        if (last_chunk) {
+          auto deps = take_pending();
+          if (transformer) {
+            const auto& g = prog_.gemm_sets[static_cast<std::size_t>(head_set_)];
+            compute(ComputeWhat::lm_head, Category::forward, head_set_, sum_flops(g), gemm_io_bytes(g, e_),
+                    st.micro_batch, st.chunk, m_.layer_count(), deps);
+          }
+        } else {
+          const std::int64_t dep = last_compute_;
+          p2p(OpKind::send, next_rank, boundary_bytes(last - 1), st.micro_batch, st.chunk, false,
+              std::span<const std::int64_t>(&dep, 1));
+        }
+      } else {
+        if (last_chunk) {
+          if (transformer) {
+            const auto& g = prog_.gemm_sets[static_cast<std::size_t>(head_set_)];
+            head_grad = compute(ComputeWhat::lm_head, Category::backward, head_set_, 2 * sum_flops(g),
+                                2 * gemm_io_bytes(g, e_), st.micro_batch, st.chunk, m_.layer_count());
+          }
+        } else {
+          pending_ = p2p(OpKind::recv, next_rank, boundary_bytes(last - 1), st.micro_batch, next_chunk, true, {});
+        }
+        if (t_.recompute == Recompute::full) {
+          for (int l = first; l < last; ++l) layer_forward(l, st.micro_batch, st.chunk, Category::recompute);
+        } else if (t_.recompute == Recompute::selective && transformer) {
+          for (int l = first; l < last; ++l) {
+            const auto& g = prog_.gemm_sets[static_cast<std::size_t>(core_set_)];
+            auto deps = take_pending();
+            compute(ComputeWhat::attention_core, Category::recompute, core_set_, sum_flops(g), gemm_io_bytes(g, e_),
+                    st.micro_batch, st.chunk, l, deps);
+          }
+        }
+        for (int l = last - 1; l >= first; --l) layer_backward(l, st.micro_batch, st.chunk);
+        if (first_chunk) {
+          auto deps = take_pending();
+          embed_grad = compute(ComputeWhat::embedding, Category::backward, -1, 0.0, hidden_bytes, st.micro_batch,
+                               st.chunk, -1, deps);
+        } else {
+          const std::int64_t dep = last_compute_;
+          p2p(OpKind::send, prev_rank, boundary, st.micro_batch, st.chunk, true, std::span<const std::int64_t>(&dep, 1));
+        }
+      }
+    }
+    data_parallel_and_optimizer(head_grad, embed_grad);
+  }
+
+  // Bytes crossing the boundary after layer `l` for one micro-batch.
+  double boundary_bytes(int l) const {
+    if (m_.kind == ModelKind::transformer) return activation_bytes_ / (p_.sequence_parallel ? p_.tp : 1);
+    if (l < 0) return 0.0;
+    return m_.generic_layers[static_cast<std::size_t>(l)].activations * t_.micro_batch * e_;
+  }
+
+  double layer_params(int l) const {
+    if (m_.kind == ModelKind::generic) return m_.generic_layers[static_cast<std::size_t>(l)].params;
+    return m_.params_per_layer() / p_.tp;
+  }
+
+  void data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad) {
+    const int stage = coord_.pp;
+    // Gradient sources in the order they complete: LM head, then layers from the last.
+    struct Source {
+      double params;
+      std::int64_t ready;
+      int layer;
+    };
+    std::vector<Source> sources;
+    const double word = m_.kind == ModelKind::transformer ? static_cast<double>(m_.vocab) * m_.hidden / p_.tp : 0.0;
+    if (head_grad >= 0 && (!m_.tie_embeddings || p_.pp > 1)) sources.push_back({word, head_grad, m_.layer_count()});
+    std::vector<int> layers;
+    for (int c = 0; c < p_.virtual_stages; ++c) {
+      const auto [first, last] = chunk_layers(m_.layer_count(), p_.pp, p_.virtual_stages, stage, c);
+      for (int l = first; l < last; ++l) layers.push_back(l);
+    }
+    std::sort(layers.rbegin(), layers.rend());
+    for (int l : layers) sources.push_back({layer_params(l), grad_ready_[static_cast<std::size_t>(l)], l});
+    if (embed_grad >= 0) sources.push_back({word, embed_grad, -1});
+
+    double params = 0.0;
+    for (const Source& s : sources) params += s.params;
+    const std::int64_t end_of_backward = last_compute_;
+    std::vector<std::int64_t> synced;
+    std::vector<std::pair<double, std::pair<int, int>>> buckets;  // params, layer range
+    if (p_.dp > 1) {
+      std::vector<std::int64_t> deps;
+      double bucket = 0.0;
+      int lo = 0;
+      int hi = 0;
+      for (std::size_t i = 0; i < sources.size(); ++i) {
+        const Source& s = sources[i];
+        if (bucket == 0.0) hi = s.layer + 1;
+        lo = s.layer;
+        bucket += s.params;
+        if (p_.overlap_dp) deps.push_back(s.ready);
+        const bool full = bucket * e_ >= p_.bucket_bytes || i + 1 == sources.size();
+        if (!full) continue;
+        if (!p_.overlap_dp) deps.assign(1, end_of_backward);
+        std::sort(deps.begin(), deps.end());
+        deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+        synced.push_back(collective(Dim::dp, p_.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
+                                    Category::dp_comm, Stream::dp, bucket * e_, -1, lo, hi, deps));
+        buckets.push_back({bucket, {lo, hi}});
+        bucket = 0.0;
+        deps.clear();
+      }
+    } else {
+      synced.push_back(end_of_backward);
+    }
+    const double shard = params / (p_.zero == 1 ? p_.dp : 1);
+    const double opt_bytes = (24.0 + 2.0 * e_) * shard;
+    const std::int64_t opt = compute(ComputeWhat::optimizer, Category::optimizer, -1, 12.0 * shard, opt_bytes, -1, -1,
+                                     -1, synced);
+    if (p_.zero == 1 && p_.dp > 1) {
+      for (const auto& [bucket, range] : buckets) {
+        collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, bucket * e_, -1, range.first,
+                   range.second, std::span<const std::int64_t>(&opt, 1));
+      }
+    }
+  }
+
+  const Scenario& s_;
+  const ParallelPlan& p_;
+  const ModelSpec& m_;
+  const TrainingSpec& t_;
+  int e_ = 2;
+  PipelineShape shape_;
+  Program prog_;
+  std::vector<std::vector<int>> group_of_;
+  std::vector<std::int64_t> counters_;
+  int attention_set_ = -1, mlp_set_ = -1, core_set_ = -1, layer_set_ = -1, head_set_ = -1;
+  std::vector<int> generic_sets_;
+  double activation_bytes_ = 0.0;
+  double elementwise_bytes_ = 0.0;
+  // Per rank being compiled.
+  int rank_ = 0;
+  Coord coord_;
+  std::int64_t last_compute_ = -1;
+  std::int64_t pending_ = -1;
+  std::vector<std::int64_t> grad_ready_;
+};
+
+}  // namespace
+
+Program compile(const Scenario& s) { return Builder(s).build(); }
+
+std::string op_name(const Program& p, std::int64_t id) {
+  const Op& o = p.ops[static_cast<std::size_t>(id)];
+  const std::string mb = o.micro_batch >= 0 ? " mb" + std::to_string(o.micro_batch) : "";
+  const std::string layer = o.layer >= 0 ? " L" + std::to_string(o.layer) : "";
+  switch (o.kind) {
+    case OpKind::compute: {
+      static constexpr const char* what[] = {"layer", "attention", "mlp", "attention-core", "embedding", "lm-head",
+                                             "optimizer"};
+      const char* phase = o.category == Category::forward    ? "fwd "
+                          : o.category == Category::backward ? "bwd "
+                          : o.category == Category::recompute ? "recompute "
+                                                               : "";
+      return std::string(phase) + what[static_cast<int>(o.what)] + layer + mb;
+    }
+    case OpKind::send:
+    case OpKind::recv:
+      return std::string(o.kind == OpKind::send ? "send " : "recv ") + (o.gradient ? "grad" : "act") + mb +
+             (o.kind == OpKind::send ? " -> " : " <- ") + std::to_string(o.peer);
+    case OpKind::collective: {
+      const std::string dim = std::string(to_string(p.groups[static_cast<std::size_t>(o.group)].dim));
+      if (o.category == Category::dp_comm) {
+        return dim + " " + std::string(to_string(o.collective)) + " bucket L" + std::to_string(o.layer) + "-" +
+               std::to_string(o.layer_end - 1);
+      }
+      return dim + " " + std::string(to_string(o.collective)) + layer + mb;
+    }
+  }
+  return "?";
+}
+
+}  // namespace parasim::plan

@@ -1,0 +1,99 @@
+// The Program: the one intermediate form both engines consume. For every rank, an ordered
+// list of operations, each on a stream of that rank, with explicit dependencies.
+//
+// Execution rules, which the simulator and the executor both follow:
+//   * compute, tp-comm and dp-comm streams run their ops one at a time in program order;
+//   * pp-comm ops (send / recv) are posted in program order but complete independently,
+//     as non-blocking point-to-point does: a send starts once its dependencies are done, a
+//     recv completes when the matching send's data has arrived (pairs share `match`);
+//   * an op starts only after every op in its dependency list has completed;
+//   * a collective starts when every member's op is ready (members share `match` and
+//     `group`), and completes for all of them together.
+//
+// Ops are compact (no strings): names are made on demand by op_name(). Compute ops refer to
+// a shared set of GEMM shapes (`gemms`, repeated `gemm_repeat` times) rather than owning one.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "plan/accounting.hpp"
+#include "plan/scenario.hpp"
+
+namespace parasim::plan {
+
+enum class Stream : std::uint8_t { compute, tp, pp, dp };
+enum class OpKind : std::uint8_t { compute, send, recv, collective };
+enum class Category : std::uint8_t { forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm };
+enum class CollectiveOp : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast };
+enum class ComputeWhat : std::uint8_t { layer, layer_attention, layer_mlp, attention_core, embedding, lm_head, optimizer };
+
+inline constexpr int stream_count = 4;
+std::string_view to_string(Stream s);
+std::string_view to_string(Category c);
+std::string_view to_string(CollectiveOp c);
+
+struct Op {
+  OpKind kind = OpKind::compute;
+  Category category = Category::forward;
+  Stream stream = Stream::compute;
+  ComputeWhat what = ComputeWhat::layer;
+  CollectiveOp collective = CollectiveOp::all_reduce;
+  std::int32_t rank = 0;
+  std::int32_t micro_batch = -1;
+  std::int16_t chunk = -1;
+  std::int32_t layer = -1;       // model layer (compute / tp collectives), or first layer of a bucket
+  std::int32_t layer_end = -1;   // one past the last layer covered
+  double flops = 0.0;            // compute
+  double bytes = 0.0;            // compute: memory traffic; comm: payload per rank
+  std::int32_t peer = -1;        // send / recv
+  bool gradient = false;         // send / recv: gradients (backward) rather than activations
+  std::int32_t group = -1;       // collective: Program::groups index
+  std::int64_t match = -1;       // send/recv pair id, or collective instance id
+  std::int32_t gemms = -1;       // compute: Program::gemm_sets index
+  std::int32_t gemm_repeat = 0;
+  std::uint32_t deps_begin = 0;  // Program::deps range
+  std::uint32_t deps_count = 0;
+};
+
+struct Group {
+  Dim dim = Dim::dp;
+  std::vector<int> ranks;
+};
+
+// A rank's place in the plan.
+struct Coord {
+  int tp = 0;
+  int dp = 0;
+  int pp = 0;
+};
+
+struct Program {
+  int world = 0;
+  std::vector<Op> ops;                           // global op ids
+  std::vector<std::int64_t> deps;                // flat dependency lists
+  std::vector<std::vector<std::int64_t>> order;  // per rank: op ids in program order
+  std::vector<Group> groups;
+  std::vector<std::vector<Gemm>> gemm_sets;
+  std::int64_t collectives = 0;  // collective instances
+  std::int64_t transfers = 0;    // send/recv pairs
+
+  [[nodiscard]] std::span<const std::int64_t> deps_of(std::int64_t op) const {
+    const Op& o = ops[static_cast<std::size_t>(op)];
+    return {deps.data() + o.deps_begin, o.deps_count};
+  }
+};
+
+// Rank of a coordinate under the plan's placement (innermost dimension first), and back.
+int rank_of(const ParallelPlan& p, const Coord& c);
+Coord coord_of(const ParallelPlan& p, int rank);
+
+// Builds the Program of one training step. The scenario must have passed check().
+Program compile(const Scenario& s);
+
+// "fwd L12 mb3", "tp all-reduce L12 mb3", "send act mb3 -> 17", "dp all-reduce bucket L40-47"
+std::string op_name(const Program& p, std::int64_t op);
+
+}  // namespace parasim::plan

@@ -1,0 +1,274 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+#include "plan/load.hpp"
+#include "plan/program.hpp"
+
+#include <fmt/format.h>
+
+using namespace parasim::plan;
+
+namespace {
+
+Scenario gpt(std::vector<std::string> sets) {
+  // A small GPT on 2 x 8 GPUs; tests vary the plan through overrides.
+  const std::string text = R"(cluster: {preset: hgx-h100, nodes: 2}
+model: {layers: 8, hidden: 256, heads: 8, vocab: 1024, seq_len: 128}
+training: {global_batch: 32, micro_batch: 2}
+plan: {dp: 1}
+)";
+  return load_text(text, "c.yaml", sets);
+}
+
+double compute_flops(const Program& p) {
+  double f = 0.0;
+  for (const Op& o : p.ops) {
+    if (o.kind == OpKind::compute && o.category != Category::optimizer) f += o.flops;
+  }
+  return f;
+}
+
+// Runs the program under its execution rules with zero costs; returns how many ops never
+// completed (0 = it runs to the end without deadlock).
+std::size_t unfinished(const Program& p) {
+  const std::size_t n = p.ops.size();
+  // Structure first: every dependency is an earlier op of the same rank.
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::int64_t d : p.deps_of(static_cast<std::int64_t>(i))) {
+      REQUIRE(d >= 0);
+      REQUIRE(static_cast<std::size_t>(d) < i);
+      REQUIRE(p.ops[static_cast<std::size_t>(d)].rank == p.ops[i].rank);
+    }
+  }
+  std::vector<char> done(n, 0);
+  std::vector<std::size_t> cursor(p.order.size() * stream_count, 0);
+  // Per rank and stream, the op ids in program order.
+  std::vector<std::vector<std::int64_t>> lanes(p.order.size() * stream_count);
+  for (std::size_t r = 0; r < p.order.size(); ++r) {
+    for (std::int64_t id : p.order[r]) {
+      lanes[r * stream_count + static_cast<std::size_t>(p.ops[static_cast<std::size_t>(id)].stream)].push_back(id);
+    }
+  }
+  std::map<std::int64_t, std::int64_t> send_of;  // match -> send op
+  std::map<std::int64_t, std::vector<std::int64_t>> members;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& o = p.ops[i];
+    if (o.kind == OpKind::send) send_of[o.match] = static_cast<std::int64_t>(i);
+    if (o.kind == OpKind::collective) members[o.match].push_back(static_cast<std::int64_t>(i));
+  }
+  auto deps_done = [&](std::int64_t id) {
+    for (std::int64_t d : p.deps_of(id)) {
+      if (!done[static_cast<std::size_t>(d)]) return false;
+    }
+    return true;
+  };
+  // The head of a serial lane, or any not-yet-done op of the pp lane (posted, independent).
+  auto ready = [&](std::int64_t id) {
+    const Op& o = p.ops[static_cast<std::size_t>(id)];
+    if (!deps_done(id)) return false;
+    if (o.kind == OpKind::recv) return static_cast<bool>(done[static_cast<std::size_t>(send_of.at(o.match))]);
+    return true;
+  };
+  std::size_t completed = 0;
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (std::size_t lane = 0; lane < lanes.size(); ++lane) {
+      auto& ids = lanes[lane];
+      const bool serial = lane % stream_count != static_cast<std::size_t>(Stream::pp);
+      for (std::size_t k = cursor[lane]; k < ids.size(); ++k) {
+        const std::int64_t id = ids[k];
+        if (done[static_cast<std::size_t>(id)]) continue;
+        const Op& o = p.ops[static_cast<std::size_t>(id)];
+        bool go = ready(id);
+        if (go && o.kind == OpKind::collective) {
+          // Every member must be at the head of its own lane and ready.
+          for (std::int64_t m : members.at(o.match)) {
+            const Op& mo = p.ops[static_cast<std::size_t>(m)];
+            const auto& ml = lanes[static_cast<std::size_t>(mo.rank) * stream_count + static_cast<std::size_t>(mo.stream)];
+            const std::size_t head = cursor[static_cast<std::size_t>(mo.rank) * stream_count + static_cast<std::size_t>(mo.stream)];
+            go = go && head < ml.size() && ml[head] == m && ready(m);
+          }
+          if (go) {
+            for (std::int64_t m : members.at(o.match)) {
+              done[static_cast<std::size_t>(m)] = 1;
+              ++cursor[static_cast<std::size_t>(p.ops[static_cast<std::size_t>(m)].rank) * stream_count +
+                       static_cast<std::size_t>(p.ops[static_cast<std::size_t>(m)].stream)];
+              ++completed;
+            }
+            progress = true;
+          }
+        } else if (go) {
+          done[static_cast<std::size_t>(id)] = 1;
+          ++completed;
+          progress = true;
+        }
+        if (serial) break;
+      }
+      if (!serial) {
+        while (cursor[lane] < ids.size() && done[static_cast<std::size_t>(ids[cursor[lane]])]) ++cursor[lane];
+      } else if (cursor[lane] < ids.size() && done[static_cast<std::size_t>(ids[cursor[lane]])] &&
+                 p.ops[static_cast<std::size_t>(ids[cursor[lane]])].kind != OpKind::collective) {
+        ++cursor[lane];
+      }
+    }
+  }
+  return n - completed;
+}
+
+}  // namespace
+
+TEST_CASE("ranks map to coordinates with tp innermost", "[compile]") {
+  ParallelPlan p;
+  p.tp = 4;
+  p.dp = 2;
+  p.pp = 3;
+  for (int r = 0; r < p.world(); ++r) CHECK(rank_of(p, coord_of(p, r)) == r);
+  CHECK(coord_of(p, 5).tp == 1);
+  CHECK(coord_of(p, 5).dp == 1);
+  CHECK(coord_of(p, 5).pp == 0);
+  CHECK(coord_of(p, 8).pp == 1);
+  p.placement = {Dim::dp, Dim::tp, Dim::pp};
+  CHECK(coord_of(p, 1).dp == 1);
+  CHECK(coord_of(p, 1).tp == 0);
+}
+
+TEST_CASE("the program's FLOPs equal the published per-step formula for every plan", "[compile][flops]") {
+  const std::vector<std::vector<std::string>> plans = {
+      {},
+      {"plan.dp=4"},
+      {"plan.tp=4"},
+      {"plan.pp=4"},
+      {"plan.tp=2", "plan.pp=2", "plan.dp=2"},
+      {"plan.tp=2", "plan.sequence_parallel=true", "plan.pp=2"},
+      {"plan.pp=2", "plan.virtual_stages=2", "plan.dp=2"},
+      {"plan.pp=2", "plan.schedule=gpipe", "training.recompute=full"},
+      {"plan.tp=2", "training.recompute=selective", "plan.dp=2", "plan.zero=1"},
+  };
+  for (const auto& sets : plans) {
+    const Scenario s = gpt(sets);
+    DYNAMIC_SECTION(fmt::format("dp {} tp {} pp {} v {}", s.plan.dp, s.plan.tp, s.plan.pp, s.plan.virtual_stages)) {
+      const Program prog = compile(s);
+      CHECK(compute_flops(prog) == Approx(step_flops(s.model, s.training.global_batch, s.training.recompute)));
+      CHECK(unfinished(prog) == 0);
+    }
+  }
+}
+
+TEST_CASE("every send has one matching recv of the same size", "[compile][pp]") {
+  const Program prog = compile(gpt({"plan.pp=4", "plan.virtual_stages=2", "plan.dp=2"}));
+  std::map<std::int64_t, std::vector<const Op*>> pairs;
+  for (const Op& o : prog.ops) {
+    if (o.kind == OpKind::send || o.kind == OpKind::recv) pairs[o.match].push_back(&o);
+  }
+  CHECK(static_cast<std::int64_t>(pairs.size()) == prog.transfers);
+  // 2 dp replicas x 8 micro-batches (32 / (2 x 2)) x 7 chunk boundaries x 2 directions.
+  CHECK(prog.transfers == 2 * 8 * 7 * 2);
+  for (const auto& [match, ops] : pairs) {
+    REQUIRE(ops.size() == 2);
+    const Op& a = *ops[0];
+    const Op& b = *ops[1];
+    CHECK(a.kind != b.kind);
+    CHECK(a.peer == b.rank);
+    CHECK(b.peer == a.rank);
+    CHECK(a.bytes == b.bytes);
+    CHECK(a.bytes == 128.0 * 2 * 256 * 2);  // s x b x h x 2 bytes
+  }
+}
+
+TEST_CASE("tensor parallel layers issue two all-reduces forward and two backward", "[compile][tp]") {
+  // 8 layers, tp 2, 16 micro-batches: 4 x 8 x 16 collective instances; with sequence
+  // parallelism twice as many (all-gather + reduce-scatter around each half-layer).
+  const auto count = [](const Program& p, CollectiveOp what) {
+    std::set<std::int64_t> instances;
+    for (const Op& o : p.ops) {
+      if (o.kind == OpKind::collective && o.category == Category::tp_comm && o.collective == what) instances.insert(o.match);
+    }
+    return instances.size();
+  };
+  const Program plain = compile(gpt({"plan.tp=2"}));
+  CHECK(count(plain, CollectiveOp::all_reduce) == 4 * 8 * 16);
+  const Program sp = compile(gpt({"plan.tp=2", "plan.sequence_parallel=true"}));
+  CHECK(count(sp, CollectiveOp::all_gather) == 4 * 8 * 16);
+  CHECK(count(sp, CollectiveOp::reduce_scatter) == 4 * 8 * 16);
+  CHECK(count(sp, CollectiveOp::all_reduce) == 0);
+  // Each instance has both tp ranks, with the s·b·h activation as its buffer.
+  std::map<std::int64_t, int> members;
+  for (const Op& o : plain.ops) {
+    if (o.kind == OpKind::collective) {
+      ++members[o.match];
+      CHECK(o.bytes == 128.0 * 2 * 256 * 2);
+    }
+  }
+  for (const auto& [m, n] : members) CHECK(n == 2);
+}
+
+TEST_CASE("data-parallel buckets follow reverse layer order and wait for their gradients", "[compile][dp]") {
+  // 8 layers of 12·256² + 13·256 = 789,760 parameters at 2 bytes: a 2 MiB bucket closes once
+  // it reaches the size, after 2 layers; four such buckets, then the embedding alone.
+  const Scenario s = gpt({"plan.dp=4", "plan.bucket_size=2MiB"});
+  const Program prog = compile(s);
+  std::vector<const Op*> buckets;
+  for (std::int64_t id : prog.order[0]) {
+    const Op& o = prog.ops[static_cast<std::size_t>(id)];
+    if (o.category == Category::dp_comm) buckets.push_back(&o);
+  }
+  REQUIRE(buckets.size() == 5);
+  CHECK(buckets[0]->layer == 6);
+  CHECK(buckets[0]->layer_end == 8);
+  CHECK(buckets[3]->layer == 0);
+  CHECK(buckets[4]->layer == -1);  // the embedding, whose gradient is ready last
+  CHECK(buckets[0]->bytes == Approx(2 * 789760.0 * 2));
+  CHECK(buckets[0]->collective == CollectiveOp::all_reduce);
+  // Overlap: the first bucket waits for layer 6's backward of the last micro-batch, long
+  // before the end of the backward pass.
+  const std::int64_t first_dep = prog.deps[buckets[0]->deps_begin + buckets[0]->deps_count - 1];
+  const Op& dep = prog.ops[static_cast<std::size_t>(first_dep)];
+  CHECK(dep.category == Category::backward);
+  CHECK(dep.micro_batch == s.micro_batches() - 1);
+  // Without overlap every bucket waits for the end of the backward pass.
+  const Program flat = compile(gpt({"plan.dp=4", "plan.bucket_size=2MiB", "plan.overlap_dp=false"}));
+  std::set<std::int64_t> waits;
+  for (std::int64_t id : flat.order[0]) {
+    const Op& o = flat.ops[static_cast<std::size_t>(id)];
+    if (o.category == Category::dp_comm) waits.insert(flat.deps[o.deps_begin]);
+  }
+  CHECK(waits.size() == 1);
+  // ZeRO-1: reduce-scatter the gradients, all-gather the parameters after the optimizer.
+  const Program zero = compile(gpt({"plan.dp=4", "plan.bucket_size=2MiB", "plan.zero=1"}));
+  int rs = 0;
+  int ag = 0;
+  for (const Op& o : zero.ops) {
+    if (o.category != Category::dp_comm || o.rank != 0) continue;
+    rs += o.collective == CollectiveOp::reduce_scatter ? 1 : 0;
+    ag += o.collective == CollectiveOp::all_gather ? 1 : 0;
+  }
+  CHECK(rs == 5);
+  CHECK(ag == 5);
+  CHECK(unfinished(zero) == 0);
+}
+
+TEST_CASE("generic models compile to GEMM-equivalent layers of the same FLOPs", "[compile]") {
+  const Scenario s = load_text("cluster: dgx-a100\nmodel: resnet18\ntraining: {global_batch: 256, micro_batch: 32}\n"
+                               "plan: {dp: 2, pp: 2}\n",
+                               "cnn.yaml");
+  const Program prog = compile(s);
+  double forward = 0.0;
+  for (const GenericLayer& l : s.model.generic_layers) forward += l.forward_flops;
+  CHECK(compute_flops(prog) == Approx(3 * forward * 256));
+  CHECK(unfinished(prog) == 0);
+}
+
+TEST_CASE("op names read as a trace would show them", "[compile]") {
+  const Program prog = compile(gpt({"plan.tp=2", "plan.pp=2"}));
+  std::set<std::string> names;
+  for (std::int64_t id : prog.order[0]) names.insert(op_name(prog, id));
+  CHECK(names.count("fwd embedding mb0") == 1);
+  CHECK(names.count("fwd attention L0 mb0") == 1);
+  CHECK(names.count("tp all-reduce L0 mb0") == 1);
+  CHECK(names.count("send act mb0 -> 2") == 1);
+  CHECK(names.count("recv grad mb0 <- 2") == 1);
+  CHECK(names.count("optimizer") == 1);
+}
