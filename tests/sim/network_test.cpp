@@ -1,0 +1,117 @@
+#include <catch2/catch.hpp>
+
+#include "../topology/fixtures.hpp"
+#include "sim/collectives.hpp"
+
+using namespace parasim;
+using namespace parasim::sim;
+using topology::test::dgx;
+
+namespace {
+
+// Runs one transfer or collective alone and returns when it finished, in seconds.
+template <typename Start>
+double timed(const topology::Cluster& c, Start start) {
+  Engine engine;
+  Network net(engine, c);
+  double end = -1.0;
+  start(net, [&] { end = engine.now().to_seconds(); });
+  engine.run();
+  return end;
+}
+
+}  // namespace
+
+TEST_CASE("an uncontended transfer takes latency plus size over bottleneck", "[sim][network]") {
+  // gpu0 -> gpu5 through the NVSwitch: 2 us, 450 GB/s. 450 MB -> 1 ms + 2 us.
+  const topology::Cluster c(dgx(1));
+  const double t = timed(c, [](Network& n, auto done) { n.transfer(0, 5, 450e6, done); });
+  CHECK(t == Approx(1e-3 + 2e-6).epsilon(1e-9));
+}
+
+TEST_CASE("two transfers into one GPU share its link", "[sim][network]") {
+  // gpu1 -> gpu0 and gpu2 -> gpu0 share nvswitch -> gpu0: 225 GB/s each, both end at
+  // 2 us + 450 MB / 225 GB/s = 2.002 ms.
+  const topology::Cluster c(dgx(1));
+  Engine engine;
+  Network net(engine, c);
+  std::vector<double> ends;
+  for (int src : {1, 2}) net.transfer(src, 0, 450e6, [&] { ends.push_back(engine.now().to_seconds()); });
+  engine.run();
+  REQUIRE(ends.size() == 2);
+  for (double e : ends) CHECK(e == Approx(2e-3 + 2e-6).epsilon(1e-9));
+}
+
+TEST_CASE("a finished flow hands its share to the survivors", "[sim][network]") {
+  // 450 MB and 900 MB into gpu0 at 225 GB/s each; at 2.002 ms the first is done and the
+  // second, with 450 MB left, speeds up to 450 GB/s: done at 2.002 + 1 ms.
+  const topology::Cluster c(dgx(1));
+  Engine engine;
+  Network net(engine, c);
+  double small = 0.0;
+  double large = 0.0;
+  net.transfer(1, 0, 450e6, [&] { small = engine.now().to_seconds(); });
+  net.transfer(2, 0, 900e6, [&] { large = engine.now().to_seconds(); });
+  engine.run();
+  CHECK(small == Approx(2e-3 + 2e-6).epsilon(1e-9));
+  CHECK(large == Approx(3e-3 + 2e-6).epsilon(1e-9));
+}
+
+TEST_CASE("ring all-reduce matches 2(n-1)/n S/B + 2(n-1)a uncontended", "[sim][collectives]") {
+  const topology::Cluster c(dgx(1));
+  const double B = 450e9;
+  const double a = 2e-6;
+  for (int n : {2, 4, 8}) {
+    for (double S : {1e6, 64e6, 1e9}) {
+      std::vector<int> ranks;
+      for (int r = 0; r < n; ++r) ranks.push_back(r);
+      const double t = timed(c, [&](Network& net, auto done) {
+        ring_collective(net, plan::CollectiveOp::all_reduce, ranks, S, done);
+      });
+      CHECK(t == Approx(2.0 * (n - 1) / n * S / B + 2.0 * (n - 1) * a).epsilon(1e-6));
+      const double rs = timed(c, [&](Network& net, auto done) {
+        ring_collective(net, plan::CollectiveOp::reduce_scatter, ranks, S, done);
+      });
+      CHECK(rs == Approx(1.0 * (n - 1) / n * S / B + (n - 1) * a).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("two all-reduces over one inter-node link each slow down as max-min predicts", "[sim][collectives]") {
+  // 2 nodes x 2 GPUs, one 50 GB/s NIC per node on one switch (4 us NIC to NIC). Ring
+  // {0, 2} and ring {1, 3} both cross the NICs. Alone: 2 steps of 4 us + (S/2)/50 GB/s.
+  // Together each NIC link carries two flows at 25 GB/s: 2 steps of 4 us + (S/2)/25 GB/s.
+  topology::ClusterSpec s = dgx(2, topology::NetworkShape::single_switch);
+  s.gpus_per_node = 2;
+  s.inter.nics_per_node = 1;
+  const topology::Cluster c(s);
+  const double S = 100e6;
+  const double alone = timed(c, [&](Network& net, auto done) {
+    ring_collective(net, plan::CollectiveOp::all_reduce, {0, 2}, S, done);
+  });
+  CHECK(alone == Approx(2 * (4e-6 + (S / 2) / 50e9)).epsilon(1e-6));
+  Engine engine;
+  Network net(engine, c);
+  double a_end = 0.0;
+  double b_end = 0.0;
+  ring_collective(net, plan::CollectiveOp::all_reduce, {0, 2}, S, [&] { a_end = engine.now().to_seconds(); });
+  ring_collective(net, plan::CollectiveOp::all_reduce, {1, 3}, S, [&] { b_end = engine.now().to_seconds(); });
+  engine.run();
+  CHECK(a_end == Approx(2 * (4e-6 + (S / 2) / 25e9)).epsilon(1e-6));
+  CHECK(b_end == Approx(a_end));
+}
+
+TEST_CASE("the same transfers give bit-identical times on every run", "[sim][network]") {
+  const topology::Cluster c(dgx(4, topology::NetworkShape::fat_tree, 16, 2.0));
+  auto run = [&] {
+    Engine engine;
+    Network net(engine, c);
+    std::vector<std::int64_t> ends;
+    for (int i = 0; i < 32; ++i) {
+      net.transfer(i, (i * 7 + 5) % 32, 1e6 * (1 + i % 5), [&] { ends.push_back(engine.now().picoseconds()); });
+    }
+    engine.run();
+    return ends;
+  };
+  CHECK(run() == run());
+}
