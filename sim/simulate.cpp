@@ -1,0 +1,259 @@
+#include "sim/simulate.hpp"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+
+#include "sim/collectives.hpp"
+#include "sim/engine.hpp"
+#include "sim/network.hpp"
+
+namespace parasim::sim {
+namespace {
+
+using plan::Op;
+using plan::OpKind;
+using plan::Stream;
+
+class Runner {
+ public:
+  Runner(const plan::Scenario& s, const plan::Program& prog, const DeviceProfile& profile)
+      : s_(s), prog_(prog), profile_(profile), cluster_(s.cluster), net_(engine_, cluster_) {
+    const std::size_t n = prog.ops.size();
+    waiting_.resize(n);
+    done_.assign(n, 0);
+    started_.assign(n, 0);
+    start_time_.assign(n, 0);
+    // Dependents in CSR form.
+    std::vector<std::uint32_t> count(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      waiting_[i] = prog.ops[i].deps_count;
+      for (std::int64_t d : prog.deps_of(static_cast<std::int64_t>(i))) ++count[static_cast<std::size_t>(d) + 1];
+    }
+    for (std::size_t i = 0; i < n; ++i) count[i + 1] += count[i];
+    dependents_begin_ = count;
+    dependents_.resize(prog.deps.size());
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::int64_t d : prog.deps_of(static_cast<std::int64_t>(i))) {
+        dependents_[count[static_cast<std::size_t>(d)]++] = static_cast<std::int64_t>(i);
+      }
+    }
+    // Lanes: per rank and serial stream, op ids in program order.
+    lanes_.resize(prog.order.size() * plan::stream_count);
+    cursor_.assign(lanes_.size(), 0);
+    for (std::size_t r = 0; r < prog.order.size(); ++r) {
+      for (std::int64_t id : prog.order[r]) {
+        const Op& o = prog.ops[static_cast<std::size_t>(id)];
+        if (o.stream != Stream::pp) lanes_[lane_of(o)].push_back(id);
+        if (o.kind == OpKind::collective) members_[o.match].push_back(id);
+        if (o.kind == OpKind::recv) recv_of_[o.match] = id;
+      }
+    }
+    if (prog.world > cluster_.gpu_count()) throw std::invalid_argument("the program has more ranks than the cluster");
+  }
+
+  report::Trace run(SimStats* stats) {
+    for (std::size_t r = 0; r < prog_.order.size(); ++r) {
+      for (std::int64_t id : prog_.order[r]) {
+        const Op& o = prog_.ops[static_cast<std::size_t>(id)];
+        if (o.stream == Stream::pp) try_start(id);
+      }
+    }
+    for (std::size_t lane = 0; lane < lanes_.size(); ++lane) try_lane(lane);
+    engine_.run();
+
+    report::Trace t;
+    t.kind = "predicted";
+    t.world = prog_.world;
+    for (std::size_t i = 0; i < prog_.ops.size(); ++i) {
+      if (!done_[i]) throw std::logic_error("simulation ended with ops not run: the program deadlocks");
+    }
+    t.spans = std::move(spans_);
+    for (const report::Span& sp : t.spans) t.step_end = std::max(t.step_end, sp.end);
+    for (int l = 0; l < cluster_.link_count(); ++l) {
+      if (net_.bytes_carried(l) > 0.0) t.links.push_back({l, net_.bytes_carried(l)});
+    }
+    if (stats != nullptr) {
+      stats->events = engine_.events_fired();
+      stats->flows = net_.flows_started();
+      stats->ops = prog_.ops.size();
+    }
+    return t;
+  }
+
+ private:
+  static std::size_t lane_of(const Op& o) {
+    return static_cast<std::size_t>(o.rank) * plan::stream_count + static_cast<std::size_t>(o.stream);
+  }
+
+  bool at_head(std::int64_t id) const {
+    const Op& o = prog_.ops[static_cast<std::size_t>(id)];
+    if (o.stream == Stream::pp) return true;
+    const std::size_t lane = lane_of(o);
+    return cursor_[lane] < lanes_[lane].size() && lanes_[lane][cursor_[lane]] == id;
+  }
+
+  bool ready(std::int64_t id) const {
+    return !started_[static_cast<std::size_t>(id)] && waiting_[static_cast<std::size_t>(id)] == 0 && at_head(id);
+  }
+
+  void try_lane(std::size_t lane) {
+    if (cursor_[lane] < lanes_[lane].size()) try_start(lanes_[lane][cursor_[lane]]);
+  }
+
+  void try_start(std::int64_t id) {
+    if (!ready(id)) return;
+    const Op& o = prog_.ops[static_cast<std::size_t>(id)];
+    switch (o.kind) {
+      case OpKind::compute: {
+        mark_started(id);
+        const double secs = compute_seconds(profile_, prog_, o, s_.training.precision);
+        engine_.after(Time::seconds(secs), [this, id] { complete(id); });
+        break;
+      }
+      case OpKind::recv:
+        // Completes when its send's data arrives.
+        mark_started(id);
+        if (arrived_.erase(o.match) > 0) complete(id);
+        break;
+      case OpKind::send:
+        mark_started(id);
+        net_.transfer(o.rank, o.peer, o.bytes, [this, id, match = o.match] {
+          complete(id);
+          auto it = recv_of_.find(match);
+          if (it == recv_of_.end()) throw std::logic_error("a send without its receive");
+          if (started_[static_cast<std::size_t>(it->second)]) {
+            complete(it->second);
+          } else {
+            arrived_.insert(match);
+          }
+        });
+        break;
+      case OpKind::collective: {
+        const auto& members = members_.at(o.match);
+        for (std::int64_t m : members) {
+          if (!ready(m)) return;
+        }
+        std::vector<int> devices;
+        for (std::int64_t m : members) {
+          mark_started(m);
+          devices.push_back(prog_.ops[static_cast<std::size_t>(m)].rank);
+        }
+        run_collective(o, std::move(devices), [this, members] {
+          for (std::int64_t m : members) complete(m);
+        });
+        break;
+      }
+    }
+  }
+
+  void mark_started(std::int64_t id) {
+    started_[static_cast<std::size_t>(id)] = 1;
+    start_time_[static_cast<std::size_t>(id)] = engine_.now().picoseconds();
+  }
+
+  void run_collective(const Op& o, std::vector<int> devices, std::function<void()> done) {
+    const int per_node = cluster_.spec().gpus_per_node;
+    std::map<int, std::vector<int>> by_node;
+    for (int d : devices) by_node[d / per_node].push_back(d);
+    bool hierarchical = s_.plan.collective == plan::Collective::hierarchical;
+    if (s_.plan.collective == plan::Collective::automatic) {
+      hierarchical = by_node.size() > 1 && by_node.begin()->second.size() > 1;
+    }
+    std::size_t local = by_node.begin()->second.size();
+    for (const auto& [node, ds] : by_node) hierarchical = hierarchical && ds.size() == local;
+    if (!hierarchical || by_node.size() == 1 || local == 1 || o.collective != plan::CollectiveOp::all_reduce) {
+      ring_collective(net_, o.collective, std::move(devices), o.bytes, std::move(done));
+      return;
+    }
+    // Reduce-scatter in each node, all-reduce the shards across nodes (one ring per local
+    // index), all-gather in each node; each phase starts when the previous one is done.
+    struct Phases {
+      int outstanding = 0;
+      std::function<void()> next;
+    };
+    auto st = std::make_shared<Phases>();
+    auto nodes = std::make_shared<std::map<int, std::vector<int>>>(std::move(by_node));
+    const double bytes = o.bytes;
+    auto all_gather = [this, st, nodes, bytes, done = std::move(done)]() mutable {
+      st->outstanding = static_cast<int>(nodes->size());
+      st->next = std::move(done);
+      for (auto& [node, ds] : *nodes) {
+        ring_collective(net_, plan::CollectiveOp::all_gather, ds, bytes, [st] {
+          if (--st->outstanding == 0) st->next();
+        });
+      }
+    };
+    auto across = [this, st, nodes, bytes, local, all_gather = std::move(all_gather)]() mutable {
+      st->outstanding = static_cast<int>(local);
+      st->next = std::move(all_gather);
+      for (std::size_t i = 0; i < local; ++i) {
+        std::vector<int> ring;
+        for (auto& [node, ds] : *nodes) ring.push_back(ds[i]);
+        ring_collective(net_, plan::CollectiveOp::all_reduce, ring, bytes / static_cast<double>(local), [st] {
+          if (--st->outstanding == 0) st->next();
+        });
+      }
+    };
+    st->outstanding = static_cast<int>(nodes->size());
+    st->next = std::move(across);
+    for (auto& [node, ds] : *nodes) {
+      ring_collective(net_, plan::CollectiveOp::reduce_scatter, ds, bytes, [st] {
+        if (--st->outstanding == 0) st->next();
+      });
+    }
+  }
+
+  void complete(std::int64_t id) {
+    const auto i = static_cast<std::size_t>(id);
+    if (done_[i]) return;
+    done_[i] = 1;
+    const Op& o = prog_.ops[i];
+    spans_.push_back(report::Span{o.rank, o.stream, o.category, o.micro_batch, id, start_time_[i],
+                                  engine_.now().picoseconds()});
+    if (o.stream != Stream::pp) {
+      const std::size_t lane = lane_of(o);
+      ++cursor_[lane];
+      try_lane(lane);
+    }
+    for (std::uint32_t k = dependents_begin_[i]; k < dependents_begin_[i + 1]; ++k) {
+      const std::int64_t d = dependents_[k];
+      if (--waiting_[static_cast<std::size_t>(d)] == 0) try_start(d);
+    }
+  }
+
+  const plan::Scenario& s_;
+  const plan::Program& prog_;
+  const DeviceProfile& profile_;
+  topology::Cluster cluster_;
+  Engine engine_;
+  Network net_;
+  std::vector<std::uint32_t> waiting_;
+  std::vector<char> done_;
+  std::vector<char> started_;
+  std::vector<std::int64_t> start_time_;
+  std::vector<std::uint32_t> dependents_begin_;
+  std::vector<std::int64_t> dependents_;
+  std::vector<std::vector<std::int64_t>> lanes_;
+  std::vector<std::size_t> cursor_;
+  std::map<std::int64_t, std::vector<std::int64_t>> members_;
+  std::map<std::int64_t, std::int64_t> recv_of_;
+  std::set<std::int64_t> arrived_;
+  std::vector<report::Span> spans_;
+};
+
+}  // namespace
+
+report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
+                       SimStats* stats) {
+  return Runner(s, program, profile).run(stats);
+}
+
+report::Trace simulate(const plan::Scenario& s, const plan::Program& program, SimStats* stats) {
+  const DeviceProfile profile = s.hardware.profile.empty() ? default_profile(s.cluster.device)
+                                                           : load_profile(s.hardware.profile, s.cluster.device);
+  return simulate(s, program, profile, stats);
+}
+
+}  // namespace parasim::sim

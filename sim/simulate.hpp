@@ -1,0 +1,32 @@
+// simulate(): executes a Program on the simulated cluster and returns the predicted Trace.
+//
+// Rank r runs on device r. Each op starts as the Program's execution rules allow
+// (program.hpp): serial streams in order, pp ops independently, dependencies first,
+// collectives when every member is ready. Compute ops last as the compute model says;
+// send/recv pairs are network transfers; collectives run as flows by algorithm:
+//   ring          ring_collective over the group in rank order
+//   hierarchical  ring reduce-scatter inside each node, ring all-reduce of the shards
+//                 across nodes (one ring per local index), ring all-gather inside each node
+//   auto          hierarchical when the group spans several nodes with several members on
+//                 each, otherwise ring
+// The step ends when the last op does.
+#pragma once
+
+#include "plan/program.hpp"
+#include "report/trace.hpp"
+#include "sim/compute_model.hpp"
+
+namespace parasim::sim {
+
+struct SimStats {
+  std::uint64_t events = 0;
+  std::uint64_t flows = 0;
+  std::uint64_t ops = 0;
+};
+
+report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
+                       SimStats* stats = nullptr);
+// With the scenario's profile (measured if given, else the datasheet default).
+report::Trace simulate(const plan::Scenario& s, const plan::Program& program, SimStats* stats = nullptr);
+
+}  // namespace parasim::sim

@@ -1,0 +1,124 @@
+// The simulator end to end on plans whose step time can be worked out by hand: an ideal
+// device (GEMMs at exactly the peak, no launch cost, unlimited memory bandwidth), layers of
+// equal cost, links without latency.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "plan/load.hpp"
+#include "sim/simulate.hpp"
+
+using namespace parasim;
+
+namespace {
+
+// `layers` equal generic layers of `params` parameters and 1 GFLOP forward per sample,
+// on `gpus` devices of 1 TFLOP/s fp32 joined by a 100 GB/s NVSwitch.
+plan::Scenario equal_layers(int gpus, int layers, double params, const std::string& training, const std::string& plan) {
+  std::string text = fmt::format(R"(cluster:
+  gpus_per_node: {}
+  device: {{peak: {{fp32: 1 TFLOPS}}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}}
+  intra_node: {{fabric: nvswitch, bandwidth: 100 GB/s, latency: 0us}}
+model:
+  layers:
+)",
+                                 gpus);
+  for (int l = 0; l < layers; ++l) {
+    text += fmt::format("    - {{name: l{}, params: {}, forward_flops: 1e9, activations: 1}}\n", l, params);
+  }
+  text += "training: {" + training + ", precision: fp32}\nplan: {" + plan + "}\n";
+  return plan::load_text(text, "ideal.yaml");
+}
+
+sim::DeviceProfile ideal(const plan::Scenario& s) {
+  sim::DeviceProfile p = sim::default_profile(s.cluster.device);
+  p.gemm_efficiency = {{1.0, 1.0}};
+  p.memory_bandwidth = 1e30;
+  p.launch_overhead = 0.0;
+  return p;
+}
+
+double step(const plan::Scenario& s) {
+  const plan::Program prog = plan::compile(s);
+  return sim::simulate(s, prog, ideal(s)).step_seconds();
+}
+
+// The optimizer's share: 12 FLOPs per parameter held, at the fp32 peak.
+double optimizer(double params) { return 12.0 * params / 1e12; }
+
+}  // namespace
+
+TEST_CASE("one device runs its ops back to back", "[sim][simulate]") {
+  // 4 layers x 1 ms forward + 2 ms backward, 4 micro-batches: 48 ms + the optimizer.
+  const auto s = equal_layers(1, 4, 1000, "global_batch: 4, micro_batch: 1", "dp: 1");
+  CHECK(step(s) == Approx(48e-3 + optimizer(4000)).epsilon(1e-5));
+}
+
+TEST_CASE("pipeline step time is (m + p - 1) stage slots: the bubble falls out", "[sim][simulate][bubble]") {
+  // p = 4 stages of one layer: a micro-batch costs 1 ms forward, 2 ms backward per stage.
+  // GPipe and 1F1B both take (m + p - 1) x 3 ms; the bubble is (p-1)/(m+p-1).
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    for (int m : {1, 4, 8, 32}) {
+      const auto s = equal_layers(4, 4, 1000, fmt::format("global_batch: {}, micro_batch: 1", m),
+                                  fmt::format("dp: 1, pp: 4, schedule: {}", schedule));
+      const double t = step(s) - optimizer(1000);
+      CHECK(t == Approx((m + 3) * 3e-3).epsilon(1e-4));
+      CHECK((t - m * 3e-3) / t == Approx(3.0 / (m + 3)).epsilon(1e-3));
+    }
+  }
+}
+
+TEST_CASE("interleaving divides the pipeline bubble by v", "[sim][simulate][bubble]") {
+  // 8 layers on 4 stages with v = 2: each chunk is one layer. Busy time 3 ms x 2 per
+  // micro-batch; the idle time drops from 3 x 6 ms to 3 x 6 / 2 ms.
+  const int m = 8;
+  const auto flat = equal_layers(4, 8, 1000, "global_batch: 8, micro_batch: 1", "dp: 1, pp: 4");
+  const auto inter = equal_layers(4, 8, 1000, "global_batch: 8, micro_batch: 1", "dp: 1, pp: 4, virtual_stages: 2");
+  const double busy = m * 6e-3;
+  const double bubble_flat = step(flat) - optimizer(2000) - busy;
+  const double bubble_inter = step(inter) - optimizer(2000) - busy;
+  CHECK(bubble_flat == Approx(3 * 6e-3).epsilon(1e-4));
+  CHECK(bubble_inter == Approx(bubble_flat / 2).epsilon(1e-3));
+}
+
+TEST_CASE("DP buckets hide their all-reduce when backward is longer", "[sim][simulate][dp]") {
+  // dp 2, one micro-batch, 4 layers of P = 25M parameters: a bucket per layer of 100 MB,
+  // all-reduced over a 2-ring in 2 x 50 MB / 100 GB/s = 1 ms, less than a layer's 2 ms
+  // backward. Only the last bucket's 1 ms shows after the 4 + 8 ms of compute.
+  const double P = 25e6;
+  const auto s = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, bucket_size: 100MB");
+  CHECK(step(s) == Approx(12e-3 + 1e-3 + optimizer(4 * P)).epsilon(1e-5));
+  // Without overlap all four all-reduces follow the backward: 12 + 4 x 1 ms.
+  const auto flat = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, bucket_size: 100MB, overlap_dp: false");
+  CHECK(step(flat) == Approx(12e-3 + 4e-3 + optimizer(4 * P)).epsilon(1e-5));
+}
+
+TEST_CASE("DP buckets expose exactly the remainder when backward is shorter", "[sim][simulate][dp]") {
+  // P = 100M: 400 MB buckets take 4 ms each, longer than a layer's 2 ms backward. They run
+  // back to back from the first bucket's readiness at 4 + 2 = 6 ms: done at 6 + 4 x 4 =
+  // 22 ms, so 10 ms beyond the backward's end at 12 ms are exposed.
+  const double P = 100e6;
+  const auto s = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, bucket_size: 400MB");
+  CHECK(step(s) == Approx(22e-3 + optimizer(4 * P)).epsilon(1e-5));
+}
+
+TEST_CASE("simulating the same scenario twice gives the same trace bit for bit", "[sim][simulate]") {
+  const auto s = plan::load_text(R"(cluster: {preset: hgx-h100, nodes: 2}
+model: {layers: 8, hidden: 1024, heads: 16, vocab: 32000, seq_len: 1024}
+training: {global_batch: 32, micro_batch: 2}
+plan: {tp: 4, pp: 2, dp: 2, virtual_stages: 2}
+)",
+                                 "det.yaml");
+  const plan::Program prog = plan::compile(s);
+  const report::Trace a = sim::simulate(s, prog);
+  const report::Trace b = sim::simulate(s, prog);
+  REQUIRE(a.spans.size() == b.spans.size());
+  CHECK(a.step_end == b.step_end);
+  bool same = true;
+  for (std::size_t i = 0; i < a.spans.size(); ++i) {
+    same = same && a.spans[i].start == b.spans[i].start && a.spans[i].end == b.spans[i].end &&
+           a.spans[i].op == b.spans[i].op;
+  }
+  CHECK(same);
+  CHECK(a.spans.size() == prog.ops.size());
+}
