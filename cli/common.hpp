@@ -36,6 +36,7 @@ void write_output(const std::string& path, const std::string& content);
 // Subcommands.
 void add_topo(CLI::App& app);
 void add_check(CLI::App& app);
+void add_simulate(CLI::App& app);
 void add_presets(CLI::App& app);
 void add_backends(CLI::App& app);
 

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.fallthrough();
   add_topo(app);
   add_check(app);
+  add_simulate(app);
   add_presets(app);
   add_backends(app);
 

@@ -16,6 +16,7 @@ struct Span {
   std::int32_t rank = 0;
   plan::Stream stream = plan::Stream::compute;
   plan::Category category = plan::Category::forward;
+  plan::OpKind kind = plan::OpKind::compute;  // a recv span covers its waiting, not a transfer
   std::int32_t micro_batch = -1;
   std::int64_t op = -1;  // Program op id
   std::int64_t start = 0;  // picoseconds from the start of the step

@@ -3,7 +3,7 @@
 # configures and builds. Then, by the first argument:
 #   setup.sh            build only
 #   setup.sh demo       build, then run the main job on scenarios/quickstart.yaml
-#                       (check the scenario and summarise its cluster)
+#                       (predict one training step with the simulator)
 #   setup.sh test       build, then run every test (ctest)
 # Environment: PARASIM_PRESET (default "release"; "dev", "asan", "minimal" also work),
 #              PARASIM_NO_INSTALL=1 to skip the package step.
@@ -46,9 +46,7 @@ cmake --build --preset "$preset" -j "$jobs"
 case "$mode" in
   build) ;;
   demo)
-    "build/$preset/cli/parasim" check scenarios/quickstart.yaml
-    echo
-    exec "build/$preset/cli/parasim" topo scenarios/quickstart.yaml ;;
+    exec "build/$preset/cli/parasim" simulate scenarios/quickstart.yaml ;;
   test)
     exec ctest --preset "$preset" ;;
   *)

@@ -210,7 +210,7 @@ class Runner {
     if (done_[i]) return;
     done_[i] = 1;
     const Op& o = prog_.ops[i];
-    spans_.push_back(report::Span{o.rank, o.stream, o.category, o.micro_batch, id, start_time_[i],
+    spans_.push_back(report::Span{o.rank, o.stream, o.category, o.kind, o.micro_batch, id, start_time_[i],
                                   engine_.now().picoseconds()});
     if (o.stream != Stream::pp) {
       const std::size_t lane = lane_of(o);

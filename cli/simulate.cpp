@@ -1,0 +1,127 @@
+// parasim simulate SCENARIO: predict one training step and say where the time goes.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "plan/memory.hpp"
+#include "plan/program.hpp"
+#include "report/chrome_trace.hpp"
+#include "report/metrics.hpp"
+#include "report/table.hpp"
+#include "sim/simulate.hpp"
+#include "topology/units.hpp"
+
+namespace parasim::cli {
+namespace {
+
+struct SimulateArgs {
+  ScenarioArgs scenario;
+  bool json = false;
+  std::string trace;
+};
+
+nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::MemoryReport& mem) {
+  nlohmann::ordered_json comm = nlohmann::ordered_json::object();
+  for (int d = 0; d < 3; ++d) {
+    comm[report::dimension_names[static_cast<std::size_t>(d)]] = {{"time", f.comm_mean[static_cast<std::size_t>(d)]},
+                                                                   {"exposed", f.exposed_mean[static_cast<std::size_t>(d)]}};
+  }
+  nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+  for (const auto& r : f.ranks) {
+    ranks.push_back({{"rank", r.rank}, {"compute", r.compute}, {"tp", r.comm[0]}, {"pp", r.comm[1]}, {"dp", r.comm[2]},
+                     {"tp_exposed", r.exposed[0]}, {"pp_exposed", r.exposed[1]}, {"dp_exposed", r.exposed[2]},
+                     {"bubble", r.bubble}});
+  }
+  nlohmann::ordered_json links = nlohmann::ordered_json::array();
+  for (const auto& l : f.busiest_links) {
+    links.push_back({{"link", l.name}, {"class", l.cls}, {"bytes", l.bytes}, {"utilisation", l.utilisation}});
+  }
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  for (const auto& b : mem.stages) stages.push_back({{"stage", b.stage}, {"bytes", b.total()}});
+  return {{"step_time", f.step_time},
+          {"samples_per_s", f.samples_per_s},
+          {"tokens_per_s", f.tokens_per_s},
+          {"model_flops_per_step", f.model_flops},
+          {"flops_per_device", f.flops_per_device},
+          {"mfu", f.mfu},
+          {"bubble_fraction", f.bubble_fraction},
+          {"communication", comm},
+          {"memory", {{"capacity", mem.capacity}, {"fits", mem.fits()}, {"stages", stages}}},
+          {"busiest_links", links},
+          {"bottleneck", f.bottleneck},
+          {"ranks", ranks}};
+}
+
+void run_simulate(const SimulateArgs& a) {
+  namespace u = units;
+  const plan::Scenario s = a.scenario.load();
+  const topology::Cluster cluster(s.cluster);
+  const plan::Program program = plan::compile(s);
+  sim::SimStats stats;
+  const report::Trace trace = sim::simulate(s, program, &stats);
+  const report::StepFigures f = report::step_figures(s, trace, cluster);
+  const plan::MemoryReport mem = plan::memory_per_rank(s);
+  std::string trace_text;
+  if (!a.trace.empty()) trace_text = report::chrome_trace_json(trace, program, cluster);
+
+  if (a.json) {
+    auto j = figures_json(f, mem);
+    j["scenario"] = s.name;
+    j["simulator"] = {{"ops", stats.ops}, {"events", stats.events}, {"flows", stats.flows}};
+    std::cout << j.dump(2) << '\n';
+  } else {
+    const bool colour = ::isatty(STDOUT_FILENO) != 0;
+    fmt::print("scenario {}: {} devices, dp {} x tp {} x pp {}{}, {} {}\n\n", s.name, s.plan.world(), s.plan.dp,
+               s.plan.tp, s.plan.pp, s.plan.virtual_stages > 1 ? fmt::format(" (v {})", s.plan.virtual_stages) : "",
+               plan::to_string(s.plan.schedule), topology::to_string(s.training.precision));
+    fmt::print("step time          {}\n", u::format_duration(f.step_time));
+    fmt::print("throughput         {:.1f} samples/s, {} tokens/s\n", f.samples_per_s, u::format_count(f.tokens_per_s));
+    fmt::print("per device         {} (model FLOPs), MFU {:.1f} %\n", u::format_flop_rate(f.flops_per_device), 100 * f.mfu);
+    fmt::print("pipeline bubble    {:.1f} % of the step\n\n", 100 * f.bubble_fraction);
+    using A = report::Table::Align;
+    report::Table comm({"communication", "time per rank", "exposed", "of step"}, {A::left, A::right, A::right, A::right});
+    for (int d = 0; d < 3; ++d) {
+      const auto i = static_cast<std::size_t>(d);
+      comm.add_row({report::dimension_names[i], u::format_duration(f.comm_mean[i]), u::format_duration(f.exposed_mean[i]),
+                    fmt::format("{:.1f} %", f.step_time > 0 ? 100 * f.exposed_mean[i] / f.step_time : 0.0)});
+    }
+    fmt::print("{}\n", comm.render());
+    report::Table memt({"stage", "memory per rank", "capacity", ""}, {A::right, A::right, A::right, A::left});
+    for (const auto& b : mem.stages) {
+      const bool oom = b.total() > mem.capacity;
+      const std::string verdict = oom ? (colour ? "\x1b[31mOUT OF MEMORY\x1b[0m" : "OUT OF MEMORY") : "fits";
+      memt.add_row({std::to_string(b.stage), u::format_bytes(b.total()), u::format_bytes(mem.capacity), verdict});
+    }
+    fmt::print("{}\n", memt.render());
+    if (!f.busiest_links.empty()) {
+      report::Table links({"busiest links", "class", "carried", "utilisation"}, {A::left, A::left, A::right, A::right});
+      for (std::size_t i = 0; i < std::min<std::size_t>(5, f.busiest_links.size()); ++i) {
+        const auto& l = f.busiest_links[i];
+        links.add_row({l.name, l.cls, u::format_bytes(l.bytes), fmt::format("{:.1f} %", 100 * l.utilisation)});
+      }
+      fmt::print("{}\n", links.render());
+    }
+    if (!mem.fits()) fmt::print("memory: {}\n", plan::describe_memory(mem));
+    fmt::print("bottleneck: {}\n", mem.fits() ? f.bottleneck : "memory: the plan does not fit; " + f.bottleneck);
+  }
+  if (!a.trace.empty()) write_output(a.trace, trace_text);
+}
+
+}  // namespace
+
+void add_simulate(CLI::App& app) {
+  auto args = std::make_shared<SimulateArgs>();
+  CLI::App* cmd = app.add_subcommand("simulate", "Predict one training step: time, throughput, memory, where the time goes");
+  args->scenario.add_to(*cmd);
+  cmd->add_flag("--json", args->json, "Print JSON instead of tables");
+  cmd->add_option("--trace", args->trace, "Write the predicted step as Chrome-trace JSON (Perfetto) to FILE")
+      ->type_name("FILE");
+  cmd->callback([args] { run_simulate(*args); });
+}
+
+}  // namespace parasim::cli

@@ -1,0 +1,152 @@
+#include "report/metrics.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "plan/accounting.hpp"
+#include "topology/units.hpp"
+
+namespace parasim::report {
+
+using Intervals = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+namespace {
+
+Intervals merged(Intervals v) {
+  std::sort(v.begin(), v.end());
+  Intervals out;
+  for (const auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (!out.empty() && iv.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, iv.second);
+    } else {
+      out.push_back(iv);
+    }
+  }
+  return out;
+}
+
+int dimension_of(plan::Category c) {
+  switch (c) {
+    case plan::Category::tp_comm: return 0;
+    case plan::Category::pp_comm: return 1;
+    case plan::Category::dp_comm: return 2;
+    default: return -1;
+  }
+}
+
+}  // namespace
+
+std::int64_t union_length(Intervals v) {
+  std::int64_t sum = 0;
+  for (const auto& [a, b] : merged(std::move(v))) sum += b - a;
+  return sum;
+}
+
+std::int64_t uncovered_length(Intervals a, Intervals b) {
+  const Intervals ma = merged(std::move(a));
+  const Intervals mb = merged(std::move(b));
+  std::int64_t sum = 0;
+  std::size_t j = 0;
+  for (const auto& [s, e] : ma) {
+    std::int64_t cur = s;
+    while (j < mb.size() && mb[j].second <= cur) ++j;
+    for (std::size_t k = j; k < mb.size() && mb[k].first < e; ++k) {
+      if (mb[k].first > cur) sum += mb[k].first - cur;
+      cur = std::max(cur, mb[k].second);
+      if (cur >= e) break;
+    }
+    if (cur < e) sum += e - cur;
+  }
+  return sum;
+}
+
+double model_flops_per_step(const plan::Scenario& s) {
+  if (s.model.kind == plan::ModelKind::transformer) {
+    return plan::step_flops(s.model, s.training.global_batch, plan::Recompute::none);
+  }
+  double forward = 0.0;
+  for (const auto& l : s.model.generic_layers) forward += l.forward_flops;
+  return 3.0 * forward * s.training.global_batch;
+}
+
+StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topology::Cluster& cluster) {
+  StepFigures f;
+  f.step_time = trace.step_seconds();
+  const double step_ps = static_cast<double>(trace.step_end);
+  if (f.step_time > 0.0) {
+    f.samples_per_s = s.training.global_batch / f.step_time;
+    f.tokens_per_s = f.samples_per_s * s.model.tokens_per_sample();
+    f.model_flops = model_flops_per_step(s);
+    f.flops_per_device = f.model_flops / f.step_time / trace.world;
+    f.mfu = f.flops_per_device / s.cluster.device.peak(s.training.precision);
+  }
+
+  std::vector<Intervals> compute(static_cast<std::size_t>(trace.world));
+  std::vector<std::array<Intervals, 3>> comm(static_cast<std::size_t>(trace.world));
+  for (const Span& sp : trace.spans) {
+    if (sp.kind == plan::OpKind::recv) continue;  // waiting for a send, counted by the send
+    const int d = dimension_of(sp.category);
+    auto& bucket = d < 0 ? compute[static_cast<std::size_t>(sp.rank)] : comm[static_cast<std::size_t>(sp.rank)][static_cast<std::size_t>(d)];
+    bucket.emplace_back(sp.start, sp.end);
+  }
+  for (int r = 0; r < trace.world; ++r) {
+    RankFigures rf;
+    rf.rank = r;
+    const auto& c = compute[static_cast<std::size_t>(r)];
+    rf.compute = static_cast<double>(union_length(c)) * 1e-12;
+    Intervals working = c;
+    for (int d = 0; d < 3; ++d) {
+      const auto& iv = comm[static_cast<std::size_t>(r)][static_cast<std::size_t>(d)];
+      rf.comm[static_cast<std::size_t>(d)] = static_cast<double>(union_length(iv)) * 1e-12;
+      rf.exposed[static_cast<std::size_t>(d)] = static_cast<double>(uncovered_length(iv, c)) * 1e-12;
+      if (d != 1) working.insert(working.end(), iv.begin(), iv.end());
+    }
+    rf.bubble = step_ps > 0 ? (step_ps - static_cast<double>(union_length(working))) / step_ps : 0.0;
+    for (int d = 0; d < 3; ++d) {
+      f.comm_mean[static_cast<std::size_t>(d)] += rf.comm[static_cast<std::size_t>(d)] / trace.world;
+      f.exposed_mean[static_cast<std::size_t>(d)] += rf.exposed[static_cast<std::size_t>(d)] / trace.world;
+    }
+    f.bubble_fraction += rf.bubble / trace.world;
+    f.ranks.push_back(rf);
+  }
+
+  for (const LinkUse& l : trace.links) {
+    const topology::Link& link = cluster.link(l.link);
+    f.busiest_links.push_back({l.link, cluster.link_name(l.link), std::string(topology::to_string(link.cls)), l.bytes,
+                               f.step_time > 0 ? l.bytes / (link.bandwidth * f.step_time) : 0.0});
+  }
+  std::stable_sort(f.busiest_links.begin(), f.busiest_links.end(),
+                   [](const LinkFigure& a, const LinkFigure& b) { return a.utilisation > b.utilisation; });
+  if (f.busiest_links.size() > 8) f.busiest_links.resize(8);
+
+  // The bottleneck: the largest share of the step among compute, pipeline waiting and the
+  // exposed communication of each dimension.
+  const double compute_mean = [&] {
+    double sum = 0.0;
+    for (const auto& r : f.ranks) sum += r.compute;
+    return f.ranks.empty() ? 0.0 : sum / static_cast<double>(f.ranks.size());
+  }();
+  struct Candidate {
+    double seconds;
+    std::string what;
+  };
+  const std::string link_hint =
+      f.busiest_links.empty()
+          ? std::string()
+          : fmt::format(" (busiest link {} at {:.0f} %, {})", f.busiest_links[0].name, 100 * f.busiest_links[0].utilisation,
+                        f.busiest_links[0].cls);
+  std::vector<Candidate> c{
+      {compute_mean, "compute: the devices are busy computing"},
+      {f.bubble_fraction * f.step_time, "pipeline bubble: stages wait for each other"},
+      {f.exposed_mean[0], "exposed tensor-parallel communication" + link_hint},
+      {f.exposed_mean[1], "exposed pipeline transfers" + link_hint},
+      {f.exposed_mean[2], "exposed data-parallel gradient synchronisation" + link_hint},
+  };
+  const auto top = std::max_element(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
+  f.bottleneck = fmt::format("{} ({:.0f} % of the step)", top->what, f.step_time > 0 ? 100 * top->seconds / f.step_time : 0.0);
+  return f;
+}
+
+}  // namespace parasim::report

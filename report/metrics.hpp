@@ -1,0 +1,67 @@
+// Figures of one training step, from a Trace (predicted or measured alike).
+//
+// Per rank, busy time is the length of the union of its spans of a kind:
+//   compute   forward, backward, recompute, optimizer spans
+//   tp/pp/dp  communication spans of that dimension
+//   exposed   the part of a dimension's communication not overlapped by compute
+//   bubble    time the rank neither computes nor communicates on tp or dp: it waits for
+//             the pipeline (pp transfers in flight count as waiting)
+// Throughput: samples/s = global batch / step; tokens/s = samples/s x sequence length.
+// Model FLOP/s per device counts the training FLOPs without recompute (Narayanan et al.)
+// over the step and the devices; MFU divides it by the device's peak for the precision.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "plan/scenario.hpp"
+#include "report/trace.hpp"
+#include "topology/cluster.hpp"
+
+namespace parasim::report {
+
+enum class Dimension { tp = 0, pp = 1, dp = 2 };
+inline constexpr std::array<const char*, 3> dimension_names{"tp", "pp", "dp"};
+
+struct RankFigures {
+  int rank = 0;
+  double compute = 0.0;
+  std::array<double, 3> comm{};     // busy seconds per dimension
+  std::array<double, 3> exposed{};  // not hidden by compute
+  double bubble = 0.0;
+};
+
+struct LinkFigure {
+  int link = -1;
+  std::string name;
+  std::string cls;  // intra-node / inter-node
+  double bytes = 0.0;
+  double utilisation = 0.0;  // bytes / (bandwidth x step)
+};
+
+struct StepFigures {
+  double step_time = 0.0;
+  double samples_per_s = 0.0;
+  double tokens_per_s = 0.0;
+  double model_flops = 0.0;  // per step, all devices
+  double flops_per_device = 0.0;
+  double mfu = 0.0;
+  double bubble_fraction = 0.0;          // mean over ranks
+  std::array<double, 3> comm_mean{};     // seconds per rank, mean
+  std::array<double, 3> exposed_mean{};
+  std::vector<RankFigures> ranks;
+  std::vector<LinkFigure> busiest_links;  // by utilisation, top 8
+  std::string bottleneck;
+};
+
+double model_flops_per_step(const plan::Scenario& s);
+StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topology::Cluster& cluster);
+
+// Length of the union of [start, end) intervals (picoseconds), and of the part of `a` not
+// covered by `b`.
+std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>> v);
+std::int64_t uncovered_length(std::vector<std::pair<std::int64_t, std::int64_t>> a,
+                              std::vector<std::pair<std::int64_t, std::int64_t>> b);
+
+}  // namespace parasim::report
