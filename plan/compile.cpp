@@ -104,7 +104,7 @@ double sum_flops(const std::vector<Gemm>& gemms) {
 
 class Builder {
  public:
-  explicit Builder(const Scenario& s) : s_(s), p_(s.plan), m_(s.model), t_(s.training) {
+  explicit Builder(const Scenario& s) : p_(s.plan), m_(s.model), t_(s.training) {
     e_ = topology::dtype_bytes(t_.precision);
     shape_ = PipelineShape{p_.pp, s.micro_batches(), p_.virtual_stages};
     prog_.world = p_.world();
@@ -136,7 +136,8 @@ class Builder {
         prog_.groups.push_back(std::move(g));
       }
     }
-    counters_.assign(prog_.groups.size() * static_cast<std::size_t>(prog_.world), 0);
+    // A rank is in one group per dimension: one collective counter per (rank, dimension).
+    counters_.assign(3 * static_cast<std::size_t>(prog_.world), 0);
   }
 
   static std::size_t dim_index(Dim d) { return static_cast<std::size_t>(d); }
@@ -209,8 +210,7 @@ class Builder {
   std::int64_t collective(Dim d, CollectiveOp what, Category cat, Stream stream, double bytes, int mb, int layer,
                           int layer_end, std::span<const std::int64_t> deps) {
     const int group = group_of_[dim_index(d)][static_cast<std::size_t>(rank_)];
-    std::int64_t& counter = counters_[static_cast<std::size_t>(group) * static_cast<std::size_t>(prog_.world) +
-                                      static_cast<std::size_t>(rank_)];
+    std::int64_t& counter = counters_[3 * static_cast<std::size_t>(rank_) + dim_index(d)];
     Op op;
     op.kind = OpKind::collective;
     op.category = cat;
@@ -360,8 +360,7 @@ class Builder {
       const int prev_chunk = stage == 0 ? st.chunk - 1 : st.chunk;
       const int next_rank = peer_stage_rank(stage == last_stage ? 0 : stage + 1);
       const int next_chunk = stage == last_stage ? st.chunk + 1 : st.chunk;
-      const double boundary = transformer ? hidden_bytes / (p_.sequence_parallel ? p_.tp : 1)
-                                          : boundary_bytes(first - 1);
+      const double boundary = boundary_bytes(first - 1);  // into this chunk, one micro-batch
 
       if (st.kind == PipelineStep::Kind::forward) {
         if (first_chunk) {
@@ -490,7 +489,6 @@ class Builder {
     }
   }
 
-  const Scenario& s_;
   const ParallelPlan& p_;
   const ModelSpec& m_;
   const TrainingSpec& t_;
