@@ -17,6 +17,16 @@ using topology::DeviceSpec;
 using topology::IntraFabric;
 using topology::NetworkShape;
 
+namespace {
+
+// Whether a key was written by the user rather than inherited from a preset; options that
+// do not apply to a refined preset's new shape are ignored when they came from the preset.
+bool user_set(const Reader& r, std::string_view key) {
+  return r.has(key) && !r.location_of(key).file.starts_with("preset ");
+}
+
+}  // namespace
+
 Value resolve_preset(const Value& section, PresetKind kind, const std::string& path) {
   const Value* name = nullptr;
   if (section.is_scalar()) {
@@ -97,7 +107,7 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
   c.intra.bandwidth = in.bandwidth("bandwidth", std::nullopt);
   c.intra.latency = in.duration("latency", 1e-6);
   c.intra.gpus_per_switch = in.integer("gpus_per_switch", 2, 1, 1024);
-  if (in.has("gpus_per_switch") && c.intra.fabric != IntraFabric::pcie) {
+  if (user_set(in, "gpus_per_switch") && c.intra.fabric != IntraFabric::pcie) {
     in.fail("gpus_per_switch", "applies only to the pcie fabric");
   }
 
@@ -128,8 +138,9 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
     }
     c.inter.leaf_downlinks = net.integer("leaf_downlinks", 32, 1, 4096);
     c.inter.attach_bandwidth = net.bandwidth("attach_bandwidth", 64e9);
-    if (c.inter.shape == NetworkShape::single_switch && (net.has("oversubscription") || net.has("leaf_downlinks"))) {
-      net.fail(net.has("oversubscription") ? "oversubscription" : "leaf_downlinks",
+    if (c.inter.shape == NetworkShape::single_switch &&
+        (user_set(net, "oversubscription") || user_set(net, "leaf_downlinks"))) {
+      net.fail(user_set(net, "oversubscription") ? "oversubscription" : "leaf_downlinks",
                "applies only to the fat-tree and rail-optimized shapes (shape is single-switch)");
     }
   } else if (c.nodes > 1) {

@@ -80,6 +80,23 @@ TEST_CASE("a preset refined by keys beside it", "[load][presets]") {
   CHECK(s.plan.dp == 4);
 }
 
+TEST_CASE("a preset refined to another shape drops the options that no longer apply", "[load][presets]") {
+  // dgx-a100 sets a fat-tree's oversubscription and leaf size; refined to a single switch
+  // those are ignored, while a user who writes them for a single switch still hears of it.
+  const Scenario s = load_text("cluster: {preset: dgx-a100, nodes: 2, inter_node: {shape: single-switch}}\n"
+                               "model: tiny-gpt\ntraining: {global_batch: 16}\n",
+                               "refined.yaml");
+  CHECK(s.cluster.inter.shape == parasim::topology::NetworkShape::single_switch);
+  CHECK_THROWS_WITH(load_text("cluster: {preset: dgx-a100, nodes: 2, inter_node: {shape: single-switch, "
+                              "oversubscription: 2}}\nmodel: tiny-gpt\ntraining: {global_batch: 16}\n",
+                              "refined.yaml"),
+                    Catch::Matchers::Contains("applies only to the fat-tree"));
+  const Scenario p = load_text("cluster: {preset: pcie-node, intra_node: {fabric: nvswitch}}\nmodel: tiny-gpt\n"
+                               "training: {global_batch: 16}\n",
+                               "refined.yaml");
+  CHECK(p.cluster.intra.fabric == parasim::topology::IntraFabric::nvswitch);
+}
+
 TEST_CASE("command-line overrides (--set) reach any key, even inside a preset name", "[load][override]") {
   const std::vector<std::string> sets{"plan.tp=4", "plan.dp=2", "cluster.nodes=4", "training.precision=fp16",
                                       "model.hidden=4096"};
