@@ -172,6 +172,11 @@ class Runner {
     struct Phases {
       int outstanding = 0;
       std::function<void()> next;
+      // The next phase may install its own successor in `next`: call it from a local.
+      static void advance(Phases& p) {
+        auto next = std::move(p.next);
+        next();
+      }
     };
     auto st = std::make_shared<Phases>();
     auto nodes = std::make_shared<std::map<int, std::vector<int>>>(std::move(by_node));
@@ -181,7 +186,7 @@ class Runner {
       st->next = std::move(done);
       for (auto& [node, ds] : *nodes) {
         ring_collective(net_, plan::CollectiveOp::all_gather, ds, bytes, [st] {
-          if (--st->outstanding == 0) st->next();
+          if (--st->outstanding == 0) Phases::advance(*st);
         });
       }
     };
@@ -192,7 +197,7 @@ class Runner {
         std::vector<int> ring;
         for (auto& [node, ds] : *nodes) ring.push_back(ds[i]);
         ring_collective(net_, plan::CollectiveOp::all_reduce, ring, bytes / static_cast<double>(local), [st] {
-          if (--st->outstanding == 0) st->next();
+          if (--st->outstanding == 0) Phases::advance(*st);
         });
       }
     };
@@ -200,7 +205,7 @@ class Runner {
     st->next = std::move(across);
     for (auto& [node, ds] : *nodes) {
       ring_collective(net_, plan::CollectiveOp::reduce_scatter, ds, bytes, [st] {
-        if (--st->outstanding == 0) st->next();
+        if (--st->outstanding == 0) Phases::advance(*st);
       });
     }
   }

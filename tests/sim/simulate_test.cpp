@@ -122,3 +122,31 @@ plan: {tp: 4, pp: 2, dp: 2, virtual_stages: 2}
   CHECK(same);
   CHECK(a.spans.size() == prog.ops.size());
 }
+
+TEST_CASE("hierarchical all-reduce: reduce-scatter in nodes, all-reduce across, all-gather in nodes", "[sim][simulate][collectives]") {
+  // 2 nodes x 4 GPUs, dp 8, one bucket of S bytes. Inside a node (100 GB/s, no latency):
+  // reduce-scatter and all-gather take 3/4 S / 100 GB/s each. Across: 4 rings of 2, each
+  // all-reducing S/4 over the single 10 GB/s NIC per node they share: 2 steps of S/8 bytes,
+  // 4 flows on the NIC at 2.5 GB/s each, 4 us per hop (attach 0, NIC-switch 2 us x 2).
+  const std::string text = R"(cluster:
+  nodes: 2
+  gpus_per_node: 4
+  device: {peak: {fp32: 1 TFLOPS}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}
+  intra_node: {fabric: nvswitch, bandwidth: 100 GB/s, latency: 0us}
+  inter_node: {nics_per_node: 1, nic_bandwidth: 10 GB/s, latency: 4us, attach_bandwidth: 100 GB/s}
+model:
+  layers:
+    - {name: l0, params: 25e6, forward_flops: 1e9, activations: 1}
+training: {global_batch: 8, micro_batch: 1, precision: fp32}
+plan: {dp: 8, bucket_size: 1GB, collective: hierarchical}
+)";
+  const plan::Scenario s = plan::load_text(text, "hier.yaml");
+  const double S = 25e6 * 4;
+  const double inside = 0.75 * S / 100e9;
+  const double across = 2 * (4e-6 + (S / 8) / 2.5e9);
+  // forward 1 ms, backward 2 ms, then the all-reduce, then the optimizer.
+  CHECK(step(s) == Approx(3e-3 + 2 * inside + across + optimizer(25e6)).epsilon(1e-5));
+  // A flat ring over 8 ranks crosses the NIC twice per step with 1/8 chunks.
+  const plan::Scenario ring = plan::load_text(text, "hier.yaml", std::vector<std::string>{"plan.collective=ring"});
+  CHECK(step(ring) > step(s));
+}
