@@ -121,8 +121,9 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
                    [](const LinkFigure& a, const LinkFigure& b) { return a.utilisation > b.utilisation; });
   if (f.busiest_links.size() > 8) f.busiest_links.resize(8);
 
-  // The bottleneck: the largest share of the step among compute, pipeline waiting and the
-  // exposed communication of each dimension.
+  // The bottleneck: what keeps the step from being pure compute. The largest loss among
+  // the pipeline bubble and each dimension's exposed communication is named when it costs
+  // at least 5 % of the step; otherwise the step is compute-bound.
   const double compute_mean = [&] {
     double sum = 0.0;
     for (const auto& r : f.ranks) sum += r.compute;
@@ -135,17 +136,22 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
   const std::string link_hint =
       f.busiest_links.empty()
           ? std::string()
-          : fmt::format(" (busiest link {} at {:.0f} %, {})", f.busiest_links[0].name, 100 * f.busiest_links[0].utilisation,
+          : fmt::format("; busiest link {} at {:.0f} % ({})", f.busiest_links[0].name, 100 * f.busiest_links[0].utilisation,
                         f.busiest_links[0].cls);
   std::vector<Candidate> c{
-      {compute_mean, "compute: the devices are busy computing"},
       {f.bubble_fraction * f.step_time, "pipeline bubble: stages wait for each other"},
       {f.exposed_mean[0], "exposed tensor-parallel communication" + link_hint},
       {f.exposed_mean[1], "exposed pipeline transfers" + link_hint},
       {f.exposed_mean[2], "exposed data-parallel gradient synchronisation" + link_hint},
   };
   const auto top = std::max_element(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
-  f.bottleneck = fmt::format("{} ({:.0f} % of the step)", top->what, f.step_time > 0 ? 100 * top->seconds / f.step_time : 0.0);
+  const double share = f.step_time > 0 ? top->seconds / f.step_time : 0.0;
+  if (share >= 0.05) {
+    f.bottleneck = fmt::format("{:.0f} % of the step is {}", 100 * share, top->what);
+  } else {
+    f.bottleneck = fmt::format("compute-bound: the devices compute {:.0f} % of the step",
+                               f.step_time > 0 ? 100 * compute_mean / f.step_time : 0.0);
+  }
   return f;
 }
 

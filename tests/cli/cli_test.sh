@@ -50,7 +50,7 @@ expect 0 "\"bisection_bandwidth\": 1800000000000" -- "$parasim" topo --json "$q"
 expect 0 "route 0 -> 9: 4 hops, bottleneck 50 GB/s" -- "$parasim" topo "$q" --set cluster=hgx-h100 --set cluster.nodes=4 --set plan.dp=4 --route 0 9
 expect 0 "h100-sxm" -- "$parasim" presets
 expect 0 "step time .*ms" -- "$parasim" simulate "$q"
-expect 0 "bottleneck: compute" -- "$parasim" simulate "$q"
+expect 0 "bottleneck: compute-bound" -- "$parasim" simulate "$q"
 expect 0 "\"step_time\": [0-9]" -- "$parasim" simulate --json "$q"
 expect 0 "does not fit|OUT OF MEMORY" -- "$parasim" simulate "$q" --set cluster=dgx-h100 --set cluster.gpus_per_node=1 --set model=gpt-30b --set plan.dp=1 --set training.micro_batch=1 --set training.global_batch=1
 expect 2 "plan.tp: heads 4 are not divisible by tp 3" -- "$parasim" simulate "$q" --set cluster.gpus_per_node=4 --set plan.tp=3 --set plan.dp=1 --set training.global_batch=4
