@@ -69,6 +69,24 @@ TEST_CASE("scenario 1: data parallel scales on one node, not over a slow network
   CHECK_THAT(eight.figures.bottleneck, Catch::Matchers::Contains("compute-bound"));
 }
 
+TEST_CASE("scenario 2: LeNet gains almost nothing from data parallelism, ResNet-18 scales", "[scenarios]") {
+  // Fixed global batch of 256: dp GPUs each take 256 / dp images in one micro-batch.
+  auto speedup = [](const std::string& file, int dp) {
+    const auto at = [&](int n) {
+      return run(file, {fmt::format("plan.dp={}", n), fmt::format("training.micro_batch={}", 256 / n)})
+          .figures.samples_per_s;
+    };
+    return at(dp) / at(1);
+  };
+  const double lenet4 = speedup("cnn-lenet.yaml", 4);
+  const double resnet2 = speedup("cnn-resnet18.yaml", 2);
+  const double resnet4 = speedup("cnn-resnet18.yaml", 4);
+  CHECK(lenet4 < 2.0);    // 4 GPUs, not even twice as fast
+  CHECK(resnet2 > 1.9);
+  CHECK(resnet4 > 3.6);   // nearly linear
+  CHECK(resnet4 > 2 * lenet4);
+}
+
 TEST_CASE("every scenario's prediction matches its golden output", "[scenarios][golden]") {
   const bool update = std::getenv("PARASIM_UPDATE_GOLDEN") != nullptr;
   std::vector<fs::path> files;
