@@ -32,6 +32,13 @@ struct Gemm {
   [[nodiscard]] double flops() const {
     return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
   }
+  // Memory traffic: read A and B, write C, each element `element_bytes` wide.
+  [[nodiscard]] double io_bytes(int element_bytes) const {
+    const auto dm = static_cast<double>(m);
+    const auto dn = static_cast<double>(n);
+    const auto dk = static_cast<double>(k);
+    return static_cast<double>(batch) * (dm * dk + dk * dn + dm * dn) * element_bytes;
+  }
 };
 
 // Forward GEMMs of one layer for a micro-batch of b samples, on one of tp ranks.

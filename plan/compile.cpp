@@ -87,12 +87,7 @@ namespace {
 
 double gemm_io_bytes(const std::vector<Gemm>& gemms, int element) {
   double b = 0.0;
-  for (const Gemm& g : gemms) {
-    const auto m = static_cast<double>(g.m);
-    const auto n = static_cast<double>(g.n);
-    const auto k = static_cast<double>(g.k);
-    b += static_cast<double>(g.batch) * (m * k + k * n + m * n) * element;
-  }
+  for (const Gemm& g : gemms) b += g.io_bytes(element);
   return b;
 }
 

@@ -79,12 +79,9 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
 }
 
 double gemm_seconds(const DeviceProfile& p, const plan::Gemm& g, topology::Dtype dtype, int element_bytes) {
-  const double m = static_cast<double>(g.m);
-  const double n = static_cast<double>(g.n);
-  const double k = static_cast<double>(g.k);
-  const double size = std::cbrt(m * n * k);
+  const double size = std::cbrt(static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k));
   const double flops = g.flops();
-  const double io = static_cast<double>(g.batch) * (m * k + k * n + m * n) * element_bytes;
+  const double io = g.io_bytes(element_bytes);
   const double peak = p.peak[static_cast<std::size_t>(dtype)];
   return std::max(flops / (peak * p.efficiency(size)), io / p.memory_bandwidth) + p.launch_overhead;
 }
@@ -98,10 +95,7 @@ double compute_seconds(const DeviceProfile& p, const plan::Program& program, con
   if (op.gemms >= 0) {
     for (const plan::Gemm& g : program.gemm_sets[static_cast<std::size_t>(op.gemms)]) {
       t += passes * gemm_seconds(p, g, dtype, e);
-      const double m = static_cast<double>(g.m);
-      const double n = static_cast<double>(g.n);
-      const double k = static_cast<double>(g.k);
-      gemm_io += passes * static_cast<double>(g.batch) * (m * k + k * n + m * n) * e;
+      gemm_io += passes * g.io_bytes(e);
     }
   } else if (op.flops > 0.0) {
     // The optimizer: element-wise fp32 arithmetic, bound by memory in practice.
