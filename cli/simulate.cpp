@@ -72,7 +72,8 @@ void run_simulate(const SimulateArgs& a) {
   if (a.json) {
     auto j = figures_json(f, mem);
     j["scenario"] = s.name;
-    j["simulator"] = {{"ops", stats.ops}, {"events", stats.events}, {"flows", stats.flows}};
+    j["simulator"] = {{"ops", stats.ops}, {"events", stats.events}, {"flows", stats.flows},
+                      {"collective_algorithms", stats.algorithms}};
     std::cout << j.dump(2) << '\n';
   } else {
     const bool colour = ::isatty(STDOUT_FILENO) != 0;
@@ -105,6 +106,11 @@ void run_simulate(const SimulateArgs& a) {
         links.add_row({l.name, l.cls, u::format_bytes(l.bytes), fmt::format("{:.1f} %", 100 * l.utilisation)});
       }
       fmt::print("{}\n", links.render());
+    }
+    if (!stats.algorithms.empty()) {
+      std::string used;
+      for (const auto& [algorithm, n] : stats.algorithms) used += fmt::format("{}{} x {}", used.empty() ? "" : ", ", n, algorithm);
+      fmt::print("collectives: {} (setting {})\n", used, plan::to_string(s.plan.collective));
     }
     if (!mem.fits()) fmt::print("memory: {}\n", plan::describe_memory(mem));
     fmt::print("bottleneck: {}\n", mem.fits() ? f.bottleneck : "memory: the plan does not fit; " + f.bottleneck);

@@ -80,6 +80,10 @@ void check(const Scenario& s) {
             fmt::format("global_batch {} is not divisible by dp x micro_batch = {} x {} = {}", t.global_batch, p.dp,
                         t.micro_batch, per_step));
 
+  c.require(p.collective != Collective::nvls || s.cluster.intra.fabric == topology::IntraFabric::nvswitch, "plan.collective",
+            fmt::format("collective nvls reduces inside an NVSwitch, but the cluster's intra_node fabric is {}",
+                        topology::to_string(s.cluster.intra.fabric)));
+
   if (p.schedule == Schedule::interleaved_1f1b) {
     c.require(p.pp >= 2, "plan.schedule", "the interleaved-1f1b schedule needs pp of at least 2");
     c.require(p.virtual_stages >= 2, "plan.virtual_stages",

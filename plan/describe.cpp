@@ -32,6 +32,8 @@ std::string_view to_string(Collective c) {
     case Collective::ring: return "ring";
     case Collective::tree: return "tree";
     case Collective::hierarchical: return "hierarchical";
+    case Collective::nvls: return "nvls";
+    case Collective::direct: return "direct";
   }
   return "?";
 }

@@ -268,7 +268,9 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
                                       {{"auto", Collective::automatic},
                                        {"ring", Collective::ring},
                                        {"tree", Collective::tree},
-                                       {"hierarchical", Collective::hierarchical}});
+                                       {"hierarchical", Collective::hierarchical},
+                                       {"nvls", Collective::nvls},
+                                       {"direct", Collective::direct}});
   if (const Value* pl = r.get("placement"); pl != nullptr) {
     const std::string text = r.string("placement", std::nullopt);
     std::vector<Dim> dims;

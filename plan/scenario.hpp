@@ -19,7 +19,7 @@ using topology::Dtype;
 enum class Optimizer { adamw, sgd };
 enum class Recompute { none, selective, full };
 enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b };
-enum class Collective { automatic, ring, tree, hierarchical };
+enum class Collective { automatic, ring, tree, hierarchical, nvls, direct };
 enum class Dim { tp, dp, pp };
 enum class Backend { cpu, cuda };
 

@@ -1,17 +1,44 @@
 // Collectives decomposed into flows on the network, by algorithm.
 //
 // Buffer sizes follow nccl-tests: S is the per-rank buffer of an all-reduce, the output
-// of an all-gather, the input of a reduce-scatter.
+// of an all-gather, the input of a reduce-scatter. Members are given in group order.
+// Uncontended closed forms below use the link bandwidth B and the route latency a between
+// two members (on a switch, every member has its own port of bandwidth B each way).
 //
-// ring  n ranks in a ring, each step every rank sends one S/n chunk to its successor and
-//       the step ends when all chunks have arrived. Reduce-scatter and all-gather take
-//       n-1 steps, all-reduce 2(n-1) (reduce-scatter then all-gather). Uncontended, with
-//       link bandwidth B and latency a per hop:
-//         all-reduce      2(n-1)/n · S/B + 2(n-1)·a
-//         reduce-scatter / all-gather  (n-1)/n · S/B + (n-1)·a
+// ring          n ranks in a ring; each step every rank sends one S/n chunk to its
+//               successor and the step ends when all chunks have arrived. Reduce-scatter
+//               and all-gather take n-1 steps, all-reduce 2(n-1):
+//                 all-reduce  2(n-1)/n · S/B + 2(n-1)·a,  RS / AG  (n-1)/n · S/B + (n-1)·a
+// tree          all-reduce as NCCL's double binary tree: tree A is the heap over group
+//               positions (parent of i is (i-1)/2), tree B is its mirror (position i is
+//               member n-1-i), so a member interior in one tree is a leaf in the other.
+//               Each tree carries S/2. The reduction up and the broadcast down are
+//               pipelined, so as flows every tree edge carries S/2 up and S/2 down at once,
+//               after a pipeline fill of one hop per level each way (depth d = floor(log2 n)):
+//                 2d·a + (most loaded port) / B, which is 2S/B for n >= 8 (a port carries
+//                 four S/2 flows) and 3S/2B for n = 4.
+//               Reduce-scatter and all-gather have no tree form (as in NCCL): ring.
+// hierarchical  all-reduce over several nodes with the same number k > 1 of members on
+//               each: ring reduce-scatter inside each node, ring all-reduce of the S/k
+//               shards across nodes (k rings, one per local index), ring all-gather inside
+//               each node, each phase after the previous one. Otherwise: ring.
+// nvls          all-reduce inside one NVSwitch node reduced by the switch (NVLink SHARP):
+//               every member sends its S to the switch and receives the reduced S back,
+//               pipelined: a + S/B. Over several nodes: hierarchical; elsewhere or for
+//               RS / AG: ring.
+// direct        every member sends each other member its 1/n share at once:
+//                 RS / AG  (n-1)/n · S/B + a,  all-reduce = RS then AG.
+// auto          as NCCL's tuner: estimate each applicable algorithm among ring, tree,
+//               hierarchical and nvls and take the fastest (ties to the earlier). The
+//               estimate of a phase is its latency steps plus the load of its most
+//               loaded link over that link's bandwidth, with every flow of the phase on
+//               its route (contention inside the collective counted, other traffic not).
 #pragma once
 
 #include <functional>
+#include <map>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "plan/program.hpp"
@@ -19,7 +46,42 @@
 
 namespace parasim::sim {
 
+enum class Algorithm { ring, tree, hierarchical, nvls, direct };
+std::string_view to_string(Algorithm a);
+
+struct CollectiveCall {
+  plan::CollectiveOp op = plan::CollectiveOp::all_reduce;
+  std::vector<int> devices;  // group order
+  double bytes = 0.0;
+};
+
+// Whether `a` can run `c` as itself (rather than falling back).
+bool applicable(Algorithm a, const topology::Cluster& cluster, const CollectiveCall& c);
+
+// The uncontended estimate described above, in seconds.
+double estimate_seconds(Algorithm a, Network& net, const CollectiveCall& c);
+
+// The algorithm a plan's setting runs `c` with, after fallbacks; auto chooses by estimate.
+Algorithm resolve(plan::Collective setting, Network& net, const CollectiveCall& c);
+
+// Runs `c` with algorithm `a` (which must be what resolve() gives, or applicable);
+// `done` runs when every member has its result.
+void run_collective(Network& net, Algorithm a, CollectiveCall c, std::function<void()> done);
+
+// Shorthand for the ring, used by tests.
 void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devices, double bytes,
                      std::function<void()> done);
+
+// Remembers resolve()'s answer per (setting, op, bytes, members): a step repeats the same
+// calls on the same groups many times.
+class AlgorithmCache {
+ public:
+  Algorithm get(plan::Collective setting, Network& net, const CollectiveCall& c);
+  [[nodiscard]] const std::map<Algorithm, std::uint64_t>& uses() const { return uses_; }
+
+ private:
+  std::map<std::tuple<int, int, double, std::vector<int>>, Algorithm> cache_;
+  std::map<Algorithm, std::uint64_t> uses_;
+};
 
 }  // namespace parasim::sim

@@ -1,5 +1,6 @@
 #include "sim/network.hpp"
 
+#include <array>
 #include <cmath>
 
 namespace parasim::sim {
@@ -15,10 +16,19 @@ void Network::transfer(int src, int dst, double bytes, std::function<void()> don
     return;
   }
   const topology::Route& route = router_.route(src, dst);
-  for (int l : route.links) carried_[static_cast<std::size_t>(l)] += bytes;
+  start(route.links, route.latency, bytes, std::move(done));
+}
+
+void Network::transfer_on_link(int link, double latency, double bytes, std::function<void()> done) {
+  const std::array<int, 1> links{link};
+  start(links, latency, bytes, std::move(done));
+}
+
+void Network::start(std::span<const int> route, double latency, double bytes, std::function<void()> done) {
+  for (int l : route) carried_[static_cast<std::size_t>(l)] += bytes;
   // The flow enters the network after the path latency.
-  auto links = route.links;
-  engine_.after(Time::seconds(route.latency), [this, bytes, links = std::move(links), done = std::move(done)]() mutable {
+  std::vector<int> links(route.begin(), route.end());
+  engine_.after(Time::seconds(latency), [this, bytes, links = std::move(links), done = std::move(done)]() mutable {
     const int id = solver_.add_flow(links);
     if (static_cast<std::size_t>(id) >= flows_.size()) flows_.resize(static_cast<std::size_t>(id) + 1);
     Flow& f = flows_[static_cast<std::size_t>(id)];

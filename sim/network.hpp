@@ -13,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -27,9 +28,13 @@ class Network {
 
   // Moves `bytes` from device `src` to device `dst`; `done` runs when the last byte arrives.
   void transfer(int src, int dst, double bytes, std::function<void()> done);
+  // Moves `bytes` over the single directed link `link`, entering it after `latency` seconds
+  // (collectives that model a switch's own work use it for the device's port).
+  void transfer_on_link(int link, double latency, double bytes, std::function<void()> done);
 
   [[nodiscard]] double bytes_carried(int link) const { return carried_[static_cast<std::size_t>(link)]; }
   [[nodiscard]] const topology::Cluster& cluster() const { return cluster_; }
+  [[nodiscard]] Engine& engine() { return engine_; }
   [[nodiscard]] topology::Router& router() { return router_; }
   [[nodiscard]] std::uint64_t flows_started() const { return flows_started_; }
   [[nodiscard]] const lmm::MaxMinSolver& solver() const { return solver_; }
@@ -44,6 +49,7 @@ class Network {
     std::function<void()> done;
   };
 
+  void start(std::span<const int> links, double latency, double bytes, std::function<void()> done);
   void finish(std::size_t slot, std::uint64_t version);
   void request_solve();
   void solve();

@@ -78,6 +78,7 @@ class Runner {
       stats->events = engine_.events_fired();
       stats->flows = net_.flows_started();
       stats->ops = prog_.ops.size();
+      for (const auto& [a, n] : algorithms_.uses()) stats->algorithms[std::string(to_string(a))] = n;
     }
     return t;
   }
@@ -154,60 +155,9 @@ class Runner {
   }
 
   void run_collective(const Op& o, std::vector<int> devices, std::function<void()> done) {
-    const int per_node = cluster_.spec().gpus_per_node;
-    std::map<int, std::vector<int>> by_node;
-    for (int d : devices) by_node[d / per_node].push_back(d);
-    bool hierarchical = s_.plan.collective == plan::Collective::hierarchical;
-    if (s_.plan.collective == plan::Collective::automatic) {
-      hierarchical = by_node.size() > 1 && by_node.begin()->second.size() > 1;
-    }
-    std::size_t local = by_node.begin()->second.size();
-    for (const auto& [node, ds] : by_node) hierarchical = hierarchical && ds.size() == local;
-    if (!hierarchical || by_node.size() == 1 || local == 1 || o.collective != plan::CollectiveOp::all_reduce) {
-      ring_collective(net_, o.collective, std::move(devices), o.bytes, std::move(done));
-      return;
-    }
-    // Reduce-scatter in each node, all-reduce the shards across nodes (one ring per local
-    // index), all-gather in each node; each phase starts when the previous one is done.
-    struct Phases {
-      int outstanding = 0;
-      std::function<void()> next;
-      // The next phase may install its own successor in `next`: call it from a local.
-      static void advance(Phases& p) {
-        auto next = std::move(p.next);
-        next();
-      }
-    };
-    auto st = std::make_shared<Phases>();
-    auto nodes = std::make_shared<std::map<int, std::vector<int>>>(std::move(by_node));
-    const double bytes = o.bytes;
-    auto all_gather = [this, st, nodes, bytes, done = std::move(done)]() mutable {
-      st->outstanding = static_cast<int>(nodes->size());
-      st->next = std::move(done);
-      for (auto& [node, ds] : *nodes) {
-        ring_collective(net_, plan::CollectiveOp::all_gather, ds, bytes, [st] {
-          if (--st->outstanding == 0) Phases::advance(*st);
-        });
-      }
-    };
-    auto across = [this, st, nodes, bytes, local, all_gather = std::move(all_gather)]() mutable {
-      st->outstanding = static_cast<int>(local);
-      st->next = std::move(all_gather);
-      for (std::size_t i = 0; i < local; ++i) {
-        std::vector<int> ring;
-        for (auto& [node, ds] : *nodes) ring.push_back(ds[i]);
-        ring_collective(net_, plan::CollectiveOp::all_reduce, ring, bytes / static_cast<double>(local), [st] {
-          if (--st->outstanding == 0) Phases::advance(*st);
-        });
-      }
-    };
-    st->outstanding = static_cast<int>(nodes->size());
-    st->next = std::move(across);
-    for (auto& [node, ds] : *nodes) {
-      ring_collective(net_, plan::CollectiveOp::reduce_scatter, ds, bytes, [st] {
-        if (--st->outstanding == 0) Phases::advance(*st);
-      });
-    }
+    CollectiveCall call{o.collective, std::move(devices), o.bytes};
+    const Algorithm a = algorithms_.get(s_.plan.collective, net_, call);
+    sim::run_collective(net_, a, std::move(call), std::move(done));
   }
 
   void complete(std::int64_t id) {
@@ -246,6 +196,7 @@ class Runner {
   std::map<std::int64_t, std::int64_t> recv_of_;
   std::set<std::int64_t> arrived_;
   std::vector<report::Span> spans_;
+  AlgorithmCache algorithms_;
 };
 
 }  // namespace

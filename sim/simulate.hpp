@@ -3,14 +3,13 @@
 // Rank r runs on device r. Each op starts as the Program's execution rules allow
 // (program.hpp): serial streams in order, pp ops independently, dependencies first,
 // collectives when every member is ready. Compute ops last as the compute model says;
-// send/recv pairs are network transfers; collectives run as flows by algorithm:
-//   ring          ring_collective over the group in rank order
-//   hierarchical  ring reduce-scatter inside each node, ring all-reduce of the shards
-//                 across nodes (one ring per local index), ring all-gather inside each node
-//   auto          hierarchical when the group spans several nodes with several members on
-//                 each, otherwise ring
+// send/recv pairs are network transfers; collectives run as flows by the algorithm the
+// plan's `collective` setting resolves to for each call (collectives.hpp).
 // The step ends when the last op does.
 #pragma once
+
+#include <map>
+#include <string>
 
 #include "plan/program.hpp"
 #include "report/trace.hpp"
@@ -22,6 +21,7 @@ struct SimStats {
   std::uint64_t events = 0;
   std::uint64_t flows = 0;
   std::uint64_t ops = 0;
+  std::map<std::string, std::uint64_t> algorithms;  // collective instances per algorithm run
 };
 
 report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,

@@ -106,6 +106,8 @@ std::vector<Case> make_cases() {
     {"unknown schedule", after("  pp: 2", "  schedule: 1f1b-interleaved\n"), "plan.schedule", 29,
      {"expected one of gpipe, 1f1b, interleaved-1f1b"}},
     {"unknown collective", after("  pp: 2", "  collective: rings\n"), "plan.collective", 29, {"did you mean 'ring'"}},
+    {"nvls without an NVSwitch", after("  pp: 2", "  collective: nvls\n"), "plan.collective", 29,
+     {"collective nvls reduces inside an NVSwitch", "fabric is pcie"}, {"cluster.intra_node.fabric=pcie"}},
     {"ZeRO stage 2", after("  pp: 2", "  zero: 2\n"), "plan.zero", 29, {"expected an integer from 0 to 1, got '2'"}},
     {"not a boolean", after("  pp: 2", "  sequence_parallel: maybe\n"), "plan.sequence_parallel", 29,
      {"expected true or false"}},

@@ -115,3 +115,100 @@ TEST_CASE("the same transfers give bit-identical times on every run", "[sim][net
   };
   CHECK(run() == run());
 }
+
+namespace {
+
+std::vector<int> first(int n) {
+  std::vector<int> r;
+  for (int i = 0; i < n; ++i) r.push_back(i);
+  return r;
+}
+
+double run_alone(const topology::Cluster& c, Algorithm a, plan::CollectiveOp op, std::vector<int> ranks, double S) {
+  return timed(c, [&](Network& net, auto done) { run_collective(net, a, {op, std::move(ranks), S}, done); });
+}
+
+}  // namespace
+
+TEST_CASE("double binary tree all-reduce: pipeline fill of 2d hops plus the busiest port's load", "[sim][collectives]") {
+  // One NVSwitch node: 450 GB/s per port, 2 us between any two GPUs. With 8 members
+  // (depth 3) some port carries four S/2 flows: 6a + 2S/B. With 4 (depth 2) every
+  // port carries three: 4a + 3S/2B. Worked out from the two trees by hand in
+  // collectives.hpp.
+  const topology::Cluster c(dgx(1));
+  const double B = 450e9;
+  const double a = 2e-6;
+  for (double S : {1e6, 256e6}) {
+    CHECK(run_alone(c, Algorithm::tree, plan::CollectiveOp::all_reduce, first(8), S) ==
+          Approx(6 * a + 2 * S / B).epsilon(1e-6));
+    CHECK(run_alone(c, Algorithm::tree, plan::CollectiveOp::all_reduce, first(4), S) ==
+          Approx(4 * a + 1.5 * S / B).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("the tree's latency grows with log n, the ring's with n", "[sim][collectives]") {
+  // 16 nodes, one GPU each on the fat-tree: for a tiny buffer the ring pays 2(n-1) hops,
+  // the tree 2 log2 n.
+  topology::ClusterSpec s = dgx(16, topology::NetworkShape::single_switch);
+  s.gpus_per_node = 1;
+  s.inter.nics_per_node = 1;
+  const topology::Cluster c(s);
+  const double S = 1024;
+  const double ring = run_alone(c, Algorithm::ring, plan::CollectiveOp::all_reduce, first(16), S);
+  const double tree = run_alone(c, Algorithm::tree, plan::CollectiveOp::all_reduce, first(16), S);
+  CHECK(tree < ring / 3);
+  Engine engine;
+  Network net(engine, c);
+  const CollectiveCall small{plan::CollectiveOp::all_reduce, first(16), S};
+  const CollectiveCall large{plan::CollectiveOp::all_reduce, first(16), 1e9};
+  CHECK(resolve(plan::Collective::automatic, net, small) == Algorithm::tree);
+  CHECK(resolve(plan::Collective::automatic, net, large) == Algorithm::ring);
+}
+
+TEST_CASE("NVLS all-reduce: each port carries S once each way, a + S/B", "[sim][collectives]") {
+  const topology::Cluster c(dgx(1));
+  const double S = 450e6;
+  CHECK(run_alone(c, Algorithm::nvls, plan::CollectiveOp::all_reduce, first(8), S) == Approx(2e-6 + 1e-3).epsilon(1e-6));
+  // Twice the ring's algorithm bandwidth at 8 GPUs: auto takes it for large buffers.
+  Engine engine;
+  Network net(engine, c);
+  CHECK(resolve(plan::Collective::automatic, net, {plan::CollectiveOp::all_reduce, first(8), S}) == Algorithm::nvls);
+  // Reduce-scatter has no switch form: ring.
+  CHECK(resolve(plan::Collective::nvls, net, {plan::CollectiveOp::reduce_scatter, first(8), S}) == Algorithm::ring);
+}
+
+TEST_CASE("direct reduce-scatter and all-gather: one step of (n-1)/n S/B + a", "[sim][collectives]") {
+  const topology::Cluster c(dgx(1));
+  const double B = 450e9;
+  const double S = 800e6;
+  for (int n : {2, 4, 8}) {
+    const double one = (n - 1.0) / n * S / B + 2e-6;
+    CHECK(run_alone(c, Algorithm::direct, plan::CollectiveOp::reduce_scatter, first(n), S) == Approx(one).epsilon(1e-6));
+    CHECK(run_alone(c, Algorithm::direct, plan::CollectiveOp::all_gather, first(n), S) == Approx(one).epsilon(1e-6));
+    CHECK(run_alone(c, Algorithm::direct, plan::CollectiveOp::all_reduce, first(n), S) == Approx(2 * one).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("the auto estimate of an uncontended ring is its closed form", "[sim][collectives]") {
+  const topology::Cluster c(dgx(1));
+  Engine engine;
+  Network net(engine, c);
+  const double S = 64e6;
+  CHECK(estimate_seconds(Algorithm::ring, net, {plan::CollectiveOp::all_reduce, first(8), S}) ==
+        Approx(2 * 7.0 / 8 * S / 450e9 + 14 * 2e-6).epsilon(1e-9));
+  CHECK(estimate_seconds(Algorithm::tree, net, {plan::CollectiveOp::all_reduce, first(8), S}) ==
+        Approx(run_alone(c, Algorithm::tree, plan::CollectiveOp::all_reduce, first(8), S)).epsilon(1e-6));
+}
+
+TEST_CASE("hierarchical needs several nodes with several members each, else falls back to ring", "[sim][collectives]") {
+  const topology::Cluster c(dgx(2));
+  Engine engine;
+  Network net(engine, c);
+  CHECK(resolve(plan::Collective::hierarchical, net, {plan::CollectiveOp::all_reduce, first(16), 1e6}) ==
+        Algorithm::hierarchical);
+  CHECK(resolve(plan::Collective::hierarchical, net, {plan::CollectiveOp::all_reduce, first(8), 1e6}) == Algorithm::ring);
+  CHECK(resolve(plan::Collective::hierarchical, net, {plan::CollectiveOp::all_reduce, {0, 8}, 1e6}) == Algorithm::ring);
+  // nvls over two nodes runs hierarchically.
+  CHECK(resolve(plan::Collective::nvls, net, {plan::CollectiveOp::all_reduce, first(16), 1e6}) ==
+        Algorithm::hierarchical);
+}

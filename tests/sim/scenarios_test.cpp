@@ -27,12 +27,13 @@ const fs::path root = PARASIM_SOURCE_DIR;
 struct Outcome {
   plan::Scenario scenario;
   report::StepFigures figures;
+  sim::SimStats stats;
 };
 
 Outcome run(const std::string& file, const std::vector<std::string>& sets = {}) {
-  Outcome o{plan::load((root / "scenarios" / file).string(), sets), {}};
+  Outcome o{plan::load((root / "scenarios" / file).string(), sets), {}, {}};
   const plan::Program prog = plan::compile(o.scenario);
-  const report::Trace t = sim::simulate(o.scenario, prog);
+  const report::Trace t = sim::simulate(o.scenario, prog, &o.stats);
   o.figures = report::step_figures(o.scenario, t, topology::Cluster(o.scenario.cluster));
   return o;
 }
@@ -49,6 +50,9 @@ std::string golden_text(const Outcome& o) {
   }
   for (const auto& b : mem.stages) s += fmt::format("memory_stage{} {:.4g} GiB\n", b.stage, b.total() / (1ULL << 30));
   s += fmt::format("fits {}\nbottleneck {}\n", mem.fits() ? "yes" : "no", f.bottleneck);
+  s += fmt::format("ops {} events {} flows {}\ncollectives", o.stats.ops, o.stats.events, o.stats.flows);
+  for (const auto& [algorithm, n] : o.stats.algorithms) s += fmt::format(" {} {}", algorithm, n);
+  s += "\n";
   return s;
 }
 
