@@ -57,13 +57,45 @@ nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::Me
           {"ranks", ranks}};
 }
 
+// Communication per rank (each rank up to 16, else the mean of each pipeline stage's ranks).
+report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures& f) {
+  namespace u = units;
+  using A = report::Table::Align;
+  const bool each = f.ranks.size() <= 16;
+  report::Table t({each ? "rank" : "stage", "compute", "tp (exposed)", "pp (exposed)", "dp (exposed)", "bubble"},
+                  {A::right, A::right, A::right, A::right, A::right, A::right});
+  const int rows = each ? static_cast<int>(f.ranks.size()) : s.plan.pp;
+  for (int row = 0; row < rows; ++row) {
+    report::RankFigures sum;
+    int n = 0;
+    for (const auto& r : f.ranks) {
+      if (each ? r.rank != row : plan::coord_of(s.plan, r.rank).pp != row) continue;
+      ++n;
+      sum.compute += r.compute;
+      sum.bubble += r.bubble;
+      for (std::size_t d = 0; d < 3; ++d) {
+        sum.comm[d] += r.comm[d];
+        sum.exposed[d] += r.exposed[d];
+      }
+    }
+    if (n == 0) continue;
+    std::vector<std::string> cells{std::to_string(row), u::format_duration(sum.compute / n)};
+    for (std::size_t d = 0; d < 3; ++d) {
+      cells.push_back(fmt::format("{} ({})", u::format_duration(sum.comm[d] / n), u::format_duration(sum.exposed[d] / n)));
+    }
+    cells.push_back(u::format_duration(sum.bubble / n));
+    t.add_row(cells);
+  }
+  return t;
+}
+
 void run_simulate(const SimulateArgs& a) {
   namespace u = units;
   const plan::Scenario s = a.scenario.load();
   const topology::Cluster cluster(s.cluster);
   const plan::Program program = plan::compile(s);
   sim::SimStats stats;
-  const report::Trace trace = sim::simulate(s, program, &stats);
+  const report::Trace trace = sim::simulate(s, program, &stats, !a.trace.empty());
   const report::StepFigures f = report::step_figures(s, trace, cluster);
   const plan::MemoryReport mem = plan::memory_per_rank(s);
   std::string trace_text;
@@ -92,6 +124,7 @@ void run_simulate(const SimulateArgs& a) {
                     fmt::format("{:.1f} %", f.step_time > 0 ? 100 * f.exposed_mean[i] / f.step_time : 0.0)});
     }
     fmt::print("{}\n", comm.render());
+    fmt::print("{}\n", per_rank_table(s, f).render());
     report::Table memt({"stage", "memory per rank", "capacity", ""}, {A::right, A::right, A::right, A::left});
     for (const auto& b : mem.stages) {
       const bool oom = b.total() > mem.capacity;

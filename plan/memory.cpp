@@ -47,6 +47,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
       }
       chunk_activation = std::max(chunk_activation, act);
     }
+    double logits_per_micro_batch = 0.0;
     if (m.kind == ModelKind::transformer) {
       const double word = static_cast<double>(m.vocab) * m.hidden / p.tp;
       if (stage == 0) b.parameters += word + (m.mlp == Mlp::gelu ? static_cast<double>(m.seq_len) * m.hidden : 0.0);
@@ -54,11 +55,27 @@ MemoryReport memory_per_rank(const Scenario& s) {
         b.parameters += 2.0 * m.hidden;  // final norm
         // An untied head has its own matrix; a tied one needs a copy when it is on another stage.
         if (!m.tie_embeddings || p.pp > 1) b.parameters += word;
-        b.logits = static_cast<double>(t.micro_batch) * m.seq_len * m.vocab / p.tp * 4.0;
+        logits_per_micro_batch = static_cast<double>(t.micro_batch) * m.seq_len * m.vocab / p.tp * 4.0;
       }
     }
-    b.in_flight = peak_in_flight(stage_schedule(p.schedule, shape, stage));
+    // Walk the stage's order: activations are held per (micro-batch, chunk) from forward to
+    // backward, logits per micro-batch of the last chunk; the peak is of their sum.
+    int held = 0;
+    int holding_logits = 0;
+    double peak = -1.0;
+    for (const PipelineStep& step : stage_schedule(p.schedule, shape, stage)) {
+      const int d = step.kind == PipelineStep::Kind::forward ? 1 : -1;
+      held += d;
+      if (step.chunk == v - 1) holding_logits += d;
+      const double bytes = chunk_activation * held + logits_per_micro_batch * holding_logits;
+      if (bytes > peak) {
+        peak = bytes;
+        b.in_flight = held;
+        b.logits_in_flight = logits_per_micro_batch > 0.0 ? holding_logits : 0;
+      }
+    }
     b.activations = chunk_activation * b.in_flight;
+    b.logits = logits_per_micro_batch * b.logits_in_flight;
     b.weights = b.parameters * e;
     b.gradients = b.parameters * e;
     b.master = mixed ? b.parameters * 4.0 / (p.zero == 1 ? p.dp : 1) : 0.0;
@@ -74,10 +91,11 @@ std::string describe_memory(const MemoryReport& r) {
   const MemoryBreakdown& b = r.peak();
   return fmt::format(
       "stage {} needs {} of {} ({}): weights {}, gradients {}, master weights {}, optimizer {}, activations {} "
-      "({} in flight), logits {}, workspace {}",
+      "({} in flight), logits {} ({} micro-batches), workspace {}",
       b.stage, u::format_bytes(b.total()), u::format_bytes(r.capacity), r.fits() ? "fits" : "OUT OF MEMORY",
       u::format_bytes(b.weights), u::format_bytes(b.gradients), u::format_bytes(b.master), u::format_bytes(b.optimizer),
-      u::format_bytes(b.activations), b.in_flight, u::format_bytes(b.logits), u::format_bytes(b.workspace));
+      u::format_bytes(b.activations), b.in_flight, u::format_bytes(b.logits), b.logits_in_flight,
+      u::format_bytes(b.workspace));
 }
 
 }  // namespace parasim::plan

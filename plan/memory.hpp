@@ -10,9 +10,11 @@
 // AdamW is then 2 + 2 + 4 + 8 = 16 bytes per parameter without ZeRO.
 //
 // Activations: the bytes one micro-batch leaves in a model chunk (accounting.hpp, per
-// layer, times the chunk's layers) times the most chunks the stage holds at once under its
-// schedule, counted from the schedule's own order (peak_in_flight). The last stage also
-// holds one micro-batch's fp32 logits for the loss. Workspace is the device's runtime
+// layer, times the chunk's layers; the largest chunk's) for each chunk the stage holds,
+// and on the last stage the fp32 logits (sharded over tp) of each micro-batch between its
+// LM head's forward and backward. Both are counted by walking the stage's own schedule
+// order, and the peak of their sum is reported: under 1F1B the last stage holds one
+// micro-batch's logits, under GPipe all m. Workspace is the device's runtime
 // reserve. Layer-norm weights are counted as sharded with their layer (h of 12h² per layer).
 #pragma once
 
@@ -33,7 +35,8 @@ struct MemoryBreakdown {
   double activations = 0.0;
   double logits = 0.0;
   double workspace = 0.0;
-  int in_flight = 0;  // most (micro-batch, chunk) activations held at once
+  int in_flight = 0;         // (micro-batch, chunk) activations held at the stage's peak
+  int logits_in_flight = 0;  // micro-batches whose logits are held then (last stage)
 
   [[nodiscard]] double total() const {
     return weights + gradients + master + optimizer + activations + logits + workspace;

@@ -32,11 +32,22 @@ std::string chrome_trace_json(const Trace& trace, const plan::Program& program, 
                       {"dur", static_cast<double>(sp.end - sp.start) * 1e-6},
                       {"args", args}});
   }
-  // Link use as counters on a separate process: average utilisation over the step.
+  // Counters: memory on each rank's process, link utilisation on a "links" process. A
+  // trace without counters over time shows each busy link's mean utilisation instead.
   const int links_pid = trace.world;
   events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", links_pid}, {"args", {{"name", "links"}}}});
+  bool link_counters = false;
+  for (const Counter& c : trace.counters) {
+    const bool memory = c.rank >= 0;
+    link_counters = link_counters || !memory;
+    for (const auto& [t, v] : c.samples) {
+      json args = memory ? json{{"GiB", v / (1024.0 * 1024 * 1024)}} : json{{"utilisation", v}};
+      events.push_back({{"ph", "C"}, {"name", c.name}, {"pid", memory ? c.rank : links_pid}, {"ts", static_cast<double>(t) * 1e-6},
+                        {"args", args}});
+    }
+  }
   const double step = trace.step_seconds();
-  for (const LinkUse& l : trace.links) {
+  for (const LinkUse& l : link_counters ? std::vector<LinkUse>{} : trace.links) {
     const double util = step > 0 ? l.bytes / (cluster.link(l.link).bandwidth * step) : 0.0;
     const std::string name = cluster.link_name(l.link);
     events.push_back({{"ph", "C"}, {"name", name}, {"pid", links_pid}, {"ts", 0.0}, {"args", {{"utilisation", util}}}});

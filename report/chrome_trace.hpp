@@ -1,6 +1,7 @@
 // Chrome trace-event JSON (opens in Perfetto and chrome://tracing): a process per rank, a
 // thread per stream, a complete event ("X") per span with its op name, micro-batch and
-// category, and a counter track per busy link with its utilisation over the step.
+// category; counter tracks for each rank's memory and the busiest links' utilisation over
+// time when the trace has them (else each busy link's mean utilisation over the step).
 #pragma once
 
 #include <string>

@@ -1,9 +1,11 @@
 // The result both engines produce: one span per executed op (rank, stream, op, category,
-// micro-batch, start, end in integer picoseconds) plus per-link byte counts. The
+// micro-batch, start, end in integer picoseconds) plus per-link byte counts and, when
+// asked for, counters over time (memory per rank, utilisation of the busiest links). The
 // simulator fills it with predictions, the executor with measurements; writers and the
 // dashboard read it the same way.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,12 +32,27 @@ struct LinkUse {
   double bytes = 0.0;
 };
 
+// A quantity over time, as a step function: each sample holds until the next.
+struct Counter {
+  std::string name;      // "memory", or the link's name
+  std::int32_t rank = -1;  // the rank it belongs to; -1 for a link
+  int link = -1;
+  std::vector<std::pair<std::int64_t, double>> samples;  // (picoseconds, value)
+  [[nodiscard]] double peak() const {
+    double m = 0.0;
+    for (const auto& [t, v] : samples) m = std::max(m, v);
+    return m;
+  }
+};
+
 struct Trace {
   std::string kind;  // "predicted" or "measured"
   int world = 0;
   std::vector<Span> spans;
   std::vector<LinkUse> links;  // links that carried traffic
   std::int64_t step_end = 0;   // picoseconds
+  // Optional: memory per rank in bytes, and utilisation (0..1) of the busiest links.
+  std::vector<Counter> counters;
 
   [[nodiscard]] double step_seconds() const { return static_cast<double>(step_end) * 1e-12; }
 };

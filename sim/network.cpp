@@ -1,5 +1,6 @@
 #include "sim/network.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -50,7 +51,34 @@ void Network::request_solve() {
   engine_.after(Time{}, [this] { solve(); });
 }
 
+void Network::record(const Flow& f) {
+  if (rate_deltas_.empty() || f.rate <= 0.0 || engine_.now() == f.since) return;
+  for (int l : f.links) {
+    auto& d = rate_deltas_[static_cast<std::size_t>(l)];
+    d.emplace_back(f.since.picoseconds(), f.rate);
+    d.emplace_back(engine_.now().picoseconds(), -f.rate);
+  }
+}
+
+std::vector<std::pair<std::int64_t, double>> Network::utilisation(int link) const {
+  std::vector<std::pair<std::int64_t, double>> out;
+  if (rate_deltas_.empty()) return out;
+  auto deltas = rate_deltas_[static_cast<std::size_t>(link)];
+  std::stable_sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const double bandwidth = cluster_.link(link).bandwidth;
+  double rate = 0.0;
+  for (std::size_t i = 0; i < deltas.size();) {
+    const std::int64_t t = deltas[i].first;
+    for (; i < deltas.size() && deltas[i].first == t; ++i) rate += deltas[i].second;
+    const double u = std::max(0.0, rate / bandwidth);
+    const double shown = u < 1e-9 ? 0.0 : u;  // sums of +r and -r leave rounding dust
+    if (out.empty() || out.back().second != shown) out.emplace_back(t, shown);
+  }
+  return out;
+}
+
 void Network::settle(Flow& f) {
+  record(f);
   const double elapsed = (engine_.now() - f.since).to_seconds();
   f.remaining = std::max(0.0, f.remaining - f.rate * elapsed);
   f.since = engine_.now();
@@ -73,6 +101,7 @@ void Network::solve() {
 void Network::finish(std::size_t slot, std::uint64_t version) {
   Flow& f = flows_[slot];
   if (f.version != version) return;  // rescheduled since
+  record(f);
   ++f.version;
   auto done = std::move(f.done);
   f.done = nullptr;

@@ -32,6 +32,11 @@ class Network {
   // (collectives that model a switch's own work use it for the device's port).
   void transfer_on_link(int link, double latency, double bytes, std::function<void()> done);
 
+  // From now on, remember every link's rate over time (for utilisation counters).
+  void record_rates() { rate_deltas_.resize(carried_.size()); }
+  // A link's utilisation (rate / bandwidth) as a step function over the recorded time.
+  [[nodiscard]] std::vector<std::pair<std::int64_t, double>> utilisation(int link) const;
+
   [[nodiscard]] double bytes_carried(int link) const { return carried_[static_cast<std::size_t>(link)]; }
   [[nodiscard]] const topology::Cluster& cluster() const { return cluster_; }
   [[nodiscard]] Engine& engine() { return engine_; }
@@ -54,6 +59,7 @@ class Network {
   void request_solve();
   void solve();
   void settle(Flow& f);
+  void record(const Flow& f);
 
   Engine& engine_;
   const topology::Cluster& cluster_;
@@ -61,6 +67,7 @@ class Network {
   lmm::MaxMinSolver solver_;
   std::vector<Flow> flows_;         // indexed by solver flow id
   std::vector<double> carried_;     // bytes per link
+  std::vector<std::vector<std::pair<std::int64_t, double>>> rate_deltas_;  // per link, when recording
   bool solve_pending_ = false;
   std::uint64_t flows_started_ = 0;
 };

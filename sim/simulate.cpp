@@ -3,8 +3,11 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
+#include <algorithm>
 #include <stdexcept>
 
+#include "plan/memory.hpp"
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
@@ -18,8 +21,8 @@ using plan::Stream;
 
 class Runner {
  public:
-  Runner(const plan::Scenario& s, const plan::Program& prog, const DeviceProfile& profile)
-      : s_(s), prog_(prog), profile_(profile), cluster_(s.cluster), net_(engine_, cluster_) {
+  Runner(const plan::Scenario& s, const plan::Program& prog, const DeviceProfile& profile, bool counters)
+      : s_(s), prog_(prog), profile_(profile), cluster_(s.cluster), net_(engine_, cluster_), counters_(counters) {
     const std::size_t n = prog.ops.size();
     waiting_.resize(n);
     done_.assign(n, 0);
@@ -51,6 +54,7 @@ class Runner {
       }
     }
     if (prog.world > cluster_.gpu_count()) throw std::invalid_argument("the program has more ranks than the cluster");
+    if (counters_) start_counters();
   }
 
   report::Trace run(SimStats* stats) {
@@ -74,6 +78,7 @@ class Runner {
     for (int l = 0; l < cluster_.link_count(); ++l) {
       if (net_.bytes_carried(l) > 0.0) t.links.push_back({l, net_.bytes_carried(l)});
     }
+    if (counters_) finish_counters(t);
     if (stats != nullptr) {
       stats->events = engine_.events_fired();
       stats->flows = net_.flows_started();
@@ -109,6 +114,7 @@ class Runner {
     switch (o.kind) {
       case OpKind::compute: {
         mark_started(id);
+        if (counters_) memory_on_start(o);
         const double secs = compute_seconds(profile_, prog_, o, s_.training.precision);
         engine_.after(Time::seconds(secs), [this, id] { complete(id); });
         break;
@@ -165,6 +171,7 @@ class Runner {
     if (done_[i]) return;
     done_[i] = 1;
     const Op& o = prog_.ops[i];
+    if (counters_ && o.kind == OpKind::compute) memory_on_end(o);
     spans_.push_back(report::Span{o.rank, o.stream, o.category, o.kind, o.micro_batch, id, start_time_[i],
                                   engine_.now().picoseconds()});
     if (o.stream != Stream::pp) {
@@ -177,6 +184,76 @@ class Runner {
       if (--waiting_[static_cast<std::size_t>(d)] == 0) try_start(d);
     }
   }
+
+  // Memory counters: the stage's static memory (memory.hpp), plus one micro-batch's
+  // activations for a model chunk from the start of its first forward op to the end of its
+  // last backward op, plus the logits from the LM head's forward to its backward.
+  using ChunkKey = std::tuple<int, int, int>;  // rank, micro-batch, chunk
+
+  void start_counters() {
+    net_.record_rates();
+    const plan::MemoryReport mem = plan::memory_per_rank(s_);
+    memory_.resize(static_cast<std::size_t>(prog_.world));
+    for (int r = 0; r < prog_.world; ++r) {
+      const plan::MemoryBreakdown& b = mem.stages[static_cast<std::size_t>(plan::coord_of(s_.plan, r).pp)];
+      RankMemory& m = memory_[static_cast<std::size_t>(r)];
+      m.now = b.total() - b.activations - b.logits;
+      m.per_chunk = b.in_flight > 0 ? b.activations / b.in_flight : 0.0;
+      m.logits = b.logits_in_flight > 0 ? b.logits / b.logits_in_flight : 0.0;
+      m.samples.emplace_back(0, m.now);
+    }
+    for (const Op& o : prog_.ops) {
+      if (o.kind == OpKind::compute && o.category == plan::Category::backward && o.micro_batch >= 0) {
+        ++backward_left_[{o.rank, o.micro_batch, o.chunk}];
+      }
+    }
+  }
+
+  void add_memory(int rank, double bytes) {
+    RankMemory& m = memory_[static_cast<std::size_t>(rank)];
+    m.now += bytes;
+    const std::int64_t t = engine_.now().picoseconds();
+    if (!m.samples.empty() && m.samples.back().first == t) {
+      m.samples.back().second = m.now;
+    } else {
+      m.samples.emplace_back(t, m.now);
+    }
+  }
+
+  void memory_on_start(const Op& o) {
+    if (o.category != plan::Category::forward || o.micro_batch < 0) return;
+    const RankMemory& m = memory_[static_cast<std::size_t>(o.rank)];
+    if (holding_.insert({o.rank, o.micro_batch, o.chunk}).second) add_memory(o.rank, m.per_chunk);
+    if (o.what == plan::ComputeWhat::lm_head) add_memory(o.rank, m.logits);
+  }
+
+  void memory_on_end(const Op& o) {
+    if (o.category != plan::Category::backward || o.micro_batch < 0) return;
+    const RankMemory& m = memory_[static_cast<std::size_t>(o.rank)];
+    if (o.what == plan::ComputeWhat::lm_head) add_memory(o.rank, -m.logits);
+    const ChunkKey key{o.rank, o.micro_batch, o.chunk};
+    if (--backward_left_[key] == 0 && holding_.erase(key) > 0) add_memory(o.rank, -m.per_chunk);
+  }
+
+  void finish_counters(report::Trace& t) {
+    for (int r = 0; r < prog_.world; ++r) {
+      t.counters.push_back({"memory", r, -1, std::move(memory_[static_cast<std::size_t>(r)].samples)});
+    }
+    std::vector<report::LinkUse> busiest = t.links;
+    std::stable_sort(busiest.begin(), busiest.end(), [this](const report::LinkUse& a, const report::LinkUse& b) {
+      return a.bytes / cluster_.link(a.link).bandwidth > b.bytes / cluster_.link(b.link).bandwidth;
+    });
+    if (busiest.size() > busiest_links_counted) busiest.resize(busiest_links_counted);
+    for (const report::LinkUse& l : busiest) t.counters.push_back({cluster_.link_name(l.link), -1, l.link, net_.utilisation(l.link)});
+  }
+
+  struct RankMemory {
+    double now = 0.0;
+    double per_chunk = 0.0;
+    double logits = 0.0;
+    std::vector<std::pair<std::int64_t, double>> samples;
+  };
+  static constexpr std::size_t busiest_links_counted = 16;
 
   const plan::Scenario& s_;
   const plan::Program& prog_;
@@ -197,19 +274,23 @@ class Runner {
   std::set<std::int64_t> arrived_;
   std::vector<report::Span> spans_;
   AlgorithmCache algorithms_;
+  bool counters_ = false;
+  std::vector<RankMemory> memory_;
+  std::map<ChunkKey, int> backward_left_;
+  std::set<ChunkKey> holding_;
 };
 
 }  // namespace
 
 report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
-                       SimStats* stats) {
-  return Runner(s, program, profile).run(stats);
+                       SimStats* stats, bool counters) {
+  return Runner(s, program, profile, counters).run(stats);
 }
 
-report::Trace simulate(const plan::Scenario& s, const plan::Program& program, SimStats* stats) {
+report::Trace simulate(const plan::Scenario& s, const plan::Program& program, SimStats* stats, bool counters) {
   const DeviceProfile profile = s.hardware.profile.empty() ? default_profile(s.cluster.device)
                                                            : load_profile(s.hardware.profile, s.cluster.device);
-  return simulate(s, program, profile, stats);
+  return simulate(s, program, profile, stats, counters);
 }
 
 }  // namespace parasim::sim

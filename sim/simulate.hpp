@@ -6,6 +6,11 @@
 // send/recv pairs are network transfers; collectives run as flows by the algorithm the
 // plan's `collective` setting resolves to for each call (collectives.hpp).
 // The step ends when the last op does.
+//
+// With `counters`, the trace also carries each rank's memory over time (the stage's static
+// memory from memory.hpp, plus a micro-batch's activations for a model chunk from its first
+// forward op to its last backward op, plus the logits between the LM head's forward and
+// backward) and the utilisation over time of the 16 busiest links.
 #pragma once
 
 #include <map>
@@ -25,8 +30,9 @@ struct SimStats {
 };
 
 report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
-                       SimStats* stats = nullptr);
+                       SimStats* stats = nullptr, bool counters = false);
 // With the scenario's profile (measured if given, else the datasheet default).
-report::Trace simulate(const plan::Scenario& s, const plan::Program& program, SimStats* stats = nullptr);
+report::Trace simulate(const plan::Scenario& s, const plan::Program& program, SimStats* stats = nullptr,
+                       bool counters = false);
 
 }  // namespace parasim::sim

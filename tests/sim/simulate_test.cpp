@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "plan/load.hpp"
+#include "plan/memory.hpp"
 #include "sim/simulate.hpp"
 
 using namespace parasim;
@@ -149,4 +150,47 @@ plan: {dp: 8, bucket_size: 1GB, collective: hierarchical}
   // A flat ring over 8 ranks crosses the NIC twice per step with 1/8 chunks.
   const plan::Scenario ring = plan::load_text(text, "hier.yaml", std::vector<std::string>{"plan.collective=ring"});
   CHECK(step(ring) > step(s));
+}
+
+TEST_CASE("memory counters peak where the schedule's in-flight count says", "[sim][simulate][counters]") {
+  // Each stage's memory over time, from the events, peaks at the memory report's figure,
+  // which counts in-flight micro-batches from the schedule's order instead.
+  for (const char* schedule : {"1f1b", "gpipe"}) {
+    const auto s = plan::load_text(R"(cluster: {preset: hgx-h100, nodes: 1}
+model: {layers: 8, hidden: 1024, heads: 16, vocab: 32000, seq_len: 1024}
+training: {global_batch: 16, micro_batch: 2}
+plan: {tp: 2, pp: 4, dp: 1}
+)",
+                                   "mem.yaml", std::vector<std::string>{std::string("plan.schedule=") + schedule});
+    const plan::Program prog = plan::compile(s);
+    const report::Trace t = sim::simulate(s, prog, nullptr, true);
+    const plan::MemoryReport mem = plan::memory_per_rank(s);
+    int memory_counters = 0;
+    for (const report::Counter& c : t.counters) {
+      if (c.rank < 0) continue;
+      ++memory_counters;
+      const auto& stage = mem.stages[static_cast<std::size_t>(plan::coord_of(s.plan, c.rank).pp)];
+      INFO(schedule << " rank " << c.rank);
+      CHECK(c.peak() == Approx(stage.total()).epsilon(1e-12));
+      // Everything stored for the backward pass is freed by the end of the step.
+      CHECK(c.samples.back().second == Approx(stage.total() - stage.activations - stage.logits).epsilon(1e-12));
+    }
+    CHECK(memory_counters == s.plan.world());
+  }
+}
+
+TEST_CASE("link counters show a lone transfer at full rate, and two sharing at half", "[sim][simulate][counters]") {
+  // Two ranks, one 1 GB forward activation each way; pp 2 on a 100 GB/s NVSwitch: every
+  // send crosses gpu0 -> nvswitch alone, so the busiest link runs at 100 % while it sends.
+  const auto s = equal_layers(2, 2, 1e6, "global_batch: 1, micro_batch: 1", "pp: 2");
+  const plan::Program prog = plan::compile(s);
+  const report::Trace t = sim::simulate(s, prog, ideal(s), nullptr, true);
+  bool found = false;
+  for (const report::Counter& c : t.counters) {
+    if (c.link < 0 || c.samples.empty()) continue;
+    found = true;
+    CHECK(c.peak() == Approx(1.0).epsilon(1e-12));
+    CHECK(c.samples.back().second == 0.0);
+  }
+  CHECK(found);
 }
