@@ -76,7 +76,12 @@ Route Router::compute(int src, int dst) {
       break;
     }
     if (u != s && g[u].kind == VertexKind::gpu) continue;  // devices do not forward
+    // A NIC forwards between its node and the network, never from one of its node's
+    // devices to another: they talk over the node's own fabric.
+    const bool nic_from_node =
+        g[u].kind == VertexKind::nic && !preds_[u].empty() && cluster_.link(preds_[u].front()).cls == LinkClass::intra;
     for (auto e : boost::make_iterator_range(boost::out_edges(u, g))) {
+      if (nic_from_node && g[e].cls == LinkClass::intra) continue;
       const VertexId v = boost::target(e, g);
       touch(v);
       const std::int64_t nd = d + link_cost(g[e]);

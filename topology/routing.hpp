@@ -1,9 +1,11 @@
 // Routes between devices on the cluster graph.
 //
 // A route is a shortest path by latency (ties broken by hop count) that never passes
-// through another device: devices are endpoints, not forwarders. Where several shortest
-// paths exist (spines of a fat-tree, NICs of a node), the path is chosen by walking back
-// from the destination and picking among the equal-cost predecessors with a hash of
+// through another device: devices are endpoints, not forwarders. A NIC forwards between
+// its node and the network only, never between two devices of its node (they use the
+// node's fabric). Where several shortest paths exist (spines of a fat-tree, NICs of a
+// node), the path is chosen by walking back from the destination and picking among the
+// equal-cost predecessors with a hash of
 // (source, destination, vertex): deterministic, and spread evenly over the alternatives
 // across pairs, as ECMP hashing spreads flows in a real network.
 //

@@ -123,3 +123,17 @@ TEST_CASE("a route to oneself is empty and a bad rank is an error", "[routing]")
   CHECK(router.route(3, 3).links.empty());
   CHECK_THROWS_AS(router.route(0, 8), std::out_of_range);
 }
+
+TEST_CASE("GPUs sharing a NIC still talk through the NVSwitch, not through the NIC", "[routing]") {
+  // Two NICs per node: four GPUs behind each, attached with no latency. The path
+  // gpu0 -> nic0 -> gpu1 would be shorter than the NVSwitch, but a NIC is no switch.
+  ClusterSpec s = dgx(2);
+  s.inter.nics_per_node = 2;
+  const Cluster c(s);
+  Router router(c);
+  CHECK(hops(c, router.route(0, 1)) == std::vector<std::string>{"n0.gpu0 -> n0.nvswitch", "n0.nvswitch -> n0.gpu1"});
+  // Across nodes the NIC does forward: gpu0 -> nic0 -> leaf -> node 1's nic0 -> its gpu0.
+  const Route& across = router.route(0, 8);
+  CHECK(c.link_name(across.links.front()) == "n0.gpu0 -> n0.nic0");
+  CHECK(c.link_name(across.links.back()) == "n1.nic0 -> n1.gpu0");
+}
