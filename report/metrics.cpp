@@ -133,16 +133,29 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
     double seconds;
     std::string what;
   };
-  const std::string link_hint =
-      f.busiest_links.empty()
-          ? std::string()
-          : fmt::format("; busiest link {} at {:.0f} % ({})", f.busiest_links[0].name, 100 * f.busiest_links[0].utilisation,
-                        f.busiest_links[0].cls);
+  // For each dimension, the link its own traffic loads most (by that traffic's bytes over
+  // the link's capacity in the step), with the link's whole utilisation.
+  auto link_hint = [&](int d) -> std::string {
+    const LinkUse* best = nullptr;
+    double best_share = 0.0;
+    for (const LinkUse& l : trace.links) {
+      const double share = l.by_dimension[static_cast<std::size_t>(d)] / cluster.link(l.link).bandwidth;
+      if (share > best_share) {
+        best = &l;
+        best_share = share;
+      }
+    }
+    if (best == nullptr) return {};
+    const topology::Link& link = cluster.link(best->link);
+    return fmt::format("; busiest link {} at {:.0f} % ({})", cluster.link_name(best->link),
+                       f.step_time > 0 ? 100 * best->bytes / (link.bandwidth * f.step_time) : 0.0,
+                       topology::to_string(link.cls));
+  };
   std::vector<Candidate> c{
       {f.bubble_fraction * f.step_time, "pipeline bubble: stages wait for each other"},
-      {f.exposed_mean[0], "exposed tensor-parallel communication" + link_hint},
-      {f.exposed_mean[1], "exposed pipeline transfers" + link_hint},
-      {f.exposed_mean[2], "exposed data-parallel gradient synchronisation" + link_hint},
+      {f.exposed_mean[0], "exposed tensor-parallel communication" + link_hint(0)},
+      {f.exposed_mean[1], "exposed pipeline transfers" + link_hint(1)},
+      {f.exposed_mean[2], "exposed data-parallel gradient synchronisation" + link_hint(2)},
   };
   const auto top = std::max_element(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
   const double share = f.step_time > 0 ? top->seconds / f.step_time : 0.0;

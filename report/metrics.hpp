@@ -9,6 +9,9 @@
 // Throughput: samples/s = global batch / step; tokens/s = samples/s x sequence length.
 // Model FLOP/s per device counts the training FLOPs without recompute (Narayanan et al.)
 // over the step and the devices; MFU divides it by the device's peak for the precision.
+// Bottleneck: the largest loss among the bubble and each dimension's exposed communication
+// when it costs at least 5 % of the step (else "compute-bound"), with the link that
+// dimension's own traffic loads most.
 #pragma once
 
 #include <array>

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ struct Span {
 struct LinkUse {
   int link = -1;
   double bytes = 0.0;
+  std::array<double, 3> by_dimension{};  // of which tp, pp and dp traffic
 };
 
 // A quantity over time, as a step function: each sample holds until the next.

@@ -172,6 +172,7 @@ struct Running {
   std::size_t phase = 0;
   int round = 0;
   int outstanding = 0;
+  int traffic = -1;
   std::function<void()> done;
 };
 
@@ -185,9 +186,9 @@ void start_round(const std::shared_ptr<Running>& st) {
       if (--st->outstanding == 0) next_round(st);
     };
     if (f.link >= 0) {
-      st->net->transfer_on_link(f.link, f.latency, f.bytes, std::move(arrived));
+      st->net->transfer_on_link(f.link, f.latency, f.bytes, std::move(arrived), st->traffic);
     } else {
-      st->net->transfer(f.src, f.dst, f.bytes, std::move(arrived));
+      st->net->transfer(f.src, f.dst, f.bytes, std::move(arrived), st->traffic);
     }
   }
 }
@@ -285,6 +286,7 @@ void run_collective(Network& net, Algorithm a, CollectiveCall c, std::function<v
   auto st = std::make_shared<Running>();
   st->net = &net;
   st->phases = build(a, net, c);
+  st->traffic = c.traffic;
   st->done = std::move(done);
   st->round = -1;  // next_round() moves to round 0 of phase 0
   if (st->phases.empty()) {

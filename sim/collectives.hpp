@@ -53,6 +53,7 @@ struct CollectiveCall {
   plan::CollectiveOp op = plan::CollectiveOp::all_reduce;
   std::vector<int> devices;  // group order
   double bytes = 0.0;
+  int traffic = -1;  // whose bytes, for the network's accounting (Network::transfer)
 };
 
 // Whether `a` can run `c` as itself (rather than falling back).

@@ -8,25 +8,30 @@ namespace parasim::sim {
 
 Network::Network(Engine& engine, const topology::Cluster& cluster)
     : engine_(engine), cluster_(cluster), router_(cluster), carried_(static_cast<std::size_t>(cluster.link_count()), 0.0) {
+  for (auto& v : by_traffic_) v.assign(carried_.size(), 0.0);
   for (int l = 0; l < cluster.link_count(); ++l) solver_.add_link(cluster.link(l).bandwidth);
 }
 
-void Network::transfer(int src, int dst, double bytes, std::function<void()> done) {
+void Network::transfer(int src, int dst, double bytes, std::function<void()> done, int traffic) {
   if (src == dst || bytes <= 0.0) {
     engine_.after(Time{}, std::move(done));
     return;
   }
   const topology::Route& route = router_.route(src, dst);
-  start(route.links, route.latency, bytes, std::move(done));
+  start(route.links, route.latency, bytes, std::move(done), traffic);
 }
 
-void Network::transfer_on_link(int link, double latency, double bytes, std::function<void()> done) {
+void Network::transfer_on_link(int link, double latency, double bytes, std::function<void()> done, int traffic) {
   const std::array<int, 1> links{link};
-  start(links, latency, bytes, std::move(done));
+  start(links, latency, bytes, std::move(done), traffic);
 }
 
-void Network::start(std::span<const int> route, double latency, double bytes, std::function<void()> done) {
+void Network::start(std::span<const int> route, double latency, double bytes, std::function<void()> done,
+                    int traffic) {
   for (int l : route) carried_[static_cast<std::size_t>(l)] += bytes;
+  if (traffic >= 0) {
+    for (int l : route) by_traffic_[static_cast<std::size_t>(traffic)][static_cast<std::size_t>(l)] += bytes;
+  }
   // The flow enters the network after the path latency.
   std::vector<int> links(route.begin(), route.end());
   engine_.after(Time::seconds(latency), [this, bytes, links = std::move(links), done = std::move(done)]() mutable {

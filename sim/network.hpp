@@ -12,6 +12,7 @@
 // carried are recorded for utilisation reports.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <span>
 #include <vector>
@@ -27,10 +28,11 @@ class Network {
   Network(Engine& engine, const topology::Cluster& cluster);
 
   // Moves `bytes` from device `src` to device `dst`; `done` runs when the last byte arrives.
-  void transfer(int src, int dst, double bytes, std::function<void()> done);
+  // `traffic` (0 tp, 1 pp, 2 dp, or -1) says whose bytes they are, for per-link accounting.
+  void transfer(int src, int dst, double bytes, std::function<void()> done, int traffic = -1);
   // Moves `bytes` over the single directed link `link`, entering it after `latency` seconds
   // (collectives that model a switch's own work use it for the device's port).
-  void transfer_on_link(int link, double latency, double bytes, std::function<void()> done);
+  void transfer_on_link(int link, double latency, double bytes, std::function<void()> done, int traffic = -1);
 
   // From now on, remember every link's rate over time (for utilisation counters).
   void record_rates() { rate_deltas_.resize(carried_.size()); }
@@ -38,6 +40,9 @@ class Network {
   [[nodiscard]] std::vector<std::pair<std::int64_t, double>> utilisation(int link) const;
 
   [[nodiscard]] double bytes_carried(int link) const { return carried_[static_cast<std::size_t>(link)]; }
+  [[nodiscard]] double bytes_carried(int link, int traffic) const {
+    return by_traffic_[static_cast<std::size_t>(traffic)][static_cast<std::size_t>(link)];
+  }
   [[nodiscard]] const topology::Cluster& cluster() const { return cluster_; }
   [[nodiscard]] Engine& engine() { return engine_; }
   [[nodiscard]] topology::Router& router() { return router_; }
@@ -54,7 +59,7 @@ class Network {
     std::function<void()> done;
   };
 
-  void start(std::span<const int> links, double latency, double bytes, std::function<void()> done);
+  void start(std::span<const int> links, double latency, double bytes, std::function<void()> done, int traffic);
   void finish(std::size_t slot, std::uint64_t version);
   void request_solve();
   void solve();
@@ -67,6 +72,7 @@ class Network {
   lmm::MaxMinSolver solver_;
   std::vector<Flow> flows_;         // indexed by solver flow id
   std::vector<double> carried_;     // bytes per link
+  std::array<std::vector<double>, 3> by_traffic_;  // bytes per link of tp, pp, dp traffic
   std::vector<std::vector<std::pair<std::int64_t, double>>> rate_deltas_;  // per link, when recording
   bool solve_pending_ = false;
   std::uint64_t flows_started_ = 0;

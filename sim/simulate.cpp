@@ -76,7 +76,9 @@ class Runner {
     t.spans = std::move(spans_);
     for (const report::Span& sp : t.spans) t.step_end = std::max(t.step_end, sp.end);
     for (int l = 0; l < cluster_.link_count(); ++l) {
-      if (net_.bytes_carried(l) > 0.0) t.links.push_back({l, net_.bytes_carried(l)});
+      if (net_.bytes_carried(l) > 0.0) {
+        t.links.push_back({l, net_.bytes_carried(l), {net_.bytes_carried(l, 0), net_.bytes_carried(l, 1), net_.bytes_carried(l, 2)}});
+      }
     }
     if (counters_) finish_counters(t);
     if (stats != nullptr) {
@@ -135,7 +137,7 @@ class Runner {
           } else {
             arrived_.insert(match);
           }
-        });
+        }, 1);
         break;
       case OpKind::collective: {
         const auto& members = members_.at(o.match);
@@ -161,7 +163,7 @@ class Runner {
   }
 
   void run_collective(const Op& o, std::vector<int> devices, std::function<void()> done) {
-    CollectiveCall call{o.collective, std::move(devices), o.bytes};
+    CollectiveCall call{o.collective, std::move(devices), o.bytes, o.category == plan::Category::tp_comm ? 0 : 2};
     const Algorithm a = algorithms_.get(s_.plan.collective, net_, call);
     sim::run_collective(net_, a, std::move(call), std::move(done));
   }

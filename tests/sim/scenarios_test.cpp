@@ -91,6 +91,173 @@ TEST_CASE("scenario 2: LeNet gains almost nothing from data parallelism, ResNet-
   CHECK(resnet4 > 2 * lenet4);
 }
 
+namespace {
+
+plan::MemoryReport memory(const std::string& file, const std::vector<std::string>& sets = {}) {
+  return plan::memory_per_rank(plan::load((root / "scenarios" / file).string(), sets));
+}
+
+double exposed(const Outcome& o, report::Dimension d) { return o.figures.exposed_mean[static_cast<std::size_t>(d)]; }
+
+}  // namespace
+
+TEST_CASE("scenario 3: a 30B model is out of memory on one 80 GB GPU and fits with model parallelism", "[scenarios]") {
+  const plan::MemoryReport one = memory("memory-30b-one-gpu.yaml");
+  REQUIRE_FALSE(one.fits());
+  // 16 bytes per parameter of model state alone: 29.9B x 16 B = 446 GiB, before activations.
+  const auto& b = one.peak();
+  CHECK(b.weights + b.gradients + b.master + b.optimizer == Approx(16.0 * b.parameters));
+  CHECK(b.parameters == Approx(29.9e9).epsilon(0.01));
+  CHECK_THAT(plan::describe_memory(one), Catch::Matchers::Contains("OUT OF MEMORY") &&
+                                             Catch::Matchers::Contains("optimizer 223 GiB"));
+  const plan::MemoryReport split = memory("memory-30b-tp8.yaml");
+  CHECK(split.fits());
+  CHECK(split.peak().total() < 0.5 * split.capacity);
+  // The simulator runs the fitting plan end to end.
+  CHECK(run("memory-30b-tp8.yaml").figures.step_time > 0.0);
+}
+
+TEST_CASE("scenario 4: which plans of a 70B model fit on one 8-GPU node, and which is fastest", "[scenarios]") {
+  struct Layout {
+    const char* name;
+    int tp;
+    int pp;
+  };
+  const std::vector<Layout> layouts{{"TP8", 8, 1}, {"PP8", 1, 8}, {"TP4xPP2", 4, 2}};
+  std::vector<std::string> fitting;
+  for (const Layout& l : layouts) {
+    for (const char* recompute : {"none", "selective", "full"}) {
+      std::vector<std::string> sets{fmt::format("plan.tp={}", l.tp), fmt::format("plan.pp={}", l.pp),
+                                    fmt::format("training.recompute={}", recompute)};
+      const plan::MemoryReport without = memory("llama70b-one-node.yaml", sets);
+      sets.push_back("plan.zero=1");
+      const plan::MemoryReport with = memory("llama70b-one-node.yaml", sets);
+      // ZeRO-1 shards optimizer state over dp ranks; with dp = 1 there is nothing to share.
+      CHECK(with.peak().total() == without.peak().total());
+      if (without.fits()) fitting.push_back(fmt::format("{} {}", l.name, recompute));
+    }
+  }
+  CHECK(fitting == std::vector<std::string>{"TP8 full", "TP4xPP2 full"});
+  const Outcome tp8 = run("llama70b-one-node.yaml", {"plan.tp=8", "plan.pp=1"});
+  const Outcome tp4pp2 = run("llama70b-one-node.yaml");
+  CHECK(tp4pp2.figures.step_time < 0.95 * tp8.figures.step_time);
+  // TP8 loses its time to tensor-parallel traffic, which TP4 halves.
+  CHECK(exposed(tp8, report::Dimension::tp) > 1.5 * exposed(tp4pp2, report::Dimension::tp));
+  CHECK_THAT(tp8.figures.bottleneck, Catch::Matchers::Contains("tensor-parallel"));
+}
+
+TEST_CASE("scenario 5: a hybrid plan scales from 8 to 32 GPUs until the slow network's gradient all-reduce stops it", "[scenarios]") {
+  // The same per-GPU work at each size: 8 samples per tp group of 8 per step.
+  const Outcome n8 = run("hybrid-32-gpus.yaml", {"cluster.nodes=1", "plan.pp=1", "plan.dp=1", "training.global_batch=8"});
+  const Outcome n16 = run("hybrid-32-gpus.yaml", {"cluster.nodes=2", "plan.dp=1", "training.global_batch=16"});
+  const Outcome n32 = run("hybrid-32-gpus.yaml");
+  const double s16 = n16.figures.samples_per_s / n8.figures.samples_per_s;
+  const double s32 = n32.figures.samples_per_s / n8.figures.samples_per_s;
+  CHECK(s16 > 1.8);  // pipeline stages across two nodes: only a small bubble
+  CHECK(s32 > s16);
+  CHECK(s32 < 3.0);  // far from 4x
+  CHECK(exposed(n32, report::Dimension::dp) > 0.25 * n32.figures.step_time);
+  CHECK_THAT(n32.figures.bottleneck, Catch::Matchers::Contains("exposed data-parallel gradient synchronisation") &&
+                                         Catch::Matchers::Contains("inter-node"));
+}
+
+TEST_CASE("scenario 6: micro-batching fills the pipeline; 1F1B bounds activation memory, GPipe does not", "[scenarios]") {
+  const int p = 8;
+  const int batch = 32;
+  double last_bubble = 1.0;
+  double last_rate = 0.0;
+  for (int m : {1, 4, 8, 32}) {
+    for (const char* schedule : {"1f1b", "gpipe"}) {
+      INFO("m = " << m << ", " << schedule);
+      const std::vector<std::string> sets{fmt::format("training.micro_batch={}", batch / m),
+                                          fmt::format("plan.schedule={}", schedule)};
+      const Outcome o = run("pipeline-microbatches.yaml", sets);
+      // The embedding and LM head make the end stages a little longer than the rest.
+      const double ideal = (p - 1.0) / (m + p - 1.0);
+      CHECK(o.figures.bubble_fraction == Approx(ideal).margin(0.06));
+      CHECK(o.figures.bubble_fraction < last_bubble + 1e-9);
+      CHECK(o.figures.samples_per_s > last_rate - 1e-9);
+      // Activations held: GPipe all m micro-batches (the whole batch), 1F1B min(m, p).
+      const auto& stage0 = memory("pipeline-microbatches.yaml", sets).stages.front();
+      CHECK(stage0.in_flight == (std::string(schedule) == "gpipe" ? m : std::min(m, p)));
+      if (std::string(schedule) == "1f1b") {
+        last_bubble = o.figures.bubble_fraction;
+        last_rate = o.figures.samples_per_s;
+      }
+    }
+  }
+  CHECK(memory("pipeline-microbatches.yaml").fits());
+  CHECK_FALSE(memory("pipeline-microbatches.yaml", {"plan.schedule=gpipe"}).fits());
+  CHECK(last_bubble < 0.3);
+}
+
+TEST_CASE("scenario 7: fp32, bf16 and fp16 on the same plan: memory and step time", "[scenarios]") {
+  const Outcome fp32 = run("precision.yaml", {"training.precision=fp32"});
+  const Outcome bf16 = run("precision.yaml");
+  const Outcome fp16 = run("precision.yaml", {"training.precision=fp16"});
+  const auto m32 = memory("precision.yaml", {"training.precision=fp32"}).peak();
+  const auto m16 = memory("precision.yaml").peak();
+  // Model state: 4 + 4 + 8 bytes per parameter in fp32, 2 + 2 + 4 + 8 in mixed precision.
+  CHECK(m32.weights + m32.gradients + m32.master + m32.optimizer ==
+        Approx(m16.weights + m16.gradients + m16.master + m16.optimizer));
+  // Activations halve but for the 1-byte dropout masks (Korthikanti: 34 sbh of which 2 sbh
+  // are masks, + 5 as²b of which as²b is a mask).
+  CHECK(m16.activations / m32.activations > 0.5);
+  CHECK(m16.activations / m32.activations < 0.6);
+  CHECK(m16.total() < 0.8 * m32.total());
+  // A100: 312 TFLOP/s bf16 against 19.5 fp32; GEMM-bound steps follow the peak ratio.
+  const double speedup = fp32.figures.step_time / bf16.figures.step_time;
+  CHECK(speedup > 8.0);
+  CHECK(speedup < 16.0);
+  // fp16 runs at the bf16 rate with the same memory (loss scaling's cost is not modelled).
+  CHECK(fp16.figures.step_time == Approx(bf16.figures.step_time));
+}
+
+TEST_CASE("scenario 8: across a slow link between two sites, pipeline parallel beats data parallel", "[scenarios]") {
+  const Outcome dp = run("two-sites.yaml");
+  const Outcome pp = run("two-sites.yaml", {"plan.dp=1", "plan.pp=2"});
+  CHECK(pp.figures.samples_per_s > 2.0 * dp.figures.samples_per_s);
+  CHECK(exposed(dp, report::Dimension::dp) > 0.5 * dp.figures.step_time);
+  CHECK_THAT(dp.figures.bottleneck, Catch::Matchers::Contains("data-parallel") && Catch::Matchers::Contains("wan-gateway"));
+  // Pipeline parallel sends only boundary activations over the link: little is exposed.
+  CHECK(exposed(pp, report::Dimension::pp) < 0.1 * pp.figures.step_time);
+}
+
+TEST_CASE("scenario 9: a hardware refresh changes which plan is best", "[scenarios]") {
+  auto best = [](const std::string& file) {
+    std::pair<std::string, double> top{"", 0.0};
+    for (int tp : {1, 2, 4, 8}) {
+      for (int pp : {1, 2, 4, 8}) {
+        if (tp * pp > 16) continue;
+        const std::vector<std::string> sets{fmt::format("plan.tp={}", tp), fmt::format("plan.pp={}", pp),
+                                            fmt::format("plan.dp={}", 16 / (tp * pp))};
+        if (!memory(file, sets).fits()) continue;
+        const double rate = run(file, sets).figures.samples_per_s;
+        if (rate > top.second) top = {fmt::format("tp{} pp{} dp{}", tp, pp, 16 / (tp * pp)), rate};
+      }
+    }
+    return top;
+  };
+  const auto a100 = best("refresh-a100.yaml");
+  const auto h100 = best("refresh-h100.yaml");
+  CHECK(a100.first == "tp4 pp1 dp4");
+  CHECK(h100.first == "tp2 pp2 dp4");
+  CHECK(h100.second / a100.second > 2.0);
+  // Each scenario file holds its cluster's best plan.
+  CHECK(run("refresh-a100.yaml").figures.samples_per_s == Approx(a100.second));
+  CHECK(run("refresh-h100.yaml").figures.samples_per_s == Approx(h100.second));
+}
+
+TEST_CASE("scenario 10: tensor parallelism placed across nodes is a regression the report names", "[scenarios]") {
+  const Outcome across = run("tp-across-nodes.yaml");
+  const Outcome inside = run("tp-across-nodes.yaml", {"plan.placement=tp,dp,pp"});
+  CHECK(across.figures.step_time > 1.2 * inside.figures.step_time);
+  CHECK(exposed(across, report::Dimension::tp) > 2.0 * exposed(inside, report::Dimension::tp));
+  CHECK_THAT(across.figures.bottleneck, Catch::Matchers::Contains("tensor-parallel") &&
+                                            Catch::Matchers::Contains("inter-node"));
+  CHECK_THAT(inside.figures.bottleneck, !Catch::Matchers::Contains("inter-node"));
+}
+
 TEST_CASE("every scenario's prediction matches its golden output", "[scenarios][golden]") {
   const bool update = std::getenv("PARASIM_UPDATE_GOLDEN") != nullptr;
   std::vector<fs::path> files;
