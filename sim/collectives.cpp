@@ -32,12 +32,10 @@ struct FlowSpec {
   double bytes = 0.0;
 };
 
-// Flows that start together after `delay`; the phase ends when all have arrived. A phase
-// repeated `repeat` times runs its flows again each time the previous round ends.
+// Flows that start together after `delay`; the phase ends when all have arrived.
 struct Phase {
   double delay = 0.0;
   std::vector<FlowSpec> flows;
-  int repeat = 1;
 };
 
 std::map<int, std::vector<int>> by_node(const topology::Cluster& cluster, const std::vector<int>& devices) {
@@ -76,23 +74,38 @@ int tree_depth(int n) {
   return d;
 }
 
-void add_ring(std::vector<Phase>& phases, const std::vector<int>& d, CollectiveOp op, double bytes) {
+// A ring as NCCL runs it: the buffer is cut into many chunks that follow each other round
+// the ring, so each member streams to its successor continuously. As flows: one flow per
+// ring edge carrying all the chunks that cross it, steps x S/n bytes, after the pipeline
+// fill of steps - 1 hops (the flow's own route adds the last).
+void add_ring(std::vector<Phase>& phases, Network& net, const std::vector<int>& d, CollectiveOp op, double bytes) {
   const int n = static_cast<int>(d.size());
   if (n < 2) return;
+  const int steps = op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
   Phase p;
-  p.repeat = op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
-  for (int i = 0; i < n; ++i) p.flows.push_back({d[static_cast<std::size_t>(i)], d[static_cast<std::size_t>((i + 1) % n)], -1, 0.0, bytes / n});
+  double max_latency = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const int src = d[static_cast<std::size_t>(i)];
+    const int dst = d[static_cast<std::size_t>((i + 1) % n)];
+    p.flows.push_back({src, dst, -1, 0.0, steps * bytes / n});
+    max_latency = std::max(max_latency, net.router().route(src, dst).latency);
+  }
+  p.delay = (steps - 1) * max_latency;
   phases.push_back(std::move(p));
 }
 
-// Several rings that step together (the concurrent rings of a hierarchical phase).
-void add_rings(std::vector<Phase>& phases, const std::vector<std::vector<int>>& rings, CollectiveOp op, double bytes) {
+// Several rings at once (the concurrent rings of a hierarchical phase); the phase ends
+// when the last of them does.
+void add_rings(std::vector<Phase>& phases, Network& net, const std::vector<std::vector<int>>& rings, CollectiveOp op,
+               double bytes) {
   std::vector<Phase> each;
-  for (const auto& r : rings) add_ring(each, r, op, bytes);
+  for (const auto& r : rings) add_ring(each, net, r, op, bytes);
   if (each.empty()) return;
   Phase merged;
-  merged.repeat = each.front().repeat;
-  for (auto& p : each) merged.flows.insert(merged.flows.end(), p.flows.begin(), p.flows.end());
+  for (auto& p : each) {
+    merged.delay = std::max(merged.delay, p.delay);
+    merged.flows.insert(merged.flows.end(), p.flows.begin(), p.flows.end());
+  }
   phases.push_back(std::move(merged));
 }
 
@@ -115,7 +128,7 @@ std::vector<Phase> build(Algorithm a, Network& net, const CollectiveCall& c) {
   if (n < 2) return phases;
   const topology::Cluster& cluster = net.cluster();
   switch (a) {
-    case Algorithm::ring: add_ring(phases, d, c.op, c.bytes); break;
+    case Algorithm::ring: add_ring(phases, net, d, c.op, c.bytes); break;
     case Algorithm::direct:
       add_direct(phases, d, c.bytes);
       if (c.op == CollectiveOp::all_reduce) add_direct(phases, d, c.bytes);
@@ -157,9 +170,9 @@ std::vector<Phase> build(Algorithm a, Network& net, const CollectiveCall& c) {
       for (std::size_t i = 0; i < k; ++i) {
         for (const auto& [node, ds] : nodes) across[i].push_back(ds[i]);
       }
-      add_rings(phases, inside, CollectiveOp::reduce_scatter, c.bytes);
-      add_rings(phases, across, CollectiveOp::all_reduce, c.bytes / static_cast<double>(k));
-      add_rings(phases, inside, CollectiveOp::all_gather, c.bytes);
+      add_rings(phases, net, inside, CollectiveOp::reduce_scatter, c.bytes);
+      add_rings(phases, net, across, CollectiveOp::all_reduce, c.bytes / static_cast<double>(k));
+      add_rings(phases, net, inside, CollectiveOp::all_gather, c.bytes);
       break;
     }
   }
@@ -169,21 +182,19 @@ std::vector<Phase> build(Algorithm a, Network& net, const CollectiveCall& c) {
 struct Running {
   Network* net = nullptr;
   std::vector<Phase> phases;
-  std::size_t phase = 0;
-  int round = 0;
+  std::size_t next = 0;  // the phase to start next
   int outstanding = 0;
   int traffic = -1;
   std::function<void()> done;
 };
 
-void next_round(const std::shared_ptr<Running>& st);
+void next_phase(const std::shared_ptr<Running>& st);
 
-void start_round(const std::shared_ptr<Running>& st) {
-  const Phase& p = st->phases[st->phase];
+void start_flows(const std::shared_ptr<Running>& st, const Phase& p) {
   st->outstanding = static_cast<int>(p.flows.size());
   for (const FlowSpec& f : p.flows) {
     auto arrived = [st] {
-      if (--st->outstanding == 0) next_round(st);
+      if (--st->outstanding == 0) next_phase(st);
     };
     if (f.link >= 0) {
       st->net->transfer_on_link(f.link, f.latency, f.bytes, std::move(arrived), st->traffic);
@@ -193,22 +204,18 @@ void start_round(const std::shared_ptr<Running>& st) {
   }
 }
 
-// Starts the next round of the current phase, the next phase, or finishes.
-void next_round(const std::shared_ptr<Running>& st) {
-  if (st->phase < st->phases.size() && ++st->round >= st->phases[st->phase].repeat) {
-    ++st->phase;
-    st->round = 0;
-  }
-  if (st->phase >= st->phases.size()) {
+// Starts the next phase after its delay, or finishes.
+void next_phase(const std::shared_ptr<Running>& st) {
+  if (st->next >= st->phases.size()) {
     auto done = std::move(st->done);
     done();
     return;
   }
-  const Phase& p = st->phases[st->phase];
-  if (st->round == 0 && p.delay > 0.0) {
-    st->net->engine().after(Time::seconds(p.delay), [st] { start_round(st); });
+  const Phase& p = st->phases[st->next++];
+  if (p.delay > 0.0) {
+    st->net->engine().after(Time::seconds(p.delay), [st, &p] { start_flows(st, p); });
   } else {
-    start_round(st);
+    start_flows(st, p);
   }
 }
 
@@ -251,7 +258,7 @@ double estimate_seconds(Algorithm a, Network& net, const CollectiveCall& c) {
     }
     double busiest = 0.0;
     for (const auto& [l, bytes] : load) busiest = std::max(busiest, bytes / cluster.link(l).bandwidth);
-    total += p.repeat * (p.delay + latency + busiest);
+    total += p.delay + latency + busiest;
   }
   return total;
 }
@@ -288,12 +295,11 @@ void run_collective(Network& net, Algorithm a, CollectiveCall c, std::function<v
   st->phases = build(a, net, c);
   st->traffic = c.traffic;
   st->done = std::move(done);
-  st->round = -1;  // next_round() moves to round 0 of phase 0
   if (st->phases.empty()) {
-    net.engine().after(Time{}, [st] { next_round(st); });
+    net.engine().after(Time{}, [st] { next_phase(st); });
     return;
   }
-  next_round(st);
+  next_phase(st);
 }
 
 void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devices, double bytes,

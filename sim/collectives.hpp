@@ -5,9 +5,11 @@
 // Uncontended closed forms below use the link bandwidth B and the route latency a between
 // two members (on a switch, every member has its own port of bandwidth B each way).
 //
-// ring          n ranks in a ring; each step every rank sends one S/n chunk to its
-//               successor and the step ends when all chunks have arrived. Reduce-scatter
-//               and all-gather take n-1 steps, all-reduce 2(n-1):
+// ring          n ranks in a ring, pipelined as NCCL runs it: the buffer moves in many
+//               small chunks, so every member streams to its successor at once. As flows,
+//               one per ring edge, carrying steps · S/n bytes, after a pipeline fill of
+//               steps - 1 hops; steps = n-1 for reduce-scatter and all-gather, 2(n-1) for
+//               all-reduce:
 //                 all-reduce  2(n-1)/n · S/B + 2(n-1)·a,  RS / AG  (n-1)/n · S/B + (n-1)·a
 // tree          all-reduce as NCCL's double binary tree: tree A is the heap over group
 //               positions (parent of i is (i-1)/2), tree B is its mirror (position i is
