@@ -4,6 +4,7 @@
 #include <memory>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <algorithm>
 #include <stdexcept>
 
@@ -43,15 +44,34 @@ class Runner {
       }
     }
     // Lanes: per rank and serial stream, op ids in program order.
+    // Partners, resolved once: a send's receive, a collective op's instance.
     lanes_.resize(prog.order.size() * plan::stream_count);
     cursor_.assign(lanes_.size(), 0);
+    partner_.assign(n, -1);
+    arrived_.assign(n, 0);
+    std::unordered_map<std::int64_t, std::int64_t> by_match;
+    by_match.reserve(static_cast<std::size_t>(prog.collectives + prog.transfers));
     for (std::size_t r = 0; r < prog.order.size(); ++r) {
       for (std::int64_t id : prog.order[r]) {
         const Op& o = prog.ops[static_cast<std::size_t>(id)];
         if (o.stream != Stream::pp) lanes_[lane_of(o)].push_back(id);
-        if (o.kind == OpKind::collective) members_[o.match].push_back(id);
-        if (o.kind == OpKind::recv) recv_of_[o.match] = id;
+        if (o.kind == OpKind::collective) {
+          auto [it, fresh] = by_match.try_emplace(o.match, static_cast<std::int64_t>(instances_.size()));
+          if (fresh) instances_.emplace_back();
+          instances_[static_cast<std::size_t>(it->second)].push_back(id);
+          partner_[static_cast<std::size_t>(id)] = it->second;
+        }
       }
+    }
+    by_match.clear();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (prog.ops[i].kind == OpKind::recv) by_match.emplace(prog.ops[i].match, static_cast<std::int64_t>(i));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (prog.ops[i].kind != OpKind::send) continue;
+      auto it = by_match.find(prog.ops[i].match);
+      if (it == by_match.end()) throw std::logic_error("a send without its receive: " + plan::op_name(prog, static_cast<std::int64_t>(i)));
+      partner_[i] = it->second;
     }
     if (prog.world > cluster_.gpu_count()) throw std::invalid_argument("the program has more ranks than the cluster");
     if (counters_) start_counters();
@@ -124,33 +144,34 @@ class Runner {
       case OpKind::recv:
         // Completes when its send's data arrives.
         mark_started(id);
-        if (arrived_.erase(o.match) > 0) complete(id);
+        if (arrived_[static_cast<std::size_t>(id)] != 0) complete(id);
         break;
       case OpKind::send:
         mark_started(id);
-        net_.transfer(o.rank, o.peer, o.bytes, [this, id, match = o.match] {
+        net_.transfer(o.rank, o.peer, o.bytes, [this, id] {
           complete(id);
-          auto it = recv_of_.find(match);
-          if (it == recv_of_.end()) throw std::logic_error("a send without its receive");
-          if (started_[static_cast<std::size_t>(it->second)]) {
-            complete(it->second);
+          const std::int64_t recv = partner_[static_cast<std::size_t>(id)];
+          if (started_[static_cast<std::size_t>(recv)]) {
+            complete(recv);
           } else {
-            arrived_.insert(match);
+            arrived_[static_cast<std::size_t>(recv)] = 1;
           }
         }, 1);
         break;
       case OpKind::collective: {
-        const auto& members = members_.at(o.match);
+        const std::int64_t instance = partner_[static_cast<std::size_t>(id)];
+        const auto& members = instances_[static_cast<std::size_t>(instance)];
         for (std::int64_t m : members) {
           if (!ready(m)) return;
         }
         std::vector<int> devices;
+        devices.reserve(members.size());
         for (std::int64_t m : members) {
           mark_started(m);
           devices.push_back(prog_.ops[static_cast<std::size_t>(m)].rank);
         }
-        run_collective(o, std::move(devices), [this, members] {
-          for (std::int64_t m : members) complete(m);
+        run_collective(o, std::move(devices), [this, instance] {
+          for (std::int64_t m : instances_[static_cast<std::size_t>(instance)]) complete(m);
         });
         break;
       }
@@ -271,9 +292,9 @@ class Runner {
   std::vector<std::int64_t> dependents_;
   std::vector<std::vector<std::int64_t>> lanes_;
   std::vector<std::size_t> cursor_;
-  std::map<std::int64_t, std::vector<std::int64_t>> members_;
-  std::map<std::int64_t, std::int64_t> recv_of_;
-  std::set<std::int64_t> arrived_;
+  std::vector<std::int64_t> partner_;                // send: its recv; collective op: its instance
+  std::vector<std::vector<std::int64_t>> instances_;  // member ops of each collective instance
+  std::vector<char> arrived_;                         // recv: its data is here
   std::vector<report::Span> spans_;
   AlgorithmCache algorithms_;
   bool counters_ = false;

@@ -1,0 +1,91 @@
+// Simulator speed: GPT-3 175B (tp 8, pp 8, interleaved 1F1B with 2 model chunks per stage,
+// micro-batch 1, 96 micro-batches per pipeline) on N GPUs of DGX H100 nodes, one full
+// training step with every transfer sharing the links max-min fairly. Prints the wall
+// time of compiling and simulating, peak resident memory, and the simulator's counts.
+//
+//   parasim_sim_bench [--gpus N] [--json]
+//
+// One size per process, so the resident-memory peak is that size's alone; bench/run.sh
+// runs the sizes of docs/performance.md.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "plan/load.hpp"
+#include "plan/program.hpp"
+#include "report/metrics.hpp"
+#include "sim/simulate.hpp"
+
+using namespace parasim;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int gpus = 1024;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
+      gpus = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--json") == 0) {
+      json = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--gpus N] [--json]   (N a multiple of 64)\n", argv[0]);
+      return 2;
+    }
+  }
+  if (gpus < 64 || gpus % 64 != 0) {
+    std::fprintf(stderr, "--gpus must be a multiple of 64 (tp 8 x pp 8), got %d\n", gpus);
+    return 2;
+  }
+  const int dp = gpus / 64;
+  const std::string text = fmt::format(R"(name: gpt3-175b-{0}
+cluster: {{preset: dgx-h100, nodes: {1}}}
+model: gpt3-175b
+training: {{global_batch: {2}, micro_batch: 1, precision: bf16, recompute: selective}}
+plan: {{tp: 8, pp: 8, dp: {3}, virtual_stages: 2, schedule: interleaved-1f1b, sequence_parallel: true}}
+)",
+                                       gpus, gpus / 8, 96 * dp, dp);
+  const auto t0 = std::chrono::steady_clock::now();
+  const plan::Scenario s = plan::load_text(text, "bench.yaml");
+  const plan::Program program = plan::compile(s);
+  const double compile_s = seconds_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  sim::SimStats stats;
+  const report::Trace trace = sim::simulate(s, program, &stats);
+  const double simulate_s = seconds_since(t1);
+  const double total_s = seconds_since(t0);
+  const report::StepFigures f = report::step_figures(s, trace, topology::Cluster(s.cluster));
+  const double rss = peak_rss_mib();
+  if (json) {
+    fmt::print(R"({{"gpus": {}, "ops": {}, "events": {}, "flows": {}, "compile_s": {:.3f}, "simulate_s": {:.3f}, )"
+               R"("total_s": {:.3f}, "peak_rss_mib": {:.0f}, "events_per_s": {:.0f}, "step_time_s": {:.4f}, "mfu": {:.4f}}})"
+               "\n",
+               gpus, stats.ops, stats.events, stats.flows, compile_s, simulate_s, total_s, rss,
+               static_cast<double>(stats.events) / simulate_s, f.step_time, f.mfu);
+  } else {
+    fmt::print("GPT-3 175B on {} GPUs (tp 8 x pp 8 x dp {}, interleaved 1F1B v 2, 96 micro-batches)\n", gpus, dp);
+    fmt::print("  program     {} ops, compiled in {:.2f} s\n", stats.ops, compile_s);
+    fmt::print("  simulation  {} events, {} flows in {:.2f} s ({:.2f} M events/s)\n", stats.events, stats.flows,
+               simulate_s, static_cast<double>(stats.events) / simulate_s / 1e6);
+    fmt::print("  total       {:.2f} s wall, peak resident memory {:.0f} MiB\n", total_s, rss);
+    fmt::print("  prediction  step {:.3f} s, MFU {:.1f} %\n", f.step_time, 100 * f.mfu);
+  }
+  return 0;
+}
