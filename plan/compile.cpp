@@ -131,8 +131,24 @@ class Builder {
         prog_.groups.push_back(std::move(g));
       }
     }
-    // A rank is in one group per dimension: one collective counter per (rank, dimension).
-    counters_.assign(3 * static_cast<std::size_t>(prog_.world), 0);
+    // Tied embeddings over several stages: the first stage's embedding and the last stage's
+    // LM head are one matrix held twice; Megatron all-reduces their gradients between the
+    // two ranks of each (tp, dp) position (its "embedding group").
+    group_of_.emplace_back(static_cast<std::size_t>(prog_.world), -1);
+    if (m_.kind == ModelKind::transformer && m_.tie_embeddings && p_.pp > 1) {
+      for (int r = 0; r < prog_.world; ++r) {
+        Coord c = coord_of(p_, r);
+        if (c.pp != 0) continue;
+        c.pp = p_.pp - 1;
+        Group g{Dim::pp, {r, rank_of(p_, c)}};
+        const int id = static_cast<int>(prog_.groups.size());
+        for (int member : g.ranks) group_of_[embedding_groups][static_cast<std::size_t>(member)] = id;
+        prog_.groups.push_back(std::move(g));
+      }
+    }
+    // A rank is in one group per dimension and at most one embedding group: one collective
+    // counter per (rank, kind of group).
+    counters_.assign(4 * static_cast<std::size_t>(prog_.world), 0);
   }
 
   static std::size_t dim_index(Dim d) { return static_cast<std::size_t>(d); }
@@ -204,8 +220,14 @@ class Builder {
   // because every member issues the same sequence of collectives on their group.
   std::int64_t collective(Dim d, CollectiveOp what, Category cat, Stream stream, double bytes, int mb, int layer,
                           int layer_end, std::span<const std::int64_t> deps) {
-    const int group = group_of_[dim_index(d)][static_cast<std::size_t>(rank_)];
-    std::int64_t& counter = counters_[3 * static_cast<std::size_t>(rank_) + dim_index(d)];
+    return collective_in(dim_index(d), what, cat, stream, bytes, mb, layer, layer_end, deps);
+  }
+
+  // `kind`: dim_index() of a dimension's groups, or embedding_groups.
+  std::int64_t collective_in(std::size_t kind, CollectiveOp what, Category cat, Stream stream, double bytes, int mb,
+                             int layer, int layer_end, std::span<const std::int64_t> deps) {
+    const int group = group_of_[kind][static_cast<std::size_t>(rank_)];
+    std::int64_t& counter = counters_[4 * static_cast<std::size_t>(rank_) + kind];
     Op op;
     op.kind = OpKind::collective;
     op.category = cat;
@@ -472,6 +494,15 @@ class Builder {
     } else {
       synced.push_back(end_of_backward);
     }
+    // The tied embedding's gradient, summed between the first and last stage once the data-
+    // parallel sync is done (Megatron's finalize_model_grads order).
+    if (group_of_[embedding_groups][static_cast<std::size_t>(rank_)] >= 0) {
+      std::sort(synced.begin(), synced.end());
+      const std::int64_t tied = collective_in(embedding_groups, CollectiveOp::all_reduce, Category::pp_comm, Stream::dp,
+                                              word * e_, -1, stage == 0 ? -1 : m_.layer_count(),
+                                              stage == 0 ? 0 : m_.layer_count() + 1, synced);
+      synced.assign(1, tied);
+    }
     const double shard = params / (p_.zero == 1 ? p_.dp : 1);
     const double opt_bytes = (24.0 + 2.0 * e_) * shard;
     const std::int64_t opt = compute(ComputeWhat::optimizer, Category::optimizer, -1, 12.0 * shard, opt_bytes, -1, -1,
@@ -490,6 +521,7 @@ class Builder {
   int e_ = 2;
   PipelineShape shape_;
   Program prog_;
+  static constexpr std::size_t embedding_groups = 3;  // group_of_ index after tp, dp, pp
   std::vector<std::vector<int>> group_of_;
   std::vector<std::int64_t> counters_;
   int attention_set_ = -1, mlp_set_ = -1, core_set_ = -1, layer_set_ = -1, head_set_ = -1;
@@ -532,6 +564,7 @@ std::string op_name(const Program& p, std::int64_t id) {
         return dim + " " + std::string(to_string(o.collective)) + " bucket L" + std::to_string(o.layer) + "-" +
                std::to_string(o.layer_end - 1);
       }
+      if (o.category == Category::pp_comm) return "embedding-gradient " + std::string(to_string(o.collective));
       return dim + " " + std::string(to_string(o.collective)) + layer + mb;
     }
   }

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -271,4 +272,50 @@ TEST_CASE("op names read as a trace would show them", "[compile]") {
   CHECK(names.count("send act mb0 -> 2") == 1);
   CHECK(names.count("recv grad mb0 <- 2") == 1);
   CHECK(names.count("optimizer") == 1);
+}
+
+TEST_CASE("tied embeddings over several stages all-reduce their gradient between the first and last stage", "[compile][pp]") {
+  // tp 2 x dp 2 x pp 4: one embedding group per (tp, dp) position, {stage 0, stage 3}, each
+  // summing the V·h/tp = 1024·256/2 parameters at 2 bytes, after the rank's data-parallel
+  // sync and before its optimizer step (Megatron's order).
+  const Scenario s = gpt({"plan.tp=2", "plan.dp=2", "plan.pp=4"});
+  const Program prog = compile(s);
+  std::map<std::int64_t, std::vector<int>> instances;
+  for (std::size_t i = 0; i < prog.ops.size(); ++i) {
+    const Op& o = prog.ops[i];
+    if (o.kind != OpKind::collective || o.category != Category::pp_comm) continue;
+    instances[o.match].push_back(o.rank);
+    CHECK(o.bytes == 1024.0 * 256 / 2 * 2);
+    CHECK(op_name(prog, static_cast<std::int64_t>(i)) == "embedding-gradient all-reduce");
+    // Its rank's optimizer waits for it; it waits for the rank's last dp bucket.
+    bool before_optimizer = false;
+    bool after_dp = false;
+    for (std::int64_t id : prog.order[static_cast<std::size_t>(o.rank)]) {
+      const Op& x = prog.ops[static_cast<std::size_t>(id)];
+      for (std::int64_t d : prog.deps_of(id)) {
+        if (d == static_cast<std::int64_t>(i) && x.category == Category::optimizer) before_optimizer = true;
+      }
+    }
+    for (std::int64_t d : prog.deps_of(static_cast<std::int64_t>(i))) {
+      after_dp = after_dp || prog.ops[static_cast<std::size_t>(d)].category == Category::dp_comm;
+    }
+    CHECK(before_optimizer);
+    CHECK(after_dp);
+  }
+  REQUIRE(instances.size() == 4);
+  for (const auto& [match, ranks] : instances) {
+    REQUIRE(ranks.size() == 2);
+    const Coord a = coord_of(s.plan, ranks[0]);
+    const Coord b = coord_of(s.plan, ranks[1]);
+    CHECK(std::min(a.pp, b.pp) == 0);
+    CHECK(std::max(a.pp, b.pp) == 3);
+    CHECK((a.tp == b.tp && a.dp == b.dp));
+  }
+  CHECK(unfinished(prog) == 0);
+  // None with one stage, or with an untied LM head.
+  auto count = [](const Program& p) {
+    return std::count_if(p.ops.begin(), p.ops.end(), [](const Op& o) { return o.category == Category::pp_comm && o.kind == OpKind::collective; });
+  };
+  CHECK(count(compile(gpt({"plan.tp=2", "plan.dp=2"}))) == 0);
+  CHECK(count(compile(gpt({"plan.tp=2", "plan.dp=2", "plan.pp=4", "model.tie_embeddings=false"}))) == 0);
 }
