@@ -20,6 +20,14 @@ double timed(const topology::Cluster& c, Start start) {
   return end;
 }
 
+// `nodes` nodes of `gpus` GPUs sharing one 50 GB/s NIC each, all on one switch.
+topology::ClusterSpec one_nic_per_node(int nodes, int gpus) {
+  topology::ClusterSpec s = dgx(nodes, topology::NetworkShape::single_switch);
+  s.gpus_per_node = gpus;
+  s.inter.nics_per_node = 1;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("an uncontended transfer takes latency plus size over bottleneck", "[sim][network]") {
@@ -81,10 +89,7 @@ TEST_CASE("two all-reduces over one inter-node link each slow down as max-min pr
   // 2 nodes x 2 GPUs, one 50 GB/s NIC per node on one switch (4 us NIC to NIC). Ring
   // {0, 2} and ring {1, 3} both cross the NICs. Alone: 2 steps of 4 us + (S/2)/50 GB/s.
   // Together each NIC link carries two flows at 25 GB/s: 2 steps of 4 us + (S/2)/25 GB/s.
-  topology::ClusterSpec s = dgx(2, topology::NetworkShape::single_switch);
-  s.gpus_per_node = 2;
-  s.inter.nics_per_node = 1;
-  const topology::Cluster c(s);
+  const topology::Cluster c(one_nic_per_node(2, 2));
   const double S = 100e6;
   const double alone = timed(c, [&](Network& net, auto done) {
     ring_collective(net, plan::CollectiveOp::all_reduce, {0, 2}, S, done);
@@ -149,10 +154,7 @@ TEST_CASE("double binary tree all-reduce: pipeline fill of 2d hops plus the busi
 TEST_CASE("the tree's latency grows with log n, the ring's with n", "[sim][collectives]") {
   // 16 nodes, one GPU each on the fat-tree: for a tiny buffer the ring pays 2(n-1) hops,
   // the tree 2 log2 n.
-  topology::ClusterSpec s = dgx(16, topology::NetworkShape::single_switch);
-  s.gpus_per_node = 1;
-  s.inter.nics_per_node = 1;
-  const topology::Cluster c(s);
+  const topology::Cluster c(one_nic_per_node(16, 1));
   const double S = 1024;
   const double ring = run_alone(c, Algorithm::ring, plan::CollectiveOp::all_reduce, first(16), S);
   const double tree = run_alone(c, Algorithm::tree, plan::CollectiveOp::all_reduce, first(16), S);
