@@ -91,7 +91,7 @@ std::string describe_memory(const MemoryReport& r) {
   const MemoryBreakdown& b = r.peak();
   return fmt::format(
       "stage {} needs {} of {} ({}): weights {}, gradients {}, master weights {}, optimizer {}, activations {} "
-      "({} in flight), logits {} ({} micro-batches), workspace {}",
+      "({} in flight), logits {} ({} in flight), workspace {}",
       b.stage, u::format_bytes(b.total()), u::format_bytes(r.capacity), r.fits() ? "fits" : "OUT OF MEMORY",
       u::format_bytes(b.weights), u::format_bytes(b.gradients), u::format_bytes(b.master), u::format_bytes(b.optimizer),
       u::format_bytes(b.activations), b.in_flight, u::format_bytes(b.logits), b.logits_in_flight,

@@ -172,9 +172,19 @@ TEST_CASE("scenario 6: micro-batching fills the pipeline; 1F1B bounds activation
       const std::vector<std::string> sets{fmt::format("training.micro_batch={}", batch / m),
                                           fmt::format("plan.schedule={}", schedule)};
       const Outcome o = run("pipeline-microbatches.yaml", sets);
-      // The embedding and LM head make the end stages a little longer than the rest.
-      const double ideal = (p - 1.0) / (m + p - 1.0);
-      CHECK(o.figures.bubble_fraction == Approx(ideal).margin(0.06));
+      // Uniform stages would give a bubble of (p-1)/(m+p-1). The last stage also runs the LM
+      // head, so the step is that of a pipeline with unequal stages: the slowest stage's
+      // m-1 micro-batches plus one pass through every stage, (m-1)·t_max + sum t_s, where
+      // t_s is stage s's compute per micro-batch (one rank per stage here).
+      double t_max = 0.0;
+      double t_sum = 0.0;
+      for (const auto& r : o.figures.ranks) {
+        t_max = std::max(t_max, r.compute / m);
+        t_sum += r.compute / m;
+      }
+      CHECK(o.figures.step_time == Approx((m - 1) * t_max + t_sum).epsilon(0.03));
+      const double uniform = (p - 1.0) / (m + p - 1.0);
+      CHECK(o.figures.bubble_fraction >= uniform - 0.01);
       CHECK(o.figures.bubble_fraction < last_bubble + 1e-9);
       CHECK(o.figures.samples_per_s > last_rate - 1e-9);
       // Activations held: GPipe all m micro-batches (the whole batch), 1F1B min(m, p).
