@@ -47,11 +47,13 @@ std::string chrome_trace_json(const Trace& trace, const plan::Program& program, 
     }
   }
   const double step = trace.step_seconds();
-  for (const LinkUse& l : link_counters ? std::vector<LinkUse>{} : trace.links) {
-    const double util = step > 0 ? l.bytes / (cluster.link(l.link).bandwidth * step) : 0.0;
-    const std::string name = cluster.link_name(l.link);
-    events.push_back({{"ph", "C"}, {"name", name}, {"pid", links_pid}, {"ts", 0.0}, {"args", {{"utilisation", util}}}});
-    events.push_back({{"ph", "C"}, {"name", name}, {"pid", links_pid}, {"ts", step * 1e6}, {"args", {{"utilisation", 0.0}}}});
+  if (!link_counters) {
+    for (const LinkUse& l : trace.links) {
+      const double util = step > 0 ? l.bytes / (cluster.link(l.link).bandwidth * step) : 0.0;
+      const std::string name = cluster.link_name(l.link);
+      events.push_back({{"ph", "C"}, {"name", name}, {"pid", links_pid}, {"ts", 0.0}, {"args", {{"utilisation", util}}}});
+      events.push_back({{"ph", "C"}, {"name", name}, {"pid", links_pid}, {"ts", step * 1e6}, {"args", {{"utilisation", 0.0}}}});
+    }
   }
   json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"kind", trace.kind}}}};
   return doc.dump() + "\n";

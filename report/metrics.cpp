@@ -27,6 +27,8 @@ Intervals merged(Intervals v) {
   return out;
 }
 
+}  // namespace
+
 int dimension_of(plan::Category c) {
   switch (c) {
     case plan::Category::tp_comm: return 0;
@@ -35,8 +37,6 @@ int dimension_of(plan::Category c) {
     default: return -1;
   }
 }
-
-}  // namespace
 
 std::int64_t union_length(Intervals v) {
   std::int64_t sum = 0;

@@ -58,6 +58,8 @@ struct StepFigures {
   std::string bottleneck;
 };
 
+// The Dimension (as an int) of a communication category, -1 for compute categories.
+int dimension_of(plan::Category c);
 double model_flops_per_step(const plan::Scenario& s);
 StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topology::Cluster& cluster);
 

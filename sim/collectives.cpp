@@ -1,7 +1,6 @@
 #include "sim/collectives.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
@@ -307,10 +306,10 @@ void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devic
   run_collective(net, Algorithm::ring, CollectiveCall{op, std::move(devices), bytes}, std::move(done));
 }
 
-Algorithm AlgorithmCache::get(plan::Collective setting, Network& net, const CollectiveCall& c) {
-  auto key = std::make_tuple(static_cast<int>(setting), static_cast<int>(c.op), c.bytes, c.devices);
+Algorithm AlgorithmCache::get(plan::Collective setting, Network& net, const CollectiveCall& c, int group) {
+  const auto key = std::make_tuple(static_cast<int>(setting), static_cast<int>(c.op), c.bytes, group);
   auto it = cache_.find(key);
-  if (it == cache_.end()) it = cache_.emplace(std::move(key), resolve(setting, net, c)).first;
+  if (it == cache_.end()) it = cache_.emplace(key, resolve(setting, net, c)).first;
   ++uses_[it->second];
   return it->second;
 }

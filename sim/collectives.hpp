@@ -75,15 +75,15 @@ void run_collective(Network& net, Algorithm a, CollectiveCall c, std::function<v
 void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devices, double bytes,
                      std::function<void()> done);
 
-// Remembers resolve()'s answer per (setting, op, bytes, members): a step repeats the same
-// calls on the same groups many times.
+// Remembers resolve()'s answer per (setting, op, bytes, group): a step repeats the same
+// calls on the same groups many times. `group` identifies c.devices (a Program group).
 class AlgorithmCache {
  public:
-  Algorithm get(plan::Collective setting, Network& net, const CollectiveCall& c);
+  Algorithm get(plan::Collective setting, Network& net, const CollectiveCall& c, int group);
   [[nodiscard]] const std::map<Algorithm, std::uint64_t>& uses() const { return uses_; }
 
  private:
-  std::map<std::tuple<int, int, double, std::vector<int>>, Algorithm> cache_;
+  std::map<std::tuple<int, int, double, int>, Algorithm> cache_;
   std::map<Algorithm, std::uint64_t> uses_;
 };
 

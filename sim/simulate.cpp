@@ -1,14 +1,15 @@
 #include "sim/simulate.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
-#include <algorithm>
-#include <stdexcept>
 
 #include "plan/memory.hpp"
+#include "report/metrics.hpp"
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
@@ -156,7 +157,7 @@ class Runner {
           } else {
             arrived_[static_cast<std::size_t>(recv)] = 1;
           }
-        }, 1);
+        }, report::dimension_of(plan::Category::pp_comm));
         break;
       case OpKind::collective: {
         const std::int64_t instance = partner_[static_cast<std::size_t>(id)];
@@ -184,8 +185,8 @@ class Runner {
   }
 
   void run_collective(const Op& o, std::vector<int> devices, std::function<void()> done) {
-    CollectiveCall call{o.collective, std::move(devices), o.bytes, o.category == plan::Category::tp_comm ? 0 : 2};
-    const Algorithm a = algorithms_.get(s_.plan.collective, net_, call);
+    CollectiveCall call{o.collective, std::move(devices), o.bytes, report::dimension_of(o.category)};
+    const Algorithm a = algorithms_.get(s_.plan.collective, net_, call, o.group);
     sim::run_collective(net_, a, std::move(call), std::move(done));
   }
 
