@@ -5,7 +5,7 @@ set -euo pipefail
 build=${1:-build/release}
 shift || true
 sizes=("$@")
-[ ${#sizes[@]} -gt 0 ] || sizes=(64 128 256 512 1024)
+[ ${#sizes[@]} -gt 0 ] || sizes=(64 256 1024 4096 16384)
 for n in "${sizes[@]}"; do
   "$build/bench/parasim_sim_bench" --gpus "$n" --json
 done

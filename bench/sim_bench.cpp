@@ -3,7 +3,10 @@
 // training step with every transfer sharing the links max-min fairly. Prints the wall
 // time of compiling and simulating, peak resident memory, and the simulator's counts.
 //
-//   parasim_sim_bench [--gpus N] [--json]
+//   parasim_sim_bench [--gpus N] [--fold auto|always|never] [--json]
+//
+// By default the data-parallel replicas are folded as `parasim simulate` folds them
+// (sim/simulate.hpp); --fold never simulates every rank.
 //
 // One size per process, so the resident-memory peak is that size's alone; bench/run.sh
 // runs the sizes of docs/performance.md.
@@ -40,13 +43,17 @@ double peak_rss_mib() {
 int main(int argc, char** argv) {
   int gpus = 1024;
   bool json = false;
+  sim::FoldMode fold = sim::FoldMode::automatic;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
       gpus = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--fold") == 0 && i + 1 < argc) {
+      const std::string m = argv[++i];
+      fold = m == "never" ? sim::FoldMode::never : m == "always" ? sim::FoldMode::always : sim::FoldMode::automatic;
     } else if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--gpus N] [--json]   (N a multiple of 64)\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--gpus N] [--fold auto|always|never] [--json]   (N a multiple of 64)\n", argv[0]);
       return 2;
     }
   }
@@ -64,28 +71,32 @@ plan: {{tp: 8, pp: 8, dp: {3}, virtual_stages: 2, schedule: interleaved-1f1b, se
                                        gpus, gpus / 8, 96 * dp, dp);
   const auto t0 = std::chrono::steady_clock::now();
   const plan::Scenario s = plan::load_text(text, "bench.yaml");
-  const plan::Program program = plan::compile(s);
-  const double compile_s = seconds_since(t0);
+  const sim::Prediction p = sim::predict(s, {false, fold});
+  const sim::SimStats& stats = p.stats;
+  const double simulate_s = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  sim::SimStats stats;
-  const report::Trace trace = sim::simulate(s, program, &stats);
-  const double simulate_s = seconds_since(t1);
+  const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
+  const double report_s = seconds_since(t1);
   const double total_s = seconds_since(t0);
-  const report::StepFigures f = report::step_figures(s, trace, topology::Cluster(s.cluster));
+  const int simulated = p.program.one_replica() ? gpus / dp : gpus;
   const double rss = peak_rss_mib();
   if (json) {
-    fmt::print(R"({{"gpus": {}, "ops": {}, "events": {}, "flows": {}, "compile_s": {:.3f}, "simulate_s": {:.3f}, )"
-               R"("total_s": {:.3f}, "peak_rss_mib": {:.0f}, "events_per_s": {:.0f}, "step_time_s": {:.4f}, "mfu": {:.4f}}})"
+    fmt::print(R"({{"gpus": {}, "simulated_ranks": {}, "exact": {}, "ops": {}, "events": {}, "flows": {}, )"
+               R"("simulate_s": {:.3f}, "report_s": {:.3f}, "total_s": {:.3f}, "peak_rss_mib": {:.0f}, )"
+               R"("events_per_s": {:.0f}, "step_time_s": {:.6f}, "mfu": {:.4f}}})"
                "\n",
-               gpus, stats.ops, stats.events, stats.flows, compile_s, simulate_s, total_s, rss,
+               gpus, simulated, stats.exact, stats.ops, stats.events, stats.flows, simulate_s, report_s, total_s, rss,
                static_cast<double>(stats.events) / simulate_s, f.step_time, f.mfu);
   } else {
     fmt::print("GPT-3 175B on {} GPUs (tp 8 x pp 8 x dp {}, interleaved 1F1B v 2, 96 micro-batches)\n", gpus, dp);
-    fmt::print("  program     {} ops, compiled in {:.2f} s\n", stats.ops, compile_s);
-    fmt::print("  simulation  {} events, {} flows in {:.2f} s ({:.2f} M events/s)\n", stats.events, stats.flows,
-               simulate_s, static_cast<double>(stats.events) / simulate_s / 1e6);
+    fmt::print("  ranks       {} simulated{}\n", simulated,
+               simulated < gpus ? fmt::format(" ({} data-parallel replicas folded, {})", dp,
+                                              stats.exact ? "exact" : "approximate")
+                                : p.not_folded.empty() ? "" : " (not folded: " + p.not_folded + ")");
+    fmt::print("  simulation  {} ops, {} events, {} flows in {:.2f} s with compiling ({:.2f} M events/s)\n", stats.ops,
+               stats.events, stats.flows, simulate_s, static_cast<double>(stats.events) / simulate_s / 1e6);
     fmt::print("  total       {:.2f} s wall, peak resident memory {:.0f} MiB\n", total_s, rss);
-    fmt::print("  prediction  step {:.3f} s, MFU {:.1f} %\n", f.step_time, 100 * f.mfu);
+    fmt::print("  prediction  step {:.6f} s, MFU {:.1f} %\n", f.step_time, 100 * f.mfu);
   }
   return 0;
 }

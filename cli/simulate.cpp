@@ -23,7 +23,21 @@ struct SimulateArgs {
   ScenarioArgs scenario;
   bool json = false;
   std::string trace;
+  std::string fold = "auto";
 };
+
+sim::FoldMode fold_mode(const std::string& s) {
+  if (s == "always") return sim::FoldMode::always;
+  if (s == "never") return sim::FoldMode::never;
+  return sim::FoldMode::automatic;
+}
+
+// "64 of 1,024 (16 data-parallel replicas folded, exact)"
+std::string simulated_ranks(const plan::Scenario& s, const sim::Prediction& p) {
+  if (!p.program.one_replica()) return fmt::format("all {}", s.plan.world());
+  return fmt::format("{} of {} ({} data-parallel replicas folded, {})", s.plan.world() / s.plan.dp, s.plan.world(),
+                     s.plan.dp, p.stats.exact ? "exact" : "approximate");
+}
 
 nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::MemoryReport& mem) {
   nlohmann::ordered_json comm = nlohmann::ordered_json::object();
@@ -93,9 +107,10 @@ void run_simulate(const SimulateArgs& a) {
   namespace u = units;
   const plan::Scenario s = a.scenario.load();
   const topology::Cluster cluster(s.cluster);
-  const plan::Program program = plan::compile(s);
-  sim::SimStats stats;
-  const report::Trace trace = sim::simulate(s, program, &stats, !a.trace.empty());
+  const sim::Prediction prediction = sim::predict(s, {!a.trace.empty(), fold_mode(a.fold)});
+  const plan::Program& program = prediction.program;
+  const sim::SimStats& stats = prediction.stats;
+  const report::Trace& trace = prediction.trace;
   const report::StepFigures f = report::step_figures(s, trace, cluster);
   const plan::MemoryReport mem = plan::memory_per_rank(s);
   std::string trace_text;
@@ -104,8 +119,13 @@ void run_simulate(const SimulateArgs& a) {
   if (a.json) {
     auto j = figures_json(f, mem);
     j["scenario"] = s.name;
-    j["simulator"] = {{"ops", stats.ops}, {"events", stats.events}, {"flows", stats.flows},
-                      {"collective_algorithms", stats.algorithms}};
+    j["simulator"] = {{"ops", stats.ops},
+                      {"events", stats.events},
+                      {"flows", stats.flows},
+                      {"collective_algorithms", stats.algorithms},
+                      {"simulated_ranks", program.one_replica() ? s.plan.world() / s.plan.dp : s.plan.world()},
+                      {"folded_replicas", stats.replicas},
+                      {"folding", program.one_replica() ? (stats.exact ? "exact" : "approximate") : "none"}};
     std::cout << j.dump(2) << '\n';
   } else {
     const bool colour = ::isatty(STDOUT_FILENO) != 0;
@@ -143,8 +163,10 @@ void run_simulate(const SimulateArgs& a) {
     if (!stats.algorithms.empty()) {
       std::string used;
       for (const auto& [algorithm, n] : stats.algorithms) used += fmt::format("{}{} x {}", used.empty() ? "" : ", ", n, algorithm);
-      fmt::print("collectives: {} (setting {})\n", used, plan::to_string(s.plan.collective));
+      fmt::print("collectives: {} (setting {}{})\n", used, plan::to_string(s.plan.collective),
+                 program.one_replica() ? "; instances simulated" : "");
     }
+    fmt::print("ranks simulated: {}\n", simulated_ranks(s, prediction));
     if (!mem.fits()) fmt::print("memory: {}\n", plan::describe_memory(mem));
     fmt::print("bottleneck: {}\n", mem.fits() ? f.bottleneck : "memory: the plan does not fit; " + f.bottleneck);
   }
@@ -160,6 +182,11 @@ void add_simulate(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print JSON instead of tables");
   cmd->add_option("--trace", args->trace, "Write the predicted step as Chrome-trace JSON (Perfetto) to FILE")
       ->type_name("FILE");
+  cmd->add_option("--fold", args->fold,
+                  "Simulate one data-parallel replica for all: auto (when exact, or approximately from 256 ranks), "
+                  "always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
   cmd->callback([args] { run_simulate(*args); });
 }
 

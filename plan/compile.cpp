@@ -108,8 +108,17 @@ class Builder {
     make_gemm_sets();
   }
 
-  Program build() {
-    for (int r = 0; r < prog_.world; ++r) compile_rank(r);
+  Program build(const CompileOptions& options) {
+    const bool fold = options.one_replica && p_.dp > 1;
+    for (int r = 0; r < prog_.world; ++r) {
+      Coord c = coord_of(p_, r);
+      if (fold) {
+        c.dp = 0;
+        prog_.mirror_of.push_back(rank_of(p_, c));
+        if (prog_.mirror_of.back() != r) continue;
+      }
+      compile_rank(r);
+    }
     return std::move(prog_);
   }
 
@@ -538,7 +547,7 @@ class Builder {
 
 }  // namespace
 
-Program compile(const Scenario& s) { return Builder(s).build(); }
+Program compile(const Scenario& s, CompileOptions options) { return Builder(s).build(options); }
 
 std::string op_name(const Program& p, std::int64_t id) {
   const Op& o = p.ops[static_cast<std::size_t>(id)];

@@ -79,6 +79,13 @@ struct Program {
   std::vector<std::vector<Gemm>> gemm_sets;
   std::int64_t collectives = 0;  // collective instances
   std::int64_t transfers = 0;    // send/recv pairs
+  // A Program of one data-parallel replica (CompileOptions::one_replica) holds the ops of
+  // the ranks with dp index 0 only; mirror_of[r] is the rank whose ops rank r's mirror
+  // (the same tp and pp position). Empty when every rank is compiled. Groups are complete
+  // either way: a data-parallel collective lists every replica's member.
+  std::vector<std::int32_t> mirror_of;
+
+  [[nodiscard]] bool one_replica() const { return !mirror_of.empty(); }
 
   [[nodiscard]] std::span<const std::int64_t> deps_of(std::int64_t op) const {
     const Op& o = ops[static_cast<std::size_t>(op)];
@@ -90,8 +97,13 @@ struct Program {
 int rank_of(const ParallelPlan& p, const Coord& c);
 Coord coord_of(const ParallelPlan& p, int rank);
 
+struct CompileOptions {
+  // Compile data-parallel replica 0 only (the others run the same ops on their own ranks).
+  bool one_replica = false;
+};
+
 // Builds the Program of one training step. The scenario must have passed check().
-Program compile(const Scenario& s);
+Program compile(const Scenario& s, CompileOptions options = {});
 
 // "fwd L12 mb3", "tp all-reduce L12 mb3", "send act mb3 -> 17", "dp all-reduce bucket L40-47"
 std::string op_name(const Program& p, std::int64_t op);

@@ -1,5 +1,6 @@
 #include "report/chrome_trace.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace parasim::report {
@@ -8,7 +9,9 @@ std::string chrome_trace_json(const Trace& trace, const plan::Program& program, 
   using nlohmann::json;
   json events = json::array();
   for (int r = 0; r < trace.world; ++r) {
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}});
+    if (trace.mirror(r) != r) continue;  // folded: only replica 0's ranks have spans
+    const std::string name = trace.folded() ? fmt::format("rank {} (and its data-parallel replicas)", r) : fmt::format("rank {}", r);
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"args", {{"name", name}}}});
     for (int s = 0; s < plan::stream_count; ++s) {
       events.push_back({{"ph", "M"},
                         {"name", "thread_name"},

@@ -93,17 +93,22 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
   }
   for (int r = 0; r < trace.world; ++r) {
     RankFigures rf;
-    rf.rank = r;
-    const auto& c = compute[static_cast<std::size_t>(r)];
-    rf.compute = static_cast<double>(union_length(c)) * 1e-12;
-    Intervals working = c;
-    for (int d = 0; d < 3; ++d) {
-      const auto& iv = comm[static_cast<std::size_t>(r)][static_cast<std::size_t>(d)];
-      rf.comm[static_cast<std::size_t>(d)] = static_cast<double>(union_length(iv)) * 1e-12;
-      rf.exposed[static_cast<std::size_t>(d)] = static_cast<double>(uncovered_length(iv, c)) * 1e-12;
-      if (d != 1) working.insert(working.end(), iv.begin(), iv.end());
+    if (const int m = trace.mirror(r); m != r) {
+      // A folded trace: this rank mirrors one of replica 0 (a lower rank, already done).
+      rf = f.ranks[static_cast<std::size_t>(m)];
+    } else {
+      const auto& c = compute[static_cast<std::size_t>(r)];
+      rf.compute = static_cast<double>(union_length(c)) * 1e-12;
+      Intervals working = c;
+      for (int d = 0; d < 3; ++d) {
+        const auto& iv = comm[static_cast<std::size_t>(r)][static_cast<std::size_t>(d)];
+        rf.comm[static_cast<std::size_t>(d)] = static_cast<double>(union_length(iv)) * 1e-12;
+        rf.exposed[static_cast<std::size_t>(d)] = static_cast<double>(uncovered_length(iv, c)) * 1e-12;
+        if (d != 1) working.insert(working.end(), iv.begin(), iv.end());
+      }
+      rf.bubble = step_ps > 0 ? (step_ps - static_cast<double>(union_length(working))) / step_ps : 0.0;
     }
-    rf.bubble = step_ps > 0 ? (step_ps - static_cast<double>(union_length(working))) / step_ps : 0.0;
+    rf.rank = r;
     for (int d = 0; d < 3; ++d) {
       f.comm_mean[static_cast<std::size_t>(d)] += rf.comm[static_cast<std::size_t>(d)] / trace.world;
       f.exposed_mean[static_cast<std::size_t>(d)] += rf.exposed[static_cast<std::size_t>(d)] / trace.world;

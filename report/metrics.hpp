@@ -6,6 +6,7 @@
 //   exposed   the part of a dimension's communication not overlapped by compute
 //   bubble    time the rank neither computes nor communicates on tp or dp: it waits for
 //             the pipeline (pp transfers in flight count as waiting)
+// A folded trace (trace.hpp) gives each mirrored rank the figures of the rank it mirrors.
 // Throughput: samples/s = global batch / step; tokens/s = samples/s x sequence length.
 // Model FLOP/s per device counts the training FLOPs without recompute (Narayanan et al.)
 // over the step and the devices; MFU divides it by the device's peak for the precision.

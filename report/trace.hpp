@@ -55,6 +55,12 @@ struct Trace {
   std::int64_t step_end = 0;   // picoseconds
   // Optional: memory per rank in bytes, and utilisation (0..1) of the busiest links.
   std::vector<Counter> counters;
+  // A folded simulation (one data-parallel replica) holds the spans of replica 0 only;
+  // mirror_of[r] is the rank whose spans rank r's equal. Empty: every rank has its own.
+  std::vector<std::int32_t> mirror_of;
+
+  [[nodiscard]] bool folded() const { return !mirror_of.empty(); }
+  [[nodiscard]] int mirror(int rank) const { return folded() ? mirror_of[static_cast<std::size_t>(rank)] : rank; }
 
   [[nodiscard]] double step_seconds() const { return static_cast<double>(step_end) * 1e-12; }
 };

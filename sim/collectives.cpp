@@ -184,21 +184,32 @@ struct Running {
   std::size_t next = 0;  // the phase to start next
   int outstanding = 0;
   int traffic = -1;
+  bool single = false;  // folded: run every flow, each standing for itself (network.hpp)
   std::function<void()> done;
 };
 
 void next_phase(const std::shared_ptr<Running>& st);
 
+int owner(const FlowSpec& f) { return f.src >= 0 ? f.src : f.dst; }
+
+// Folded (network.hpp), a phase runs the flows of replica 0's members only, each standing
+// for its copies in the other replicas; or, `single`, all of them.
 void start_flows(const std::shared_ptr<Running>& st, const Phase& p) {
-  st->outstanding = static_cast<int>(p.flows.size());
+  Network& net = *st->net;
+  auto runs = [&](const FlowSpec& f) { return st->single || net.represented(owner(f)); };
+  int count = 0;
+  for (const FlowSpec& f : p.flows) count += runs(f) ? 1 : 0;
+  if (count == 0) throw std::logic_error("a collective phase without a flow of the simulated replica");
+  st->outstanding = count;
   for (const FlowSpec& f : p.flows) {
+    if (!runs(f)) continue;
     auto arrived = [st] {
       if (--st->outstanding == 0) next_phase(st);
     };
     if (f.link >= 0) {
-      st->net->transfer_on_link(f.link, f.latency, f.bytes, std::move(arrived), st->traffic);
+      st->net->transfer_on_link(f.link, f.latency, f.bytes, std::move(arrived), st->traffic, owner(f), st->single);
     } else {
-      st->net->transfer(f.src, f.dst, f.bytes, std::move(arrived), st->traffic);
+      st->net->transfer(f.src, f.dst, f.bytes, std::move(arrived), st->traffic, st->single);
     }
   }
 }
@@ -219,6 +230,23 @@ void next_phase(const std::shared_ptr<Running>& st) {
 }
 
 }  // namespace
+
+bool spans_replicas(const Network& net, const CollectiveCall& c) {
+  return std::any_of(c.devices.begin(), c.devices.end(), [&](int d) { return !net.represented(d); });
+}
+
+bool symmetric(Algorithm a) { return a == Algorithm::ring || a == Algorithm::direct || a == Algorithm::nvls; }
+
+std::vector<FlowEnds> flow_ends(Algorithm a, Network& net, const CollectiveCall& c) {
+  std::vector<FlowEnds> out;
+  if (net.folded() && !symmetric(a) && spans_replicas(net, c)) return out;  // single flows: nothing to prepare
+  for (const Phase& p : build(a, net, c)) {
+    for (const FlowSpec& f : p.flows) {
+      if (net.represented(owner(f))) out.push_back({f.src, f.dst, f.link});
+    }
+  }
+  return out;
+}
 
 bool applicable(Algorithm a, const topology::Cluster& cluster, const CollectiveCall& c) {
   const bool all_reduce = c.op == CollectiveOp::all_reduce;
@@ -293,6 +321,7 @@ void run_collective(Network& net, Algorithm a, CollectiveCall c, std::function<v
   st->net = &net;
   st->phases = build(a, net, c);
   st->traffic = c.traffic;
+  st->single = net.folded() && !symmetric(a) && spans_replicas(net, c);
   st->done = std::move(done);
   if (st->phases.empty()) {
     net.engine().after(Time{}, [st] { next_phase(st); });
@@ -306,11 +335,11 @@ void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devic
   run_collective(net, Algorithm::ring, CollectiveCall{op, std::move(devices), bytes}, std::move(done));
 }
 
-Algorithm AlgorithmCache::get(plan::Collective setting, Network& net, const CollectiveCall& c, int group) {
+Algorithm AlgorithmCache::get(plan::Collective setting, Network& net, const CollectiveCall& c, int group, bool count) {
   const auto key = std::make_tuple(static_cast<int>(setting), static_cast<int>(c.op), c.bytes, group);
   auto it = cache_.find(key);
   if (it == cache_.end()) it = cache_.emplace(key, resolve(setting, net, c)).first;
-  ++uses_[it->second];
+  if (count) ++uses_[it->second];
   return it->second;
 }
 

@@ -71,6 +71,17 @@ Algorithm resolve(plan::Collective setting, Network& net, const CollectiveCall& 
 // `done` runs when every member has its result.
 void run_collective(Network& net, Algorithm a, CollectiveCall c, std::function<void()> done);
 
+// Whether an algorithm's flows over a group are the same after shifting the members one
+// position round the group (so a folded simulation can run one member's share of them).
+// Folded, a collective across the replicas by another algorithm runs all of its flows,
+// each standing for itself (network.hpp), which makes the folding approximate.
+bool symmetric(Algorithm a);
+bool spans_replicas(const Network& net, const CollectiveCall& c);
+
+// The ends of the flows run_collective() would start for `c` that stand for copies in the
+// other replicas (replica 0's, folded; none of a collective that runs single flows).
+std::vector<FlowEnds> flow_ends(Algorithm a, Network& net, const CollectiveCall& c);
+
 // Shorthand for the ring, used by tests.
 void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devices, double bytes,
                      std::function<void()> done);
@@ -79,7 +90,8 @@ void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devic
 // calls on the same groups many times. `group` identifies c.devices (a Program group).
 class AlgorithmCache {
  public:
-  Algorithm get(plan::Collective setting, Network& net, const CollectiveCall& c, int group);
+  // Counts the use unless `count` is false (a look-ahead).
+  Algorithm get(plan::Collective setting, Network& net, const CollectiveCall& c, int group, bool count = true);
   [[nodiscard]] const std::map<Algorithm, std::uint64_t>& uses() const { return uses_; }
 
  private:

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
+#include <numeric>
 
 namespace parasim::sim {
 
@@ -12,30 +14,44 @@ Network::Network(Engine& engine, const topology::Cluster& cluster)
   for (int l = 0; l < cluster.link_count(); ++l) solver_.add_link(cluster.link(l).bandwidth);
 }
 
-void Network::transfer(int src, int dst, double bytes, std::function<void()> done, int traffic) {
+void Network::transfer(int src, int dst, double bytes, std::function<void()> done, int traffic, bool single) {
   if (src == dst || bytes <= 0.0) {
     engine_.after(Time{}, std::move(done));
     return;
   }
+  if (folded()) {
+    const Folded& f = folded_flow({src, dst, -1}, single);
+    start(f.links, f.weights, f.latency, bytes, std::move(done), traffic);
+    return;
+  }
   const topology::Route& route = router_.route(src, dst);
-  start(route.links, route.latency, bytes, std::move(done), traffic);
+  start(route.links, {}, route.latency, bytes, std::move(done), traffic);
 }
 
-void Network::transfer_on_link(int link, double latency, double bytes, std::function<void()> done, int traffic) {
+void Network::transfer_on_link(int link, double latency, double bytes, std::function<void()> done, int traffic,
+                               int owner, bool single) {
+  if (folded()) {
+    const Folded& f = folded_flow({owner, -1, link}, single);
+    start(f.links, f.weights, latency, bytes, std::move(done), traffic);
+    return;
+  }
   const std::array<int, 1> links{link};
-  start(links, latency, bytes, std::move(done), traffic);
+  start(links, {}, latency, bytes, std::move(done), traffic);
 }
 
-void Network::start(std::span<const int> route, double latency, double bytes, std::function<void()> done,
-                    int traffic) {
-  for (int l : route) carried_[static_cast<std::size_t>(l)] += bytes;
-  if (traffic >= 0) {
-    for (int l : route) by_traffic_[static_cast<std::size_t>(traffic)][static_cast<std::size_t>(l)] += bytes;
+void Network::start(std::span<const int> route, std::span<const double> weights, double latency, double bytes,
+                    std::function<void()> done, int traffic) {
+  for (std::size_t i = 0; i < route.size(); ++i) {
+    const double b = weights.empty() ? bytes : bytes * weights[i];
+    carried_[static_cast<std::size_t>(route[i])] += b;
+    if (traffic >= 0) by_traffic_[static_cast<std::size_t>(traffic)][static_cast<std::size_t>(route[i])] += b;
   }
   // The flow enters the network after the path latency.
   std::vector<int> links(route.begin(), route.end());
-  engine_.after(Time::seconds(latency), [this, bytes, links = std::move(links), done = std::move(done)]() mutable {
-    const int id = solver_.add_flow(links);
+  std::vector<double> w(weights.begin(), weights.end());
+  engine_.after(Time::seconds(latency), [this, bytes, links = std::move(links), w = std::move(w),
+                                         done = std::move(done)]() mutable {
+    const int id = w.empty() ? solver_.add_flow(links) : solver_.add_flow(links, w);
     if (static_cast<std::size_t>(id) >= flows_.size()) flows_.resize(static_cast<std::size_t>(id) + 1);
     Flow& f = flows_[static_cast<std::size_t>(id)];
     f.remaining = bytes;
@@ -43,10 +59,195 @@ void Network::start(std::span<const int> route, double latency, double bytes, st
     f.since = engine_.now();
     ++f.version;
     f.links = std::move(links);
+    f.weights = std::move(w);
     f.done = std::move(done);
     ++flows_started_;
     request_solve();
   });
+}
+
+// --- folding ---------------------------------------------------------------------------
+
+void Network::fold(Replicas replicas) {
+  if (flows_started_ > 0 || !folded_.empty()) throw std::logic_error("fold() after the network started");
+  replicas_ = std::move(replicas);
+  const auto links = static_cast<std::size_t>(cluster_.link_count());
+  parent_.resize(links);
+  std::iota(parent_.begin(), parent_.end(), 0);
+  class_of_ = parent_;
+  class_size_.assign(links, 1);
+  sigma_.assign(links, -1);
+  exact_ = true;
+}
+
+namespace {
+
+// The link at device `d` in the same direction as `link` at its own device, towards a
+// vertex of the same kind (a device's port on a switch).
+int port_image(const topology::Cluster& cluster, int link, int d) {
+  const auto& g = cluster.graph();
+  const bool out = cluster.vertex(cluster.source(link)).kind == topology::VertexKind::gpu;
+  const topology::VertexKind other = cluster.vertex(out ? cluster.target(link) : cluster.source(link)).kind;
+  const topology::VertexId v = cluster.gpu(d);
+  int found = -1;
+  int count = 0;
+  auto consider = [&](topology::EdgeId e, topology::VertexId far) {
+    if (g[far].kind == other) {
+      found = g[e].id;
+      ++count;
+    }
+  };
+  if (out) {
+    for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) consider(*e, boost::target(*e, g));
+  } else {
+    for (auto [e, end] = boost::in_edges(v, g); e != end; ++e) consider(*e, boost::source(*e, g));
+  }
+  if (count != 1) throw NotFoldable("a device's port has no single counterpart in the other replicas");
+  return found;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> Network::copies(const FlowEnds& e, int count) {
+  std::vector<std::vector<int>> out;
+  out.reserve(static_cast<std::size_t>(count));
+  int a = e.src;
+  int b = e.dst;
+  const int owner = e.src >= 0 ? e.src : e.dst;
+  int o = owner;
+  const auto& next = replicas_.next;
+  for (int j = 0; j < count; ++j) {
+    if (e.link >= 0) {
+      out.push_back({j == 0 ? e.link : port_image(cluster_, e.link, o)});
+      o = next[static_cast<std::size_t>(o)];
+    } else {
+      out.push_back(router_.route(a, b).links);
+      a = next[static_cast<std::size_t>(a)];
+      b = next[static_cast<std::size_t>(b)];
+    }
+  }
+  return out;
+}
+
+int Network::find(int link) {
+  auto l = static_cast<std::size_t>(link);
+  while (parent_[l] != static_cast<int>(l)) {
+    parent_[l] = parent_[static_cast<std::size_t>(parent_[l])];
+    l = static_cast<std::size_t>(parent_[l]);
+  }
+  return static_cast<int>(l);
+}
+
+void Network::prepare_fold(std::span<const FlowEnds> flows) {
+  if (!folded()) return;
+  const int n = replicas_.count;
+  // First the shift on links: copy j's k-th link maps to copy j+1's. A link mapped two
+  // ways (ECMP picks different spines for different pairs) or reached two ways is
+  // conflicted: it stays a class of its own.
+  std::vector<std::vector<std::vector<int>>> all;
+  all.reserve(flows.size());
+  std::vector<int> sigma_inverse(sigma_.size(), -1);
+  std::vector<char> conflicted(sigma_.size(), 0);
+  for (const FlowEnds& e : flows) {
+    all.push_back(copies(e, n));
+    const auto& cps = all.back();
+    bool same = true;
+    for (const auto& c : cps) same = same && c.size() == cps[0].size();
+    if (!same) {
+      exact_ = false;  // copies of different shapes: their links are joined by no one
+      continue;
+    }
+    if (e.link < 0) {
+      const double latency = router_.route(e.src, e.dst).latency;
+      int a = e.src;
+      int b = e.dst;
+      for (int j = 0; j < n; ++j) {
+        if (router_.route(a, b).latency != latency) exact_ = false;
+        a = replicas_.next[static_cast<std::size_t>(a)];
+        b = replicas_.next[static_cast<std::size_t>(b)];
+      }
+    }
+    for (std::size_t k = 0; k < cps[0].size(); ++k) {
+      for (int j = 0; j < n; ++j) {
+        const int l = cps[static_cast<std::size_t>(j)][k];
+        const int image = cps[static_cast<std::size_t>((j + 1) % n)][k];
+        int& fwd = sigma_[static_cast<std::size_t>(l)];
+        int& back = sigma_inverse[static_cast<std::size_t>(image)];
+        if (fwd >= 0 && fwd != image) conflicted[static_cast<std::size_t>(l)] = conflicted[static_cast<std::size_t>(fwd)] = 1;
+        if (back >= 0 && back != l) conflicted[static_cast<std::size_t>(image)] = conflicted[static_cast<std::size_t>(back)] = 1;
+        if (fwd < 0) fwd = image;
+        if (back < 0) back = l;
+      }
+    }
+  }
+  for (char c : conflicted) exact_ = exact_ && c == 0;
+  // Then the classes: links at the same position of same-shaped copies, unless conflicted.
+  for (const auto& cps : all) {
+    bool same = true;
+    for (const auto& c : cps) same = same && c.size() == cps[0].size();
+    if (!same) continue;
+    for (std::size_t k = 0; k < cps[0].size(); ++k) {
+      const int first = cps[0][k];
+      if (conflicted[static_cast<std::size_t>(first)]) continue;
+      for (int j = 1; j < n; ++j) {
+        const int l = cps[static_cast<std::size_t>(j)][k];
+        if (conflicted[static_cast<std::size_t>(l)]) continue;
+        const int ra = find(first);
+        const int rb = find(l);
+        if (ra != rb) parent_[static_cast<std::size_t>(std::max(ra, rb))] = std::min(ra, rb);
+      }
+    }
+  }
+  // Classes: representative = smallest link id; capacity = the members' mean bandwidth.
+  std::map<int, std::pair<int, double>> members;  // representative -> (count, bandwidth sum)
+  for (int l = 0; l < cluster_.link_count(); ++l) {
+    const int r = find(l);
+    class_of_[static_cast<std::size_t>(l)] = r;
+    auto& [count, sum] = members[r];
+    ++count;
+    sum += cluster_.link(l).bandwidth;
+  }
+  for (const auto& [r, cs] : members) {
+    class_size_[static_cast<std::size_t>(r)] = cs.first;
+    const double mean = cs.second / cs.first;
+    if (mean != cluster_.link(r).bandwidth) {
+      exact_ = false;
+      solver_.set_capacity(r, mean);
+    }
+  }
+}
+
+const Network::Folded& Network::folded_flow(const FlowEnds& e, bool single) {
+  const std::uint64_t key =
+      (e.link >= 0 ? (std::uint64_t{1} << 63) | static_cast<std::uint64_t>(e.link)
+                   : (static_cast<std::uint64_t>(e.src) << 32) | static_cast<std::uint32_t>(e.dst)) |
+      (single ? std::uint64_t{1} << 62 : 0);
+  const int count = single ? 1 : replicas_.count;
+  auto it = folded_.find(key);
+  if (it != folded_.end()) return it->second;
+  Folded f;
+  std::map<int, double> weight;  // ordered: deterministic link order
+  const auto cps = copies(e, count);
+  for (const auto& c : cps) {
+    for (int l : c) {
+      const int k = class_of_[static_cast<std::size_t>(l)];
+      weight[k] += 1.0 / class_size_[static_cast<std::size_t>(k)];
+    }
+  }
+  if (e.link < 0) {
+    int a = e.src;
+    int b = e.dst;
+    for (int j = 0; j < count; ++j) {
+      f.latency = std::max(f.latency, router_.route(a, b).latency);
+      a = replicas_.next[static_cast<std::size_t>(a)];
+      b = replicas_.next[static_cast<std::size_t>(b)];
+    }
+  }
+  for (const auto& [k, w] : weight) {
+    f.links.push_back(k);
+    f.weights.push_back(w);
+  }
+  return folded_.emplace(key, std::move(f)).first->second;
 }
 
 void Network::request_solve() {
@@ -58,17 +259,18 @@ void Network::request_solve() {
 
 void Network::record(const Flow& f) {
   if (rate_deltas_.empty() || f.rate <= 0.0 || engine_.now() == f.since) return;
-  for (int l : f.links) {
-    auto& d = rate_deltas_[static_cast<std::size_t>(l)];
-    d.emplace_back(f.since.picoseconds(), f.rate);
-    d.emplace_back(engine_.now().picoseconds(), -f.rate);
+  for (std::size_t i = 0; i < f.links.size(); ++i) {
+    const double rate = f.weights.empty() ? f.rate : f.rate * f.weights[i];
+    auto& d = rate_deltas_[static_cast<std::size_t>(f.links[i])];
+    d.emplace_back(f.since.picoseconds(), rate);
+    d.emplace_back(engine_.now().picoseconds(), -rate);
   }
 }
 
 std::vector<std::pair<std::int64_t, double>> Network::utilisation(int link) const {
   std::vector<std::pair<std::int64_t, double>> out;
   if (rate_deltas_.empty()) return out;
-  auto deltas = rate_deltas_[static_cast<std::size_t>(link)];
+  auto deltas = rate_deltas_[cls(link)];
   std::stable_sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   const double bandwidth = cluster_.link(link).bandwidth;
   double rate = 0.0;

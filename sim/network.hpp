@@ -10,11 +10,33 @@
 // So an uncontended transfer takes latency + S / bottleneck; two flows on one link each
 // get half; a flow limited elsewhere leaves its share to the others. Per link, the bytes
 // carried are recorded for utilisation reports.
+//
+// Folded replicas. With fold(), the network carries the flows of one data-parallel replica
+// (replica 0) and each flow stands for its n copies, one per replica: the copy in replica
+// j runs between the images of its ends under the shift σ^j that maps a device to the
+// same position of the next replica. Links are grouped into classes: prepare_fold() takes
+// every flow the simulation will start, routes all of its copies, and joins the links that
+// the copies cross at the same position of routes of the same length. A class is solved as
+// one link whose load is its members' mean load: a flow's weight on a class K is
+//   w(f, K) = (number of crossings of K's links by f's n copies) / |K|
+// and bytes and rates are recorded on the class, so every member reports the mean. The
+// copies of a flow share its rate; its latency is the longest of theirs. A flow started
+// as `single` stands for itself only (a collective across the replicas whose flows differ
+// from replica to replica, such as the tree, runs all of its flows): its weight on a class
+// is its own crossings of the class over |K|.
+//
+// When the shift maps every used route onto the route of the shifted ends link by link
+// (a permutation of the links with equal bandwidths), the classes are its orbits, every
+// link of a class carries the same load in the full simulation, and the folded one gives
+// the same rates (exact()). Otherwise it is a mean-field approximation: load is spread
+// evenly over equivalent links (ECMP spines of a fat-tree, rails of different blocks).
 #pragma once
 
 #include <array>
 #include <functional>
 #include <span>
+#include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -23,25 +45,62 @@
 
 namespace parasim::sim {
 
+// Thrown when a scenario cannot be simulated folded (the caller simulates every rank).
+struct NotFoldable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The replicas a folded network stands for.
+struct Replicas {
+  int count = 1;                   // n
+  std::vector<int> next;           // device -> the device at its position in the next replica (σ)
+  std::vector<char> represented;   // device -> is in replica 0
+};
+
+// A flow's ends as prepare_fold() needs them: devices src -> dst, or for a flow on one
+// link (`link` >= 0) the device whose port it is (`src`, else `dst`).
+struct FlowEnds {
+  int src = -1;
+  int dst = -1;
+  int link = -1;
+  friend bool operator==(const FlowEnds&, const FlowEnds&) = default;
+};
+
 class Network {
  public:
   Network(Engine& engine, const topology::Cluster& cluster);
 
   // Moves `bytes` from device `src` to device `dst`; `done` runs when the last byte arrives.
   // `traffic` (0 tp, 1 pp, 2 dp, or -1) says whose bytes they are, for per-link accounting.
-  void transfer(int src, int dst, double bytes, std::function<void()> done, int traffic = -1);
+  void transfer(int src, int dst, double bytes, std::function<void()> done, int traffic = -1, bool single = false);
   // Moves `bytes` over the single directed link `link`, entering it after `latency` seconds
   // (collectives that model a switch's own work use it for the device's port).
-  void transfer_on_link(int link, double latency, double bytes, std::function<void()> done, int traffic = -1);
+  // `owner` is the device whose port the link is (needed only when folded).
+  void transfer_on_link(int link, double latency, double bytes, std::function<void()> done, int traffic = -1,
+                        int owner = -1, bool single = false);
+
+  // Folding (see above): call fold(), then prepare_fold() with every flow's ends, before
+  // any transfer. Throws NotFoldable when a flow's copies cannot be formed.
+  void fold(Replicas replicas);
+  void prepare_fold(std::span<const FlowEnds> flows);
+  [[nodiscard]] bool folded() const { return replicas_.count > 1; }
+  [[nodiscard]] int replica_count() const { return replicas_.count; }
+  [[nodiscard]] bool exact() const { return exact_; }
+  // Says that some flows will run `single`: the folding is then approximate.
+  void mark_approximate() { exact_ = false; }
+  // Whether device d's flows are simulated (always, unless folded: replica 0's).
+  [[nodiscard]] bool represented(int d) const {
+    return !folded() || replicas_.represented[static_cast<std::size_t>(d)] != 0;
+  }
 
   // From now on, remember every link's rate over time (for utilisation counters).
   void record_rates() { rate_deltas_.resize(carried_.size()); }
   // A link's utilisation (rate / bandwidth) as a step function over the recorded time.
   [[nodiscard]] std::vector<std::pair<std::int64_t, double>> utilisation(int link) const;
 
-  [[nodiscard]] double bytes_carried(int link) const { return carried_[static_cast<std::size_t>(link)]; }
+  [[nodiscard]] double bytes_carried(int link) const { return carried_[cls(link)]; }
   [[nodiscard]] double bytes_carried(int link, int traffic) const {
-    return by_traffic_[static_cast<std::size_t>(traffic)][static_cast<std::size_t>(link)];
+    return by_traffic_[static_cast<std::size_t>(traffic)][cls(link)];
   }
   [[nodiscard]] const topology::Cluster& cluster() const { return cluster_; }
   [[nodiscard]] Engine& engine() { return engine_; }
@@ -56,10 +115,25 @@ class Network {
     Time since;  // when `remaining` was last settled
     std::uint64_t version = 0;
     std::vector<int> links;
+    std::vector<double> weights;  // folded: per link (class)
     std::function<void()> done;
   };
+  // A folded flow's classes and weights.
+  struct Folded {
+    std::vector<int> links;
+    std::vector<double> weights;
+    double latency = 0.0;
+  };
 
-  void start(std::span<const int> links, double latency, double bytes, std::function<void()> done, int traffic);
+  void start(std::span<const int> links, std::span<const double> weights, double latency, double bytes,
+             std::function<void()> done, int traffic);
+  // The links each copy of a flow crosses, replica by replica.
+  std::vector<std::vector<int>> copies(const FlowEnds& e, int count);
+  const Folded& folded_flow(const FlowEnds& e, bool single);
+  int find(int link);
+  [[nodiscard]] std::size_t cls(int link) const {
+    return static_cast<std::size_t>(class_of_.empty() ? link : class_of_[static_cast<std::size_t>(link)]);
+  }
   void finish(std::size_t slot, std::uint64_t version);
   void request_solve();
   void solve();
@@ -76,6 +150,14 @@ class Network {
   std::vector<std::vector<std::pair<std::int64_t, double>>> rate_deltas_;  // per link, when recording
   bool solve_pending_ = false;
   std::uint64_t flows_started_ = 0;
+  // Folding.
+  Replicas replicas_;
+  bool exact_ = true;
+  std::vector<int> parent_;                     // union-find over links, while preparing
+  std::vector<int> class_of_;                   // link -> its class's representative link
+  std::vector<int> class_size_;                 // by representative
+  std::vector<int> sigma_;                      // link -> its image under the shift, -1 unknown
+  std::unordered_map<std::uint64_t, Folded> folded_;  // by flow ends
 };
 
 }  // namespace parasim::sim

@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 #include <tuple>
+#include <string>
 #include <unordered_map>
 
 #include "plan/memory.hpp"
@@ -23,8 +24,8 @@ using plan::Stream;
 
 class Runner {
  public:
-  Runner(const plan::Scenario& s, const plan::Program& prog, const DeviceProfile& profile, bool counters)
-      : s_(s), prog_(prog), profile_(profile), cluster_(s.cluster), net_(engine_, cluster_), counters_(counters) {
+  Runner(const plan::Scenario& s, const plan::Program& prog, const DeviceProfile& profile, const SimOptions& options)
+      : s_(s), prog_(prog), profile_(profile), cluster_(s.cluster), net_(engine_, cluster_), counters_(options.counters) {
     const std::size_t n = prog.ops.size();
     waiting_.resize(n);
     done_.assign(n, 0);
@@ -75,7 +76,42 @@ class Runner {
       partner_[i] = it->second;
     }
     if (prog.world > cluster_.gpu_count()) throw std::invalid_argument("the program has more ranks than the cluster");
+    if (prog.one_replica()) fold(options.approximate);
     if (counters_) start_counters();
+  }
+
+  // A one-replica Program: the network folds the other replicas onto replica 0 and learns,
+  // before the first transfer, every flow the step will start (network.hpp).
+  void fold(bool approximate) {
+    Replicas r;
+    r.count = s_.plan.dp;
+    r.next.resize(static_cast<std::size_t>(prog_.world));
+    r.represented.resize(static_cast<std::size_t>(prog_.world));
+    for (int rank = 0; rank < prog_.world; ++rank) {
+      plan::Coord c = plan::coord_of(s_.plan, rank);
+      r.represented[static_cast<std::size_t>(rank)] = c.dp == 0 ? 1 : 0;
+      c.dp = (c.dp + 1) % s_.plan.dp;
+      r.next[static_cast<std::size_t>(rank)] = plan::rank_of(s_.plan, c);
+    }
+    net_.fold(std::move(r));
+    std::vector<FlowEnds> ends;
+    for (const Op& o : prog_.ops) {
+      if (o.kind == OpKind::send) ends.push_back({o.rank, o.peer, -1});
+    }
+    for (const auto& members : instances_) {
+      const Op& o = prog_.ops[static_cast<std::size_t>(members.front())];
+      const CollectiveCall call = call_of(o);
+      const Algorithm a = algorithms_.get(s_.plan.collective, net_, call, o.group, false);
+      if (!symmetric(a) && spans_replicas(net_, call)) net_.mark_approximate();
+      const auto fe = flow_ends(a, net_, call);
+      ends.insert(ends.end(), fe.begin(), fe.end());
+    }
+    std::sort(ends.begin(), ends.end(), [](const FlowEnds& a, const FlowEnds& b) {
+      return std::tie(a.src, a.dst, a.link) < std::tie(b.src, b.dst, b.link);
+    });
+    ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+    net_.prepare_fold(ends);
+    if (!net_.exact() && !approximate) throw NotFoldable("the replicas are not exactly symmetric on this topology");
   }
 
   report::Trace run(SimStats* stats) {
@@ -91,6 +127,7 @@ class Runner {
     report::Trace t;
     t.kind = "predicted";
     t.world = prog_.world;
+    t.mirror_of = prog_.mirror_of;
     for (std::size_t i = 0; i < prog_.ops.size(); ++i) {
       if (!done_[i]) throw std::logic_error("simulation ended with ops not run: the program deadlocks");
     }
@@ -106,6 +143,8 @@ class Runner {
       stats->events = engine_.events_fired();
       stats->flows = net_.flows_started();
       stats->ops = prog_.ops.size();
+      stats->replicas = net_.replica_count();
+      stats->exact = net_.exact();
       for (const auto& [a, n] : algorithms_.uses()) stats->algorithms[std::string(to_string(a))] = n;
     }
     return t;
@@ -165,13 +204,8 @@ class Runner {
         for (std::int64_t m : members) {
           if (!ready(m)) return;
         }
-        std::vector<int> devices;
-        devices.reserve(members.size());
-        for (std::int64_t m : members) {
-          mark_started(m);
-          devices.push_back(prog_.ops[static_cast<std::size_t>(m)].rank);
-        }
-        run_collective(o, std::move(devices), [this, instance] {
+        for (std::int64_t m : members) mark_started(m);
+        run_collective(o, [this, instance] {
           for (std::int64_t m : instances_[static_cast<std::size_t>(instance)]) complete(m);
         });
         break;
@@ -184,8 +218,15 @@ class Runner {
     start_time_[static_cast<std::size_t>(id)] = engine_.now().picoseconds();
   }
 
-  void run_collective(const Op& o, std::vector<int> devices, std::function<void()> done) {
-    CollectiveCall call{o.collective, std::move(devices), o.bytes, report::dimension_of(o.category)};
+  // Every member of the op's group (in a one-replica Program, the members of the other
+  // replicas too: they are ready when replica 0's member is).
+  CollectiveCall call_of(const Op& o) const {
+    return {o.collective, prog_.groups[static_cast<std::size_t>(o.group)].ranks, o.bytes,
+            report::dimension_of(o.category)};
+  }
+
+  void run_collective(const Op& o, std::function<void()> done) {
+    CollectiveCall call = call_of(o);
     const Algorithm a = algorithms_.get(s_.plan.collective, net_, call, o.group);
     sim::run_collective(net_, a, std::move(call), std::move(done));
   }
@@ -261,6 +302,7 @@ class Runner {
 
   void finish_counters(report::Trace& t) {
     for (int r = 0; r < prog_.world; ++r) {
+      if (prog_.one_replica() && prog_.mirror_of[static_cast<std::size_t>(r)] != r) continue;
       t.counters.push_back({"memory", r, -1, std::move(memory_[static_cast<std::size_t>(r)].samples)});
     }
     std::vector<report::LinkUse> busiest = t.links;
@@ -307,14 +349,49 @@ class Runner {
 }  // namespace
 
 report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
+                       SimStats* stats, const SimOptions& options) {
+  return Runner(s, program, profile, options).run(stats);
+}
+
+report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
                        SimStats* stats, bool counters) {
-  return Runner(s, program, profile, counters).run(stats);
+  return simulate(s, program, profile, stats, SimOptions{counters, true});
+}
+
+DeviceProfile profile_of(const plan::Scenario& s) {
+  return s.hardware.profile.empty() ? default_profile(s.cluster.device) : load_profile(s.hardware.profile, s.cluster.device);
 }
 
 report::Trace simulate(const plan::Scenario& s, const plan::Program& program, SimStats* stats, bool counters) {
-  const DeviceProfile profile = s.hardware.profile.empty() ? default_profile(s.cluster.device)
-                                                           : load_profile(s.hardware.profile, s.cluster.device);
-  return simulate(s, program, profile, stats, counters);
+  return simulate(s, program, profile_of(s), stats, SimOptions{counters, true});
+}
+
+std::string_view to_string(FoldMode m) {
+  switch (m) {
+    case FoldMode::automatic: return "auto";
+    case FoldMode::always: return "always";
+    case FoldMode::never: return "never";
+  }
+  return "?";
+}
+
+Prediction predict(const plan::Scenario& s, const PredictOptions& options) {
+  const DeviceProfile profile = profile_of(s);
+  Prediction p;
+  if (options.fold != FoldMode::never && s.plan.dp > 1) {
+    const bool approximate = options.fold == FoldMode::always || s.plan.world() >= fold_approximate_from;
+    try {
+      p.program = plan::compile(s, plan::CompileOptions{true});
+      p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, approximate});
+      return p;
+    } catch (const NotFoldable& e) {
+      p.stats = SimStats{};
+      p.not_folded = e.what();
+    }
+  }
+  p.program = plan::compile(s);
+  p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, true});
+  return p;
 }
 
 }  // namespace parasim::sim

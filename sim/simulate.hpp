@@ -19,6 +19,7 @@
 #include "plan/program.hpp"
 #include "report/trace.hpp"
 #include "sim/compute_model.hpp"
+#include "sim/network.hpp"
 
 namespace parasim::sim {
 
@@ -27,12 +28,53 @@ struct SimStats {
   std::uint64_t flows = 0;
   std::uint64_t ops = 0;
   std::map<std::string, std::uint64_t> algorithms;  // collective instances per algorithm run
+  int replicas = 1;    // data-parallel replicas each simulated rank stood for
+  bool exact = true;   // folded exactly (network.hpp), or no folding
 };
 
+struct SimOptions {
+  bool counters = false;
+  // For a one-replica Program: accept a folding that is only a mean-field approximation
+  // (network.hpp); when false, simulate() throws NotFoldable unless it is exact.
+  bool approximate = true;
+};
+
+// A one-replica Program (plan::CompileOptions) is simulated folded: replica 0's ops run,
+// the network counts every other replica's copies of its flows, and the trace holds
+// replica 0's spans with mirror_of saying which rank each other rank mirrors. Throws
+// NotFoldable when that cannot be done (a data-parallel collective whose flows are not
+// the same in every replica, such as the tree).
+report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
+                       SimStats* stats, const SimOptions& options);
 report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
                        SimStats* stats = nullptr, bool counters = false);
 // With the scenario's profile (measured if given, else the datasheet default).
 report::Trace simulate(const plan::Scenario& s, const plan::Program& program, SimStats* stats = nullptr,
                        bool counters = false);
+DeviceProfile profile_of(const plan::Scenario& s);
+
+// How predict() treats data-parallel replicas:
+//   automatic  fold when the folding is exact, or approximate from fold_approximate_from
+//              ranks up; else simulate every rank
+//   always     fold whenever it can be done (exactly or approximately)
+//   never      simulate every rank
+enum class FoldMode { automatic, always, never };
+std::string_view to_string(FoldMode m);
+inline constexpr int fold_approximate_from = 256;
+
+struct PredictOptions {
+  bool counters = false;
+  FoldMode fold = FoldMode::automatic;
+};
+
+struct Prediction {
+  plan::Program program;
+  report::Trace trace;
+  SimStats stats;
+  std::string not_folded;  // why a folding that was tried was not used
+};
+
+// Compiles and simulates the scenario's step, folded as `options` says.
+Prediction predict(const plan::Scenario& s, const PredictOptions& options = {});
 
 }  // namespace parasim::sim

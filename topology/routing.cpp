@@ -15,6 +15,8 @@ namespace {
 // latency prefer fewer hops and equal-cost comparisons are exact.
 std::int64_t link_cost(const Link& l) { return std::llround(l.latency * 1e12) + 1; }
 
+std::uint64_t pair_key(VertexId a, VertexId b) { return (static_cast<std::uint64_t>(a) << 32) | static_cast<std::uint64_t>(b); }
+
 std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -28,7 +30,34 @@ Router::Router(const Cluster& cluster)
     : cluster_(cluster),
       dist_(boost::num_vertices(cluster.graph())),
       stamp_(boost::num_vertices(cluster.graph()), 0),
-      preds_(boost::num_vertices(cluster.graph())) {}
+      preds_(boost::num_vertices(cluster.graph())) {
+  const Graph& g = cluster.graph();
+  cost_.resize(static_cast<std::size_t>(cluster.link_count()));
+  for (int l = 0; l < cluster.link_count(); ++l) cost_[static_cast<std::size_t>(l)] = link_cost(cluster.link(l));
+  // The leaves each node's NICs hang from.
+  const int nodes = cluster.gpu_count() / std::max(1, cluster.spec().gpus_per_node);
+  node_leaves_.resize(static_cast<std::size_t>(nodes));
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+    if (g[v].kind != VertexKind::nic || g[v].node < 0 || g[v].node >= nodes) continue;
+    for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) {
+      const VertexId w = boost::target(e, g);
+      if (g[w].kind == VertexKind::leaf_switch) node_leaves_[static_cast<std::size_t>(g[v].node)].push_back(w);
+    }
+  }
+  // A spine's edges: to each leaf (looked up by leaf, a spine reaches hundreds), and the rest.
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+    if (g[v].kind != VertexKind::spine_switch) continue;
+    auto& other = spine_other_[v];
+    for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) {
+      const VertexId w = boost::target(e, g);
+      if (g[w].kind == VertexKind::leaf_switch) {
+        spine_leaf_[pair_key(v, w)].push_back(g[e].id);
+      } else {
+        other.push_back(g[e].id);
+      }
+    }
+  }
+}
 
 const Route& Router::route(int src, int dst) {
   const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) |
@@ -61,6 +90,11 @@ Route Router::compute(int src, int dst) {
     }
   };
 
+  // Pruning that keeps every shortest path: a NIC entered from the network leads only into
+  // its own node, so only the destination node's NICs are entered; and a leaf entered from
+  // a spine leads only down to its NICs (going up again is never shorter than taking the
+  // destination's leaf from that spine), so only the destination node's leaves are.
+  const int t_node = g[t].node;
   using Item = std::pair<std::int64_t, VertexId>;
   std::priority_queue<Item, std::vector<Item>, std::greater<>> heap;
   touch(s);
@@ -80,18 +114,32 @@ Route Router::compute(int src, int dst) {
     // devices to another: they talk over the node's own fabric.
     const bool nic_from_node =
         g[u].kind == VertexKind::nic && !preds_[u].empty() && cluster_.link(preds_[u].front()).cls == LinkClass::intra;
+    auto relax = [&](int link) {
+      const VertexId v = cluster_.target(link);
+      touch(v);
+      const std::int64_t nd = d + cost_[static_cast<std::size_t>(link)];
+      if (nd < dist_[v]) {
+        dist_[v] = nd;
+        preds_[v].assign(1, link);
+        heap.emplace(nd, v);
+      } else if (nd == dist_[v]) {
+        preds_[v].push_back(link);
+      }
+    };
+    if (g[u].kind == VertexKind::spine_switch) {
+      for (int link : spine_other_[u]) relax(link);
+      for (VertexId leaf : node_leaves_[static_cast<std::size_t>(t_node)]) {
+        const auto it = spine_leaf_.find(pair_key(u, leaf));
+        if (it == spine_leaf_.end()) continue;
+        for (int link : it->second) relax(link);
+      }
+      continue;
+    }
     for (auto e : boost::make_iterator_range(boost::out_edges(u, g))) {
       if (nic_from_node && g[e].cls == LinkClass::intra) continue;
       const VertexId v = boost::target(e, g);
-      touch(v);
-      const std::int64_t nd = d + link_cost(g[e]);
-      if (nd < dist_[v]) {
-        dist_[v] = nd;
-        preds_[v].assign(1, g[e].id);
-        heap.emplace(nd, v);
-      } else if (nd == dist_[v]) {
-        preds_[v].push_back(g[e].id);
-      }
+      if (g[v].kind == VertexKind::nic && g[e].cls == LinkClass::inter && g[v].node != t_node) continue;
+      relax(g[e].id);
     }
   }
   if (!reached) {

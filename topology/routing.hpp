@@ -9,8 +9,11 @@
 // (source, destination, vertex): deterministic, and spread evenly over the alternatives
 // across pairs, as ECMP hashing spreads flows in a real network.
 //
-// Cost: one Dijkstra from the source with early exit at the destination,
-// O((V + E) log V) for the first query of a pair, O(1) from the cache afterwards. The
+// Cost: one Dijkstra from the source with early exit at the destination, pruned to the
+// vertices that can lie on a path to it (a NIC entered from the network leads only into its
+// own node; a leaf entered from a spine only down to its NICs), so a query on a large fat
+// tree visits the two nodes, their leaves and the spines rather than the whole graph:
+// O((V + E) log V) at worst for the first query of a pair, O(1) from the cache afterwards. The
 // search reuses one workspace (stamped arrays), so a query allocates only its route.
 #pragma once
 
@@ -47,6 +50,10 @@ class Router {
   std::vector<std::uint32_t> stamp_;
   std::vector<std::vector<int>> preds_;  // equal-cost incoming link ids
   std::uint32_t current_ = 0;
+  std::vector<std::int64_t> cost_;               // per link
+  std::vector<std::vector<VertexId>> node_leaves_;  // per node: leaves its NICs hang from
+  std::unordered_map<std::uint64_t, std::vector<int>> spine_leaf_;  // (spine, leaf) -> link ids
+  std::unordered_map<VertexId, std::vector<int>> spine_other_;      // spine -> its links to non-leaves
 };
 
 }  // namespace parasim::topology

@@ -15,20 +15,50 @@ int MaxMinSolver::add_link(double capacity) {
 
 int MaxMinSolver::add_flow(std::span<const int> links, double bound) {
   if (!(bound > 0.0)) throw std::invalid_argument("flow bound must be positive");
-  int id = 0;
-  if (!free_ids_.empty()) {
-    id = free_ids_.back();
-    free_ids_.pop_back();
-  } else {
-    id = static_cast<int>(flows_.size());
-    flows_.emplace_back();
-    flow_stamp_.push_back(0);
-  }
+  const int id = start(-1);
   Flow& f = flows_[static_cast<std::size_t>(id)];
   f.links.assign(links.begin(), links.end());
   std::sort(f.links.begin(), f.links.end());
   f.links.erase(std::unique(f.links.begin(), f.links.end()), f.links.end());
+  f.weights.clear();
   f.bound = bound;
+  return start(id);
+}
+
+int MaxMinSolver::add_flow(std::span<const int> links, std::span<const double> weights, double bound) {
+  if (!(bound > 0.0)) throw std::invalid_argument("flow bound must be positive");
+  if (links.size() != weights.size()) throw std::invalid_argument("one weight per link");
+  const int id = start(-1);
+  Flow& f = flows_[static_cast<std::size_t>(id)];
+  std::vector<std::size_t> order(links.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return links[a] < links[b]; });
+  f.links.clear();
+  f.weights.clear();
+  for (std::size_t i : order) {
+    if (!(weights[i] > 0.0)) throw std::invalid_argument("flow weights must be positive");
+    if (!f.links.empty() && f.links.back() == links[i]) throw std::invalid_argument("a weighted flow repeats a link");
+    f.links.push_back(links[i]);
+    f.weights.push_back(weights[i]);
+  }
+  f.bound = bound;
+  return start(id);
+}
+
+// With id < 0: takes a free slot and returns it. Otherwise makes that flow active.
+int MaxMinSolver::start(int id) {
+  if (id < 0) {
+    if (!free_ids_.empty()) {
+      id = free_ids_.back();
+      free_ids_.pop_back();
+    } else {
+      id = static_cast<int>(flows_.size());
+      flows_.emplace_back();
+      flow_stamp_.push_back(0);
+    }
+    return id;
+  }
+  Flow& f = flows_[static_cast<std::size_t>(id)];
   f.rate = 0.0;
   f.alive = true;
   for (int l : f.links) {
@@ -44,6 +74,20 @@ int MaxMinSolver::add_flow(std::span<const int> links, double bound) {
   return id;
 }
 
+void MaxMinSolver::set_capacity(int link, double capacity) {
+  if (!(capacity > 0.0)) throw std::invalid_argument("link capacity must be positive");
+  Link& l = links_.at(static_cast<std::size_t>(link));
+  if (!l.flows.empty()) throw std::logic_error("changing the capacity of a link in use");
+  l.capacity = capacity;
+}
+
+double MaxMinSolver::weight_on(int flow, int link) const {
+  const Flow& f = flows_[static_cast<std::size_t>(flow)];
+  if (f.weights.empty()) return 1.0;
+  const auto it = std::lower_bound(f.links.begin(), f.links.end(), link);
+  return f.weights[static_cast<std::size_t>(it - f.links.begin())];
+}
+
 void MaxMinSolver::remove_flow(int flow) {
   if (!active(flow)) throw std::invalid_argument("removing a flow that is not active");
   Flow& f = flows_[static_cast<std::size_t>(flow)];
@@ -57,6 +101,7 @@ void MaxMinSolver::remove_flow(int flow) {
   }
   f.alive = false;
   f.links.clear();
+  f.weights.clear();
   f.rate = 0.0;
   std::erase(new_flows_, flow);
   free_ids_.push_back(flow);
@@ -68,7 +113,7 @@ bool MaxMinSolver::active(int flow) const {
 
 double MaxMinSolver::load(int link) const {
   double sum = 0.0;
-  for (int f : links_[static_cast<std::size_t>(link)].flows) sum += flows_[static_cast<std::size_t>(f)].rate;
+  for (int f : links_[static_cast<std::size_t>(link)].flows) sum += weight_on(f, link) * flows_[static_cast<std::size_t>(f)].rate;
   return sum;
 }
 
@@ -120,10 +165,12 @@ void MaxMinSolver::solve() {
 void MaxMinSolver::fill(const std::vector<int>& flows, const std::vector<int>& links) {
   flows_visited_ += static_cast<long long>(flows.size());
   links_visited_ += static_cast<long long>(links.size());
-  // Per link of the component: capacity left and unfrozen flows crossing it.
+  // Per link of the component: capacity left, unfrozen flows crossing it and the sum of
+  // their weights (their count when every weight is 1).
   struct State {
     double remaining;
     int unfrozen;
+    double weight;
   };
   // Links and flows of the component, sorted so a binary search maps an id to its slot.
   std::vector<int> order = links;
@@ -134,7 +181,9 @@ void MaxMinSolver::fill(const std::vector<int>& flows, const std::vector<int>& l
   std::vector<State> state(order.size());
   for (std::size_t i = 0; i < order.size(); ++i) {
     const Link& l = links_[static_cast<std::size_t>(order[i])];
-    state[i] = State{l.capacity, static_cast<int>(l.flows.size())};
+    double weight = 0.0;
+    for (int f : l.flows) weight += weight_on(f, order[i]);
+    state[i] = State{l.capacity, static_cast<int>(l.flows.size()), weight};
   }
 
   // Heap of (share, tie, link index or flow bound). Entries go stale as shares change;
@@ -151,7 +200,7 @@ void MaxMinSolver::fill(const std::vector<int>& flows, const std::vector<int>& l
   };
   std::priority_queue<Item, std::vector<Item>, std::greater<>> heap;
   for (std::size_t i = 0; i < order.size(); ++i) {
-    if (state[i].unfrozen > 0) heap.push({state[i].remaining / state[i].unfrozen, 0, static_cast<int>(i)});
+    if (state[i].unfrozen > 0) heap.push({state[i].remaining / state[i].weight, 0, static_cast<int>(i)});
   }
   std::vector<int> sorted_flows = flows;
   std::sort(sorted_flows.begin(), sorted_flows.end());
@@ -171,11 +220,14 @@ void MaxMinSolver::fill(const std::vector<int>& flows, const std::vector<int>& l
     Flow& flow = flows_[static_cast<std::size_t>(f)];
     if (flow.rate != rate) changed_.push_back(f);
     flow.rate = rate;
-    for (int l : flow.links) {
-      State& s = state[idx(l)];
-      s.remaining = std::max(0.0, s.remaining - rate);
+    for (std::size_t k = 0; k < flow.links.size(); ++k) {
+      const std::size_t i = idx(flow.links[k]);
+      State& s = state[i];
+      const double w = weight(flow, k);
+      s.remaining = std::max(0.0, s.remaining - w * rate);
       --s.unfrozen;
-      if (s.unfrozen > 0) heap.push({s.remaining / s.unfrozen, 0, static_cast<int>(idx(l))});
+      s.weight -= w;
+      if (s.unfrozen > 0) heap.push({s.remaining / s.weight, 0, static_cast<int>(i)});
     }
   };
 
@@ -187,7 +239,7 @@ void MaxMinSolver::fill(const std::vector<int>& flows, const std::vector<int>& l
       continue;
     }
     const State& s = state[static_cast<std::size_t>(top.id)];
-    if (s.unfrozen == 0 || s.remaining / s.unfrozen != top.share) continue;  // stale
+    if (s.unfrozen == 0 || s.remaining / s.weight != top.share) continue;  // stale
     // This link saturates: every unfrozen flow on it gets the share.
     const std::vector<int> on = links_[static_cast<std::size_t>(order[static_cast<std::size_t>(top.id)])].flows;
     for (int f : on) freeze(f, top.share);

@@ -8,6 +8,12 @@
 // the first link to saturate (smallest remaining capacity / unfrozen flows crossing it,
 // or the smallest bound) freezes the flows it constrains at that level; repeat on the rest.
 //
+// Weights. A flow may cross a link with a weight w (default 1): it then uses w times its
+// rate of that link's capacity. The simulator's folding of identical data-parallel
+// replicas (simulate.hpp) uses it: one simulated flow stands for its copies in the other
+// replicas, and a link stands for its class of equivalent links, so the flow's weight on
+// a class is the number of its copies crossing the class per link of the class.
+//
 // Incremental. Adding or removing a flow only affects flows connected to it through
 // shared links (its component in the flow-link graph). solve() recomputes exactly the
 // components touched since the last solve and reports the flows whose rate changed, so an
@@ -35,6 +41,10 @@ class MaxMinSolver {
   // Starts a flow over `links` (ids from add_link; repeats are ignored); returns its id.
   // Ids of removed flows are reused.
   int add_flow(std::span<const int> links, double bound = unbounded);
+  // The same with a positive weight per link (links must be distinct).
+  int add_flow(std::span<const int> links, std::span<const double> weights, double bound = unbounded);
+  // Changes a link's capacity; only while no flow crosses it.
+  void set_capacity(int link, double capacity);
   void remove_flow(int flow);
   [[nodiscard]] bool active(int flow) const;
 
@@ -44,7 +54,7 @@ class MaxMinSolver {
   [[nodiscard]] const std::vector<int>& changed() const { return changed_; }
 
   [[nodiscard]] double rate(int flow) const { return flows_[static_cast<std::size_t>(flow)].rate; }
-  // Sum of the rates of the flows crossing a link.
+  // Sum of the weighted rates of the flows crossing a link.
   [[nodiscard]] double load(int link) const;
   [[nodiscard]] double capacity(int link) const { return links_[static_cast<std::size_t>(link)].capacity; }
   [[nodiscard]] const std::vector<int>& flows_on(int link) const { return links_[static_cast<std::size_t>(link)].flows; }
@@ -61,12 +71,16 @@ class MaxMinSolver {
   };
   struct Flow {
     std::vector<int> links;
+    std::vector<double> weights;  // per link, empty when all are 1
     double bound = unbounded;
     double rate = 0.0;
     bool alive = false;
   };
 
+  int start(int id);
   void fill(const std::vector<int>& flows, const std::vector<int>& links);
+  [[nodiscard]] double weight(const Flow& f, std::size_t i) const { return f.weights.empty() ? 1.0 : f.weights[i]; }
+  [[nodiscard]] double weight_on(int flow, int link) const;
 
   std::vector<Link> links_;
   std::vector<Flow> flows_;

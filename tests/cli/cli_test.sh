@@ -52,6 +52,9 @@ expect 0 "h100-sxm" -- "$parasim" presets
 expect 0 "step time .*ms" -- "$parasim" simulate "$q"
 expect 0 "bottleneck: compute-bound" -- "$parasim" simulate "$q"
 expect 0 "\"step_time\": [0-9]" -- "$parasim" simulate --json "$q"
+expect 0 "ranks simulated: 1 of 2 \(2 data-parallel replicas folded, exact\)" -- "$parasim" simulate "$q"
+expect 0 "ranks simulated: all 2" -- "$parasim" simulate "$q" --fold never
+expect 2 "fold" -- "$parasim" simulate "$q" --fold sometimes
 expect 0 "does not fit|OUT OF MEMORY" -- "$parasim" simulate "$q" --set cluster=dgx-h100 --set cluster.gpus_per_node=1 --set model=gpt-30b --set plan.dp=1 --set training.micro_batch=1 --set training.global_batch=1
 expect 2 "plan.tp: heads 4 are not divisible by tp 3" -- "$parasim" simulate "$q" --set cluster.gpus_per_node=4 --set plan.tp=3 --set plan.dp=1 --set training.global_batch=4
 expect 2 "plan.dp: dp x tp x pp = 4 x 1 x 1 = 4 devices, but the cluster has 2" -- "$parasim" simulate "$q" --set plan.dp=4 --trace "$work/t.json"

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <stdexcept>
 #include <vector>
 
 #include "sim/lmm/maxmin.hpp"
@@ -143,4 +144,54 @@ TEST_CASE("allocations are feasible and saturate a bottleneck of every flow", "[
     }
     CHECK(has_bottleneck);
   }
+}
+
+TEST_CASE("a flow of weight w on a link counts as w flows there", "[sim][maxmin]") {
+  // A (weight 2) and B (weight 1) share a 9-unit link: 2r + r = 9, so both run at 3, and A
+  // uses 6 of the link. The same as three unweighted flows at 3 each.
+  MaxMinSolver s;
+  const int l = s.add_link(9.0);
+  const std::vector<int> links{l};
+  const std::vector<double> two{2.0};
+  const int a = s.add_flow(links, two);
+  const int b = flow(s, {l});
+  s.solve();
+  CHECK(s.rate(a) == Approx(3.0));
+  CHECK(s.rate(b) == Approx(3.0));
+  CHECK(s.load(l) == Approx(9.0));
+}
+
+TEST_CASE("weighted flows: a flow capped elsewhere leaves the rest by weight", "[sim][maxmin]") {
+  // L1 (10) carries A with weight 2 and B with weight 1; B also crosses L2 (2), which caps
+  // B at 2. A takes what is left: 2 r_A + 2 = 10, r_A = 4. Fractional weights: C crosses
+  // L3 (3) with weight 0.25 and nothing else, so it runs at 12.
+  MaxMinSolver s;
+  const int l1 = s.add_link(10.0);
+  const int l2 = s.add_link(2.0);
+  const int l3 = s.add_link(3.0);
+  const std::vector<int> la{l1};
+  const std::vector<double> wa{2.0};
+  const int a = s.add_flow(la, wa);
+  const int b = flow(s, {l1, l2});
+  const std::vector<int> lc{l3};
+  const std::vector<double> wc{0.25};
+  const int c = s.add_flow(lc, wc);
+  s.solve();
+  CHECK(s.rate(b) == Approx(2.0));
+  CHECK(s.rate(a) == Approx(4.0));
+  CHECK(s.rate(c) == Approx(12.0));
+  CHECK(s.load(l1) == Approx(10.0));
+}
+
+TEST_CASE("weights are checked", "[sim][maxmin]") {
+  MaxMinSolver s;
+  const int l = s.add_link(1.0);
+  const std::vector<int> twice{l, l};
+  const std::vector<double> w2{1.0, 1.0};
+  CHECK_THROWS_AS(s.add_flow(twice, w2), std::invalid_argument);
+  const std::vector<int> one{l};
+  const std::vector<double> zero{0.0};
+  CHECK_THROWS_AS(s.add_flow(one, zero), std::invalid_argument);
+  const std::vector<double> none;
+  CHECK_THROWS_AS(s.add_flow(one, none), std::invalid_argument);
 }

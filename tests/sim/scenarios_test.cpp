@@ -32,9 +32,9 @@ struct Outcome {
 
 Outcome run(const std::string& file, const std::vector<std::string>& sets = {}) {
   Outcome o{plan::load((root / "scenarios" / file).string(), sets), {}, {}};
-  const plan::Program prog = plan::compile(o.scenario);
-  const report::Trace t = sim::simulate(o.scenario, prog, &o.stats);
-  o.figures = report::step_figures(o.scenario, t, topology::Cluster(o.scenario.cluster));
+  sim::Prediction p = sim::predict(o.scenario);
+  o.stats = p.stats;
+  o.figures = report::step_figures(o.scenario, p.trace, topology::Cluster(o.scenario.cluster));
   return o;
 }
 
@@ -53,6 +53,7 @@ std::string golden_text(const Outcome& o) {
   s += fmt::format("ops {} events {} flows {}\ncollectives", o.stats.ops, o.stats.events, o.stats.flows);
   for (const auto& [algorithm, n] : o.stats.algorithms) s += fmt::format(" {} {}", algorithm, n);
   s += "\n";
+  if (o.stats.replicas > 1) s += fmt::format("folded {} replicas, {}\n", o.stats.replicas, o.stats.exact ? "exact" : "approximate");
   return s;
 }
 

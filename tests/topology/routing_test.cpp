@@ -1,6 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <functional>
 #include <set>
+
+#include <boost/graph/dijkstra_shortest_paths.hpp>
+#include <boost/graph/filtered_graph.hpp>
+#include <boost/property_map/function_property_map.hpp>
 
 #include "fixtures.hpp"
 #include "topology/routing.hpp"
@@ -136,4 +142,44 @@ TEST_CASE("GPUs sharing a NIC still talk through the NVSwitch, not through the N
   const Route& across = router.route(0, 8);
   CHECK(c.link_name(across.links.front()) == "n0.gpu0 -> n0.nic0");
   CHECK(c.link_name(across.links.back()) == "n1.nic0 -> n1.gpu0");
+}
+
+TEST_CASE("pruned routes are shortest paths: checked against a plain Dijkstra over the whole graph", "[routing]") {
+  // The router skips NICs of other nodes entered from the network and leaves that do not
+  // hold the destination when coming down from a spine. An unpruned Boost Dijkstra (devices
+  // other than the source do not forward) must find the same cost for every pair of GPUs in
+  // different nodes, on fat trees and rail-optimized networks of several leaves.
+  auto cost = [](const Link& l) { return std::llround(l.latency * 1e12) + 1; };
+  for (const ClusterSpec& spec : {dgx(8, NetworkShape::fat_tree, 2, 2.0), dgx(8, NetworkShape::rail_optimized, 2),
+                                  dgx(6, NetworkShape::fat_tree, 4)}) {
+    const Cluster c(spec);
+    Router router(c);
+    const Graph& g = c.graph();
+    for (int src = 0; src < c.gpu_count(); src += 3) {
+      const VertexId s = c.gpu(src);
+      auto forwards = [&](EdgeId e) {
+        const VertexId u = boost::source(e, g);
+        return u == s || g[u].kind != VertexKind::gpu;
+      };
+      const boost::filtered_graph<Graph, std::function<bool(EdgeId)>> fg(g, std::function<bool(EdgeId)>(forwards));
+      std::vector<std::int64_t> dist(boost::num_vertices(g));
+      boost::dijkstra_shortest_paths(
+          fg, s,
+          boost::distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, g)))
+              .weight_map(boost::make_function_property_map<EdgeId>([&](EdgeId e) { return cost(g[e]); })));
+      for (int dst = 0; dst < c.gpu_count(); ++dst) {
+        if (c.node_of(dst) == c.node_of(src)) continue;
+        const Route& r = router.route(src, dst);
+        std::int64_t total = 0;
+        VertexId at = s;
+        for (int l : r.links) {
+          REQUIRE(c.source(l) == at);
+          at = c.target(l);
+          total += cost(c.link(l));
+        }
+        CHECK(at == c.gpu(dst));
+        CHECK(total == dist[c.gpu(dst)]);
+      }
+    }
+  }
 }
