@@ -1,0 +1,72 @@
+// A GPT-style decoder on the host kernels (kernels.hpp): token and position embeddings,
+// pre-norm blocks of causal multi-head attention and a GELU MLP (4x wide) with residuals,
+// a final layer norm and an LM head tied to the token embedding, mean cross-entropy.
+// Parameters and their gradients live in one flat buffer each (params(), grads()), laid
+// out as GPT-2's: wte, wpe, then per layer ln1, qkv, attention projection, ln2, fc, fc
+// projection, then the final norm. Weights are stored [in x out].
+//
+// One seed initialises everything: normal(0, 0.02) weights, the two residual projections
+// scaled by 1/sqrt(2 layers), norms at gamma 1, beta 0, biases 0.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace parasim::exec {
+
+struct GptConfig {
+  int vocab = 64;
+  int seq_len = 16;  // longest sequence (rows of wpe)
+  int layers = 2;
+  int hidden = 32;
+  int heads = 4;
+};
+
+template <class T>
+class Gpt {
+ public:
+  Gpt(const GptConfig& config, std::uint64_t seed);
+
+  [[nodiscard]] const GptConfig& config() const { return cfg_; }
+  [[nodiscard]] std::span<T> params() { return params_; }
+  [[nodiscard]] std::span<T> grads() { return grads_; }
+  [[nodiscard]] std::int64_t param_count() const { return static_cast<std::int64_t>(params_.size()); }
+
+  // Forward over b sequences of t tokens (t <= seq_len); returns the mean loss against
+  // `targets` and keeps what backward() needs.
+  T forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets, int b, int t);
+  // Adds d(loss)/d(params) of the last forward into grads().
+  void backward();
+  void zero_grad();
+
+ private:
+  struct Layer {  // offsets into the flat buffers
+    std::size_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+  };
+  struct LayerActs {
+    std::vector<T> x, ln1, mean1, rstd1, qkv, att, atty, x1, ln2, mean2, rstd2, fch, fcg;
+  };
+
+  GptConfig cfg_;
+  std::vector<T> params_;
+  std::vector<T> grads_;
+  std::size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
+  std::vector<Layer> layers_;
+  // Activations of the last forward.
+  int b_ = 0, t_ = 0;
+  std::vector<std::int32_t> tokens_, targets_;
+  std::vector<LayerActs> acts_;
+  std::vector<T> out_, lnf_, meanf_, rstdf_, logits_, dlogits_;
+};
+
+// Deterministic token sequences a model can learn: each token is followed by a fixed
+// successor (a permutation of the vocabulary drawn from the seed), starting from a token
+// drawn per (step, sequence). The targets are the tokens shifted by one.
+struct Batch {
+  std::vector<std::int32_t> tokens;
+  std::vector<std::int32_t> targets;
+};
+Batch synthetic_batch(int vocab, int b, int t, std::uint64_t seed, std::int64_t step);
+
+}  // namespace parasim::exec

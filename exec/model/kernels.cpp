@@ -1,0 +1,298 @@
+#include "exec/model/kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#ifdef PARASIM_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+namespace parasim::exec::kernels {
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, const T* b, T beta, T* c) {
+#ifdef PARASIM_HAVE_CBLAS
+  const int lda = trans_a ? m : k;
+  const int ldb = trans_b ? k : n;
+  const auto ta = trans_a ? CblasTrans : CblasNoTrans;
+  const auto tb = trans_b ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
+  }
+#else
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      T sum = 0;
+      for (int p = 0; p < k; ++p) {
+        const T av = trans_a ? a[static_cast<std::size_t>(p) * m + i] : a[static_cast<std::size_t>(i) * k + p];
+        const T bv = trans_b ? b[static_cast<std::size_t>(j) * k + p] : b[static_cast<std::size_t>(p) * n + j];
+        sum += av * bv;
+      }
+      T& out = c[static_cast<std::size_t>(i) * n + j];
+      out = alpha * sum + (beta == T(0) ? T(0) : beta * out);
+    }
+  }
+#endif
+}
+
+template <class T>
+void linear_forward(T* out, const T* x, const T* w, const T* bias, int n, int c, int oc) {
+  gemm<T>(false, false, n, oc, c, T(1), x, w, T(0), out);
+  if (bias == nullptr) return;
+  for (int i = 0; i < n; ++i) {
+    T* row = out + static_cast<std::size_t>(i) * oc;
+    for (int j = 0; j < oc; ++j) row[j] += bias[j];
+  }
+}
+
+template <class T>
+void linear_backward(T* dx, T* dw, T* dbias, const T* dout, const T* x, const T* w, int n, int c, int oc) {
+  if (dx != nullptr) gemm<T>(false, true, n, c, oc, T(1), dout, w, T(1), dx);
+  gemm<T>(true, false, c, oc, n, T(1), x, dout, T(1), dw);
+  if (dbias == nullptr) return;
+  for (int i = 0; i < n; ++i) {
+    const T* row = dout + static_cast<std::size_t>(i) * oc;
+    for (int j = 0; j < oc; ++j) dbias[j] += row[j];
+  }
+}
+
+template <class T>
+void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int n, int c) {
+  for (int i = 0; i < n; ++i) {
+    const T* xi = x + static_cast<std::size_t>(i) * c;
+    T m = 0;
+    for (int j = 0; j < c; ++j) m += xi[j];
+    m /= static_cast<T>(c);
+    T var = 0;
+    for (int j = 0; j < c; ++j) var += (xi[j] - m) * (xi[j] - m);
+    var /= static_cast<T>(c);
+    const T r = T(1) / std::sqrt(var + T(1e-5));
+    T* yi = y + static_cast<std::size_t>(i) * c;
+    for (int j = 0; j < c; ++j) yi[j] = (xi[j] - m) * r * gamma[j] + beta[j];
+    mean[i] = m;
+    rstd[i] = r;
+  }
+}
+
+template <class T>
+void layer_norm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean, const T* rstd,
+                         const T* gamma, int n, int c) {
+  for (int i = 0; i < n; ++i) {
+    const T* dyi = dy + static_cast<std::size_t>(i) * c;
+    const T* xi = x + static_cast<std::size_t>(i) * c;
+    T* dxi = dx + static_cast<std::size_t>(i) * c;
+    // dnorm = dy * gamma; dx = rstd (dnorm - mean(dnorm) - norm mean(dnorm * norm)).
+    T dnorm_mean = 0;
+    T dnorm_norm_mean = 0;
+    for (int j = 0; j < c; ++j) {
+      const T norm = (xi[j] - mean[i]) * rstd[i];
+      const T dnorm = dyi[j] * gamma[j];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
+      dgamma[j] += dyi[j] * norm;
+      dbeta[j] += dyi[j];
+    }
+    dnorm_mean /= static_cast<T>(c);
+    dnorm_norm_mean /= static_cast<T>(c);
+    for (int j = 0; j < c; ++j) {
+      const T norm = (xi[j] - mean[i]) * rstd[i];
+      const T dnorm = dyi[j] * gamma[j];
+      dxi[j] += rstd[i] * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
+    }
+  }
+}
+
+namespace {
+template <class T>
+constexpr T gelu_scale() {
+  return static_cast<T>(0.7978845608028654);  // sqrt(2 / pi)
+}
+}  // namespace
+
+template <class T>
+void gelu_forward(T* y, const T* x, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    const T v = x[i];
+    y[i] = T(0.5) * v * (T(1) + std::tanh(gelu_scale<T>() * (v + T(0.044715) * v * v * v)));
+  }
+}
+
+template <class T>
+void gelu_backward(T* dx, const T* x, const T* dy, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    const T v = x[i];
+    const T u = gelu_scale<T>() * (v + T(0.044715) * v * v * v);
+    const T th = std::tanh(u);
+    const T sech2 = T(1) - th * th;
+    const T du = gelu_scale<T>() * (T(1) + T(3) * T(0.044715) * v * v);
+    dx[i] += dy[i] * (T(0.5) * (T(1) + th) + T(0.5) * v * sech2 * du);
+  }
+}
+
+template <class T>
+void attention_forward(T* out, T* att, const T* qkv, int b, int t, int h, int d) {
+  const int c = h * d;
+  const T scale = T(1) / std::sqrt(static_cast<T>(d));
+  for (int bi = 0; bi < b; ++bi) {
+    for (int hi = 0; hi < h; ++hi) {
+      for (int i = 0; i < t; ++i) {
+        const T* q = qkv + (static_cast<std::size_t>(bi) * t + i) * 3 * c + static_cast<std::size_t>(hi) * d;
+        T* a = att + ((static_cast<std::size_t>(bi) * h + hi) * t + i) * t;
+        T maxv = -std::numeric_limits<T>::infinity();
+        for (int j = 0; j <= i; ++j) {
+          const T* k = qkv + (static_cast<std::size_t>(bi) * t + j) * 3 * c + c + static_cast<std::size_t>(hi) * d;
+          T s = 0;
+          for (int e = 0; e < d; ++e) s += q[e] * k[e];
+          a[j] = s * scale;
+          maxv = std::max(maxv, a[j]);
+        }
+        T sum = 0;
+        for (int j = 0; j <= i; ++j) {
+          a[j] = std::exp(a[j] - maxv);
+          sum += a[j];
+        }
+        for (int j = 0; j <= i; ++j) a[j] /= sum;
+        for (int j = i + 1; j < t; ++j) a[j] = 0;
+        T* o = out + (static_cast<std::size_t>(bi) * t + i) * c + static_cast<std::size_t>(hi) * d;
+        std::fill(o, o + d, T(0));
+        for (int j = 0; j <= i; ++j) {
+          const T* v = qkv + (static_cast<std::size_t>(bi) * t + j) * 3 * c + 2 * c + static_cast<std::size_t>(hi) * d;
+          for (int e = 0; e < d; ++e) o[e] += a[j] * v[e];
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int b, int t, int h, int d) {
+  const int c = h * d;
+  const T scale = T(1) / std::sqrt(static_cast<T>(d));
+  std::vector<T> datt(static_cast<std::size_t>(t));
+  auto at = [&](const T* base, int bi, int pos, int part, int hi) {
+    return base + (static_cast<std::size_t>(bi) * t + pos) * 3 * c + static_cast<std::size_t>(part) * c +
+           static_cast<std::size_t>(hi) * d;
+  };
+  auto at_mut = [&](T* base, int bi, int pos, int part, int hi) {
+    return base + (static_cast<std::size_t>(bi) * t + pos) * 3 * c + static_cast<std::size_t>(part) * c +
+           static_cast<std::size_t>(hi) * d;
+  };
+  for (int bi = 0; bi < b; ++bi) {
+    for (int hi = 0; hi < h; ++hi) {
+      for (int i = 0; i < t; ++i) {
+        const T* a = att + ((static_cast<std::size_t>(bi) * h + hi) * t + i) * t;
+        const T* dout_i = dout + (static_cast<std::size_t>(bi) * t + i) * c + static_cast<std::size_t>(hi) * d;
+        // out_i = sum_j a_ij v_j: dv_j += a_ij dout_i, da_ij = dout_i . v_j
+        for (int j = 0; j <= i; ++j) {
+          const T* v = at(qkv, bi, j, 2, hi);
+          T* dv = at_mut(dqkv, bi, j, 2, hi);
+          T s = 0;
+          for (int e = 0; e < d; ++e) {
+            dv[e] += a[j] * dout_i[e];
+            s += dout_i[e] * v[e];
+          }
+          datt[static_cast<std::size_t>(j)] = s;
+        }
+        // softmax: ds_ij = a_ij (da_ij - sum_k a_ik da_ik); s_ij = scale q_i . k_j
+        T dot = 0;
+        for (int j = 0; j <= i; ++j) dot += a[j] * datt[static_cast<std::size_t>(j)];
+        const T* q = at(qkv, bi, i, 0, hi);
+        T* dq = at_mut(dqkv, bi, i, 0, hi);
+        for (int j = 0; j <= i; ++j) {
+          const T ds = a[j] * (datt[static_cast<std::size_t>(j)] - dot) * scale;
+          const T* k = at(qkv, bi, j, 1, hi);
+          T* dk = at_mut(dqkv, bi, j, 1, hi);
+          for (int e = 0; e < d; ++e) {
+            dq[e] += ds * k[e];
+            dk[e] += ds * q[e];
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void embedding_forward(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, int b, int t, int c) {
+  for (int bi = 0; bi < b; ++bi) {
+    for (int i = 0; i < t; ++i) {
+      const std::size_t row = static_cast<std::size_t>(bi) * t + i;
+      const T* te = wte + static_cast<std::size_t>(tokens[row]) * c;
+      const T* pe = wpe + static_cast<std::size_t>(i) * c;
+      for (int j = 0; j < c; ++j) x[row * c + j] = te[j] + pe[j];
+    }
+  }
+}
+
+template <class T>
+void embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t* tokens, int b, int t, int c) {
+  for (int bi = 0; bi < b; ++bi) {
+    for (int i = 0; i < t; ++i) {
+      const std::size_t row = static_cast<std::size_t>(bi) * t + i;
+      T* te = dwte + static_cast<std::size_t>(tokens[row]) * c;
+      T* pe = dwpe + static_cast<std::size_t>(i) * c;
+      for (int j = 0; j < c; ++j) {
+        te[j] += dx[row * c + j];
+        pe[j] += dx[row * c + j];
+      }
+    }
+  }
+}
+
+template <class T>
+T cross_entropy(T* dlogits, const T* logits, const std::int32_t* targets, int n, int v) {
+  T loss = 0;
+  for (int i = 0; i < n; ++i) {
+    const T* l = logits + static_cast<std::size_t>(i) * v;
+    T* dl = dlogits + static_cast<std::size_t>(i) * v;
+    const T maxv = *std::max_element(l, l + v);
+    T sum = 0;
+    for (int j = 0; j < v; ++j) sum += std::exp(l[j] - maxv);
+    const int target = targets[i];
+    if (target < 0 || target >= v) throw std::out_of_range("cross_entropy: target outside the vocabulary");
+    loss += std::log(sum) - (l[target] - maxv);
+    for (int j = 0; j < v; ++j) dl[j] = std::exp(l[j] - maxv) / sum / static_cast<T>(n);
+    dl[target] -= T(1) / static_cast<T>(n);
+  }
+  return loss / static_cast<T>(n);
+}
+
+template <class T>
+void adamw(T* param, const T* grad, T* m, T* v, std::int64_t count, const AdamW& h, int step) {
+  const double c1 = 1.0 - std::pow(h.beta1, step);
+  const double c2 = 1.0 - std::pow(h.beta2, step);
+  for (std::int64_t i = 0; i < count; ++i) {
+    const double g = grad[i];
+    const double mi = h.beta1 * m[i] + (1.0 - h.beta1) * g;
+    const double vi = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
+    m[i] = static_cast<T>(mi);
+    v[i] = static_cast<T>(vi);
+    const double update = (mi / c1) / (std::sqrt(vi / c2) + h.eps) + h.weight_decay * param[i];
+    param[i] = static_cast<T>(param[i] - h.lr * update);
+  }
+}
+
+#define PARASIM_KERNELS(T)                                                                                        \
+  template void gemm<T>(bool, bool, int, int, int, T, const T*, const T*, T, T*);                               \
+  template void linear_forward<T>(T*, const T*, const T*, const T*, int, int, int);                             \
+  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int);                    \
+  template void layer_norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int);                      \
+  template void layer_norm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int); \
+  template void gelu_forward<T>(T*, const T*, std::int64_t);                                                    \
+  template void gelu_backward<T>(T*, const T*, const T*, std::int64_t);                                         \
+  template void attention_forward<T>(T*, T*, const T*, int, int, int, int);                                     \
+  template void attention_backward<T>(T*, const T*, const T*, const T*, int, int, int, int);                    \
+  template void embedding_forward<T>(T*, const std::int32_t*, const T*, const T*, int, int, int);               \
+  template void embedding_backward<T>(T*, T*, const T*, const std::int32_t*, int, int, int);                    \
+  template T cross_entropy<T>(T*, const T*, const std::int32_t*, int, int);                                     \
+  template void adamw<T>(T*, const T*, T*, T*, std::int64_t, const AdamW&, int);
+
+PARASIM_KERNELS(float)
+PARASIM_KERNELS(double)
+
+}  // namespace parasim::exec::kernels

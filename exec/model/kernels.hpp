@@ -1,0 +1,71 @@
+// Host kernels of the GPT decoder: the reference every backend is checked against.
+//
+// Row-major throughout. N is the number of token positions (batch x sequence), C the
+// width of a row. Each forward kernel has its backward, which *adds* into the gradients
+// of its inputs (so a tensor used twice, like a residual stream, accumulates), except
+// where it says it writes. Templated on the element type: float for training, double for
+// the tests' finite-difference checks. The GEMM uses CBLAS when the build has it
+// (PARASIM_HAVE_CBLAS), else a plain loop.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace parasim::exec::kernels {
+
+// C = alpha op(A) op(B) + beta C; op(A) is M x K, op(B) K x N, C M x N (row-major, dense).
+template <class T>
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, const T* b, T beta, T* c);
+
+// out[N x C] = x @ w[C x OC] + bias (bias may be null).
+template <class T>
+void linear_forward(T* out, const T* x, const T* w, const T* bias, int n, int c, int oc);
+// dx += dout @ w^T, dw += x^T @ dout, dbias += column sums of dout (dbias may be null).
+template <class T>
+void linear_backward(T* dx, T* dw, T* dbias, const T* dout, const T* x, const T* w, int n, int c, int oc);
+
+// y = (x - mean) / sqrt(var + 1e-5) * gamma + beta per row; writes mean and rstd per row.
+template <class T>
+void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int n, int c);
+template <class T>
+void layer_norm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean, const T* rstd,
+                         const T* gamma, int n, int c);
+
+// GELU, tanh approximation (as GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+template <class T>
+void gelu_forward(T* y, const T* x, std::int64_t count);
+template <class T>
+void gelu_backward(T* dx, const T* x, const T* dy, std::int64_t count);
+
+// Causal multi-head attention over qkv [B, T, 3, H, D] (q, k, v of each position side by
+// side, as one QKV GEMM writes them): out [B, T, H, D]. Writes the softmax
+// probabilities att [B, H, T, T] (zero above the diagonal) for the backward.
+template <class T>
+void attention_forward(T* out, T* att, const T* qkv, int b, int t, int h, int d);
+template <class T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int b, int t, int h, int d);
+
+// x[N x C] = wte[token] + wpe[position]; positions run 0..T-1 within each of B sequences.
+template <class T>
+void embedding_forward(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, int b, int t, int c);
+template <class T>
+void embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t* tokens, int b, int t, int c);
+
+// Mean cross-entropy of logits [N x V] against targets; writes dlogits = (softmax -
+// onehot) / N (not accumulated). Returns the loss.
+template <class T>
+T cross_entropy(T* dlogits, const T* logits, const std::int32_t* targets, int n, int v);
+
+// One AdamW step over `count` parameters (bias-corrected, decoupled weight decay);
+// `step` counts from 1.
+struct AdamW {
+  double lr = 3e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+template <class T>
+void adamw(T* param, const T* grad, T* m, T* v, std::int64_t count, const AdamW& h, int step);
+
+}  // namespace parasim::exec::kernels
