@@ -78,7 +78,7 @@ plan: {{tp: 8, pp: 8, dp: {3}, virtual_stages: 2, schedule: interleaved-1f1b, se
   const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
   const double report_s = seconds_since(t1);
   const double total_s = seconds_since(t0);
-  const int simulated = p.program.one_replica() ? gpus / dp : gpus;
+  const int simulated = p.simulated_ranks();
   const double rss = peak_rss_mib();
   if (json) {
     fmt::print(R"({{"gpus": {}, "simulated_ranks": {}, "exact": {}, "ops": {}, "events": {}, "flows": {}, )"

@@ -33,9 +33,9 @@ sim::FoldMode fold_mode(const std::string& s) {
 }
 
 // "64 of 1,024 (16 data-parallel replicas folded, exact)"
-std::string simulated_ranks(const plan::Scenario& s, const sim::Prediction& p) {
+std::string ranks_line(const plan::Scenario& s, const sim::Prediction& p) {
   if (!p.program.one_replica()) return fmt::format("all {}", s.plan.world());
-  return fmt::format("{} of {} ({} data-parallel replicas folded, {})", s.plan.world() / s.plan.dp, s.plan.world(),
+  return fmt::format("{} of {} ({} data-parallel replicas folded, {})", p.simulated_ranks(), s.plan.world(),
                      s.plan.dp, p.stats.exact ? "exact" : "approximate");
 }
 
@@ -123,7 +123,7 @@ void run_simulate(const SimulateArgs& a) {
                       {"events", stats.events},
                       {"flows", stats.flows},
                       {"collective_algorithms", stats.algorithms},
-                      {"simulated_ranks", program.one_replica() ? s.plan.world() / s.plan.dp : s.plan.world()},
+                      {"simulated_ranks", prediction.simulated_ranks()},
                       {"folded_replicas", stats.replicas},
                       {"folding", program.one_replica() ? (stats.exact ? "exact" : "approximate") : "none"}};
     std::cout << j.dump(2) << '\n';
@@ -166,7 +166,7 @@ void run_simulate(const SimulateArgs& a) {
       fmt::print("collectives: {} (setting {}{})\n", used, plan::to_string(s.plan.collective),
                  program.one_replica() ? "; instances simulated" : "");
     }
-    fmt::print("ranks simulated: {}\n", simulated_ranks(s, prediction));
+    fmt::print("ranks simulated: {}\n", ranks_line(s, prediction));
     if (!mem.fits()) fmt::print("memory: {}\n", plan::describe_memory(mem));
     fmt::print("bottleneck: {}\n", mem.fits() ? f.bottleneck : "memory: the plan does not fit; " + f.bottleneck);
   }

@@ -1,7 +1,6 @@
 #include "sim/network.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -12,6 +11,8 @@ Network::Network(Engine& engine, const topology::Cluster& cluster)
     : engine_(engine), cluster_(cluster), router_(cluster), carried_(static_cast<std::size_t>(cluster.link_count()), 0.0) {
   for (auto& v : by_traffic_) v.assign(carried_.size(), 0.0);
   for (int l = 0; l < cluster.link_count(); ++l) solver_.add_link(cluster.link(l).bandwidth);
+  link_ids_.resize(carried_.size());
+  std::iota(link_ids_.begin(), link_ids_.end(), 0);
 }
 
 void Network::transfer(int src, int dst, double bytes, std::function<void()> done, int traffic, bool single) {
@@ -35,8 +36,7 @@ void Network::transfer_on_link(int link, double latency, double bytes, std::func
     start(f.links, f.weights, latency, bytes, std::move(done), traffic);
     return;
   }
-  const std::array<int, 1> links{link};
-  start(links, {}, latency, bytes, std::move(done), traffic);
+  start({&link_ids_[static_cast<std::size_t>(link)], 1}, {}, latency, bytes, std::move(done), traffic);
 }
 
 void Network::start(std::span<const int> route, std::span<const double> weights, double latency, double bytes,
@@ -46,20 +46,18 @@ void Network::start(std::span<const int> route, std::span<const double> weights,
     carried_[static_cast<std::size_t>(route[i])] += b;
     if (traffic >= 0) by_traffic_[static_cast<std::size_t>(traffic)][static_cast<std::size_t>(route[i])] += b;
   }
-  // The flow enters the network after the path latency.
-  std::vector<int> links(route.begin(), route.end());
-  std::vector<double> w(weights.begin(), weights.end());
-  engine_.after(Time::seconds(latency), [this, bytes, links = std::move(links), w = std::move(w),
-                                         done = std::move(done)]() mutable {
-    const int id = w.empty() ? solver_.add_flow(links) : solver_.add_flow(links, w);
+  // The flow enters the network after the path latency. `route` and `weights` live in
+  // the router's or the folding's cache, so the flow refers to them without a copy.
+  engine_.after(Time::seconds(latency), [this, bytes, route, weights, done = std::move(done)]() mutable {
+    const int id = weights.empty() ? solver_.add_flow(route) : solver_.add_flow(route, weights);
     if (static_cast<std::size_t>(id) >= flows_.size()) flows_.resize(static_cast<std::size_t>(id) + 1);
     Flow& f = flows_[static_cast<std::size_t>(id)];
     f.remaining = bytes;
     f.rate = 0.0;
     f.since = engine_.now();
     ++f.version;
-    f.links = std::move(links);
-    f.weights = std::move(w);
+    f.links = route;
+    f.weights = weights;
     f.done = std::move(done);
     ++flows_started_;
     request_solve();
@@ -108,26 +106,45 @@ int port_image(const topology::Cluster& cluster, int link, int d) {
 
 }  // namespace
 
-std::vector<std::vector<int>> Network::copies(const FlowEnds& e, int count) {
-  std::vector<std::vector<int>> out;
+std::vector<Network::Copy> Network::copies(const FlowEnds& e, int count) {
+  std::vector<Copy> out;
   out.reserve(static_cast<std::size_t>(count));
   int a = e.src;
   int b = e.dst;
-  const int owner = e.src >= 0 ? e.src : e.dst;
-  int o = owner;
+  int owner = e.src >= 0 ? e.src : e.dst;
   const auto& next = replicas_.next;
   for (int j = 0; j < count; ++j) {
     if (e.link >= 0) {
-      out.push_back({j == 0 ? e.link : port_image(cluster_, e.link, o)});
-      o = next[static_cast<std::size_t>(o)];
+      // A port flow's latency is its caller's; only its link is copied.
+      const int link = j == 0 ? e.link : port_image(cluster_, e.link, owner);
+      out.push_back({{&link_ids_[static_cast<std::size_t>(link)], 1}, 0.0});
+      owner = next[static_cast<std::size_t>(owner)];
     } else {
-      out.push_back(router_.route(a, b).links);
+      const topology::Route& r = router_.route(a, b);
+      out.push_back({r.links, r.latency});
       a = next[static_cast<std::size_t>(a)];
       b = next[static_cast<std::size_t>(b)];
     }
   }
   return out;
 }
+
+namespace {
+
+std::uint64_t flow_key(const FlowEnds& e, bool single) {
+  return (e.link >= 0 ? (std::uint64_t{1} << 63) | static_cast<std::uint64_t>(e.link)
+                      : (static_cast<std::uint64_t>(e.src) << 32) | static_cast<std::uint32_t>(e.dst)) |
+         (single ? std::uint64_t{1} << 62 : 0);
+}
+
+bool same_shape(const std::vector<Network::Copy>& cps) {
+  for (const auto& c : cps) {
+    if (c.links.size() != cps[0].links.size()) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 int Network::find(int link) {
   auto l = static_cast<std::size_t>(link);
@@ -144,33 +161,22 @@ void Network::prepare_fold(std::span<const FlowEnds> flows) {
   // First the shift on links: copy j's k-th link maps to copy j+1's. A link mapped two
   // ways (ECMP picks different spines for different pairs) or reached two ways is
   // conflicted: it stays a class of its own.
-  std::vector<std::vector<std::vector<int>>> all;
+  std::vector<std::vector<Copy>> all;
   all.reserve(flows.size());
   std::vector<int> sigma_inverse(sigma_.size(), -1);
   std::vector<char> conflicted(sigma_.size(), 0);
   for (const FlowEnds& e : flows) {
     all.push_back(copies(e, n));
     const auto& cps = all.back();
-    bool same = true;
-    for (const auto& c : cps) same = same && c.size() == cps[0].size();
-    if (!same) {
+    if (!same_shape(cps)) {
       exact_ = false;  // copies of different shapes: their links are joined by no one
       continue;
     }
-    if (e.link < 0) {
-      const double latency = router_.route(e.src, e.dst).latency;
-      int a = e.src;
-      int b = e.dst;
+    for (const Copy& c : cps) exact_ = exact_ && c.latency == cps[0].latency;
+    for (std::size_t k = 0; k < cps[0].links.size(); ++k) {
       for (int j = 0; j < n; ++j) {
-        if (router_.route(a, b).latency != latency) exact_ = false;
-        a = replicas_.next[static_cast<std::size_t>(a)];
-        b = replicas_.next[static_cast<std::size_t>(b)];
-      }
-    }
-    for (std::size_t k = 0; k < cps[0].size(); ++k) {
-      for (int j = 0; j < n; ++j) {
-        const int l = cps[static_cast<std::size_t>(j)][k];
-        const int image = cps[static_cast<std::size_t>((j + 1) % n)][k];
+        const int l = cps[static_cast<std::size_t>(j)].links[k];
+        const int image = cps[static_cast<std::size_t>((j + 1) % n)].links[k];
         int& fwd = sigma_[static_cast<std::size_t>(l)];
         int& back = sigma_inverse[static_cast<std::size_t>(image)];
         if (fwd >= 0 && fwd != image) conflicted[static_cast<std::size_t>(l)] = conflicted[static_cast<std::size_t>(fwd)] = 1;
@@ -183,14 +189,12 @@ void Network::prepare_fold(std::span<const FlowEnds> flows) {
   for (char c : conflicted) exact_ = exact_ && c == 0;
   // Then the classes: links at the same position of same-shaped copies, unless conflicted.
   for (const auto& cps : all) {
-    bool same = true;
-    for (const auto& c : cps) same = same && c.size() == cps[0].size();
-    if (!same) continue;
-    for (std::size_t k = 0; k < cps[0].size(); ++k) {
-      const int first = cps[0][k];
+    if (!same_shape(cps)) continue;
+    for (std::size_t k = 0; k < cps[0].links.size(); ++k) {
+      const int first = cps[0].links[k];
       if (conflicted[static_cast<std::size_t>(first)]) continue;
       for (int j = 1; j < n; ++j) {
-        const int l = cps[static_cast<std::size_t>(j)][k];
+        const int l = cps[static_cast<std::size_t>(j)].links[k];
         if (conflicted[static_cast<std::size_t>(l)]) continue;
         const int ra = find(first);
         const int rb = find(l);
@@ -215,39 +219,32 @@ void Network::prepare_fold(std::span<const FlowEnds> flows) {
       solver_.set_capacity(r, mean);
     }
   }
+  // The prepared flows' classes and weights, from the copies routed above.
+  for (std::size_t i = 0; i < flows.size(); ++i) folded_.emplace(flow_key(flows[i], false), weigh(all[i]));
 }
 
-const Network::Folded& Network::folded_flow(const FlowEnds& e, bool single) {
-  const std::uint64_t key =
-      (e.link >= 0 ? (std::uint64_t{1} << 63) | static_cast<std::uint64_t>(e.link)
-                   : (static_cast<std::uint64_t>(e.src) << 32) | static_cast<std::uint32_t>(e.dst)) |
-      (single ? std::uint64_t{1} << 62 : 0);
-  const int count = single ? 1 : replicas_.count;
-  auto it = folded_.find(key);
-  if (it != folded_.end()) return it->second;
+Network::Folded Network::weigh(const std::vector<Copy>& cps) const {
   Folded f;
   std::map<int, double> weight;  // ordered: deterministic link order
-  const auto cps = copies(e, count);
-  for (const auto& c : cps) {
-    for (int l : c) {
+  for (const Copy& c : cps) {
+    f.latency = std::max(f.latency, c.latency);
+    for (int l : c.links) {
       const int k = class_of_[static_cast<std::size_t>(l)];
       weight[k] += 1.0 / class_size_[static_cast<std::size_t>(k)];
-    }
-  }
-  if (e.link < 0) {
-    int a = e.src;
-    int b = e.dst;
-    for (int j = 0; j < count; ++j) {
-      f.latency = std::max(f.latency, router_.route(a, b).latency);
-      a = replicas_.next[static_cast<std::size_t>(a)];
-      b = replicas_.next[static_cast<std::size_t>(b)];
     }
   }
   for (const auto& [k, w] : weight) {
     f.links.push_back(k);
     f.weights.push_back(w);
   }
-  return folded_.emplace(key, std::move(f)).first->second;
+  return f;
+}
+
+const Network::Folded& Network::folded_flow(const FlowEnds& e, bool single) {
+  const std::uint64_t key = flow_key(e, single);
+  auto it = folded_.find(key);
+  if (it != folded_.end()) return it->second;
+  return folded_.emplace(key, weigh(copies(e, single ? 1 : replicas_.count))).first->second;
 }
 
 void Network::request_solve() {

@@ -68,6 +68,12 @@ struct FlowEnds {
 
 class Network {
  public:
+  // One copy of a folded flow: the links it crosses and its route's latency.
+  struct Copy {
+    std::span<const int> links;
+    double latency = 0.0;
+  };
+
   Network(Engine& engine, const topology::Cluster& cluster);
 
   // Moves `bytes` from device `src` to device `dst`; `done` runs when the last byte arrives.
@@ -114,8 +120,8 @@ class Network {
     double rate = 0.0;
     Time since;  // when `remaining` was last settled
     std::uint64_t version = 0;
-    std::vector<int> links;
-    std::vector<double> weights;  // folded: per link (class)
+    std::span<const int> links;       // in the router's or the folding's cache
+    std::span<const double> weights;  // folded: per link (class)
     std::function<void()> done;
   };
   // A folded flow's classes and weights.
@@ -127,8 +133,9 @@ class Network {
 
   void start(std::span<const int> links, std::span<const double> weights, double latency, double bytes,
              std::function<void()> done, int traffic);
-  // The links each copy of a flow crosses, replica by replica.
-  std::vector<std::vector<int>> copies(const FlowEnds& e, int count);
+  // The links each copy of a flow crosses, replica by replica, and its route's latency.
+  std::vector<Copy> copies(const FlowEnds& e, int count);
+  [[nodiscard]] Folded weigh(const std::vector<Copy>& copies) const;
   const Folded& folded_flow(const FlowEnds& e, bool single);
   int find(int link);
   [[nodiscard]] std::size_t cls(int link) const {
@@ -142,6 +149,7 @@ class Network {
 
   Engine& engine_;
   const topology::Cluster& cluster_;
+  std::vector<int> link_ids_;  // 0..links-1: one-link routes point into it
   topology::Router router_;
   lmm::MaxMinSolver solver_;
   std::vector<Flow> flows_;         // indexed by solver flow id

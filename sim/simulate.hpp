@@ -72,6 +72,9 @@ struct Prediction {
   report::Trace trace;
   SimStats stats;
   std::string not_folded;  // why a folding that was tried was not used
+
+  // Ranks whose ops were simulated: one replica's when folded, else all.
+  [[nodiscard]] int simulated_ranks() const { return program.world / (program.one_replica() ? stats.replicas : 1); }
 };
 
 // Compiles and simulates the scenario's step, folded as `options` says.

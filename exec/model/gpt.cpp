@@ -108,6 +108,7 @@ T Gpt<T>::forward(std::span<const std::int32_t> tokens, std::span<const std::int
   const T* p = params_.data();
 
   std::vector<T> x(nc);
+  std::vector<T> tmp(nc);  // a projection's output before the residual add
   k::embedding_forward(x.data(), tokens_.data(), p + wte_, p + wpe_, b, t, c);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& ly = layers_[l];
@@ -125,7 +126,6 @@ T Gpt<T>::forward(std::span<const std::int32_t> tokens, std::span<const std::int
     a.rstd2.resize(n);
     a.fch.resize(4 * nc);
     a.fcg.resize(4 * nc);
-    std::vector<T> tmp(nc);
     k::layer_norm_forward(a.ln1.data(), a.mean1.data(), a.rstd1.data(), a.x.data(), p + ly.ln1w, p + ly.ln1b, rows, c);
     k::linear_forward(a.qkv.data(), a.ln1.data(), p + ly.qkvw, p + ly.qkvb, rows, c, 3 * c);
     k::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), b, t, h, c / h);

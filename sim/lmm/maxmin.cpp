@@ -15,54 +15,65 @@ int MaxMinSolver::add_link(double capacity) {
 
 int MaxMinSolver::add_flow(std::span<const int> links, double bound) {
   if (!(bound > 0.0)) throw std::invalid_argument("flow bound must be positive");
-  const int id = start(-1);
+  check_links(links);
+  const int id = take_slot();
   Flow& f = flows_[static_cast<std::size_t>(id)];
-  f.links.assign(links.begin(), links.end());
+  f.links.assign(links.begin(), links.end());  // reuses the slot's capacity
   std::sort(f.links.begin(), f.links.end());
   f.links.erase(std::unique(f.links.begin(), f.links.end()), f.links.end());
   f.weights.clear();
   f.bound = bound;
-  return start(id);
+  enlist(id);
+  return id;
 }
 
 int MaxMinSolver::add_flow(std::span<const int> links, std::span<const double> weights, double bound) {
   if (!(bound > 0.0)) throw std::invalid_argument("flow bound must be positive");
   if (links.size() != weights.size()) throw std::invalid_argument("one weight per link");
-  const int id = start(-1);
-  Flow& f = flows_[static_cast<std::size_t>(id)];
+  check_links(links);
   std::vector<std::size_t> order(links.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return links[a] < links[b]; });
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    if (!(weights[order[k]] > 0.0)) throw std::invalid_argument("flow weights must be positive");
+    if (k > 0 && links[order[k]] == links[order[k - 1]]) throw std::invalid_argument("a weighted flow repeats a link");
+  }
+  const int id = take_slot();
+  Flow& f = flows_[static_cast<std::size_t>(id)];
   f.links.clear();
   f.weights.clear();
   for (std::size_t i : order) {
-    if (!(weights[i] > 0.0)) throw std::invalid_argument("flow weights must be positive");
-    if (!f.links.empty() && f.links.back() == links[i]) throw std::invalid_argument("a weighted flow repeats a link");
     f.links.push_back(links[i]);
     f.weights.push_back(weights[i]);
   }
   f.bound = bound;
-  return start(id);
+  enlist(id);
+  return id;
 }
 
-// With id < 0: takes a free slot and returns it. Otherwise makes that flow active.
-int MaxMinSolver::start(int id) {
-  if (id < 0) {
-    if (!free_ids_.empty()) {
-      id = free_ids_.back();
-      free_ids_.pop_back();
-    } else {
-      id = static_cast<int>(flows_.size());
-      flows_.emplace_back();
-      flow_stamp_.push_back(0);
-    }
+void MaxMinSolver::check_links(std::span<const int> links) const {
+  for (int l : links) {
+    if (l < 0 || l >= link_count()) throw std::out_of_range("flow over an unknown link");
+  }
+}
+
+int MaxMinSolver::take_slot() {
+  if (!free_ids_.empty()) {
+    const int id = free_ids_.back();
+    free_ids_.pop_back();
     return id;
   }
+  flows_.emplace_back();
+  flow_stamp_.push_back(0);
+  return static_cast<int>(flows_.size()) - 1;
+}
+
+// Makes a filled slot an active flow on its links.
+void MaxMinSolver::enlist(int id) {
   Flow& f = flows_[static_cast<std::size_t>(id)];
   f.rate = 0.0;
   f.alive = true;
   for (int l : f.links) {
-    if (l < 0 || l >= link_count()) throw std::out_of_range("flow over an unknown link");
     Link& link = links_[static_cast<std::size_t>(l)];
     link.flows.push_back(id);
     if (!link.dirty) {
@@ -71,7 +82,6 @@ int MaxMinSolver::start(int id) {
     }
   }
   new_flows_.push_back(id);
-  return id;
 }
 
 void MaxMinSolver::set_capacity(int link, double capacity) {

@@ -77,7 +77,9 @@ class MaxMinSolver {
     bool alive = false;
   };
 
-  int start(int id);
+  void check_links(std::span<const int> links) const;
+  int take_slot();
+  void enlist(int id);
   void fill(const std::vector<int>& flows, const std::vector<int>& links);
   [[nodiscard]] double weight(const Flow& f, std::size_t i) const { return f.weights.empty() ? 1.0 : f.weights[i]; }
   [[nodiscard]] double weight_on(int flow, int link) const;
