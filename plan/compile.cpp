@@ -14,7 +14,10 @@
 //                     off): all-reduce, or reduce-scatter with ZeRO-1; the optimizer; with
 //                     ZeRO-1 an all-gather of the updated parameters per bucket.
 // Tensor parallel collectives are all-reduces of the s·b·h activation (two forward, two
-// backward per layer), or with sequence parallelism all-gather / reduce-scatter pairs.
+// backward per layer), or with sequence parallelism all-gather / reduce-scatter pairs. The
+// embedding and LM head are vocabulary-parallel (Megatron): the embedding's output and the
+// head's input gradient are summed over tp like a layer's, and the cross-entropy gathers
+// three fp32 statistics per token.
 #include <algorithm>
 #include <cmath>
 
@@ -371,6 +374,7 @@ class Builder {
     last_compute_ = -1;
     pending_ = -1;
     grad_ready_.assign(static_cast<std::size_t>(m_.layer_count()), -1);
+    loss_ready_.assign(static_cast<std::size_t>(shape_.micro_batches), -1);
     const bool transformer = m_.kind == ModelKind::transformer;
     const double hidden_bytes = transformer ? activation_bytes_ : 0.0;
     std::int64_t head_grad = -1;
@@ -391,16 +395,32 @@ class Builder {
       if (st.kind == PipelineStep::Kind::forward) {
         if (first_chunk) {
           compute(ComputeWhat::embedding, Category::forward, -1, 0.0, hidden_bytes, st.micro_batch, st.chunk, -1);
+          // Vocabulary-parallel embedding: each tp rank looks up its slice of the vocabulary
+          // and the partial rows are summed (scattered by sequence with sequence parallel).
+          if (transformer && p_.tp > 1) {
+            tp_collective(p_.sequence_parallel ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
+                          st.micro_batch, -1);
+          }
         } else {
           pending_ = p2p(OpKind::recv, prev_rank, boundary, st.micro_batch, prev_chunk, false, {});
         }
         for (int l = first; l < last; ++l) layer_forward(l, st.micro_batch, st.chunk, Category::forward);
         if (last_chunk) {
+          if (transformer && p_.tp > 1 && p_.sequence_parallel) tp_collective(CollectiveOp::all_gather, st.micro_batch, m_.layer_count());
           auto deps = take_pending();
           if (transformer) {
             const auto& g = prog_.gemm_sets[static_cast<std::size_t>(head_set_)];
-            compute(ComputeWhat::lm_head, Category::forward, head_set_, sum_flops(g), gemm_io_bytes(g, e_),
-                    st.micro_batch, st.chunk, m_.layer_count(), deps);
+            const std::int64_t head = compute(ComputeWhat::lm_head, Category::forward, head_set_, sum_flops(g),
+                                              gemm_io_bytes(g, e_), st.micro_batch, st.chunk, m_.layer_count(), deps);
+            // Vocabulary-parallel cross-entropy: each tp rank holds the logits of its slice;
+            // the row maxima, sums of exponentials and target logits (3 fp32 values per
+            // token) are gathered so every rank has the loss. Its backward waits for them.
+            if (p_.tp > 1) {
+              const double stats = 3.0 * 4.0 * static_cast<double>(m_.seq_len) * t_.micro_batch * p_.tp;
+              loss_ready_[static_cast<std::size_t>(st.micro_batch)] =
+                  collective(Dim::tp, CollectiveOp::all_gather, Category::tp_comm, Stream::tp, stats, st.micro_batch,
+                             m_.layer_count(), m_.layer_count() + 1, std::span<const std::int64_t>(&head, 1));
+            }
           }
         } else {
           const std::int64_t dep = last_compute_;
@@ -411,8 +431,15 @@ class Builder {
         if (last_chunk) {
           if (transformer) {
             const auto& g = prog_.gemm_sets[static_cast<std::size_t>(head_set_)];
+            std::vector<std::int64_t> deps;
+            if (p_.tp > 1) deps.push_back(loss_ready_[static_cast<std::size_t>(st.micro_batch)]);
             head_grad = compute(ComputeWhat::lm_head, Category::backward, head_set_, 2 * sum_flops(g),
-                                2 * gemm_io_bytes(g, e_), st.micro_batch, st.chunk, m_.layer_count());
+                                2 * gemm_io_bytes(g, e_), st.micro_batch, st.chunk, m_.layer_count(), deps);
+            // The head's input gradient is a partial sum over the vocabulary slices.
+            if (p_.tp > 1) {
+              tp_collective(p_.sequence_parallel ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
+                            st.micro_batch, m_.layer_count());
+            }
           }
         } else {
           pending_ = p2p(OpKind::recv, next_rank, boundary_bytes(last - 1), st.micro_batch, next_chunk, true, {});
@@ -543,6 +570,7 @@ class Builder {
   std::int64_t last_compute_ = -1;
   std::int64_t pending_ = -1;
   std::vector<std::int64_t> grad_ready_;
+  std::vector<std::int64_t> loss_ready_;  // per micro-batch: the loss statistics' all-gather
 };
 
 }  // namespace

@@ -180,27 +180,40 @@ TEST_CASE("every send has one matching recv of the same size", "[compile][pp]") 
 }
 
 TEST_CASE("tensor parallel layers issue two all-reduces forward and two backward", "[compile][tp]") {
-  // 8 layers, tp 2, 16 micro-batches: 4 x 8 x 16 collective instances; with sequence
-  // parallelism twice as many (all-gather + reduce-scatter around each half-layer).
-  const auto count = [](const Program& p, CollectiveOp what) {
+  // 8 layers, tp 2, 16 micro-batches: 4 x 8 x 16 collective instances in the layers; with
+  // sequence parallelism twice as many (all-gather + reduce-scatter around each half-layer).
+  // The vocabulary-parallel embedding and head add, per micro-batch, one sum of the
+  // embedding's output, one of the head's input gradient and a gather of 3 fp32 loss
+  // statistics per token.
+  const auto count = [](const Program& p, CollectiveOp what, bool in_layers) {
     std::set<std::int64_t> instances;
     for (const Op& o : p.ops) {
-      if (o.kind == OpKind::collective && o.category == Category::tp_comm && o.collective == what) instances.insert(o.match);
+      const bool layer = o.layer >= 0 && o.layer < 8;
+      if (o.kind == OpKind::collective && o.category == Category::tp_comm && o.collective == what && layer == in_layers) {
+        instances.insert(o.match);
+      }
     }
     return instances.size();
   };
   const Program plain = compile(gpt({"plan.tp=2"}));
-  CHECK(count(plain, CollectiveOp::all_reduce) == 4 * 8 * 16);
+  CHECK(count(plain, CollectiveOp::all_reduce, true) == 4 * 8 * 16);
+  CHECK(count(plain, CollectiveOp::all_reduce, false) == 2 * 16);
+  CHECK(count(plain, CollectiveOp::all_gather, false) == 16);
+  CHECK(count(plain, CollectiveOp::all_gather, true) == 0);
   const Program sp = compile(gpt({"plan.tp=2", "plan.sequence_parallel=true"}));
-  CHECK(count(sp, CollectiveOp::all_gather) == 4 * 8 * 16);
-  CHECK(count(sp, CollectiveOp::reduce_scatter) == 4 * 8 * 16);
-  CHECK(count(sp, CollectiveOp::all_reduce) == 0);
-  // Each instance has both tp ranks, with the s·b·h activation as its buffer.
+  CHECK(count(sp, CollectiveOp::all_gather, true) == 4 * 8 * 16);
+  CHECK(count(sp, CollectiveOp::reduce_scatter, true) == 4 * 8 * 16);
+  CHECK(count(sp, CollectiveOp::all_reduce, true) == 0);
+  CHECK(count(sp, CollectiveOp::all_reduce, false) == 0);
+  CHECK(count(sp, CollectiveOp::reduce_scatter, false) == 2 * 16);  // embedding, head gradient
+  CHECK(count(sp, CollectiveOp::all_gather, false) == 2 * 16);      // head input, loss statistics
+  // Each instance has both tp ranks, with the s·b·h activation as its buffer (the loss
+  // statistics: 3 x 4 bytes x 256 tokens x 2 ranks).
   std::map<std::int64_t, int> members;
   for (const Op& o : plain.ops) {
     if (o.kind == OpKind::collective) {
       ++members[o.match];
-      CHECK(o.bytes == 128.0 * 2 * 256 * 2);
+      CHECK(o.bytes == (o.collective == CollectiveOp::all_gather ? 3.0 * 4 * 256 * 2 : 128.0 * 2 * 256 * 2));
     }
   }
   for (const auto& [m, n] : members) CHECK(n == 2);
