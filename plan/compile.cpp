@@ -354,8 +354,9 @@ class Builder {
               deps);
       tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer);
     }
-    // The layer's weight gradients are complete once its last backward compute is.
-    grad_ready_[static_cast<std::size_t>(layer)] = last_compute_;
+    // The layer's gradients are complete once its last tp sum is: the first layer norm's
+    // backward needs the summed input gradient.
+    grad_ready_[static_cast<std::size_t>(layer)] = pending_;
   }
 
   // --- one rank ----------------------------------------------------------------------------
@@ -423,9 +424,10 @@ class Builder {
             }
           }
         } else {
-          const std::int64_t dep = last_compute_;
-          p2p(OpKind::send, next_rank, boundary_bytes(last - 1), st.micro_batch, st.chunk, false,
-              std::span<const std::int64_t>(&dep, 1));
+          // The chunk's output is complete once its last tp sum is (when there is one).
+          auto deps = take_pending();
+          deps.push_back(last_compute_);
+          p2p(OpKind::send, next_rank, boundary_bytes(last - 1), st.micro_batch, st.chunk, false, deps);
         }
       } else {
         if (last_chunk) {
@@ -439,6 +441,7 @@ class Builder {
             if (p_.tp > 1) {
               tp_collective(p_.sequence_parallel ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
                             st.micro_batch, m_.layer_count());
+              head_grad = pending_;  // the final norm's gradient follows the sum
             }
           }
         } else {
@@ -460,8 +463,9 @@ class Builder {
           embed_grad = compute(ComputeWhat::embedding, Category::backward, -1, 0.0, hidden_bytes, st.micro_batch,
                                st.chunk, -1, deps);
         } else {
-          const std::int64_t dep = last_compute_;
-          p2p(OpKind::send, prev_rank, boundary, st.micro_batch, st.chunk, true, std::span<const std::int64_t>(&dep, 1));
+          auto deps = take_pending();
+          deps.push_back(last_compute_);
+          p2p(OpKind::send, prev_rank, boundary, st.micro_batch, st.chunk, true, deps);
         }
       }
     }
@@ -475,9 +479,13 @@ class Builder {
     return m_.generic_layers[static_cast<std::size_t>(l)].activations * t_.micro_batch * e_;
   }
 
+  // Parameters of layer `l` on one tp rank: the sharded GEMM weights and biases, plus the
+  // tensors every tp rank holds whole (two norms, the biases added after the row-parallel
+  // sums).
   double layer_params(int l) const {
     if (m_.kind == ModelKind::generic) return m_.generic_layers[static_cast<std::size_t>(l)].params;
-    return m_.params_per_layer() / p_.tp;
+    const double whole = 4.0 * m_.hidden + (m_.mlp == Mlp::gelu ? 2.0 : 1.0) * m_.hidden;
+    return (m_.params_per_layer() - whole) / p_.tp + whole;
   }
 
   void data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad) {
@@ -489,8 +497,16 @@ class Builder {
       int layer;
     };
     std::vector<Source> sources;
-    const double word = m_.kind == ModelKind::transformer ? static_cast<double>(m_.vocab) * m_.hidden / p_.tp : 0.0;
-    if (head_grad >= 0 && (!m_.tie_embeddings || p_.pp > 1)) sources.push_back({word, head_grad, m_.layer_count()});
+    const bool transformer = m_.kind == ModelKind::transformer;
+    const double word = transformer ? static_cast<double>(m_.vocab) * m_.hidden / p_.tp : 0.0;
+    // The last stage also holds the final norm, the first the learned positions (GPT), both
+    // whole on every tp rank.
+    const double final_norm = transformer ? 2.0 * m_.hidden : 0.0;
+    const double positions = transformer && m_.mlp == Mlp::gelu ? static_cast<double>(m_.seq_len) * m_.hidden : 0.0;
+    if (head_grad >= 0) {
+      const bool own_head = !m_.tie_embeddings || p_.pp > 1;
+      sources.push_back({(own_head ? word : 0.0) + final_norm, head_grad, m_.layer_count()});
+    }
     std::vector<int> layers;
     for (int c = 0; c < p_.virtual_stages; ++c) {
       const auto [first, last] = chunk_layers(m_.layer_count(), p_.pp, p_.virtual_stages, stage, c);
@@ -498,13 +514,22 @@ class Builder {
     }
     std::sort(layers.rbegin(), layers.rend());
     for (int l : layers) sources.push_back({layer_params(l), grad_ready_[static_cast<std::size_t>(l)], l});
-    if (embed_grad >= 0) sources.push_back({word, embed_grad, -1});
+    if (embed_grad >= 0) sources.push_back({word + positions, embed_grad, -1});
 
     double params = 0.0;
     for (const Source& s : sources) params += s.params;
     const std::int64_t end_of_backward = last_compute_;
     std::vector<std::int64_t> synced;
     std::vector<std::pair<double, std::pair<int, int>>> buckets;  // params, layer range
+    // The tied embedding's gradient is summed between the first and last stage (Megatron's
+    // embedding group): after the data-parallel sync, or with ZeRO-1, whose reduce-scatter
+    // leaves each rank only its share summed, before the bucket that holds it.
+    const bool tied = group_of_[embedding_groups][static_cast<std::size_t>(rank_)] >= 0;
+    const bool tied_first = tied && p_.zero == 1 && p_.dp > 1;
+    auto tied_sum = [&](std::span<const std::int64_t> deps) {
+      return collective_in(embedding_groups, CollectiveOp::all_reduce, Category::pp_comm, Stream::dp, word * e_, -1,
+                           stage == 0 ? -1 : m_.layer_count(), stage == 0 ? 0 : m_.layer_count() + 1, deps);
+    };
     if (p_.dp > 1) {
       std::vector<std::int64_t> deps;
       double bucket = 0.0;
@@ -515,10 +540,11 @@ class Builder {
         if (bucket == 0.0) hi = s.layer + 1;
         lo = s.layer;
         bucket += s.params;
-        if (p_.overlap_dp) deps.push_back(s.ready);
+        std::int64_t ready = p_.overlap_dp ? s.ready : end_of_backward;
+        if (tied_first && (s.layer == -1 || s.layer == m_.layer_count())) ready = tied_sum(std::span(&ready, 1));
+        deps.push_back(ready);
         const bool full = bucket * e_ >= p_.bucket_bytes || i + 1 == sources.size();
         if (!full) continue;
-        if (!p_.overlap_dp) deps.assign(1, end_of_backward);
         std::sort(deps.begin(), deps.end());
         deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
         synced.push_back(collective(Dim::dp, p_.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
@@ -530,14 +556,9 @@ class Builder {
     } else {
       synced.push_back(end_of_backward);
     }
-    // The tied embedding's gradient, summed between the first and last stage once the data-
-    // parallel sync is done (Megatron's finalize_model_grads order).
-    if (group_of_[embedding_groups][static_cast<std::size_t>(rank_)] >= 0) {
+    if (tied && !tied_first) {
       std::sort(synced.begin(), synced.end());
-      const std::int64_t tied = collective_in(embedding_groups, CollectiveOp::all_reduce, Category::pp_comm, Stream::dp,
-                                              word * e_, -1, stage == 0 ? -1 : m_.layer_count(),
-                                              stage == 0 ? 0 : m_.layer_count() + 1, synced);
-      synced.assign(1, tied);
+      synced.assign(1, tied_sum(synced));
     }
     const double shard = params / (p_.zero == 1 ? p_.dp : 1);
     const double opt_bytes = (24.0 + 2.0 * e_) * shard;

@@ -40,10 +40,17 @@ class Gpt {
   void backward();
   void zero_grad();
 
- private:
-  struct Layer {  // offsets into the flat buffers
+  // Where each tensor starts in params() and grads().
+  struct Layer {
     std::size_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
   };
+  [[nodiscard]] const Layer& layer_offsets(int l) const { return layers_[static_cast<std::size_t>(l)]; }
+  [[nodiscard]] std::size_t wte_offset() const { return wte_; }
+  [[nodiscard]] std::size_t wpe_offset() const { return wpe_; }
+  [[nodiscard]] std::size_t lnfw_offset() const { return lnfw_; }
+  [[nodiscard]] std::size_t lnfb_offset() const { return lnfb_; }
+
+ private:
   struct LayerActs {
     std::vector<T> x, ln1, mean1, rstd1, qkv, att, atty, x1, ln2, mean2, rstd2, fch, fcg;
   };

@@ -221,7 +221,9 @@ TEST_CASE("tensor parallel layers issue two all-reduces forward and two backward
 
 TEST_CASE("data-parallel buckets follow reverse layer order and wait for their gradients", "[compile][dp]") {
   // 8 layers of 12·256² + 13·256 = 789,760 parameters at 2 bytes: a 2 MiB bucket closes once
-  // it reaches the size, after 2 layers; four such buckets, then the embedding alone.
+  // it reaches the size, after 2 layers; four such buckets, then the embedding alone. The
+  // first also carries the final norm (2·256, "layer 8", the tied head has no weights of
+  // its own).
   const Scenario s = gpt({"plan.dp=4", "plan.bucket_size=2MiB"});
   const Program prog = compile(s);
   std::vector<const Op*> buckets;
@@ -231,10 +233,11 @@ TEST_CASE("data-parallel buckets follow reverse layer order and wait for their g
   }
   REQUIRE(buckets.size() == 5);
   CHECK(buckets[0]->layer == 6);
-  CHECK(buckets[0]->layer_end == 8);
+  CHECK(buckets[0]->layer_end == 9);
   CHECK(buckets[3]->layer == 0);
   CHECK(buckets[4]->layer == -1);  // the embedding, whose gradient is ready last
-  CHECK(buckets[0]->bytes == Approx(2 * 789760.0 * 2));
+  CHECK(buckets[0]->bytes == Approx((2 * 789760.0 + 2 * 256) * 2));
+  CHECK(buckets[4]->bytes == Approx((1024 + 128) * 256 * 2.0));  // token and position embeddings
   CHECK(buckets[0]->collective == CollectiveOp::all_reduce);
   // Overlap: the first bucket waits for layer 6's backward of the last micro-batch, long
   // before the end of the backward pass.

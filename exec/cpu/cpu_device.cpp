@@ -1,0 +1,460 @@
+#include "exec/cpu/cpu_device.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "exec/model/kernels.hpp"
+
+namespace parasim::exec {
+
+namespace {
+
+void check_mpi(int code, const char* what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  throw std::runtime_error(fmt::format("MPI {} failed: {}", what, std::string(text, static_cast<std::size_t>(len))));
+}
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int to_int(std::int64_t v) {
+  if (v > std::numeric_limits<int>::max()) throw std::length_error("message larger than MPI's int count");
+  return static_cast<int>(v);
+}
+
+float round_bf16(float x) {
+  if (std::isnan(x)) return x;
+  auto bits = std::bit_cast<std::uint32_t>(x);
+  bits += 0x7fffU + ((bits >> 16) & 1U);
+  return std::bit_cast<float>(bits & 0xffff0000U);
+}
+
+float round_fp16(float x) {
+#ifdef __FLT16_MAX__
+  return static_cast<float>(static_cast<_Float16>(x));
+#else
+  // 10 mantissa bits within fp16's normal range (subnormals and overflow aside).
+  if (!std::isfinite(x) || x == 0.0F) return x;
+  int e = 0;
+  const float m = std::frexp(x, &e);
+  return std::ldexp(std::nearbyint(std::ldexp(m, 11)), e - 11);
+#endif
+}
+
+}  // namespace
+
+void ensure_mpi() {
+  int ready = 0;
+  MPI_Initialized(&ready);
+  if (ready != 0) return;
+  int provided = 0;
+  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "init");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  std::atexit([] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized == 0) MPI_Finalize();
+  });
+}
+
+CpuDevice::CpuDevice(std::size_t capacity_bytes) {
+  ensure_mpi();
+  capacity_ = capacity_bytes;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_);
+}
+
+CpuDevice::~CpuDevice() {
+  for (MPI_Comm& c : comms_) {
+    if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+  }
+}
+
+void* CpuDevice::raw_allocate(std::size_t bytes) {
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  return p;
+}
+
+void CpuDevice::raw_release(void* p, std::size_t) { std::free(p); }
+
+void CpuDevice::upload(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuDevice::download(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+
+// --- GEMM ------------------------------------------------------------------------------------
+
+void CpuDevice::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                     const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, c, ldc);
+  count_flops(2.0 * m * n * static_cast<double>(k));
+}
+
+void CpuDevice::gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                             std::int64_t stride_a, const float* b, int ldb, std::int64_t stride_b, float beta,
+                             float* c, int ldc, std::int64_t stride_c, int batch) {
+  for (int i = 0; i < batch; ++i) {
+    gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c, ldc);
+  }
+}
+
+// --- element-wise --------------------------------------------------------------------------
+
+void CpuDevice::layer_norm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma,
+                                   const float* beta, int n, int c) {
+  kernels::layer_norm_forward(y, mean, rstd, x, gamma, beta, n, c);
+}
+
+void CpuDevice::layer_norm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                                    const float* mean, const float* rstd, const float* gamma, int n, int c) {
+  kernels::layer_norm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c);
+}
+
+void CpuDevice::gelu_forward(float* y, const float* x, std::int64_t count) { kernels::gelu_forward(y, x, count); }
+void CpuDevice::gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) {
+  kernels::gelu_backward(dx, x, dy, count);
+}
+
+void CpuDevice::causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) {
+  for (std::int64_t row = 0; row < static_cast<std::int64_t>(batch) * t; ++row) {
+    const auto i = static_cast<int>(row % t);
+    const float* in = s + row * t;
+    float* out = p + row * t;
+    float maxv = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j <= i; ++j) maxv = std::max(maxv, in[j] * scale);
+    float sum = 0.0F;
+    for (int j = 0; j <= i; ++j) {
+      out[j] = std::exp(in[j] * scale - maxv);
+      sum += out[j];
+    }
+    for (int j = 0; j <= i; ++j) out[j] /= sum;
+    for (int j = i + 1; j < t; ++j) out[j] = 0.0F;
+  }
+}
+
+void CpuDevice::causal_softmax_backward(float* ds, const float* p, const float* dp, int batch, int t, float scale) {
+  for (std::int64_t row = 0; row < static_cast<std::int64_t>(batch) * t; ++row) {
+    const float* pr = p + row * t;
+    const float* dr = dp + row * t;
+    float* out = ds + row * t;
+    float dot = 0.0F;
+    for (int j = 0; j < t; ++j) dot += pr[j] * dr[j];
+    for (int j = 0; j < t; ++j) out[j] = scale * pr[j] * (dr[j] - dot);
+  }
+}
+
+void CpuDevice::add_bias(float* out, const float* bias, int n, int c) {
+  for (int i = 0; i < n; ++i) {
+    float* row = out + static_cast<std::size_t>(i) * c;
+    for (int j = 0; j < c; ++j) row[j] += bias[j];
+  }
+}
+
+void CpuDevice::bias_backward(float* dbias, const float* dout, int n, int c) {
+  for (int i = 0; i < n; ++i) {
+    const float* row = dout + static_cast<std::size_t>(i) * c;
+    for (int j = 0; j < c; ++j) dbias[j] += row[j];
+  }
+}
+
+void CpuDevice::add(float* y, const float* a, const float* b, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) y[i] = a[i] + b[i];
+}
+void CpuDevice::accumulate(float* y, const float* x, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) y[i] += x[i];
+}
+void CpuDevice::zero(float* y, std::int64_t count) { std::fill(y, y + count, 0.0F); }
+void CpuDevice::scale(float* y, float alpha, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) y[i] *= alpha;
+}
+void CpuDevice::copy(float* y, const float* x, std::int64_t count) { std::copy(x, x + count, y); }
+
+void CpuDevice::embedding_forward(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int b,
+                                  int t, int c, int v0, int vn) {
+  for (int row = 0; row < b * t; ++row) {
+    float* out = x + static_cast<std::size_t>(row) * c;
+    const int tok = tokens[row] - v0;
+    if (tok >= 0 && tok < vn) {
+      std::copy(wte + static_cast<std::size_t>(tok) * c, wte + static_cast<std::size_t>(tok + 1) * c, out);
+    } else {
+      std::fill(out, out + c, 0.0F);
+    }
+    if (wpe != nullptr) {
+      const float* pe = wpe + static_cast<std::size_t>(row % t) * c;
+      for (int j = 0; j < c; ++j) out[j] += pe[j];
+    }
+  }
+}
+
+void CpuDevice::embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int b, int t,
+                                   int c, int v0, int vn) {
+  for (int row = 0; row < b * t; ++row) {
+    const float* g = dx + static_cast<std::size_t>(row) * c;
+    const int tok = tokens[row] - v0;
+    if (dwte != nullptr && tok >= 0 && tok < vn) {
+      float* te = dwte + static_cast<std::size_t>(tok) * c;
+      for (int j = 0; j < c; ++j) te[j] += g[j];
+    }
+    if (dwpe != nullptr) {
+      float* pe = dwpe + static_cast<std::size_t>(row % t) * c;
+      for (int j = 0; j < c; ++j) pe[j] += g[j];
+    }
+  }
+}
+
+void CpuDevice::cross_entropy_stats(float* stats, const float* logits, const std::int32_t* targets, int n, int vn,
+                                    int v0) {
+  for (int i = 0; i < n; ++i) {
+    const float* l = logits + static_cast<std::size_t>(i) * vn;
+    const float maxv = *std::max_element(l, l + vn);
+    float sum = 0.0F;
+    for (int j = 0; j < vn; ++j) sum += std::exp(l[j] - maxv);
+    const int tgt = targets[i] - v0;
+    stats[3 * i] = maxv;
+    stats[3 * i + 1] = sum;
+    stats[3 * i + 2] = tgt >= 0 && tgt < vn ? l[tgt] : 0.0F;
+  }
+}
+
+void CpuDevice::cross_entropy_backward(float* dlogits, float* loss, const float* logits, const float* all_stats,
+                                       int parts, const std::int32_t* targets, int n, int vn, int v0, float scale) {
+  for (int i = 0; i < n; ++i) {
+    float maxv = -std::numeric_limits<float>::infinity();
+    float target = 0.0F;
+    for (int p = 0; p < parts; ++p) {
+      const float* st = all_stats + (static_cast<std::size_t>(p) * n + i) * 3;
+      maxv = std::max(maxv, st[0]);
+      target += st[2];
+    }
+    float sum = 0.0F;
+    for (int p = 0; p < parts; ++p) {
+      const float* st = all_stats + (static_cast<std::size_t>(p) * n + i) * 3;
+      sum += st[1] * std::exp(st[0] - maxv);
+    }
+    loss[i] = std::log(sum) + maxv - target;
+    const float* l = logits + static_cast<std::size_t>(i) * vn;
+    float* dl = dlogits + static_cast<std::size_t>(i) * vn;
+    for (int j = 0; j < vn; ++j) dl[j] = scale * std::exp(l[j] - maxv) / sum;
+    const int tgt = targets[i] - v0;
+    if (tgt >= 0 && tgt < vn) dl[tgt] -= scale;
+  }
+}
+
+void CpuDevice::adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr, double beta1,
+                      double beta2, double eps, double weight_decay, int step) {
+  kernels::adamw(param, grad, m, v, count, kernels::AdamW{lr, beta1, beta2, eps, weight_decay}, step);
+  count_flops(12.0 * static_cast<double>(count));
+}
+
+void CpuDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
+  if (dtype == plan::Dtype::bf16) {
+    for (std::int64_t i = 0; i < count; ++i) y[i] = round_bf16(y[i]);
+  } else if (dtype == plan::Dtype::fp16) {
+    for (std::int64_t i = 0; i < count; ++i) y[i] = round_fp16(y[i]);
+  }
+}
+
+// --- communication -----------------------------------------------------------------------------
+
+Comm CpuDevice::comm_create(std::span<const int> ranks, int key) {
+  MPI_Group world_group = MPI_GROUP_NULL;
+  MPI_Group group = MPI_GROUP_NULL;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group);
+  MPI_Comm comm = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_create_group(MPI_COMM_WORLD, group, key, &comm), "communicator creation");
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  comms_.push_back(comm);
+  return static_cast<Comm>(comms_.size()) - 1;
+}
+
+Request CpuDevice::post(Pending p) {
+  p.active = true;
+  if (!free_.empty()) {
+    const Request r = free_.back();
+    free_.pop_back();
+    pending_[static_cast<std::size_t>(r)] = std::move(p);
+    return r;
+  }
+  pending_.push_back(std::move(p));
+  return static_cast<Request>(pending_.size()) - 1;
+}
+
+Request CpuDevice::send(const float* data, std::int64_t count, int peer, int tag) {
+  Pending p;
+  check_mpi(MPI_Isend(data, to_int(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &p.request), "send");
+  return post(std::move(p));
+}
+
+Request CpuDevice::recv(float* data, std::int64_t count, int peer, int tag) {
+  Pending p;
+  check_mpi(MPI_Irecv(data, to_int(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &p.request), "recv");
+  return post(std::move(p));
+}
+
+Request CpuDevice::all_reduce(float* data, std::int64_t count, Comm comm) {
+  Pending p;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, to_int(count), MPI_FLOAT, MPI_SUM, mpi_comm(comm), &p.request),
+            "all-reduce");
+  return post(std::move(p));
+}
+
+Request CpuDevice::reduce_scatter(float* data, std::span<const std::int64_t> counts, Comm comm) {
+  Pending p;
+  int me = 0;
+  MPI_Comm_rank(mpi_comm(comm), &me);
+  std::int64_t offset = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    p.counts.push_back(to_int(counts[i]));
+    if (static_cast<int>(i) < me) offset += counts[i];
+  }
+  const int mine = p.counts[static_cast<std::size_t>(me)];
+  p.scratch = std::make_unique<float[]>(static_cast<std::size_t>(std::max(mine, 1)));
+  float* result = p.scratch.get();
+  float* place = data + offset;
+  p.finish = [result, place, mine] { std::copy(result, result + mine, place); };
+  check_mpi(MPI_Ireduce_scatter(data, result, p.counts.data(), MPI_FLOAT, MPI_SUM, mpi_comm(comm), &p.request),
+            "reduce-scatter");
+  return post(std::move(p));
+}
+
+Request CpuDevice::all_gather(float* data, std::span<const std::int64_t> counts, Comm comm) {
+  Pending p;
+  int displ = 0;
+  for (std::int64_t c : counts) {
+    p.counts.push_back(to_int(c));
+    p.displs.push_back(displ);
+    displ += to_int(c);
+  }
+  check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, p.counts.data(), p.displs.data(), MPI_FLOAT,
+                            mpi_comm(comm), &p.request),
+            "all-gather");
+  return post(std::move(p));
+}
+
+void CpuDevice::complete(Pending& p) {
+  if (p.finish) p.finish();
+  p = Pending{};
+}
+
+bool CpuDevice::test(Request r) {
+  Pending& p = pending_[static_cast<std::size_t>(r)];
+  if (!p.active) return true;
+  int flag = 0;
+  check_mpi(MPI_Test(&p.request, &flag, MPI_STATUS_IGNORE), "test");
+  if (flag == 0) return false;
+  complete(p);
+  free_.push_back(r);
+  return true;
+}
+
+void CpuDevice::wait(Request r) {
+  Pending& p = pending_[static_cast<std::size_t>(r)];
+  if (!p.active) return;
+  check_mpi(MPI_Wait(&p.request, MPI_STATUS_IGNORE), "wait");
+  complete(p);
+  free_.push_back(r);
+}
+
+void CpuDevice::barrier() { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
+
+void CpuDevice::sum_to_all(std::span<double> values) {
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM,
+                          MPI_COMM_WORLD),
+            "all-reduce");
+}
+
+void CpuDevice::max_to_all(std::span<double> values) {
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX,
+                          MPI_COMM_WORLD),
+            "all-reduce");
+}
+
+std::vector<char> CpuDevice::gather_to_root(std::span<const char> mine) {
+  const int size = to_int(static_cast<std::int64_t>(mine.size()));
+  std::vector<int> sizes(static_cast<std::size_t>(world_));
+  check_mpi(MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "gather");
+  std::vector<int> displs(sizes.size());
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    displs[i] = to_int(total);
+    total += sizes[i];
+  }
+  std::vector<char> out(rank_ == 0 ? static_cast<std::size_t>(total) : 0);
+  check_mpi(MPI_Gatherv(mine.data(), size, MPI_BYTE, out.data(), sizes.data(), displs.data(), MPI_BYTE, 0,
+                        MPI_COMM_WORLD),
+            "gather");
+  return out;
+}
+
+void CpuDevice::abort_all(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+// --- events and clock ----------------------------------------------------------------------------
+
+Event CpuDevice::record() {
+  events_.push_back(now_ns());
+  return static_cast<Event>(events_.size()) - 1;
+}
+
+std::int64_t CpuDevice::event_time_ns(Event e) { return events_[static_cast<std::size_t>(e)]; }
+
+std::int64_t CpuDevice::now_ns() { return steady_ns() - clock_offset_ns_; }
+
+// Rank 0's clock is the reference. Each other rank is probed in turn: rank 0 sends its
+// time t0, the rank answers with its own time tr, rank 0 notes t1 on receipt; the offset is
+// tr - (t0 + t1) / 2 from the round trip with the smallest t1 - t0 (Cristian's algorithm).
+void CpuDevice::align_clock() {
+  events_.clear();
+  clock_offset_ns_ = 0;
+  constexpr int rounds = 20;
+  for (int r = 1; r < world_; ++r) {
+    if (rank_ == 0) {
+      std::int64_t best_rtt = std::numeric_limits<std::int64_t>::max();
+      std::int64_t offset = 0;
+      for (int i = 0; i < rounds; ++i) {
+        const std::int64_t t0 = steady_ns();
+        std::int64_t tr = 0;
+        MPI_Send(&t0, 1, MPI_INT64_T, r, 900, MPI_COMM_WORLD);
+        MPI_Recv(&tr, 1, MPI_INT64_T, r, 901, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const std::int64_t t1 = steady_ns();
+        if (t1 - t0 < best_rtt) {
+          best_rtt = t1 - t0;
+          offset = tr - (t0 + t1) / 2;
+        }
+      }
+      MPI_Send(&offset, 1, MPI_INT64_T, r, 902, MPI_COMM_WORLD);
+    } else if (rank_ == r) {
+      for (int i = 0; i < rounds; ++i) {
+        std::int64_t t0 = 0;
+        MPI_Recv(&t0, 1, MPI_INT64_T, 0, 900, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const std::int64_t tr = steady_ns();
+        MPI_Send(&tr, 1, MPI_INT64_T, 0, 901, MPI_COMM_WORLD);
+      }
+      MPI_Recv(&clock_offset_ns_, 1, MPI_INT64_T, 0, 902, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+  }
+  barrier();
+}
+
+}  // namespace parasim::exec

@@ -1,0 +1,116 @@
+// The CPU backend: host memory, OpenBLAS GEMMs, the host kernels and non-blocking MPI.
+// One rank per core; its "streams" are ordering domains only, since kernels run at once on
+// the calling thread (an Event is complete when recorded). Communication progresses inside
+// test(), which the runner calls between operations.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "exec/device.hpp"
+
+namespace parasim::exec {
+
+// MPI for the process's lifetime: initialised on first use (single-threaded calls), errors
+// returned rather than fatal so they carry a message, finalised at exit.
+void ensure_mpi();
+
+class CpuDevice final : public Device {
+ public:
+  // capacity_bytes: 0 for no limit beyond the machine's.
+  explicit CpuDevice(std::size_t capacity_bytes = 0);
+  ~CpuDevice() override;
+
+  [[nodiscard]] std::string name() const override { return "cpu"; }
+  [[nodiscard]] int rank() const override { return rank_; }
+  [[nodiscard]] int world() const override { return world_; }
+
+  void upload(void* dst, const void* src, std::size_t bytes) override;
+  void download(void* dst, const void* src, std::size_t bytes) override;
+
+  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+            int ldb, float beta, float* c, int ldc) override;
+  void gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                    std::int64_t stride_a, const float* b, int ldb, std::int64_t stride_b, float beta, float* c, int ldc,
+                    std::int64_t stride_c, int batch) override;
+
+  void layer_norm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,
+                          int n, int c) override;
+  void layer_norm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x, const float* mean,
+                           const float* rstd, const float* gamma, int n, int c) override;
+  void gelu_forward(float* y, const float* x, std::int64_t count) override;
+  void gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) override;
+  void causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) override;
+  void causal_softmax_backward(float* ds, const float* p, const float* dp, int batch, int t, float scale) override;
+  void add_bias(float* out, const float* bias, int n, int c) override;
+  void bias_backward(float* dbias, const float* dout, int n, int c) override;
+  void add(float* y, const float* a, const float* b, std::int64_t count) override;
+  void accumulate(float* y, const float* x, std::int64_t count) override;
+  void zero(float* y, std::int64_t count) override;
+  void scale(float* y, float alpha, std::int64_t count) override;
+  void copy(float* y, const float* x, std::int64_t count) override;
+  void embedding_forward(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int b, int t, int c,
+                         int v0, int vn) override;
+  void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int b, int t, int c,
+                          int v0, int vn) override;
+  void cross_entropy_stats(float* stats, const float* logits, const std::int32_t* targets, int n, int vn,
+                           int v0) override;
+  void cross_entropy_backward(float* dlogits, float* loss, const float* logits, const float* all_stats, int parts,
+                              const std::int32_t* targets, int n, int vn, int v0, float scale) override;
+  void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr, double beta1,
+             double beta2, double eps, double weight_decay, int step) override;
+  void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;
+
+  Comm comm_create(std::span<const int> ranks, int key) override;
+  Request send(const float* data, std::int64_t count, int peer, int tag) override;
+  Request recv(float* data, std::int64_t count, int peer, int tag) override;
+  Request all_reduce(float* data, std::int64_t count, Comm comm) override;
+  Request reduce_scatter(float* data, std::span<const std::int64_t> counts, Comm comm) override;
+  Request all_gather(float* data, std::span<const std::int64_t> counts, Comm comm) override;
+  bool test(Request r) override;
+  void wait(Request r) override;
+  void barrier() override;
+  void sum_to_all(std::span<double> values) override;
+  void max_to_all(std::span<double> values) override;
+  std::vector<char> gather_to_root(std::span<const char> mine) override;
+  [[noreturn]] void abort_all(int code) override;
+
+  void set_stream(plan::Stream) override {}
+  Event record() override;
+  bool done(Event) override { return true; }
+  std::int64_t event_time_ns(Event e) override;
+  void synchronize() override {}
+  std::int64_t now_ns() override;
+  void align_clock() override;
+
+  // Communicator of a Comm handle (for tests and calibration).
+  [[nodiscard]] MPI_Comm mpi_comm(Comm c) const { return comms_[static_cast<std::size_t>(c)]; }
+
+ protected:
+  void* raw_allocate(std::size_t bytes) override;
+  void raw_release(void* p, std::size_t bytes) override;
+
+ private:
+  struct Pending {
+    MPI_Request request = MPI_REQUEST_NULL;
+    bool active = false;
+    std::vector<int> counts, displs;   // kept alive for the v-collectives
+    std::unique_ptr<float[]> scratch;  // reduce-scatter's result before it goes in place
+    std::function<void()> finish;      // run once on completion
+  };
+  Request post(Pending p);
+  void complete(Pending& p);
+
+  int rank_ = 0;
+  int world_ = 1;
+  std::int64_t clock_offset_ns_ = 0;
+  std::vector<MPI_Comm> comms_;
+  std::vector<Pending> pending_;
+  std::vector<Request> free_;
+  std::vector<std::int64_t> events_;
+};
+
+}  // namespace parasim::exec

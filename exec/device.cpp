@@ -1,0 +1,25 @@
+#include "exec/device.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace parasim::exec {
+
+Buffer::~Buffer() {
+  if (owner_ != nullptr && data_ != nullptr) owner_->release(data_, bytes_);
+}
+
+Buffer Device::allocate(std::size_t bytes) {
+  if (capacity_ != 0 && in_use_ + bytes > capacity_) {
+    throw OutOfMemory(fmt::format("rank {}: out of device memory allocating {:.1f} MiB ({:.1f} MiB in use of {:.1f} MiB)",
+                                  rank(), static_cast<double>(bytes) / 1048576.0,
+                                  static_cast<double>(in_use_) / 1048576.0, static_cast<double>(capacity_) / 1048576.0));
+  }
+  void* p = raw_allocate(std::max<std::size_t>(bytes, 1));
+  in_use_ += bytes;
+  peak_ = std::max(peak_, in_use_);
+  return Buffer(this, p, bytes);
+}
+
+}  // namespace parasim::exec

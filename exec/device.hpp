@@ -1,0 +1,204 @@
+// The interface every executor backend implements: memory, GEMMs, the element-wise kernels
+// of the GPT decoder, point-to-point and collective communication, streams and events,
+// and a clock. The runner (runner.hpp) and the sharded model (shard.hpp) are written
+// against it only; `cpu/` implements it with BLAS and MPI, `cuda/` with cuBLAS and NCCL.
+//
+// Conventions:
+//   * tensors are fp32, row-major, in the device's memory (Buffer); mixed precision rounds
+//     them to bf16 / fp16 values where the plan stores 16-bit tensors (round_to());
+//   * kernels are enqueued on the current stream (set_stream) and run in order on it; an
+//     Event recorded on a stream completes when everything enqueued before it has;
+//   * communication is non-blocking: each call posts and returns a Request that test()
+//     polls (which also drives progress); a collective is called by every member of its
+//     communicator in the same order;
+//   * every GEMM adds 2·m·n·k to flops() and every optimizer update 12 per parameter (the
+//     Program's convention), so a step's count can be checked against the Program's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "plan/program.hpp"
+#include "plan/scenario.hpp"
+
+namespace parasim::exec {
+
+class Device;
+
+// Device memory, released when the Buffer goes; the device counts what is in use and its
+// high-water mark.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Device* owner, void* data, std::size_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+  Buffer(Buffer&& o) noexcept { swap(o); }
+  Buffer& operator=(Buffer&& o) noexcept {
+    Buffer tmp(std::move(o));
+    swap(tmp);
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  [[nodiscard]] float* f() const { return static_cast<float*>(data_); }
+  [[nodiscard]] std::int32_t* i32() const { return static_cast<std::int32_t*>(data_); }
+  [[nodiscard]] std::size_t bytes() const { return bytes_; }
+  [[nodiscard]] std::size_t floats() const { return bytes_ / sizeof(float); }
+  [[nodiscard]] bool empty() const { return data_ == nullptr; }
+
+ private:
+  void swap(Buffer& o) noexcept {
+    std::swap(owner_, o.owner_);
+    std::swap(data_, o.data_);
+    std::swap(bytes_, o.bytes_);
+  }
+  Device* owner_ = nullptr;
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// A communicator over a set of world ranks (a Program group, or the pipeline pair).
+using Comm = int;
+// A posted communication; test() says when it is done.
+using Request = std::int64_t;
+// A point in a stream's order; done() says when the stream has passed it.
+using Event = std::int64_t;
+
+struct CommStats {
+  double bytes = 0.0;  // payload posted by this rank
+  std::int64_t calls = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  [[nodiscard]] virtual std::string name() const = 0;
+  [[nodiscard]] virtual int rank() const = 0;
+  [[nodiscard]] virtual int world() const = 0;
+
+  // --- memory ---------------------------------------------------------------------------
+  // Zero-filled. Throws OutOfMemory past the device's capacity.
+  Buffer allocate(std::size_t bytes);
+  Buffer allocate_floats(std::size_t count) { return allocate(count * sizeof(float)); }
+  virtual void upload(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void download(void* dst, const void* src, std::size_t bytes) = 0;
+  [[nodiscard]] std::size_t in_use() const { return in_use_; }
+  [[nodiscard]] std::size_t peak() const { return peak_; }
+  void reset_peak() { peak_ = in_use_; }
+
+  // --- GEMM -----------------------------------------------------------------------------
+  // C = alpha op(A) op(B) + beta C with leading dimensions (row-major).
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                    const float* b, int ldb, float beta, float* c, int ldc) = 0;
+  // `batch` GEMMs, the i-th on a + i·stride_a, b + i·stride_b, c + i·stride_c.
+  virtual void gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                            std::int64_t stride_a, const float* b, int ldb, std::int64_t stride_b, float beta, float* c,
+                            int ldc, std::int64_t stride_c, int batch) = 0;
+
+  // --- element-wise kernels (as kernels.hpp; backward kernels add into gradients) ------------
+  virtual void layer_norm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma,
+                                  const float* beta, int n, int c) = 0;
+  virtual void layer_norm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                                   const float* mean, const float* rstd, const float* gamma, int n, int c) = 0;
+  virtual void gelu_forward(float* y, const float* x, std::int64_t count) = 0;
+  virtual void gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) = 0;
+  // rows x t scores per batch entry, `batch` of them, each row i of a t x t block masked
+  // above the diagonal: p = softmax(scale · s) in place of p (s and p may alias).
+  virtual void causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) = 0;
+  // ds = scale · p ⊙ (dp − rowsum(p ⊙ dp)) (writes).
+  virtual void causal_softmax_backward(float* ds, const float* p, const float* dp, int batch, int t, float scale) = 0;
+  // out[n x c] += bias (per column); dbias += column sums of dout.
+  virtual void add_bias(float* out, const float* bias, int n, int c) = 0;
+  virtual void bias_backward(float* dbias, const float* dout, int n, int c) = 0;
+  // y = a + b (y may alias a), y += x, y = 0, y *= alpha, y = x.
+  virtual void add(float* y, const float* a, const float* b, std::int64_t count) = 0;
+  virtual void accumulate(float* y, const float* x, std::int64_t count) = 0;
+  virtual void zero(float* y, std::int64_t count) = 0;
+  virtual void scale(float* y, float alpha, std::int64_t count) = 0;
+  virtual void copy(float* y, const float* x, std::int64_t count) = 0;
+  // Vocabulary slice [v0, v0 + vn) of the token embedding: x[N x c] = wte[token - v0] for
+  // tokens in the slice, 0 otherwise, plus wpe[position] when wpe is given.
+  virtual void embedding_forward(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int b,
+                                 int t, int c, int v0, int vn) = 0;
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int b,
+                                  int t, int c, int v0, int vn) = 0;
+  // Vocabulary-parallel cross-entropy. stats[N x 3] = (row max, sum of exp(logit - max),
+  // the target's logit or 0 when the target is outside the slice) of logits [N x vn].
+  virtual void cross_entropy_stats(float* stats, const float* logits, const std::int32_t* targets, int n, int vn,
+                                   int v0) = 0;
+  // From every slice's stats (parts x N x 3): writes dlogits = scale · (softmax − onehot)
+  // for this slice and loss[N] = logsumexp − target logit.
+  virtual void cross_entropy_backward(float* dlogits, float* loss, const float* logits, const float* all_stats,
+                                      int parts, const std::int32_t* targets, int n, int vn, int v0, float scale) = 0;
+  virtual void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count,
+                     double lr, double beta1, double beta2, double eps, double weight_decay, int step) = 0;
+  // Rounds fp32 values to the nearest bf16 / fp16 value (round to nearest even); no-op for
+  // fp32 and tf32 (TF32 rounding happens inside GEMMs on devices that have it).
+  virtual void round_to(plan::Dtype dtype, float* y, std::int64_t count) = 0;
+
+  // --- communication --------------------------------------------------------------------------
+  // A communicator over `ranks` (world ranks, in order); every listed rank calls it with
+  // the same list and key, a number no other group being created at the same time uses.
+  virtual Comm comm_create(std::span<const int> ranks, int key) = 0;
+  virtual Request send(const float* data, std::int64_t count, int peer, int tag) = 0;
+  virtual Request recv(float* data, std::int64_t count, int peer, int tag) = 0;
+  virtual Request all_reduce(float* data, std::int64_t count, Comm comm) = 0;  // sum, in place
+  // Member i receives the sum of block i (counts[i] floats, blocks back to back in data) in
+  // place at its block; all_gather fills every member's block from its owner.
+  virtual Request reduce_scatter(float* data, std::span<const std::int64_t> counts, Comm comm) = 0;
+  virtual Request all_gather(float* data, std::span<const std::int64_t> counts, Comm comm) = 0;
+  virtual bool test(Request r) = 0;
+  virtual void wait(Request r) = 0;
+  // Blocking, for setup and results: a barrier and a sum of doubles over every rank.
+  virtual void barrier() = 0;
+  virtual void sum_to_all(std::span<double> values) = 0;
+  virtual void max_to_all(std::span<double> values) = 0;
+  // Every rank's bytes, concatenated in rank order, on rank 0 (empty elsewhere).
+  virtual std::vector<char> gather_to_root(std::span<const char> mine) = 0;
+  // Ends every rank of the job now (a fault on this one), with `code`.
+  [[noreturn]] virtual void abort_all(int code) = 0;
+
+  // --- streams, events, clock ------------------------------------------------------------------
+  virtual void set_stream(plan::Stream s) = 0;
+  virtual Event record() = 0;
+  virtual bool done(Event e) = 0;
+  // When the event completed, in now()'s time base (valid once done()).
+  virtual std::int64_t event_time_ns(Event e) = 0;
+  virtual void synchronize() = 0;
+  // Nanoseconds on a clock aligned across ranks (align_clock()).
+  [[nodiscard]] virtual std::int64_t now_ns() = 0;
+  virtual void align_clock() = 0;
+
+  // --- counters ---------------------------------------------------------------------------------
+  [[nodiscard]] double flops() const { return flops_; }
+  void reset_flops() { flops_ = 0.0; }
+
+ protected:
+  virtual void* raw_allocate(std::size_t bytes) = 0;
+  virtual void raw_release(void* p, std::size_t bytes) = 0;
+  void count_flops(double f) { flops_ += f; }
+  std::size_t capacity_ = 0;  // 0: unlimited
+
+ private:
+  friend class Buffer;
+  void release(void* p, std::size_t bytes) {
+    raw_release(p, bytes);
+    in_use_ -= bytes;
+  }
+  std::size_t in_use_ = 0;
+  std::size_t peak_ = 0;
+  double flops_ = 0.0;
+};
+
+// Thrown by Device::allocate past the device's capacity.
+struct OutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace parasim::exec

@@ -1,0 +1,127 @@
+#include "exec/execute.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "exec/runner.hpp"
+#include "exec/shard.hpp"
+
+namespace parasim::exec {
+
+namespace {
+
+// A span as it travels to rank 0.
+struct WireSpan {
+  std::int64_t op;
+  std::int64_t start_ns;
+  std::int64_t end_ns;
+  double memory;
+};
+
+}  // namespace
+
+Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& options) {
+  if (dev.world() != s.plan.world()) {
+    throw std::invalid_argument(fmt::format("the plan needs {} ranks (dp {} x tp {} x pp {}); the job has {}",
+                                            s.plan.world(), s.plan.dp, s.plan.tp, s.plan.pp, dev.world()));
+  }
+  const plan::Program prog = plan::compile(s);
+  GptShard shard(dev, s, dev.rank());
+  Runner runner(dev, s, prog, shard, options.stall_seconds);
+
+  Measurement m;
+  m.model_note = "GPT decoder";
+  std::vector<StepTiming> kept;  // measured steps
+  std::vector<std::pair<std::int64_t, std::int64_t>> bounds;  // global start, end per measured step
+  const int total = options.warmup + options.steps;
+  dev.align_clock();
+  dev.reset_peak();
+  for (int i = 0; i < total; ++i) {
+    StepTiming t = runner.step(i);
+    std::vector<double> ext{-static_cast<double>(t.start_ns), static_cast<double>(t.end_ns)};
+    dev.max_to_all(ext);
+    std::vector<double> sums{shard.loss_sum(), shard.loss_tokens(), t.flops};
+    dev.sum_to_all(sums);
+    StepRecord r;
+    r.index = i;
+    r.warmup = i < options.warmup;
+    r.seconds = (ext[1] + ext[0]) * 1e-9;
+    r.loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+    r.flops = sums[2];
+    m.steps.push_back(r);
+    if (dev.rank() == 0 && options.on_step) options.on_step(r);
+    if (!r.warmup) {
+      bounds.emplace_back(static_cast<std::int64_t>(-ext[0]), static_cast<std::int64_t>(ext[1]));
+      kept.push_back(std::move(t));
+    }
+  }
+
+  std::vector<double> peaks(static_cast<std::size_t>(dev.world()), 0.0);
+  peaks[static_cast<std::size_t>(dev.rank())] = static_cast<double>(dev.peak());
+  dev.sum_to_all(peaks);
+  m.peak_memory = peaks;
+  if (kept.empty()) return m;
+
+  // The measured step of median time (the lower median), by the same rule on every rank.
+  std::vector<std::size_t> idx(kept.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  auto secs = [&](std::size_t i) { return m.steps[static_cast<std::size_t>(options.warmup) + i].seconds; };
+  std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return secs(a) < secs(b); });
+  const std::size_t med = idx[(idx.size() - 1) / 2];
+  m.median_seconds = secs(med);
+  double sum = 0.0, flops = 0.0;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    sum += secs(i);
+    flops += m.steps[static_cast<std::size_t>(options.warmup) + i].flops;
+  }
+  m.mean_seconds = sum / static_cast<double>(kept.size());
+  m.flops_per_step = flops / static_cast<double>(kept.size());
+  m.traced_step = options.warmup + static_cast<int>(med);
+
+  // Rank 0 gathers that step's spans into one Trace, times from the step's global start.
+  std::vector<WireSpan> wire;
+  for (const OpSpan& sp : kept[med].spans) wire.push_back({sp.op, sp.start_ns, sp.end_ns, sp.memory});
+  const std::vector<char> all = dev.gather_to_root(
+      std::span<const char>(reinterpret_cast<const char*>(wire.data()), wire.size() * sizeof(WireSpan)));
+  if (dev.rank() != 0) return m;
+  const std::int64_t origin = bounds[med].first;
+  report::Trace& tr = m.trace;
+  tr.kind = "measured";
+  tr.world = dev.world();
+  tr.step_end = (bounds[med].second - origin) * 1000;
+  std::vector<report::Counter> memory(static_cast<std::size_t>(dev.world()));
+  for (int r = 0; r < dev.world(); ++r) {
+    memory[static_cast<std::size_t>(r)].name = "memory";
+    memory[static_cast<std::size_t>(r)].rank = r;
+  }
+  for (std::size_t at = 0; at + sizeof(WireSpan) <= all.size(); at += sizeof(WireSpan)) {
+    WireSpan w{};
+    std::memcpy(&w, all.data() + at, sizeof(WireSpan));
+    const plan::Op& o = prog.ops[static_cast<std::size_t>(w.op)];
+    report::Span sp;
+    sp.rank = o.rank;
+    sp.stream = o.stream;
+    sp.category = o.category;
+    sp.kind = o.kind;
+    sp.micro_batch = o.micro_batch;
+    sp.op = w.op;
+    sp.start = (w.start_ns - origin) * 1000;
+    sp.end = (w.end_ns - origin) * 1000;
+    tr.spans.push_back(sp);
+    memory[static_cast<std::size_t>(o.rank)].samples.emplace_back(sp.end, w.memory);
+  }
+  std::stable_sort(tr.spans.begin(), tr.spans.end(), [](const report::Span& a, const report::Span& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.start < b.start;
+  });
+  for (auto& c : memory) {
+    std::stable_sort(c.samples.begin(), c.samples.end());
+    tr.counters.push_back(std::move(c));
+  }
+  return m;
+}
+
+}  // namespace parasim::exec

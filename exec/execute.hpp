@@ -1,0 +1,44 @@
+// Executing a scenario for real: the Program compiled for every rank, run step after step
+// on this process's Device (one rank of the job), with warm-up steps first. Every rank
+// calls execute(); rank 0 gets the job's figures and the measured Trace.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "exec/device.hpp"
+#include "plan/program.hpp"
+#include "report/trace.hpp"
+
+namespace parasim::exec {
+
+struct StepRecord {
+  int index = 0;
+  bool warmup = false;
+  double seconds = 0.0;  // first op start to last op end over all ranks
+  double loss = 0.0;     // mean per-token loss of the step's global batch
+  double flops = 0.0;    // performed by all ranks
+};
+
+struct RunOptions {
+  int steps = 10;   // measured
+  int warmup = 2;   // run first, not measured
+  double stall_seconds = 60.0;
+  std::function<void(const StepRecord&)> on_step;  // called on rank 0 after each step
+};
+
+struct Measurement {
+  std::vector<StepRecord> steps;  // warm-up and measured, in order
+  report::Trace trace;            // rank 0: the measured step of median time
+  int traced_step = -1;
+  std::vector<double> peak_memory;  // bytes per rank (the device allocator's high-water mark)
+  double median_seconds = 0.0;      // over the measured steps
+  double mean_seconds = 0.0;
+  double flops_per_step = 0.0;      // performed, all ranks
+  std::string model_note;           // how the model was run ("GPT decoder", or GEMM equivalents)
+};
+
+Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& options);
+
+}  // namespace parasim::exec

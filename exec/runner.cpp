@@ -1,0 +1,241 @@
+#include "exec/runner.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "plan/schedule.hpp"
+
+namespace parasim::exec {
+
+using plan::Category;
+using plan::CollectiveOp;
+using plan::ComputeWhat;
+using plan::Op;
+using plan::OpKind;
+using plan::Stream;
+
+Runner::Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, GptShard& shard, double stall_seconds)
+    : dev_(dev), s_(s), prog_(prog), shard_(shard), stall_seconds_(stall_seconds), rank_(dev.rank()) {
+  if (prog.one_replica()) throw std::invalid_argument("the executor runs a Program of every rank, not a folded one");
+  state_.assign(prog.ops.size(), 0);
+  span_of_.assign(prog.ops.size(), 0);
+  std::vector<int> buckets;
+  for (std::int64_t id : prog.order[static_cast<std::size_t>(rank_)]) {
+    const Op& o = prog.ops[static_cast<std::size_t>(id)];
+    queue_[static_cast<int>(o.stream)].push_back(id);
+    if (o.kind == OpKind::collective && o.category == Category::dp_comm) buckets.push_back(o.layer);
+  }
+  shard_.set_buckets(buckets);
+  // Communicators for this rank's groups, created in the Program's group order on every
+  // rank (so creations never cross), keyed by the group index.
+  comm_of_group_.assign(prog.groups.size(), -1);
+  for (std::size_t g = 0; g < prog.groups.size(); ++g) {
+    const auto& ranks = prog.groups[g].ranks;
+    if (ranks.size() < 2 || std::find(ranks.begin(), ranks.end(), rank_) == ranks.end()) continue;
+    comm_of_group_[g] = dev_.comm_create(ranks, static_cast<int>(g));
+  }
+}
+
+bool Runner::ready(std::int64_t op) const {
+  for (std::int64_t d : prog_.deps_of(op)) {
+    if (state_[static_cast<std::size_t>(d)] != 2) return false;
+  }
+  return true;
+}
+
+const Op& Runner::compute_before(std::int64_t op) const {
+  const Op* found = nullptr;
+  for (std::int64_t d : prog_.deps_of(op)) {
+    const Op& o = prog_.ops[static_cast<std::size_t>(d)];
+    if (o.kind == OpKind::compute) found = &o;
+  }
+  if (found == nullptr) throw std::logic_error("a tensor parallel collective without the compute op it follows");
+  return *found;
+}
+
+// The layer whose input crosses the pipeline boundary: the end of the sender's chunk for
+// activations, its start for gradients.
+int Runner::boundary_of(const Op& o) const {
+  const int sender = o.kind == OpKind::send ? rank_ : o.peer;
+  const int stage = plan::coord_of(s_.plan, sender).pp;
+  const auto [first, last] =
+      plan::chunk_layers(s_.model.layer_count(), s_.plan.pp, s_.plan.virtual_stages, stage, o.chunk);
+  return o.gradient ? first : last;
+}
+
+int Runner::tag_of(const Op& o) const {
+  return (o.micro_batch * s_.plan.virtual_stages + o.chunk) * 2 + (o.gradient ? 1 : 0);
+}
+
+void Runner::run_compute(const Op& o) {
+  switch (o.what) {
+    case ComputeWhat::embedding:
+      if (o.category == Category::forward) {
+        shard_.embedding_forward(o.micro_batch);
+      } else {
+        shard_.embedding_backward(o.micro_batch);
+      }
+      return;
+    case ComputeWhat::layer:
+    case ComputeWhat::layer_attention:
+    case ComputeWhat::layer_mlp:
+      if (o.category == Category::backward) {
+        shard_.layer_backward(o.layer, o.micro_batch, o.what);
+      } else {
+        shard_.layer_forward(o.layer, o.micro_batch, o.what, o.category == Category::recompute);
+      }
+      return;
+    case ComputeWhat::attention_core: shard_.recompute_attention_core(o.layer, o.micro_batch); return;
+    case ComputeWhat::lm_head:
+      if (o.category == Category::forward) {
+        shard_.head_forward(o.micro_batch);
+      } else {
+        shard_.head_backward(o.micro_batch);
+      }
+      return;
+    case ComputeWhat::optimizer: shard_.optimizer_step(); return;
+  }
+}
+
+void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
+  const Op& o = prog_.ops[static_cast<std::size_t>(id)];
+  state_[static_cast<std::size_t>(id)] = 1;
+  span_of_[static_cast<std::size_t>(id)] = spans_.size();
+  spans_.push_back({id, dev_.now_ns(), 0, 0.0});
+  if (o.kind == OpKind::compute) {
+    dev_.set_stream(Stream::compute);
+    run_compute(o);
+    finish(id);
+    return;
+  }
+  dev_.set_stream(o.stream);
+  Request r = -1;
+  if (o.kind == OpKind::send || o.kind == OpKind::recv) {
+    const GptShard::View v = shard_.boundary(boundary_of(o), o.micro_batch, o.gradient);
+    r = o.kind == OpKind::send ? dev_.send(v.data, v.count, o.peer, tag_of(o)) : dev_.recv(v.data, v.count, o.peer, tag_of(o));
+  } else {
+    const Comm comm = comm_of_group_[static_cast<std::size_t>(o.group)];
+    const int members = static_cast<int>(prog_.groups[static_cast<std::size_t>(o.group)].ranks.size());
+    GptShard::View v;
+    std::vector<std::int64_t> parts;
+    if (o.category == Category::tp_comm) {
+      v = shard_.tp_buffer(compute_before(id));
+      parts.assign(static_cast<std::size_t>(members), v.count / members);
+    } else if (o.category == Category::dp_comm) {
+      v = shard_.bucket(o.layer, o.collective == CollectiveOp::all_gather);
+      parts = shard_.bucket_parts(o.layer);
+    } else {
+      v = shard_.tied_embedding_grads();
+    }
+    switch (o.collective) {
+      case CollectiveOp::all_reduce: r = dev_.all_reduce(v.data, v.count, comm); break;
+      case CollectiveOp::reduce_scatter: r = dev_.reduce_scatter(v.data, parts, comm); break;
+      case CollectiveOp::all_gather: r = dev_.all_gather(v.data, parts, comm); break;
+      case CollectiveOp::broadcast: throw std::logic_error("the Program has no broadcast the executor runs");
+    }
+  }
+  flying.push_back({id, r});
+}
+
+void Runner::finish(std::int64_t id) {
+  const Op& o = prog_.ops[static_cast<std::size_t>(id)];
+  if (o.kind == OpKind::collective) {
+    if (o.category == Category::tp_comm) shard_.tp_finish(compute_before(id));
+    if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) shard_.bucket_gathered(o.layer);
+  } else if (o.kind == OpKind::send) {
+    shard_.release_boundary(boundary_of(o), o.micro_batch, o.gradient);
+  }
+  state_[static_cast<std::size_t>(id)] = 2;
+  OpSpan& sp = spans_[span_of_[static_cast<std::size_t>(id)]];
+  sp.end_ns = dev_.now_ns();
+  sp.memory = static_cast<double>(dev_.in_use());
+}
+
+void Runner::stalled(const std::vector<InFlight>& flying, const std::vector<std::size_t>& next) const {
+  std::string waits;
+  for (const InFlight& f : flying) waits += fmt::format("\n  in flight: {}", plan::op_name(prog_, f.op));
+  for (int s = 0; s < plan::stream_count; ++s) {
+    const auto& q = queue_[s];
+    if (next[static_cast<std::size_t>(s)] < q.size()) {
+      waits += fmt::format("\n  next on {}: {}", plan::to_string(static_cast<Stream>(s)),
+                           plan::op_name(prog_, q[next[static_cast<std::size_t>(s)]]));
+    }
+  }
+  std::cerr << fmt::format("error: rank {} made no progress for {:.0f} s (a peer rank died or stopped){}\n", rank_,
+                           stall_seconds_, waits);
+  std::cerr.flush();
+  dev_.abort_all(1);
+  std::abort();  // not reached
+}
+
+StepTiming Runner::step(std::int64_t index) {
+  shard_.begin_step(index);
+  for (std::int64_t id : prog_.order[static_cast<std::size_t>(rank_)]) state_[static_cast<std::size_t>(id)] = 0;
+  spans_.clear();
+  dev_.barrier();
+  const double flops0 = dev_.flops();
+  StepTiming timing;
+  timing.start_ns = dev_.now_ns();
+
+  std::vector<std::size_t> next(plan::stream_count, 0);
+  std::vector<InFlight> flying;
+  const std::size_t total = prog_.order[static_cast<std::size_t>(rank_)].size();
+  std::size_t done = 0;
+  std::int64_t last_progress = timing.start_ns;
+  const auto stall_ns = static_cast<std::int64_t>(stall_seconds_ * 1e9);
+  auto busy = [&](Stream s) {
+    return std::any_of(flying.begin(), flying.end(),
+                       [&](const InFlight& f) { return prog_.ops[static_cast<std::size_t>(f.op)].stream == s; });
+  };
+  while (done < total) {
+    bool progressed = false;
+    // Completions.
+    for (std::size_t i = 0; i < flying.size();) {
+      if (dev_.test(flying[i].request)) {
+        finish(flying[i].op);
+        ++done;
+        progressed = true;
+        flying[i] = flying.back();
+        flying.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    // Communication: tp and dp one at a time, pp as far as dependencies allow.
+    for (Stream s : {Stream::tp, Stream::dp, Stream::pp}) {
+      auto& q = queue_[static_cast<int>(s)];
+      std::size_t& n = next[static_cast<std::size_t>(s)];
+      while (n < q.size() && (s == Stream::pp || !busy(s)) && ready(q[n])) {
+        start(q[n++], flying);
+        progressed = true;
+      }
+    }
+    // One compute op.
+    {
+      auto& q = queue_[static_cast<int>(Stream::compute)];
+      std::size_t& n = next[static_cast<std::size_t>(Stream::compute)];
+      if (n < q.size() && ready(q[n])) {
+        start(q[n++], flying);
+        ++done;
+        progressed = true;
+      }
+    }
+    const std::int64_t now = dev_.now_ns();
+    if (progressed) {
+      last_progress = now;
+    } else if (now - last_progress > stall_ns) {
+      stalled(flying, next);
+    }
+  }
+  dev_.synchronize();
+  timing.end_ns = timing.start_ns;
+  for (const OpSpan& sp : spans_) timing.end_ns = std::max(timing.end_ns, sp.end_ns);
+  timing.spans = spans_;
+  timing.flops = dev_.flops() - flops0;
+  return timing;
+}
+
+}  // namespace parasim::exec

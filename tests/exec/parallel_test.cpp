@@ -1,0 +1,182 @@
+// The executor's parallel modes against the serial model: the same seed and data must
+// give the same gradients, updates and loss whatever the plan. Run under MPI with the
+// rank count in the tag: `mpirun -np 2 exec_mpi_tests "[np2]"` (tests/CMakeLists.txt).
+//
+// The reference is Gpt<float> on one process: every micro-batch of the global batch in
+// turn, gradients accumulated and averaged, then AdamW with the executor's settings.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "exec/cpu/cpu_device.hpp"
+#include "exec/model/gpt.hpp"
+#include "exec/model/kernels.hpp"
+#include "exec/runner.hpp"
+#include "exec/shard.hpp"
+#include "plan/load.hpp"
+
+using namespace parasim;
+using namespace parasim::exec;
+
+namespace {
+
+CpuDevice& device() {
+  static CpuDevice dev;
+  return dev;
+}
+
+plan::Scenario tiny(std::vector<std::string> sets) {
+  const std::string text = R"(cluster: {preset: cpu-host, gpus_per_node: 4}
+model: {layers: 4, hidden: 32, heads: 4, vocab: 64, seq_len: 16}
+training: {global_batch: 8, micro_batch: 2, precision: fp32}
+plan: {dp: 1}
+run: {seed: 7}
+)";
+  return plan::load_text(text, "parallel.yaml", sets);
+}
+
+struct Outcome {
+  std::vector<double> grads;   // full layout, after the last step (before its update)
+  std::vector<double> params;  // full layout, after the last update
+  std::vector<double> losses;  // per step
+  double flops = 0.0;          // performed in the last step, all ranks
+};
+
+Outcome serial(const plan::Scenario& s, int steps) {
+  const plan::ModelSpec& m = s.model;
+  Gpt<float> model(GptConfig{m.vocab, m.seq_len, m.layers, m.hidden, m.heads}, s.run.seed);
+  const auto n = static_cast<std::size_t>(model.param_count());
+  std::vector<float> am(n, 0.0F), av(n, 0.0F);
+  Outcome out;
+  const int b = s.training.micro_batch;
+  const int count = s.training.global_batch / b;
+  for (int step = 0; step < steps; ++step) {
+    const Batch batch = synthetic_batch(m.vocab, s.training.global_batch, m.seq_len, s.run.seed, step);
+    model.zero_grad();
+    double loss = 0.0;
+    for (int i = 0; i < count; ++i) {
+      const auto at = static_cast<std::ptrdiff_t>(i) * b * m.seq_len;
+      const auto len = static_cast<std::size_t>(b) * m.seq_len;
+      loss += model.forward(std::span(batch.tokens).subspan(static_cast<std::size_t>(at), len),
+                            std::span(batch.targets).subspan(static_cast<std::size_t>(at), len), b, m.seq_len);
+      model.backward();
+    }
+    for (float& g : model.grads()) g /= static_cast<float>(count);
+    out.losses.push_back(loss / count);
+    out.grads.assign(model.grads().begin(), model.grads().end());
+    kernels::adamw(model.params().data(), model.grads().data(), am.data(), av.data(), static_cast<std::int64_t>(n),
+                   kernels::AdamW{1e-3, 0.9, 0.95, 1e-8, 0.0}, step + 1);
+  }
+  out.params.assign(model.params().begin(), model.params().end());
+  return out;
+}
+
+Outcome parallel(const plan::Scenario& s, int steps) {
+  Device& dev = device();
+  const plan::Program prog = plan::compile(s);
+  GptShard shard(dev, s, dev.rank());
+  Runner runner(dev, s, prog, shard, 30.0);
+  Outcome out;
+  for (int step = 0; step < steps; ++step) {
+    const StepTiming t = runner.step(step);
+    std::vector<double> sums{shard.loss_sum(), shard.loss_tokens(), t.flops};
+    dev.sum_to_all(sums);
+    out.losses.push_back(sums[0] / sums[1]);
+    out.flops = sums[2];
+  }
+  for (bool grads : {true, false}) {
+    std::vector<float> full(static_cast<std::size_t>(shard.full_param_count()), 0.0F);
+    shard.add_to_full(full, grads);
+    std::vector<double> sum(full.begin(), full.end());
+    dev.sum_to_all(sum);
+    (grads ? out.grads : out.params) = std::move(sum);
+  }
+  return out;
+}
+
+double relative_error(const std::vector<double>& a, const std::vector<double>& b) {
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += b[i] * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+double program_flops(const plan::Program& p) {
+  double f = 0.0;
+  for (const plan::Op& o : p.ops) f += o.flops;
+  return f;
+}
+
+// One plan against the serial model over two steps: gradients of the second step (under
+// ZeRO-1 each rank's reduce-scatter leaves only its share summed, so only the updated
+// weights are compared), weights after two updates, losses, and FLOPs against the Program.
+void matches_serial(const std::vector<std::string>& sets, bool compare_grads = true) {
+  const plan::Scenario s = tiny(sets);
+  REQUIRE(s.plan.world() == device().world());
+  const Outcome ref = serial(s, 2);
+  const Outcome got = parallel(s, 2);
+  INFO("plan: " << fmt::format("{}", fmt::join(sets, " ")));
+  if (compare_grads) {
+    REQUIRE(got.grads.size() == ref.grads.size());
+    CHECK(relative_error(got.grads, ref.grads) < 1e-5);
+  }
+  CHECK(max_abs_difference(got.params, ref.params) < 1e-5);  // 1 % of one update (lr 1e-3)
+  CHECK(max_abs_difference(got.params, serial(s, 1).params) > 1e-4);  // the second update is seen
+  for (std::size_t i = 0; i < ref.losses.size(); ++i) CHECK(got.losses[i] == Approx(ref.losses[i]).epsilon(1e-5));
+  CHECK(got.flops == Approx(program_flops(plan::compile(s))).epsilon(1e-12));
+}
+
+}  // namespace
+
+TEST_CASE("one rank equals the serial model, with and without recompute", "[exec][np1]") {
+  matches_serial({});
+  matches_serial({"training.recompute=full"});
+  matches_serial({"training.recompute=selective"});
+  matches_serial({"training.global_batch=2"});  // a single micro-batch
+}
+
+TEST_CASE("data parallel 2: the all-reduced gradient is the full mini-batch's", "[exec][np2]") {
+  matches_serial({"plan.dp=2"});
+  matches_serial({"plan.dp=2", "plan.overlap_dp=false"});
+  matches_serial({"plan.dp=2", "plan.bucket_size=16KiB"});  // several buckets
+  matches_serial({"plan.dp=2", "plan.zero=1", "plan.bucket_size=16KiB"}, false);
+}
+
+TEST_CASE("tensor parallel 2: sharded layers equal the unsharded model", "[exec][np2]") {
+  matches_serial({"plan.tp=2"});
+  matches_serial({"plan.tp=2", "training.recompute=full"});
+  matches_serial({"plan.tp=2", "training.recompute=selective"});
+}
+
+TEST_CASE("pipeline 2 under each schedule equals gradient accumulation on one rank", "[exec][np2]") {
+  matches_serial({"plan.pp=2", "plan.schedule=gpipe"});
+  matches_serial({"plan.pp=2", "plan.schedule=1f1b"});
+  matches_serial({"plan.pp=2", "plan.schedule=interleaved-1f1b", "plan.virtual_stages=2"});
+  matches_serial({"plan.pp=2", "plan.schedule=1f1b", "training.recompute=full"});
+}
+
+TEST_CASE("tensor parallel 4 equals the unsharded model", "[exec][np4]") { matches_serial({"plan.tp=4"}); }
+
+TEST_CASE("pipeline 4 under each schedule equals gradient accumulation on one rank", "[exec][np4]") {
+  matches_serial({"plan.pp=4", "plan.schedule=gpipe"});
+  matches_serial({"plan.pp=4", "plan.schedule=1f1b"});
+  matches_serial({"plan.pp=4", "plan.schedule=interleaved-1f1b", "plan.virtual_stages=2", "model.layers=8"});
+}
+
+TEST_CASE("combined dp x tp x pp plans equal the serial run", "[exec][np4]") {
+  matches_serial({"plan.dp=2", "plan.tp=2"});
+  matches_serial({"plan.dp=2", "plan.pp=2"});
+  matches_serial({"plan.tp=2", "plan.pp=2"});
+  matches_serial({"plan.dp=2", "plan.pp=2", "plan.zero=1"}, false);
+  matches_serial({"plan.tp=2", "plan.pp=2", "plan.schedule=interleaved-1f1b", "plan.virtual_stages=2"});
+}
