@@ -22,6 +22,16 @@ void ScenarioArgs::add_to(CLI::App& cmd) {
       ->allow_extra_args(false);
 }
 
+namespace {
+std::vector<std::string>& args() {
+  static std::vector<std::string> a;
+  return a;
+}
+}  // namespace
+
+void set_command_line(int argc, char** argv) { args().assign(argv, argv + argc); }
+const std::vector<std::string>& command_line() { return args(); }
+
 plan::Scenario ScenarioArgs::load() const { return plan::load(path, overrides); }
 
 void write_output(const std::string& path, const std::string& content) {

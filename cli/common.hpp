@@ -33,11 +33,17 @@ struct UsageError : std::runtime_error {
 // leaves a partial file. "-" writes to standard output.
 void write_output(const std::string& path, const std::string& content);
 
+// The process's command line as main() received it (a run restarts itself under mpirun).
+void set_command_line(int argc, char** argv);
+const std::vector<std::string>& command_line();
+
 // Subcommands.
 void add_topo(CLI::App& app);
 void add_check(CLI::App& app);
 void add_simulate(CLI::App& app);
 void add_presets(CLI::App& app);
 void add_backends(CLI::App& app);
+void add_run(CLI::App& app);
+void add_validate(CLI::App& app);
 
 }  // namespace parasim::cli

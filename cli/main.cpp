@@ -10,6 +10,7 @@
 
 int main(int argc, char** argv) {
   using namespace parasim::cli;
+  set_command_line(argc, argv);
   CLI::App app{"parasim: predict how fast a distributed training plan runs, whether it fits, and where the time "
                "goes; then run the same plan for real"};
   app.set_version_flag("--version", std::string("parasim ") + parasim::config::version);
@@ -20,6 +21,8 @@ int main(int argc, char** argv) {
   add_simulate(app);
   add_presets(app);
   add_backends(app);
+  add_run(app);
+  add_validate(app);
 
   try {
     app.parse(argc, argv);

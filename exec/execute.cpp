@@ -1,6 +1,7 @@
 #include "exec/execute.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
@@ -41,6 +42,10 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
   dev.align_clock();
   dev.reset_peak();
   for (int i = 0; i < total; ++i) {
+    if (dev.rank() == options.fault_rank && i == options.fault_step) {
+      if (options.fault_kind == "exit") std::_Exit(3);
+      throw std::runtime_error(fmt::format("injected fault at step {}", i));
+    }
     StepTiming t = runner.step(i);
     std::vector<double> ext{-static_cast<double>(t.start_ns), static_cast<double>(t.end_ns)};
     dev.max_to_all(ext);

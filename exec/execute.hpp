@@ -26,6 +26,11 @@ struct RunOptions {
   int warmup = 2;   // run first, not measured
   double stall_seconds = 60.0;
   std::function<void(const StepRecord&)> on_step;  // called on rank 0 after each step
+  // A fault to inject, for testing that a failing rank ends the job: at the start of step
+  // `fault_step` rank `fault_rank` throws ("raise") or exits at once ("exit").
+  int fault_rank = -1;
+  int fault_step = 0;
+  std::string fault_kind;
 };
 
 struct Measurement {

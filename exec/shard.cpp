@@ -57,6 +57,7 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   zero_ = p.zero;
   seed_ = s.run.seed;
   global_batch_ = s.training.global_batch;
+  lr_ = s.training.learning_rate;
 
   // Layout of the flat buffers, by layer slot: -1 (wte slice, wpe), the layers, L (final
   // norm, and the head's copy of the wte slice when the head is on another stage).
@@ -570,7 +571,7 @@ void GptShard::optimizer_step() {
   std::size_t state = 0;
   for (const auto& [begin, end] : owned_) {
     const auto n = static_cast<std::int64_t>(end - begin);
-    dev_.adamw(params_.f() + begin, grads_.f() + begin, adam_m_.f() + state, adam_v_.f() + state, n, 1e-3, 0.9, 0.95,
+    dev_.adamw(params_.f() + begin, grads_.f() + begin, adam_m_.f() + state, adam_v_.f() + state, n, lr_, 0.9, 0.95,
                1e-8, 0.0, step_);
     state += end - begin;
   }

@@ -126,6 +126,7 @@ class GptShard {
   int zero_ = 0;
   std::uint64_t seed_ = 0;
   int global_batch_ = 1;
+  double lr_ = 1e-3;
 
   std::int64_t param_count_ = 0, full_count_ = 0;
   Buffer params_, grads_, adam_m_, adam_v_, rounded_;

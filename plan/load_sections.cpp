@@ -228,7 +228,8 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
 }
 
 TrainingSpec read_training(const Value& v, LocationMap& where) {
-  Reader r(v, "training", {"global_batch", "micro_batch", "precision", "optimizer", "recompute"}, &where);
+  Reader r(v, "training", {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate"},
+           &where);
   TrainingSpec t;
   t.global_batch = r.integer("global_batch", std::nullopt);
   t.micro_batch = r.integer("micro_batch", 1);
@@ -238,6 +239,7 @@ TrainingSpec read_training(const Value& v, LocationMap& where) {
   t.recompute = r.choice<Recompute>(
       "recompute", Recompute::none,
       {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}});
+  t.learning_rate = r.number("learning_rate", 1e-3, 1e-12, 10.0);
   return t;
 }
 

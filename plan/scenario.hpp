@@ -36,6 +36,7 @@ struct TrainingSpec {
   Dtype precision = Dtype::bf16;
   Optimizer optimizer = Optimizer::adamw;
   Recompute recompute = Recompute::none;
+  double learning_rate = 1e-3;  // AdamW's, when the executor trains the model
 };
 
 struct ParallelPlan {

@@ -33,6 +33,7 @@ check() {  # check DESCRIPTION COMMAND...: the command must succeed
 }
 
 q=$src/scenarios/quickstart.yaml
+tests_mpirun() { "$src/tests/exec/mpirun.sh" "$@"; }
 
 expect 0 "Usage|USAGE|usage" -- "$parasim" --help
 expect 0 "^parasim [0-9]" -- "$parasim" --version
@@ -62,6 +63,29 @@ check "no trace after a failed run" test ! -e "$work/t.json"
 expect 0 "" -- "$parasim" simulate "$q" --trace "$work/t.json"
 check "trace written" grep -q '"traceEvents"' "$work/t.json"
 expect 0 "\"name\": \"cpu\"" -- "$parasim" backends --json
+
+# The executor (CPU backend): one rank in process, two ranks through mpirun started by
+# parasim itself, validate's side-by-side table and files, refusals before any rank starts,
+# and faults that end every rank.
+if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
+  one="--set plan.dp=1 --set training.global_batch=4"
+  expect 0 "step time .* median" -- "$parasim" run "$q" $one --steps 2 --warmup 0
+  expect 0 "loss +[0-9.]+ -> [0-9.]+" -- "$parasim" run "$q" --steps 2 --warmup 1 --json "$work/run.json" --trace "$work/run.trace.json"
+  check "run JSON written" grep -q '"median_step_time"' "$work/run.json"
+  check "measured trace written" grep -q '"traceEvents"' "$work/run.trace.json"
+  expect 0 "prediction against measurement" -- "$parasim" validate "$q" --steps 2 --warmup 1 --out "$work/val"
+  check "validate wrote both traces" test -s "$work/val/predicted.trace.json" -a -s "$work/val/measured.trace.json"
+  check "validate wrote the comparison" grep -q '"metric": "step time"' "$work/val/comparison.json"
+  expect 2 "GELU MLP" -- "$parasim" run "$q" --set model.mlp=swiglu
+  expect 2 "does not fit in memory: stage 0 needs .* of 4 GiB" -- "$parasim" run "$q" --set model=gpt3-13b
+  expect 2 "backend cuda cannot run here|CUDA executor" -- "$parasim" run "$q" --backend cuda
+  expect 2 "the plan needs 2 ranks .*; the job has 3" -- tests_mpirun 3 "$parasim" run "$q" --steps 1
+  start=$(date +%s)
+  expect 1 "error: rank 1: injected fault at step 1" -- env PARASIM_FAULT=1:1:raise "$parasim" run "$q" --steps 3
+  expect 3 "Process name: \[\[[0-9]+,1\],1\]|rank 1" -- env PARASIM_FAULT=1:1:exit "$parasim" run "$q" --steps 3
+  check "failed runs ended within 30 s" test $(($(date +%s) - start)) -lt 30
+  check "no rank left behind" test -z "$(pgrep -f "parasim run $q" || true)"
+fi
 
 # Bad input: exit 2, file:line:col, key, reason.
 printf 'cluster: cpu-host\nmodel: tiny-gpt\ntraining:\n  global_batch: 16\nplan:\n  dp: 2\n  tpp: 1\n' >"$work/typo.yaml"

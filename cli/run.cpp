@@ -1,0 +1,312 @@
+// parasim run SCENARIO: train the plan for real on the executor and report what it measured.
+// parasim validate SCENARIO: predict, run, and put the two side by side.
+//
+// A plan of N ranks runs as N MPI processes. Started outside MPI, the command starts
+// `mpirun -np N` on itself (this host, one rank per core or GPU); under mpirun or srun it
+// is one of the ranks and checks that the job has as many as the plan needs.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "exec/backend.hpp"
+#include "exec/shard.hpp"
+#include "plan/memory.hpp"
+#include "report/chrome_trace.hpp"
+#include "report/compare.hpp"
+#include "report/metrics.hpp"
+#include "report/table.hpp"
+#include "sim/simulate.hpp"
+#include "topology/units.hpp"
+
+#ifdef PARASIM_HAVE_CPU_BACKEND
+#include "exec/cpu/cpu_device.hpp"
+#include "exec/execute.hpp"
+#endif
+
+namespace parasim::cli {
+namespace {
+
+namespace u = units;
+
+struct RunArgs {
+  ScenarioArgs scenario;
+  std::optional<int> steps;
+  std::optional<int> warmup;
+  std::string backend;
+  std::string trace;
+  std::string json;
+  std::string out;  // validate: folder for the traces and the comparison
+  double stall = 60.0;
+};
+
+bool under_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
+// Replaces this process with `mpirun -np N <this program> <same arguments>`.
+[[noreturn]] void relaunch_under_mpirun(int ranks) {
+  const std::vector<std::string>& argv = command_line();
+  std::vector<std::string> cmd{"mpirun", "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none",
+                               "-x", "OPENBLAS_NUM_THREADS=1"};
+  if (::geteuid() == 0) cmd.emplace_back("--allow-run-as-root");
+  cmd.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+  cmd.insert(cmd.end(), argv.begin() + 1, argv.end());
+  std::vector<char*> c;
+  for (std::string& s : cmd) c.push_back(s.data());
+  c.push_back(nullptr);
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  std::cout.flush();
+  ::execvp("mpirun", c.data());
+  throw UsageError(fmt::format("the plan needs {} ranks and mpirun could not be started ({}); install OpenMPI "
+                               "(openmpi-bin) or start the ranks with your own launcher",
+                               ranks, std::strerror(errno)));
+}
+
+plan::Scenario load_for_run(const RunArgs& a) {
+  plan::Scenario s = a.scenario.load();
+  if (a.steps) s.run.steps = *a.steps;
+  if (a.warmup) s.run.warmup = *a.warmup;
+  if (s.run.steps < 1) throw UsageError("--steps must be at least 1");
+  if (s.run.warmup < 0) throw UsageError("--warmup must not be negative");
+  if (!a.backend.empty()) s.run.backend = a.backend == "cuda" ? plan::Backend::cuda : plan::Backend::cpu;
+  return s;
+}
+
+// Everything that can be refused before any rank starts: the backend, the model, memory.
+void precheck(const plan::Scenario& s) {
+  const exec::BackendStatus b = exec::backend_status(plan::to_string(s.run.backend));
+  if (!b.usable) throw UsageError(fmt::format("backend {} cannot run here: {}", b.name, b.detail));
+  if (s.run.backend == plan::Backend::cuda) {
+    throw UsageError("the CUDA executor is not part of this build yet; run with --backend cpu");
+  }
+  if (const std::string why = exec::unsupported_reason(s); !why.empty()) throw UsageError(why);
+  const plan::MemoryReport mem = plan::memory_per_rank(s);
+  if (!mem.fits()) throw UsageError("the plan does not fit in memory: " + plan::describe_memory(mem));
+}
+
+#ifdef PARASIM_HAVE_CPU_BACKEND
+
+struct Job {
+  exec::Measurement measured;
+  bool root = false;
+};
+
+// Runs the plan on this rank (every rank of the job calls it). Rank 0 prints progress.
+Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
+  exec::CpuDevice dev(static_cast<std::size_t>(s.cluster.device.memory_bytes));
+  if (dev.world() != s.plan.world()) {
+    if (dev.rank() == 0) {
+      std::cerr << fmt::format("error: the plan needs {} ranks (dp {} x tp {} x pp {}); the job has {}\n",
+                               s.plan.world(), s.plan.dp, s.plan.tp, s.plan.pp, dev.world());
+    }
+    std::exit(exit_bad_input);
+  }
+  const bool root = dev.rank() == 0;
+  if (root && !quiet) {
+    fmt::print("running {}: {} rank{} (dp {} x tp {} x pp {}), backend {}, GPT decoder, {}, {} + {} warm-up steps\n",
+               s.name, s.plan.world(), s.plan.world() == 1 ? "" : "s", s.plan.dp, s.plan.tp, s.plan.pp,
+               plan::to_string(s.run.backend), topology::to_string(s.training.precision), s.run.steps, s.run.warmup);
+  }
+  exec::RunOptions o;
+  o.steps = s.run.steps;
+  o.warmup = s.run.warmup;
+  o.stall_seconds = a.stall;
+  // PARASIM_FAULT=RANK:STEP:raise|exit injects a fault (tests/cli/cli_test.sh).
+  if (const char* f = std::getenv("PARASIM_FAULT"); f != nullptr) {
+    char kind[16] = {};
+    if (std::sscanf(f, "%d:%d:%15s", &o.fault_rank, &o.fault_step, kind) == 3) o.fault_kind = kind;
+  }
+  const int total = s.run.steps + s.run.warmup;
+  const int every = total > 50 ? total / 25 : 1;
+  const double tokens = static_cast<double>(s.training.global_batch) * s.model.tokens_per_sample();
+  o.on_step = [&, total, every](const exec::StepRecord& r) {
+    if (quiet || ((r.index + 1) % every != 0 && r.index + 1 != total)) return;
+    fmt::print("step {:>4}/{}{}  {:>10}  loss {:.4f}  {} tokens/s  {}\n", r.index + 1, total,
+               r.warmup ? " (warm-up)" : "          ", u::format_duration(r.seconds), r.loss,
+               u::format_count(tokens / r.seconds), u::format_flop_rate(r.flops / r.seconds / s.plan.world()));
+    std::fflush(stdout);
+  };
+  Job job;
+  try {
+    job.measured = exec::execute(s, dev, o);
+  } catch (const exec::OutOfMemory& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    dev.abort_all(exit_failure);
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("error: rank {}: {}\n", dev.rank(), e.what());
+    dev.abort_all(exit_failure);
+  }
+  job.root = root;
+  return job;
+}
+
+void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
+  const double tokens = static_cast<double>(s.training.global_batch) * s.model.tokens_per_sample();
+  const double first = m.steps.front().loss;
+  const double last = m.steps.back().loss;
+  fmt::print("\nmeasured over {} steps\n", s.run.steps);
+  fmt::print("step time          {} median, {} mean\n", u::format_duration(m.median_seconds), u::format_duration(m.mean_seconds));
+  fmt::print("throughput         {:.1f} samples/s, {} tokens/s\n", s.training.global_batch / m.median_seconds,
+             u::format_count(tokens / m.median_seconds));
+  fmt::print("achieved           {} per rank (FLOPs executed: {:.4g} per step)\n",
+             u::format_flop_rate(m.flops_per_step / m.median_seconds / s.plan.world()), m.flops_per_step);
+  fmt::print("loss               {:.4f} -> {:.4f}\n", first, last);
+  std::string peaks;
+  for (std::size_t r = 0; r < m.peak_memory.size(); ++r) {
+    peaks += fmt::format("{}{}: {}", r == 0 ? "" : ", ", r, u::format_bytes(m.peak_memory[r]));
+    if (r == 7 && m.peak_memory.size() > 9) {
+      peaks += fmt::format(", ... ({} ranks)", m.peak_memory.size());
+      break;
+    }
+  }
+  fmt::print("peak memory        {}\n", peaks);
+}
+
+nlohmann::ordered_json steps_json(const exec::Measurement& m) {
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  for (const auto& r : m.steps) {
+    steps.push_back({{"step", r.index}, {"warmup", r.warmup}, {"seconds", r.seconds}, {"loss", r.loss}, {"flops", r.flops}});
+  }
+  return steps;
+}
+
+void run_run(const RunArgs& a) {
+  const plan::Scenario s = load_for_run(a);
+  if (!under_mpi()) {
+    precheck(s);
+    if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world());
+  }
+  const Job job = run_job(s, a, false);
+  if (!job.root) return;
+  const exec::Measurement& m = job.measured;
+  print_summary(s, m);
+  const plan::Program program = plan::compile(s);
+  const topology::Cluster cluster(s.cluster);
+  if (!a.trace.empty()) write_output(a.trace, report::chrome_trace_json(m.trace, program, cluster));
+  if (!a.json.empty()) {
+    nlohmann::ordered_json j{{"scenario", s.name},
+                             {"ranks", s.plan.world()},
+                             {"backend", plan::to_string(s.run.backend)},
+                             {"model", m.model_note},
+                             {"median_step_time", m.median_seconds},
+                             {"mean_step_time", m.mean_seconds},
+                             {"flops_per_step", m.flops_per_step},
+                             {"peak_memory", m.peak_memory},
+                             {"steps", steps_json(m)}};
+    write_output(a.json, j.dump(2) + "\n");
+  }
+}
+
+void run_validate(const RunArgs& a) {
+  const plan::Scenario s = load_for_run(a);
+  if (!under_mpi()) {
+    precheck(s);
+    if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world());
+  }
+  const Job job = run_job(s, a, false);
+  if (!job.root) return;
+  const exec::Measurement& m = job.measured;
+  print_summary(s, m);
+
+  const topology::Cluster cluster(s.cluster);
+  const sim::Prediction prediction = sim::predict(s, {true, sim::FoldMode::never});
+  const report::StepFigures pf = report::step_figures(s, prediction.trace, cluster);
+  const report::StepFigures mf = report::step_figures(s, m.trace, cluster);
+  const plan::MemoryReport mem = plan::memory_per_rank(s);
+  std::vector<double> predicted_memory;
+  for (int r = 0; r < s.plan.world(); ++r) {
+    predicted_memory.push_back(mem.stages[static_cast<std::size_t>(plan::coord_of(s.plan, r).pp)].total());
+  }
+  const std::vector<report::ComparisonRow> rows =
+      report::compare(pf, prediction.trace, mf, m.trace, predicted_memory, m.peak_memory);
+
+  using A = report::Table::Align;
+  report::Table t({"", "predicted", "measured", "error"}, {A::left, A::right, A::right, A::right});
+  auto show = [](const report::ComparisonRow& r, double v) {
+    if (r.unit == "bytes") return u::format_bytes(v);
+    if (r.unit == "fraction") return fmt::format("{:.1f} %", 100 * v);
+    return u::format_duration(v);
+  };
+  for (const auto& r : rows) {
+    const double e = r.error();
+    t.add_row({r.name, show(r, r.predicted), show(r, r.measured), std::isnan(e) ? "-" : fmt::format("{:+.1f} %", 100 * e)});
+  }
+  fmt::print("\nprediction against measurement (median step; profile: {})\n{}",
+             s.hardware.profile.empty() ? "datasheet defaults, not calibrated" : s.hardware.profile, t.render());
+
+  const std::string dir = a.out.empty() ? fmt::format("validate-{}", s.name) : a.out;
+  std::filesystem::create_directories(dir);
+  write_output(dir + "/predicted.trace.json", report::chrome_trace_json(prediction.trace, prediction.program, cluster));
+  write_output(dir + "/measured.trace.json", report::chrome_trace_json(m.trace, plan::compile(s), cluster));
+  nlohmann::ordered_json cmp = nlohmann::ordered_json::array();
+  for (const auto& r : rows) {
+    const double e = r.error();
+    cmp.push_back({{"metric", r.name}, {"unit", r.unit}, {"predicted", r.predicted}, {"measured", r.measured},
+                   {"error", std::isnan(e) ? nlohmann::ordered_json() : nlohmann::ordered_json(e)}});
+  }
+  nlohmann::ordered_json j{{"scenario", s.name},
+                           {"ranks", s.plan.world()},
+                           {"backend", plan::to_string(s.run.backend)},
+                           {"model", m.model_note},
+                           {"profile", s.hardware.profile},
+                           {"traced_step", m.traced_step},
+                           {"comparison", cmp},
+                           {"steps", steps_json(m)}};
+  write_output(dir + "/comparison.json", j.dump(2) + "\n");
+  fmt::print("\nwrote {0}/predicted.trace.json, {0}/measured.trace.json, {0}/comparison.json\n", dir);
+}
+
+#else
+
+void run_run(const RunArgs&) {
+  throw UsageError(fmt::format("this build has no CPU executor: {}", exec::cpu_status().detail));
+}
+void run_validate(const RunArgs& a) { run_run(a); }
+
+#endif
+
+void add_run_options(CLI::App& cmd, RunArgs& a) {
+  a.scenario.add_to(cmd);
+  cmd.add_option("--steps", a.steps, "Measured steps (default: the scenario's run.steps)");
+  cmd.add_option("--warmup", a.warmup, "Warm-up steps before measuring (default: run.warmup)");
+  cmd.add_option("--backend", a.backend, "Executor backend (default: run.backend)")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd.add_option("--stall-timeout", a.stall, "Seconds without progress after which a rank ends the job")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void add_run(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "Train the plan for real on the executor: step time, loss, throughput, memory");
+  add_run_options(*cmd, *args);
+  cmd->add_option("--trace", args->trace, "Write the measured step as Chrome-trace JSON to FILE")->type_name("FILE");
+  cmd->add_option("--json", args->json, "Write the measurements as JSON to FILE")->type_name("FILE");
+  cmd->callback([args] { run_run(*args); });
+}
+
+void add_validate(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "validate", "Predict the plan, run it for real, and show prediction and measurement side by side");
+  add_run_options(*cmd, *args);
+  cmd->add_option("--out", args->out, "Folder for both traces and the JSON comparison (default: validate-NAME)")
+      ->type_name("DIR");
+  cmd->callback([args] { run_validate(*args); });
+}
+
+}  // namespace parasim::cli

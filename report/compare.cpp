@@ -1,0 +1,58 @@
+#include "report/compare.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace parasim::report {
+
+double ComparisonRow::error() const {
+  if (measured == 0.0) return std::numeric_limits<double>::quiet_NaN();
+  return (predicted - measured) / measured;
+}
+
+std::vector<double> category_seconds(const Trace& t) {
+  constexpr int categories = 7;
+  std::vector<double> out(categories, 0.0);
+  if (t.world == 0) return out;
+  for (int c = 0; c < categories; ++c) {
+    double sum = 0.0;
+    for (int r = 0; r < t.world; ++r) {
+      const int src = t.mirror(r);
+      std::vector<std::pair<std::int64_t, std::int64_t>> v;
+      for (const Span& s : t.spans) {
+        if (s.rank == src && static_cast<int>(s.category) == c) v.emplace_back(s.start, s.end);
+      }
+      sum += static_cast<double>(union_length(std::move(v))) * 1e-12;
+    }
+    out[static_cast<std::size_t>(c)] = sum / t.world;
+  }
+  return out;
+}
+
+std::vector<ComparisonRow> compare(const StepFigures& predicted, const Trace& predicted_trace,
+                                   const StepFigures& measured, const Trace& measured_trace,
+                                   const std::vector<double>& predicted_memory, const std::vector<double>& measured_memory) {
+  std::vector<ComparisonRow> rows;
+  rows.push_back({"step time", "s", predicted.step_time, measured.step_time});
+  const std::vector<double> p = category_seconds(predicted_trace);
+  const std::vector<double> m = category_seconds(measured_trace);
+  const char* names[] = {"forward", "backward", "recompute", "optimizer"};
+  for (std::size_t c = 0; c < 4; ++c) {
+    if (p[c] == 0.0 && m[c] == 0.0) continue;
+    rows.push_back({names[c], "s", p[c], m[c]});
+  }
+  for (std::size_t d = 0; d < 3; ++d) {
+    if (predicted.comm_mean[d] == 0.0 && measured.comm_mean[d] == 0.0) continue;
+    rows.push_back({fmt::format("{} communication", dimension_names[d]), "s", predicted.comm_mean[d], measured.comm_mean[d]});
+    rows.push_back({fmt::format("{} exposed", dimension_names[d]), "s", predicted.exposed_mean[d], measured.exposed_mean[d]});
+  }
+  rows.push_back({"bubble fraction", "fraction", predicted.bubble_fraction, measured.bubble_fraction});
+  for (std::size_t r = 0; r < std::min(predicted_memory.size(), measured_memory.size()); ++r) {
+    rows.push_back({fmt::format("peak memory rank {}", r), "bytes", predicted_memory[r], measured_memory[r]});
+  }
+  return rows;
+}
+
+}  // namespace parasim::report

@@ -1,0 +1,34 @@
+// Prediction against measurement: the figures `parasim validate` prints side by side, each
+// computed the same way from the predicted and the measured Trace (metrics.hpp), with the
+// prediction's error relative to the measurement.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/scenario.hpp"
+#include "report/metrics.hpp"
+#include "report/trace.hpp"
+
+namespace parasim::report {
+
+struct ComparisonRow {
+  std::string name;    // "step time", "forward", "tp communication", ...
+  std::string unit;    // "s", "fraction", "bytes"
+  double predicted = 0.0;
+  double measured = 0.0;
+  // (predicted - measured) / measured; NaN when the measurement is zero.
+  [[nodiscard]] double error() const;
+};
+
+// Mean over ranks of the busy time (union of spans) of each op category.
+std::vector<double> category_seconds(const Trace& t);
+
+// Step time, forward, backward, recompute, optimizer, tp / pp / dp communication and their
+// exposed parts, bubble fraction, then peak memory per rank (predicted from the memory
+// model, measured by the executor's allocator).
+std::vector<ComparisonRow> compare(const StepFigures& predicted, const Trace& predicted_trace,
+                                   const StepFigures& measured, const Trace& measured_trace,
+                                   const std::vector<double>& predicted_memory, const std::vector<double>& measured_memory);
+
+}  // namespace parasim::report
