@@ -227,9 +227,13 @@ void run_validate(const RunArgs& a) {
   const report::StepFigures pf = report::step_figures(s, prediction.trace, cluster);
   const report::StepFigures mf = report::step_figures(s, m.trace, cluster);
   const plan::MemoryReport mem = plan::memory_per_rank(s);
+  // The executor's allocator holds the model's tensors; the runtime's own share (the
+  // profile's workspace: MPI or NCCL buffers, BLAS scratch) is outside it, so the
+  // comparison leaves it out of the prediction too.
   std::vector<double> predicted_memory;
   for (int r = 0; r < s.plan.world(); ++r) {
-    predicted_memory.push_back(mem.stages[static_cast<std::size_t>(plan::coord_of(s.plan, r).pp)].total());
+    const plan::MemoryBreakdown& b = mem.stages[static_cast<std::size_t>(plan::coord_of(s.plan, r).pp)];
+    predicted_memory.push_back(b.total() - b.workspace);
   }
   const std::vector<report::ComparisonRow> rows =
       report::compare(pf, prediction.trace, mf, m.trace, predicted_memory, m.peak_memory);

@@ -50,7 +50,7 @@ std::vector<ComparisonRow> compare(const StepFigures& predicted, const Trace& pr
   }
   rows.push_back({"bubble fraction", "fraction", predicted.bubble_fraction, measured.bubble_fraction});
   for (std::size_t r = 0; r < std::min(predicted_memory.size(), measured_memory.size()); ++r) {
-    rows.push_back({fmt::format("peak memory rank {}", r), "bytes", predicted_memory[r], measured_memory[r]});
+    rows.push_back({fmt::format("tensors rank {} (peak)", r), "bytes", predicted_memory[r], measured_memory[r]});
   }
   return rows;
 }

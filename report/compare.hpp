@@ -25,8 +25,9 @@ struct ComparisonRow {
 std::vector<double> category_seconds(const Trace& t);
 
 // Step time, forward, backward, recompute, optimizer, tp / pp / dp communication and their
-// exposed parts, bubble fraction, then peak memory per rank (predicted from the memory
-// model, measured by the executor's allocator).
+// exposed parts, bubble fraction, then the peak of the model's tensors per rank (predicted
+// by the memory model without the runtime's workspace, measured by the executor's
+// allocator).
 std::vector<ComparisonRow> compare(const StepFigures& predicted, const Trace& predicted_trace,
                                    const StepFigures& measured, const Trace& measured_trace,
                                    const std::vector<double>& predicted_memory, const std::vector<double>& measured_memory);

@@ -2,8 +2,9 @@
 # Sets parasim up on a Debian 12 machine: installs the Debian packages that are missing,
 # configures and builds. Then, by the first argument:
 #   setup.sh            build only
-#   setup.sh demo       build, then run the main job on scenarios/quickstart.yaml
-#                       (predict one training step with the simulator)
+#   setup.sh demo       build, then run the main job on scenarios/quickstart.yaml:
+#                       predict the step, train the plan for real on CPU ranks, and show
+#                       prediction and measurement side by side (parasim validate)
 #   setup.sh test       build, then run every test (ctest)
 # Environment: PARASIM_PRESET (default "release"; "dev", "asan", "minimal" also work),
 #              PARASIM_NO_INSTALL=1 to skip the package step.
@@ -46,7 +47,12 @@ cmake --build --preset "$preset" -j "$jobs"
 case "$mode" in
   build) ;;
   demo)
-    exec "build/$preset/cli/parasim" simulate scenarios/quickstart.yaml ;;
+    parasim="build/$preset/cli/parasim"
+    if "$parasim" backends | grep -Eq '^cpu +yes +yes'; then
+      exec "$parasim" validate scenarios/quickstart.yaml --out "build/$preset/validate-quickstart"
+    fi
+    echo "setup: this build has no CPU executor (preset $preset); predicting only" >&2
+    exec "$parasim" simulate scenarios/quickstart.yaml ;;
   test)
     exec ctest --preset "$preset" ;;
   *)
