@@ -50,6 +50,30 @@ struct RunArgs {
   double stall = 60.0;
 };
 
+plan::Scenario load_for_run(const RunArgs& a) {
+  plan::Scenario s = a.scenario.load();
+  if (a.steps) s.run.steps = *a.steps;
+  if (a.warmup) s.run.warmup = *a.warmup;
+  if (s.run.steps < 1) throw UsageError("--steps must be at least 1");
+  if (s.run.warmup < 0) throw UsageError("--warmup must not be negative");
+  if (!a.backend.empty()) s.run.backend = a.backend == "cuda" ? plan::Backend::cuda : plan::Backend::cpu;
+  return s;
+}
+
+// Everything that can be refused before any rank starts: the backend, the model, memory.
+void precheck(const plan::Scenario& s) {
+  const exec::BackendStatus b = exec::backend_status(plan::to_string(s.run.backend));
+  if (!b.usable) throw UsageError(fmt::format("backend {} cannot run here: {}", b.name, b.detail));
+  if (s.run.backend == plan::Backend::cuda) {
+    throw UsageError("the CUDA executor is not part of this build yet; run with --backend cpu");
+  }
+  if (const std::string why = exec::unsupported_reason(s); !why.empty()) throw UsageError(why);
+  const plan::MemoryReport mem = plan::memory_per_rank(s);
+  if (!mem.fits()) throw UsageError("the plan does not fit in memory: " + plan::describe_memory(mem));
+}
+
+#ifdef PARASIM_HAVE_CPU_BACKEND
+
 bool under_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"}) {
     if (std::getenv(v) != nullptr) return true;
@@ -75,30 +99,6 @@ bool under_mpi() {
                                "(openmpi-bin) or start the ranks with your own launcher",
                                ranks, std::strerror(errno)));
 }
-
-plan::Scenario load_for_run(const RunArgs& a) {
-  plan::Scenario s = a.scenario.load();
-  if (a.steps) s.run.steps = *a.steps;
-  if (a.warmup) s.run.warmup = *a.warmup;
-  if (s.run.steps < 1) throw UsageError("--steps must be at least 1");
-  if (s.run.warmup < 0) throw UsageError("--warmup must not be negative");
-  if (!a.backend.empty()) s.run.backend = a.backend == "cuda" ? plan::Backend::cuda : plan::Backend::cpu;
-  return s;
-}
-
-// Everything that can be refused before any rank starts: the backend, the model, memory.
-void precheck(const plan::Scenario& s) {
-  const exec::BackendStatus b = exec::backend_status(plan::to_string(s.run.backend));
-  if (!b.usable) throw UsageError(fmt::format("backend {} cannot run here: {}", b.name, b.detail));
-  if (s.run.backend == plan::Backend::cuda) {
-    throw UsageError("the CUDA executor is not part of this build yet; run with --backend cpu");
-  }
-  if (const std::string why = exec::unsupported_reason(s); !why.empty()) throw UsageError(why);
-  const plan::MemoryReport mem = plan::memory_per_rank(s);
-  if (!mem.fits()) throw UsageError("the plan does not fit in memory: " + plan::describe_memory(mem));
-}
-
-#ifdef PARASIM_HAVE_CPU_BACKEND
 
 struct Job {
   exec::Measurement measured;
@@ -276,7 +276,8 @@ void run_validate(const RunArgs& a) {
 
 #else
 
-void run_run(const RunArgs&) {
+void run_run(const RunArgs& a) {
+  precheck(load_for_run(a));  // names the missing backend
   throw UsageError(fmt::format("this build has no CPU executor: {}", exec::cpu_status().detail));
 }
 void run_validate(const RunArgs& a) { run_run(a); }
