@@ -247,7 +247,10 @@ void run_validate(const RunArgs& a) {
   };
   for (const auto& r : rows) {
     const double e = r.error();
-    t.add_row({r.name, show(r, r.predicted), show(r, r.measured), std::isnan(e) ? "-" : fmt::format("{:+.1f} %", 100 * e)});
+    const std::string err = std::isnan(e)              ? "-"
+                            : r.unit == "fraction" ? fmt::format("{:+.1f} pt", 100 * e)
+                                                   : fmt::format("{:+.1f} %", 100 * e);
+    t.add_row({r.name, show(r, r.predicted), show(r, r.measured), err});
   }
   fmt::print("\nprediction against measurement (median step; profile: {})\n{}",
              s.hardware.profile.empty() ? "datasheet defaults, not calibrated" : s.hardware.profile, t.render());

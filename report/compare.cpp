@@ -8,6 +8,7 @@
 namespace parasim::report {
 
 double ComparisonRow::error() const {
+  if (unit == "fraction") return predicted - measured;
   if (measured == 0.0) return std::numeric_limits<double>::quiet_NaN();
   return (predicted - measured) / measured;
 }

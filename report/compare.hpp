@@ -17,7 +17,8 @@ struct ComparisonRow {
   std::string unit;    // "s", "fraction", "bytes"
   double predicted = 0.0;
   double measured = 0.0;
-  // (predicted - measured) / measured; NaN when the measurement is zero.
+  // (predicted - measured) / measured; NaN when the measurement is zero. Fractions (the
+  // bubble) differ in points instead: predicted - measured.
   [[nodiscard]] double error() const;
 };
 
