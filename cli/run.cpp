@@ -176,6 +176,18 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
   fmt::print("peak memory        {}\n", peaks);
 }
 
+// Outside MPI: the checks that need no rank, then restart under mpirun (more than one
+// rank). As a rank: run the job; rank 0 prints the summary.
+Job launch_and_run(const plan::Scenario& s, const RunArgs& a) {
+  if (!under_mpi()) {
+    precheck(s);
+    if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world());
+  }
+  Job job = run_job(s, a, false);
+  if (job.root) print_summary(s, job.measured);
+  return job;
+}
+
 nlohmann::ordered_json steps_json(const exec::Measurement& m) {
   nlohmann::ordered_json steps = nlohmann::ordered_json::array();
   for (const auto& r : m.steps) {
@@ -186,14 +198,9 @@ nlohmann::ordered_json steps_json(const exec::Measurement& m) {
 
 void run_run(const RunArgs& a) {
   const plan::Scenario s = load_for_run(a);
-  if (!under_mpi()) {
-    precheck(s);
-    if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world());
-  }
-  const Job job = run_job(s, a, false);
+  const Job job = launch_and_run(s, a);
   if (!job.root) return;
   const exec::Measurement& m = job.measured;
-  print_summary(s, m);
   const plan::Program program = plan::compile(s);
   const topology::Cluster cluster(s.cluster);
   if (!a.trace.empty()) write_output(a.trace, report::chrome_trace_json(m.trace, program, cluster));
@@ -213,14 +220,9 @@ void run_run(const RunArgs& a) {
 
 void run_validate(const RunArgs& a) {
   const plan::Scenario s = load_for_run(a);
-  if (!under_mpi()) {
-    precheck(s);
-    if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world());
-  }
-  const Job job = run_job(s, a, false);
+  const Job job = launch_and_run(s, a);
   if (!job.root) return;
   const exec::Measurement& m = job.measured;
-  print_summary(s, m);
 
   const topology::Cluster cluster(s.cluster);
   const sim::Prediction prediction = sim::predict(s, {true, sim::FoldMode::never});
