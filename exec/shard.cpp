@@ -15,7 +15,7 @@ using plan::ComputeWhat;
 
 std::string unsupported_reason(const plan::Scenario& s) {
   const plan::ModelSpec& m = s.model;
-  if (m.kind != plan::ModelKind::transformer) return "";  // generic models run as GEMM equivalents
+  if (m.kind != plan::ModelKind::transformer) return "the executor runs GPT decoders; generic (layer list) models are not executable yet";
   if (m.mlp != plan::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
   if (m.ffn_hidden != 4 * m.hidden) return fmt::format("the executor's decoder has an MLP 4 x hidden wide ({}), model.ffn_hidden is {}", 4 * m.hidden, m.ffn_hidden);

@@ -77,6 +77,7 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   check "validate wrote both traces" test -s "$work/val/predicted.trace.json" -a -s "$work/val/measured.trace.json"
   check "validate wrote the comparison" grep -q '"metric": "step time"' "$work/val/comparison.json"
   expect 2 "GELU MLP" -- "$parasim" run "$q" --set model.mlp=swiglu
+  expect 2 "generic \\(layer list\\) models are not executable yet" -- "$parasim" run "$src/scenarios/cnn-lenet.yaml" --backend cpu
   expect 2 "does not fit in memory: stage 0 needs .* of 4 GiB" -- "$parasim" run "$q" --set model=gpt3-13b
   expect 2 "backend cuda cannot run here|CUDA executor" -- "$parasim" run "$q" --backend cuda
   expect 2 "the plan needs 2 ranks .*; the job has 3" -- tests_mpirun 3 "$parasim" run "$q" --steps 1
