@@ -201,9 +201,8 @@ void run_run(const RunArgs& a) {
   const Job job = launch_and_run(s, a);
   if (!job.root) return;
   const exec::Measurement& m = job.measured;
-  const plan::Program program = plan::compile(s);
   const topology::Cluster cluster(s.cluster);
-  if (!a.trace.empty()) write_output(a.trace, report::chrome_trace_json(m.trace, program, cluster));
+  if (!a.trace.empty()) write_output(a.trace, report::chrome_trace_json(m.trace, m.program, cluster));
   if (!a.json.empty()) {
     nlohmann::ordered_json j{{"scenario", s.name},
                              {"ranks", s.plan.world()},
@@ -260,7 +259,7 @@ void run_validate(const RunArgs& a) {
   const std::string dir = a.out.empty() ? fmt::format("validate-{}", s.name) : a.out;
   std::filesystem::create_directories(dir);
   write_output(dir + "/predicted.trace.json", report::chrome_trace_json(prediction.trace, prediction.program, cluster));
-  write_output(dir + "/measured.trace.json", report::chrome_trace_json(m.trace, plan::compile(s), cluster));
+  write_output(dir + "/measured.trace.json", report::chrome_trace_json(m.trace, m.program, cluster));
   nlohmann::ordered_json cmp = nlohmann::ordered_json::array();
   for (const auto& r : rows) {
     const double e = r.error();

@@ -30,11 +30,12 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
     throw std::invalid_argument(fmt::format("the plan needs {} ranks (dp {} x tp {} x pp {}); the job has {}",
                                             s.plan.world(), s.plan.dp, s.plan.tp, s.plan.pp, dev.world()));
   }
-  const plan::Program prog = plan::compile(s);
+  Measurement m;
+  m.program = plan::compile(s);
+  const plan::Program& prog = m.program;
   GptShard shard(dev, s, dev.rank());
   Runner runner(dev, s, prog, shard, options.stall_seconds);
 
-  Measurement m;
   m.model_note = "GPT decoder";
   std::vector<StepTiming> kept;  // measured steps
   std::vector<std::pair<std::int64_t, std::int64_t>> bounds;  // global start, end per measured step

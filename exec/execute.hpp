@@ -34,6 +34,7 @@ struct RunOptions {
 };
 
 struct Measurement {
+  plan::Program program;          // what ran; the trace's op ids refer to it
   std::vector<StepRecord> steps;  // warm-up and measured, in order
   report::Trace trace;            // rank 0: the measured step of median time
   int traced_step = -1;

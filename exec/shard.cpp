@@ -83,20 +83,7 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   const auto FL = static_cast<std::size_t>(fl_);
   for (int l : mine) {
     slot_offset_[l] = at;
-    LayerParams lp{};
-    lp.ln1w = take(H);
-    lp.ln1b = take(H);
-    lp.qkvw = take(H * 3 * CL);
-    lp.qkvb = take(3 * CL);
-    lp.projw = take(CL * H);
-    lp.projb = take(H);
-    lp.ln2w = take(H);
-    lp.ln2b = take(H);
-    lp.fcw = take(H * FL);
-    lp.fcb = take(FL);
-    lp.fcprojw = take(FL * H);
-    lp.fcprojb = take(H);
-    layer_params_[l] = lp;
+    layer_params_[l] = lay_out_layer(at, H, CL, FL);
   }
   if (last_stage_) {
     slot_offset_[layers_] = at;
@@ -359,7 +346,7 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
     need(scratch_b_, N * std::max<std::size_t>(fl_, 3 * cl_));
     float* datty = scratch_a_.f();
     float* dqkv = scratch_b_.f();
-    Buffer datt = dev_.allocate_floats(static_cast<std::size_t>(hl) * t_ * t_);
+    const Buffer& datt = need(scratch_att_, static_cast<std::size_t>(hl) * t_ * t_);
     dev_.bias_backward(g(p.projb), a.dx1.f(), n_, h_);
     dev_.gemm(true, false, cl_, h_, n_, 1.0F, a.atty.f(), cl_, a.dx1.f(), h_, 1.0F, g(p.projw), h_);
     dev_.gemm(false, true, n_, cl_, h_, 1.0F, a.dx1.f(), h_, w(p.projw), h_, 0.0F, datty, cl_);

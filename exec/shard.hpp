@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "exec/device.hpp"
+#include "exec/model/gpt.hpp"
 #include "plan/program.hpp"
 
 namespace parasim::exec {
@@ -93,9 +94,7 @@ class GptShard {
     std::size_t local = 0, local_stride = 0, full = 0, full_stride = 0, rows = 0, cols = 0;
     bool canonical = true;  // this rank reports it (replicas report once)
   };
-  struct LayerParams {  // offsets in the rank's flat buffers
-    std::size_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
-  };
+  using LayerParams = LayerOffsets;  // offsets in the rank's flat buffers
   struct Acts {
     Buffer x, ln1, mean1, rstd1, qkv, att, atty, part, x1, ln2, mean2, rstd2, fch, fcg, dx1;
     Buffer lnf, meanf, rstdf, logits, stats;  // the head's (layer index L)
@@ -142,7 +141,7 @@ class GptShard {
   std::map<std::pair<int, int>, Acts> acts_;
   std::map<std::pair<int, int>, Buffer> dx_;
   std::vector<Buffer> tokens_, targets_;
-  Buffer scratch_a_, scratch_b_;  // backward temporaries, reused
+  Buffer scratch_a_, scratch_b_, scratch_att_;  // backward temporaries, reused
   double loss_sum_ = 0.0, loss_tokens_ = 0.0;
   std::vector<float> loss_rows_;
 };

@@ -26,66 +26,6 @@
 
 namespace parasim::plan {
 
-std::string_view to_string(Stream s) {
-  switch (s) {
-    case Stream::compute: return "compute";
-    case Stream::tp: return "tp-comm";
-    case Stream::pp: return "pp-comm";
-    case Stream::dp: return "dp-comm";
-  }
-  return "?";
-}
-
-std::string_view to_string(Category c) {
-  switch (c) {
-    case Category::forward: return "forward";
-    case Category::backward: return "backward";
-    case Category::recompute: return "recompute";
-    case Category::optimizer: return "optimizer";
-    case Category::tp_comm: return "tp";
-    case Category::pp_comm: return "pp";
-    case Category::dp_comm: return "dp";
-  }
-  return "?";
-}
-
-std::string_view to_string(CollectiveOp c) {
-  switch (c) {
-    case CollectiveOp::all_reduce: return "all-reduce";
-    case CollectiveOp::reduce_scatter: return "reduce-scatter";
-    case CollectiveOp::all_gather: return "all-gather";
-    case CollectiveOp::broadcast: return "broadcast";
-  }
-  return "?";
-}
-
-namespace {
-
-int extent(const ParallelPlan& p, Dim d) { return d == Dim::tp ? p.tp : d == Dim::dp ? p.dp : p.pp; }
-int& field(Coord& c, Dim d) { return d == Dim::tp ? c.tp : d == Dim::dp ? c.dp : c.pp; }
-
-}  // namespace
-
-int rank_of(const ParallelPlan& p, const Coord& c) {
-  int rank = 0;
-  int stride = 1;
-  Coord copy = c;
-  for (Dim d : p.placement) {
-    rank += field(copy, d) * stride;
-    stride *= extent(p, d);
-  }
-  return rank;
-}
-
-Coord coord_of(const ParallelPlan& p, int rank) {
-  Coord c;
-  for (Dim d : p.placement) {
-    field(c, d) = rank % extent(p, d);
-    rank /= extent(p, d);
-  }
-  return c;
-}
-
 namespace {
 
 double gemm_io_bytes(const std::vector<Gemm>& gemms, int element) {
@@ -135,7 +75,7 @@ class Builder {
         Group g{d, {}};
         Coord c = coord_of(p_, r);
         for (int i = 0; i < extent(p_, d); ++i) {
-          field(c, d) = i;
+          coordinate(c, d) = i;
           g.ranks.push_back(rank_of(p_, c));
         }
         const int id = static_cast<int>(prog_.groups.size());
@@ -597,36 +537,5 @@ class Builder {
 }  // namespace
 
 Program compile(const Scenario& s, CompileOptions options) { return Builder(s).build(options); }
-
-std::string op_name(const Program& p, std::int64_t id) {
-  const Op& o = p.ops[static_cast<std::size_t>(id)];
-  const std::string mb = o.micro_batch >= 0 ? " mb" + std::to_string(o.micro_batch) : "";
-  const std::string layer = o.layer >= 0 ? " L" + std::to_string(o.layer) : "";
-  switch (o.kind) {
-    case OpKind::compute: {
-      static constexpr const char* what[] = {"layer", "attention", "mlp", "attention-core", "embedding", "lm-head",
-                                             "optimizer"};
-      const char* phase = o.category == Category::forward    ? "fwd "
-                          : o.category == Category::backward ? "bwd "
-                          : o.category == Category::recompute ? "recompute "
-                                                               : "";
-      return std::string(phase) + what[static_cast<int>(o.what)] + layer + mb;
-    }
-    case OpKind::send:
-    case OpKind::recv:
-      return std::string(o.kind == OpKind::send ? "send " : "recv ") + (o.gradient ? "grad" : "act") + mb +
-             (o.kind == OpKind::send ? " -> " : " <- ") + std::to_string(o.peer);
-    case OpKind::collective: {
-      const std::string dim = std::string(to_string(p.groups[static_cast<std::size_t>(o.group)].dim));
-      if (o.category == Category::dp_comm) {
-        return dim + " " + std::string(to_string(o.collective)) + " bucket L" + std::to_string(o.layer) + "-" +
-               std::to_string(o.layer_end - 1);
-      }
-      if (o.category == Category::pp_comm) return "embedding-gradient " + std::string(to_string(o.collective));
-      return dim + " " + std::string(to_string(o.collective)) + layer + mb;
-    }
-  }
-  return "?";
-}
 
 }  // namespace parasim::plan

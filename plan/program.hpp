@@ -93,6 +93,10 @@ struct Program {
   }
 };
 
+// Size of a dimension under the plan, and a coordinate's index along it.
+inline int extent(const ParallelPlan& p, Dim d) { return d == Dim::tp ? p.tp : d == Dim::dp ? p.dp : p.pp; }
+inline int& coordinate(Coord& c, Dim d) { return d == Dim::tp ? c.tp : d == Dim::dp ? c.dp : c.pp; }
+
 // Rank of a coordinate under the plan's placement (innermost dimension first), and back.
 int rank_of(const ParallelPlan& p, const Coord& c);
 Coord coord_of(const ParallelPlan& p, int rank);

@@ -14,21 +14,21 @@ double ComparisonRow::error() const {
 }
 
 std::vector<double> category_seconds(const Trace& t) {
-  constexpr int categories = 7;
+  constexpr std::size_t categories = 7;
   std::vector<double> out(categories, 0.0);
   if (t.world == 0) return out;
-  for (int c = 0; c < categories; ++c) {
-    double sum = 0.0;
-    for (int r = 0; r < t.world; ++r) {
-      const int src = t.mirror(r);
-      std::vector<std::pair<std::int64_t, std::int64_t>> v;
-      for (const Span& s : t.spans) {
-        if (s.rank == src && static_cast<int>(s.category) == c) v.emplace_back(s.start, s.end);
-      }
-      sum += static_cast<double>(union_length(std::move(v))) * 1e-12;
-    }
-    out[static_cast<std::size_t>(c)] = sum / t.world;
+  // Intervals per (rank with spans, category), gathered in one pass.
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> by(static_cast<std::size_t>(t.world) * categories);
+  for (const Span& s : t.spans) {
+    by[static_cast<std::size_t>(s.rank) * categories + static_cast<std::size_t>(s.category)].emplace_back(s.start, s.end);
   }
+  std::vector<double> busy(by.size(), 0.0);
+  for (std::size_t i = 0; i < by.size(); ++i) busy[i] = static_cast<double>(union_length(std::move(by[i]))) * 1e-12;
+  for (int r = 0; r < t.world; ++r) {
+    const auto src = static_cast<std::size_t>(t.mirror(r));
+    for (std::size_t c = 0; c < categories; ++c) out[c] += busy[src * categories + c];
+  }
+  for (double& v : out) v /= t.world;
   return out;
 }
 

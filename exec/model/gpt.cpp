@@ -31,6 +31,28 @@ double normal(std::uint64_t& state) {
 
 }  // namespace
 
+LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, std::size_t fl) {
+  auto take = [&](std::size_t n) {
+    const std::size_t o = at;
+    at += n;
+    return o;
+  };
+  LayerOffsets ly{};
+  ly.ln1w = take(hidden);
+  ly.ln1b = take(hidden);
+  ly.qkvw = take(hidden * 3 * cl);
+  ly.qkvb = take(3 * cl);
+  ly.projw = take(cl * hidden);
+  ly.projb = take(hidden);
+  ly.ln2w = take(hidden);
+  ly.ln2b = take(hidden);
+  ly.fcw = take(hidden * fl);
+  ly.fcb = take(fl);
+  ly.fcprojw = take(fl * hidden);
+  ly.fcprojb = take(hidden);
+  return ly;
+}
+
 template <class T>
 Gpt<T>::Gpt(const GptConfig& config, std::uint64_t seed) : cfg_(config) {
   const auto c = static_cast<std::size_t>(cfg_.hidden);
@@ -43,22 +65,7 @@ Gpt<T>::Gpt(const GptConfig& config, std::uint64_t seed) : cfg_(config) {
   };
   wte_ = take(static_cast<std::size_t>(cfg_.vocab) * c);
   wpe_ = take(static_cast<std::size_t>(cfg_.seq_len) * c);
-  for (int l = 0; l < cfg_.layers; ++l) {
-    Layer ly{};
-    ly.ln1w = take(c);
-    ly.ln1b = take(c);
-    ly.qkvw = take(c * 3 * c);
-    ly.qkvb = take(3 * c);
-    ly.projw = take(c * c);
-    ly.projb = take(c);
-    ly.ln2w = take(c);
-    ly.ln2b = take(c);
-    ly.fcw = take(c * 4 * c);
-    ly.fcb = take(4 * c);
-    ly.fcprojw = take(4 * c * c);
-    ly.fcprojb = take(c);
-    layers_.push_back(ly);
-  }
+  for (int l = 0; l < cfg_.layers; ++l) layers_.push_back(lay_out_layer(at, c, c, 4 * c));
   lnfw_ = take(c);
   lnfb_ = take(c);
   params_.assign(at, T(0));

@@ -15,6 +15,14 @@
 
 namespace parasim::exec {
 
+// Where one layer's tensors start in a flat parameter buffer, in GPT-2's order. `cl` is the
+// width of the attention's heads held (hidden, or hidden / tp for a tensor-parallel shard),
+// `fl` the MLP's (4 x hidden, or 4 x hidden / tp). Advances `at` past the layer.
+struct LayerOffsets {
+  std::size_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+};
+LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, std::size_t fl);
+
 struct GptConfig {
   int vocab = 64;
   int seq_len = 16;  // longest sequence (rows of wpe)
@@ -41,9 +49,7 @@ class Gpt {
   void zero_grad();
 
   // Where each tensor starts in params() and grads().
-  struct Layer {
-    std::size_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
-  };
+  using Layer = LayerOffsets;
   [[nodiscard]] const Layer& layer_offsets(int l) const { return layers_[static_cast<std::size_t>(l)]; }
   [[nodiscard]] std::size_t wte_offset() const { return wte_; }
   [[nodiscard]] std::size_t wpe_offset() const { return wpe_; }
