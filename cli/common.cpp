@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +32,31 @@ std::vector<std::string>& args() {
 
 void set_command_line(int argc, char** argv) { args().assign(argv, argv + argc); }
 const std::vector<std::string>& command_line() { return args(); }
+
+bool under_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
+[[noreturn]] void relaunch_under_mpirun(int ranks) {
+  const std::vector<std::string>& argv = command_line();
+  std::vector<std::string> cmd{"mpirun", "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none",
+                               "-x", "OPENBLAS_NUM_THREADS=1"};
+  if (::geteuid() == 0) cmd.emplace_back("--allow-run-as-root");
+  cmd.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+  cmd.insert(cmd.end(), argv.begin() + 1, argv.end());
+  std::vector<char*> c;
+  for (std::string& s : cmd) c.push_back(s.data());
+  c.push_back(nullptr);
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  std::cout.flush();
+  ::execvp("mpirun", c.data());
+  throw UsageError(fmt::format("{} ranks are needed and mpirun could not be started ({}); install OpenMPI "
+                               "(openmpi-bin) or start the ranks with your own launcher",
+                               ranks, std::strerror(errno)));
+}
 
 plan::Scenario ScenarioArgs::load() const { return plan::load(path, overrides); }
 

@@ -37,6 +37,13 @@ void write_output(const std::string& path, const std::string& content);
 void set_command_line(int argc, char** argv);
 const std::vector<std::string>& command_line();
 
+// Whether this process is a rank of an MPI job (started by mpirun, srun or the like).
+bool under_mpi();
+// Replaces this process with `mpirun -np N <this program> <same arguments>` on this host
+// (oversubscribed, unbound, OPENBLAS_NUM_THREADS=1 in every rank); throws UsageError when
+// mpirun cannot be started.
+[[noreturn]] void relaunch_under_mpirun(int ranks);
+
 // Subcommands.
 void add_topo(CLI::App& app);
 void add_check(CLI::App& app);
@@ -45,5 +52,6 @@ void add_presets(CLI::App& app);
 void add_backends(CLI::App& app);
 void add_run(CLI::App& app);
 void add_validate(CLI::App& app);
+void add_calibrate(CLI::App& app);
 
 }  // namespace parasim::cli

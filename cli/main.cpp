@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add_backends(app);
   add_run(app);
   add_validate(app);
+  add_calibrate(app);
 
   try {
     app.parse(argc, argv);

@@ -119,6 +119,7 @@ void run_simulate(const SimulateArgs& a) {
   if (a.json) {
     auto j = figures_json(f, mem);
     j["scenario"] = s.name;
+    j["profile"] = s.hardware.profile.empty() ? nlohmann::ordered_json("datasheet") : nlohmann::ordered_json(s.hardware.profile);
     j["simulator"] = {{"ops", stats.ops},
                       {"events", stats.events},
                       {"flows", stats.flows},
@@ -132,6 +133,9 @@ void run_simulate(const SimulateArgs& a) {
     fmt::print("scenario {}: {} devices, dp {} x tp {} x pp {}{}, {} {}\n\n", s.name, s.plan.world(), s.plan.dp,
                s.plan.tp, s.plan.pp, s.plan.virtual_stages > 1 ? fmt::format(" (v {})", s.plan.virtual_stages) : "",
                plan::to_string(s.plan.schedule), topology::to_string(s.training.precision));
+    fmt::print("device profile     {}\n", s.hardware.profile.empty()
+                                               ? s.cluster.device.name + " datasheet figures (not calibrated)"
+                                               : s.hardware.profile + " (measured)");
     fmt::print("step time          {}\n", u::format_duration(f.step_time));
     fmt::print("throughput         {:.1f} samples/s, {} tokens/s\n", f.samples_per_s, u::format_count(f.tokens_per_s));
     fmt::print("per device         {} (model FLOPs), MFU {:.1f} %\n", u::format_flop_rate(f.flops_per_device), 100 * f.mfu);

@@ -153,7 +153,9 @@ class Device {
   // place at its block; all_gather fills every member's block from its owner.
   virtual Request reduce_scatter(float* data, std::span<const std::int64_t> counts, Comm comm) = 0;
   virtual Request all_gather(float* data, std::span<const std::int64_t> counts, Comm comm) = 0;
-  virtual bool test(Request r) = 0;
+  // True once `r` is done (and then forgets it); `completed_ns`, when given, receives when
+  // it completed in now_ns()'s time base, which may be before this call noticed.
+  virtual bool test(Request r, std::int64_t* completed_ns = nullptr) = 0;
   virtual void wait(Request r) = 0;
   // Blocking, for setup and results: a barrier and a sum of doubles over every rank.
   virtual void barrier() = 0;

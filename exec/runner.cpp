@@ -140,7 +140,7 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
   flying.push_back({id, r});
 }
 
-void Runner::finish(std::int64_t id) {
+void Runner::finish(std::int64_t id, std::int64_t end_ns) {
   const Op& o = prog_.ops[static_cast<std::size_t>(id)];
   if (o.kind == OpKind::collective) {
     if (o.category == Category::tp_comm) shard_.tp_finish(compute_before(id));
@@ -150,7 +150,7 @@ void Runner::finish(std::int64_t id) {
   }
   state_[static_cast<std::size_t>(id)] = 2;
   OpSpan& sp = spans_[span_of_[static_cast<std::size_t>(id)]];
-  sp.end_ns = dev_.now_ns();
+  sp.end_ns = end_ns > 0 ? std::max(end_ns, sp.start_ns) : dev_.now_ns();
   sp.memory = static_cast<double>(dev_.in_use());
 }
 
@@ -194,8 +194,9 @@ StepTiming Runner::step(std::int64_t index) {
     bool progressed = false;
     // Completions.
     for (std::size_t i = 0; i < flying.size();) {
-      if (dev_.test(flying[i].request)) {
-        finish(flying[i].op);
+      std::int64_t completed = 0;
+      if (dev_.test(flying[i].request, &completed)) {
+        finish(flying[i].op, completed);
         ++done;
         progressed = true;
         flying[i] = flying.back();

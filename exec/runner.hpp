@@ -50,7 +50,8 @@ class Runner {
   };
   bool ready(std::int64_t op) const;
   void start(std::int64_t op, std::vector<InFlight>& flying);
-  void finish(std::int64_t op);
+  // Marks `op` done; its span ends at end_ns when the device knows when (else now).
+  void finish(std::int64_t op, std::int64_t end_ns = 0);
   void run_compute(const plan::Op& o);
   int boundary_of(const plan::Op& o) const;
   int tag_of(const plan::Op& o) const;

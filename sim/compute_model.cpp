@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "plan/load.hpp"
 #include "plan/reader.hpp"
 
@@ -25,6 +27,7 @@ double DeviceProfile::efficiency(double size) const {
 DeviceProfile default_profile(const topology::DeviceSpec& device) {
   DeviceProfile p;
   p.name = device.name + " (datasheet)";
+  p.device = device.name;
   p.peak = device.peak_flops;
   const bool cpu = device.name == "cpu-core";
   if (cpu) {
@@ -42,13 +45,37 @@ DeviceProfile default_profile(const topology::DeviceSpec& device) {
   return p;
 }
 
+namespace {
+
+LinkFigures read_link(const plan::Value& v, const std::string& path, plan::LocationMap& where) {
+  plan::Reader r(v, path, {"bandwidth", "latency"}, &where);
+  LinkFigures f;
+  f.bandwidth = r.bandwidth("bandwidth", std::nullopt);
+  if (f.bandwidth <= 0.0) r.fail("bandwidth", "expected a positive bandwidth");
+  f.latency = r.duration("latency", std::nullopt);
+  return f;
+}
+
+}  // namespace
+
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device) {
   DeviceProfile p = default_profile(device);
   const plan::Value doc = plan::parse_yaml_file(path);
   plan::LocationMap where;
-  plan::Reader r(doc, "", {"device", "gemm_efficiency", "memory_bandwidth", "launch_overhead", "peak"}, &where);
-  p.name = r.string("device", device.name) + " (measured)";
+  // backend, ranks and measurements record how the profile was made; the simulator reads
+  // only the figures.
+  plan::Reader r(doc, "",
+                 {"device", "backend", "ranks", "gemm_efficiency", "memory_bandwidth", "launch_overhead", "peak", "links",
+                  "measurements"},
+                 &where);
+  p.device = r.string("device", device.name);
+  if (p.device != device.name) {
+    r.fail("device", fmt::format("the profile was measured for device '{}', but the scenario's cluster has '{}'",
+                                 p.device, device.name));
+  }
+  p.name = p.device + " (measured)";
   p.memory_bandwidth = r.bandwidth("memory_bandwidth", p.memory_bandwidth);
+  if (p.memory_bandwidth <= 0.0) r.fail("memory_bandwidth", "expected a positive bandwidth");
   p.launch_overhead = r.duration("launch_overhead", p.launch_overhead);
   if (const plan::Value* peak = r.get("peak")) {
     plan::Reader pr(*peak, "peak", {"fp32", "tf32", "bf16", "fp16"}, &where);
@@ -75,7 +102,45 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
       p.gemm_efficiency.emplace_back(size, e);
     }
   }
+  if (const plan::Value* links = r.get("links")) {
+    plan::Reader lr(*links, "links", {"intra_node", "inter_node"}, &where);
+    if (const plan::Value* v = lr.get("intra_node")) p.intra_node = read_link(*v, "links.intra_node", where);
+    if (const plan::Value* v = lr.get("inter_node")) p.inter_node = read_link(*v, "links.inter_node", where);
+  }
   return p;
+}
+
+std::string profile_yaml(const DeviceProfile& p) {
+  std::string y = fmt::format("device: {}\npeak:\n", p.device);
+  for (topology::Dtype d : topology::all_dtypes) {
+    y += fmt::format("  {}: {:.4g} GFLOPS\n", topology::to_string(d), p.peak[static_cast<std::size_t>(d)] * 1e-9);
+  }
+  y += "# GEMM efficiency against size = cbrt(m n k), a fraction of the peak\ngemm_efficiency:\n";
+  for (const auto& [size, e] : p.gemm_efficiency) y += fmt::format("  - [{:.4g}, {:.4g}]\n", size, e);
+  y += fmt::format("memory_bandwidth: {:.4g} GB/s\n", p.memory_bandwidth * 1e-9);
+  y += fmt::format("launch_overhead: {:.4g} us\n", p.launch_overhead * 1e6);
+  if (p.intra_node || p.inter_node) {
+    y += "links:\n";
+    auto link = [&](const char* name, const LinkFigures& f) {
+      y += fmt::format("  {}: {{bandwidth: {:.4g} GB/s, latency: {:.4g} us}}\n", name, f.bandwidth * 1e-9,
+                       f.latency * 1e6);
+    };
+    if (p.intra_node) link("intra_node", *p.intra_node);
+    if (p.inter_node) link("inter_node", *p.inter_node);
+  }
+  return y;
+}
+
+topology::ClusterSpec with_profile_links(topology::ClusterSpec cluster, const DeviceProfile& p) {
+  if (p.intra_node) {
+    cluster.intra.bandwidth = p.intra_node->bandwidth;
+    cluster.intra.latency = p.intra_node->latency;
+  }
+  if (p.inter_node) {
+    cluster.inter.nic_bandwidth = p.inter_node->bandwidth;
+    cluster.inter.latency = p.inter_node->latency;
+  }
+  return cluster;
 }
 
 double gemm_seconds(const DeviceProfile& p, const plan::Gemm& g, topology::Dtype dtype, int element_bytes) {

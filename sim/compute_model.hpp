@@ -9,24 +9,37 @@
 //
 // Built-in profiles (default_profile) take peak rates and memory bandwidth from the
 // device's datasheet and a typical efficiency curve for its kind; a measured profile
-// written by `parasim calibrate` (hardware.profile) replaces them.
+// written by `parasim calibrate` (hardware.profile) replaces them, and may also carry the
+// measured bandwidth and latency of the links between ranks, which then replace the
+// cluster's (with_profile_links).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "plan/program.hpp"
+#include "topology/cluster_spec.hpp"
 #include "topology/device.hpp"
 
 namespace parasim::sim {
 
+// A link class's measured figures: one-way time of a message = latency + bytes / bandwidth.
+struct LinkFigures {
+  double bandwidth = 0.0;  // bytes/s
+  double latency = 0.0;    // seconds
+};
+
 struct DeviceProfile {
   std::string name;
+  std::string device;                                   // the device preset it describes
   std::array<double, 4> peak{};                         // FLOP/s per dtype
   std::vector<std::pair<double, double>> gemm_efficiency;  // (size, fraction of peak), ascending size
   double memory_bandwidth = 0.0;                        // achievable bytes/s
   double launch_overhead = 0.0;                         // seconds per kernel
+  std::optional<LinkFigures> intra_node;                // measured; replaces the cluster's
+  std::optional<LinkFigures> inter_node;
 
   [[nodiscard]] double efficiency(double size) const;
 };
@@ -34,6 +47,12 @@ struct DeviceProfile {
 DeviceProfile default_profile(const topology::DeviceSpec& device);
 // Reads a measured profile (YAML); errors name file, line and key.
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device);
+// The profile as load_profile reads it (keys device, peak, gemm_efficiency,
+// memory_bandwidth, launch_overhead, links), four significant digits per figure.
+std::string profile_yaml(const DeviceProfile& p);
+// The cluster with the profile's measured links in place of its own: intra_node sets each
+// device's link (bandwidth, latency device to device), inter_node each NIC's.
+topology::ClusterSpec with_profile_links(topology::ClusterSpec cluster, const DeviceProfile& p);
 
 double gemm_seconds(const DeviceProfile& p, const plan::Gemm& g, topology::Dtype dtype, int element_bytes);
 // Duration of a compute op of `program`.

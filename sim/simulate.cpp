@@ -25,7 +25,7 @@ using plan::Stream;
 class Runner {
  public:
   Runner(const plan::Scenario& s, const plan::Program& prog, const DeviceProfile& profile, const SimOptions& options)
-      : s_(s), prog_(prog), profile_(profile), cluster_(s.cluster), net_(engine_, cluster_), counters_(options.counters) {
+      : s_(s), prog_(prog), profile_(profile), cluster_(with_profile_links(s.cluster, profile)), net_(engine_, cluster_), counters_(options.counters) {
     const std::size_t n = prog.ops.size();
     waiting_.resize(n);
     done_.assign(n, 0);

@@ -80,19 +80,32 @@ CpuDevice::CpuDevice(std::size_t capacity_bytes) {
 }
 
 CpuDevice::~CpuDevice() {
+  for (auto& [size, blocks] : cache_) {
+    for (void* p : blocks) std::free(p);
+  }
   for (MPI_Comm& c : comms_) {
     if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
   }
 }
 
+// Released blocks are kept by size and handed out again, as a GPU caching allocator does:
+// a step allocates the same activation sizes every micro-batch, and going back to the
+// system each time cost page faults on every large block.
 void* CpuDevice::raw_allocate(std::size_t bytes) {
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (p == nullptr) throw std::bad_alloc();
+  const std::size_t size = (bytes + 63) / 64 * 64;
+  void* p = nullptr;
+  if (auto it = cache_.find(size); it != cache_.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+  } else {
+    p = std::aligned_alloc(64, size);
+    if (p == nullptr) throw std::bad_alloc();
+  }
   std::memset(p, 0, bytes);
   return p;
 }
 
-void CpuDevice::raw_release(void* p, std::size_t) { std::free(p); }
+void CpuDevice::raw_release(void* p, std::size_t bytes) { cache_[(bytes + 63) / 64 * 64].push_back(p); }
 
 void CpuDevice::upload(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
 void CpuDevice::download(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
@@ -101,6 +114,7 @@ void CpuDevice::download(void* dst, const void* src, std::size_t bytes) { std::m
 
 void CpuDevice::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                      const float* b, int ldb, float beta, float* c, int ldc) {
+  progress();
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
               a, lda, b, ldb, beta, c, ldc);
   count_flops(2.0 * m * n * static_cast<double>(k));
@@ -118,20 +132,24 @@ void CpuDevice::gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, fl
 
 void CpuDevice::layer_norm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma,
                                    const float* beta, int n, int c) {
+  progress();
   kernels::layer_norm_forward(y, mean, rstd, x, gamma, beta, n, c);
 }
 
 void CpuDevice::layer_norm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
                                     const float* mean, const float* rstd, const float* gamma, int n, int c) {
+  progress();
   kernels::layer_norm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c);
 }
 
-void CpuDevice::gelu_forward(float* y, const float* x, std::int64_t count) { kernels::gelu_forward(y, x, count); }
+void CpuDevice::gelu_forward(float* y, const float* x, std::int64_t count) { progress(); kernels::gelu_forward(y, x, count); }
 void CpuDevice::gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) {
+  progress();
   kernels::gelu_backward(dx, x, dy, count);
 }
 
 void CpuDevice::causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) {
+  progress();
   for (std::int64_t row = 0; row < static_cast<std::int64_t>(batch) * t; ++row) {
     const auto i = static_cast<int>(row % t);
     const float* in = s + row * t;
@@ -149,6 +167,7 @@ void CpuDevice::causal_softmax_forward(float* p, const float* s, int batch, int 
 }
 
 void CpuDevice::causal_softmax_backward(float* ds, const float* p, const float* dp, int batch, int t, float scale) {
+  progress();
   for (std::int64_t row = 0; row < static_cast<std::int64_t>(batch) * t; ++row) {
     const float* pr = p + row * t;
     const float* dr = dp + row * t;
@@ -187,6 +206,7 @@ void CpuDevice::copy(float* y, const float* x, std::int64_t count) { std::copy(x
 
 void CpuDevice::embedding_forward(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int b,
                                   int t, int c, int v0, int vn) {
+  progress();
   for (int row = 0; row < b * t; ++row) {
     float* out = x + static_cast<std::size_t>(row) * c;
     const int tok = tokens[row] - v0;
@@ -204,6 +224,7 @@ void CpuDevice::embedding_forward(float* x, const std::int32_t* tokens, const fl
 
 void CpuDevice::embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int b, int t,
                                    int c, int v0, int vn) {
+  progress();
   for (int row = 0; row < b * t; ++row) {
     const float* g = dx + static_cast<std::size_t>(row) * c;
     const int tok = tokens[row] - v0;
@@ -220,6 +241,7 @@ void CpuDevice::embedding_backward(float* dwte, float* dwpe, const float* dx, co
 
 void CpuDevice::cross_entropy_stats(float* stats, const float* logits, const std::int32_t* targets, int n, int vn,
                                     int v0) {
+  progress();
   for (int i = 0; i < n; ++i) {
     const float* l = logits + static_cast<std::size_t>(i) * vn;
     const float maxv = *std::max_element(l, l + vn);
@@ -234,6 +256,7 @@ void CpuDevice::cross_entropy_stats(float* stats, const float* logits, const std
 
 void CpuDevice::cross_entropy_backward(float* dlogits, float* loss, const float* logits, const float* all_stats,
                                        int parts, const std::int32_t* targets, int n, int vn, int v0, float scale) {
+  progress();
   for (int i = 0; i < n; ++i) {
     float maxv = -std::numeric_limits<float>::infinity();
     float target = 0.0F;
@@ -258,6 +281,7 @@ void CpuDevice::cross_entropy_backward(float* dlogits, float* loss, const float*
 
 void CpuDevice::adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr, double beta1,
                       double beta2, double eps, double weight_decay, int step) {
+  progress();
   kernels::adamw(param, grad, m, v, count, kernels::AdamW{lr, beta1, beta2, eps, weight_decay}, step);
   count_flops(12.0 * static_cast<double>(count));
 }
@@ -288,6 +312,7 @@ Comm CpuDevice::comm_create(std::span<const int> ranks, int key) {
 
 Request CpuDevice::post(Pending p) {
   p.active = true;
+  ++in_flight_;
   if (!free_.empty()) {
     const Request r = free_.back();
     free_.pop_back();
@@ -353,14 +378,32 @@ Request CpuDevice::all_gather(float* data, std::span<const std::int64_t> counts,
 void CpuDevice::complete(Pending& p) {
   if (p.finish) p.finish();
   p = Pending{};
+  --in_flight_;
 }
 
-bool CpuDevice::test(Request r) {
+// MPI moves a message only inside MPI calls; a long compute op between the runner's polls
+// would hold a transfer (and the rank waiting for it) for the whole op. So the kernels
+// call this first: it tests what is in flight and notes when each completed.
+void CpuDevice::progress() {
+  if (in_flight_ == 0) return;
+  for (Pending& p : pending_) {
+    if (!p.active || p.done_ns != 0) continue;
+    int flag = 0;
+    check_mpi(MPI_Test(&p.request, &flag, MPI_STATUS_IGNORE), "test");
+    if (flag != 0) p.done_ns = now_ns();
+  }
+}
+
+bool CpuDevice::test(Request r, std::int64_t* completed_ns) {
   Pending& p = pending_[static_cast<std::size_t>(r)];
   if (!p.active) return true;
-  int flag = 0;
-  check_mpi(MPI_Test(&p.request, &flag, MPI_STATUS_IGNORE), "test");
-  if (flag == 0) return false;
+  if (p.done_ns == 0) {
+    int flag = 0;
+    check_mpi(MPI_Test(&p.request, &flag, MPI_STATUS_IGNORE), "test");
+    if (flag == 0) return false;
+    p.done_ns = now_ns();
+  }
+  if (completed_ns != nullptr) *completed_ns = p.done_ns;
   complete(p);
   free_.push_back(r);
   return true;

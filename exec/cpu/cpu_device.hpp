@@ -1,13 +1,15 @@
 // The CPU backend: host memory, OpenBLAS GEMMs, the host kernels and non-blocking MPI.
 // One rank per core; its "streams" are ordering domains only, since kernels run at once on
 // the calling thread (an Event is complete when recorded). Communication progresses inside
-// test(), which the runner calls between operations.
+// test(), which the runner calls between operations, and at the start of every kernel
+// (progress()), which also notes when each request completed.
 #pragma once
 
 #include <mpi.h>
 
 #include <functional>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "exec/device.hpp"
@@ -70,7 +72,7 @@ class CpuDevice final : public Device {
   Request all_reduce(float* data, std::int64_t count, Comm comm) override;
   Request reduce_scatter(float* data, std::span<const std::int64_t> counts, Comm comm) override;
   Request all_gather(float* data, std::span<const std::int64_t> counts, Comm comm) override;
-  bool test(Request r) override;
+  bool test(Request r, std::int64_t* completed_ns = nullptr) override;
   void wait(Request r) override;
   void barrier() override;
   void sum_to_all(std::span<double> values) override;
@@ -100,7 +102,10 @@ class CpuDevice final : public Device {
     std::vector<int> counts, displs;   // kept alive for the v-collectives
     std::unique_ptr<float[]> scratch;  // reduce-scatter's result before it goes in place
     std::function<void()> finish;      // run once on completion
+    std::int64_t done_ns = 0;          // when progress() or test() saw it complete
   };
+  void progress();
+  int in_flight_ = 0;
   Request post(Pending p);
   void complete(Pending& p);
 
@@ -108,6 +113,7 @@ class CpuDevice final : public Device {
   int world_ = 1;
   std::int64_t clock_offset_ns_ = 0;
   std::vector<MPI_Comm> comms_;
+  std::unordered_map<std::size_t, std::vector<void*>> cache_;  // released blocks by size
   std::vector<Pending> pending_;
   std::vector<Request> free_;
   std::vector<std::int64_t> events_;

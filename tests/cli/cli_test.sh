@@ -86,6 +86,18 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 3 "Process name: \[\[[0-9]+,1\],1\]|rank 1" -- env PARASIM_FAULT=1:1:exit "$parasim" run "$q" --steps 3
   check "failed runs ended within 30 s" test $(($(date +%s) - start)) -lt 30
   check "no rank left behind" test -z "$(pgrep -f "parasim run $q" || true)"
+  # calibrate: two ranks measure, the profile is written whole and the simulator reads it.
+  expect 0 "link .* \\+ .*s" -- "$parasim" calibrate --quick --ranks 2 --max-size 64KiB --out "$work/prof.yaml" --json "$work/prof.json"
+  check "profile has measured links" grep -q "^  intra_node: {bandwidth: .* GB/s, latency: .* us}" "$work/prof.yaml"
+  check "profile lists every measurement" grep -q "^    - \[all-reduce, 2, 65536," "$work/prof.yaml"
+  check "calibration JSON written" grep -q '"busbw"' "$work/prof.json"
+  expect 0 "device profile +.*prof.yaml \\(measured\\)" -- "$parasim" simulate "$q" --set hardware.profile="$work/prof.yaml"
+  expect 0 "profile: .*prof.yaml" -- "$parasim" validate "$q" --steps 2 --warmup 0 --set hardware.profile="$work/prof.yaml" --out "$work/val2"
+  expect 2 "--max-size must be at least 1KiB" -- "$parasim" calibrate --max-size 12B --out "$work/none.yaml"
+  expect 2 "backend cuda cannot run here|CUDA executor" -- "$parasim" calibrate --backend cuda --out "$work/none.yaml"
+  check "no profile after a refused calibration" test ! -e "$work/none.yaml"
+  sed 's/^device: cpu-core/device: h100-sxm/' "$work/prof.yaml" >"$work/other.yaml"
+  expect 2 "other.yaml:[0-9]+:9: device: the profile was measured for device 'h100-sxm'" -- "$parasim" simulate "$q" --set hardware.profile="$work/other.yaml"
 fi
 
 # Bad input: exit 2, file:line:col, key, reason.

@@ -1,0 +1,245 @@
+// parasim calibrate: measure this machine through an executor backend and write the
+// device profile that scenarios reference (hardware.profile) and the simulator uses.
+//
+// Every rank measures at once (exec/calibrate.hpp says what and how); started outside
+// MPI, the command starts `mpirun -np N` on itself with one rank per core by default.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "exec/backend.hpp"
+#include "exec/calibrate.hpp"
+#include "report/table.hpp"
+#include "sim/compute_model.hpp"
+#include "topology/units.hpp"
+
+#ifdef PARASIM_HAVE_CPU_BACKEND
+#include "exec/cpu/cpu_device.hpp"
+#endif
+
+namespace parasim::cli {
+namespace {
+
+namespace u = units;
+
+struct CalibrateArgs {
+  std::string backend = "cpu";
+  std::string device = "cpu-core";
+  int ranks = 0;  // 0: one per core
+  std::string out;
+  std::string json;
+  std::string max_size = "256MiB";
+  bool quick = false;
+};
+
+void precheck(const CalibrateArgs& a) {
+  const exec::BackendStatus b = exec::backend_status(a.backend);
+  if (!b.usable) throw UsageError(fmt::format("backend {} cannot run here: {}", b.name, b.detail));
+  if (a.backend == "cuda") throw UsageError("the CUDA executor is not part of this build yet; calibrate with --backend cpu");
+}
+
+#ifdef PARASIM_HAVE_CPU_BACKEND
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("model name")) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", &tm);
+  return text;
+}
+
+sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& device) {
+  sim::DeviceProfile p;
+  p.device = device;
+  p.name = device + " (measured)";
+  // The CPU backend computes 16-bit formats in fp32 (their values rounded), so every dtype
+  // runs at the fp32 rate.
+  p.peak.fill(f.peak);
+  p.gemm_efficiency = f.efficiency;
+  p.memory_bandwidth = f.memory_bandwidth;
+  p.launch_overhead = f.launch_overhead;
+  if (f.link_bandwidth > 0.0) p.intra_node = sim::LinkFigures{f.link_bandwidth, f.link_latency};
+  return p;
+}
+
+std::string measurements_yaml(const exec::Calibration& c) {
+  std::string y = "# What was measured (the simulator reads only the figures above).\nmeasurements:\n";
+  y += "  gemm:  # [m, n, k, form, seconds, FLOP/s]\n";
+  for (const auto& g : c.gemms) {
+    y += fmt::format("    - [{}, {}, {}, {}, {:.4g}, {:.4g}]\n", g.m, g.n, g.k, g.form, g.seconds, g.rate());
+  }
+  y += "  kernels:  # [kernel, elements, bytes moved, seconds, bytes/s]\n";
+  for (const auto& k : c.kernels) {
+    y += fmt::format("    - [{}, {}, {:.4g}, {:.4g}, {:.4g}]\n", k.kernel, k.elements, k.bytes, k.seconds, k.bandwidth());
+  }
+  y += fmt::format("  launch_seconds: {:.4g}\n", c.launch_seconds);
+  y += "  communication:  # [op, ranks, bytes, seconds, algbw bytes/s, busbw bytes/s]\n";
+  for (const auto& s : c.comms) {
+    y += fmt::format("    - [{}, {}, {:.0f}, {:.4g}, {:.4g}, {:.4g}]\n", s.op, s.group, s.bytes, s.seconds, s.algbw(),
+                     s.busbw());
+  }
+  return y;
+}
+
+nlohmann::ordered_json calibration_json(const exec::Calibration& c, const sim::DeviceProfile& p) {
+  nlohmann::ordered_json gemm = nlohmann::ordered_json::array();
+  for (const auto& g : c.gemms) {
+    gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"form", g.form}, {"seconds", g.seconds}, {"flop_rate", g.rate()}});
+  }
+  nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
+  for (const auto& k : c.kernels) {
+    kernels.push_back({{"kernel", k.kernel}, {"elements", k.elements}, {"bytes", k.bytes}, {"seconds", k.seconds},
+                       {"bandwidth", k.bandwidth()}});
+  }
+  nlohmann::ordered_json comm = nlohmann::ordered_json::array();
+  for (const auto& s : c.comms) {
+    comm.push_back({{"op", s.op}, {"ranks", s.group}, {"bytes", s.bytes}, {"seconds", s.seconds}, {"algbw", s.algbw()},
+                    {"busbw", s.busbw()}});
+  }
+  nlohmann::ordered_json eff = nlohmann::ordered_json::array();
+  for (const auto& [size, e] : p.gemm_efficiency) eff.push_back({size, e});
+  nlohmann::ordered_json profile{{"device", p.device},
+                                 {"peak_flop_rate", p.peak[0]},
+                                 {"gemm_efficiency", eff},
+                                 {"memory_bandwidth", p.memory_bandwidth},
+                                 {"launch_overhead", p.launch_overhead}};
+  if (p.intra_node) {
+    profile["intra_node"] = {{"bandwidth", p.intra_node->bandwidth}, {"latency", p.intra_node->latency}};
+  }
+  return {{"backend", c.backend}, {"ranks", c.ranks}, {"profile", profile}, {"gemm", gemm},
+          {"kernels", kernels},   {"launch_seconds", c.launch_seconds},   {"communication", comm}};
+}
+
+void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
+  using A = report::Table::Align;
+  report::Table g({"GEMM m x n x k", "form", "time", "rate per rank", "of best"}, {A::left, A::left, A::right, A::right, A::right});
+  for (const auto& s : c.gemms) {
+    g.add_row({fmt::format("{} x {} x {}", s.m, s.n, s.k), s.form, u::format_duration(s.seconds), u::format_flop_rate(s.rate()),
+               fmt::format("{:.0f} %", 100 * s.rate() / p.peak[0])});
+  }
+  fmt::print("\nGEMMs (fp32, every rank at once, operands cycled through {} to keep caches cold)\n{}",
+             u::format_bytes(64.0 * (1 << 20)), g.render());
+  report::Table k({"kernel", "elements", "time", "bandwidth"}, {A::left, A::right, A::right, A::right});
+  for (const auto& s : c.kernels) {
+    k.add_row({s.kernel, u::format_count(static_cast<double>(s.elements)), u::format_duration(s.seconds),
+               u::format_bandwidth(s.bandwidth())});
+  }
+  fmt::print("\nelement-wise kernels (bytes read and written per second)\n{}", k.render());
+  fmt::print("kernel call overhead: {}\n", u::format_duration(c.launch_seconds));
+  if (!c.comms.empty()) {
+    report::Table m({"op", "ranks", "size", "time", "algbw", "busbw"},
+                    {A::left, A::right, A::right, A::right, A::right, A::right});
+    for (const auto& s : c.comms) {
+      m.add_row({s.op, std::to_string(s.group), u::format_bytes(s.bytes), u::format_duration(s.seconds),
+                 u::format_bandwidth(s.algbw()), u::format_bandwidth(s.busbw())});
+    }
+    fmt::print("\ncommunication (send/recv: one-way time of a ping-pong; busbw as nccl-tests)\n{}", m.render());
+  }
+  fmt::print("\nprofile for {}: peak {}, element-wise {}, launch {}", p.device, u::format_flop_rate(p.peak[0]),
+             u::format_bandwidth(p.memory_bandwidth), u::format_duration(p.launch_overhead));
+  if (p.intra_node) {
+    fmt::print(", link {} + {}", u::format_bandwidth(p.intra_node->bandwidth), u::format_duration(p.intra_node->latency));
+  }
+  fmt::print("\n");
+}
+
+void run_calibrate(const CalibrateArgs& a) {
+  const u::Parsed max = u::parse_bytes(a.max_size);
+  if (!max.ok()) throw UsageError("--max-size: " + max.error);
+  if (max.value < 1024) throw UsageError("--max-size must be at least 1KiB");
+  const std::string out = a.out.empty() ? fmt::format("calibrate-{}.yaml", a.backend) : a.out;
+  if (!under_mpi()) {
+    precheck(a);
+    const int ranks = a.ranks > 0 ? a.ranks : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+    if (ranks > 1) relaunch_under_mpirun(ranks);
+  }
+  exec::CpuDevice dev;
+  if (a.ranks > 0 && dev.world() != a.ranks) {
+    if (dev.rank() == 0) std::cerr << fmt::format("error: --ranks {} but the job has {}\n", a.ranks, dev.world());
+    std::exit(exit_bad_input);
+  }
+  const bool root = dev.rank() == 0;
+  exec::CalibrateOptions o;
+  o.quick = a.quick;
+  o.max_comm_bytes = static_cast<std::int64_t>(max.value);
+  if (root) {
+    fmt::print("calibrating backend {} with {} rank{} at once ({}){}\n", a.backend, dev.world(),
+               dev.world() == 1 ? "" : "s", cpu_model(), a.quick ? ", quick grid" : "");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  exec::Calibration c;
+  try {
+    c = exec::calibrate(dev, o, [](std::string_view what) {
+      fmt::print("  measuring {}\n", what);
+      std::fflush(stdout);
+    });
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("error: rank {}: {}\n", dev.rank(), e.what());
+    dev.abort_all(exit_failure);
+  }
+  if (!root) return;
+  const sim::DeviceProfile p = to_profile(exec::fit_profile(c), a.device);
+  print_report(c, p);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string header =
+      fmt::format("# Device profile measured by `parasim calibrate --backend {}` with {} rank{} at once\n"
+                  "# on {} ({}), {}. Reference it from a scenario:  hardware: {{profile: FILE}}\n",
+                  a.backend, dev.world(), dev.world() == 1 ? "" : "s", host, cpu_model(), today());
+  const std::string body = fmt::format("backend: {}\nranks: {}\n", a.backend, dev.world()) + sim::profile_yaml(p);
+  write_output(out, header + body + measurements_yaml(c));
+  if (!a.json.empty()) write_output(a.json, calibration_json(c, p).dump(2) + "\n");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("\nwrote {} (measured in {:.1f} s){}\n", out, secs, a.json.empty() ? "" : ", " + a.json);
+}
+
+#else
+
+void run_calibrate(const CalibrateArgs& a) {
+  precheck(a);
+  throw UsageError(fmt::format("this build has no CPU executor: {}", exec::cpu_status().detail));
+}
+
+#endif
+
+}  // namespace
+
+void add_calibrate(CLI::App& app) {
+  auto a = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate", "Measure this machine (GEMMs, kernels, links) and write a device profile for the simulator");
+  cmd->add_option("--backend", a->backend, "Executor backend to measure")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--device", a->device, "Device preset the profile describes")->capture_default_str();
+  cmd->add_option("--ranks", a->ranks, "Ranks measuring at once (default: one per core)")->check(CLI::PositiveNumber);
+  cmd->add_option("--out", a->out, "Profile to write (default: calibrate-BACKEND.yaml)")->type_name("FILE");
+  cmd->add_option("--json", a->json, "Also write every measurement as JSON to FILE")->type_name("FILE");
+  cmd->add_option("--max-size", a->max_size, "Largest message measured (from 1KiB in steps of 4)")
+      ->capture_default_str();
+  cmd->add_flag("--quick", a->quick, "A small GEMM and kernel grid, for smoke tests");
+  cmd->callback([a] { run_calibrate(*a); });
+}
+
+}  // namespace parasim::cli

@@ -1,0 +1,307 @@
+#include "exec/calibrate.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace parasim::exec {
+
+double GemmSample::size() const { return std::cbrt(m * static_cast<double>(n) * k); }
+
+double bus_factor(std::string_view op, int group) {
+  const double n = group;
+  if (op == "all-reduce") return 2.0 * (n - 1.0) / n;
+  if (op == "reduce-scatter" || op == "all-gather") return (n - 1.0) / n;
+  if (op == "send/recv") return 1.0;
+  throw std::invalid_argument(fmt::format("no bus bandwidth factor for '{}'", op));
+}
+
+double CommSample::busbw() const { return algbw() * bus_factor(op, group); }
+
+namespace {
+
+using Shape = std::array<int, 3>;
+
+std::vector<Shape> gemm_grid(bool quick) {
+  std::vector<Shape> g;
+  for (int s : quick ? std::vector<int>{32, 64, 128} : std::vector<int>{32, 64, 128, 256, 512, 1024, 2048}) {
+    g.push_back({s, s, s});
+  }
+  if (quick) {
+    g.push_back({256, 384, 128});
+    return g;
+  }
+  // A transformer layer's GEMMs for tokens x hidden: QKV, projection, MLP up and down.
+  for (int tokens : {256, 1024}) {
+    for (int h : {64, 128, 256, 512, 1024}) {
+      g.push_back({tokens, 3 * h, h});
+      g.push_back({tokens, h, h});
+      g.push_back({tokens, 4 * h, h});
+      g.push_back({tokens, h, 4 * h});
+    }
+  }
+  // Attention per head: scores (t x t x d) and context (t x d x t).
+  for (int t : {64, 256, 1024}) {
+    for (int d : {32, 64, 128}) {
+      g.push_back({t, t, d});
+      g.push_back({t, d, t});
+    }
+  }
+  return g;
+}
+
+// Repeats `body` until `seconds` have passed (at least `min_reps` times, one untimed call
+// first) and returns the mean seconds of one call. The count is agreed over every rank, so
+// collectives inside `body` stay matched; `timed` says whether this rank's time counts.
+template <typename Body>
+double time_call(Device& dev, double seconds, Body&& body, int min_reps = 3) {
+  body();
+  dev.synchronize();
+  std::int64_t t0 = dev.now_ns();
+  body();
+  dev.synchronize();
+  std::array<double, 1> once{static_cast<double>(dev.now_ns() - t0) * 1e-9};
+  dev.max_to_all(once);
+  const int reps = std::clamp(static_cast<int>(seconds / std::max(once[0], 1e-9)), min_reps, 100000);
+  dev.barrier();
+  t0 = dev.now_ns();
+  for (int i = 0; i < reps; ++i) body();
+  dev.synchronize();
+  return static_cast<double>(dev.now_ns() - t0) * 1e-9 / reps;
+}
+
+double mean_over_ranks(Device& dev, double v) {
+  std::array<double, 1> x{v};
+  dev.sum_to_all(x);
+  return x[0] / dev.world();
+}
+
+double max_over_ranks(Device& dev, double v) {
+  std::array<double, 1> x{v};
+  dev.max_to_all(x);
+  return x[0];
+}
+
+// A training step reads each weight and activation once per GEMM, mostly from memory
+// rather than cache; so each shape cycles through enough copies of its operands to
+// overflow the caches (`cold_bytes` in all), as cold-cache GEMM benchmarks do.
+constexpr std::size_t cold_bytes = std::size_t{64} << 20;
+
+void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
+  for (const Shape& s : gemm_grid(o.quick)) {
+    const auto [m, n, k] = s;
+    const std::size_t a_n = static_cast<std::size_t>(m) * k;
+    const std::size_t b_n = static_cast<std::size_t>(k) * n;
+    const std::size_t c_n = static_cast<std::size_t>(m) * n;
+    const std::size_t copies = std::clamp<std::size_t>(cold_bytes / ((a_n + b_n + c_n) * sizeof(float)), 1, 256);
+    Buffer a = dev.allocate_floats(a_n * copies);
+    Buffer b = dev.allocate_floats(b_n * copies);
+    Buffer out = dev.allocate_floats(c_n * copies);
+    for (std::size_t i = 0; i < a.floats(); ++i) a.f()[i] = static_cast<float>(i % 7) * 0.01F;
+    for (std::size_t i = 0; i < b.floats(); ++i) b.f()[i] = static_cast<float>(i % 5) * 0.01F;
+    // The three forms a layer runs: forward (NN), input gradient (NT), weight gradient (TN).
+    std::size_t next = 0;
+    for (const int form : {0, 1, 2}) {
+      const double t = time_call(dev, o.seconds_per_point, [&] {
+        const std::size_t i = next++ % copies;
+        const float* pa = a.f() + i * a_n;
+        const float* pb = b.f() + i * b_n;
+        float* pc = out.f() + i * c_n;
+        if (form == 0) dev.gemm(false, false, m, n, k, 1.0F, pa, k, pb, n, 0.0F, pc, n);
+        if (form == 1) dev.gemm(false, true, m, n, k, 1.0F, pa, k, pb, k, 0.0F, pc, n);
+        if (form == 2) dev.gemm(true, false, m, n, k, 1.0F, pa, m, pb, n, 0.0F, pc, n);
+      });
+      c.gemms.push_back({m, n, k, mean_over_ranks(dev, t), form == 1 ? "NT" : form == 2 ? "TN" : "NN"});
+    }
+  }
+}
+
+void measure_kernels(Device& dev, const CalibrateOptions& o, Calibration& c) {
+  constexpr int width = 256;  // layer-norm row
+  constexpr int t = 128;      // softmax block
+  const std::vector<std::int64_t> sizes =
+      o.quick ? std::vector<std::int64_t>{1 << 16} : std::vector<std::int64_t>{1 << 16, 1 << 20, 1 << 22};
+  for (const std::int64_t n : sizes) {
+    Buffer x = dev.allocate_floats(static_cast<std::size_t>(n));
+    Buffer y = dev.allocate_floats(static_cast<std::size_t>(n));
+    Buffer z = dev.allocate_floats(static_cast<std::size_t>(n));
+    Buffer w = dev.allocate_floats(static_cast<std::size_t>(n));
+    Buffer stats = dev.allocate_floats(static_cast<std::size_t>(2 * n / width));
+    Buffer gamma = dev.allocate_floats(width);
+    Buffer beta = dev.allocate_floats(width);
+    for (std::int64_t i = 0; i < n; ++i) {
+      x.f()[i] = static_cast<float>(i % 13) * 0.1F - 0.6F;
+      y.f()[i] = static_cast<float>(i % 11) * 0.05F;
+    }
+    for (int i = 0; i < width; ++i) gamma.f()[i] = 1.0F;
+    const int rows = static_cast<int>(n / width);
+    const int blocks = static_cast<int>(n / (t * t));
+    float* mean = stats.f();
+    float* rstd = stats.f() + rows;
+    const double e = sizeof(float);
+    const auto nd = static_cast<double>(n);
+    auto add = [&](std::string name, double bytes, auto&& body) {
+      const double s = time_call(dev, o.seconds_per_point, body);
+      c.kernels.push_back({std::move(name), n, bytes, mean_over_ranks(dev, s)});
+    };
+    dev.layer_norm_forward(y.f(), mean, rstd, x.f(), gamma.f(), beta.f(), rows, width);
+    add("layer_norm_forward", 2 * e * nd,
+        [&] { dev.layer_norm_forward(y.f(), mean, rstd, x.f(), gamma.f(), beta.f(), rows, width); });
+    add("layer_norm_backward", 4 * e * nd, [&] {
+      dev.layer_norm_backward(z.f(), w.f(), w.f() + width, y.f(), x.f(), mean, rstd, gamma.f(), rows, width);
+    });
+    add("gelu_forward", 2 * e * nd, [&] { dev.gelu_forward(y.f(), x.f(), n); });
+    add("gelu_backward", 4 * e * nd, [&] { dev.gelu_backward(z.f(), x.f(), y.f(), n); });
+    add("causal_softmax_forward", 2 * e * nd,
+        [&] { dev.causal_softmax_forward(y.f(), x.f(), blocks, t, 0.125F); });
+    add("causal_softmax_backward", 3 * e * nd,
+        [&] { dev.causal_softmax_backward(z.f(), y.f(), x.f(), blocks, t, 0.125F); });
+    add("residual_add", 3 * e * nd, [&] { dev.add(z.f(), x.f(), y.f(), n); });
+    add("accumulate", 3 * e * nd, [&] { dev.accumulate(z.f(), x.f(), n); });
+    int step = 0;
+    add("adamw", 7 * e * nd,
+        [&] { dev.adamw(w.f(), y.f(), z.f(), x.f(), n, 1e-9, 0.9, 0.999, 1e-8, 0.0, ++step); });
+  }
+  Buffer tiny = dev.allocate_floats(16);
+  c.launch_seconds = mean_over_ranks(dev, time_call(dev, o.seconds_per_point, [&] {
+                                       dev.accumulate(tiny.f(), tiny.f(), 1);
+                                     }));
+}
+
+std::vector<int> group_sizes(int world) {
+  std::vector<int> g;
+  for (int n = 2; n < world; n *= 2) g.push_back(n);
+  if (world >= 2) g.push_back(world);
+  return g;
+}
+
+void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
+                   const std::function<void(std::string_view)>& progress) {
+  const int world = dev.world();
+  if (world < 2) return;
+  const std::int64_t max_floats = o.max_comm_bytes / 4;
+  Buffer buf = dev.allocate_floats(static_cast<std::size_t>(max_floats));
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t b = o.min_comm_bytes; b <= o.max_comm_bytes; b *= 4) sizes.push_back(b);
+  const int me = dev.rank();
+
+  if (progress) progress("send/recv between ranks 0 and 1");
+  for (const std::int64_t bytes : sizes) {
+    const std::int64_t count = bytes / 4;
+    const double round_trip = time_call(dev, o.seconds_per_point, [&] {
+      if (me == 0) {
+        dev.wait(dev.send(buf.f(), count, 1, 7));
+        dev.wait(dev.recv(buf.f(), count, 1, 8));
+      } else if (me == 1) {
+        dev.wait(dev.recv(buf.f(), count, 0, 7));
+        dev.wait(dev.send(buf.f(), count, 0, 8));
+      }
+    });
+    c.comms.push_back({"send/recv", 2, static_cast<double>(bytes), max_over_ranks(dev, round_trip) / 2});
+  }
+
+  int key = 900;
+  for (const int g : group_sizes(world)) {
+    if (progress) progress(fmt::format("collectives on {} ranks", g));
+    std::vector<int> members(static_cast<std::size_t>(g));
+    std::iota(members.begin(), members.end(), 0);
+    const bool in = me < g;
+    const Comm comm = in ? dev.comm_create(members, key) : -1;
+    ++key;
+    for (const std::string op : {"all-reduce", "reduce-scatter", "all-gather"}) {
+      for (const std::int64_t bytes : sizes) {
+        const std::int64_t count = bytes / 4 / g * g;  // whole blocks of g
+        if (count == 0) continue;
+        const std::vector<std::int64_t> counts(static_cast<std::size_t>(g), count / g);
+        const double t = time_call(dev, o.seconds_per_point, [&] {
+          if (!in) return;
+          if (op == "all-reduce") dev.wait(dev.all_reduce(buf.f(), count, comm));
+          if (op == "reduce-scatter") dev.wait(dev.reduce_scatter(buf.f(), counts, comm));
+          if (op == "all-gather") dev.wait(dev.all_gather(buf.f(), counts, comm));
+        });
+        c.comms.push_back({op, g, static_cast<double>(count * 4), max_over_ranks(dev, in ? t : 0.0)});
+      }
+    }
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+Calibration calibrate(Device& dev, const CalibrateOptions& options,
+                      const std::function<void(std::string_view)>& progress) {
+  if (options.min_comm_bytes < 4 || options.max_comm_bytes < options.min_comm_bytes) {
+    throw std::invalid_argument("calibrate: communication sizes must run from at least 4 bytes upwards");
+  }
+  Calibration c;
+  c.backend = dev.name();
+  c.ranks = dev.world();
+  auto say = [&](std::string_view what) {
+    if (progress && dev.rank() == 0) progress(what);
+  };
+  say("GEMMs");
+  measure_gemms(dev, options, c);
+  say("element-wise kernels");
+  measure_kernels(dev, options, c);
+  measure_comms(dev, options, c, [&](std::string_view what) { say(what); });
+  return c;
+}
+
+ProfileFit fit_profile(const Calibration& c) {
+  ProfileFit f;
+  for (const GemmSample& g : c.gemms) f.peak = std::max(f.peak, g.rate());
+  if (f.peak > 0.0) {
+    // Half-octave bins of size: bin i holds sizes in [2^(i/2 - 1/4), 2^(i/2 + 1/4)).
+    std::vector<std::pair<long, std::pair<double, double>>> keyed;  // bin, (size, efficiency)
+    for (const GemmSample& g : c.gemms) {
+      keyed.push_back({std::lround(2.0 * std::log2(g.size())), {g.size(), g.rate() / f.peak}});
+    }
+    std::sort(keyed.begin(), keyed.end());
+    for (std::size_t i = 0; i < keyed.size();) {
+      std::size_t j = i;
+      double log_size = 0.0;
+      std::vector<double> effs;
+      for (; j < keyed.size() && keyed[j].first == keyed[i].first; ++j) {
+        log_size += std::log(keyed[j].second.first);
+        effs.push_back(keyed[j].second.second);
+      }
+      f.efficiency.emplace_back(std::exp(log_size / static_cast<double>(j - i)), median(effs));
+      i = j;
+    }
+  }
+  std::int64_t largest = 0;
+  for (const KernelSample& k : c.kernels) largest = std::max(largest, k.elements);
+  double bytes = 0.0;
+  double seconds = 0.0;
+  for (const KernelSample& k : c.kernels) {
+    if (k.elements != largest) continue;
+    bytes += k.bytes;
+    seconds += k.seconds;
+  }
+  if (seconds > 0.0) f.memory_bandwidth = bytes / seconds;
+  f.launch_overhead = c.launch_seconds;
+
+  double best_large = 0.0;
+  double best_any = 0.0;
+  const CommSample* smallest = nullptr;
+  for (const CommSample& s : c.comms) {
+    if (s.op != "send/recv") continue;
+    best_any = std::max(best_any, s.algbw());
+    if (s.bytes >= double(1 << 20)) best_large = std::max(best_large, s.algbw());
+    if (smallest == nullptr || s.bytes < smallest->bytes) smallest = &s;
+  }
+  f.link_bandwidth = best_large > 0.0 ? best_large : best_any;
+  if (smallest != nullptr) f.link_latency = std::max(0.0, smallest->seconds - smallest->bytes / f.link_bandwidth);
+  return f;
+}
+
+}  // namespace parasim::exec

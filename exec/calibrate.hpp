@@ -1,0 +1,102 @@
+// Measuring a machine through the backend interface: what `parasim calibrate` runs on
+// every rank of the job at once, so that each figure is what a rank gets while its
+// neighbours work too (shared caches, memory bandwidth, cores).
+//
+//   * GEMMs over a grid of shapes (squares and the shapes of transformer layers and of
+//     attention) in the three forms a layer runs (NN, NT, TN), with cold caches, as FLOP/s;
+//   * the decoder's element-wise kernels (layer norm, GELU, causal softmax, residual adds,
+//     AdamW), as bytes moved per second;
+//   * point-to-point (ping-pong between ranks 0 and 1, one-way time) and every collective
+//     the Program uses (all-reduce, reduce-scatter, all-gather) on groups of 2, 4, ... up
+//     to every rank, from 1 KiB to 256 MiB in steps of 4, with the algorithm bandwidth
+//     (bytes / time) and bus bandwidth (algorithm bandwidth times the nccl-tests factor:
+//     2(n-1)/n for all-reduce, (n-1)/n for reduce-scatter and all-gather, 1 for
+//     point-to-point), where bytes is the whole buffer, as nccl-tests counts it.
+//
+// fit_profile() turns the measurements into the figures a device profile holds: the best
+// GEMM rate as the peak, efficiency against size (the cube root of m·n·k), the effective
+// element-wise bandwidth, the cost of a launch, and the link's bandwidth and latency as
+// one-way point-to-point time = latency + bytes / bandwidth.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "exec/device.hpp"
+
+namespace parasim::exec {
+
+struct CalibrateOptions {
+  std::int64_t min_comm_bytes = 1 << 10;
+  std::int64_t max_comm_bytes = std::int64_t{256} << 20;
+  double seconds_per_point = 0.02;  // repeat a measurement at least this long (and 3 times)
+  bool quick = false;               // a small GEMM grid and kernel sizes (smoke tests)
+};
+
+struct GemmSample {
+  int m = 0, n = 0, k = 0;
+  double seconds = 0.0;    // one GEMM, mean over the ranks
+  std::string form = "NN";  // NN: C = A·B, NT: C = A·Bᵀ, TN: C = Aᵀ·B (B stored n x k, A k x m)
+  [[nodiscard]] double flops() const { return 2.0 * m * static_cast<double>(n) * k; }
+  [[nodiscard]] double rate() const { return flops() / seconds; }
+  [[nodiscard]] double size() const;  // cube root of m·n·k
+};
+
+struct KernelSample {
+  std::string kernel;
+  std::int64_t elements = 0;
+  double bytes = 0.0;      // moved by one call: what it reads and writes
+  double seconds = 0.0;    // one call, mean over the ranks
+  [[nodiscard]] double bandwidth() const { return bytes / seconds; }
+};
+
+struct CommSample {
+  std::string op;  // "send/recv", "all-reduce", "reduce-scatter", "all-gather"
+  int group = 2;
+  double bytes = 0.0;    // the whole buffer
+  double seconds = 0.0;  // slowest rank's mean; one-way time for send/recv
+  [[nodiscard]] double algbw() const { return bytes / seconds; }
+  [[nodiscard]] double busbw() const;
+};
+
+// nccl-tests' factor from algorithm to bus bandwidth for `op` on `group` ranks.
+double bus_factor(std::string_view op, int group);
+
+struct Calibration {
+  std::string backend;
+  int ranks = 1;
+  std::vector<GemmSample> gemms;
+  std::vector<KernelSample> kernels;
+  double launch_seconds = 0.0;  // an empty-sized kernel call
+  std::vector<CommSample> comms;
+};
+
+// Every rank calls it; rank 0's result holds the figures (means and maxima over ranks).
+// `progress` (rank 0) is told what is being measured.
+Calibration calibrate(Device& dev, const CalibrateOptions& options,
+                      const std::function<void(std::string_view)>& progress = {});
+
+struct ProfileFit {
+  double peak = 0.0;                                    // FLOP/s, the best GEMM
+  std::vector<std::pair<double, double>> efficiency;    // (size, fraction of peak), ascending
+  double memory_bandwidth = 0.0;                        // bytes/s over the element-wise kernels
+  double launch_overhead = 0.0;                         // seconds
+  double link_bandwidth = 0.0;                          // bytes/s; 0 when nothing was measured
+  double link_latency = 0.0;                            // seconds
+};
+
+// Pure: the same measurements give the same fit.
+//   efficiency: samples binned by half-octaves of size, each bin's median efficiency at
+//     the bin's geometric-mean size;
+//   memory_bandwidth: all activation kernels' bytes over their time at the largest size
+//     measured (the optimizer's AdamW included);
+//   link: bandwidth = the best send/recv algorithm bandwidth at 1 MiB or more (any size
+//     when none is that large), latency = the smallest message's time less its bytes over
+//     that bandwidth (not below zero).
+ProfileFit fit_profile(const Calibration& c);
+
+}  // namespace parasim::exec

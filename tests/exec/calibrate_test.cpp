@@ -1,0 +1,66 @@
+// Fitting a device profile to measurements, on hand-made measurements whose fit is worked
+// out by hand, and nccl-tests' bus-bandwidth factors.
+#include <catch2/catch.hpp>
+
+#include "exec/calibrate.hpp"
+
+using namespace parasim::exec;
+
+TEST_CASE("bus bandwidth factors are nccl-tests'", "[exec][calibrate]") {
+  CHECK(bus_factor("all-reduce", 2) == 1.0);
+  CHECK(bus_factor("all-reduce", 8) == 1.75);
+  CHECK(bus_factor("reduce-scatter", 4) == 0.75);
+  CHECK(bus_factor("all-gather", 2) == 0.5);
+  CHECK(bus_factor("send/recv", 2) == 1.0);
+  CHECK_THROWS_WITH(bus_factor("broadcast", 2), Catch::Contains("no bus bandwidth factor for 'broadcast'"));
+  const CommSample s{"all-reduce", 4, 8e6, 2e-3};
+  CHECK(s.algbw() == Approx(4e9));
+  CHECK(s.busbw() == Approx(6e9));  // 4 GB/s x 2 (4-1)/4
+}
+
+TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
+  Calibration c;
+  // Rates: 2·m·n·k / seconds. 64³ at 50 and 60 GFLOP/s (two forms), 32 x 128 x 64 (also
+  // size 64) at 70, 128³ at 100 (the best), 512³ at 80.
+  auto gemm = [](int m, int n, int k, double rate, const char* form) {
+    return GemmSample{m, n, k, 2.0 * m * n * k / rate, form};
+  };
+  c.gemms = {gemm(64, 64, 64, 50e9, "NN"), gemm(64, 64, 64, 60e9, "NT"), gemm(32, 128, 64, 70e9, "NN"),
+             gemm(128, 128, 128, 100e9, "NN"), gemm(512, 512, 512, 80e9, "TN")};
+  // Kernels: only the largest size counts: (8 MB + 16 MB) / (1 ms + 3 ms) = 6 GB/s.
+  c.kernels = {{"gelu_forward", 1 << 16, 1e5, 1e-3},
+               {"gelu_forward", 1 << 20, 8e6, 1e-3},
+               {"adamw", 1 << 20, 16e6, 3e-3}};
+  c.launch_seconds = 4e-9;
+  // Link: the best send/recv algbw at >= 1 MiB is 2^20 B / 110 us = 9.532 GB/s; latency is
+  // the 1 KiB message's 1.1 us less 1024 B at that rate. Collectives do not enter the fit.
+  c.comms = {{"send/recv", 2, 1024, 1.1e-6},
+             {"send/recv", 2, 1 << 20, 110e-6},
+             {"send/recv", 2, 4 << 20, 500e-6},
+             {"all-reduce", 2, 1 << 20, 10e-6}};
+  const ProfileFit f = fit_profile(c);
+  CHECK(f.peak == Approx(100e9));
+  REQUIRE(f.efficiency.size() == 3);
+  CHECK(f.efficiency[0].first == Approx(64.0));
+  CHECK(f.efficiency[0].second == Approx(0.6));  // median of 0.5, 0.6, 0.7
+  CHECK(f.efficiency[1].first == Approx(128.0));
+  CHECK(f.efficiency[1].second == Approx(1.0));
+  CHECK(f.efficiency[2].first == Approx(512.0));
+  CHECK(f.efficiency[2].second == Approx(0.8));
+  CHECK(f.memory_bandwidth == Approx(6e9));
+  CHECK(f.launch_overhead == 4e-9);
+  const double bw = double(1 << 20) / 110e-6;
+  CHECK(f.link_bandwidth == Approx(bw));
+  CHECK(f.link_latency == Approx(1.1e-6 - 1024 / bw));
+}
+
+TEST_CASE("a profile without communication has no link figures", "[exec][calibrate]") {
+  Calibration c;
+  c.gemms = {{64, 64, 64, 1e-5, "NN"}};
+  c.kernels = {{"accumulate", 1024, 12288, 1e-6}};
+  const ProfileFit f = fit_profile(c);
+  CHECK(f.link_bandwidth == 0.0);
+  REQUIRE(f.efficiency.size() == 1);
+  CHECK(f.efficiency[0].first == Approx(64.0));
+  CHECK(f.efficiency[0].second == 1.0);
+}

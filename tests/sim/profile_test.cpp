@@ -1,0 +1,110 @@
+// Device profiles: what `parasim calibrate` writes is what the simulator reads back, a
+// profile for another device is refused at its key and line, and measured links replace
+// the cluster's in the simulation (checked against the ring all-reduce's closed form).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "plan/load.hpp"
+#include "sim/compute_model.hpp"
+#include "sim/simulate.hpp"
+
+using namespace parasim;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / fmt::format("parasim-profile-test-{}", name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+}  // namespace
+
+TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[sim][profile]") {
+  const plan::Scenario s = plan::load((fs::path(PARASIM_SOURCE_DIR) / "scenarios/quickstart.yaml").string());
+  sim::DeviceProfile p;
+  p.device = "cpu-core";
+  p.peak = {112.9e9, 112.9e9, 112.9e9, 112.9e9};
+  p.gemm_efficiency = {{32, 0.7168}, {50.8, 0.8449}, {1574, 0.9362}};
+  p.memory_bandwidth = 7.123e9;
+  p.launch_overhead = 3.3e-9;
+  p.intra_node = sim::LinkFigures{9.432e9, 0.8205e-6};
+  const std::string path = write_temp("roundtrip.yaml", "backend: cpu\nranks: 2\n" + sim::profile_yaml(p) +
+                                                            "measurements:\n  gemm:\n    - [32, 32, 32, NN, 8e-07, 8e10]\n");
+  const sim::DeviceProfile q = sim::load_profile(path, s.cluster.device);
+  CHECK(q.name == "cpu-core (measured)");
+  for (std::size_t d = 0; d < 4; ++d) CHECK(q.peak[d] == Approx(p.peak[d]).epsilon(1e-4));
+  REQUIRE(q.gemm_efficiency.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(q.gemm_efficiency[i].first == Approx(p.gemm_efficiency[i].first).epsilon(1e-4));
+    CHECK(q.gemm_efficiency[i].second == Approx(p.gemm_efficiency[i].second).epsilon(1e-4));
+  }
+  CHECK(q.memory_bandwidth == Approx(7.123e9).epsilon(1e-4));
+  CHECK(q.launch_overhead == Approx(3.3e-9).epsilon(1e-4));
+  REQUIRE(q.intra_node.has_value());
+  CHECK(q.intra_node->bandwidth == Approx(9.432e9).epsilon(1e-4));
+  CHECK(q.intra_node->latency == Approx(0.8205e-6).epsilon(1e-4));
+  CHECK_FALSE(q.inter_node.has_value());
+  // Interpolation in log(size) between measured points: halfway in log between 32 and 50.8.
+  CHECK(q.efficiency(std::sqrt(32 * 50.8)) == Approx((0.7168 + 0.8449) / 2).epsilon(1e-4));
+
+  const topology::ClusterSpec c = sim::with_profile_links(s.cluster, q);
+  CHECK(c.intra.bandwidth == Approx(9.432e9).epsilon(1e-4));
+  CHECK(c.intra.latency == Approx(0.8205e-6).epsilon(1e-4));
+  CHECK(c.inter.nic_bandwidth == s.cluster.inter.nic_bandwidth);  // not measured: kept
+}
+
+TEST_CASE("a bad profile is refused at its key and line", "[sim][profile]") {
+  const plan::Scenario s = plan::load((fs::path(PARASIM_SOURCE_DIR) / "scenarios/quickstart.yaml").string());
+  auto message = [&](const std::string& name, const std::string& text) {
+    try {
+      sim::load_profile(write_temp(name, text), s.cluster.device);
+    } catch (const plan::ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(message("device.yaml", "device: h100-sxm\nmemory_bandwidth: 3 TB/s\n"),
+             Catch::Contains("device.yaml:1:9: device: the profile was measured for device 'h100-sxm', but the "
+                             "scenario's cluster has 'cpu-core'"));
+  CHECK_THAT(message("link.yaml", "device: cpu-core\nlinks:\n  intra_node: {bandwidth: 5 GB/s}\n"),
+             Catch::Contains("link.yaml:3:15: links.intra_node.latency"));
+  CHECK_THAT(message("key.yaml", "device: cpu-core\nlinks:\n  intra: {bandwidth: 5 GB/s, latency: 1us}\n"),
+             Catch::Contains("key.yaml:3:3: links.intra: unknown key 'intra'"));
+  CHECK_THAT(message("eff.yaml", "device: cpu-core\ngemm_efficiency:\n  - [64, 0.5]\n  - [32, 0.9]\n"),
+             Catch::Contains("eff.yaml:4:5: gemm_efficiency: expected a positive size above the previous one"));
+}
+
+TEST_CASE("measured links replace the cluster's: a ring all-reduce slows as its link", "[sim][profile]") {
+  // Two devices, dp 2, the gradient all-reduce after backward (not overlapped): 4 layers of
+  // 1M fp32 parameters = 16 MB in one bucket. A two-rank ring moves 2 (n-1)/n = 1 times the
+  // buffer over each device's link, so the step grows by 16 MB / bandwidth.
+  std::string text = R"(cluster:
+  gpus_per_node: 2
+  device: {name: cpu-core, peak: {fp32: 1 TFLOPS}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}
+  intra_node: {fabric: shared-memory, bandwidth: 100 GB/s, latency: 0us}
+model:
+  layers:
+)";
+  for (int l = 0; l < 4; ++l) text += fmt::format("    - {{name: l{}, params: 1e6, forward_flops: 1e9, activations: 1}}\n", l);
+  text += "training: {global_batch: 2, micro_batch: 1, precision: fp32}\nplan: {dp: 2, overlap_dp: false, collective: ring}\n";
+  const plan::Scenario s = plan::load_text(text, "links.yaml");
+  const plan::Program prog = plan::compile(s);
+  sim::DeviceProfile p = sim::default_profile(s.cluster.device);
+  p.gemm_efficiency = {{1.0, 1.0}};
+  p.memory_bandwidth = 1e30;
+  p.launch_overhead = 0.0;
+  const double fast = sim::simulate(s, prog, p).step_seconds();
+  p.intra_node = sim::LinkFigures{10e9, 0.0};
+  const double slow = sim::simulate(s, prog, p).step_seconds();
+  CHECK(slow - fast == Approx(16e6 / 10e9 - 16e6 / 100e9).epsilon(0.01));
+  p.intra_node = sim::LinkFigures{10e9, 5e-6};  // a latency per ring step (two for two ranks)
+  const double late = sim::simulate(s, prog, p).step_seconds();
+  CHECK(late > slow);
+  CHECK(late - slow < 20e-6);
+}
