@@ -78,6 +78,7 @@ sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& devi
   p.peak.fill(f.peak);
   p.gemm_efficiency = f.efficiency;
   p.memory_bandwidth = f.memory_bandwidth;
+  p.optimizer_bandwidth = f.optimizer_bandwidth;
   p.launch_overhead = f.launch_overhead;
   if (f.link_bandwidth > 0.0) p.intra_node = sim::LinkFigures{f.link_bandwidth, f.link_latency};
   return p;
@@ -123,6 +124,7 @@ nlohmann::ordered_json calibration_json(const exec::Calibration& c, const sim::D
                                  {"peak_flop_rate", p.peak[0]},
                                  {"gemm_efficiency", eff},
                                  {"memory_bandwidth", p.memory_bandwidth},
+                                 {"optimizer_bandwidth", p.optimizer_bandwidth},
                                  {"launch_overhead", p.launch_overhead}};
   if (p.intra_node) {
     profile["intra_node"] = {{"bandwidth", p.intra_node->bandwidth}, {"latency", p.intra_node->latency}};
@@ -156,8 +158,9 @@ void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
     }
     fmt::print("\ncommunication (send/recv: one-way time of a ping-pong; busbw as nccl-tests)\n{}", m.render());
   }
-  fmt::print("\nprofile for {}: peak {}, element-wise {}, launch {}", p.device, u::format_flop_rate(p.peak[0]),
-             u::format_bandwidth(p.memory_bandwidth), u::format_duration(p.launch_overhead));
+  fmt::print("\nprofile for {}: peak {}, element-wise {}, optimizer {}, launch {}", p.device,
+             u::format_flop_rate(p.peak[0]), u::format_bandwidth(p.memory_bandwidth),
+             u::format_bandwidth(p.optimizer_bandwidth), u::format_duration(p.launch_overhead));
   if (p.intra_node) {
     fmt::print(", link {} + {}", u::format_bandwidth(p.intra_node->bandwidth), u::format_duration(p.intra_node->latency));
   }

@@ -284,6 +284,10 @@ ProfileFit fit_profile(const Calibration& c) {
   double seconds = 0.0;
   for (const KernelSample& k : c.kernels) {
     if (k.elements != largest) continue;
+    if (k.kernel == "adamw") {
+      f.optimizer_bandwidth = 32.0 * static_cast<double>(k.elements) / k.seconds;
+      continue;
+    }
     bytes += k.bytes;
     seconds += k.seconds;
   }

@@ -84,6 +84,7 @@ struct ProfileFit {
   double peak = 0.0;                                    // FLOP/s, the best GEMM
   std::vector<std::pair<double, double>> efficiency;    // (size, fraction of peak), ascending
   double memory_bandwidth = 0.0;                        // bytes/s over the element-wise kernels
+  double optimizer_bandwidth = 0.0;                     // AdamW at 32 bytes per parameter
   double launch_overhead = 0.0;                         // seconds
   double link_bandwidth = 0.0;                          // bytes/s; 0 when nothing was measured
   double link_latency = 0.0;                            // seconds
@@ -92,8 +93,9 @@ struct ProfileFit {
 // Pure: the same measurements give the same fit.
 //   efficiency: samples binned by half-octaves of size, each bin's median efficiency at
 //     the bin's geometric-mean size;
-//   memory_bandwidth: all activation kernels' bytes over their time at the largest size
-//     measured (the optimizer's AdamW included);
+//   memory_bandwidth: the activation kernels' bytes over their time at the largest size
+//     measured; optimizer_bandwidth: AdamW's parameters at that size times 32 bytes (the
+//     Program's count for an fp32 update: 24 + 2·4) over its time;
 //   link: bandwidth = the best send/recv algorithm bandwidth at 1 MiB or more (any size
 //     when none is that large), latency = the smallest message's time less its bytes over
 //     that bandwidth (not below zero).

@@ -3,7 +3,8 @@
 # configures and builds. Then, by the first argument:
 #   setup.sh            build only
 #   setup.sh demo       build, then run the main job on scenarios/quickstart.yaml:
-#                       predict the step, train the plan for real on CPU ranks, and show
+#                       measure this machine once (parasim calibrate), predict the step
+#                       with that profile, train the plan for real on CPU ranks, and show
 #                       prediction and measurement side by side (parasim validate)
 #   setup.sh test       build, then run every test (ctest)
 # Environment: PARASIM_PRESET (default "release"; "dev", "asan", "minimal" also work),
@@ -49,7 +50,13 @@ case "$mode" in
   demo)
     parasim="build/$preset/cli/parasim"
     if "$parasim" backends | grep -Eq '^cpu +yes +yes'; then
-      exec "$parasim" validate scenarios/quickstart.yaml --out "build/$preset/validate-quickstart"
+      profile="build/$preset/calibrate-cpu.yaml"
+      if [ ! -s "$profile" ]; then
+        echo "setup: measuring this machine once (parasim calibrate, under a minute; report in build/$preset/calibrate-cpu.txt)"
+        "$parasim" calibrate --out "$profile" >"build/$preset/calibrate-cpu.txt"
+      fi
+      exec "$parasim" validate scenarios/quickstart.yaml --set hardware.profile="$profile" \
+        --out "build/$preset/validate-quickstart"
     fi
     echo "setup: this build has no CPU executor (preset $preset); predicting only" >&2
     exec "$parasim" simulate scenarios/quickstart.yaml ;;

@@ -65,7 +65,7 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
   // backend, ranks and measurements record how the profile was made; the simulator reads
   // only the figures.
   plan::Reader r(doc, "",
-                 {"device", "backend", "ranks", "gemm_efficiency", "memory_bandwidth", "launch_overhead", "peak", "links",
+                 {"device", "backend", "ranks", "gemm_efficiency", "memory_bandwidth", "optimizer_bandwidth", "launch_overhead", "peak", "links",
                   "measurements"},
                  &where);
   p.device = r.string("device", device.name);
@@ -76,6 +76,7 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
   p.name = p.device + " (measured)";
   p.memory_bandwidth = r.bandwidth("memory_bandwidth", p.memory_bandwidth);
   if (p.memory_bandwidth <= 0.0) r.fail("memory_bandwidth", "expected a positive bandwidth");
+  p.optimizer_bandwidth = r.bandwidth("optimizer_bandwidth", 0.0);
   p.launch_overhead = r.duration("launch_overhead", p.launch_overhead);
   if (const plan::Value* peak = r.get("peak")) {
     plan::Reader pr(*peak, "peak", {"fp32", "tf32", "bf16", "fp16"}, &where);
@@ -118,6 +119,11 @@ std::string profile_yaml(const DeviceProfile& p) {
   y += "# GEMM efficiency against size = cbrt(m n k), a fraction of the peak\ngemm_efficiency:\n";
   for (const auto& [size, e] : p.gemm_efficiency) y += fmt::format("  - [{:.4g}, {:.4g}]\n", size, e);
   y += fmt::format("memory_bandwidth: {:.4g} GB/s\n", p.memory_bandwidth * 1e-9);
+  if (p.optimizer_bandwidth > 0.0) {
+    y += fmt::format("# AdamW, counting 32 bytes per parameter as the Program does in fp32\n"
+                     "optimizer_bandwidth: {:.4g} GB/s\n",
+                     p.optimizer_bandwidth * 1e-9);
+  }
   y += fmt::format("launch_overhead: {:.4g} us\n", p.launch_overhead * 1e6);
   if (p.intra_node || p.inter_node) {
     y += "links:\n";
@@ -167,7 +173,8 @@ double compute_seconds(const DeviceProfile& p, const plan::Program& program, con
     t += op.flops / p.peak[static_cast<std::size_t>(topology::Dtype::fp32)];
   }
   const double rest = std::max(0.0, op.bytes - gemm_io);
-  return t + rest / p.memory_bandwidth + p.launch_overhead;
+  const bool optimizer = op.category == plan::Category::optimizer && p.optimizer_bandwidth > 0.0;
+  return t + rest / (optimizer ? p.optimizer_bandwidth : p.memory_bandwidth) + p.launch_overhead;
 }
 
 }  // namespace parasim::sim

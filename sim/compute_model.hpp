@@ -37,6 +37,9 @@ struct DeviceProfile {
   std::array<double, 4> peak{};                         // FLOP/s per dtype
   std::vector<std::pair<double, double>> gemm_efficiency;  // (size, fraction of peak), ascending size
   double memory_bandwidth = 0.0;                        // achievable bytes/s
+  // The optimizer's bytes per second (the Program counts 24 + 2e bytes per parameter);
+  // 0: memory_bandwidth. A measured profile has AdamW's own rate here.
+  double optimizer_bandwidth = 0.0;
   double launch_overhead = 0.0;                         // seconds per kernel
   std::optional<LinkFigures> intra_node;                // measured; replaces the cluster's
   std::optional<LinkFigures> inter_node;

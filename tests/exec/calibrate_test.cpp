@@ -27,10 +27,12 @@ TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
   };
   c.gemms = {gemm(64, 64, 64, 50e9, "NN"), gemm(64, 64, 64, 60e9, "NT"), gemm(32, 128, 64, 70e9, "NN"),
              gemm(128, 128, 128, 100e9, "NN"), gemm(512, 512, 512, 80e9, "TN")};
-  // Kernels: only the largest size counts: (8 MB + 16 MB) / (1 ms + 3 ms) = 6 GB/s.
+  // Kernels: only the largest size counts: (8 MB + 16 MB) / (1 ms + 3 ms) = 6 GB/s; AdamW
+  // on 2^20 parameters in 4 ms is 32 B x 2^20 / 4 ms for the optimizer.
   c.kernels = {{"gelu_forward", 1 << 16, 1e5, 1e-3},
                {"gelu_forward", 1 << 20, 8e6, 1e-3},
-               {"adamw", 1 << 20, 16e6, 3e-3}};
+               {"layer_norm_backward", 1 << 20, 16e6, 3e-3},
+               {"adamw", 1 << 20, 28.0 * (1 << 20), 4e-3}};
   c.launch_seconds = 4e-9;
   // Link: the best send/recv algbw at >= 1 MiB is 2^20 B / 110 us = 9.532 GB/s; latency is
   // the 1 KiB message's 1.1 us less 1024 B at that rate. Collectives do not enter the fit.
@@ -48,6 +50,7 @@ TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
   CHECK(f.efficiency[2].first == Approx(512.0));
   CHECK(f.efficiency[2].second == Approx(0.8));
   CHECK(f.memory_bandwidth == Approx(6e9));
+  CHECK(f.optimizer_bandwidth == Approx(32.0 * (1 << 20) / 4e-3));
   CHECK(f.launch_overhead == 4e-9);
   const double bw = double(1 << 20) / 110e-6;
   CHECK(f.link_bandwidth == Approx(bw));

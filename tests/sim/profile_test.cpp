@@ -3,6 +3,7 @@
 // the cluster's in the simulation (checked against the ring all-reduce's closed form).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -32,6 +33,7 @@ TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[
   p.peak = {112.9e9, 112.9e9, 112.9e9, 112.9e9};
   p.gemm_efficiency = {{32, 0.7168}, {50.8, 0.8449}, {1574, 0.9362}};
   p.memory_bandwidth = 7.123e9;
+  p.optimizer_bandwidth = 5.4e9;
   p.launch_overhead = 3.3e-9;
   p.intra_node = sim::LinkFigures{9.432e9, 0.8205e-6};
   const std::string path = write_temp("roundtrip.yaml", "backend: cpu\nranks: 2\n" + sim::profile_yaml(p) +
@@ -45,6 +47,7 @@ TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[
     CHECK(q.gemm_efficiency[i].second == Approx(p.gemm_efficiency[i].second).epsilon(1e-4));
   }
   CHECK(q.memory_bandwidth == Approx(7.123e9).epsilon(1e-4));
+  CHECK(q.optimizer_bandwidth == Approx(5.4e9).epsilon(1e-4));
   CHECK(q.launch_overhead == Approx(3.3e-9).epsilon(1e-4));
   REQUIRE(q.intra_node.has_value());
   CHECK(q.intra_node->bandwidth == Approx(9.432e9).epsilon(1e-4));
@@ -107,4 +110,19 @@ model:
   const double late = sim::simulate(s, prog, p).step_seconds();
   CHECK(late > slow);
   CHECK(late - slow < 20e-6);
+}
+
+TEST_CASE("the optimizer moves its bytes at the profile's optimizer bandwidth", "[sim][profile]") {
+  const plan::Scenario s = plan::load((fs::path(PARASIM_SOURCE_DIR) / "scenarios/quickstart.yaml").string());
+  const plan::Program prog = plan::compile(s);
+  sim::DeviceProfile p = sim::default_profile(s.cluster.device);
+  const auto it = std::find_if(prog.ops.begin(), prog.ops.end(),
+                               [](const plan::Op& o) { return o.category == plan::Category::optimizer; });
+  REQUIRE(it != prog.ops.end());
+  const double shared = sim::compute_seconds(p, prog, *it, s.training.precision);  // memory_bandwidth
+  p.optimizer_bandwidth = p.memory_bandwidth / 2;
+  const double own = sim::compute_seconds(p, prog, *it, s.training.precision);
+  // fp32: 32 bytes per parameter held; twice the time for them at half the bandwidth.
+  CHECK(it->bytes == Approx(32.0 * it->flops / 12.0));
+  CHECK(own - shared == Approx(it->bytes / p.memory_bandwidth));
 }
