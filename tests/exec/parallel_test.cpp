@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exec/cpu/cpu_device.hpp"
+#include "exec/execute.hpp"
 #include "exec/model/gpt.hpp"
 #include "exec/model/kernels.hpp"
 #include "exec/runner.hpp"
@@ -207,4 +208,18 @@ TEST_CASE("mixed precision: 16-bit storage with fp32 master weights tracks the f
     CHECK(worst > 1e-6);   // and the rounding is really there
     CHECK(half.losses.back() < 0.8 * half.losses.front());
   }
+}
+
+TEST_CASE("a rank out of device memory stops with OutOfMemory naming the rank and the sizes", "[exec][np1]") {
+  // 64 KiB holds less than the weights (about 55K parameters of 4 bytes): the first
+  // allocation past the capacity throws, and every buffer is given back as it unwinds.
+  const plan::Scenario s = tiny({});
+  CpuDevice small(64 << 10);
+  RunOptions o;
+  o.steps = 1;
+  o.warmup = 0;
+  CHECK_THROWS_WITH(execute(s, small, o), Catch::Contains("rank 0: out of device memory allocating") &&
+                                              Catch::Contains("of 0.1 MiB"));
+  CHECK(small.in_use() == 0);
+  CHECK(small.peak() <= std::size_t{64} << 10);
 }
