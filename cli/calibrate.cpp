@@ -141,7 +141,7 @@ void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
                fmt::format("{:.0f} %", 100 * s.rate() / p.peak[0])});
   }
   fmt::print("\nGEMMs (fp32, every rank at once, operands cycled through {} to keep caches cold)\n{}",
-             u::format_bytes(64.0 * (1 << 20)), g.render());
+             u::format_bytes(static_cast<double>(exec::cold_cache_bytes)), g.render());
   report::Table k({"kernel", "elements", "time", "bandwidth"}, {A::left, A::right, A::right, A::right});
   for (const auto& s : c.kernels) {
     k.add_row({s.kernel, u::format_count(static_cast<double>(s.elements)), u::format_duration(s.seconds),
@@ -183,12 +183,13 @@ void run_calibrate(const CalibrateArgs& a) {
     std::exit(exit_bad_input);
   }
   const bool root = dev.rank() == 0;
+  const std::string cpu = root ? cpu_model() : std::string();
   exec::CalibrateOptions o;
   o.quick = a.quick;
   o.max_comm_bytes = static_cast<std::int64_t>(max.value);
   if (root) {
     fmt::print("calibrating backend {} with {} rank{} at once ({}){}\n", a.backend, dev.world(),
-               dev.world() == 1 ? "" : "s", cpu_model(), a.quick ? ", quick grid" : "");
+               dev.world() == 1 ? "" : "s", cpu, a.quick ? ", quick grid" : "");
   }
   const auto t0 = std::chrono::steady_clock::now();
   exec::Calibration c;
@@ -209,7 +210,7 @@ void run_calibrate(const CalibrateArgs& a) {
   const std::string header =
       fmt::format("# Device profile measured by `parasim calibrate --backend {}` with {} rank{} at once\n"
                   "# on {} ({}), {}. Reference it from a scenario:  hardware: {{profile: FILE}}\n",
-                  a.backend, dev.world(), dev.world() == 1 ? "" : "s", host, cpu_model(), today());
+                  a.backend, dev.world(), dev.world() == 1 ? "" : "s", host, cpu, today());
   const std::string body = fmt::format("backend: {}\nranks: {}\n", a.backend, dev.world()) + sim::profile_yaml(p);
   write_output(out, header + body + measurements_yaml(c));
   if (!a.json.empty()) write_output(a.json, calibration_json(c, p).dump(2) + "\n");

@@ -56,7 +56,7 @@ std::vector<Shape> gemm_grid(bool quick) {
 
 // Repeats `body` until `seconds` have passed (at least `min_reps` times, one untimed call
 // first) and returns the mean seconds of one call. The count is agreed over every rank, so
-// collectives inside `body` stay matched; `timed` says whether this rank's time counts.
+// collectives inside `body` stay matched.
 template <typename Body>
 double time_call(Device& dev, double seconds, Body&& body, int min_reps = 3) {
   body();
@@ -88,8 +88,7 @@ double max_over_ranks(Device& dev, double v) {
 
 // A training step reads each weight and activation once per GEMM, mostly from memory
 // rather than cache; so each shape cycles through enough copies of its operands to
-// overflow the caches (`cold_bytes` in all), as cold-cache GEMM benchmarks do.
-constexpr std::size_t cold_bytes = std::size_t{64} << 20;
+// overflow the caches (cold_cache_bytes in all), as cold-cache GEMM benchmarks do.
 
 void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
   for (const Shape& s : gemm_grid(o.quick)) {
@@ -97,7 +96,7 @@ void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
     const std::size_t a_n = static_cast<std::size_t>(m) * k;
     const std::size_t b_n = static_cast<std::size_t>(k) * n;
     const std::size_t c_n = static_cast<std::size_t>(m) * n;
-    const std::size_t copies = std::clamp<std::size_t>(cold_bytes / ((a_n + b_n + c_n) * sizeof(float)), 1, 256);
+    const std::size_t copies = std::clamp<std::size_t>(cold_cache_bytes / ((a_n + b_n + c_n) * sizeof(float)), 1, 256);
     Buffer a = dev.allocate_floats(a_n * copies);
     Buffer b = dev.allocate_floats(b_n * copies);
     Buffer out = dev.allocate_floats(c_n * copies);
@@ -148,7 +147,6 @@ void measure_kernels(Device& dev, const CalibrateOptions& o, Calibration& c) {
       const double s = time_call(dev, o.seconds_per_point, body);
       c.kernels.push_back({std::move(name), n, bytes, mean_over_ranks(dev, s)});
     };
-    dev.layer_norm_forward(y.f(), mean, rstd, x.f(), gamma.f(), beta.f(), rows, width);
     add("layer_norm_forward", 2 * e * nd,
         [&] { dev.layer_norm_forward(y.f(), mean, rstd, x.f(), gamma.f(), beta.f(), rows, width); });
     add("layer_norm_backward", 4 * e * nd, [&] {

@@ -19,6 +19,7 @@
 // one-way point-to-point time = latency + bytes / bandwidth.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -29,6 +30,9 @@
 #include "exec/device.hpp"
 
 namespace parasim::exec {
+
+// The operand bytes each GEMM shape cycles through, so that it runs with cold caches.
+inline constexpr std::size_t cold_cache_bytes = std::size_t{64} << 20;
 
 struct CalibrateOptions {
   std::int64_t min_comm_bytes = 1 << 10;

@@ -92,7 +92,7 @@ CpuDevice::~CpuDevice() {
 // a step allocates the same activation sizes every micro-batch, and going back to the
 // system each time cost page faults on every large block.
 void* CpuDevice::raw_allocate(std::size_t bytes) {
-  const std::size_t size = (bytes + 63) / 64 * 64;
+  const std::size_t size = block_size(bytes);
   void* p = nullptr;
   if (auto it = cache_.find(size); it != cache_.end() && !it->second.empty()) {
     p = it->second.back();
@@ -105,7 +105,7 @@ void* CpuDevice::raw_allocate(std::size_t bytes) {
   return p;
 }
 
-void CpuDevice::raw_release(void* p, std::size_t bytes) { cache_[(bytes + 63) / 64 * 64].push_back(p); }
+void CpuDevice::raw_release(void* p, std::size_t bytes) { cache_[block_size(bytes)].push_back(p); }
 
 void CpuDevice::upload(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
 void CpuDevice::download(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
@@ -387,22 +387,23 @@ void CpuDevice::complete(Pending& p) {
 void CpuDevice::progress() {
   if (in_flight_ == 0) return;
   for (Pending& p : pending_) {
-    if (!p.active || p.done_ns != 0) continue;
-    int flag = 0;
-    check_mpi(MPI_Test(&p.request, &flag, MPI_STATUS_IGNORE), "test");
-    if (flag != 0) p.done_ns = now_ns();
+    if (p.active) poll(p);
   }
+}
+
+bool CpuDevice::poll(Pending& p) {
+  if (p.done_ns != 0) return true;
+  int flag = 0;
+  check_mpi(MPI_Test(&p.request, &flag, MPI_STATUS_IGNORE), "test");
+  if (flag == 0) return false;
+  p.done_ns = now_ns();
+  return true;
 }
 
 bool CpuDevice::test(Request r, std::int64_t* completed_ns) {
   Pending& p = pending_[static_cast<std::size_t>(r)];
   if (!p.active) return true;
-  if (p.done_ns == 0) {
-    int flag = 0;
-    check_mpi(MPI_Test(&p.request, &flag, MPI_STATUS_IGNORE), "test");
-    if (flag == 0) return false;
-    p.done_ns = now_ns();
-  }
+  if (!poll(p)) return false;
   if (completed_ns != nullptr) *completed_ns = p.done_ns;
   complete(p);
   free_.push_back(r);

@@ -105,6 +105,8 @@ class CpuDevice final : public Device {
     std::int64_t done_ns = 0;          // when progress() or test() saw it complete
   };
   void progress();
+  bool poll(Pending& p);  // tests p unless already seen done; notes when it completed
+  static std::size_t block_size(std::size_t bytes) { return (bytes + 63) / 64 * 64; }  // 64-byte aligned
   int in_flight_ = 0;
   Request post(Pending p);
   void complete(Pending& p);
