@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
                            "precision: fp32}\nplan: {dp: 1}\n";
   const plan::Scenario s = plan::load_text(text, "bench.yaml");
   const plan::Program prog = plan::compile(s);
-  exec::GptShard shard(dev, s, 0);
-  exec::Runner runner(dev, s, prog, shard);
+  const auto shard = exec::make_shard(dev, s, 0);
+  exec::Runner runner(dev, s, prog, *shard);
   dev.align_clock();
   double best_gap = 1e30, best_step = 0;
   std::size_t ops = 0;

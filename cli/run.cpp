@@ -91,9 +91,10 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   }
   const bool root = dev.rank() == 0;
   if (root && !quiet) {
-    fmt::print("running {}: {} rank{} (dp {} x tp {} x pp {}), backend {}, GPT decoder, {}, {} + {} warm-up steps\n",
+    fmt::print("running {}: {} rank{} (dp {} x tp {} x pp {}), backend {}, {}, {}, {} + {} warm-up steps\n",
                s.name, s.plan.world(), s.plan.world() == 1 ? "" : "s", s.plan.dp, s.plan.tp, s.plan.pp,
-               plan::to_string(s.run.backend), topology::to_string(s.training.precision), s.run.steps, s.run.warmup);
+               plan::to_string(s.run.backend), exec::model_description(s), topology::to_string(s.training.precision),
+               s.run.steps, s.run.warmup);
   }
   exec::RunOptions o;
   o.steps = s.run.steps;
@@ -106,12 +107,14 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   }
   const int total = s.run.steps + s.run.warmup;
   const int every = total > 50 ? total / 25 : 1;
-  const double tokens = static_cast<double>(s.training.global_batch) * s.model.tokens_per_sample();
-  o.on_step = [&, total, every](const exec::StepRecord& r) {
+  // Tokens for a language model, samples (images) for a generic one.
+  const double items = static_cast<double>(s.training.global_batch) * s.model.tokens_per_sample();
+  const char* unit = s.model.kind == plan::ModelKind::transformer ? "tokens/s" : "samples/s";
+  o.on_step = [&, total, every, unit](const exec::StepRecord& r) {
     if (quiet || ((r.index + 1) % every != 0 && r.index + 1 != total)) return;
-    fmt::print("step {:>4}/{}{}  {:>10}  loss {:.4f}  {} tokens/s  {}\n", r.index + 1, total,
+    fmt::print("step {:>4}/{}{}  {:>10}  loss {:.4f}  {} {}  {}\n", r.index + 1, total,
                r.warmup ? " (warm-up)" : "          ", u::format_duration(r.seconds), r.loss,
-               u::format_count(tokens / r.seconds), u::format_flop_rate(r.flops / r.seconds / s.plan.world()));
+               u::format_count(items / r.seconds), unit, u::format_flop_rate(r.flops / r.seconds / s.plan.world()));
     std::fflush(stdout);
   };
   Job job;
@@ -134,8 +137,13 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
   const double last = m.steps.back().loss;
   fmt::print("\nmeasured over {} steps\n", s.run.steps);
   fmt::print("step time          {} median, {} mean\n", u::format_duration(m.median_seconds), u::format_duration(m.mean_seconds));
-  fmt::print("throughput         {:.1f} samples/s, {} tokens/s\n", s.training.global_batch / m.median_seconds,
-             u::format_count(tokens / m.median_seconds));
+  if (s.model.kind == plan::ModelKind::transformer) {
+    fmt::print("throughput         {:.1f} samples/s, {} tokens/s\n", s.training.global_batch / m.median_seconds,
+               u::format_count(tokens / m.median_seconds));
+  } else {
+    fmt::print("throughput         {:.1f} samples/s\n", s.training.global_batch / m.median_seconds);
+  }
+  fmt::print("model              {}\n", m.model_note);
   fmt::print("achieved           {} per rank (FLOPs executed: {:.4g} per step)\n",
              u::format_flop_rate(m.flops_per_step / m.median_seconds / s.plan.world()), m.flops_per_step);
   fmt::print("loss               {:.4f} -> {:.4f}\n", first, last);

@@ -136,6 +136,14 @@ class Device {
   // for this slice and loss[N] = logsumexp − target logit.
   virtual void cross_entropy_backward(float* dlogits, float* loss, const float* logits, const float* all_stats,
                                       int parts, const std::int32_t* targets, int n, int vn, int v0, float scale) = 0;
+  // The generic models' GEMM-equivalent layers (kernels.hpp): a nearest-neighbour
+  // stretch of nx values to ny, optionally through a ReLU, and its adjoint (writes), a bias
+  // added cyclically and its gradient (adds).
+  virtual void resample_forward(float* y, std::int64_t ny, const float* x, std::int64_t nx, bool relu) = 0;
+  virtual void resample_backward(float* dx, std::int64_t nx, const float* dy, std::int64_t ny,
+                                 const float* relu_input) = 0;
+  virtual void add_cyclic(float* y, std::int64_t count, const float* bias, std::int64_t nb) = 0;
+  virtual void cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) = 0;
   virtual void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count,
                      double lr, double beta1, double beta2, double eps, double weight_decay, int step) = 0;
   // Rounds fp32 values to the nearest bf16 / fp16 value (round to nearest even); no-op for

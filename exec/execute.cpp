@@ -33,10 +33,11 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
   Measurement m;
   m.program = plan::compile(s);
   const plan::Program& prog = m.program;
-  GptShard shard(dev, s, dev.rank());
+  const std::unique_ptr<Shard> shard_ptr = make_shard(dev, s, dev.rank());
+  Shard& shard = *shard_ptr;
   Runner runner(dev, s, prog, shard, options.stall_seconds);
 
-  m.model_note = "GPT decoder";
+  m.model_note = model_description(s);
   std::vector<StepTiming> kept;  // measured steps
   std::vector<std::pair<std::int64_t, std::int64_t>> bounds;  // global start, end per measured step
   const int total = options.warmup + options.steps;
@@ -97,6 +98,7 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
   const std::int64_t origin = bounds[med].first;
   report::Trace& tr = m.trace;
   tr.kind = "measured";
+  tr.model = m.model_note;
   tr.world = dev.world();
   tr.step_end = (bounds[med].second - origin) * 1000;
   std::vector<report::Counter> memory(static_cast<std::size_t>(dev.world()));

@@ -17,7 +17,7 @@ using plan::Op;
 using plan::OpKind;
 using plan::Stream;
 
-Runner::Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, GptShard& shard, double stall_seconds)
+Runner::Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, Shard& shard, double stall_seconds)
     : dev_(dev), s_(s), prog_(prog), shard_(shard), stall_seconds_(stall_seconds), rank_(dev.rank()) {
   if (prog.one_replica()) throw std::invalid_argument("the executor runs a Program of every rank, not a folded one");
   state_.assign(prog.ops.size(), 0);
@@ -114,12 +114,12 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
   dev_.set_stream(o.stream);
   Request r = -1;
   if (o.kind == OpKind::send || o.kind == OpKind::recv) {
-    const GptShard::View v = shard_.boundary(boundary_of(o), o.micro_batch, o.gradient);
+    const Shard::View v = shard_.boundary(boundary_of(o), o.micro_batch, o.gradient);
     r = o.kind == OpKind::send ? dev_.send(v.data, v.count, o.peer, tag_of(o)) : dev_.recv(v.data, v.count, o.peer, tag_of(o));
   } else {
     const Comm comm = comm_of_group_[static_cast<std::size_t>(o.group)];
     const int members = static_cast<int>(prog_.groups[static_cast<std::size_t>(o.group)].ranks.size());
-    GptShard::View v;
+    Shard::View v;
     std::vector<std::int64_t> parts;
     if (o.category == Category::tp_comm) {
       v = shard_.tp_buffer(compute_before(id));

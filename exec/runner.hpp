@@ -39,7 +39,7 @@ struct StepTiming {
 
 class Runner {
  public:
-  Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, GptShard& shard, double stall_seconds = 60.0);
+  Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, Shard& shard, double stall_seconds = 60.0);
 
   StepTiming step(std::int64_t index);
 
@@ -61,7 +61,7 @@ class Runner {
   Device& dev_;
   const plan::Scenario& s_;
   const plan::Program& prog_;
-  GptShard& shard_;
+  Shard& shard_;
   double stall_seconds_;
   int rank_;
   std::vector<std::int64_t> queue_[plan::stream_count];

@@ -1,39 +1,35 @@
 #include "exec/shard.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "exec/model/gpt.hpp"
+#include "exec/generic_shard.hpp"
+#include "exec/gpt_shard.hpp"
 #include "plan/schedule.hpp"
 
 namespace parasim::exec {
 
-using plan::ComputeWhat;
-
 std::string unsupported_reason(const plan::Scenario& s) {
   const plan::ModelSpec& m = s.model;
-  if (m.kind != plan::ModelKind::transformer) return "the executor runs GPT decoders; generic (layer list) models are not executable yet";
+  if (s.training.optimizer != plan::Optimizer::adamw) return "the executor trains with AdamW (training.optimizer: adamw)";
+  if (s.plan.zero > 1) return "the executor runs ZeRO stage 0 or 1";
+  if (m.kind == plan::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
   if (m.mlp != plan::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
   if (m.ffn_hidden != 4 * m.hidden) return fmt::format("the executor's decoder has an MLP 4 x hidden wide ({}), model.ffn_hidden is {}", 4 * m.hidden, m.ffn_hidden);
   if (!m.tie_embeddings) return "the executor's decoder ties the LM head to the embedding (model.tie_embeddings: true)";
   if (s.plan.sequence_parallel) return "the executor does not run sequence parallelism yet (plan.sequence_parallel: false)";
   if (m.vocab % s.plan.tp != 0) return fmt::format("the vocabulary ({}) must divide over tp = {} for the vocabulary-parallel embedding", m.vocab, s.plan.tp);
-  if (s.training.optimizer != plan::Optimizer::adamw) return "the executor trains with AdamW (training.optimizer: adamw)";
-  if (s.plan.zero > 1) return "the executor runs ZeRO stage 0 or 1";
   return "";
 }
 
-GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
+Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   if (const std::string why = unsupported_reason(s); !why.empty()) throw std::invalid_argument(why);
   const plan::ParallelPlan& p = s.plan;
   const plan::Coord c = plan::coord_of(p, rank);
   precision_ = s.training.precision;
-  tp_ = p.tp;
-  tp_index_ = c.tp;
   dp_ = p.dp;
   dp_index_ = c.dp;
   pp_ = p.pp;
@@ -42,106 +38,36 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   last_stage_ = stage_ == pp_ - 1;
   micro_batches_ = s.micro_batches();
   b_ = s.training.micro_batch;
-  t_ = s.model.seq_len;
-  h_ = s.model.hidden;
-  heads_ = s.model.heads;
-  d_ = h_ / heads_;
-  vocab_ = s.model.vocab;
-  layers_ = s.model.layers;
-  cl_ = h_ / tp_;
-  fl_ = 4 * h_ / tp_;
-  vl_ = vocab_ / tp_;
-  v0_ = tp_index_ * vl_;
-  n_ = b_ * t_;
   recompute_ = s.training.recompute;
   zero_ = p.zero;
   seed_ = s.run.seed;
   global_batch_ = s.training.global_batch;
   lr_ = s.training.learning_rate;
-
-  // Layout of the flat buffers, by layer slot: -1 (wte slice, wpe), the layers, L (final
-  // norm, and the head's copy of the wte slice when the head is on another stage).
-  const auto H = static_cast<std::size_t>(h_);
-  std::size_t at = 0;
-  auto take = [&](std::size_t n) {
-    const std::size_t o = at;
-    at += n;
-    return o;
-  };
-  if (first_stage_) {
-    slot_offset_[-1] = at;
-    wte_ = take(static_cast<std::size_t>(vl_) * H);
-    wpe_ = take(static_cast<std::size_t>(t_) * H);
-  }
-  std::vector<int> mine;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
-    const auto [first, last] = plan::chunk_layers(layers_, pp_, p.virtual_stages, stage_, chunk);
-    for (int l = first; l < last; ++l) mine.push_back(l);
+    const auto [first, last] = plan::chunk_layers(s.model.layer_count(), pp_, p.virtual_stages, stage_, chunk);
+    for (int l = first; l < last; ++l) layers_held_.push_back(l);
   }
-  std::sort(mine.begin(), mine.end());
-  const auto CL = static_cast<std::size_t>(cl_);
-  const auto FL = static_cast<std::size_t>(fl_);
-  for (int l : mine) {
-    slot_offset_[l] = at;
-    layer_params_[l] = lay_out_layer(at, H, CL, FL);
-  }
-  if (last_stage_) {
-    slot_offset_[layers_] = at;
-    lnfw_ = take(H);
-    lnfb_ = take(H);
-    head_ = pp_ > 1 ? take(static_cast<std::size_t>(vl_) * H) : wte_;
-  }
-  param_count_ = static_cast<std::int64_t>(at);
+  std::sort(layers_held_.begin(), layers_held_.end());
+}
 
-  // Where each local tensor comes from in the full model.
-  const GptConfig cfg{vocab_, t_, layers_, h_, heads_};
-  Gpt<float> full(cfg, seed_);
-  full_count_ = full.param_count();
-  const bool tp_owner = tp_index_ == 0;  // of replicated tensors
-  const bool dp_owner = dp_index_ == 0;
-  auto piece = [&](std::size_t local, std::size_t local_stride, std::size_t from, std::size_t from_stride,
-                   std::size_t rows, std::size_t cols, bool canonical) {
-    pieces_.push_back({local, local_stride, from, from_stride, rows, cols, canonical && dp_owner});
-  };
-  auto vector_piece = [&](std::size_t local, std::size_t from, std::size_t n, bool canonical) {
-    piece(local, n, from, n, 1, n, canonical);
-  };
-  if (first_stage_) {
-    piece(wte_, H, full.wte_offset() + static_cast<std::size_t>(v0_) * H, H, static_cast<std::size_t>(vl_), H, true);
-    vector_piece(wpe_, full.wpe_offset(), static_cast<std::size_t>(t_) * H, tp_owner);
-  }
-  for (const auto& [l, lp] : layer_params_) {
-    const auto& f = full.layer_offsets(l);
-    const std::size_t h0 = static_cast<std::size_t>(tp_index_) * CL;  // first q/k/v column of this rank
-    const std::size_t f0 = static_cast<std::size_t>(tp_index_) * FL;
-    vector_piece(lp.ln1w, f.ln1w, H, tp_owner);
-    vector_piece(lp.ln1b, f.ln1b, H, tp_owner);
-    for (std::size_t part = 0; part < 3; ++part) {
-      piece(lp.qkvw + part * CL, 3 * CL, f.qkvw + part * H + h0, 3 * H, H, CL, true);
-      vector_piece(lp.qkvb + part * CL, f.qkvb + part * H + h0, CL, true);
-    }
-    piece(lp.projw, H, f.projw + h0 * H, H, CL, H, true);
-    vector_piece(lp.projb, f.projb, H, tp_owner);
-    vector_piece(lp.ln2w, f.ln2w, H, tp_owner);
-    vector_piece(lp.ln2b, f.ln2b, H, tp_owner);
-    piece(lp.fcw, FL, f.fcw + f0, 4 * H, H, FL, true);
-    vector_piece(lp.fcb, f.fcb + f0, FL, true);
-    piece(lp.fcprojw, H, f.fcprojw + f0 * H, H, FL, H, true);
-    vector_piece(lp.fcprojb, f.fcprojb, H, tp_owner);
-  }
-  if (last_stage_) {
-    vector_piece(lnfw_, full.lnfw_offset(), H, tp_owner);
-    vector_piece(lnfb_, full.lnfb_offset(), H, tp_owner);
-    // The head's own copy of the slice (pp > 1) is the first stage's, reported there.
-    if (pp_ > 1) piece(head_, H, full.wte_offset() + static_cast<std::size_t>(v0_) * H, H, static_cast<std::size_t>(vl_), H, false);
-  }
+std::string model_description(const plan::Scenario& s) {
+  if (s.model.kind == plan::ModelKind::transformer) return "GPT decoder";
+  const GenericConfig cfg = generic_config(s);
+  return fmt::format("GEMM equivalents of {}'s {} layers (same FLOPs and parameters; synthetic {}-value inputs, {} classes)",
+                     s.model.name, cfg.layers.size(), cfg.input_width, cfg.classes());
+}
 
+std::unique_ptr<Shard> make_shard(Device& dev, const plan::Scenario& s, int rank) {
+  if (s.model.kind == plan::ModelKind::generic) return std::make_unique<GenericShard>(dev, s, rank);
+  return std::make_unique<GptShard>(dev, s, rank);
+}
+
+void Shard::init_parameters(std::span<const float> full) {
   params_ = dev_.allocate_floats(static_cast<std::size_t>(param_count_));
   grads_ = dev_.allocate_floats(static_cast<std::size_t>(param_count_));
-  const std::span<const float> src = full.params();
   for (const Piece& pc : pieces_) {
     for (std::size_t r = 0; r < pc.rows; ++r) {
-      dev_.upload(params_.f() + pc.local + r * pc.local_stride, src.data() + pc.full + r * pc.full_stride,
+      dev_.upload(params_.f() + pc.local + r * pc.local_stride, full.data() + pc.full + r * pc.full_stride,
                   pc.cols * sizeof(float));
     }
   }
@@ -154,7 +80,24 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   }
 }
 
-void GptShard::set_buckets(std::vector<int> lows) {
+void Shard::begin_step(std::int64_t step) {
+  dev_.zero(grads_.f(), param_count_);
+  loss_sum_ = 0.0;
+  loss_tokens_ = 0.0;
+  load_batch(step);
+}
+
+// Ops only one of the models has: the Program never asks the other for them.
+void Shard::recompute_attention_core(int, int) { throw std::logic_error("this model has no attention core"); }
+void Shard::head_forward(int) { throw std::logic_error("this model has no separate head"); }
+void Shard::head_backward(int) { throw std::logic_error("this model has no separate head"); }
+Shard::View Shard::tp_buffer(const plan::Op&) { throw std::logic_error("this model has no tensor parallel sums"); }
+void Shard::tp_finish(const plan::Op&) { throw std::logic_error("this model has no tensor parallel sums"); }
+Shard::View Shard::tied_embedding_grads() { throw std::logic_error("this model has no tied embedding"); }
+
+
+
+void Shard::set_buckets(std::vector<int> lows) {
   std::sort(lows.rbegin(), lows.rend());
   lows.erase(std::unique(lows.begin(), lows.end()), lows.end());
   bucket_lows_ = std::move(lows);
@@ -179,345 +122,24 @@ void GptShard::set_buckets(std::vector<int> lows) {
   adam_v_ = dev_.allocate_floats(state);
 }
 
-Buffer& GptShard::need(Buffer& b, std::size_t floats) {
+
+Buffer& Shard::need(Buffer& b, std::size_t floats) {
   if (b.empty()) b = dev_.allocate_floats(floats);
   return b;
 }
 
-GptShard::Acts& GptShard::acts(int layer, int mb) { return acts_[{layer, mb}]; }
 
-void GptShard::round(float* p, std::size_t n) { dev_.round_to(precision_, p, static_cast<std::int64_t>(n)); }
+void Shard::round(float* p, std::size_t n) { dev_.round_to(precision_, p, static_cast<std::int64_t>(n)); }
 
-void GptShard::refresh_weights(std::size_t begin, std::size_t end) {
+
+void Shard::refresh_weights(std::size_t begin, std::size_t end) {
   if (weights_ == &params_ || end <= begin) return;
   dev_.copy(rounded_.f() + begin, params_.f() + begin, static_cast<std::int64_t>(end - begin));
   round(rounded_.f() + begin, end - begin);
 }
 
-void GptShard::begin_step(std::int64_t step) {
-  dev_.zero(grads_.f(), param_count_);
-  loss_sum_ = 0.0;
-  loss_tokens_ = 0.0;
-  if (!first_stage_ && !last_stage_) return;
-  const Batch batch = synthetic_batch(vocab_, global_batch_, t_, seed_, step);
-  tokens_.resize(static_cast<std::size_t>(micro_batches_));
-  targets_.resize(static_cast<std::size_t>(micro_batches_));
-  for (int mb = 0; mb < micro_batches_; ++mb) {
-    const auto row = static_cast<std::size_t>((dp_index_ * micro_batches_ + mb) * b_) * static_cast<std::size_t>(t_);
-    const auto bytes = static_cast<std::size_t>(n_) * sizeof(std::int32_t);
-    auto& tok = tokens_[static_cast<std::size_t>(mb)];
-    auto& tgt = targets_[static_cast<std::size_t>(mb)];
-    if (tok.empty()) tok = dev_.allocate(bytes);
-    if (tgt.empty()) tgt = dev_.allocate(bytes);
-    dev_.upload(tok.i32(), batch.tokens.data() + row, bytes);
-    dev_.upload(tgt.i32(), batch.targets.data() + row, bytes);
-  }
-}
 
-// --- embedding --------------------------------------------------------------------------------
-
-void GptShard::embedding_forward(int mb) {
-  Acts& a = acts(0, mb);
-  need(a.x, static_cast<std::size_t>(n_) * h_);
-  // With tp > 1 the slices' rows are summed first and the positions added after (tp_finish).
-  dev_.embedding_forward(a.x.f(), tokens_[static_cast<std::size_t>(mb)].i32(), w(wte_), tp_ == 1 ? w(wpe_) : nullptr,
-                         b_, t_, h_, v0_, vl_);
-  if (tp_ == 1) round(a.x.f(), a.x.floats());
-}
-
-void GptShard::embedding_backward(int mb) {
-  Buffer& dx = dx_.at({0, mb});
-  dev_.embedding_backward(g(wte_), g(wpe_), dx.f(), tokens_[static_cast<std::size_t>(mb)].i32(), b_, t_, h_, v0_, vl_);
-  dx_.erase({0, mb});
-}
-
-// --- layers -------------------------------------------------------------------------------------
-
-void GptShard::attention_core_forward(Acts& a) {
-  const auto T = static_cast<std::int64_t>(t_);
-  const int hl = heads_ / tp_;
-  const float scale = 1.0F / std::sqrt(static_cast<float>(d_));
-  need(a.att, static_cast<std::size_t>(b_) * hl * t_ * t_);
-  need(a.atty, static_cast<std::size_t>(n_) * cl_);
-  for (int bi = 0; bi < b_; ++bi) {
-    const float* q = a.qkv.f() + bi * T * 3 * cl_;
-    float* att = a.att.f() + bi * hl * T * T;
-    // scores = Q K^T per head, then the causal softmax in place
-    dev_.gemm_batched(false, true, t_, t_, d_, 1.0F, q, 3 * cl_, d_, q + cl_, 3 * cl_, d_, 0.0F, att, t_, T * T, hl);
-    dev_.causal_softmax_forward(att, att, hl, t_, scale);
-    round(att, static_cast<std::size_t>(hl * T * T));
-    dev_.gemm_batched(false, false, t_, d_, t_, 1.0F, att, t_, T * T, q + 2 * cl_, 3 * cl_, d_, 0.0F,
-                      a.atty.f() + bi * T * cl_, cl_, d_, hl);
-  }
-  round(a.atty.f(), a.atty.floats());
-}
-
-void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute) {
-  const LayerParams& p = layer_params_.at(layer);
-  Acts& a = acts(layer, mb);
-  const auto N = static_cast<std::size_t>(n_);
-  const auto H = static_cast<std::size_t>(h_);
-  if (part == ComputeWhat::layer || part == ComputeWhat::layer_attention) {
-    need(a.ln1, N * H);
-    need(a.mean1, N);
-    need(a.rstd1, N);
-    need(a.qkv, N * 3 * cl_);
-    need(a.part, N * H);
-    dev_.layer_norm_forward(a.ln1.f(), a.mean1.f(), a.rstd1.f(), a.x.f(), w(p.ln1w), w(p.ln1b), n_, h_);
-    round(a.ln1.f(), N * H);
-    dev_.gemm(false, false, n_, 3 * cl_, h_, 1.0F, a.ln1.f(), h_, w(p.qkvw), 3 * cl_, 0.0F, a.qkv.f(), 3 * cl_);
-    dev_.add_bias(a.qkv.f(), w(p.qkvb), n_, 3 * cl_);
-    round(a.qkv.f(), a.qkv.floats());
-    attention_core_forward(a);
-    // Selective recompute keeps Q, K, V and the attention output, not the s x s scores.
-    if (recompute_ == plan::Recompute::selective) a.att = Buffer();
-    dev_.gemm(false, false, n_, h_, cl_, 1.0F, a.atty.f(), cl_, w(p.projw), h_, 0.0F, a.part.f(), h_);
-    if (part == ComputeWhat::layer) finish_attention_forward(layer, mb);
-  }
-  if (part == ComputeWhat::layer || part == ComputeWhat::layer_mlp) {
-    need(a.ln2, N * H);
-    need(a.mean2, N);
-    need(a.rstd2, N);
-    need(a.fch, N * fl_);
-    need(a.fcg, N * fl_);
-    dev_.layer_norm_forward(a.ln2.f(), a.mean2.f(), a.rstd2.f(), a.x1.f(), w(p.ln2w), w(p.ln2b), n_, h_);
-    round(a.ln2.f(), N * H);
-    dev_.gemm(false, false, n_, fl_, h_, 1.0F, a.ln2.f(), h_, w(p.fcw), fl_, 0.0F, a.fch.f(), fl_);
-    dev_.add_bias(a.fch.f(), w(p.fcb), n_, fl_);
-    round(a.fch.f(), a.fch.floats());
-    dev_.gelu_forward(a.fcg.f(), a.fch.f(), static_cast<std::int64_t>(N * fl_));
-    round(a.fcg.f(), a.fcg.floats());
-    dev_.gemm(false, false, n_, h_, fl_, 1.0F, a.fcg.f(), fl_, w(p.fcprojw), h_, 0.0F, a.part.f(), h_);
-    if (part == ComputeWhat::layer) finish_mlp_forward(layer, mb, recompute);
-  }
-}
-
-void GptShard::finish_attention_forward(int layer, int mb) {
-  const LayerParams& p = layer_params_.at(layer);
-  Acts& a = acts(layer, mb);
-  need(a.x1, static_cast<std::size_t>(n_) * h_);
-  dev_.add(a.x1.f(), a.x.f(), a.part.f(), static_cast<std::int64_t>(n_) * h_);
-  dev_.add_bias(a.x1.f(), w(p.projb), n_, h_);
-  round(a.x1.f(), a.x1.floats());
-}
-
-void GptShard::finish_mlp_forward(int layer, int mb, bool recompute) {
-  const LayerParams& p = layer_params_.at(layer);
-  Acts& a = acts(layer, mb);
-  Buffer& out = need(acts(layer + 1, mb).x, static_cast<std::size_t>(n_) * h_);
-  dev_.add(out.f(), a.x1.f(), a.part.f(), static_cast<std::int64_t>(n_) * h_);
-  dev_.add_bias(out.f(), w(p.fcprojb), n_, h_);
-  round(out.f(), out.floats());
-  // Full recompute keeps only the layer's input until its backward runs the forward again.
-  if (recompute_ == plan::Recompute::full && !recompute) {
-    Buffer x = std::move(a.x);
-    a = Acts{};
-    a.x = std::move(x);
-  }
-}
-
-void GptShard::recompute_attention_core(int layer, int mb) { attention_core_forward(acts(layer, mb)); }
-
-void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
-  const LayerParams& p = layer_params_.at(layer);
-  Acts& a = acts(layer, mb);
-  const auto N = static_cast<std::size_t>(n_);
-  if (part == ComputeWhat::layer || part == ComputeWhat::layer_mlp) {
-    const Buffer& dy = dx_.at({layer + 1, mb});
-    need(scratch_a_, N * std::max<std::size_t>(fl_, 3 * cl_));
-    need(scratch_b_, N * std::max<std::size_t>(fl_, 3 * cl_));
-    float* dfcg = scratch_a_.f();
-    float* dfch = scratch_b_.f();
-    dev_.bias_backward(g(p.fcprojb), dy.f(), n_, h_);
-    dev_.gemm(true, false, fl_, h_, n_, 1.0F, a.fcg.f(), fl_, dy.f(), h_, 1.0F, g(p.fcprojw), h_);
-    dev_.gemm(false, true, n_, fl_, h_, 1.0F, dy.f(), h_, w(p.fcprojw), h_, 0.0F, dfcg, fl_);
-    dev_.zero(dfch, static_cast<std::int64_t>(N * fl_));
-    dev_.gelu_backward(dfch, a.fch.f(), dfcg, static_cast<std::int64_t>(N * fl_));
-    dev_.gemm(true, false, h_, fl_, n_, 1.0F, a.ln2.f(), h_, dfch, fl_, 1.0F, g(p.fcw), fl_);
-    dev_.bias_backward(g(p.fcb), dfch, n_, fl_);
-    dev_.gemm(false, true, n_, h_, fl_, 1.0F, dfch, fl_, w(p.fcw), fl_, 0.0F, a.part.f(), h_);
-    if (part == ComputeWhat::layer) finish_mlp_backward(layer, mb);
-  }
-  if (part == ComputeWhat::layer || part == ComputeWhat::layer_attention) {
-    const auto T = static_cast<std::int64_t>(t_);
-    const int hl = heads_ / tp_;
-    const float scale = 1.0F / std::sqrt(static_cast<float>(d_));
-    need(scratch_a_, N * std::max<std::size_t>(fl_, 3 * cl_));
-    need(scratch_b_, N * std::max<std::size_t>(fl_, 3 * cl_));
-    float* datty = scratch_a_.f();
-    float* dqkv = scratch_b_.f();
-    const Buffer& datt = need(scratch_att_, static_cast<std::size_t>(hl) * t_ * t_);
-    dev_.bias_backward(g(p.projb), a.dx1.f(), n_, h_);
-    dev_.gemm(true, false, cl_, h_, n_, 1.0F, a.atty.f(), cl_, a.dx1.f(), h_, 1.0F, g(p.projw), h_);
-    dev_.gemm(false, true, n_, cl_, h_, 1.0F, a.dx1.f(), h_, w(p.projw), h_, 0.0F, datty, cl_);
-    for (int bi = 0; bi < b_; ++bi) {
-      const float* q = a.qkv.f() + bi * T * 3 * cl_;
-      const float* att = a.att.f() + bi * hl * T * T;
-      const float* dout = datty + bi * T * cl_;
-      float* dq = dqkv + bi * T * 3 * cl_;
-      // dP = dO V^T; dV = P^T dO; dS = softmax backward; dQ = dS K; dK = dS^T Q
-      dev_.gemm_batched(false, true, t_, t_, d_, 1.0F, dout, cl_, d_, q + 2 * cl_, 3 * cl_, d_, 0.0F, datt.f(), t_,
-                        T * T, hl);
-      dev_.gemm_batched(true, false, t_, d_, t_, 1.0F, att, t_, T * T, dout, cl_, d_, 0.0F, dq + 2 * cl_, 3 * cl_, d_,
-                        hl);
-      dev_.causal_softmax_backward(datt.f(), att, datt.f(), hl, t_, scale);
-      dev_.gemm_batched(false, false, t_, d_, t_, 1.0F, datt.f(), t_, T * T, q + cl_, 3 * cl_, d_, 0.0F, dq, 3 * cl_,
-                        d_, hl);
-      dev_.gemm_batched(true, false, t_, d_, t_, 1.0F, datt.f(), t_, T * T, q, 3 * cl_, d_, 0.0F, dq + cl_, 3 * cl_,
-                        d_, hl);
-    }
-    dev_.gemm(true, false, h_, 3 * cl_, n_, 1.0F, a.ln1.f(), h_, dqkv, 3 * cl_, 1.0F, g(p.qkvw), 3 * cl_);
-    dev_.bias_backward(g(p.qkvb), dqkv, n_, 3 * cl_);
-    dev_.gemm(false, true, n_, h_, 3 * cl_, 1.0F, dqkv, 3 * cl_, w(p.qkvw), 3 * cl_, 0.0F, a.part.f(), h_);
-    if (part == ComputeWhat::layer) finish_attention_backward(layer, mb);
-  }
-}
-
-void GptShard::finish_mlp_backward(int layer, int mb) {
-  const LayerParams& p = layer_params_.at(layer);
-  Acts& a = acts(layer, mb);
-  const Buffer& dy = dx_.at({layer + 1, mb});
-  need(a.dx1, static_cast<std::size_t>(n_) * h_);
-  dev_.copy(a.dx1.f(), dy.f(), static_cast<std::int64_t>(n_) * h_);
-  dev_.layer_norm_backward(a.dx1.f(), g(p.ln2w), g(p.ln2b), a.part.f(), a.x1.f(), a.mean2.f(), a.rstd2.f(), w(p.ln2w),
-                           n_, h_);
-}
-
-void GptShard::finish_attention_backward(int layer, int mb) {
-  const LayerParams& p = layer_params_.at(layer);
-  Acts& a = acts(layer, mb);
-  Buffer& dx = dx_[{layer, mb}];
-  need(dx, static_cast<std::size_t>(n_) * h_);
-  dev_.copy(dx.f(), a.dx1.f(), static_cast<std::int64_t>(n_) * h_);
-  dev_.layer_norm_backward(dx.f(), g(p.ln1w), g(p.ln1b), a.part.f(), a.x.f(), a.mean1.f(), a.rstd1.f(), w(p.ln1w), n_,
-                           h_);
-  // The layer is done with: its activations, the gradient it consumed, and the activation
-  // that left the chunk after it (if it was sent on).
-  acts_.erase({layer, mb});
-  dx_.erase({layer + 1, mb});
-  acts_.erase({layer + 1, mb});
-}
-
-// --- LM head ---------------------------------------------------------------------------------------
-
-void GptShard::head_forward(int mb) {
-  Acts& a = acts(layers_, mb);
-  const auto N = static_cast<std::size_t>(n_);
-  need(a.lnf, N * h_);
-  need(a.meanf, N);
-  need(a.rstdf, N);
-  need(a.logits, N * vl_);
-  need(a.stats, static_cast<std::size_t>(tp_) * N * 3);
-  need(a.part, N * h_);
-  dev_.layer_norm_forward(a.lnf.f(), a.meanf.f(), a.rstdf.f(), a.x.f(), w(lnfw_), w(lnfb_), n_, h_);
-  round(a.lnf.f(), a.lnf.floats());
-  dev_.gemm(false, true, n_, vl_, h_, 1.0F, a.lnf.f(), h_, w(head_), h_, 0.0F, a.logits.f(), vl_);
-  round(a.logits.f(), a.logits.floats());
-  dev_.cross_entropy_stats(a.stats.f() + static_cast<std::size_t>(tp_index_) * N * 3, a.logits.f(),
-                           targets_[static_cast<std::size_t>(mb)].i32(), n_, vl_, v0_);
-}
-
-void GptShard::head_backward(int mb) {
-  Acts& a = acts(layers_, mb);
-  const auto N = static_cast<std::size_t>(n_);
-  // The mean over the step's tokens: this micro-batch's n tokens, m micro-batches, dp replicas.
-  const float scale = 1.0F / static_cast<float>(static_cast<double>(n_) * micro_batches_ * dp_);
-  loss_rows_.resize(N);
-  Buffer loss = dev_.allocate_floats(N);
-  float* dlogits = a.logits.f();  // in place
-  dev_.cross_entropy_backward(dlogits, loss.f(), a.logits.f(), a.stats.f(), tp_,
-                              targets_[static_cast<std::size_t>(mb)].i32(), n_, vl_, v0_, scale);
-  if (tp_index_ == 0) {
-    dev_.download(loss_rows_.data(), loss.f(), N * sizeof(float));
-    for (float l : loss_rows_) loss_sum_ += l;
-    loss_tokens_ += static_cast<double>(N);
-  }
-  dev_.gemm(false, false, n_, h_, vl_, 1.0F, dlogits, vl_, w(head_), h_, 0.0F, a.part.f(), h_);
-  dev_.gemm(true, false, vl_, h_, n_, 1.0F, dlogits, vl_, a.lnf.f(), h_, 1.0F, g(head_), h_);
-  if (tp_ == 1) finish_head_backward(mb);
-}
-
-void GptShard::finish_head_backward(int mb) {
-  Acts& a = acts(layers_, mb);
-  Buffer& dx = dx_[{layers_, mb}];
-  need(dx, static_cast<std::size_t>(n_) * h_);
-  dev_.zero(dx.f(), static_cast<std::int64_t>(n_) * h_);
-  dev_.layer_norm_backward(dx.f(), g(lnfw_), g(lnfb_), a.part.f(), a.x.f(), a.meanf.f(), a.rstdf.f(), w(lnfw_), n_, h_);
-  acts_.erase({layers_, mb});
-}
-
-// --- tensor parallel sums -------------------------------------------------------------------------
-
-GptShard::View GptShard::tp_buffer(const plan::Op& after) {
-  const std::int64_t rows = static_cast<std::int64_t>(n_) * h_;
-  switch (after.what) {
-    case ComputeWhat::embedding: return {acts(0, after.micro_batch).x.f(), rows};
-    case ComputeWhat::lm_head:
-      if (after.category == plan::Category::forward) {
-        Acts& a = acts(layers_, after.micro_batch);
-        return {a.stats.f(), static_cast<std::int64_t>(a.stats.floats())};
-      }
-      return {acts(layers_, after.micro_batch).part.f(), rows};
-    case ComputeWhat::layer_attention:
-    case ComputeWhat::layer_mlp: return {acts(after.layer, after.micro_batch).part.f(), rows};
-    default: break;
-  }
-  throw std::logic_error("tensor parallel collective after an op that has none");
-}
-
-void GptShard::tp_finish(const plan::Op& after) {
-  const int mb = after.micro_batch;
-  const bool backward = after.category == plan::Category::backward;
-  switch (after.what) {
-    case ComputeWhat::embedding: {
-      Buffer& x = acts(0, mb).x;
-      for (int bi = 0; bi < b_; ++bi) {
-        dev_.accumulate(x.f() + static_cast<std::size_t>(bi) * t_ * h_, w(wpe_), static_cast<std::int64_t>(t_) * h_);
-      }
-      round(x.f(), x.floats());
-      return;
-    }
-    case ComputeWhat::lm_head:
-      if (backward) finish_head_backward(mb);
-      return;  // forward: the gathered statistics are used by the backward
-    case ComputeWhat::layer_attention:
-      if (backward) {
-        finish_attention_backward(after.layer, mb);
-      } else {
-        finish_attention_forward(after.layer, mb);
-      }
-      return;
-    case ComputeWhat::layer_mlp:
-      if (backward) {
-        finish_mlp_backward(after.layer, mb);
-      } else {
-        finish_mlp_forward(after.layer, mb, after.category == plan::Category::recompute);
-      }
-      return;
-    default: break;
-  }
-  throw std::logic_error("tensor parallel collective after an op that has none");
-}
-
-// --- pipeline boundaries ---------------------------------------------------------------------------
-
-GptShard::View GptShard::boundary(int layer, int mb, bool gradient) {
-  Buffer& b = gradient ? dx_[{layer, mb}] : acts(layer, mb).x;
-  need(b, static_cast<std::size_t>(n_) * h_);
-  return {b.f(), static_cast<std::int64_t>(n_) * h_};
-}
-
-void GptShard::release_boundary(int layer, int mb, bool gradient) {
-  if (gradient) {
-    dx_.erase({layer, mb});
-  } else if (auto it = acts_.find({layer, mb}); it != acts_.end()) {
-    it->second.x = Buffer();
-  }
-}
-
-// --- data parallel ----------------------------------------------------------------------------------
-
-std::pair<std::size_t, std::size_t> GptShard::bucket_range(int lowest_layer) const {
+std::pair<std::size_t, std::size_t> Shard::bucket_range(int lowest_layer) const {
   // Buckets split the rank's buffer at their lowest layer; the highest runs to the end, the
   // lowest from the start.
   const auto it = std::find(bucket_lows_.begin(), bucket_lows_.end(), lowest_layer);
@@ -528,7 +150,8 @@ std::pair<std::size_t, std::size_t> GptShard::bucket_range(int lowest_layer) con
   return {begin, end};
 }
 
-std::vector<std::int64_t> GptShard::bucket_parts(int lowest_layer) const {
+
+std::vector<std::int64_t> Shard::bucket_parts(int lowest_layer) const {
   const auto [begin, end] = bucket_range(lowest_layer);
   const auto n = static_cast<std::int64_t>(end - begin);
   std::vector<std::int64_t> parts;
@@ -536,24 +159,20 @@ std::vector<std::int64_t> GptShard::bucket_parts(int lowest_layer) const {
   return parts;
 }
 
-GptShard::View GptShard::bucket(int lowest_layer, bool params) {
+
+Shard::View Shard::bucket(int lowest_layer, bool params) {
   const auto [begin, end] = bucket_range(lowest_layer);
   return {(params ? params_.f() : grads_.f()) + begin, static_cast<std::int64_t>(end - begin)};
 }
 
-void GptShard::bucket_gathered(int lowest_layer) {
+
+void Shard::bucket_gathered(int lowest_layer) {
   const auto [begin, end] = bucket_range(lowest_layer);
   refresh_weights(begin, end);
 }
 
-GptShard::View GptShard::tied_embedding_grads() {
-  const std::size_t at = first_stage_ ? wte_ : head_;
-  return {grads_.f() + at, static_cast<std::int64_t>(vl_) * h_};
-}
 
-// --- optimizer --------------------------------------------------------------------------------------
-
-void GptShard::optimizer_step() {
+void Shard::optimizer_step() {
   ++step_;
   std::size_t state = 0;
   for (const auto& [begin, end] : owned_) {
@@ -565,7 +184,7 @@ void GptShard::optimizer_step() {
   if (zero_ == 0 || dp_ == 1) refresh_weights(0, static_cast<std::size_t>(param_count_));
 }
 
-void GptShard::add_to_full(std::span<float> full, bool grads) const {
+void Shard::add_to_full(std::span<float> full, bool grads) const {
   std::vector<float> host(static_cast<std::size_t>(param_count_));
   dev_.download(host.data(), (grads ? grads_ : params_).f(), host.size() * sizeof(float));
   for (const Piece& pc : pieces_) {

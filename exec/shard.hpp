@@ -1,17 +1,14 @@
-// One rank's part of the GPT decoder under a plan, on a Device: the layers of its pipeline
-// chunks sharded over tensor parallel ranks as Megatron does (QKV and the first MLP GEMM
-// split by columns, the attention output and second MLP GEMM by rows, so each half-layer
-// ends in a partial sum over tp), the vocabulary slice of the embedding on the first stage
-// and of the tied LM head on the last, their gradients and the AdamW state.
+// One rank's part of the model under a plan, on a Device: its parameters, gradients and
+// AdamW state in flat buffers, the activations of its micro-batches, and one method per
+// compute op of the Program. The runner (runner.hpp) calls them in the Program's order and
+// asks for the buffer of each communication op.
 //
-// The operations are the Program's: the runner calls one method per compute op and asks
-// for the buffer of each communication op. A tensor parallel sum closes its half-layer:
-// once it completes, tp_finish() applies what follows the sum (bias and residual add
-// forward; the layer norm's backward and the residual add backward).
-//
-// Parameters are initialised from the full model (Gpt<float> with the run's seed) and
-// sliced, so every plan starts from the same weights and, step by step, computes the same
-// gradients to rounding: the correctness test of every parallel mode.
+// Two models implement it: GptShard, the GPT decoder sharded as Megatron does
+// (gpt_shard.hpp), and GenericShard, a generic layer list run as GEMM equivalents
+// (generic_shard.hpp). What they share lives here: the flat parameter layout by layer slot,
+// data-parallel buckets cut at slot boundaries (and ZeRO-1's share of each), the optimizer
+// step, mixed-precision weights, and the map from local parameters to the full model's
+// (add_to_full), which the correctness tests sum over ranks.
 //
 // Mixed precision (bf16 / fp16) is emulated: fp32 master weights and gradients, a copy of
 // the weights rounded to 16 bits for compute, activations rounded to 16 bits where they are
@@ -20,12 +17,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "exec/device.hpp"
-#include "exec/model/gpt.hpp"
 #include "plan/program.hpp"
 
 namespace parasim::exec {
@@ -33,117 +31,118 @@ namespace parasim::exec {
 // Why the executor cannot run this scenario, or "" when it can.
 std::string unsupported_reason(const plan::Scenario& s);
 
-class GptShard {
+class Shard {
  public:
   struct View {
     float* data = nullptr;
     std::int64_t count = 0;
   };
 
-  GptShard(Device& dev, const plan::Scenario& s, int rank);
+  virtual ~Shard() = default;
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
   // The lowest layer of each of this rank's data-parallel buckets (the Program's dp
   // collectives); allocates the optimizer state, which ZeRO-1 shards by bucket. Call once.
   void set_buckets(std::vector<int> lowest_layers);
-
-  // Zeroes gradients and loads the step's tokens (the synthetic batch of `step`).
+  // Zeroes gradients and loads the step's synthetic batch.
   void begin_step(std::int64_t step);
 
   // --- compute ops ---------------------------------------------------------------------------
-  void embedding_forward(int mb);
-  void embedding_backward(int mb);
-  // part: layer (a whole layer, tp = 1), layer_attention or layer_mlp (tp > 1).
-  void layer_forward(int layer, int mb, plan::ComputeWhat part, bool recompute);
-  void layer_backward(int layer, int mb, plan::ComputeWhat part);
-  void recompute_attention_core(int layer, int mb);
-  void head_forward(int mb);
-  void head_backward(int mb);
+  virtual void embedding_forward(int mb) = 0;
+  virtual void embedding_backward(int mb) = 0;
+  // part: layer (a whole layer), layer_attention or layer_mlp (tp > 1).
+  virtual void layer_forward(int layer, int mb, plan::ComputeWhat part, bool recompute) = 0;
+  virtual void layer_backward(int layer, int mb, plan::ComputeWhat part) = 0;
+  virtual void recompute_attention_core(int layer, int mb);
+  virtual void head_forward(int mb);
+  virtual void head_backward(int mb);
   void optimizer_step();
 
   // --- communication buffers ------------------------------------------------------------------
   // A tensor parallel collective following compute op `after`: its buffer, and what to do
   // once it completes.
-  View tp_buffer(const plan::Op& after);
-  void tp_finish(const plan::Op& after);
-  // The residual stream entering layer `boundary` (activations), or its gradient.
-  View boundary(int boundary, int mb, bool gradient);
-  void release_boundary(int boundary, int mb, bool gradient);
+  virtual View tp_buffer(const plan::Op& after);
+  virtual void tp_finish(const plan::Op& after);
+  // What enters layer `boundary` (activations), or its gradient.
+  virtual View boundary(int boundary, int mb, bool gradient) = 0;
+  virtual void release_boundary(int boundary, int mb, bool gradient) = 0;
   // Data-parallel buckets, named by their lowest layer (-1: the embedding): the gradients
   // (all-reduce, reduce-scatter) or the master parameters (ZeRO-1 all-gather) they cover.
   View bucket(int lowest_layer, bool params);
   [[nodiscard]] std::vector<std::int64_t> bucket_parts(int lowest_layer) const;
   void bucket_gathered(int lowest_layer);
   // The tied embedding's gradient (first stage: the embedding, last stage: the head copy).
-  View tied_embedding_grads();
+  virtual View tied_embedding_grads();
 
   // --- results -----------------------------------------------------------------------------------
-  // Sum of per-token losses and token count this rank computed in the step (tp index 0 of
-  // the last stage only).
+  // Sum of per-token (per-sample) losses and their count this rank computed in the step.
   [[nodiscard]] double loss_sum() const { return loss_sum_; }
   [[nodiscard]] double loss_tokens() const { return loss_tokens_; }
   [[nodiscard]] std::int64_t param_count() const { return param_count_; }
   // Adds this rank's canonical share of the parameters or gradients into a buffer in the
-  // full model's layout (Gpt<float>): each value has exactly one owner over the job, so a
-  // sum over ranks rebuilds the full tensor.
+  // full model's layout: each value has exactly one owner over the job, so a sum over ranks
+  // rebuilds the full tensor.
   void add_to_full(std::span<float> full, bool grads) const;
   [[nodiscard]] std::int64_t full_param_count() const { return full_count_; }
 
- private:
+ protected:
+  Shard(Device& dev, const plan::Scenario& s, int rank);
+
   // A block of rows of a tensor: `rows` x `cols` values at local[offset], row stride
   // local_stride, coming from full[full_offset] with row stride full_stride.
   struct Piece {
     std::size_t local = 0, local_stride = 0, full = 0, full_stride = 0, rows = 0, cols = 0;
     bool canonical = true;  // this rank reports it (replicas report once)
   };
-  using LayerParams = LayerOffsets;  // offsets in the rank's flat buffers
-  struct Acts {
-    Buffer x, ln1, mean1, rstd1, qkv, att, atty, part, x1, ln2, mean2, rstd2, fch, fcg, dx1;
-    Buffer lnf, meanf, rstdf, logits, stats;  // the head's (layer index L)
-  };
+  void add_piece(std::size_t local, std::size_t local_stride, std::size_t from, std::size_t from_stride,
+                 std::size_t rows, std::size_t cols, bool canonical) {
+    pieces_.push_back({local, local_stride, from, from_stride, rows, cols, canonical && dp_index_ == 0});
+  }
+  // Allocates param_count_ parameters and gradients, fills the parameters from the full
+  // model's through pieces_, and the 16-bit copy under mixed precision.
+  void init_parameters(std::span<const float> full);
+  virtual void load_batch(std::int64_t step) = 0;
 
   float* w(std::size_t offset) const { return weights_->f() + offset; }
   float* g(std::size_t offset) const { return grads_.f() + offset; }
   Buffer& need(Buffer& b, std::size_t floats);
-  Acts& acts(int layer, int mb);
   void round(float* p, std::size_t n);
-  void attention_core_forward(Acts& a);
-  void finish_attention_forward(int layer, int mb);
-  void finish_mlp_forward(int layer, int mb, bool recompute);
-  void finish_mlp_backward(int layer, int mb);
-  void finish_attention_backward(int layer, int mb);
-  void finish_head_backward(int mb);
-  void refresh_weights(std::size_t begin, std::size_t end);
-  std::pair<std::size_t, std::size_t> bucket_range(int lowest_layer) const;
 
   Device& dev_;
   plan::Dtype precision_;
-  int tp_ = 1, tp_index_ = 0, dp_ = 1, dp_index_ = 0, stage_ = 0, pp_ = 1;
-  int micro_batches_ = 1, b_ = 1, t_ = 1, h_ = 1, heads_ = 1, d_ = 1, vocab_ = 1, layers_ = 0;
-  int cl_ = 1, fl_ = 1, vl_ = 1, v0_ = 0;  // local widths: heads x d, MLP, vocabulary slice
-  int n_ = 1;                              // token rows per micro-batch
+  int dp_ = 1, dp_index_ = 0, stage_ = 0, pp_ = 1;
+  int micro_batches_ = 1, b_ = 1;
   bool first_stage_ = false, last_stage_ = false;
   plan::Recompute recompute_ = plan::Recompute::none;
   int zero_ = 0;
   std::uint64_t seed_ = 0;
   int global_batch_ = 1;
   double lr_ = 1e-3;
+  std::vector<int> layers_held_;  // the layers of this rank's chunks, ascending
 
   std::int64_t param_count_ = 0, full_count_ = 0;
-  Buffer params_, grads_, adam_m_, adam_v_, rounded_;
-  const Buffer* weights_ = nullptr;  // params_, or rounded_ under mixed precision
-  std::map<int, LayerParams> layer_params_;
-  std::map<int, std::size_t> slot_offset_;  // first offset of layer slot (-1 .. L)
-  std::size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0, head_ = 0;  // head_: the head's wte slice
+  Buffer params_, grads_;
+  const Buffer* weights_ = nullptr;         // params_, or rounded_ under mixed precision
+  std::map<int, std::size_t> slot_offset_;  // first offset of each layer slot (-1 .. L)
   std::vector<Piece> pieces_;
-  std::vector<int> bucket_lows_;  // this rank's dp buckets, highest first
+  double loss_sum_ = 0.0, loss_tokens_ = 0.0;
+
+ private:
+  void refresh_weights(std::size_t begin, std::size_t end);
+  std::pair<std::size_t, std::size_t> bucket_range(int lowest_layer) const;
+
+  Buffer adam_m_, adam_v_, rounded_;
+  std::vector<int> bucket_lows_;                            // this rank's dp buckets, highest first
   std::vector<std::pair<std::size_t, std::size_t>> owned_;  // ZeRO-1: ranges this rank updates
   int step_ = 0;
-
-  std::map<std::pair<int, int>, Acts> acts_;
-  std::map<std::pair<int, int>, Buffer> dx_;
-  std::vector<Buffer> tokens_, targets_;
-  Buffer scratch_a_, scratch_b_, scratch_att_;  // backward temporaries, reused
-  double loss_sum_ = 0.0, loss_tokens_ = 0.0;
-  std::vector<float> loss_rows_;
 };
+
+// What the executor runs for the scenario's model, for every output of a run: "GPT
+// decoder", or the generic model's GEMM equivalents.
+std::string model_description(const plan::Scenario& s);
+
+// The shard of `rank` for the scenario's model (GptShard or GenericShard).
+std::unique_ptr<Shard> make_shard(Device& dev, const plan::Scenario& s, int rank);
 
 }  // namespace parasim::exec

@@ -1,5 +1,8 @@
 #include "plan/accounting.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace parasim::plan {
 
 std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp) {
@@ -28,6 +31,18 @@ std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int t
 
 Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp) {
   return {"lm-head", static_cast<long long>(micro_batch) * m.seq_len, m.vocab / tp, m.hidden, 1};
+}
+
+Gemm generic_layer_gemm(const GenericLayer& layer, int micro_batch) {
+  const auto side = std::max(1LL, static_cast<long long>(std::floor(std::sqrt(std::round(layer.params)))));
+  const double square = static_cast<double>(side) * static_cast<double>(side);
+  const auto rows = std::max(1LL, std::llround(layer.forward_flops * micro_batch / (2.0 * square)));
+  return {layer.name, rows, side, side, 1};
+}
+
+long long generic_layer_bias(const GenericLayer& layer) {
+  const long long side = generic_layer_gemm(layer, 1).n;
+  return std::max(0LL, std::llround(layer.params) - side * side);
 }
 
 double step_flops(const ModelSpec& m, int global_batch, Recompute recompute) {

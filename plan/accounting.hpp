@@ -46,6 +46,14 @@ std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int t
 // Forward GEMM of the LM head (logits) for a micro-batch, on one of tp ranks.
 Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp);
 
+// A generic layer (model.kind: generic) as a GEMM of the same FLOPs and parameters: a
+// square weight of side S = floor(sqrt(params)) and rows = round(forward_flops · b / 2S²)
+// per micro-batch of b samples, so 2·rows·S² is the layer's forward FLOPs to within one
+// row. The params − S² left over (fewer than 2S + 1) are a bias vector; the executor adds
+// it cyclically to the layer's output.
+Gemm generic_layer_gemm(const GenericLayer& layer, int micro_batch);
+long long generic_layer_bias(const GenericLayer& layer);
+
 // Training FLOPs of one step for the whole model and global batch (hardware FLOPs):
 // forward, backward (twice the forward) and what recompute runs again (the whole layer
 // forward for full, the attention core for selective).

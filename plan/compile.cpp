@@ -119,13 +119,9 @@ class Builder {
       // once forward and read once backward.
       elementwise_bytes_ = layer_activation_bytes(m_, t_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::none, e_);
     } else {
-      for (const GenericLayer& l : m_.generic_layers) {
-        // A GEMM of the same FLOPs and parameters: a square weight, m rows per micro-batch.
-        const auto side = static_cast<long long>(std::max(1.0, std::round(std::sqrt(l.params))));
-        const double square = static_cast<double>(side) * static_cast<double>(side);
-        const auto rows = static_cast<long long>(std::max(1.0, std::round(l.forward_flops * t_.micro_batch / (2.0 * square))));
-        generic_sets_.push_back(add_set({Gemm{l.name, rows, side, side, 1}}));
-      }
+      // A GEMM of the same FLOPs and parameters per layer (generic_layer_gemm): the ops
+      // count its FLOPs, which the executor performs.
+      for (const GenericLayer& l : m_.generic_layers) generic_sets_.push_back(add_set({generic_layer_gemm(l, t_.micro_batch)}));
     }
   }
 
@@ -238,7 +234,7 @@ class Builder {
       const GenericLayer& g = m_.generic_layers[static_cast<std::size_t>(layer)];
       const int set = generic_sets_[static_cast<std::size_t>(layer)];
       auto deps = take_pending();
-      compute(ComputeWhat::layer, cat, set, g.forward_flops * t_.micro_batch,
+      compute(ComputeWhat::layer, cat, set, sum_flops(prog_.gemm_sets[static_cast<std::size_t>(set)]),
               gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) + g.activations * t_.micro_batch * e_,
               mb, chunk, layer, deps);
       return;
@@ -268,7 +264,7 @@ class Builder {
       const int set = generic_sets_[static_cast<std::size_t>(layer)];
       auto deps = take_pending();
       grad_ready_[static_cast<std::size_t>(layer)] =
-          compute(ComputeWhat::layer, Category::backward, set, 2 * g.forward_flops * t_.micro_batch,
+          compute(ComputeWhat::layer, Category::backward, set, 2 * sum_flops(prog_.gemm_sets[static_cast<std::size_t>(set)]),
                   2 * gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) +
                       g.activations * t_.micro_batch * e_,
                   mb, chunk, layer, deps);

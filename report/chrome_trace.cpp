@@ -58,7 +58,9 @@ std::string chrome_trace_json(const Trace& trace, const plan::Program& program, 
       events.push_back({{"ph", "C"}, {"name", name}, {"pid", links_pid}, {"ts", step * 1e6}, {"args", {{"utilisation", 0.0}}}});
     }
   }
-  json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"kind", trace.kind}}}};
+  json other = {{"kind", trace.kind}};
+  if (!trace.model.empty()) other["model"] = trace.model;
+  json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", other}};
   return doc.dump() + "\n";
 }
 

@@ -49,6 +49,7 @@ struct Counter {
 
 struct Trace {
   std::string kind;  // "predicted" or "measured"
+  std::string model;  // what ran, when it was not the model itself (GEMM equivalents)
   int world = 0;
   std::vector<Span> spans;
   std::vector<LinkUse> links;  // links that carried traffic

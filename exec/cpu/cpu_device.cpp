@@ -279,6 +279,27 @@ void CpuDevice::cross_entropy_backward(float* dlogits, float* loss, const float*
   }
 }
 
+void CpuDevice::resample_forward(float* y, std::int64_t ny, const float* x, std::int64_t nx, bool relu) {
+  progress();
+  kernels::resample_forward(y, ny, x, nx, relu);
+}
+
+void CpuDevice::resample_backward(float* dx, std::int64_t nx, const float* dy, std::int64_t ny,
+                                  const float* relu_input) {
+  progress();
+  kernels::resample_backward(dx, nx, dy, ny, relu_input);
+}
+
+void CpuDevice::add_cyclic(float* y, std::int64_t count, const float* bias, std::int64_t nb) {
+  progress();
+  kernels::add_cyclic(y, count, bias, nb);
+}
+
+void CpuDevice::cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) {
+  progress();
+  kernels::cyclic_backward(dbias, nb, dy, count);
+}
+
 void CpuDevice::adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr, double beta1,
                       double beta2, double eps, double weight_decay, int step) {
   progress();

@@ -62,6 +62,10 @@ class CpuDevice final : public Device {
                            int v0) override;
   void cross_entropy_backward(float* dlogits, float* loss, const float* logits, const float* all_stats, int parts,
                               const std::int32_t* targets, int n, int vn, int v0, float scale) override;
+  void resample_forward(float* y, std::int64_t ny, const float* x, std::int64_t nx, bool relu) override;
+  void resample_backward(float* dx, std::int64_t nx, const float* dy, std::int64_t ny, const float* relu_input) override;
+  void add_cyclic(float* y, std::int64_t count, const float* bias, std::int64_t nb) override;
+  void cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) override;
   void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr, double beta1,
              double beta2, double eps, double weight_decay, int step) override;
   void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;

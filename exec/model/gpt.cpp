@@ -6,30 +6,10 @@
 #include <stdexcept>
 
 #include "exec/model/kernels.hpp"
+#include "exec/model/random.hpp"
 
 namespace parasim::exec {
 namespace k = kernels;
-
-namespace {
-
-std::uint64_t splitmix(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// Uniform in (0, 1), from the top 53 bits.
-double uniform(std::uint64_t& state) { return (static_cast<double>(splitmix(state) >> 11) + 0.5) * 0x1.0p-53; }
-
-// Standard normal by Box-Muller: the same numbers on every platform.
-double normal(std::uint64_t& state) {
-  const double u1 = uniform(state);
-  const double u2 = uniform(state);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
-
-}  // namespace
 
 LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, std::size_t fl) {
   auto take = [&](std::size_t n) {

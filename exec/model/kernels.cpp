@@ -312,6 +312,102 @@ void adamw(T* param, const T* grad, T* m, T* v, std::int64_t count, const AdamW&
   }
 }
 
+// --- generic layers ------------------------------------------------------------------------
+
+namespace {
+// The stretches of nx values over ny: value j covers [begin(j), begin(j + 1)) with
+// begin(j) = ceil(j·ny / nx), the i with floor(i·nx / ny) = j. Walked in order with
+// j·ny = q·nx + r kept exact, so no size overflows and no division per value.
+struct Stretches {
+  std::int64_t nx, ny, q = 0, r = 0, step_q, step_r;
+  Stretches(std::int64_t from, std::int64_t to) : nx(from), ny(to), step_q(to / from), step_r(to % from) {}
+  [[nodiscard]] std::int64_t begin() const { return q + (r > 0 ? 1 : 0); }
+  void next() {
+    q += step_q;
+    r += step_r;
+    if (r >= nx) {
+      r -= nx;
+      ++q;
+    }
+  }
+};
+}  // namespace
+
+// The source index of each of ny targets, floor(i·nx / ny), walked in order with
+// i·nx = j·ny + r kept exact: for sampling (ny <= nx), where every run has at most one
+// value and walking the targets is the shorter loop.
+struct Samples {
+  std::int64_t ny, j = 0, r = 0, step_j, step_r;
+  Samples(std::int64_t from, std::int64_t to) : ny(to), step_j(from / to), step_r(from % to) {}
+  void next() {
+    j += step_j;
+    r += step_r;
+    if (r >= ny) {
+      r -= ny;
+      ++j;
+    }
+  }
+};
+
+template <class T>
+void resample_forward(T* y, std::int64_t ny, const T* x, std::int64_t nx, bool relu) {
+  if (ny <= nx) {
+    Samples s(nx, ny);
+    for (std::int64_t i = 0; i < ny; ++i, s.next()) y[i] = relu ? std::max(x[s.j], T(0)) : x[s.j];
+    return;
+  }
+  Stretches s(nx, ny);
+  std::int64_t b = 0;
+  for (std::int64_t j = 0; j < nx; ++j) {
+    s.next();
+    const std::int64_t e = s.begin();
+    const T v = relu ? std::max(x[j], T(0)) : x[j];  // a max, not a branch on the sign
+    std::fill(y + b, y + e, v);
+    b = e;
+  }
+}
+
+template <class T>
+void resample_backward(T* dx, std::int64_t nx, const T* dy, std::int64_t ny, const T* relu_input) {
+  if (ny <= nx) {
+    // Each value was sampled at most once: its gradient is that sample's, or 0.
+    std::fill(dx, dx + nx, T(0));
+    Samples s(nx, ny);
+    for (std::int64_t i = 0; i < ny; ++i, s.next()) {
+      dx[s.j] = relu_input != nullptr ? dy[i] * static_cast<T>(relu_input[s.j] > T(0)) : dy[i];
+    }
+    return;
+  }
+  Stretches s(nx, ny);
+  std::int64_t b = 0;
+  for (std::int64_t j = 0; j < nx; ++j) {
+    s.next();
+    const std::int64_t e = s.begin();
+    T sum = 0;
+    for (std::int64_t i = b; i < e; ++i) sum += dy[i];
+    dx[j] = relu_input != nullptr ? sum * static_cast<T>(relu_input[j] > T(0)) : sum;
+    b = e;
+  }
+}
+
+template <class T>
+void add_cyclic(T* y, std::int64_t count, const T* bias, std::int64_t nb) {
+  if (nb <= 0) return;
+  for (std::int64_t at = 0; at < count; at += nb) {
+    const std::int64_t n = std::min(nb, count - at);
+    for (std::int64_t j = 0; j < n; ++j) y[at + j] += bias[j];
+  }
+}
+
+template <class T>
+void cyclic_backward(T* dbias, std::int64_t nb, const T* dy, std::int64_t count) {
+  if (nb <= 0) return;
+  for (std::int64_t at = 0; at < count; at += nb) {
+    const std::int64_t n = std::min(nb, count - at);
+    for (std::int64_t j = 0; j < n; ++j) dbias[j] += dy[at + j];
+  }
+}
+
 #define PARASIM_KERNELS(T)                                                                                        \
   template void gemm<T>(bool, bool, int, int, int, T, const T*, const T*, T, T*);                               \
   template void linear_forward<T>(T*, const T*, const T*, const T*, int, int, int);                             \
@@ -325,7 +421,11 @@ void adamw(T* param, const T* grad, T* m, T* v, std::int64_t count, const AdamW&
   template void embedding_forward<T>(T*, const std::int32_t*, const T*, const T*, int, int, int);               \
   template void embedding_backward<T>(T*, T*, const T*, const std::int32_t*, int, int, int);                    \
   template T cross_entropy<T>(T*, const T*, const std::int32_t*, int, int);                                     \
-  template void adamw<T>(T*, const T*, T*, T*, std::int64_t, const AdamW&, int);
+  template void adamw<T>(T*, const T*, T*, T*, std::int64_t, const AdamW&, int);                               \
+  template void resample_forward<T>(T*, std::int64_t, const T*, std::int64_t, bool);                            \
+  template void resample_backward<T>(T*, std::int64_t, const T*, std::int64_t, const T*);                       \
+  template void add_cyclic<T>(T*, std::int64_t, const T*, std::int64_t);                                        \
+  template void cyclic_backward<T>(T*, std::int64_t, const T*, std::int64_t);
 
 PARASIM_KERNELS(float)
 PARASIM_KERNELS(double)

@@ -56,6 +56,25 @@ void embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t* token
 template <class T>
 T cross_entropy(T* dlogits, const T* logits, const std::int32_t* targets, int n, int v);
 
+// The GEMM-equivalent layers of generic models (generic.hpp) --------------------------------
+
+// Nearest-neighbour stretch of nx values to ny: y[i] = x[floor(i·nx / ny)], so the j-th
+// of nx values fills the j-th of nx equal stretches of y (repeated when ny > nx, sampled
+// when ny < nx); through a ReLU, max(x, 0), when `relu` is set. Its backward writes each
+// value's gradient, the sum of the dy it was stretched over: dx[j] = Σ dy[i] over the i
+// with floor(i·nx / ny) = j (a contiguous run), or 0 where relu_input[j] <= 0 when the
+// forward went through a ReLU of relu_input (nullptr: none).
+template <class T>
+void resample_forward(T* y, std::int64_t ny, const T* x, std::int64_t nx, bool relu);
+template <class T>
+void resample_backward(T* dx, std::int64_t nx, const T* dy, std::int64_t ny, const T* relu_input);
+
+// y[i] += bias[i mod nb]; dbias[j] += Σ dy[i] over the i ≡ j (mod nb).
+template <class T>
+void add_cyclic(T* y, std::int64_t count, const T* bias, std::int64_t nb);
+template <class T>
+void cyclic_backward(T* dbias, std::int64_t nb, const T* dy, std::int64_t count);
+
 // One AdamW step over `count` parameters (bias-corrected, decoupled weight decay);
 // `step` counts from 1.
 struct AdamW {

@@ -77,7 +77,13 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   check "validate wrote both traces" test -s "$work/val/predicted.trace.json" -a -s "$work/val/measured.trace.json"
   check "validate wrote the comparison" grep -q '"metric": "step time"' "$work/val/comparison.json"
   expect 2 "GELU MLP" -- "$parasim" run "$q" --set model.mlp=swiglu
-  expect 2 "generic \\(layer list\\) models are not executable yet" -- "$parasim" run "$src/scenarios/cnn-lenet.yaml" --backend cpu
+  # Generic (CNN) models run as GEMM equivalents, and every output says so.
+  lenet="$src/scenarios/cnn-lenet.yaml"
+  expect 0 "GEMM equivalents of lenet's 5 layers" -- "$parasim" run "$lenet" --backend cpu --set plan.dp=2 --steps 2 --warmup 0 --json "$work/lenet.json" --trace "$work/lenet.trace.json"
+  check "run JSON names the equivalents" grep -q '"model": "GEMM equivalents of lenet' "$work/lenet.json"
+  check "measured trace names the equivalents" grep -q '"model":"GEMM equivalents of lenet' "$work/lenet.trace.json"
+  expect 0 "prediction against measurement" -- "$parasim" validate "$lenet" --backend cpu --set plan.dp=1 --set plan.pp=2 --steps 2 --warmup 0 --out "$work/val-lenet"
+  check "comparison JSON names the equivalents" grep -q '"model": "GEMM equivalents of lenet' "$work/val-lenet/comparison.json"
   expect 2 "does not fit in memory: stage 0 needs .* of 4 GiB" -- "$parasim" run "$q" --set model=gpt3-13b
   expect 2 "backend cuda cannot run here|CUDA executor" -- "$parasim" run "$q" --backend cuda
   expect 2 "the plan needs 2 ranks .*; the job has 3" -- tests_mpirun 3 "$parasim" run "$q" --steps 1

@@ -3,9 +3,11 @@
 // 1e-8), the kernels against hand-computed values, and training that learns.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "exec/model/generic.hpp"
 #include "exec/model/gpt.hpp"
 #include "exec/model/kernels.hpp"
 
@@ -144,4 +146,131 @@ TEST_CASE("the float GELU (exp-based tanh) against the double reference", "[exec
   CHECK(worst_y < 1e-6);
   CHECK(worst_g < 1e-6);
   CHECK(yf.front() == 0.0F);  // GELU(-30): tanh is exactly -1 in float
+}
+
+// --- generic models' GEMM equivalents -----------------------------------------------------
+
+TEST_CASE("stretch, ReLU and the cyclic bias against hand-computed values", "[exec][model][generic]") {
+  // Up: 3 values over 7 (i·3/7 = 0,0,0,1,1,2,2); down: 7 over 3 (i·7/3 = 0,2,4).
+  const std::vector<double> x3{1, 2, 3}, x7{1, 2, 3, 4, 5, 6, 7};
+  std::vector<double> y7(7), y3(3);
+  kernels::resample_forward(y7.data(), 7, x3.data(), 3, false);
+  kernels::resample_forward(y3.data(), 3, x7.data(), 7, false);
+  CHECK(y7 == std::vector<double>{1, 1, 1, 2, 2, 3, 3});
+  CHECK(y3 == std::vector<double>{1, 3, 5});
+  // Backward writes each value's gradient: the sum over its stretch.
+  std::vector<double> dx3(3, 99.0), dx7(7, 99.0);
+  kernels::resample_backward(dx3.data(), 3, x7.data(), 7, static_cast<const double*>(nullptr));
+  CHECK(dx3 == std::vector<double>{1 + 2 + 3, 4 + 5, 6 + 7});
+  kernels::resample_backward(dx7.data(), 7, x3.data(), 3, static_cast<const double*>(nullptr));
+  CHECK(dx7 == std::vector<double>{1, 0, 2, 0, 3, 0, 0});
+  // The same length copies.
+  std::vector<double> same(7);
+  kernels::resample_forward(same.data(), 7, x7.data(), 7, false);
+  CHECK(same == x7);
+
+  // Through a ReLU: negative and zero inputs give 0 forward, and no gradient backward.
+  const std::vector<double> signed3{-1, 0, 2};
+  kernels::resample_forward(y7.data(), 7, signed3.data(), 3, true);
+  CHECK(y7 == std::vector<double>{0, 0, 0, 0, 0, 2, 2});
+  kernels::resample_backward(dx3.data(), 3, x7.data(), 7, signed3.data());
+  CHECK(dx3 == std::vector<double>{0, 0, 6 + 7});
+
+  std::vector<double> y(5, 0.0);
+  const std::vector<double> bias{1, 2};
+  kernels::add_cyclic(y.data(), 5, bias.data(), 2);
+  CHECK(y == std::vector<double>{1, 2, 1, 2, 1});
+  std::vector<double> db{0.5, 0.5};
+  kernels::cyclic_backward(db.data(), 2, x7.data(), 5);
+  CHECK(db == std::vector<double>{0.5 + 1 + 3 + 5, 0.5 + 2 + 4});
+}
+
+TEST_CASE("the stretch's backward is its adjoint at any pair of sizes", "[exec][model][generic]") {
+  // <stretch(x), y> = <x, stretch^T(y)> for every x, y: checked on sizes that divide,
+  // that do not, and far apart.
+  for (const auto& [nx, ny] : std::vector<std::pair<int, int>>{{3, 7}, {7, 3}, {12, 12}, {5, 1000}, {1000, 5}, {97, 61}}) {
+    std::vector<double> x(static_cast<std::size_t>(nx)), y(static_cast<std::size_t>(ny));
+    for (int i = 0; i < nx; ++i) x[static_cast<std::size_t>(i)] = std::sin(1.0 + i);
+    for (int i = 0; i < ny; ++i) y[static_cast<std::size_t>(i)] = std::cos(2.0 * i);
+    std::vector<double> sx(static_cast<std::size_t>(ny)), ty(static_cast<std::size_t>(nx), 0.0);
+    kernels::resample_forward(sx.data(), ny, x.data(), nx, false);
+    kernels::resample_backward(ty.data(), nx, y.data(), ny, static_cast<const double*>(nullptr));
+    double left = 0.0, right = 0.0;
+    for (int i = 0; i < ny; ++i) left += sx[static_cast<std::size_t>(i)] * y[static_cast<std::size_t>(i)];
+    for (int i = 0; i < nx; ++i) right += x[static_cast<std::size_t>(i)] * ty[static_cast<std::size_t>(i)];
+    INFO(nx << " -> " << ny);
+    CHECK(left == Approx(right).epsilon(1e-12));
+  }
+}
+
+namespace {
+// Three layers that stretch up, down and to the classes, with biases, for batch 2.
+GenericConfig small_generic() {
+  GenericConfig cfg;
+  cfg.batch = 2;
+  cfg.input_width = 6;
+  cfg.layers = {{9, 3, 2, 20}, {4, 5, 1, 8}, {2, 4, 0, 4}};
+  return cfg;
+}
+}  // namespace
+
+TEST_CASE("every GEMM-equivalent gradient equals the central finite difference", "[exec][model][generic]") {
+  const GenericConfig cfg = small_generic();
+  GenericNet<double> model(cfg, 5);
+  const ImageBatch b = synthetic_images(cfg.classes(), cfg.input_width, cfg.batch, 5, 0);
+  const std::vector<double> inputs(b.inputs.begin(), b.inputs.end());
+  // Biases start at 0; move them off so their gradients meet non-trivial values.
+  for (int l = 0; l < 3; ++l) {
+    const GenericOffsets& o = model.offsets(l);
+    for (std::int64_t j = 0; j < cfg.layers[static_cast<std::size_t>(l)].bias; ++j) {
+      model.params()[o.bias + static_cast<std::size_t>(j)] = 0.1 * static_cast<double>(j + 1);
+    }
+  }
+  model.zero_grad();
+  model.forward(inputs, b.labels);
+  model.backward();
+  const std::vector<double> analytic(model.grads().begin(), model.grads().end());
+  auto params = model.params();
+  CHECK(params.size() == 9 + 2 + 25 + 1 + 16);
+  int wrong = 0;
+  int nonzero = 0;
+  const double h = 1e-6;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const double keep = params[i];
+    params[i] = keep + h;
+    const double up = model.forward(inputs, b.labels);
+    params[i] = keep - h;
+    const double down = model.forward(inputs, b.labels);
+    params[i] = keep;
+    const double numeric = (up - down) / (2 * h);
+    if (std::abs(numeric - analytic[i]) > 1e-8 + 1e-6 * std::abs(numeric)) ++wrong;
+    if (std::abs(analytic[i]) > 1e-6) ++nonzero;
+  }
+  CHECK(wrong == 0);
+  CHECK(nonzero > static_cast<int>(params.size()) / 2);  // the check is not vacuous
+}
+
+TEST_CASE("the synthetic images: labelled, learnable, the same for the same seed", "[exec][model][generic]") {
+  const ImageBatch a = synthetic_images(10, 16, 64, 3, 1);
+  CHECK(a.inputs.size() == 64 * 16);
+  CHECK(a.labels.size() == 64);
+  CHECK(*std::min_element(a.labels.begin(), a.labels.end()) >= 0);
+  CHECK(*std::max_element(a.labels.begin(), a.labels.end()) <= 9);
+  CHECK(a.labels == synthetic_images(10, 16, 64, 3, 1).labels);
+  CHECK(a.labels != synthetic_images(10, 16, 64, 3, 2).labels);
+  // Two samples of one class are closer than two of different classes (the prototypes).
+  auto distance = [&](int i, int j) {
+    double d = 0.0;
+    for (int k = 0; k < 16; ++k) d += std::pow(a.inputs[static_cast<std::size_t>(i * 16 + k)] - a.inputs[static_cast<std::size_t>(j * 16 + k)], 2);
+    return d;
+  };
+  double same = 0.0, other = 0.0;
+  int n_same = 0, n_other = 0;
+  for (int i = 0; i < 64; ++i) {
+    for (int j = i + 1; j < 64; ++j) {
+      (a.labels[static_cast<std::size_t>(i)] == a.labels[static_cast<std::size_t>(j)] ? same : other) += distance(i, j);
+      ++(a.labels[static_cast<std::size_t>(i)] == a.labels[static_cast<std::size_t>(j)] ? n_same : n_other);
+    }
+  }
+  CHECK(same / n_same < 0.5 * other / n_other);
 }

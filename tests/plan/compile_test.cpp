@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -273,9 +274,34 @@ TEST_CASE("generic models compile to GEMM-equivalent layers of the same FLOPs", 
                                "cnn.yaml");
   const Program prog = compile(s);
   double forward = 0.0;
-  for (const GenericLayer& l : s.model.generic_layers) forward += l.forward_flops;
-  CHECK(compute_flops(prog) == Approx(3 * forward * 256));
+  double equivalent = 0.0;
+  for (const GenericLayer& l : s.model.generic_layers) {
+    forward += l.forward_flops;
+    const Gemm g = generic_layer_gemm(l, 32);
+    INFO(l.name);
+    // Same parameters (square weight + bias), same FLOPs to within half a row.
+    CHECK(static_cast<double>(g.n * g.k + generic_layer_bias(l)) == l.params);
+    CHECK(std::abs(g.flops() - l.forward_flops * 32) <= static_cast<double>(g.n * g.k));
+    equivalent += g.flops() / 32;
+  }
+  // The ops count the equivalents' FLOPs: forward and backward (twice) over 256 images.
+  CHECK(compute_flops(prog) == Approx(3 * equivalent * 256).epsilon(1e-12));
+  CHECK(compute_flops(prog) == Approx(3 * forward * 256).epsilon(1e-4));
   CHECK(unfinished(prog) == 0);
+}
+
+TEST_CASE("a generic layer's GEMM equivalent, by hand", "[compile]") {
+  // LeNet's conv1: 156 parameters -> a 12 x 12 weight and 12 biases; 235,200 FLOPs per
+  // image x 64 images / (2 x 144) = 52,266.7 -> 52,267 rows.
+  const GenericLayer conv1{"conv1", 156, 235200, 5880};
+  const Gemm g = generic_layer_gemm(conv1, 64);
+  CHECK(g.m == 52267);
+  CHECK(g.n == 12);
+  CHECK(g.k == 12);
+  CHECK(generic_layer_bias(conv1) == 12);
+  // A perfect square leaves no bias; a tiny layer still gets one row.
+  CHECK(generic_layer_bias(GenericLayer{"sq", 10000, 10, 1}) == 0);
+  CHECK(generic_layer_gemm(GenericLayer{"sq", 10000, 10, 1}, 1).m == 1);
 }
 
 TEST_CASE("op names read as a trace would show them", "[compile]") {

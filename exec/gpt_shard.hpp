@@ -1,0 +1,77 @@
+// One rank's part of the GPT decoder under a plan: the layers of its pipeline chunks
+// sharded over tensor parallel ranks as Megatron does (QKV and the first MLP GEMM split by
+// columns, the attention output and second MLP GEMM by rows, so each half-layer ends in a
+// partial sum over tp), the vocabulary slice of the embedding on the first stage and of the
+// tied LM head on the last.
+//
+// A tensor parallel sum closes its half-layer: once it completes, tp_finish() applies what
+// follows the sum (bias and residual add forward; the layer norm's backward and the
+// residual add backward).
+//
+// Parameters are initialised from the full model (Gpt<float> with the run's seed) and
+// sliced, so every plan starts from the same weights and, step by step, computes the same
+// gradients to rounding: the correctness test of every parallel mode.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "exec/model/gpt.hpp"
+#include "exec/shard.hpp"
+
+namespace parasim::exec {
+
+class GptShard final : public Shard {
+ public:
+  GptShard(Device& dev, const plan::Scenario& s, int rank);
+
+  void embedding_forward(int mb) override;
+  void embedding_backward(int mb) override;
+  void layer_forward(int layer, int mb, plan::ComputeWhat part, bool recompute) override;
+  void layer_backward(int layer, int mb, plan::ComputeWhat part) override;
+  void recompute_attention_core(int layer, int mb) override;
+  void head_forward(int mb) override;
+  void head_backward(int mb) override;
+
+  View tp_buffer(const plan::Op& after) override;
+  void tp_finish(const plan::Op& after) override;
+  // The residual stream entering layer `boundary`, or its gradient.
+  View boundary(int boundary, int mb, bool gradient) override;
+  void release_boundary(int boundary, int mb, bool gradient) override;
+  View tied_embedding_grads() override;
+
+ private:
+  using LayerParams = LayerOffsets;  // offsets in the rank's flat buffers
+  struct Acts {
+    Buffer x, ln1, mean1, rstd1, qkv, att, atty, part, x1, ln2, mean2, rstd2, fch, fcg, dx1;
+    Buffer lnf, meanf, rstdf, logits, stats;  // the head's (layer index L)
+  };
+
+  void load_batch(std::int64_t step) override;
+  Acts& acts(int layer, int mb);
+  void attention_core_forward(Acts& a);
+  void finish_attention_forward(int layer, int mb);
+  void finish_mlp_forward(int layer, int mb, bool recompute);
+  void finish_mlp_backward(int layer, int mb);
+  void finish_attention_backward(int layer, int mb);
+  void finish_head_backward(int mb);
+
+  int tp_ = 1, tp_index_ = 0;
+  int t_ = 1, h_ = 1, heads_ = 1, d_ = 1, vocab_ = 1, layers_ = 0;
+  int cl_ = 1, fl_ = 1, vl_ = 1, v0_ = 0;  // local widths: heads x d, MLP, vocabulary slice
+  int n_ = 1;                              // token rows per micro-batch
+
+  std::map<int, LayerParams> layer_params_;
+  std::size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0, head_ = 0;  // head_: the head's wte slice
+
+  std::map<std::pair<int, int>, Acts> acts_;
+  std::map<std::pair<int, int>, Buffer> dx_;
+  std::vector<Buffer> tokens_, targets_;
+  Buffer scratch_a_, scratch_b_, scratch_att_;  // backward temporaries, reused
+  std::vector<float> loss_rows_;
+};
+
+}  // namespace parasim::exec
