@@ -81,6 +81,15 @@ sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& devi
   p.optimizer_bandwidth = f.optimizer_bandwidth;
   p.launch_overhead = f.launch_overhead;
   if (f.link_bandwidth > 0.0) p.intra_node = sim::LinkFigures{f.link_bandwidth, f.link_latency};
+  for (const exec::ProfileFit::Collective& c : f.collectives) {
+    plan::CollectiveOp op = plan::CollectiveOp::all_reduce;
+    if (c.op == "reduce-scatter") op = plan::CollectiveOp::reduce_scatter;
+    if (c.op == "all-gather") op = plan::CollectiveOp::all_gather;
+    auto it = std::find_if(p.collectives.begin(), p.collectives.end(),
+                           [&](const sim::CollectiveCurve& k) { return k.op == op && k.group == c.group; });
+    if (it == p.collectives.end()) it = p.collectives.insert(p.collectives.end(), sim::CollectiveCurve{op, c.group, {}});
+    it->busbw.emplace_back(c.bytes, c.busbw);
+  }
   return p;
 }
 

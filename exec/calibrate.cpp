@@ -303,6 +303,12 @@ ProfileFit fit_profile(const Calibration& c) {
   }
   f.link_bandwidth = best_large > 0.0 ? best_large : best_any;
   if (smallest != nullptr) f.link_latency = std::max(0.0, smallest->seconds - smallest->bytes / f.link_bandwidth);
+  for (const CommSample& s : c.comms) {
+    if (s.op != "send/recv") f.collectives.push_back({s.op, s.group, s.bytes, s.busbw()});
+  }
+  std::stable_sort(f.collectives.begin(), f.collectives.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.op, a.group, a.bytes) < std::tie(b.op, b.group, b.bytes);
+  });
   return f;
 }
 

@@ -92,6 +92,14 @@ struct ProfileFit {
   double launch_overhead = 0.0;                         // seconds
   double link_bandwidth = 0.0;                          // bytes/s; 0 when nothing was measured
   double link_latency = 0.0;                            // seconds
+  // Every collective measured, as (op, group, bytes, busbw): the profile's curves.
+  struct Collective {
+    std::string op;
+    int group = 2;
+    double bytes = 0.0;
+    double busbw = 0.0;
+  };
+  std::vector<Collective> collectives;
 };
 
 // Pure: the same measurements give the same fit.
@@ -102,7 +110,9 @@ struct ProfileFit {
 //     Program's count for an fp32 update: 24 + 2·4) over its time;
 //   link: bandwidth = the best send/recv algorithm bandwidth at 1 MiB or more (any size
 //     when none is that large), latency = the smallest message's time less its bytes over
-//     that bandwidth (not below zero).
+//     that bandwidth (not below zero);
+//   collectives: every all-reduce, reduce-scatter and all-gather sample's busbw, by group
+//     and ascending size.
 ProfileFit fit_profile(const Calibration& c);
 
 }  // namespace parasim::exec

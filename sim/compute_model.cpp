@@ -58,6 +58,32 @@ LinkFigures read_link(const plan::Value& v, const std::string& path, plan::Locat
 
 }  // namespace
 
+double DeviceProfile::collective_slowdown(plan::CollectiveOp op, int group, double bytes) const {
+  if (!intra_node || bytes <= 0.0) return 1.0;
+  const CollectiveCurve* best = nullptr;
+  for (const CollectiveCurve& c : collectives) {
+    if (c.op != op || c.busbw.empty()) continue;
+    const bool fits = c.group <= group;
+    if (best == nullptr || (fits && (best->group > group || c.group > best->group)) ||
+        (!fits && best->group > group && c.group < best->group)) {
+      best = &c;
+    }
+  }
+  if (best == nullptr) return 1.0;
+  const auto& pts = best->busbw;
+  double bw = pts.front().second;
+  if (bytes >= pts.back().first) {
+    bw = pts.back().second;
+  } else if (bytes > pts.front().first) {
+    const auto hi = std::upper_bound(pts.begin(), pts.end(), bytes,
+                                     [](double b, const std::pair<double, double>& p) { return b < p.first; });
+    const auto lo = hi - 1;
+    const double t = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
+    bw = lo->second + t * (hi->second - lo->second);
+  }
+  return intra_node->bandwidth / bw;
+}
+
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device) {
   DeviceProfile p = default_profile(device);
   const plan::Value doc = plan::parse_yaml_file(path);
@@ -66,7 +92,7 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
   // only the figures.
   plan::Reader r(doc, "",
                  {"device", "backend", "ranks", "gemm_efficiency", "memory_bandwidth", "optimizer_bandwidth", "launch_overhead", "peak", "links",
-                  "measurements"},
+                  "collectives", "measurements"},
                  &where);
   p.device = r.string("device", device.name);
   if (p.device != device.name) {
@@ -108,6 +134,40 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
     if (const plan::Value* v = lr.get("intra_node")) p.intra_node = read_link(*v, "links.intra_node", where);
     if (const plan::Value* v = lr.get("inter_node")) p.inter_node = read_link(*v, "links.inter_node", where);
   }
+  if (const plan::Value* coll = r.get("collectives")) {
+    plan::Reader cr(*coll, "collectives", {"all-reduce", "reduce-scatter", "all-gather"}, &where);
+    for (plan::CollectiveOp op : {plan::CollectiveOp::all_reduce, plan::CollectiveOp::reduce_scatter,
+                                  plan::CollectiveOp::all_gather}) {
+      const std::string name(plan::to_string(op));
+      const plan::Value* list = cr.get(name);
+      if (list == nullptr) continue;
+      const std::string key = "collectives." + name;
+      if (list->kind != plan::Value::Kind::sequence || list->items.empty()) {
+        cr.fail(name, "expected a list of [group, bytes, busbw GB/s] triples");
+      }
+      for (const plan::Value& item : list->items) {
+        const bool triple = item.kind == plan::Value::Kind::sequence && item.items.size() == 3 &&
+                            std::all_of(item.items.begin(), item.items.end(), [](const plan::Value& v) { return v.is_scalar(); });
+        if (!triple) throw plan::ScenarioError(item.loc, key, "expected a triple [group, bytes, busbw GB/s]");
+        const int group = std::atoi(item.items[0].scalar.c_str());
+        const double bytes = std::atof(item.items[1].scalar.c_str());
+        const double busbw = std::atof(item.items[2].scalar.c_str()) * 1e9;
+        if (group < 2 || bytes <= 0.0 || busbw <= 0.0) {
+          throw plan::ScenarioError(item.loc, key, "expected a group of 2 or more ranks, positive bytes and a positive busbw");
+        }
+        auto it = std::find_if(p.collectives.begin(), p.collectives.end(),
+                               [&](const CollectiveCurve& c) { return c.op == op && c.group == group; });
+        if (it == p.collectives.end()) {
+          p.collectives.push_back({op, group, {}});
+          it = p.collectives.end() - 1;
+        }
+        if (!it->busbw.empty() && bytes <= it->busbw.back().first) {
+          throw plan::ScenarioError(item.loc, key, "expected sizes ascending within a group");
+        }
+        it->busbw.emplace_back(bytes, busbw);
+      }
+    }
+  }
   return p;
 }
 
@@ -133,6 +193,20 @@ std::string profile_yaml(const DeviceProfile& p) {
     };
     if (p.intra_node) link("intra_node", *p.intra_node);
     if (p.inter_node) link("inter_node", *p.inter_node);
+  }
+  if (!p.collectives.empty()) {
+    y += "# Collectives inside a node: [ranks, bytes S, busbw GB/s] (nccl-tests' bus bandwidth);\n"
+         "# the simulator runs them at this rate rather than the link's\ncollectives:\n";
+    for (plan::CollectiveOp op : {plan::CollectiveOp::all_reduce, plan::CollectiveOp::reduce_scatter,
+                                  plan::CollectiveOp::all_gather}) {
+      bool first = true;
+      for (const CollectiveCurve& c : p.collectives) {
+        if (c.op != op) continue;
+        if (first) y += fmt::format("  {}:\n", plan::to_string(op));
+        first = false;
+        for (const auto& [bytes, bw] : c.busbw) y += fmt::format("    - [{}, {:.0f}, {:.4g}]\n", c.group, bytes, bw * 1e-9);
+      }
+    }
   }
   return y;
 }

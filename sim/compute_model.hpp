@@ -31,6 +31,14 @@ struct LinkFigures {
   double latency = 0.0;    // seconds
 };
 
+// A collective's measured bus bandwidth (nccl-tests' busbw) against its buffer size S, on
+// a group of `group` ranks inside one node.
+struct CollectiveCurve {
+  plan::CollectiveOp op = plan::CollectiveOp::all_reduce;
+  int group = 2;
+  std::vector<std::pair<double, double>> busbw;  // (bytes, bytes/s), ascending bytes
+};
+
 struct DeviceProfile {
   std::string name;
   std::string device;                                   // the device preset it describes
@@ -43,8 +51,16 @@ struct DeviceProfile {
   double launch_overhead = 0.0;                         // seconds per kernel
   std::optional<LinkFigures> intra_node;                // measured; replaces the cluster's
   std::optional<LinkFigures> inter_node;
+  // Measured collectives inside a node (with intra_node): each runs as its flows with the
+  // bytes scaled by collective_slowdown(), so that on an uncontended link it takes the
+  // measured time (the busbw already counts the algorithm's share of S on the wire).
+  std::vector<CollectiveCurve> collectives;
 
   [[nodiscard]] double efficiency(double size) const;
+  // intra_node bandwidth / the measured busbw of `op` at `bytes` (log-linear between
+  // measured sizes, clamped at the ends) on the largest measured group not above `group`
+  // (the smallest when all are above); 1 without a curve for `op` or a measured link.
+  [[nodiscard]] double collective_slowdown(plan::CollectiveOp op, int group, double bytes) const;
 };
 
 DeviceProfile default_profile(const topology::DeviceSpec& device);

@@ -154,14 +154,11 @@ void CpuDevice::causal_softmax_forward(float* p, const float* s, int batch, int 
     const auto i = static_cast<int>(row % t);
     const float* in = s + row * t;
     float* out = p + row * t;
-    float maxv = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j <= i; ++j) maxv = std::max(maxv, in[j] * scale);
-    float sum = 0.0F;
-    for (int j = 0; j <= i; ++j) {
-      out[j] = std::exp(in[j] * scale - maxv);
-      sum += out[j];
-    }
-    for (int j = 0; j <= i; ++j) out[j] /= sum;
+    // scale > 0, so the largest scaled score is scale times the largest score.
+    const float maxv = kernels::lane_max(in, i + 1) * scale;
+    for (int j = 0; j <= i; ++j) out[j] = kernels::fast_exp_nonpositive(in[j] * scale - maxv);
+    const float inv = 1.0F / kernels::lane_sum(out, i + 1);
+    for (int j = 0; j <= i; ++j) out[j] *= inv;
     for (int j = i + 1; j < t; ++j) out[j] = 0.0F;
   }
 }
@@ -244,9 +241,14 @@ void CpuDevice::cross_entropy_stats(float* stats, const float* logits, const std
   progress();
   for (int i = 0; i < n; ++i) {
     const float* l = logits + static_cast<std::size_t>(i) * vn;
-    const float maxv = *std::max_element(l, l + vn);
-    float sum = 0.0F;
-    for (int j = 0; j < vn; ++j) sum += std::exp(l[j] - maxv);
+    const float maxv = kernels::lane_max(l, vn);
+    float acc[8] = {};
+    int j = 0;
+    for (; j + 8 <= vn; j += 8) {
+      for (int k = 0; k < 8; ++k) acc[k] += kernels::fast_exp_nonpositive(l[j + k] - maxv);
+    }
+    for (; j < vn; ++j) acc[0] += kernels::fast_exp_nonpositive(l[j] - maxv);
+    const float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     const int tgt = targets[i] - v0;
     stats[3 * i] = maxv;
     stats[3 * i + 1] = sum;
@@ -273,7 +275,8 @@ void CpuDevice::cross_entropy_backward(float* dlogits, float* loss, const float*
     loss[i] = std::log(sum) + maxv - target;
     const float* l = logits + static_cast<std::size_t>(i) * vn;
     float* dl = dlogits + static_cast<std::size_t>(i) * vn;
-    for (int j = 0; j < vn; ++j) dl[j] = scale * std::exp(l[j] - maxv) / sum;
+    const float factor = scale / sum;
+    for (int j = 0; j < vn; ++j) dl[j] = factor * kernels::fast_exp_nonpositive(l[j] - maxv);
     const int tgt = targets[i] - v0;
     if (tgt >= 0 && tgt < vn) dl[tgt] -= scale;
   }

@@ -115,25 +115,6 @@ constexpr T gelu_scale() {
   return static_cast<T>(0.7978845608028654);  // sqrt(2 / pi)
 }
 
-// exp(x) for x in [-87, 0] in float: Cephes' range reduction x = n ln 2 + r and degree-6
-// polynomial for exp(r), 2^n from the exponent bits; relative error about 2e-7. Unlike
-// libm's it has no branches or calls, so loops over it vectorize.
-inline float exp_nonpositive(float x) {
-  // Round to nearest by adding and taking away 1.5 * 2^23 (no libm call).
-  const float n = (x * 1.44269504088896341F + 12582912.0F) - 12582912.0F;
-  float r = x - n * 0.693359375F;
-  r -= n * -2.12194440e-4F;
-  float p = 1.9875691500e-4F;
-  p = p * r + 1.3981999507e-3F;
-  p = p * r + 8.3334519073e-3F;
-  p = p * r + 4.1665795894e-2F;
-  p = p * r + 1.6666665459e-1F;
-  p = p * r + 5.0000001201e-1F;
-  const float e = p * r * r + r + 1.0F;
-  const auto bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23;
-  return e * std::bit_cast<float>(bits);
-}
-
 // tanh through exp(-2|u|): absolute error under 3e-7, which is what GELU's 1 + tanh needs.
 // The float path is the executor's (libm's tanhf took a third of a CPU training step);
 // double keeps std::tanh as the reference.
@@ -141,7 +122,7 @@ template <class T>
 T gelu_tanh(T u) {
   if constexpr (std::is_same_v<T, float>) {
     const float a = std::fabs(u);
-    const float e = exp_nonpositive(-2.0F * (a < 20.0F ? a : 20.0F));  // tanh(20) is 1 in float
+    const float e = fast_exp_nonpositive(-2.0F * (a < 20.0F ? a : 20.0F));  // tanh(20) is 1 in float
     return std::copysign((1.0F - e) / (1.0F + e), u);
   } else {
     return std::tanh(u);

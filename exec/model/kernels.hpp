@@ -8,10 +8,56 @@
 // (PARASIM_HAVE_CBLAS), else a plain loop.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <span>
 
 namespace parasim::exec::kernels {
+
+// exp(x) for x <= 0 in float (below -87 it gives exp(-87), about 1.6e-38): Cephes' range
+// reduction x = n ln 2 + r and degree-6 polynomial for exp(r), 2^n from the exponent bits;
+// relative error about 2e-7. Unlike libm's it has no branches or calls, so loops over it
+// vectorize. The float kernels' softmaxes and GELU use it; double keeps std::exp.
+inline float fast_exp_nonpositive(float x) {
+  x = x > -87.0F ? x : -87.0F;
+  // Round to nearest by adding and taking away 1.5 * 2^23 (no libm call).
+  const float n = (x * 1.44269504088896341F + 12582912.0F) - 12582912.0F;
+  float r = x - n * 0.693359375F;
+  r -= n * -2.12194440e-4F;
+  float p = 1.9875691500e-4F;
+  p = p * r + 1.3981999507e-3F;
+  p = p * r + 8.3334519073e-3F;
+  p = p * r + 4.1665795894e-2F;
+  p = p * r + 1.6666665459e-1F;
+  p = p * r + 5.0000001201e-1F;
+  const float e = p * r * r + r + 1.0F;
+  const auto bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23;
+  return e * std::bit_cast<float>(bits);
+}
+
+// Sum and maximum of n floats in eight interleaved lanes (a fixed order, so the same
+// inputs give the same result, and one the compiler can vectorize).
+inline float lane_sum(const float* x, std::int64_t n) {
+  float acc[8] = {};
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += x[i + k];
+  }
+  for (; i < n; ++i) acc[0] += x[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+inline float lane_max(const float* x, std::int64_t n) {
+  float acc[8];
+  for (float& a : acc) a = -3.4028235e38F;
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] = acc[k] > x[i + k] ? acc[k] : x[i + k];
+  }
+  for (; i < n; ++i) acc[0] = acc[0] > x[i] ? acc[0] : x[i];
+  float m = acc[0];
+  for (float a : acc) m = m > a ? m : a;
+  return m;
+}
 
 // C = alpha op(A) op(B) + beta C; op(A) is M x K, op(B) K x N, C M x N (row-major, dense).
 template <class T>

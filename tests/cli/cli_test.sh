@@ -96,6 +96,7 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 0 "link .* \\+ .*s" -- "$parasim" calibrate --quick --ranks 2 --max-size 64KiB --out "$work/prof.yaml" --json "$work/prof.json"
   check "profile has measured links" grep -q "^  intra_node: {bandwidth: .* GB/s, latency: .* us}" "$work/prof.yaml"
   check "profile lists every measurement" grep -q "^    - \[all-reduce, 2, 65536," "$work/prof.yaml"
+  check "profile has collective curves" grep -q "^    - \[2, 65536, [0-9.]*\]" "$work/prof.yaml"
   check "calibration JSON written" grep -q '"busbw"' "$work/prof.json"
   expect 0 "device profile +.*prof.yaml \\(measured\\)" -- "$parasim" simulate "$q" --set hardware.profile="$work/prof.yaml"
   expect 0 "profile: .*prof.yaml" -- "$parasim" validate "$q" --steps 2 --warmup 0 --set hardware.profile="$work/prof.yaml" --out "$work/val2"

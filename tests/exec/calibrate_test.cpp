@@ -35,11 +35,14 @@ TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
                {"adamw", 1 << 20, 28.0 * (1 << 20), 4e-3}};
   c.launch_seconds = 4e-9;
   // Link: the best send/recv algbw at >= 1 MiB is 2^20 B / 110 us = 9.532 GB/s; latency is
-  // the 1 KiB message's 1.1 us less 1024 B at that rate. Collectives do not enter the fit.
+  // the 1 KiB message's 1.1 us less 1024 B at that rate. Collectives do not enter the link;
+  // they are kept as busbw curves, by op, group and size.
   c.comms = {{"send/recv", 2, 1024, 1.1e-6},
              {"send/recv", 2, 1 << 20, 110e-6},
              {"send/recv", 2, 4 << 20, 500e-6},
-             {"all-reduce", 2, 1 << 20, 10e-6}};
+             {"all-reduce", 4, 1 << 20, 20e-6},
+             {"all-reduce", 2, 1 << 20, 10e-6},
+             {"all-reduce", 2, 1024, 2e-6}};
   const ProfileFit f = fit_profile(c);
   CHECK(f.peak == Approx(100e9));
   REQUIRE(f.efficiency.size() == 3);
@@ -55,6 +58,13 @@ TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
   const double bw = double(1 << 20) / 110e-6;
   CHECK(f.link_bandwidth == Approx(bw));
   CHECK(f.link_latency == Approx(1.1e-6 - 1024 / bw));
+  REQUIRE(f.collectives.size() == 3);
+  CHECK(f.collectives[0].group == 2);
+  CHECK(f.collectives[0].bytes == 1024);
+  CHECK(f.collectives[0].busbw == Approx(1024 / 2e-6 * 1.0));  // 2(n-1)/n = 1 for two ranks
+  CHECK(f.collectives[1].bytes == 1 << 20);
+  CHECK(f.collectives[2].group == 4);
+  CHECK(f.collectives[2].busbw == Approx((1 << 20) / 20e-6 * 1.5));  // 2 x 3/4
 }
 
 TEST_CASE("a profile without communication has no link figures", "[exec][calibrate]") {

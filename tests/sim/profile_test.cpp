@@ -36,6 +36,9 @@ TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[
   p.optimizer_bandwidth = 5.4e9;
   p.launch_overhead = 3.3e-9;
   p.intra_node = sim::LinkFigures{9.432e9, 0.8205e-6};
+  p.collectives = {{plan::CollectiveOp::all_reduce, 2, {{1024, 0.4553e9}, {1048576, 3.702e9}}},
+                   {plan::CollectiveOp::all_gather, 2, {{1024, 0.7e9}}},
+                   {plan::CollectiveOp::all_gather, 4, {{4096, 1.5e9}}}};
   const std::string path = write_temp("roundtrip.yaml", "backend: cpu\nranks: 2\n" + sim::profile_yaml(p) +
                                                             "measurements:\n  gemm:\n    - [32, 32, 32, NN, 8e-07, 8e10]\n");
   const sim::DeviceProfile q = sim::load_profile(path, s.cluster.device);
@@ -53,6 +56,11 @@ TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[
   CHECK(q.intra_node->bandwidth == Approx(9.432e9).epsilon(1e-4));
   CHECK(q.intra_node->latency == Approx(0.8205e-6).epsilon(1e-4));
   CHECK_FALSE(q.inter_node.has_value());
+  REQUIRE(q.collectives.size() == 3);
+  CHECK(q.collectives[0].op == plan::CollectiveOp::all_reduce);
+  CHECK(q.collectives[0].busbw[1].first == 1048576);
+  CHECK(q.collectives[0].busbw[1].second == Approx(3.702e9).epsilon(1e-4));
+  CHECK(q.collectives[2].group == 4);
   // Interpolation in log(size) between measured points: halfway in log between 32 and 50.8.
   CHECK(q.efficiency(std::sqrt(32 * 50.8)) == Approx((0.7168 + 0.8449) / 2).epsilon(1e-4));
 
@@ -79,6 +87,12 @@ TEST_CASE("a bad profile is refused at its key and line", "[sim][profile]") {
              Catch::Contains("link.yaml:3:15: links.intra_node.latency"));
   CHECK_THAT(message("key.yaml", "device: cpu-core\nlinks:\n  intra: {bandwidth: 5 GB/s, latency: 1us}\n"),
              Catch::Contains("key.yaml:3:3: links.intra: unknown key 'intra'"));
+  CHECK_THAT(message("coll.yaml", "device: cpu-core\ncollectives:\n  all-reduce:\n    - [2, 4096, 1.5]\n    - [2, 1024, 1.0]\n"),
+             Catch::Contains("coll.yaml:5:7: collectives.all-reduce: expected sizes ascending within a group"));
+  CHECK_THAT(message("coll1.yaml", "device: cpu-core\ncollectives:\n  all-reduce:\n    - [1, 4096, 1.5]\n"),
+             Catch::Contains("coll1.yaml:4:7: collectives.all-reduce: expected a group of 2 or more ranks"));
+  CHECK_THAT(message("coll2.yaml", "device: cpu-core\ncollectives:\n  broadcast:\n    - [2, 4096, 1.5]\n"),
+             Catch::Contains("coll2.yaml:3:3: collectives.broadcast: unknown key 'broadcast'"));
   CHECK_THAT(message("eff.yaml", "device: cpu-core\ngemm_efficiency:\n  - [64, 0.5]\n  - [32, 0.9]\n"),
              Catch::Contains("eff.yaml:4:5: gemm_efficiency: expected a positive size above the previous one"));
 }
@@ -125,4 +139,59 @@ TEST_CASE("the optimizer moves its bytes at the profile's optimizer bandwidth", 
   // fp32: 32 bytes per parameter held; twice the time for them at half the bandwidth.
   CHECK(it->bytes == Approx(32.0 * it->flops / 12.0));
   CHECK(own - shared == Approx(it->bytes / p.memory_bandwidth));
+}
+
+TEST_CASE("measured collective rates: the slowdown against the link, by size and group", "[sim][profile]") {
+  sim::DeviceProfile p;
+  p.intra_node = sim::LinkFigures{10e9, 0.0};
+  p.collectives = {{plan::CollectiveOp::all_reduce, 2, {{1e3, 1e9}, {1e5, 5e9}}},
+                   {plan::CollectiveOp::all_reduce, 4, {{1e3, 0.5e9}, {1e5, 2e9}}}};
+  using plan::CollectiveOp;
+  // At and beyond the measured sizes, clamped; halfway in log size (1e4), halfway in busbw.
+  CHECK(p.collective_slowdown(CollectiveOp::all_reduce, 2, 1e3) == Approx(10.0));
+  CHECK(p.collective_slowdown(CollectiveOp::all_reduce, 2, 10.0) == Approx(10.0));
+  CHECK(p.collective_slowdown(CollectiveOp::all_reduce, 2, 1e5) == Approx(2.0));
+  CHECK(p.collective_slowdown(CollectiveOp::all_reduce, 2, 1e9) == Approx(2.0));
+  CHECK(p.collective_slowdown(CollectiveOp::all_reduce, 2, 1e4) == Approx(10.0 / 3.0));
+  // The largest measured group not above the call's (3 -> 2, 8 -> 4); below all: the smallest.
+  CHECK(p.collective_slowdown(CollectiveOp::all_reduce, 3, 1e5) == Approx(2.0));
+  CHECK(p.collective_slowdown(CollectiveOp::all_reduce, 8, 1e5) == Approx(5.0));
+  // Nothing measured for the op, or no measured link: the link's rate.
+  CHECK(p.collective_slowdown(CollectiveOp::all_gather, 2, 1e5) == 1.0);
+  p.intra_node.reset();
+  CHECK(p.collective_slowdown(CollectiveOp::all_reduce, 2, 1e5) == 1.0);
+}
+
+TEST_CASE("a measured all-reduce rate inside a node sets the simulated all-reduce's time", "[sim][profile]") {
+  // The setup of the link test above: a 16 MB two-rank ring all-reduce on a 10 GB/s link
+  // takes 16 MB / 10 GB/s; measured at a busbw of 2.5 GB/s it takes 16 MB / 2.5 GB/s.
+  std::string text = R"(cluster:
+  gpus_per_node: 2
+  device: {name: cpu-core, peak: {fp32: 1 TFLOPS}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}
+  intra_node: {fabric: shared-memory, bandwidth: 100 GB/s, latency: 0us}
+model:
+  layers:
+)";
+  for (int l = 0; l < 4; ++l) text += fmt::format("    - {{name: l{}, params: 1e6, forward_flops: 1e9, activations: 1}}\n", l);
+  text += "training: {global_batch: 2, micro_batch: 1, precision: fp32}\nplan: {dp: 2, overlap_dp: false, collective: ring}\n";
+  const plan::Scenario s = plan::load_text(text, "coll.yaml");
+  const plan::Program prog = plan::compile(s);
+  sim::DeviceProfile p = sim::default_profile(s.cluster.device);
+  p.gemm_efficiency = {{1.0, 1.0}};
+  p.memory_bandwidth = 1e30;
+  p.launch_overhead = 0.0;
+  p.intra_node = sim::LinkFigures{10e9, 0.0};
+  const double link = sim::simulate(s, prog, p).step_seconds();
+  p.collectives = {{plan::CollectiveOp::all_reduce, 2, {{1e6, 2.5e9}, {64e6, 2.5e9}}}};
+  const double measured = sim::simulate(s, prog, p).step_seconds();
+  CHECK(measured - link == Approx(16e6 / 2.5e9 - 16e6 / 10e9).epsilon(0.01));
+  // Across nodes the curve does not apply: the same plan on two one-device nodes.
+  std::string across_text = text;
+  across_text.replace(across_text.find("  gpus_per_node: 2\n"), 18,
+                      "  gpus_per_node: 1\n  nodes: 2\n  inter_node: {nics_per_node: 1, nic_bandwidth: 10 GB/s, latency: 0us}\n");
+  const plan::Scenario two = plan::load_text(across_text, "coll.yaml");
+  p.collectives.clear();
+  const double across = sim::simulate(two, plan::compile(two), p).step_seconds();
+  p.collectives = {{plan::CollectiveOp::all_reduce, 2, {{1e6, 2.5e9}, {64e6, 2.5e9}}}};
+  CHECK(sim::simulate(two, plan::compile(two), p).step_seconds() == across);
 }
