@@ -181,8 +181,18 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
                    const std::function<void(std::string_view)>& progress) {
   const int world = dev.world();
   if (world < 2) return;
+  // Buffers cycle through cold_cache_bytes (or the largest message, if larger), so each
+  // call meets memory a training step's gradients or activations would: not in cache.
   const std::int64_t max_floats = o.max_comm_bytes / 4;
-  Buffer buf = dev.allocate_floats(static_cast<std::size_t>(max_floats));
+  const std::int64_t region = std::max<std::int64_t>(max_floats, static_cast<std::int64_t>(cold_cache_bytes / 4));
+  Buffer pool = dev.allocate_floats(static_cast<std::size_t>(region));
+  std::int64_t next = 0;
+  auto cold = [&](std::int64_t count) {
+    if (next + count > region) next = 0;
+    float* p = pool.f() + next;
+    next += count;
+    return p;
+  };
   std::vector<std::int64_t> sizes;
   for (std::int64_t b = o.min_comm_bytes; b <= o.max_comm_bytes; b *= 4) sizes.push_back(b);
   const int me = dev.rank();
@@ -191,12 +201,13 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
   for (const std::int64_t bytes : sizes) {
     const std::int64_t count = bytes / 4;
     const double round_trip = time_call(dev, o.seconds_per_point, [&] {
+      float* buf = cold(count);
       if (me == 0) {
-        dev.wait(dev.send(buf.f(), count, 1, 7));
-        dev.wait(dev.recv(buf.f(), count, 1, 8));
+        dev.wait(dev.send(buf, count, 1, 7));
+        dev.wait(dev.recv(buf, count, 1, 8));
       } else if (me == 1) {
-        dev.wait(dev.recv(buf.f(), count, 0, 7));
-        dev.wait(dev.send(buf.f(), count, 0, 8));
+        dev.wait(dev.recv(buf, count, 0, 7));
+        dev.wait(dev.send(buf, count, 0, 8));
       }
     });
     c.comms.push_back({"send/recv", 2, static_cast<double>(bytes), max_over_ranks(dev, round_trip) / 2});
@@ -217,9 +228,10 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
         const std::vector<std::int64_t> counts(static_cast<std::size_t>(g), count / g);
         const double t = time_call(dev, o.seconds_per_point, [&] {
           if (!in) return;
-          if (op == "all-reduce") dev.wait(dev.all_reduce(buf.f(), count, comm));
-          if (op == "reduce-scatter") dev.wait(dev.reduce_scatter(buf.f(), counts, comm));
-          if (op == "all-gather") dev.wait(dev.all_gather(buf.f(), counts, comm));
+          float* buf = cold(count);
+          if (op == "all-reduce") dev.wait(dev.all_reduce(buf, count, comm));
+          if (op == "reduce-scatter") dev.wait(dev.reduce_scatter(buf, counts, comm));
+          if (op == "all-gather") dev.wait(dev.all_gather(buf, counts, comm));
         });
         c.comms.push_back({op, g, static_cast<double>(count * 4), max_over_ranks(dev, in ? t : 0.0)});
       }

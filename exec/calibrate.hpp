@@ -11,7 +11,8 @@
 //     to every rank, from 1 KiB to 256 MiB in steps of 4, with the algorithm bandwidth
 //     (bytes / time) and bus bandwidth (algorithm bandwidth times the nccl-tests factor:
 //     2(n-1)/n for all-reduce, (n-1)/n for reduce-scatter and all-gather, 1 for
-//     point-to-point), where bytes is the whole buffer, as nccl-tests counts it.
+//     point-to-point), where bytes is the whole buffer, as nccl-tests counts it; buffers
+//     cycle through cold_cache_bytes, so that, as in a training step, they are not in cache.
 //
 // fit_profile() turns the measurements into the figures a device profile holds: the best
 // GEMM rate as the peak, efficiency against size (the cube root of m·n·k), the effective
