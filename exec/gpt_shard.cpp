@@ -12,6 +12,7 @@
 namespace parasim::exec {
 
 using plan::ComputeWhat;
+using plan::TpRole;
 
 GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, s, rank) {
   const plan::ParallelPlan& p = s.plan;
@@ -29,6 +30,11 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   vl_ = vocab_ / tp_;
   v0_ = tp_index_ * vl_;
   n_ = b_ * t_;
+  // Sequence parallelism: each tp rank holds a block of ns_ of the n_ token rows outside
+  // the tensor-parallel GEMMs (norms, residuals, biases after the sums).
+  sp_ = p.sequence_parallel && tp_ > 1;
+  ns_ = sp_ ? n_ / tp_ : n_;
+  r0_ = sp_ ? tp_index_ * ns_ : 0;
 
   // Layout of the flat buffers, by layer slot: -1 (wte slice, wpe), the layers, L (final
   // norm, and the head's copy of the wte slice when the head is on another stage).
@@ -123,6 +129,13 @@ GptShard::Acts& GptShard::acts(int layer, int mb) { return acts_[{layer, mb}]; }
 
 void GptShard::embedding_forward(int mb) {
   Acts& a = acts(0, mb);
+  if (sp_) {
+    // The slice's rows, reduce-scattered by sequence; positions added to the rank's block.
+    need(a.emb, static_cast<std::size_t>(n_) * h_);
+    dev_.embedding_forward(a.emb.f(), tokens_[static_cast<std::size_t>(mb)].i32(), w(wte_), nullptr, b_, t_, h_, v0_,
+                           vl_);
+    return;
+  }
   need(a.x, static_cast<std::size_t>(n_) * h_);
   // With tp > 1 the slices' rows are summed first and the positions added after (tp_finish).
   dev_.embedding_forward(a.x.f(), tokens_[static_cast<std::size_t>(mb)].i32(), w(wte_), tp_ == 1 ? w(wpe_) : nullptr,
@@ -131,8 +144,8 @@ void GptShard::embedding_forward(int mb) {
 }
 
 void GptShard::embedding_backward(int mb) {
-  Buffer& dx = dx_.at({0, mb});
-  dev_.embedding_backward(g(wte_), g(wpe_), dx.f(), tokens_[static_cast<std::size_t>(mb)].i32(), b_, t_, h_, v0_, vl_);
+  const float* dx = sp_ ? dfull_.f() : dx_.at({0, mb}).f();  // SP: gathered from every rank
+  dev_.embedding_backward(g(wte_), g(wpe_), dx, tokens_[static_cast<std::size_t>(mb)].i32(), b_, t_, h_, v0_, vl_);
   dx_.erase({0, mb});
 }
 
@@ -163,13 +176,15 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
   const auto N = static_cast<std::size_t>(n_);
   const auto H = static_cast<std::size_t>(h_);
   if (part == ComputeWhat::layer || part == ComputeWhat::layer_attention) {
-    need(a.ln1, N * H);
-    need(a.mean1, N);
-    need(a.rstd1, N);
     need(a.qkv, N * 3 * cl_);
     need(a.part, N * H);
-    dev_.layer_norm_forward(a.ln1.f(), a.mean1.f(), a.rstd1.f(), a.x.f(), w(p.ln1w), w(p.ln1b), n_, h_);
-    round(a.ln1.f(), N * H);
+    if (!sp_) {  // under SP the norm ran on each rank's rows before the gather (gather_input)
+      need(a.ln1, N * H);
+      need(a.mean1, N);
+      need(a.rstd1, N);
+      dev_.layer_norm_forward(a.ln1.f(), a.mean1.f(), a.rstd1.f(), a.x.f(), w(p.ln1w), w(p.ln1b), n_, h_);
+      round(a.ln1.f(), N * H);
+    }
     dev_.gemm(false, false, n_, 3 * cl_, h_, 1.0F, a.ln1.f(), h_, w(p.qkvw), 3 * cl_, 0.0F, a.qkv.f(), 3 * cl_);
     dev_.add_bias(a.qkv.f(), w(p.qkvb), n_, 3 * cl_);
     round(a.qkv.f(), a.qkv.floats());
@@ -180,13 +195,15 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
     if (part == ComputeWhat::layer) finish_attention_forward(layer, mb);
   }
   if (part == ComputeWhat::layer || part == ComputeWhat::layer_mlp) {
-    need(a.ln2, N * H);
-    need(a.mean2, N);
-    need(a.rstd2, N);
     need(a.fch, N * fl_);
     need(a.fcg, N * fl_);
-    dev_.layer_norm_forward(a.ln2.f(), a.mean2.f(), a.rstd2.f(), a.x1.f(), w(p.ln2w), w(p.ln2b), n_, h_);
-    round(a.ln2.f(), N * H);
+    if (!sp_) {
+      need(a.ln2, N * H);
+      need(a.mean2, N);
+      need(a.rstd2, N);
+      dev_.layer_norm_forward(a.ln2.f(), a.mean2.f(), a.rstd2.f(), a.x1.f(), w(p.ln2w), w(p.ln2b), n_, h_);
+      round(a.ln2.f(), N * H);
+    }
     dev_.gemm(false, false, n_, fl_, h_, 1.0F, a.ln2.f(), h_, w(p.fcw), fl_, 0.0F, a.fch.f(), fl_);
     dev_.add_bias(a.fch.f(), w(p.fcb), n_, fl_);
     round(a.fch.f(), a.fch.floats());
@@ -200,18 +217,19 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
 void GptShard::finish_attention_forward(int layer, int mb) {
   const LayerParams& p = layer_params_.at(layer);
   Acts& a = acts(layer, mb);
-  need(a.x1, static_cast<std::size_t>(n_) * h_);
-  dev_.add(a.x1.f(), a.x.f(), a.part.f(), static_cast<std::int64_t>(n_) * h_);
-  dev_.add_bias(a.x1.f(), w(p.projb), n_, h_);
+  // This rank's rows (all of them without SP) of the summed projection.
+  need(a.x1, static_cast<std::size_t>(ns_) * h_);
+  dev_.add(a.x1.f(), a.x.f(), a.part.f() + own_rows(), static_cast<std::int64_t>(ns_) * h_);
+  dev_.add_bias(a.x1.f(), w(p.projb), ns_, h_);
   round(a.x1.f(), a.x1.floats());
 }
 
 void GptShard::finish_mlp_forward(int layer, int mb, bool recompute) {
   const LayerParams& p = layer_params_.at(layer);
   Acts& a = acts(layer, mb);
-  Buffer& out = need(acts(layer + 1, mb).x, static_cast<std::size_t>(n_) * h_);
-  dev_.add(out.f(), a.x1.f(), a.part.f(), static_cast<std::int64_t>(n_) * h_);
-  dev_.add_bias(out.f(), w(p.fcprojb), n_, h_);
+  Buffer& out = need(acts(layer + 1, mb).x, static_cast<std::size_t>(ns_) * h_);
+  dev_.add(out.f(), a.x1.f(), a.part.f() + own_rows(), static_cast<std::int64_t>(ns_) * h_);
+  dev_.add_bias(out.f(), w(p.fcprojb), ns_, h_);
   round(out.f(), out.floats());
   // Full recompute keeps only the layer's input until its backward runs the forward again.
   if (recompute_ == plan::Recompute::full && !recompute) {
@@ -228,14 +246,15 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
   Acts& a = acts(layer, mb);
   const auto N = static_cast<std::size_t>(n_);
   if (part == ComputeWhat::layer || part == ComputeWhat::layer_mlp) {
-    const Buffer& dy = dx_.at({layer + 1, mb});
+    // The output's gradient, every row (under SP gathered from the ranks' blocks).
+    const float* dy = sp_ ? dfull_.f() : dx_.at({layer + 1, mb}).f();
     need(scratch_a_, N * std::max<std::size_t>(fl_, 3 * cl_));
     need(scratch_b_, N * std::max<std::size_t>(fl_, 3 * cl_));
     float* dfcg = scratch_a_.f();
     float* dfch = scratch_b_.f();
-    dev_.bias_backward(g(p.fcprojb), dy.f(), n_, h_);
-    dev_.gemm(true, false, fl_, h_, n_, 1.0F, a.fcg.f(), fl_, dy.f(), h_, 1.0F, g(p.fcprojw), h_);
-    dev_.gemm(false, true, n_, fl_, h_, 1.0F, dy.f(), h_, w(p.fcprojw), h_, 0.0F, dfcg, fl_);
+    dev_.bias_backward(g(p.fcprojb), dy + own_rows(), ns_, h_);  // SP: this rank's rows (summed later)
+    dev_.gemm(true, false, fl_, h_, n_, 1.0F, a.fcg.f(), fl_, dy, h_, 1.0F, g(p.fcprojw), h_);
+    dev_.gemm(false, true, n_, fl_, h_, 1.0F, dy, h_, w(p.fcprojw), h_, 0.0F, dfcg, fl_);
     dev_.zero(dfch, static_cast<std::int64_t>(N * fl_));
     dev_.gelu_backward(dfch, a.fch.f(), dfcg, static_cast<std::int64_t>(N * fl_));
     dev_.gemm(true, false, h_, fl_, n_, 1.0F, a.ln2.f(), h_, dfch, fl_, 1.0F, g(p.fcw), fl_);
@@ -252,9 +271,10 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
     float* datty = scratch_a_.f();
     float* dqkv = scratch_b_.f();
     const Buffer& datt = need(scratch_att_, static_cast<std::size_t>(hl) * t_ * t_);
-    dev_.bias_backward(g(p.projb), a.dx1.f(), n_, h_);
-    dev_.gemm(true, false, cl_, h_, n_, 1.0F, a.atty.f(), cl_, a.dx1.f(), h_, 1.0F, g(p.projw), h_);
-    dev_.gemm(false, true, n_, cl_, h_, 1.0F, a.dx1.f(), h_, w(p.projw), h_, 0.0F, datty, cl_);
+    const float* dx1 = sp_ ? dfull_.f() : a.dx1.f();
+    dev_.bias_backward(g(p.projb), dx1 + own_rows(), ns_, h_);
+    dev_.gemm(true, false, cl_, h_, n_, 1.0F, a.atty.f(), cl_, dx1, h_, 1.0F, g(p.projw), h_);
+    dev_.gemm(false, true, n_, cl_, h_, 1.0F, dx1, h_, w(p.projw), h_, 0.0F, datty, cl_);
     for (int bi = 0; bi < b_; ++bi) {
       const float* q = a.qkv.f() + bi * T * 3 * cl_;
       const float* att = a.att.f() + bi * hl * T * T;
@@ -282,20 +302,20 @@ void GptShard::finish_mlp_backward(int layer, int mb) {
   const LayerParams& p = layer_params_.at(layer);
   Acts& a = acts(layer, mb);
   const Buffer& dy = dx_.at({layer + 1, mb});
-  need(a.dx1, static_cast<std::size_t>(n_) * h_);
-  dev_.copy(a.dx1.f(), dy.f(), static_cast<std::int64_t>(n_) * h_);
-  dev_.layer_norm_backward(a.dx1.f(), g(p.ln2w), g(p.ln2b), a.part.f(), a.x1.f(), a.mean2.f(), a.rstd2.f(), w(p.ln2w),
-                           n_, h_);
+  need(a.dx1, static_cast<std::size_t>(ns_) * h_);
+  dev_.copy(a.dx1.f(), dy.f(), static_cast<std::int64_t>(ns_) * h_);
+  dev_.layer_norm_backward(a.dx1.f(), g(p.ln2w), g(p.ln2b), a.part.f() + own_rows(), a.x1.f(), a.mean2.f(),
+                           a.rstd2.f(), w(p.ln2w), ns_, h_);
 }
 
 void GptShard::finish_attention_backward(int layer, int mb) {
   const LayerParams& p = layer_params_.at(layer);
   Acts& a = acts(layer, mb);
   Buffer& dx = dx_[{layer, mb}];
-  need(dx, static_cast<std::size_t>(n_) * h_);
-  dev_.copy(dx.f(), a.dx1.f(), static_cast<std::int64_t>(n_) * h_);
-  dev_.layer_norm_backward(dx.f(), g(p.ln1w), g(p.ln1b), a.part.f(), a.x.f(), a.mean1.f(), a.rstd1.f(), w(p.ln1w), n_,
-                           h_);
+  need(dx, static_cast<std::size_t>(ns_) * h_);
+  dev_.copy(dx.f(), a.dx1.f(), static_cast<std::int64_t>(ns_) * h_);
+  dev_.layer_norm_backward(dx.f(), g(p.ln1w), g(p.ln1b), a.part.f() + own_rows(), a.x.f(), a.mean1.f(), a.rstd1.f(),
+                           w(p.ln1w), ns_, h_);
   // The layer is done with: its activations, the gradient it consumed, and the activation
   // that left the chunk after it (if it was sent on).
   acts_.erase({layer, mb});
@@ -308,14 +328,16 @@ void GptShard::finish_attention_backward(int layer, int mb) {
 void GptShard::head_forward(int mb) {
   Acts& a = acts(layers_, mb);
   const auto N = static_cast<std::size_t>(n_);
-  need(a.lnf, N * h_);
-  need(a.meanf, N);
-  need(a.rstdf, N);
   need(a.logits, N * vl_);
   need(a.stats, static_cast<std::size_t>(tp_) * N * 3);
   need(a.part, N * h_);
-  dev_.layer_norm_forward(a.lnf.f(), a.meanf.f(), a.rstdf.f(), a.x.f(), w(lnfw_), w(lnfb_), n_, h_);
-  round(a.lnf.f(), a.lnf.floats());
+  if (!sp_) {  // under SP the final norm ran on each rank's rows before the gather
+    need(a.lnf, N * h_);
+    need(a.meanf, N);
+    need(a.rstdf, N);
+    dev_.layer_norm_forward(a.lnf.f(), a.meanf.f(), a.rstdf.f(), a.x.f(), w(lnfw_), w(lnfb_), n_, h_);
+    round(a.lnf.f(), a.lnf.floats());
+  }
   dev_.gemm(false, true, n_, vl_, h_, 1.0F, a.lnf.f(), h_, w(head_), h_, 0.0F, a.logits.f(), vl_);
   round(a.logits.f(), a.logits.floats());
   dev_.cross_entropy_stats(a.stats.f() + static_cast<std::size_t>(tp_index_) * N * 3, a.logits.f(),
@@ -345,71 +367,163 @@ void GptShard::head_backward(int mb) {
 void GptShard::finish_head_backward(int mb) {
   Acts& a = acts(layers_, mb);
   Buffer& dx = dx_[{layers_, mb}];
-  need(dx, static_cast<std::size_t>(n_) * h_);
-  dev_.zero(dx.f(), static_cast<std::int64_t>(n_) * h_);
-  dev_.layer_norm_backward(dx.f(), g(lnfw_), g(lnfb_), a.part.f(), a.x.f(), a.meanf.f(), a.rstdf.f(), w(lnfw_), n_, h_);
+  need(dx, static_cast<std::size_t>(ns_) * h_);
+  dev_.zero(dx.f(), static_cast<std::int64_t>(ns_) * h_);
+  dev_.layer_norm_backward(dx.f(), g(lnfw_), g(lnfb_), a.part.f() + own_rows(), a.x.f(), a.meanf.f(), a.rstdf.f(),
+                           w(lnfw_), ns_, h_);
   acts_.erase({layers_, mb});
 }
 
 // --- tensor parallel sums -------------------------------------------------------------------------
 
-Shard::View GptShard::tp_buffer(const plan::Op& after) {
+Shard::View GptShard::tp_buffer(const plan::Op& c) {
+  const int mb = c.micro_batch;
   const std::int64_t rows = static_cast<std::int64_t>(n_) * h_;
-  switch (after.what) {
-    case ComputeWhat::embedding: return {acts(0, after.micro_batch).x.f(), rows};
-    case ComputeWhat::lm_head:
-      if (after.category == plan::Category::forward) {
-        Acts& a = acts(layers_, after.micro_batch);
-        return {a.stats.f(), static_cast<std::int64_t>(a.stats.floats())};
+  switch (c.tp_role) {
+    case TpRole::loss_stats: {
+      Acts& a = acts(layers_, mb);
+      return {a.stats.f(), static_cast<std::int64_t>(a.stats.floats())};
+    }
+    case TpRole::replicated_grads: return replicated_grads(true);
+    case TpRole::gather_input: return gather_input(c);
+    case TpRole::sum:
+      switch (c.what) {
+        case ComputeWhat::embedding: return {(sp_ ? acts(0, mb).emb : acts(0, mb).x).f(), rows};
+        case ComputeWhat::lm_head: return {acts(layers_, mb).part.f(), rows};
+        case ComputeWhat::layer_attention:
+        case ComputeWhat::layer_mlp: return {acts(c.layer, mb).part.f(), rows};
+        default: break;
       }
-      return {acts(layers_, after.micro_batch).part.f(), rows};
-    case ComputeWhat::layer_attention:
-    case ComputeWhat::layer_mlp: return {acts(after.layer, after.micro_batch).part.f(), rows};
-    default: break;
+      break;
+    case TpRole::none: break;
   }
-  throw std::logic_error("tensor parallel collective after an op that has none");
+  throw std::logic_error("a tensor parallel collective this model does not have");
 }
 
-void GptShard::tp_finish(const plan::Op& after) {
-  const int mb = after.micro_batch;
-  const bool backward = after.category == plan::Category::backward;
-  switch (after.what) {
-    case ComputeWhat::embedding: {
-      Buffer& x = acts(0, mb).x;
-      for (int bi = 0; bi < b_; ++bi) {
-        dev_.accumulate(x.f() + static_cast<std::size_t>(bi) * t_ * h_, w(wpe_), static_cast<std::int64_t>(t_) * h_);
-      }
-      round(x.f(), x.floats());
-      return;
-    }
-    case ComputeWhat::lm_head:
-      if (backward) finish_head_backward(mb);
-      return;  // forward: the gathered statistics are used by the backward
-    case ComputeWhat::layer_attention:
-      if (backward) {
-        finish_attention_backward(after.layer, mb);
-      } else {
-        finish_attention_forward(after.layer, mb);
-      }
-      return;
-    case ComputeWhat::layer_mlp:
-      if (backward) {
-        finish_mlp_backward(after.layer, mb);
-      } else {
-        finish_mlp_forward(after.layer, mb, after.category == plan::Category::recompute);
-      }
-      return;
-    default: break;
+// Sequence parallelism: the full input of the op `c` serves, from every rank's block of
+// rows. Forward, this rank's block is the layer norm of its rows (run here, as the gather
+// is posted); backward, its block of the output's gradient.
+Shard::View GptShard::gather_input(const plan::Op& c) {
+  const int mb = c.micro_batch;
+  const auto N = static_cast<std::size_t>(n_);
+  const auto H = static_cast<std::size_t>(h_);
+  const auto NS = static_cast<std::size_t>(ns_);
+  if (c.pass == plan::Category::backward) {
+    const Buffer& own = c.what == ComputeWhat::embedding  ? dx_.at({0, mb})
+                        : c.what == ComputeWhat::layer_mlp ? dx_.at({c.layer + 1, mb})
+                                                           : acts(c.layer, mb).dx1;
+    Buffer& full = need(dfull_, N * H);
+    dev_.copy(full.f() + own_rows(), own.f(), static_cast<std::int64_t>(NS * H));
+    return {full.f(), static_cast<std::int64_t>(N * H)};
   }
-  throw std::logic_error("tensor parallel collective after an op that has none");
+  const bool head = c.what == ComputeWhat::lm_head;
+  Acts& a = acts(head ? layers_ : c.layer, mb);
+  Buffer* y = &a.lnf;
+  Buffer* mean = &a.meanf;
+  Buffer* rstd = &a.rstdf;
+  const Buffer* x = &a.x;
+  std::size_t gamma = lnfw_, beta = lnfb_;
+  if (!head) {
+    const LayerParams& p = layer_params_.at(c.layer);
+    const bool attention = c.what == ComputeWhat::layer_attention;
+    y = attention ? &a.ln1 : &a.ln2;
+    mean = attention ? &a.mean1 : &a.mean2;
+    rstd = attention ? &a.rstd1 : &a.rstd2;
+    x = attention ? &a.x : &a.x1;
+    gamma = attention ? p.ln1w : p.ln2w;
+    beta = attention ? p.ln1b : p.ln2b;
+  }
+  need(*y, N * H);
+  need(*mean, NS);
+  need(*rstd, NS);
+  float* block = y->f() + own_rows();
+  dev_.layer_norm_forward(block, mean->f(), rstd->f(), x->f(), w(gamma), w(beta), ns_, h_);
+  round(block, NS * H);
+  return {y->f(), static_cast<std::int64_t>(N * H)};
+}
+
+// Sequence parallelism: the gradients of the tensors every tp rank holds whole but computed
+// on its rows only (two norms and two biases per layer, the final norm), gathered into one
+// buffer to be summed over tp (`gather`), or put back once summed.
+Shard::View GptShard::replicated_grads(bool gather) {
+  std::vector<std::size_t> at;
+  for (const auto& [l, p] : layer_params_) at.insert(at.end(), {p.ln1w, p.ln1b, p.projb, p.ln2w, p.ln2b, p.fcprojb});
+  if (last_stage_) at.insert(at.end(), {lnfw_, lnfb_});
+  const auto H = static_cast<std::size_t>(h_);
+  Buffer& buf = need(replicated_, at.size() * H);
+  for (std::size_t i = 0; i < at.size(); ++i) {
+    if (gather) {
+      dev_.copy(buf.f() + i * H, g(at[i]), h_);
+    } else {
+      dev_.copy(g(at[i]), buf.f() + i * H, h_);
+    }
+  }
+  return {buf.f(), static_cast<std::int64_t>(at.size() * H)};
+}
+
+void GptShard::finish_embedding_forward(int mb) {
+  Acts& a = acts(0, mb);
+  if (!sp_) {
+    for (int bi = 0; bi < b_; ++bi) {
+      dev_.accumulate(a.x.f() + static_cast<std::size_t>(bi) * t_ * h_, w(wpe_), static_cast<std::int64_t>(t_) * h_);
+    }
+    round(a.x.f(), a.x.floats());
+    return;
+  }
+  // This rank's rows of the summed embedding, plus the position of each (row mod t).
+  need(a.x, static_cast<std::size_t>(ns_) * h_);
+  dev_.copy(a.x.f(), a.emb.f() + own_rows(), static_cast<std::int64_t>(ns_) * h_);
+  for (int r = r0_; r < r0_ + ns_;) {
+    const int pos = r % t_;
+    const int run = std::min(t_ - pos, r0_ + ns_ - r);
+    dev_.accumulate(a.x.f() + static_cast<std::size_t>(r - r0_) * h_, w(wpe_) + static_cast<std::size_t>(pos) * h_,
+                    static_cast<std::int64_t>(run) * h_);
+    r += run;
+  }
+  round(a.x.f(), a.x.floats());
+  a.emb = Buffer();
+}
+
+void GptShard::tp_finish(const plan::Op& c) {
+  const int mb = c.micro_batch;
+  const bool backward = c.pass == plan::Category::backward;
+  switch (c.tp_role) {
+    case TpRole::loss_stats:  // the gathered statistics are used by the head's backward
+    case TpRole::gather_input: return;
+    case TpRole::replicated_grads: replicated_grads(false); return;
+    case TpRole::sum:
+      switch (c.what) {
+        case ComputeWhat::embedding: finish_embedding_forward(mb); return;
+        case ComputeWhat::lm_head: finish_head_backward(mb); return;
+        case ComputeWhat::layer_attention:
+          if (backward) {
+            finish_attention_backward(c.layer, mb);
+          } else {
+            finish_attention_forward(c.layer, mb);
+          }
+          return;
+        case ComputeWhat::layer_mlp:
+          if (backward) {
+            finish_mlp_backward(c.layer, mb);
+          } else {
+            finish_mlp_forward(c.layer, mb, c.pass == plan::Category::recompute);
+          }
+          return;
+        default: break;
+      }
+      break;
+    case TpRole::none: break;
+  }
+  throw std::logic_error("a tensor parallel collective this model does not have");
 }
 
 // --- pipeline boundaries ---------------------------------------------------------------------------
 
 Shard::View GptShard::boundary(int layer, int mb, bool gradient) {
+  // This rank's rows (a sequence block under SP).
   Buffer& b = gradient ? dx_[{layer, mb}] : acts(layer, mb).x;
-  need(b, static_cast<std::size_t>(n_) * h_);
-  return {b.f(), static_cast<std::int64_t>(n_) * h_};
+  need(b, static_cast<std::size_t>(ns_) * h_);
+  return {b.f(), static_cast<std::int64_t>(ns_) * h_};
 }
 
 void GptShard::release_boundary(int layer, int mb, bool gradient) {

@@ -36,8 +36,8 @@ class GptShard final : public Shard {
   void head_forward(int mb) override;
   void head_backward(int mb) override;
 
-  View tp_buffer(const plan::Op& after) override;
-  void tp_finish(const plan::Op& after) override;
+  View tp_buffer(const plan::Op& collective) override;
+  void tp_finish(const plan::Op& collective) override;
   // The residual stream entering layer `boundary`, or its gradient.
   View boundary(int boundary, int mb, bool gradient) override;
   void release_boundary(int boundary, int mb, bool gradient) override;
@@ -46,7 +46,9 @@ class GptShard final : public Shard {
  private:
   using LayerParams = LayerOffsets;  // offsets in the rank's flat buffers
   struct Acts {
-    Buffer x, ln1, mean1, rstd1, qkv, att, atty, part, x1, ln2, mean2, rstd2, fch, fcg, dx1;
+    // x, x1, dx1, mean and rstd hold this rank's rows (all n rows without SP); emb: the
+    // embedding's rows before the SP reduce-scatter.
+    Buffer x, ln1, mean1, rstd1, qkv, att, atty, part, x1, ln2, mean2, rstd2, fch, fcg, dx1, emb;
     Buffer lnf, meanf, rstdf, logits, stats;  // the head's (layer index L)
   };
 
@@ -58,11 +60,18 @@ class GptShard final : public Shard {
   void finish_mlp_backward(int layer, int mb);
   void finish_attention_backward(int layer, int mb);
   void finish_head_backward(int mb);
+  void finish_embedding_forward(int mb);
+  View gather_input(const plan::Op& c);
+  View replicated_grads(bool gather);
+  // Offset of this rank's first row in an n x h tensor (0 without SP).
+  [[nodiscard]] std::size_t own_rows() const { return static_cast<std::size_t>(r0_) * static_cast<std::size_t>(h_); }
 
   int tp_ = 1, tp_index_ = 0;
   int t_ = 1, h_ = 1, heads_ = 1, d_ = 1, vocab_ = 1, layers_ = 0;
   int cl_ = 1, fl_ = 1, vl_ = 1, v0_ = 0;  // local widths: heads x d, MLP, vocabulary slice
   int n_ = 1;                              // token rows per micro-batch
+  bool sp_ = false;                        // sequence parallel (tp > 1)
+  int ns_ = 1, r0_ = 0;                    // this rank's rows: [r0_, r0_ + ns_)
 
   std::map<int, LayerParams> layer_params_;
   std::size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0, head_ = 0;  // head_: the head's wte slice
@@ -71,6 +80,8 @@ class GptShard final : public Shard {
   std::map<std::pair<int, int>, Buffer> dx_;
   std::vector<Buffer> tokens_, targets_;
   Buffer scratch_a_, scratch_b_, scratch_att_;  // backward temporaries, reused
+  Buffer dfull_;       // SP backward: the gathered gradient the next compute op consumes
+  Buffer replicated_;  // SP: the gradients summed over tp once a step
   std::vector<float> loss_rows_;
 };
 

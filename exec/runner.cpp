@@ -46,16 +46,6 @@ bool Runner::ready(std::int64_t op) const {
   return true;
 }
 
-const Op& Runner::compute_before(std::int64_t op) const {
-  const Op* found = nullptr;
-  for (std::int64_t d : prog_.deps_of(op)) {
-    const Op& o = prog_.ops[static_cast<std::size_t>(d)];
-    if (o.kind == OpKind::compute) found = &o;
-  }
-  if (found == nullptr) throw std::logic_error("a tensor parallel collective without the compute op it follows");
-  return *found;
-}
-
 // The layer whose input crosses the pipeline boundary: the end of the sender's chunk for
 // activations, its start for gradients.
 int Runner::boundary_of(const Op& o) const {
@@ -122,7 +112,7 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
     Shard::View v;
     std::vector<std::int64_t> parts;
     if (o.category == Category::tp_comm) {
-      v = shard_.tp_buffer(compute_before(id));
+      v = shard_.tp_buffer(o);
       parts.assign(static_cast<std::size_t>(members), v.count / members);
     } else if (o.category == Category::dp_comm) {
       v = shard_.bucket(o.layer, o.collective == CollectiveOp::all_gather);
@@ -143,7 +133,7 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
 void Runner::finish(std::int64_t id, std::int64_t end_ns) {
   const Op& o = prog_.ops[static_cast<std::size_t>(id)];
   if (o.kind == OpKind::collective) {
-    if (o.category == Category::tp_comm) shard_.tp_finish(compute_before(id));
+    if (o.category == Category::tp_comm) shard_.tp_finish(o);
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) shard_.bucket_gathered(o.layer);
   } else if (o.kind == OpKind::send) {
     shard_.release_boundary(boundary_of(o), o.micro_batch, o.gradient);

@@ -55,7 +55,6 @@ class Runner {
   void run_compute(const plan::Op& o);
   int boundary_of(const plan::Op& o) const;
   int tag_of(const plan::Op& o) const;
-  const plan::Op& compute_before(std::int64_t op) const;
   [[noreturn]] void stalled(const std::vector<InFlight>& flying, const std::vector<std::size_t>& next) const;
 
   Device& dev_;

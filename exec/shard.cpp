@@ -20,7 +20,8 @@ std::string unsupported_reason(const plan::Scenario& s) {
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
   if (m.ffn_hidden != 4 * m.hidden) return fmt::format("the executor's decoder has an MLP 4 x hidden wide ({}), model.ffn_hidden is {}", 4 * m.hidden, m.ffn_hidden);
   if (!m.tie_embeddings) return "the executor's decoder ties the LM head to the embedding (model.tie_embeddings: true)";
-  if (s.plan.sequence_parallel) return "the executor does not run sequence parallelism yet (plan.sequence_parallel: false)";
+  // Sequence parallelism needs seq_len divisible by tp (the plan's checks), so a
+  // micro-batch's b·seq_len token rows split evenly.
   if (m.vocab % s.plan.tp != 0) return fmt::format("the vocabulary ({}) must divide over tp = {} for the vocabulary-parallel embedding", m.vocab, s.plan.tp);
   return "";
 }

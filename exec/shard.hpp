@@ -60,10 +60,10 @@ class Shard {
   void optimizer_step();
 
   // --- communication buffers ------------------------------------------------------------------
-  // A tensor parallel collective following compute op `after`: its buffer, and what to do
-  // once it completes.
-  virtual View tp_buffer(const plan::Op& after);
-  virtual void tp_finish(const plan::Op& after);
+  // A tensor parallel collective (its role, and the compute op it serves: Op::tp_role,
+  // what, pass, layer, micro_batch): its buffer, and what to do once it completes.
+  virtual View tp_buffer(const plan::Op& collective);
+  virtual void tp_finish(const plan::Op& collective);
   // What enters layer `boundary` (activations), or its gradient.
   virtual View boundary(int boundary, int mb, bool gradient) = 0;
   virtual void release_boundary(int boundary, int mb, bool gradient) = 0;

@@ -193,11 +193,20 @@ class Builder {
   }
 
   // One TP collective after the last compute op (and after a pending receive, when it
-  // opens a layer); the next compute waits for it.
-  void tp_collective(CollectiveOp what, int mb, int layer) {
+  // opens a layer); the next compute waits for it. `part` and `pass` name the compute op it
+  // serves, `role` what it does for it.
+  void tp_collective(CollectiveOp what, int mb, int layer, TpRole role, ComputeWhat part, Category pass) {
     std::vector<std::int64_t> deps = take_pending();
     if (last_compute_ >= 0) deps.push_back(last_compute_);
     pending_ = collective(Dim::tp, what, Category::tp_comm, Stream::tp, activation_bytes_, mb, layer, layer + 1, deps);
+    tag_tp(pending_, role, part, pass);
+  }
+
+  void tag_tp(std::int64_t op, TpRole role, ComputeWhat part, Category pass) {
+    Op& o = prog_.ops[static_cast<std::size_t>(op)];
+    o.tp_role = role;
+    o.what = part;
+    o.pass = pass;
   }
 
   std::int64_t p2p(OpKind kind, int peer, double bytes, int mb, int chunk, bool gradient,
@@ -249,12 +258,12 @@ class Builder {
     const bool sp = p_.sequence_parallel;
     for (int half = 0; half < 2; ++half) {
       const int set = half == 0 ? attention_set_ : mlp_set_;
-      if (sp) tp_collective(CollectiveOp::all_gather, mb, layer);
+      const ComputeWhat part = half == 0 ? ComputeWhat::layer_attention : ComputeWhat::layer_mlp;
+      if (sp) tp_collective(CollectiveOp::all_gather, mb, layer, TpRole::gather_input, part, cat);
       auto deps = take_pending();
-      compute(half == 0 ? ComputeWhat::layer_attention : ComputeWhat::layer_mlp, cat, set,
-              sum_flops(sets[static_cast<std::size_t>(set)]),
+      compute(part, cat, set, sum_flops(sets[static_cast<std::size_t>(set)]),
               gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer, deps);
-      tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer);
+      tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer, TpRole::sum, part, cat);
     }
   }
 
@@ -282,13 +291,14 @@ class Builder {
     const bool sp = p_.sequence_parallel;
     for (int half = 0; half < 2; ++half) {
       const int set = half == 0 ? mlp_set_ : attention_set_;
-      if (sp) tp_collective(CollectiveOp::all_gather, mb, layer);
+      const ComputeWhat part = half == 0 ? ComputeWhat::layer_mlp : ComputeWhat::layer_attention;
+      if (sp) tp_collective(CollectiveOp::all_gather, mb, layer, TpRole::gather_input, part, Category::backward);
       auto deps = take_pending();
-      compute(half == 0 ? ComputeWhat::layer_mlp : ComputeWhat::layer_attention, Category::backward, set,
-              2 * sum_flops(sets[static_cast<std::size_t>(set)]),
+      compute(part, Category::backward, set, 2 * sum_flops(sets[static_cast<std::size_t>(set)]),
               2 * gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer,
               deps);
-      tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer);
+      tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer, TpRole::sum, part,
+                    Category::backward);
     }
     // The layer's gradients are complete once its last tp sum is: the first layer norm's
     // backward needs the summed input gradient.
@@ -336,14 +346,17 @@ class Builder {
           // and the partial rows are summed (scattered by sequence with sequence parallel).
           if (transformer && p_.tp > 1) {
             tp_collective(p_.sequence_parallel ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
-                          st.micro_batch, -1);
+                          st.micro_batch, -1, TpRole::sum, ComputeWhat::embedding, Category::forward);
           }
         } else {
           pending_ = p2p(OpKind::recv, prev_rank, boundary, st.micro_batch, prev_chunk, false, {});
         }
         for (int l = first; l < last; ++l) layer_forward(l, st.micro_batch, st.chunk, Category::forward);
         if (last_chunk) {
-          if (transformer && p_.tp > 1 && p_.sequence_parallel) tp_collective(CollectiveOp::all_gather, st.micro_batch, m_.layer_count());
+          if (transformer && p_.tp > 1 && p_.sequence_parallel) {
+            tp_collective(CollectiveOp::all_gather, st.micro_batch, m_.layer_count(), TpRole::gather_input,
+                          ComputeWhat::lm_head, Category::forward);
+          }
           auto deps = take_pending();
           if (transformer) {
             const auto& g = prog_.gemm_sets[static_cast<std::size_t>(head_set_)];
@@ -357,6 +370,8 @@ class Builder {
               loss_ready_[static_cast<std::size_t>(st.micro_batch)] =
                   collective(Dim::tp, CollectiveOp::all_gather, Category::tp_comm, Stream::tp, stats, st.micro_batch,
                              m_.layer_count(), m_.layer_count() + 1, std::span<const std::int64_t>(&head, 1));
+              tag_tp(loss_ready_[static_cast<std::size_t>(st.micro_batch)], TpRole::loss_stats, ComputeWhat::lm_head,
+                     Category::forward);
             }
           }
         } else {
@@ -376,7 +391,7 @@ class Builder {
             // The head's input gradient is a partial sum over the vocabulary slices.
             if (p_.tp > 1) {
               tp_collective(p_.sequence_parallel ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
-                            st.micro_batch, m_.layer_count());
+                            st.micro_batch, m_.layer_count(), TpRole::sum, ComputeWhat::lm_head, Category::backward);
               head_grad = pending_;  // the final norm's gradient follows the sum
             }
           }
@@ -395,6 +410,12 @@ class Builder {
         }
         for (int l = last - 1; l >= first; --l) layer_backward(l, st.micro_batch, st.chunk);
         if (first_chunk) {
+          // Under sequence parallelism the embedding's output was scattered by sequence; its
+          // backward gathers the gradient first (the scatter's backward).
+          if (transformer && p_.tp > 1 && p_.sequence_parallel) {
+            tp_collective(CollectiveOp::all_gather, st.micro_batch, -1, TpRole::gather_input, ComputeWhat::embedding,
+                          Category::backward);
+          }
           auto deps = take_pending();
           embed_grad = compute(ComputeWhat::embedding, Category::backward, -1, 0.0, hidden_bytes, st.micro_batch,
                                st.chunk, -1, deps);
@@ -491,6 +512,18 @@ class Builder {
       }
     } else {
       synced.push_back(end_of_backward);
+    }
+    // Sequence parallelism computes the norms and the biases added after a row-parallel
+    // sum on each rank's sequence shard: their gradients are partial and are summed over tp
+    // once the data-parallel sync is done (Megatron's layer-norm gradient all-reduce).
+    if (transformer && p_.tp > 1 && p_.sequence_parallel) {
+      double whole = static_cast<double>(layers.size()) * (m_.mlp == Mlp::gelu ? 6.0 : 5.0) * m_.hidden;
+      if (stage == p_.pp - 1) whole += final_norm;
+      std::sort(synced.begin(), synced.end());
+      const std::int64_t sp = collective(Dim::tp, CollectiveOp::all_reduce, Category::tp_comm, Stream::tp, whole * e_, -1,
+                                         -1, m_.layer_count() + 1, synced);
+      tag_tp(sp, TpRole::replicated_grads, ComputeWhat::optimizer, Category::backward);
+      synced.assign(1, sp);
     }
     if (tied && !tied_first) {
       std::sort(synced.begin(), synced.end());

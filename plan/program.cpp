@@ -82,6 +82,14 @@ std::string op_name(const Program& p, std::int64_t id) {
                std::to_string(o.layer_end - 1);
       }
       if (o.category == Category::pp_comm) return "embedding-gradient " + std::string(to_string(o.collective));
+      if (o.tp_role == TpRole::replicated_grads) return dim + " " + std::string(to_string(o.collective)) + " norm gradients";
+      if (o.tp_role == TpRole::gather_input) {
+        // Sequence parallelism: the input of the op it serves, e.g. "tp all-gather mlp-in L3 mb0".
+        static constexpr const char* part[] = {"layer", "attention", "mlp", "core", "embedding", "head", "optimizer"};
+        const char* grad = o.pass == Category::backward ? "-grad" : "";
+        return dim + " " + std::string(to_string(o.collective)) + " " + part[static_cast<int>(o.what)] + grad + "-in" +
+               layer + mb;
+      }
       return dim + " " + std::string(to_string(o.collective)) + layer + mb;
     }
   }

@@ -29,6 +29,13 @@ enum class OpKind : std::uint8_t { compute, send, recv, collective };
 enum class Category : std::uint8_t { forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm };
 enum class CollectiveOp : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast };
 enum class ComputeWhat : std::uint8_t { layer, layer_attention, layer_mlp, attention_core, embedding, lm_head, optimizer };
+// What a tensor-parallel collective does for the compute op it serves (Op::what, in pass
+// Op::pass): sums its partial output (all-reduce, or reduce-scatter under sequence
+// parallelism), gathers its input from the sequence shards (all-gather, sequence
+// parallelism), gathers the vocabulary-parallel loss statistics, or sums the gradients of
+// the tensors every tp rank holds whole but computes on its sequence shard only (one per
+// step, sequence parallelism).
+enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicated_grads };
 
 inline constexpr int stream_count = 4;
 std::string_view to_string(Stream s);
@@ -41,6 +48,8 @@ struct Op {
   Stream stream = Stream::compute;
   ComputeWhat what = ComputeWhat::layer;
   CollectiveOp collective = CollectiveOp::all_reduce;
+  TpRole tp_role = TpRole::none;     // tp collectives
+  Category pass = Category::forward;  // tp collectives: the pass of the op they serve
   std::int32_t rank = 0;
   std::int32_t micro_batch = -1;
   std::int16_t chunk = -1;

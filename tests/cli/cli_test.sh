@@ -76,6 +76,7 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 0 "prediction against measurement" -- "$parasim" validate "$q" --steps 2 --warmup 1 --out "$work/val"
   check "validate wrote both traces" test -s "$work/val/predicted.trace.json" -a -s "$work/val/measured.trace.json"
   check "validate wrote the comparison" grep -q '"metric": "step time"' "$work/val/comparison.json"
+  expect 0 "dp 1 x tp 2 x pp 1" -- "$parasim" run "$q" --set plan.dp=1 --set plan.tp=2 --set plan.sequence_parallel=true --steps 1 --warmup 0
   expect 2 "GELU MLP" -- "$parasim" run "$q" --set model.mlp=swiglu
   # Generic (CNN) models run as GEMM equivalents, and every output says so.
   lenet="$src/scenarios/cnn-lenet.yaml"

@@ -219,6 +219,12 @@ TEST_CASE("tensor parallel 2: sharded layers equal the unsharded model", "[exec]
   matches_serial({"plan.tp=2", "training.recompute=selective"});
 }
 
+TEST_CASE("sequence parallel tp 2: sharded rows and gathered inputs equal the unsharded model", "[exec][np2]") {
+  matches_serial({"plan.tp=2", "plan.sequence_parallel=true"});
+  matches_serial({"plan.tp=2", "plan.sequence_parallel=true", "training.recompute=full"});
+  matches_serial({"plan.tp=2", "plan.sequence_parallel=true", "training.recompute=selective"});
+}
+
 TEST_CASE("pipeline 2 under each schedule equals gradient accumulation on one rank", "[exec][np2]") {
   matches_serial({"plan.pp=2", "plan.schedule=gpipe"});
   matches_serial({"plan.pp=2", "plan.schedule=1f1b"});
@@ -226,7 +232,10 @@ TEST_CASE("pipeline 2 under each schedule equals gradient accumulation on one ra
   matches_serial({"plan.pp=2", "plan.schedule=1f1b", "training.recompute=full"});
 }
 
-TEST_CASE("tensor parallel 4 equals the unsharded model", "[exec][np4]") { matches_serial({"plan.tp=4"}); }
+TEST_CASE("tensor parallel 4 equals the unsharded model", "[exec][np4]") {
+  matches_serial({"plan.tp=4"});
+  matches_serial({"plan.tp=4", "plan.sequence_parallel=true"});
+}
 
 TEST_CASE("pipeline 4 under each schedule equals gradient accumulation on one rank", "[exec][np4]") {
   matches_serial({"plan.pp=4", "plan.schedule=gpipe"});
@@ -240,6 +249,8 @@ TEST_CASE("combined dp x tp x pp plans equal the serial run", "[exec][np4]") {
   matches_serial({"plan.tp=2", "plan.pp=2"});
   matches_serial({"plan.dp=2", "plan.pp=2", "plan.zero=1"}, false);
   matches_serial({"plan.tp=2", "plan.pp=2", "plan.schedule=interleaved-1f1b", "plan.virtual_stages=2"});
+  matches_serial({"plan.tp=2", "plan.pp=2", "plan.sequence_parallel=true"});
+  matches_serial({"plan.dp=2", "plan.tp=2", "plan.sequence_parallel=true", "plan.zero=1"}, false);
 }
 
 TEST_CASE("dp x tp x pp training learns: the loss falls over 50 steps", "[exec][np4]") {

@@ -205,9 +205,18 @@ TEST_CASE("tensor parallel layers issue two all-reduces forward and two backward
   CHECK(count(sp, CollectiveOp::all_gather, true) == 4 * 8 * 16);
   CHECK(count(sp, CollectiveOp::reduce_scatter, true) == 4 * 8 * 16);
   CHECK(count(sp, CollectiveOp::all_reduce, true) == 0);
-  CHECK(count(sp, CollectiveOp::all_reduce, false) == 0);
   CHECK(count(sp, CollectiveOp::reduce_scatter, false) == 2 * 16);  // embedding, head gradient
-  CHECK(count(sp, CollectiveOp::all_gather, false) == 2 * 16);      // head input, loss statistics
+  // Head input, loss statistics, and the embedding's gradient (the scatter's backward).
+  CHECK(count(sp, CollectiveOp::all_gather, false) == 3 * 16);
+  // One sum per step of the gradients of what each rank computes on its sequence shard
+  // only: two norms and two row-parallel biases per layer (6h), the final norm (2h).
+  CHECK(count(sp, CollectiveOp::all_reduce, false) == 1);
+  for (const Op& o : sp.ops) {
+    if (o.kind == OpKind::collective && o.tp_role == TpRole::replicated_grads && o.rank == 0) {
+      CHECK(o.bytes == (8 * 6 * 256 + 2 * 256) * 2);
+      CHECK(op_name(sp, static_cast<std::int64_t>(&o - sp.ops.data())) == "tp all-reduce norm gradients");
+    }
+  }
   // Each instance has both tp ranks, with the s·b·h activation as its buffer (the loss
   // statistics: 3 x 4 bytes x 256 tokens x 2 ranks).
   std::map<std::int64_t, int> members;
