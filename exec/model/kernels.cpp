@@ -330,6 +330,19 @@ struct Samples {
   }
 };
 
+// Calls f(j, begin, end) for each of nx values and its stretch [begin, end) of ny.
+template <class F>
+void for_each_stretch(std::int64_t nx, std::int64_t ny, F&& f) {
+  Stretches s(nx, ny);
+  std::int64_t b = 0;
+  for (std::int64_t j = 0; j < nx; ++j) {
+    s.next();
+    const std::int64_t e = s.begin();
+    f(j, b, e);
+    b = e;
+  }
+}
+
 template <class T>
 void resample_forward(T* y, std::int64_t ny, const T* x, std::int64_t nx, bool relu) {
   if (ny <= nx) {
@@ -337,38 +350,26 @@ void resample_forward(T* y, std::int64_t ny, const T* x, std::int64_t nx, bool r
     for (std::int64_t i = 0; i < ny; ++i, s.next()) y[i] = relu ? std::max(x[s.j], T(0)) : x[s.j];
     return;
   }
-  Stretches s(nx, ny);
-  std::int64_t b = 0;
-  for (std::int64_t j = 0; j < nx; ++j) {
-    s.next();
-    const std::int64_t e = s.begin();
-    const T v = relu ? std::max(x[j], T(0)) : x[j];  // a max, not a branch on the sign
-    std::fill(y + b, y + e, v);
-    b = e;
-  }
+  for_each_stretch(nx, ny, [&](std::int64_t j, std::int64_t b, std::int64_t e) {
+    std::fill(y + b, y + e, relu ? std::max(x[j], T(0)) : x[j]);  // a max, not a branch on the sign
+  });
 }
 
 template <class T>
 void resample_backward(T* dx, std::int64_t nx, const T* dy, std::int64_t ny, const T* relu_input) {
+  auto masked = [&](std::int64_t j, T g) { return relu_input != nullptr ? g * static_cast<T>(relu_input[j] > T(0)) : g; };
   if (ny <= nx) {
     // Each value was sampled at most once: its gradient is that sample's, or 0.
     std::fill(dx, dx + nx, T(0));
     Samples s(nx, ny);
-    for (std::int64_t i = 0; i < ny; ++i, s.next()) {
-      dx[s.j] = relu_input != nullptr ? dy[i] * static_cast<T>(relu_input[s.j] > T(0)) : dy[i];
-    }
+    for (std::int64_t i = 0; i < ny; ++i, s.next()) dx[s.j] = masked(s.j, dy[i]);
     return;
   }
-  Stretches s(nx, ny);
-  std::int64_t b = 0;
-  for (std::int64_t j = 0; j < nx; ++j) {
-    s.next();
-    const std::int64_t e = s.begin();
+  for_each_stretch(nx, ny, [&](std::int64_t j, std::int64_t b, std::int64_t e) {
     T sum = 0;
     for (std::int64_t i = b; i < e; ++i) sum += dy[i];
-    dx[j] = relu_input != nullptr ? sum * static_cast<T>(relu_input[j] > T(0)) : sum;
-    b = e;
-  }
+    dx[j] = masked(j, sum);
+  });
 }
 
 template <class T>

@@ -66,25 +66,19 @@ struct Outcome {
   double flops = 0.0;          // performed in the last step, all ranks
 };
 
-// The generic model's reference: GenericNet<float> over every micro-batch in turn.
-Outcome serial_generic(const plan::Scenario& s, int steps) {
-  const GenericConfig cfg = generic_config(s);
-  GenericNet<float> model(cfg, s.run.seed);
+// Steps of a serial reference `model` (Gpt<float> or GenericNet<float>): every micro-batch
+// of the global batch in turn (`micro_batch(i, step)` runs forward and backward of the i-th
+// and returns its mean loss), gradients averaged, then AdamW with the executor's settings.
+template <class Model, class MicroBatch>
+Outcome train_serial(const plan::Scenario& s, int steps, Model& model, MicroBatch&& micro_batch) {
   const auto n = static_cast<std::size_t>(model.param_count());
   std::vector<float> am(n, 0.0F), av(n, 0.0F);
   Outcome out;
-  const int b = s.training.micro_batch;
-  const int count = s.training.global_batch / b;
+  const int count = s.training.global_batch / s.training.micro_batch;
   for (int step = 0; step < steps; ++step) {
-    const ImageBatch batch = synthetic_images(cfg.classes(), cfg.input_width, s.training.global_batch, s.run.seed, step);
     model.zero_grad();
     double loss = 0.0;
-    for (int i = 0; i < count; ++i) {
-      const auto width = static_cast<std::size_t>(cfg.input_width);
-      loss += model.forward(std::span(batch.inputs).subspan(static_cast<std::size_t>(i * b) * width, b * width),
-                            std::span(batch.labels).subspan(static_cast<std::size_t>(i * b), static_cast<std::size_t>(b)));
-      model.backward();
-    }
+    for (int i = 0; i < count; ++i) loss += micro_batch(i, step);
     for (float& g : model.grads()) g /= static_cast<float>(count);
     out.losses.push_back(loss / count);
     out.grads.assign(model.grads().begin(), model.grads().end());
@@ -96,33 +90,33 @@ Outcome serial_generic(const plan::Scenario& s, int steps) {
 }
 
 Outcome serial(const plan::Scenario& s, int steps) {
-  if (s.model.kind == plan::ModelKind::generic) return serial_generic(s, steps);
+  const int b = s.training.micro_batch;
+  if (s.model.kind == plan::ModelKind::generic) {
+    const GenericConfig cfg = generic_config(s);
+    GenericNet<float> model(cfg, s.run.seed);
+    ImageBatch batch;
+    return train_serial(s, steps, model, [&](int i, int step) {
+      if (i == 0) batch = synthetic_images(cfg.classes(), cfg.input_width, s.training.global_batch, s.run.seed, step);
+      const auto width = static_cast<std::size_t>(cfg.input_width);
+      const float loss =
+          model.forward(std::span(batch.inputs).subspan(static_cast<std::size_t>(i * b) * width, b * width),
+                        std::span(batch.labels).subspan(static_cast<std::size_t>(i * b), static_cast<std::size_t>(b)));
+      model.backward();
+      return static_cast<double>(loss);
+    });
+  }
   const plan::ModelSpec& m = s.model;
   Gpt<float> model(GptConfig{m.vocab, m.seq_len, m.layers, m.hidden, m.heads}, s.run.seed);
-  const auto n = static_cast<std::size_t>(model.param_count());
-  std::vector<float> am(n, 0.0F), av(n, 0.0F);
-  Outcome out;
-  const int b = s.training.micro_batch;
-  const int count = s.training.global_batch / b;
-  for (int step = 0; step < steps; ++step) {
-    const Batch batch = synthetic_batch(m.vocab, s.training.global_batch, m.seq_len, s.run.seed, step);
-    model.zero_grad();
-    double loss = 0.0;
-    for (int i = 0; i < count; ++i) {
-      const auto at = static_cast<std::ptrdiff_t>(i) * b * m.seq_len;
-      const auto len = static_cast<std::size_t>(b) * m.seq_len;
-      loss += model.forward(std::span(batch.tokens).subspan(static_cast<std::size_t>(at), len),
-                            std::span(batch.targets).subspan(static_cast<std::size_t>(at), len), b, m.seq_len);
-      model.backward();
-    }
-    for (float& g : model.grads()) g /= static_cast<float>(count);
-    out.losses.push_back(loss / count);
-    out.grads.assign(model.grads().begin(), model.grads().end());
-    kernels::adamw(model.params().data(), model.grads().data(), am.data(), av.data(), static_cast<std::int64_t>(n),
-                   kernels::AdamW{s.training.learning_rate, 0.9, 0.95, 1e-8, 0.0}, step + 1);
-  }
-  out.params.assign(model.params().begin(), model.params().end());
-  return out;
+  Batch batch;
+  return train_serial(s, steps, model, [&](int i, int step) {
+    if (i == 0) batch = synthetic_batch(m.vocab, s.training.global_batch, m.seq_len, s.run.seed, step);
+    const auto at = static_cast<std::size_t>(i) * b * m.seq_len;
+    const auto len = static_cast<std::size_t>(b) * m.seq_len;
+    const float loss = model.forward(std::span(batch.tokens).subspan(at, len), std::span(batch.targets).subspan(at, len),
+                                     b, m.seq_len);
+    model.backward();
+    return static_cast<double>(loss);
+  });
 }
 
 Outcome parallel(const plan::Scenario& s, int steps) {

@@ -24,6 +24,31 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return p.string();
 }
 
+// Two devices, dp 2, the gradient all-reduce after backward (not overlapped): 4 layers of
+// 1M fp32 parameters = 16 MB in one bucket, on one node or (`across`) two.
+plan::Scenario two_devices(bool across = false) {
+  std::string text = across ? "cluster:\n  gpus_per_node: 1\n  nodes: 2\n"
+                              "  inter_node: {nics_per_node: 1, nic_bandwidth: 10 GB/s, latency: 0us}\n"
+                            : "cluster:\n  gpus_per_node: 2\n";
+  text += R"(  device: {name: cpu-core, peak: {fp32: 1 TFLOPS}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}
+  intra_node: {fabric: shared-memory, bandwidth: 100 GB/s, latency: 0us}
+model:
+  layers:
+)";
+  for (int l = 0; l < 4; ++l) text += fmt::format("    - {{name: l{}, params: 1e6, forward_flops: 1e9, activations: 1}}\n", l);
+  text += "training: {global_batch: 2, micro_batch: 1, precision: fp32}\nplan: {dp: 2, overlap_dp: false, collective: ring}\n";
+  return plan::load_text(text, "two.yaml");
+}
+
+// A profile whose compute costs nothing, so a step is its communication.
+sim::DeviceProfile free_compute(const plan::Scenario& s) {
+  sim::DeviceProfile p = sim::default_profile(s.cluster.device);
+  p.gemm_efficiency = {{1.0, 1.0}};
+  p.memory_bandwidth = 1e30;
+  p.launch_overhead = 0.0;
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[sim][profile]") {
@@ -98,24 +123,11 @@ TEST_CASE("a bad profile is refused at its key and line", "[sim][profile]") {
 }
 
 TEST_CASE("measured links replace the cluster's: a ring all-reduce slows as its link", "[sim][profile]") {
-  // Two devices, dp 2, the gradient all-reduce after backward (not overlapped): 4 layers of
-  // 1M fp32 parameters = 16 MB in one bucket. A two-rank ring moves 2 (n-1)/n = 1 times the
-  // buffer over each device's link, so the step grows by 16 MB / bandwidth.
-  std::string text = R"(cluster:
-  gpus_per_node: 2
-  device: {name: cpu-core, peak: {fp32: 1 TFLOPS}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}
-  intra_node: {fabric: shared-memory, bandwidth: 100 GB/s, latency: 0us}
-model:
-  layers:
-)";
-  for (int l = 0; l < 4; ++l) text += fmt::format("    - {{name: l{}, params: 1e6, forward_flops: 1e9, activations: 1}}\n", l);
-  text += "training: {global_batch: 2, micro_batch: 1, precision: fp32}\nplan: {dp: 2, overlap_dp: false, collective: ring}\n";
-  const plan::Scenario s = plan::load_text(text, "links.yaml");
+  // A two-rank ring moves 2 (n-1)/n = 1 times the 16 MB buffer over each device's link, so
+  // the step grows by 16 MB / bandwidth.
+  const plan::Scenario s = two_devices();
   const plan::Program prog = plan::compile(s);
-  sim::DeviceProfile p = sim::default_profile(s.cluster.device);
-  p.gemm_efficiency = {{1.0, 1.0}};
-  p.memory_bandwidth = 1e30;
-  p.launch_overhead = 0.0;
+  sim::DeviceProfile p = free_compute(s);
   const double fast = sim::simulate(s, prog, p).step_seconds();
   p.intra_node = sim::LinkFigures{10e9, 0.0};
   const double slow = sim::simulate(s, prog, p).step_seconds();
@@ -165,31 +177,16 @@ TEST_CASE("measured collective rates: the slowdown against the link, by size and
 TEST_CASE("a measured all-reduce rate inside a node sets the simulated all-reduce's time", "[sim][profile]") {
   // The setup of the link test above: a 16 MB two-rank ring all-reduce on a 10 GB/s link
   // takes 16 MB / 10 GB/s; measured at a busbw of 2.5 GB/s it takes 16 MB / 2.5 GB/s.
-  std::string text = R"(cluster:
-  gpus_per_node: 2
-  device: {name: cpu-core, peak: {fp32: 1 TFLOPS}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}
-  intra_node: {fabric: shared-memory, bandwidth: 100 GB/s, latency: 0us}
-model:
-  layers:
-)";
-  for (int l = 0; l < 4; ++l) text += fmt::format("    - {{name: l{}, params: 1e6, forward_flops: 1e9, activations: 1}}\n", l);
-  text += "training: {global_batch: 2, micro_batch: 1, precision: fp32}\nplan: {dp: 2, overlap_dp: false, collective: ring}\n";
-  const plan::Scenario s = plan::load_text(text, "coll.yaml");
+  const plan::Scenario s = two_devices();
   const plan::Program prog = plan::compile(s);
-  sim::DeviceProfile p = sim::default_profile(s.cluster.device);
-  p.gemm_efficiency = {{1.0, 1.0}};
-  p.memory_bandwidth = 1e30;
-  p.launch_overhead = 0.0;
+  sim::DeviceProfile p = free_compute(s);
   p.intra_node = sim::LinkFigures{10e9, 0.0};
   const double link = sim::simulate(s, prog, p).step_seconds();
   p.collectives = {{plan::CollectiveOp::all_reduce, 2, {{1e6, 2.5e9}, {64e6, 2.5e9}}}};
   const double measured = sim::simulate(s, prog, p).step_seconds();
   CHECK(measured - link == Approx(16e6 / 2.5e9 - 16e6 / 10e9).epsilon(0.01));
   // Across nodes the curve does not apply: the same plan on two one-device nodes.
-  std::string across_text = text;
-  across_text.replace(across_text.find("  gpus_per_node: 2\n"), 18,
-                      "  gpus_per_node: 1\n  nodes: 2\n  inter_node: {nics_per_node: 1, nic_bandwidth: 10 GB/s, latency: 0us}\n");
-  const plan::Scenario two = plan::load_text(across_text, "coll.yaml");
+  const plan::Scenario two = two_devices(true);
   p.collectives.clear();
   const double across = sim::simulate(two, plan::compile(two), p).step_seconds();
   p.collectives = {{plan::CollectiveOp::all_reduce, 2, {{1e6, 2.5e9}, {64e6, 2.5e9}}}};
