@@ -19,24 +19,6 @@ namespace parasim::exec {
 
 namespace {
 
-void check_mpi(int code, const char* what) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(code, text, &len);
-  throw std::runtime_error(fmt::format("MPI {} failed: {}", what, std::string(text, static_cast<std::size_t>(len))));
-}
-
-std::int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int to_int(std::int64_t v) {
-  if (v > std::numeric_limits<int>::max()) throw std::length_error("message larger than MPI's int count");
-  return static_cast<int>(v);
-}
-
 float round_bf16(float x) {
   if (std::isnan(x)) return x;
   auto bits = std::bit_cast<std::uint32_t>(x);
@@ -58,33 +40,11 @@ float round_fp16(float x) {
 
 }  // namespace
 
-void ensure_mpi() {
-  int ready = 0;
-  MPI_Initialized(&ready);
-  if (ready != 0) return;
-  int provided = 0;
-  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "init");
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  std::atexit([] {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (finalized == 0) MPI_Finalize();
-  });
-}
-
-CpuDevice::CpuDevice(std::size_t capacity_bytes) {
-  ensure_mpi();
-  capacity_ = capacity_bytes;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_);
-}
+CpuDevice::CpuDevice(std::size_t capacity_bytes) { capacity_ = capacity_bytes; }
 
 CpuDevice::~CpuDevice() {
   for (auto& [size, blocks] : cache_) {
     for (void* p : blocks) std::free(p);
-  }
-  for (MPI_Comm& c : comms_) {
-    if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
   }
 }
 
@@ -321,16 +281,7 @@ void CpuDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
 // --- communication -----------------------------------------------------------------------------
 
 Comm CpuDevice::comm_create(std::span<const int> ranks, int key) {
-  MPI_Group world_group = MPI_GROUP_NULL;
-  MPI_Group group = MPI_GROUP_NULL;
-  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
-  MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group);
-  MPI_Comm comm = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_create_group(MPI_COMM_WORLD, group, key, &comm), "communicator creation");
-  MPI_Group_free(&group);
-  MPI_Group_free(&world_group);
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  comms_.push_back(comm);
+  comms_.push_back(job_.group(ranks, key));
   return static_cast<Comm>(comms_.size()) - 1;
 }
 
@@ -349,19 +300,19 @@ Request CpuDevice::post(Pending p) {
 
 Request CpuDevice::send(const float* data, std::int64_t count, int peer, int tag) {
   Pending p;
-  check_mpi(MPI_Isend(data, to_int(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &p.request), "send");
+  check_mpi(MPI_Isend(data, mpi_count(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &p.request), "send");
   return post(std::move(p));
 }
 
 Request CpuDevice::recv(float* data, std::int64_t count, int peer, int tag) {
   Pending p;
-  check_mpi(MPI_Irecv(data, to_int(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &p.request), "recv");
+  check_mpi(MPI_Irecv(data, mpi_count(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &p.request), "recv");
   return post(std::move(p));
 }
 
 Request CpuDevice::all_reduce(float* data, std::int64_t count, Comm comm) {
   Pending p;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, to_int(count), MPI_FLOAT, MPI_SUM, mpi_comm(comm), &p.request),
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(count), MPI_FLOAT, MPI_SUM, mpi_comm(comm), &p.request),
             "all-reduce");
   return post(std::move(p));
 }
@@ -372,7 +323,7 @@ Request CpuDevice::reduce_scatter(float* data, std::span<const std::int64_t> cou
   MPI_Comm_rank(mpi_comm(comm), &me);
   std::int64_t offset = 0;
   for (std::size_t i = 0; i < counts.size(); ++i) {
-    p.counts.push_back(to_int(counts[i]));
+    p.counts.push_back(mpi_count(counts[i]));
     if (static_cast<int>(i) < me) offset += counts[i];
   }
   const int mine = p.counts[static_cast<std::size_t>(me)];
@@ -389,9 +340,9 @@ Request CpuDevice::all_gather(float* data, std::span<const std::int64_t> counts,
   Pending p;
   int displ = 0;
   for (std::int64_t c : counts) {
-    p.counts.push_back(to_int(c));
+    p.counts.push_back(mpi_count(c));
     p.displs.push_back(displ);
-    displ += to_int(c);
+    displ += mpi_count(c);
   }
   check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, p.counts.data(), p.displs.data(), MPI_FLOAT,
                             mpi_comm(comm), &p.request),
@@ -442,41 +393,11 @@ void CpuDevice::wait(Request r) {
   free_.push_back(r);
 }
 
-void CpuDevice::barrier() { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
-
-void CpuDevice::sum_to_all(std::span<double> values) {
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM,
-                          MPI_COMM_WORLD),
-            "all-reduce");
-}
-
-void CpuDevice::max_to_all(std::span<double> values) {
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX,
-                          MPI_COMM_WORLD),
-            "all-reduce");
-}
-
-std::vector<char> CpuDevice::gather_to_root(std::span<const char> mine) {
-  const int size = to_int(static_cast<std::int64_t>(mine.size()));
-  std::vector<int> sizes(static_cast<std::size_t>(world_));
-  check_mpi(MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "gather");
-  std::vector<int> displs(sizes.size());
-  std::int64_t total = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    displs[i] = to_int(total);
-    total += sizes[i];
-  }
-  std::vector<char> out(rank_ == 0 ? static_cast<std::size_t>(total) : 0);
-  check_mpi(MPI_Gatherv(mine.data(), size, MPI_BYTE, out.data(), sizes.data(), displs.data(), MPI_BYTE, 0,
-                        MPI_COMM_WORLD),
-            "gather");
-  return out;
-}
-
-void CpuDevice::abort_all(int code) {
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
-}
+void CpuDevice::barrier() { job_.barrier(); }
+void CpuDevice::sum_to_all(std::span<double> values) { job_.sum_to_all(values); }
+void CpuDevice::max_to_all(std::span<double> values) { job_.max_to_all(values); }
+std::vector<char> CpuDevice::gather_to_root(std::span<const char> mine) { return job_.gather_to_root(mine); }
+void CpuDevice::abort_all(int code) { job_.abort_all(code); }
 
 // --- events and clock ----------------------------------------------------------------------------
 
@@ -487,42 +408,11 @@ Event CpuDevice::record() {
 
 std::int64_t CpuDevice::event_time_ns(Event e) { return events_[static_cast<std::size_t>(e)]; }
 
-std::int64_t CpuDevice::now_ns() { return steady_ns() - clock_offset_ns_; }
+std::int64_t CpuDevice::now_ns() { return job_.now_ns(); }
 
-// Rank 0's clock is the reference. Each other rank is probed in turn: rank 0 sends its
-// time t0, the rank answers with its own time tr, rank 0 notes t1 on receipt; the offset is
-// tr - (t0 + t1) / 2 from the round trip with the smallest t1 - t0 (Cristian's algorithm).
 void CpuDevice::align_clock() {
   events_.clear();
-  clock_offset_ns_ = 0;
-  constexpr int rounds = 20;
-  for (int r = 1; r < world_; ++r) {
-    if (rank_ == 0) {
-      std::int64_t best_rtt = std::numeric_limits<std::int64_t>::max();
-      std::int64_t offset = 0;
-      for (int i = 0; i < rounds; ++i) {
-        const std::int64_t t0 = steady_ns();
-        std::int64_t tr = 0;
-        MPI_Send(&t0, 1, MPI_INT64_T, r, 900, MPI_COMM_WORLD);
-        MPI_Recv(&tr, 1, MPI_INT64_T, r, 901, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        const std::int64_t t1 = steady_ns();
-        if (t1 - t0 < best_rtt) {
-          best_rtt = t1 - t0;
-          offset = tr - (t0 + t1) / 2;
-        }
-      }
-      MPI_Send(&offset, 1, MPI_INT64_T, r, 902, MPI_COMM_WORLD);
-    } else if (rank_ == r) {
-      for (int i = 0; i < rounds; ++i) {
-        std::int64_t t0 = 0;
-        MPI_Recv(&t0, 1, MPI_INT64_T, 0, 900, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        const std::int64_t tr = steady_ns();
-        MPI_Send(&tr, 1, MPI_INT64_T, 0, 901, MPI_COMM_WORLD);
-      }
-      MPI_Recv(&clock_offset_ns_, 1, MPI_INT64_T, 0, 902, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    }
-  }
-  barrier();
+  job_.align_clock();
 }
 
 }  // namespace parasim::exec

@@ -13,12 +13,9 @@
 #include <vector>
 
 #include "exec/device.hpp"
+#include "exec/mpi_job.hpp"
 
 namespace parasim::exec {
-
-// MPI for the process's lifetime: initialised on first use (single-threaded calls), errors
-// returned rather than fatal so they carry a message, finalised at exit.
-void ensure_mpi();
 
 class CpuDevice final : public Device {
  public:
@@ -27,8 +24,8 @@ class CpuDevice final : public Device {
   ~CpuDevice() override;
 
   [[nodiscard]] std::string name() const override { return "cpu"; }
-  [[nodiscard]] int rank() const override { return rank_; }
-  [[nodiscard]] int world() const override { return world_; }
+  [[nodiscard]] int rank() const override { return job_.rank(); }
+  [[nodiscard]] int world() const override { return job_.world(); }
 
   void upload(void* dst, const void* src, std::size_t bytes) override;
   void download(void* dst, const void* src, std::size_t bytes) override;
@@ -115,10 +112,8 @@ class CpuDevice final : public Device {
   Request post(Pending p);
   void complete(Pending& p);
 
-  int rank_ = 0;
-  int world_ = 1;
-  std::int64_t clock_offset_ns_ = 0;
-  std::vector<MPI_Comm> comms_;
+  MpiJob job_;
+  std::vector<MPI_Comm> comms_;  // by Comm handle; owned by job_
   std::unordered_map<std::size_t, std::vector<void*>> cache_;  // released blocks by size
   std::vector<Pending> pending_;
   std::vector<Request> free_;
