@@ -1,0 +1,52 @@
+// The CUDA backend's kernels: the host kernels' operations (model/kernels.hpp, the CPU
+// backend's) on device memory, each enqueued on a stream. Row-major, fp32. Backward
+// kernels add into gradients where the Device interface says so (device.hpp). This header
+// is plain C++17 so both nvcc and the C++20 backend include it.
+//
+// Reductions over rows (layer norm, softmax, cross-entropy) run one block per row; the
+// column sums (layer norm's dgamma / dbeta, bias gradients, the position embedding's
+// gradient, the cyclic bias's) one thread per column walking the rows in order, so they
+// are deterministic. The token embedding's gradient adds rows of repeated tokens with
+// atomics: its last bits depend on their order.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace parasim::exec::cuda {
+
+void layer_norm_forward(cudaStream_t s, float* y, float* mean, float* rstd, const float* x, const float* gamma,
+                        const float* beta, int n, int c);
+void layer_norm_backward(cudaStream_t s, float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                         const float* mean, const float* rstd, const float* gamma, int n, int c);
+void gelu_forward(cudaStream_t s, float* y, const float* x, std::int64_t count);
+void gelu_backward(cudaStream_t s, float* dx, const float* x, const float* dy, std::int64_t count);
+void causal_softmax_forward(cudaStream_t s, float* p, const float* in, int batch, int t, float scale);
+void causal_softmax_backward(cudaStream_t s, float* ds, const float* p, const float* dp, int batch, int t, float scale);
+void add_bias(cudaStream_t s, float* out, const float* bias, int n, int c);
+void bias_backward(cudaStream_t s, float* dbias, const float* dout, int n, int c);
+void add(cudaStream_t s, float* y, const float* a, const float* b, std::int64_t count);
+void accumulate(cudaStream_t s, float* y, const float* x, std::int64_t count);
+void scale(cudaStream_t s, float* y, float alpha, std::int64_t count);
+void embedding_forward(cudaStream_t s, float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int b,
+                       int t, int c, int v0, int vn);
+void embedding_backward(cudaStream_t s, float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int b,
+                        int t, int c, int v0, int vn);
+void cross_entropy_stats(cudaStream_t s, float* stats, const float* logits, const std::int32_t* targets, int n, int vn,
+                         int v0);
+void cross_entropy_backward(cudaStream_t s, float* dlogits, float* loss, const float* logits, const float* all_stats,
+                            int parts, const std::int32_t* targets, int n, int vn, int v0, float scale);
+void resample_forward(cudaStream_t s, float* y, std::int64_t ny, const float* x, std::int64_t nx, bool relu);
+void resample_backward(cudaStream_t s, float* dx, std::int64_t nx, const float* dy, std::int64_t ny,
+                       const float* relu_input);
+void add_cyclic(cudaStream_t s, float* y, std::int64_t count, const float* bias, std::int64_t nb);
+void cyclic_backward(cudaStream_t s, float* dbias, std::int64_t nb, const float* dy, std::int64_t count);
+// One AdamW step (bias-corrected, decoupled weight decay; `step` from 1), in fp32.
+void adamw(cudaStream_t s, float* param, const float* grad, float* m, float* v, std::int64_t count, float lr,
+           float beta1, float beta2, float eps, float weight_decay, int step);
+// Rounds to the nearest bf16 / fp16 value (ties to even), kept in fp32.
+void round_bf16(cudaStream_t s, float* y, std::int64_t count);
+void round_fp16(cudaStream_t s, float* y, std::int64_t count);
+
+}  // namespace parasim::exec::cuda

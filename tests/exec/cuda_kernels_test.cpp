@@ -1,0 +1,255 @@
+// Every CUDA kernel against the host kernels (the CPU backend's reference, model/kernels.hpp)
+// on fresh random inputs: the same operation, fp32, within a relative error stated per
+// kernel (reductions in another order: 1e-5 of the largest value; exp and tanh from the
+// device's libraries: 1e-5; the rounding kernels: exact).
+#include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "exec/cuda/kernels.hpp"
+#include "exec/model/kernels.hpp"
+
+namespace k = parasim::exec::kernels;
+namespace cu = parasim::exec::cuda;
+
+namespace {
+
+std::vector<float> random_values(std::size_t n, std::uint32_t seed, float lo = -2.0F, float hi = 2.0F) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+std::vector<float> zeros(std::size_t n, float value = 0.0F) { return std::vector<float>(n, value); }
+
+// A device copy of a host vector, freed with the object.
+template <class T>
+struct On {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit On(const std::vector<T>& host) : n(host.size()) {
+    void* raw = nullptr;
+    REQUIRE(cudaMalloc(&raw, std::max<std::size_t>(n, 1) * sizeof(T)) == cudaSuccess);
+    p = static_cast<T*>(raw);
+    REQUIRE(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  ~On() { cudaFree(p); }
+  On(const On&) = delete;
+  On& operator=(const On&) = delete;
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return h;
+  }
+};
+
+// Largest difference relative to the largest reference magnitude.
+double relative(const std::vector<float>& got, const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  double diff = 0.0, scale = 1e-30;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(got[i] - want[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(want[i])));
+  }
+  return diff / scale;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA layer norm forward and backward equal the host kernels", "[cuda]") {
+  const int n = 37, c = 300;
+  const auto x = random_values(n * c, 1), gamma = random_values(c, 2), beta = random_values(c, 3);
+  const auto dy = random_values(n * c, 4);
+  std::vector<float> y(n * c), mean(n), rstd(n), dx = random_values(n * c, 5), dg = random_values(c, 6),
+                                                 db = random_values(c, 7);
+  On<float> dx_d(dx), dg_d(dg), db_d(db);
+  k::layer_norm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), n, c);
+  k::layer_norm_backward(dx.data(), dg.data(), db.data(), dy.data(), x.data(), mean.data(), rstd.data(), gamma.data(), n,
+                         c);
+  On<float> x_d(x), g_d(gamma), b_d(beta), y_d(zeros(n * c)), m_d(zeros(n)),
+      r_d(zeros(n)), dy_d(dy);
+  cu::layer_norm_forward(nullptr, y_d.p, m_d.p, r_d.p, x_d.p, g_d.p, b_d.p, n, c);
+  cu::layer_norm_backward(nullptr, dx_d.p, dg_d.p, db_d.p, dy_d.p, x_d.p, m_d.p, r_d.p, g_d.p, n, c);
+  CHECK(relative(y_d.get(), y) < 1e-5);
+  CHECK(relative(m_d.get(), mean) < 1e-5);
+  CHECK(relative(r_d.get(), rstd) < 1e-5);
+  CHECK(relative(dx_d.get(), dx) < 1e-5);  // adds into the gradients it is given
+  CHECK(relative(dg_d.get(), dg) < 1e-5);
+  CHECK(relative(db_d.get(), db) < 1e-5);
+}
+
+TEST_CASE("CUDA GELU, softmax, bias and element-wise kernels equal the host kernels", "[cuda]") {
+  const std::int64_t count = 10007;
+  const auto x = random_values(count, 11), dy = random_values(count, 12);
+  std::vector<float> y(count), dx = random_values(count, 13);
+  On<float> dx_d(dx);
+  k::gelu_forward(y.data(), x.data(), count);
+  k::gelu_backward(dx.data(), x.data(), dy.data(), count);
+  On<float> x_d(x), y_d(zeros(count)), dy_d(dy);
+  cu::gelu_forward(nullptr, y_d.p, x_d.p, count);
+  cu::gelu_backward(nullptr, dx_d.p, x_d.p, dy_d.p, count);
+  CHECK(relative(y_d.get(), y) < 1e-5);
+  CHECK(relative(dx_d.get(), dx) < 1e-5);
+
+  // Causal softmax over 3 blocks of 50 x 50 scores and its backward, against the
+  // attention kernels' definition: p = softmax(scale s) over j <= i, 0 above.
+  const int batch = 3, t = 50;
+  const float scale = 0.125F;
+  const auto s = random_values(static_cast<std::size_t>(batch) * t * t, 14, -8.0F, 8.0F);
+  const auto dp = random_values(s.size(), 15);
+  std::vector<float> p(s.size(), 0.0F), ds(s.size());
+  for (int r = 0; r < batch * t; ++r) {
+    const int i = r % t;
+    double m = -1e30, sum = 0.0;
+    for (int j = 0; j <= i; ++j) m = std::max(m, static_cast<double>(s[r * t + j] * scale));
+    for (int j = 0; j <= i; ++j) sum += std::exp(s[r * t + j] * scale - m);
+    for (int j = 0; j <= i; ++j) p[r * t + j] = static_cast<float>(std::exp(s[r * t + j] * scale - m) / sum);
+    double dot = 0.0;
+    for (int j = 0; j < t; ++j) dot += p[r * t + j] * dp[r * t + j];
+    for (int j = 0; j < t; ++j) ds[r * t + j] = static_cast<float>(scale * p[r * t + j] * (dp[r * t + j] - dot));
+  }
+  On<float> s_d(s), dp_d(dp), ds_d(zeros(s.size()));
+  cu::causal_softmax_forward(nullptr, s_d.p, s_d.p, batch, t, scale);  // in place, as the shard calls it
+  cu::causal_softmax_backward(nullptr, ds_d.p, s_d.p, dp_d.p, batch, t, scale);
+  CHECK(relative(s_d.get(), p) < 1e-5);
+  CHECK(relative(ds_d.get(), ds) < 1e-5);
+
+  // Bias, its gradient, add, accumulate, scale.
+  const int n = 65, c = 129;
+  const auto out = random_values(n * c, 16), bias = random_values(c, 17);
+  std::vector<float> with_bias = out, dbias(c, 1.0F);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < c; ++j) {
+      with_bias[i * c + j] += bias[j];
+      dbias[j] += out[i * c + j];
+    }
+  }
+  On<float> out_d(out), bias_d(bias), dbias_d(zeros(c, 1.0F));
+  cu::bias_backward(nullptr, dbias_d.p, out_d.p, n, c);
+  cu::add_bias(nullptr, out_d.p, bias_d.p, n, c);
+  CHECK(relative(out_d.get(), with_bias) < 1e-6);
+  CHECK(relative(dbias_d.get(), dbias) < 1e-5);
+  const auto a = random_values(count, 18), b = random_values(count, 19);
+  std::vector<float> sum(count);
+  for (std::int64_t i = 0; i < count; ++i) sum[i] = 2.0F * (a[i] + b[i] + b[i]);
+  On<float> a_d(a), b_d(b), y2_d(zeros(count));
+  cu::add(nullptr, y2_d.p, a_d.p, b_d.p, count);
+  cu::accumulate(nullptr, y2_d.p, b_d.p, count);
+  cu::scale(nullptr, y2_d.p, 2.0F, count);
+  CHECK(relative(y2_d.get(), sum) < 1e-6);
+}
+
+TEST_CASE("CUDA embedding and vocabulary-parallel cross-entropy equal the CPU definitions", "[cuda]") {
+  const int b = 3, t = 7, c = 40, vocab = 50, v0 = 20, vn = 25;
+  std::vector<std::int32_t> tokens(b * t);
+  for (int i = 0; i < b * t; ++i) tokens[i] = (i * 17 + 3) % vocab;  // some repeat, some outside the slice
+  const auto wte = random_values(static_cast<std::size_t>(vn) * c, 21), wpe = random_values(static_cast<std::size_t>(t) * c, 22);
+  const auto dx = random_values(static_cast<std::size_t>(b) * t * c, 23);
+  std::vector<float> x(b * t * c), dwte(vn * c, 0.0F), dwpe(t * c, 0.0F);
+  for (int row = 0; row < b * t; ++row) {
+    const int tok = tokens[row] - v0;
+    for (int j = 0; j < c; ++j) {
+      x[row * c + j] = (tok >= 0 && tok < vn ? wte[tok * c + j] : 0.0F) + wpe[(row % t) * c + j];
+      if (tok >= 0 && tok < vn) dwte[tok * c + j] += dx[row * c + j];
+      dwpe[(row % t) * c + j] += dx[row * c + j];
+    }
+  }
+  On<std::int32_t> tok_d(tokens);
+  On<float> wte_d(wte), wpe_d(wpe), x_d(zeros(x.size())), dx_d(dx), dwte_d(zeros(dwte.size())),
+      dwpe_d(zeros(dwpe.size()));
+  cu::embedding_forward(nullptr, x_d.p, tok_d.p, wte_d.p, wpe_d.p, b, t, c, v0, vn);
+  cu::embedding_backward(nullptr, dwte_d.p, dwpe_d.p, dx_d.p, tok_d.p, b, t, c, v0, vn);
+  CHECK(relative(x_d.get(), x) < 1e-6);
+  CHECK(relative(dwte_d.get(), dwte) < 1e-5);
+  CHECK(relative(dwpe_d.get(), dwpe) < 1e-5);
+
+  // Two vocabulary slices of one row set: stats per slice, then the loss and gradients of
+  // slice 1 from both slices' stats, against the whole-vocabulary cross-entropy.
+  const int n = 9, v = 64, half = 32;
+  const auto logits = random_values(static_cast<std::size_t>(n) * v, 24, -5.0F, 5.0F);
+  std::vector<std::int32_t> targets(n);
+  for (int i = 0; i < n; ++i) targets[i] = (i * 13) % v;
+  std::vector<float> dl(n * v);
+  const float mean_loss = k::cross_entropy(dl.data(), logits.data(), targets.data(), n, v);
+  std::vector<float> slices[2];
+  for (int part = 0; part < 2; ++part) {
+    for (int i = 0; i < n; ++i) slices[part].insert(slices[part].end(), logits.begin() + i * v + part * half,
+                                                    logits.begin() + i * v + (part + 1) * half);
+  }
+  On<std::int32_t> tgt_d(targets);
+  On<float> l0(slices[0]), l1(slices[1]), stats(zeros(2 * n * 3)), loss(zeros(n)),
+      dl1(zeros(slices[1].size()));
+  cu::cross_entropy_stats(nullptr, stats.p, l0.p, tgt_d.p, n, half, 0);
+  cu::cross_entropy_stats(nullptr, stats.p + n * 3, l1.p, tgt_d.p, n, half, half);
+  const float scale = 1.0F / n;
+  cu::cross_entropy_backward(nullptr, dl1.p, loss.p, l1.p, stats.p, 2, tgt_d.p, n, half, half, scale);
+  const auto losses = loss.get();
+  double total = 0.0;
+  for (float l : losses) total += l;
+  CHECK(total / n == Approx(mean_loss).epsilon(1e-5));
+  std::vector<float> want;
+  for (int i = 0; i < n; ++i) want.insert(want.end(), dl.begin() + i * v + half, dl.begin() + (i + 1) * v);
+  CHECK(relative(dl1.get(), want) < 1e-5);
+}
+
+TEST_CASE("CUDA GEMM-equivalent kernels, AdamW and rounding equal the host kernels", "[cuda]") {
+  for (const auto& [nx, ny] : std::vector<std::pair<std::int64_t, std::int64_t>>{{7, 30}, {30, 7}, {1000, 999}, {5, 5}}) {
+    const auto x = random_values(static_cast<std::size_t>(nx), 31), dy = random_values(static_cast<std::size_t>(ny), 32);
+    std::vector<float> y(ny), dx(nx);
+    k::resample_forward(y.data(), ny, x.data(), nx, true);
+    k::resample_backward(dx.data(), nx, dy.data(), ny, x.data());
+    On<float> x_d(x), dy_d(dy), y_d(zeros(ny)), dx_d(zeros(nx));
+    cu::resample_forward(nullptr, y_d.p, ny, x_d.p, nx, true);
+    cu::resample_backward(nullptr, dx_d.p, nx, dy_d.p, ny, x_d.p);
+    INFO(nx << " -> " << ny);
+    CHECK(relative(y_d.get(), y) == 0.0);
+    CHECK(relative(dx_d.get(), dx) < 1e-6);
+  }
+  const std::int64_t count = 1001, nb = 13;
+  const auto y0 = random_values(count, 33), bias = random_values(nb, 34);
+  std::vector<float> y = y0, db(nb, 0.5F);
+  k::add_cyclic(y.data(), count, bias.data(), nb);
+  k::cyclic_backward(db.data(), nb, y0.data(), count);
+  On<float> y_d(y0), y0_d(y0), bias_d(bias), db_d(zeros(nb, 0.5F));
+  cu::add_cyclic(nullptr, y_d.p, count, bias_d.p, nb);
+  cu::cyclic_backward(nullptr, db_d.p, nb, y0_d.p, count);
+  CHECK(relative(y_d.get(), y) < 1e-6);
+  CHECK(relative(db_d.get(), db) < 1e-5);
+
+  // Three AdamW steps (the host runs them in double, the device in float).
+  auto p = random_values(count, 35), m = std::vector<float>(count, 0.0F), v = m;
+  On<float> p_d(p), m_d(m), v_d(v);
+  for (int step = 1; step <= 3; ++step) {
+    const auto g = random_values(count, 36 + static_cast<std::uint32_t>(step));
+    k::adamw(p.data(), g.data(), m.data(), v.data(), count, k::AdamW{1e-3, 0.9, 0.95, 1e-8, 0.1}, step);
+    On<float> g_d(g);
+    cu::adamw(nullptr, p_d.p, g_d.p, m_d.p, v_d.p, count, 1e-3F, 0.9F, 0.95F, 1e-8F, 0.1F, step);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  }
+  CHECK(relative(p_d.get(), p) < 1e-6);
+  CHECK(relative(m_d.get(), m) < 1e-5);
+
+  // Rounding: bf16 by the same bit arithmetic as the CPU backend, fp16 by the hardware's
+  // round-to-nearest-even; exact.
+  const auto r = random_values(4096, 40, -70000.0F, 70000.0F);
+  std::vector<float> bf = r;
+  for (float& f : bf) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &f, 4);
+    bits += 0x7fffU + ((bits >> 16) & 1U);
+    bits &= 0xffff0000U;
+    std::memcpy(&f, &bits, 4);
+  }
+  On<float> bf_d(r);
+  cu::round_bf16(nullptr, bf_d.p, static_cast<std::int64_t>(r.size()));
+  CHECK(bf_d.get() == bf);
+}
