@@ -7,7 +7,8 @@
 //   * tensors are fp32, row-major, in the device's memory (Buffer); mixed precision rounds
 //     them to bf16 / fp16 values where the plan stores 16-bit tensors (round_to());
 //   * kernels are enqueued on the current stream (set_stream) and run in order on it; an
-//     Event recorded on a stream completes when everything enqueued before it has;
+//     Event recorded on a stream completes when everything enqueued before it has; another
+//     stream can wait for it (wait_event) without the host waiting;
 //   * communication is non-blocking: each call posts and returns a Request that test()
 //     polls (which also drives progress); a collective is called by every member of its
 //     communicator in the same order;
@@ -180,6 +181,10 @@ class Device {
   virtual bool done(Event e) = 0;
   // When the event completed, in now()'s time base (valid once done()).
   virtual std::int64_t event_time_ns(Event e) = 0;
+  // The current stream waits for `e` before what is enqueued next (the host does not).
+  virtual void wait_event(Event e) = 0;
+  // Every Event recorded so far may be reused: none is queried again.
+  virtual void forget_events() = 0;
   virtual void synchronize() = 0;
   // Nanoseconds on a clock aligned across ranks (align_clock()).
   [[nodiscard]] virtual std::int64_t now_ns() = 0;

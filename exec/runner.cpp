@@ -22,6 +22,8 @@ Runner::Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, 
   if (prog.one_replica()) throw std::invalid_argument("the executor runs a Program of every rank, not a folded one");
   state_.assign(prog.ops.size(), 0);
   span_of_.assign(prog.ops.size(), 0);
+  begin_.assign(prog.ops.size(), 0);
+  end_.assign(prog.ops.size(), 0);
   std::vector<int> buckets;
   for (std::int64_t id : prog.order[static_cast<std::size_t>(rank_)]) {
     const Op& o = prog.ops[static_cast<std::size_t>(id)];
@@ -41,7 +43,10 @@ Runner::Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, 
 
 bool Runner::ready(std::int64_t op) const {
   for (std::int64_t d : prog_.deps_of(op)) {
-    if (state_[static_cast<std::size_t>(d)] != 2) return false;
+    const std::uint8_t st = state_[static_cast<std::size_t>(d)];
+    if (st == 2) continue;
+    if (st == 1 && prog_.ops[static_cast<std::size_t>(d)].kind == OpKind::compute) continue;  // waited for on the device
+    return false;
   }
   return true;
 }
@@ -92,16 +97,25 @@ void Runner::run_compute(const Op& o) {
 
 void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
   const Op& o = prog_.ops[static_cast<std::size_t>(id)];
-  state_[static_cast<std::size_t>(id)] = 1;
-  span_of_[static_cast<std::size_t>(id)] = spans_.size();
-  spans_.push_back({id, dev_.now_ns(), 0, 0.0});
+  const auto i = static_cast<std::size_t>(id);
+  state_[i] = 1;
+  span_of_[i] = spans_.size();
+  spans_.push_back({id, 0, 0, 0.0});
+  dev_.set_stream(o.kind == OpKind::compute ? Stream::compute : o.stream);
+  for (std::int64_t d : prog_.deps_of(id)) {
+    if (state_[static_cast<std::size_t>(d)] == 1) dev_.wait_event(end_[static_cast<std::size_t>(d)]);
+  }
+  begin_[i] = dev_.record();
   if (o.kind == OpKind::compute) {
-    dev_.set_stream(Stream::compute);
     run_compute(o);
-    finish(id);
+    end_[i] = dev_.record();
+    if (dev_.done(end_[i])) {
+      finish(id, dev_.event_time_ns(end_[i]));
+    } else {
+      flying.push_back({id, -1, end_[i]});
+    }
     return;
   }
-  dev_.set_stream(o.stream);
   Request r = -1;
   if (o.kind == OpKind::send || o.kind == OpKind::recv) {
     const Shard::View v = shard_.boundary(boundary_of(o), o.micro_batch, o.gradient);
@@ -127,11 +141,12 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
       case CollectiveOp::broadcast: throw std::logic_error("the Program has no broadcast the executor runs");
     }
   }
-  flying.push_back({id, r});
+  flying.push_back({id, r, 0});
 }
 
 void Runner::finish(std::int64_t id, std::int64_t end_ns) {
   const Op& o = prog_.ops[static_cast<std::size_t>(id)];
+  dev_.set_stream(Stream::compute);  // what follows a completion runs on the compute stream
   if (o.kind == OpKind::collective) {
     if (o.category == Category::tp_comm) shard_.tp_finish(o);
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) shard_.bucket_gathered(o.layer);
@@ -139,7 +154,9 @@ void Runner::finish(std::int64_t id, std::int64_t end_ns) {
     shard_.release_boundary(boundary_of(o), o.micro_batch, o.gradient);
   }
   state_[static_cast<std::size_t>(id)] = 2;
+  ++done_;
   OpSpan& sp = spans_[span_of_[static_cast<std::size_t>(id)]];
+  sp.start_ns = dev_.event_time_ns(begin_[static_cast<std::size_t>(id)]);
   sp.end_ns = end_ns > 0 ? std::max(end_ns, sp.start_ns) : dev_.now_ns();
   sp.memory = static_cast<double>(dev_.in_use());
 }
@@ -165,6 +182,8 @@ StepTiming Runner::step(std::int64_t index) {
   shard_.begin_step(index);
   for (std::int64_t id : prog_.order[static_cast<std::size_t>(rank_)]) state_[static_cast<std::size_t>(id)] = 0;
   spans_.clear();
+  dev_.forget_events();
+  done_ = 0;
   dev_.barrier();
   const double flops0 = dev_.flops();
   StepTiming timing;
@@ -173,21 +192,22 @@ StepTiming Runner::step(std::int64_t index) {
   std::vector<std::size_t> next(plan::stream_count, 0);
   std::vector<InFlight> flying;
   const std::size_t total = prog_.order[static_cast<std::size_t>(rank_)].size();
-  std::size_t done = 0;
   std::int64_t last_progress = timing.start_ns;
   const auto stall_ns = static_cast<std::int64_t>(stall_seconds_ * 1e9);
   auto busy = [&](Stream s) {
-    return std::any_of(flying.begin(), flying.end(),
-                       [&](const InFlight& f) { return prog_.ops[static_cast<std::size_t>(f.op)].stream == s; });
+    return std::any_of(flying.begin(), flying.end(), [&](const InFlight& f) {
+      return f.request >= 0 && prog_.ops[static_cast<std::size_t>(f.op)].stream == s;
+    });
   };
-  while (done < total) {
+  while (done_ < total) {
     bool progressed = false;
     // Completions.
     for (std::size_t i = 0; i < flying.size();) {
       std::int64_t completed = 0;
-      if (dev_.test(flying[i].request, &completed)) {
-        finish(flying[i].op, completed);
-        ++done;
+      const bool compute = flying[i].request < 0;
+      const bool finished = compute ? dev_.done(flying[i].end) : dev_.test(flying[i].request, &completed);
+      if (finished) {
+        finish(flying[i].op, compute ? dev_.event_time_ns(flying[i].end) : completed);
         progressed = true;
         flying[i] = flying.back();
         flying.pop_back();
@@ -210,7 +230,6 @@ StepTiming Runner::step(std::int64_t index) {
       std::size_t& n = next[static_cast<std::size_t>(Stream::compute)];
       if (n < q.size() && ready(q[n])) {
         start(q[n++], flying);
-        ++done;
         progressed = true;
       }
     }

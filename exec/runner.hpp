@@ -1,13 +1,20 @@
 // The runner: executes one rank's ops of the Program on a Device, step after step, under
 // the Program's execution rules (program.hpp), and times every op.
 //
-// One loop per rank, without threads: it polls the communication in flight (which also
-// drives MPI's progress), posts every communication op whose dependencies are done (the
-// tp and dp streams one op at a time in order, the pp stream in order but without waiting
-// for earlier transfers to finish), then runs the next compute op if its dependencies are
-// done. Communication therefore overlaps compute wherever the Program lets it. An op's
-// span runs from when it was started (posted) to when its completion was seen; a receive's
-// span covers its waiting, as in the simulator's trace.
+// One loop per rank, without threads: it polls what is in flight (which also drives MPI's
+// progress), posts every communication op whose dependencies allow (the tp and dp streams
+// one op at a time in order, the pp stream in order but without waiting for earlier
+// transfers to finish), then issues the next compute op. Communication therefore overlaps
+// compute wherever the Program lets it.
+//
+// Devices may run asynchronously (CUDA): an op is issued (enqueued on its stream) before
+// it is done. An op may be issued once each dependency is done, or is a compute op already
+// issued, which its stream then waits for on the device (an event, wait_event) rather than
+// the host. What the shard does when a communication op completes (tp_finish, freeing a
+// sent buffer) runs on the host once it is done. An op's span runs from the event recorded
+// before it on its stream to its completion (on the CPU backend: from when it was posted
+// to when its completion was seen); a receive's span covers its waiting, as in the
+// simulator's trace.
 //
 // A rank that sees no progress for `stall_seconds` ends the job, naming the op it waits
 // for (a peer that died or never posted its half).
@@ -46,7 +53,8 @@ class Runner {
  private:
   struct InFlight {
     std::int64_t op;
-    Request request;
+    Request request;  // communication
+    Event end;        // compute: recorded after its kernels
   };
   bool ready(std::int64_t op) const;
   void start(std::int64_t op, std::vector<InFlight>& flying);
@@ -64,7 +72,9 @@ class Runner {
   double stall_seconds_;
   int rank_;
   std::vector<std::int64_t> queue_[plan::stream_count];
-  std::vector<std::uint8_t> state_;  // per global op: 0 waiting, 1 started, 2 done
+  std::vector<std::uint8_t> state_;  // per global op: 0 waiting, 1 issued, 2 done
+  std::vector<Event> begin_, end_;   // per global op of this rank: its events
+  std::size_t done_ = 0;             // ops of this rank done in the current step
   std::vector<Comm> comm_of_group_;
   std::vector<OpSpan> spans_;
   std::vector<std::size_t> span_of_;  // per global op of this rank: index in spans_

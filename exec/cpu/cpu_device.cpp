@@ -401,18 +401,8 @@ void CpuDevice::abort_all(int code) { job_.abort_all(code); }
 
 // --- events and clock ----------------------------------------------------------------------------
 
-Event CpuDevice::record() {
-  events_.push_back(now_ns());
-  return static_cast<Event>(events_.size()) - 1;
-}
-
-std::int64_t CpuDevice::event_time_ns(Event e) { return events_[static_cast<std::size_t>(e)]; }
-
 std::int64_t CpuDevice::now_ns() { return job_.now_ns(); }
 
-void CpuDevice::align_clock() {
-  events_.clear();
-  job_.align_clock();
-}
+void CpuDevice::align_clock() { job_.align_clock(); }
 
 }  // namespace parasim::exec
