@@ -23,7 +23,7 @@
 #include "topology/units.hpp"
 
 #ifdef PARASIM_HAVE_CPU_BACKEND
-#include "exec/cpu/cpu_device.hpp"
+#include "exec/devices.hpp"
 #endif
 
 namespace parasim::cli {
@@ -44,7 +44,12 @@ struct CalibrateArgs {
 void precheck(const CalibrateArgs& a) {
   const exec::BackendStatus b = exec::backend_status(a.backend);
   if (!b.usable) throw UsageError(fmt::format("backend {} cannot run here: {}", b.name, b.detail));
-  if (a.backend == "cuda") throw UsageError("the CUDA executor is not part of this build yet; calibrate with --backend cpu");
+#ifndef PARASIM_HAVE_CUDA_DEVICE
+  if (a.backend == "cuda") throw UsageError("this build has no CUDA executor; calibrate with --backend cpu");
+#endif
+  if (a.backend == "cuda" && a.device == "cpu-core") {
+    throw UsageError("--device: name the GPU preset the profile describes (e.g. --device h100-sxm)");
+  }
 }
 
 #ifdef PARASIM_HAVE_CPU_BACKEND
@@ -183,10 +188,14 @@ void run_calibrate(const CalibrateArgs& a) {
   const std::string out = a.out.empty() ? fmt::format("calibrate-{}.yaml", a.backend) : a.out;
   if (!under_mpi()) {
     precheck(a);
-    const int ranks = a.ranks > 0 ? a.ranks : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+    // One rank per core on the CPU backend; one GPU unless --ranks says more.
+    const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+    const int ranks = a.ranks > 0 ? a.ranks : a.backend == "cuda" ? 1 : cores;
     if (ranks > 1) relaunch_under_mpirun(ranks);
   }
-  exec::CpuDevice dev;
+  const std::unique_ptr<exec::Device> owned =
+      exec::make_device(a.backend == "cuda" ? plan::Backend::cuda : plan::Backend::cpu, 0);
+  exec::Device& dev = *owned;
   if (a.ranks > 0 && dev.world() != a.ranks) {
     if (dev.rank() == 0) std::cerr << fmt::format("error: --ranks {} but the job has {}\n", a.ranks, dev.world());
     std::exit(exit_bad_input);

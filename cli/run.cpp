@@ -30,7 +30,7 @@
 #include "topology/units.hpp"
 
 #ifdef PARASIM_HAVE_CPU_BACKEND
-#include "exec/cpu/cpu_device.hpp"
+#include "exec/devices.hpp"
 #include "exec/execute.hpp"
 #endif
 
@@ -64,9 +64,9 @@ plan::Scenario load_for_run(const RunArgs& a) {
 void precheck(const plan::Scenario& s) {
   const exec::BackendStatus b = exec::backend_status(plan::to_string(s.run.backend));
   if (!b.usable) throw UsageError(fmt::format("backend {} cannot run here: {}", b.name, b.detail));
-  if (s.run.backend == plan::Backend::cuda) {
-    throw UsageError("the CUDA executor is not part of this build yet; run with --backend cpu");
-  }
+#ifndef PARASIM_HAVE_CUDA_DEVICE
+  if (s.run.backend == plan::Backend::cuda) throw UsageError("this build has no CUDA executor; run with --backend cpu");
+#endif
   if (const std::string why = exec::unsupported_reason(s); !why.empty()) throw UsageError(why);
   const plan::MemoryReport mem = plan::memory_per_rank(s);
   if (!mem.fits()) throw UsageError("the plan does not fit in memory: " + plan::describe_memory(mem));
@@ -81,7 +81,16 @@ struct Job {
 
 // Runs the plan on this rank (every rank of the job calls it). Rank 0 prints progress.
 Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
-  exec::CpuDevice dev(static_cast<std::size_t>(s.cluster.device.memory_bytes));
+  // The CPU backend holds the device preset's memory; a GPU its own (or the preset's, if less).
+  const auto capacity = static_cast<std::size_t>(s.cluster.device.memory_bytes);
+  std::unique_ptr<exec::Device> owned;
+  try {
+    owned = exec::make_device(s.run.backend, capacity);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    std::exit(exit_failure);
+  }
+  exec::Device& dev = *owned;
   if (dev.world() != s.plan.world()) {
     if (dev.rank() == 0) {
       std::cerr << fmt::format("error: the plan needs {} ranks (dp {} x tp {} x pp {}); the job has {}\n",

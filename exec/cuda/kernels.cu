@@ -27,34 +27,29 @@ unsigned blocks_for(std::int64_t count) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); \
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
 
-// Sum and maximum over a block (blockDim.x a multiple of 32, at most 1024).
-__device__ float block_sum(float v) {
+// A reduction over a block (blockDim.x a multiple of 32, at most 1024): through each warp's
+// shuffles, then the warps' results in the first warp.
+template <class Op>
+__device__ float block_reduce(float v, float identity, Op op) {
   __shared__ float warp[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffU, v, o);
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffU, v, o));
   const int lane = threadIdx.x % 32;
-  const int w = threadIdx.x / 32;
   __syncthreads();
-  if (lane == 0) warp[w] = v;
+  if (lane == 0) warp[threadIdx.x / 32] = v;
   __syncthreads();
-  const int warps = static_cast<int>(blockDim.x / 32);
-  v = lane < warps ? warp[lane] : 0.0F;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffU, v, o);
+  v = lane < static_cast<int>(blockDim.x / 32) ? warp[lane] : identity;
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffU, v, o));
   return v;
 }
 
-__device__ float block_max(float v) {
-  __shared__ float warp[32];
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffU, v, o));
-  const int lane = threadIdx.x % 32;
-  const int w = threadIdx.x / 32;
-  __syncthreads();
-  if (lane == 0) warp[w] = v;
-  __syncthreads();
-  const int warps = static_cast<int>(blockDim.x / 32);
-  v = lane < warps ? warp[lane] : -INFINITY;
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffU, v, o));
-  return v;
-}
+struct Add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+__device__ float block_sum(float v) { return block_reduce(v, 0.0F, Add{}); }
+__device__ float block_max(float v) { return block_reduce(v, -INFINITY, Max{}); }
 
 // --- layer norm ----------------------------------------------------------------------------
 

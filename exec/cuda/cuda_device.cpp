@@ -1,0 +1,404 @@
+#include "exec/cuda/cuda_device.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "exec/cuda/kernels.hpp"
+
+namespace parasim::exec {
+
+namespace {
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(fmt::format("CUDA {} failed: {}", what, cudaGetErrorString(e)));
+}
+
+void check_blas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(fmt::format("cuBLAS {} failed: status {}", what, static_cast<int>(s)));
+}
+
+void check_nccl(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) throw std::runtime_error(fmt::format("NCCL {} failed: {}", what, ncclGetErrorString(r)));
+}
+
+std::size_t nccl_count(std::int64_t v) { return static_cast<std::size_t>(v); }
+
+}  // namespace
+
+ColumnMajorGemm column_major(bool trans_a, bool trans_b, int m, int n, int k) {
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B's storage read
+  // column-major is B^T, so B goes first, transposed exactly when op(B) is.
+  return {trans_b, trans_a, n, m, k, true};
+}
+
+CudaDevice::CudaDevice(std::size_t capacity_bytes) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    throw std::runtime_error(fmt::format("rank {}: no usable CUDA device", job_.rank()));
+  }
+  // One rank per GPU: the rank's index among the ranks of its node.
+  MPI_Comm local = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, job_.rank(), MPI_INFO_NULL, &local), "split");
+  int local_rank = 0;
+  MPI_Comm_rank(local, &local_rank);
+  MPI_Comm_free(&local);
+  device_ = local_rank % count;
+  check_cuda(cudaSetDevice(device_), "set device");
+  std::size_t free_bytes = 0, total_bytes = 0;
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "memory info");
+  capacity_ = capacity_bytes == 0 ? free_bytes : std::min(capacity_bytes, free_bytes);
+  for (cudaStream_t& s : streams_) check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  p2p_streams_.resize(4);
+  for (cudaStream_t& s : p2p_streams_) check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  current_ = streams_[static_cast<std::size_t>(plan::Stream::compute)];
+  check_blas(cublasCreate(&blas_), "create");
+  check_cuda(cudaEventCreate(&origin_), "event");
+  // The world communicator for pipeline transfers: rank 0's id, broadcast over MPI.
+  ncclUniqueId id{};
+  if (job_.rank() == 0) check_nccl(ncclGetUniqueId(&id), "unique id");
+  check_mpi(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD), "broadcast");
+  check_nccl(ncclCommInitRank(&world_comm_, job_.world(), id, job_.rank()), "init");
+}
+
+CudaDevice::~CudaDevice() {
+  cudaDeviceSynchronize();
+  for (auto& [size, blocks] : cache_) {
+    for (void* p : blocks) cudaFree(p);
+  }
+  for (ncclComm_t c : comms_) ncclCommDestroy(c);
+  if (world_comm_ != nullptr) ncclCommDestroy(world_comm_);
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  for (Pending& p : pending_) {
+    if (p.event != nullptr) cudaEventDestroy(p.event);
+  }
+  if (origin_ != nullptr) cudaEventDestroy(origin_);
+  if (blas_ != nullptr) cublasDestroy(blas_);
+  for (cudaStream_t s : streams_) cudaStreamDestroy(s);
+  for (cudaStream_t s : p2p_streams_) cudaStreamDestroy(s);
+}
+
+// --- memory ------------------------------------------------------------------------------------
+
+void* CudaDevice::raw_allocate(std::size_t bytes) {
+  const std::size_t size = block_size(bytes);
+  void* p = nullptr;
+  if (auto it = cache_.find(size); it != cache_.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+  } else if (cudaMalloc(&p, size) != cudaSuccess) {
+    cudaGetLastError();
+    throw OutOfMemory(fmt::format("rank {}: cudaMalloc of {:.1f} MiB failed ({:.1f} MiB in use)", rank(),
+                                  static_cast<double>(size) / 1048576.0, static_cast<double>(in_use()) / 1048576.0));
+  }
+  // Zero-filled, in order with the current stream's work.
+  check_cuda(cudaMemsetAsync(p, 0, bytes, current_), "memset");
+  return p;
+}
+
+void CudaDevice::raw_release(void* p, std::size_t bytes) { cache_[block_size(bytes)].push_back(p); }
+
+void CudaDevice::upload(void* dst, const void* src, std::size_t bytes) {
+  synchronize();
+  check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "upload");
+}
+
+void CudaDevice::download(void* dst, const void* src, std::size_t bytes) {
+  synchronize();
+  check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "download");
+}
+
+// --- GEMM ----------------------------------------------------------------------------------------
+
+void CudaDevice::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                      const float* b, int ldb, float beta, float* c, int ldc) {
+  const ColumnMajorGemm g = column_major(trans_a, trans_b, m, n, k);
+  check_blas(cublasSetStream(blas_, current_), "set stream");
+  check_blas(cublasSgemm(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N,
+                         g.rows, g.cols, g.inner, &alpha, b, ldb, a, lda, &beta, c, ldc),
+             "sgemm");
+  count_flops(2.0 * m * n * static_cast<double>(k));
+}
+
+void CudaDevice::gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                              std::int64_t stride_a, const float* b, int ldb, std::int64_t stride_b, float beta,
+                              float* c, int ldc, std::int64_t stride_c, int batch) {
+  const ColumnMajorGemm g = column_major(trans_a, trans_b, m, n, k);
+  check_blas(cublasSetStream(blas_, current_), "set stream");
+  check_blas(cublasSgemmStridedBatched(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                       g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.rows, g.cols, g.inner, &alpha, b,
+                                       ldb, stride_b, a, lda, stride_a, &beta, c, ldc, stride_c, batch),
+             "sgemm strided batched");
+  count_flops(2.0 * m * n * static_cast<double>(k) * batch);
+}
+
+// --- kernels -------------------------------------------------------------------------------------
+
+void CudaDevice::layer_norm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma,
+                                    const float* beta, int n, int c) {
+  cuda::layer_norm_forward(current_, y, mean, rstd, x, gamma, beta, n, c);
+}
+void CudaDevice::layer_norm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                                     const float* mean, const float* rstd, const float* gamma, int n, int c) {
+  cuda::layer_norm_backward(current_, dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c);
+}
+void CudaDevice::gelu_forward(float* y, const float* x, std::int64_t count) { cuda::gelu_forward(current_, y, x, count); }
+void CudaDevice::gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) {
+  cuda::gelu_backward(current_, dx, x, dy, count);
+}
+void CudaDevice::causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) {
+  cuda::causal_softmax_forward(current_, p, s, batch, t, scale);
+}
+void CudaDevice::causal_softmax_backward(float* ds, const float* p, const float* dp, int batch, int t, float scale) {
+  cuda::causal_softmax_backward(current_, ds, p, dp, batch, t, scale);
+}
+void CudaDevice::add_bias(float* out, const float* bias, int n, int c) { cuda::add_bias(current_, out, bias, n, c); }
+void CudaDevice::bias_backward(float* dbias, const float* dout, int n, int c) {
+  cuda::bias_backward(current_, dbias, dout, n, c);
+}
+void CudaDevice::add(float* y, const float* a, const float* b, std::int64_t count) { cuda::add(current_, y, a, b, count); }
+void CudaDevice::accumulate(float* y, const float* x, std::int64_t count) { cuda::accumulate(current_, y, x, count); }
+void CudaDevice::zero(float* y, std::int64_t count) {
+  check_cuda(cudaMemsetAsync(y, 0, static_cast<std::size_t>(count) * sizeof(float), current_), "memset");
+}
+void CudaDevice::scale(float* y, float alpha, std::int64_t count) { cuda::scale(current_, y, alpha, count); }
+void CudaDevice::copy(float* y, const float* x, std::int64_t count) {
+  check_cuda(cudaMemcpyAsync(y, x, static_cast<std::size_t>(count) * sizeof(float), cudaMemcpyDeviceToDevice, current_),
+             "copy");
+}
+void CudaDevice::embedding_forward(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int b,
+                                   int t, int c, int v0, int vn) {
+  cuda::embedding_forward(current_, x, tokens, wte, wpe, b, t, c, v0, vn);
+}
+void CudaDevice::embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int b, int t,
+                                    int c, int v0, int vn) {
+  cuda::embedding_backward(current_, dwte, dwpe, dx, tokens, b, t, c, v0, vn);
+}
+void CudaDevice::cross_entropy_stats(float* stats, const float* logits, const std::int32_t* targets, int n, int vn,
+                                     int v0) {
+  cuda::cross_entropy_stats(current_, stats, logits, targets, n, vn, v0);
+}
+void CudaDevice::cross_entropy_backward(float* dlogits, float* loss, const float* logits, const float* all_stats,
+                                        int parts, const std::int32_t* targets, int n, int vn, int v0, float scale) {
+  cuda::cross_entropy_backward(current_, dlogits, loss, logits, all_stats, parts, targets, n, vn, v0, scale);
+}
+void CudaDevice::resample_forward(float* y, std::int64_t ny, const float* x, std::int64_t nx, bool relu) {
+  cuda::resample_forward(current_, y, ny, x, nx, relu);
+}
+void CudaDevice::resample_backward(float* dx, std::int64_t nx, const float* dy, std::int64_t ny,
+                                   const float* relu_input) {
+  cuda::resample_backward(current_, dx, nx, dy, ny, relu_input);
+}
+void CudaDevice::add_cyclic(float* y, std::int64_t count, const float* bias, std::int64_t nb) {
+  cuda::add_cyclic(current_, y, count, bias, nb);
+}
+void CudaDevice::cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) {
+  cuda::cyclic_backward(current_, dbias, nb, dy, count);
+}
+void CudaDevice::adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr,
+                       double beta1, double beta2, double eps, double weight_decay, int step) {
+  cuda::adamw(current_, param, grad, m, v, count, static_cast<float>(lr), static_cast<float>(beta1),
+              static_cast<float>(beta2), static_cast<float>(eps), static_cast<float>(weight_decay), step);
+  count_flops(12.0 * static_cast<double>(count));
+}
+void CudaDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
+  if (dtype == plan::Dtype::bf16) cuda::round_bf16(current_, y, count);
+  if (dtype == plan::Dtype::fp16) cuda::round_fp16(current_, y, count);
+}
+
+// --- communication ----------------------------------------------------------------------------------
+
+Comm CudaDevice::comm_create(std::span<const int> ranks, int key) {
+  MPI_Comm group = job_.group(ranks, key);
+  int me = 0;
+  MPI_Comm_rank(group, &me);
+  ncclUniqueId id{};
+  if (me == 0) check_nccl(ncclGetUniqueId(&id), "unique id");
+  check_mpi(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, group), "broadcast");
+  ncclComm_t comm = nullptr;
+  check_nccl(ncclCommInitRank(&comm, static_cast<int>(ranks.size()), id, me), "init");
+  comms_.push_back(comm);
+  comm_ranks_.emplace_back(ranks.begin(), ranks.end());
+  return static_cast<Comm>(comms_.size()) - 1;
+}
+
+Request CudaDevice::post(cudaStream_t stream, ncclComm_t comm) {
+  Request r = 0;
+  if (!free_.empty()) {
+    r = free_.back();
+    free_.pop_back();
+  } else {
+    pending_.emplace_back();
+    r = static_cast<Request>(pending_.size()) - 1;
+    check_cuda(cudaEventCreateWithFlags(&pending_.back().event, cudaEventDefault), "event");
+  }
+  Pending& p = pending_[static_cast<std::size_t>(r)];
+  check_cuda(cudaEventRecord(p.event, stream), "record");
+  p.comm = comm;
+  p.active = true;
+  p.done_ns = 0;
+  return r;
+}
+
+cudaStream_t CudaDevice::p2p_stream() {
+  cudaStream_t s = p2p_streams_[next_p2p_];
+  next_p2p_ = (next_p2p_ + 1) % p2p_streams_.size();
+  // In order after what the pp stream was told to wait for (wait_event) and the data's producer.
+  cudaEvent_t after = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&after, cudaEventDisableTiming), "event");
+  check_cuda(cudaEventRecord(after, current_), "record");
+  check_cuda(cudaStreamWaitEvent(s, after, 0), "wait");
+  cudaEventDestroy(after);
+  return s;
+}
+
+Request CudaDevice::send(const float* data, std::int64_t count, int peer, int) {
+  cudaStream_t s = p2p_stream();
+  check_nccl(ncclSend(data, nccl_count(count), ncclFloat, peer, world_comm_, s), "send");
+  return post(s, world_comm_);
+}
+
+Request CudaDevice::recv(float* data, std::int64_t count, int peer, int) {
+  cudaStream_t s = p2p_stream();
+  check_nccl(ncclRecv(data, nccl_count(count), ncclFloat, peer, world_comm_, s), "recv");
+  return post(s, world_comm_);
+}
+
+Request CudaDevice::all_reduce(float* data, std::int64_t count, Comm comm) {
+  ncclComm_t c = comms_[static_cast<std::size_t>(comm)];
+  check_nccl(ncclAllReduce(data, data, nccl_count(count), ncclFloat, ncclSum, c, current_), "all-reduce");
+  return post(current_, c);
+}
+
+// Blocks of equal size use NCCL's in-place reduce-scatter / all-gather; unequal ones (a
+// bucket that does not divide) a reduce or broadcast per block, grouped.
+Request CudaDevice::reduce_scatter(float* data, std::span<const std::int64_t> counts, Comm comm) {
+  ncclComm_t c = comms_[static_cast<std::size_t>(comm)];
+  const bool equal = std::all_of(counts.begin(), counts.end(), [&](std::int64_t n) { return n == counts.front(); });
+  int me = 0;
+  check_nccl(ncclCommUserRank(c, &me), "rank");
+  if (equal) {
+    check_nccl(ncclReduceScatter(data, data + counts.front() * me, nccl_count(counts.front()), ncclFloat, ncclSum, c,
+                                 current_),
+               "reduce-scatter");
+  } else {
+    check_nccl(ncclGroupStart(), "group");
+    std::int64_t at = 0;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      check_nccl(ncclReduce(data + at, data + at, nccl_count(counts[i]), ncclFloat, ncclSum, static_cast<int>(i), c,
+                            current_),
+                 "reduce");
+      at += counts[i];
+    }
+    check_nccl(ncclGroupEnd(), "group");
+  }
+  return post(current_, c);
+}
+
+Request CudaDevice::all_gather(float* data, std::span<const std::int64_t> counts, Comm comm) {
+  ncclComm_t c = comms_[static_cast<std::size_t>(comm)];
+  const bool equal = std::all_of(counts.begin(), counts.end(), [&](std::int64_t n) { return n == counts.front(); });
+  int me = 0;
+  check_nccl(ncclCommUserRank(c, &me), "rank");
+  if (equal) {
+    check_nccl(ncclAllGather(data + counts.front() * me, data, nccl_count(counts.front()), ncclFloat, c, current_),
+               "all-gather");
+  } else {
+    check_nccl(ncclGroupStart(), "group");
+    std::int64_t at = 0;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      check_nccl(ncclBroadcast(data + at, data + at, nccl_count(counts[i]), ncclFloat, static_cast<int>(i), c, current_),
+                 "broadcast");
+      at += counts[i];
+    }
+    check_nccl(ncclGroupEnd(), "group");
+  }
+  return post(current_, c);
+}
+
+// A failed peer leaves NCCL waiting; its communicators report the error asynchronously.
+// Then every communicator is aborted and the job ended, naming the rank.
+void CudaDevice::check_comm(ncclComm_t comm) {
+  ncclResult_t async = ncclSuccess;
+  if (ncclCommGetAsyncError(comm, &async) != ncclSuccess || async == ncclSuccess || async == ncclInProgress) return;
+  std::fprintf(stderr, "error: rank %d: NCCL: %s\n", rank(), ncclGetErrorString(async));
+  for (ncclComm_t c : comms_) ncclCommAbort(c);
+  ncclCommAbort(world_comm_);
+  abort_all(1);
+}
+
+bool CudaDevice::poll(Pending& p) {
+  if (p.done_ns != 0) return true;
+  const cudaError_t e = cudaEventQuery(p.event);
+  if (e == cudaErrorNotReady) {
+    check_comm(p.comm);
+    return false;
+  }
+  check_cuda(e, "communication");
+  p.done_ns = now_ns();
+  return true;
+}
+
+bool CudaDevice::test(Request r, std::int64_t* completed_ns) {
+  Pending& p = pending_[static_cast<std::size_t>(r)];
+  if (!p.active) return true;
+  if (!poll(p)) return false;
+  if (completed_ns != nullptr) *completed_ns = p.done_ns;
+  p.active = false;
+  free_.push_back(r);
+  return true;
+}
+
+void CudaDevice::wait(Request r) {
+  while (!test(r)) {
+  }
+}
+
+void CudaDevice::abort_all(int code) { job_.abort_all(code); }
+
+// --- events and clock --------------------------------------------------------------------------
+
+Event CudaDevice::record() {
+  if (used_events_ == events_.size()) {
+    events_.emplace_back();
+    check_cuda(cudaEventCreate(&events_.back()), "event");
+  }
+  const std::size_t i = used_events_++;
+  check_cuda(cudaEventRecord(events_[i], current_), "record");
+  return static_cast<Event>(i);
+}
+
+bool CudaDevice::done(Event e) {
+  const cudaError_t r = cudaEventQuery(events_[static_cast<std::size_t>(e)]);
+  if (r == cudaErrorNotReady) return false;
+  check_cuda(r, "event");
+  return true;
+}
+
+std::int64_t CudaDevice::event_time_ns(Event e) {
+  float ms = 0.0F;
+  check_cuda(cudaEventElapsedTime(&ms, origin_, events_[static_cast<std::size_t>(e)]), "event time");
+  return origin_ns_ + static_cast<std::int64_t>(static_cast<double>(ms) * 1e6);
+}
+
+void CudaDevice::wait_event(Event e) {
+  check_cuda(cudaStreamWaitEvent(current_, events_[static_cast<std::size_t>(e)], 0), "wait event");
+}
+
+void CudaDevice::synchronize() { check_cuda(cudaDeviceSynchronize(), "synchronize"); }
+
+void CudaDevice::align_clock() {
+  synchronize();
+  job_.align_clock();
+  // The reference event, on an idle device, at a known host time.
+  check_cuda(cudaEventRecord(origin_, current_), "record");
+  check_cuda(cudaEventSynchronize(origin_), "synchronize");
+  origin_ns_ = now_ns();
+  used_events_ = 0;
+}
+
+}  // namespace parasim::exec

@@ -1,0 +1,153 @@
+// The CUDA backend: device memory through a caching allocator that counts what is in use
+// and its high-water mark, cuBLAS GEMMs, the kernels of kernels.hpp, one CUDA stream per
+// Program stream, CUDA events for ordering and timing, and NCCL for communication: one
+// communicator per Program group (bootstrapped over MPI: the group's first rank makes the
+// unique id and broadcasts it) and a world communicator for pipeline sends and receives.
+//
+// Requests are CUDA events recorded after the NCCL call on its stream; test() queries the
+// event and, while a request is in flight, the communicators' asynchronous errors, so a
+// failed peer aborts every communicator and the job instead of hanging. Pipeline sends and
+// receives each go on a stream of their own (from a small pool), so transfers in both
+// directions between two stages progress at once; NCCL matches them in the order each
+// rank issues them, which is the Program's order on both sides (tested in compile_test).
+//
+// One rank per GPU: rank r uses device (local rank mod device count).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <array>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "exec/device.hpp"
+#include "exec/mpi_job.hpp"
+
+namespace parasim::exec {
+
+// cuBLAS is column-major; a row-major C[m x n] = op(A) op(B) is the column-major
+// C^T = op(B)^T op(A)^T. The arguments of that call.
+struct ColumnMajorGemm {
+  bool trans_first = false;   // op of the first operand (B)
+  bool trans_second = false;  // op of the second operand (A)
+  int rows = 0, cols = 0, inner = 0;  // cuBLAS m, n, k
+  bool swap_operands = true;          // B is passed first, A second
+};
+ColumnMajorGemm column_major(bool trans_a, bool trans_b, int m, int n, int k);
+
+class CudaDevice final : public Device {
+ public:
+  // capacity_bytes: 0 for the device's own memory.
+  explicit CudaDevice(std::size_t capacity_bytes = 0);
+  ~CudaDevice() override;
+
+  [[nodiscard]] std::string name() const override { return "cuda"; }
+  [[nodiscard]] int rank() const override { return job_.rank(); }
+  [[nodiscard]] int world() const override { return job_.world(); }
+
+  void upload(void* dst, const void* src, std::size_t bytes) override;
+  void download(void* dst, const void* src, std::size_t bytes) override;
+
+  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+            int ldb, float beta, float* c, int ldc) override;
+  void gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                    std::int64_t stride_a, const float* b, int ldb, std::int64_t stride_b, float beta, float* c, int ldc,
+                    std::int64_t stride_c, int batch) override;
+
+  void layer_norm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,
+                          int n, int c) override;
+  void layer_norm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x, const float* mean,
+                           const float* rstd, const float* gamma, int n, int c) override;
+  void gelu_forward(float* y, const float* x, std::int64_t count) override;
+  void gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) override;
+  void causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) override;
+  void causal_softmax_backward(float* ds, const float* p, const float* dp, int batch, int t, float scale) override;
+  void add_bias(float* out, const float* bias, int n, int c) override;
+  void bias_backward(float* dbias, const float* dout, int n, int c) override;
+  void add(float* y, const float* a, const float* b, std::int64_t count) override;
+  void accumulate(float* y, const float* x, std::int64_t count) override;
+  void zero(float* y, std::int64_t count) override;
+  void scale(float* y, float alpha, std::int64_t count) override;
+  void copy(float* y, const float* x, std::int64_t count) override;
+  void embedding_forward(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int b, int t, int c,
+                         int v0, int vn) override;
+  void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int b, int t, int c,
+                          int v0, int vn) override;
+  void cross_entropy_stats(float* stats, const float* logits, const std::int32_t* targets, int n, int vn,
+                           int v0) override;
+  void cross_entropy_backward(float* dlogits, float* loss, const float* logits, const float* all_stats, int parts,
+                              const std::int32_t* targets, int n, int vn, int v0, float scale) override;
+  void resample_forward(float* y, std::int64_t ny, const float* x, std::int64_t nx, bool relu) override;
+  void resample_backward(float* dx, std::int64_t nx, const float* dy, std::int64_t ny, const float* relu_input) override;
+  void add_cyclic(float* y, std::int64_t count, const float* bias, std::int64_t nb) override;
+  void cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) override;
+  void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr, double beta1,
+             double beta2, double eps, double weight_decay, int step) override;
+  void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;
+
+  Comm comm_create(std::span<const int> ranks, int key) override;
+  Request send(const float* data, std::int64_t count, int peer, int tag) override;
+  Request recv(float* data, std::int64_t count, int peer, int tag) override;
+  Request all_reduce(float* data, std::int64_t count, Comm comm) override;
+  Request reduce_scatter(float* data, std::span<const std::int64_t> counts, Comm comm) override;
+  Request all_gather(float* data, std::span<const std::int64_t> counts, Comm comm) override;
+  bool test(Request r, std::int64_t* completed_ns = nullptr) override;
+  void wait(Request r) override;
+  void barrier() override { job_.barrier(); }
+  void sum_to_all(std::span<double> values) override { job_.sum_to_all(values); }
+  void max_to_all(std::span<double> values) override { job_.max_to_all(values); }
+  std::vector<char> gather_to_root(std::span<const char> mine) override { return job_.gather_to_root(mine); }
+  [[noreturn]] void abort_all(int code) override;
+
+  void set_stream(plan::Stream s) override { current_ = streams_[static_cast<std::size_t>(s)]; }
+  Event record() override;
+  bool done(Event e) override;
+  std::int64_t event_time_ns(Event e) override;
+  void wait_event(Event e) override;
+  void forget_events() override { used_events_ = 0; }
+  void synchronize() override;
+  std::int64_t now_ns() override { return job_.now_ns(); }
+  void align_clock() override;
+
+ protected:
+  void* raw_allocate(std::size_t bytes) override;
+  void raw_release(void* p, std::size_t bytes) override;
+
+ private:
+  struct Pending {
+    cudaEvent_t event = nullptr;
+    ncclComm_t comm = nullptr;
+    bool active = false;
+    std::int64_t done_ns = 0;
+  };
+  Request post(cudaStream_t stream, ncclComm_t comm);
+  bool poll(Pending& p);
+  void check_comm(ncclComm_t comm);
+  cudaStream_t p2p_stream();
+  static std::size_t block_size(std::size_t bytes) { return (bytes + 511) / 512 * 512; }
+
+  MpiJob job_;
+  int device_ = 0;
+  std::array<cudaStream_t, plan::stream_count> streams_{};
+  std::vector<cudaStream_t> p2p_streams_;
+  std::size_t next_p2p_ = 0;
+  cudaStream_t current_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  ncclComm_t world_comm_ = nullptr;
+  std::vector<ncclComm_t> comms_;
+  std::vector<std::vector<int>> comm_ranks_;
+  std::unordered_map<std::size_t, std::vector<void*>> cache_;
+  std::vector<Pending> pending_;
+  std::vector<Request> free_;
+  // Events for record(), reused after forget_events(); their times are measured from a
+  // reference event recorded (and waited for) at align_clock(), at host time origin_ns_.
+  std::vector<cudaEvent_t> events_;
+  std::size_t used_events_ = 0;
+  cudaEvent_t origin_ = nullptr;
+  std::int64_t origin_ns_ = 0;
+};
+
+}  // namespace parasim::exec
