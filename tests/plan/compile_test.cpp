@@ -370,3 +370,26 @@ TEST_CASE("tied embeddings over several stages all-reduce their gradient between
   CHECK(count(compile(gpt({"plan.tp=2", "plan.dp=2"}))) == 0);
   CHECK(count(compile(gpt({"plan.tp=2", "plan.dp=2", "plan.pp=4", "model.tie_embeddings=false"}))) == 0);
 }
+
+TEST_CASE("pipeline transfers between two ranks are issued in the same order on both sides", "[compile][pp]") {
+  // NCCL matches point-to-point operations between two ranks in the order each issues them
+  // (it has no tags): the CUDA backend relies on every rank's sends to a peer appearing in
+  // its program in the order the peer's receives from it appear in the peer's.
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{"plan.pp=2", "plan.schedule=gpipe"}, {"plan.pp=4", "plan.schedule=1f1b"},
+        {"plan.pp=4", "plan.schedule=interleaved-1f1b", "plan.virtual_stages=2"},
+        {"plan.pp=2", "plan.tp=2", "plan.dp=2", "plan.schedule=1f1b"}}) {
+    const Program prog = compile(gpt(sets));
+    std::map<std::pair<int, int>, std::vector<std::int64_t>> sent, received;  // (from, to) -> match ids
+    for (int r = 0; r < prog.world; ++r) {
+      for (std::int64_t id : prog.order[static_cast<std::size_t>(r)]) {
+        const Op& o = prog.ops[static_cast<std::size_t>(id)];
+        if (o.kind == OpKind::send) sent[{r, o.peer}].push_back(o.match);
+        if (o.kind == OpKind::recv) received[{o.peer, r}].push_back(o.match);
+      }
+    }
+    INFO(fmt::format("{}", fmt::join(sets, " ")));
+    CHECK(sent.size() > 0);
+    CHECK(sent == received);
+  }
+}
