@@ -1,6 +1,6 @@
 // The executor's backends, found by the name a scenario uses (run.backend: cpu | cuda).
 // Each backend is compiled only when its libraries were found at configure time; a
-// backend left out compiles to a stub whose status says why and how to get it, so every
+// backend left out compiles to a status that says why and how to get it, so every
 // build answers `parasim backends` and a run on a missing backend fails with that reason.
 //
 // status() is a real probe, not a flag: the CPU backend reports the MPI library and checks

@@ -76,7 +76,8 @@ void GenericShard::embedding_forward(int mb) {
   dev_.copy(in.f(), inputs_[static_cast<std::size_t>(mb)].f(), cfg_.in(0));
 }
 
-void GenericShard::embedding_backward(int mb) { din_.erase({0, mb}); }
+// The inputs have no gradient to keep: layer 0's backward stops at its weights.
+void GenericShard::embedding_backward(int) {}
 
 // X = stretch(input), through a ReLU after the first layer.
 void GenericShard::operand(int layer, int mb) {

@@ -10,18 +10,27 @@
 
 namespace parasim::sim {
 
-double DeviceProfile::efficiency(double size) const {
-  if (gemm_efficiency.empty()) return 1.0;
-  if (size <= gemm_efficiency.front().first) return gemm_efficiency.front().second;
-  if (size >= gemm_efficiency.back().first) return gemm_efficiency.back().second;
-  for (std::size_t i = 1; i < gemm_efficiency.size(); ++i) {
-    const auto [x1, y1] = gemm_efficiency[i];
-    if (size > x1) continue;
-    const auto [x0, y0] = gemm_efficiency[i - 1];
-    const double w = (std::log(size) - std::log(x0)) / (std::log(x1) - std::log(x0));
+namespace {
+
+// y at x on a curve of (x, y) points, x ascending: linear in log(x) between points, the
+// end values beyond them.
+double log_interpolate(const std::vector<std::pair<double, double>>& curve, double x) {
+  if (x <= curve.front().first) return curve.front().second;
+  if (x >= curve.back().first) return curve.back().second;
+  for (std::size_t i = 1; i < curve.size(); ++i) {
+    const auto [x1, y1] = curve[i];
+    if (x > x1) continue;
+    const auto [x0, y0] = curve[i - 1];
+    const double w = (std::log(x) - std::log(x0)) / (std::log(x1) - std::log(x0));
     return y0 + w * (y1 - y0);
   }
-  return gemm_efficiency.back().second;
+  return curve.back().second;
+}
+
+}  // namespace
+
+double DeviceProfile::efficiency(double size) const {
+  return gemm_efficiency.empty() ? 1.0 : log_interpolate(gemm_efficiency, size);
 }
 
 DeviceProfile default_profile(const topology::DeviceSpec& device) {
@@ -60,28 +69,16 @@ LinkFigures read_link(const plan::Value& v, const std::string& path, plan::Locat
 
 double DeviceProfile::collective_slowdown(plan::CollectiveOp op, int group, double bytes) const {
   if (!intra_node || bytes <= 0.0) return 1.0;
-  const CollectiveCurve* best = nullptr;
+  const CollectiveCurve* below = nullptr;     // the largest measured group not above `group`
+  const CollectiveCurve* smallest = nullptr;
   for (const CollectiveCurve& c : collectives) {
     if (c.op != op || c.busbw.empty()) continue;
-    const bool fits = c.group <= group;
-    if (best == nullptr || (fits && (best->group > group || c.group > best->group)) ||
-        (!fits && best->group > group && c.group < best->group)) {
-      best = &c;
-    }
+    if (c.group <= group && (below == nullptr || c.group > below->group)) below = &c;
+    if (smallest == nullptr || c.group < smallest->group) smallest = &c;
   }
+  const CollectiveCurve* best = below != nullptr ? below : smallest;
   if (best == nullptr) return 1.0;
-  const auto& pts = best->busbw;
-  double bw = pts.front().second;
-  if (bytes >= pts.back().first) {
-    bw = pts.back().second;
-  } else if (bytes > pts.front().first) {
-    const auto hi = std::upper_bound(pts.begin(), pts.end(), bytes,
-                                     [](double b, const std::pair<double, double>& p) { return b < p.first; });
-    const auto lo = hi - 1;
-    const double t = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
-    bw = lo->second + t * (hi->second - lo->second);
-  }
-  return intra_node->bandwidth / bw;
+  return intra_node->bandwidth / log_interpolate(best->busbw, bytes);
 }
 
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device) {

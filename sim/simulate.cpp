@@ -231,7 +231,8 @@ class Runner {
     // carry the bytes that take the measured time at the link's bandwidth.
     const auto& d = call.devices;
     const int node = cluster_.node_of(d.front());
-    if (std::all_of(d.begin(), d.end(), [&](int r) { return cluster_.node_of(r) == node; })) {
+    if (!profile_.collectives.empty() &&
+        std::all_of(d.begin(), d.end(), [&](int r) { return cluster_.node_of(r) == node; })) {
       call.bytes *= profile_.collective_slowdown(o.collective, static_cast<int>(d.size()), call.bytes);
     }
     const Algorithm a = algorithms_.get(s_.plan.collective, net_, call, o.group);

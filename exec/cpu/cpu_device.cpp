@@ -202,13 +202,7 @@ void CpuDevice::cross_entropy_stats(float* stats, const float* logits, const std
   for (int i = 0; i < n; ++i) {
     const float* l = logits + static_cast<std::size_t>(i) * vn;
     const float maxv = kernels::lane_max(l, vn);
-    float acc[8] = {};
-    int j = 0;
-    for (; j + 8 <= vn; j += 8) {
-      for (int k = 0; k < 8; ++k) acc[k] += kernels::fast_exp_nonpositive(l[j + k] - maxv);
-    }
-    for (; j < vn; ++j) acc[0] += kernels::fast_exp_nonpositive(l[j] - maxv);
-    const float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    const float sum = kernels::lane_sum(l, vn, [maxv](float v) { return kernels::fast_exp_nonpositive(v - maxv); });
     const int tgt = targets[i] - v0;
     stats[3 * i] = maxv;
     stats[3 * i + 1] = sum;

@@ -47,14 +47,15 @@ CudaDevice::CudaDevice(std::size_t capacity_bytes) {
   int local_rank = 0;
   MPI_Comm_rank(local, &local_rank);
   MPI_Comm_free(&local);
-  device_ = local_rank % count;
-  check_cuda(cudaSetDevice(device_), "set device");
+  check_cuda(cudaSetDevice(local_rank % count), "set device");
   std::size_t free_bytes = 0, total_bytes = 0;
   check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "memory info");
   capacity_ = capacity_bytes == 0 ? free_bytes : std::min(capacity_bytes, free_bytes);
   for (cudaStream_t& s : streams_) check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   p2p_streams_.resize(4);
+  p2p_after_.resize(p2p_streams_.size());
   for (cudaStream_t& s : p2p_streams_) check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  for (cudaEvent_t& e : p2p_after_) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
   current_ = streams_[static_cast<std::size_t>(plan::Stream::compute)];
   check_blas(cublasCreate(&blas_), "create");
   check_cuda(cudaEventCreate(&origin_), "event");
@@ -80,6 +81,7 @@ CudaDevice::~CudaDevice() {
   if (blas_ != nullptr) cublasDestroy(blas_);
   for (cudaStream_t s : streams_) cudaStreamDestroy(s);
   for (cudaStream_t s : p2p_streams_) cudaStreamDestroy(s);
+  for (cudaEvent_t e : p2p_after_) cudaEventDestroy(e);
 }
 
 // --- memory ------------------------------------------------------------------------------------
@@ -222,7 +224,6 @@ Comm CudaDevice::comm_create(std::span<const int> ranks, int key) {
   ncclComm_t comm = nullptr;
   check_nccl(ncclCommInitRank(&comm, static_cast<int>(ranks.size()), id, me), "init");
   comms_.push_back(comm);
-  comm_ranks_.emplace_back(ranks.begin(), ranks.end());
   return static_cast<Comm>(comms_.size()) - 1;
 }
 
@@ -245,15 +246,13 @@ Request CudaDevice::post(cudaStream_t stream, ncclComm_t comm) {
 }
 
 cudaStream_t CudaDevice::p2p_stream() {
-  cudaStream_t s = p2p_streams_[next_p2p_];
+  const std::size_t i = next_p2p_;
   next_p2p_ = (next_p2p_ + 1) % p2p_streams_.size();
-  // In order after what the pp stream was told to wait for (wait_event) and the data's producer.
-  cudaEvent_t after = nullptr;
-  check_cuda(cudaEventCreateWithFlags(&after, cudaEventDisableTiming), "event");
-  check_cuda(cudaEventRecord(after, current_), "record");
-  check_cuda(cudaStreamWaitEvent(s, after, 0), "wait");
-  cudaEventDestroy(after);
-  return s;
+  // In order after what the pp stream was told to wait for (wait_event) and the data's
+  // producer. Re-recording the event is safe: the wait captures its state at this call.
+  check_cuda(cudaEventRecord(p2p_after_[i], current_), "record");
+  check_cuda(cudaStreamWaitEvent(p2p_streams_[i], p2p_after_[i], 0), "wait");
+  return p2p_streams_[i];
 }
 
 Request CudaDevice::send(const float* data, std::int64_t count, int peer, int) {

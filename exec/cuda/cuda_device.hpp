@@ -130,15 +130,14 @@ class CudaDevice final : public Device {
   static std::size_t block_size(std::size_t bytes) { return (bytes + 511) / 512 * 512; }
 
   MpiJob job_;
-  int device_ = 0;
   std::array<cudaStream_t, plan::stream_count> streams_{};
   std::vector<cudaStream_t> p2p_streams_;
+  std::vector<cudaEvent_t> p2p_after_;  // per p2p stream: where it starts after the pp stream
   std::size_t next_p2p_ = 0;
   cudaStream_t current_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   ncclComm_t world_comm_ = nullptr;
   std::vector<ncclComm_t> comms_;
-  std::vector<std::vector<int>> comm_ranks_;
   std::unordered_map<std::size_t, std::vector<void*>> cache_;
   std::vector<Pending> pending_;
   std::vector<Request> free_;

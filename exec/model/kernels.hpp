@@ -35,16 +35,20 @@ inline float fast_exp_nonpositive(float x) {
   return e * std::bit_cast<float>(bits);
 }
 
-// Sum and maximum of n floats in eight interleaved lanes (a fixed order, so the same
-// inputs give the same result, and one the compiler can vectorize).
-inline float lane_sum(const float* x, std::int64_t n) {
+// Sum of f(x[i]) and maximum of n floats in eight interleaved lanes (a fixed order, so the
+// same inputs give the same result, and one the compiler can vectorize).
+template <class F>
+float lane_sum(const float* x, std::int64_t n, F f) {
   float acc[8] = {};
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += x[i + k];
+    for (int k = 0; k < 8; ++k) acc[k] += f(x[i + k]);
   }
-  for (; i < n; ++i) acc[0] += x[i];
+  for (; i < n; ++i) acc[0] += f(x[i]);
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+inline float lane_sum(const float* x, std::int64_t n) {
+  return lane_sum(x, n, [](float v) { return v; });
 }
 inline float lane_max(const float* x, std::int64_t n) {
   float acc[8];

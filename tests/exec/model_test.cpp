@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "exec/model/generic.hpp"
@@ -60,6 +61,24 @@ TEST_CASE("layer norm, GELU, softmax attention and cross-entropy against hand-co
   CHECK(dl[0] == Approx(0.25));
 }
 
+namespace {
+// (loss(p_i + h) - loss(p_i - h)) / 2h for every parameter p_i, each put back after.
+template <class Loss>
+std::vector<double> central_differences(std::span<double> params, double h, Loss&& loss) {
+  std::vector<double> numeric(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const double keep = params[i];
+    params[i] = keep + h;
+    const double up = loss();
+    params[i] = keep - h;
+    const double down = loss();
+    params[i] = keep;
+    numeric[i] = (up - down) / (2 * h);
+  }
+  return numeric;
+}
+}  // namespace
+
 TEST_CASE("every GPT gradient equals the central finite difference of the loss", "[exec][model]") {
   const GptConfig cfg{11, 5, 2, 8, 2};
   Gpt<double> model(cfg, 7);
@@ -74,15 +93,10 @@ TEST_CASE("every GPT gradient equals the central finite difference of the loss",
   // size (typically 1e-3 to 1e-1 here).
   double worst = 0.0;
   int wrong = 0;
-  const double h = 1e-5;
+  const std::vector<double> numerics =
+      central_differences(params, 1e-5, [&] { return model.forward(batch.tokens, batch.targets, 2, 5); });
   for (std::size_t i = 0; i < params.size(); ++i) {
-    const double keep = params[i];
-    params[i] = keep + h;
-    const double up = model.forward(batch.tokens, batch.targets, 2, 5);
-    params[i] = keep - h;
-    const double down = model.forward(batch.tokens, batch.targets, 2, 5);
-    params[i] = keep;
-    const double numeric = (up - down) / (2 * h);
+    const double numeric = numerics[i];
     const double diff = std::abs(numeric - analytic[i]);
     if (diff > 1e-8 + 1e-5 * std::abs(numeric)) ++wrong;
     if (std::abs(numeric) > 1e-4) worst = std::max(worst, diff / std::abs(numeric));
@@ -234,15 +248,9 @@ TEST_CASE("every GEMM-equivalent gradient equals the central finite difference",
   CHECK(params.size() == 9 + 2 + 25 + 1 + 16);
   int wrong = 0;
   int nonzero = 0;
-  const double h = 1e-6;
+  const std::vector<double> numerics = central_differences(params, 1e-6, [&] { return model.forward(inputs, b.labels); });
   for (std::size_t i = 0; i < params.size(); ++i) {
-    const double keep = params[i];
-    params[i] = keep + h;
-    const double up = model.forward(inputs, b.labels);
-    params[i] = keep - h;
-    const double down = model.forward(inputs, b.labels);
-    params[i] = keep;
-    const double numeric = (up - down) / (2 * h);
+    const double numeric = numerics[i];
     if (std::abs(numeric - analytic[i]) > 1e-8 + 1e-6 * std::abs(numeric)) ++wrong;
     if (std::abs(analytic[i]) > 1e-6) ++nonzero;
   }
