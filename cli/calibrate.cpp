@@ -78,9 +78,9 @@ sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& devi
   sim::DeviceProfile p;
   p.device = device;
   p.name = device + " (measured)";
-  // The CPU backend computes 16-bit formats in fp32 (their values rounded), so every dtype
-  // runs at the fp32 rate.
-  p.peak.fill(f.peak);
+  // A dtype not measured runs at the fp32 rate: the CPU backend computes 16-bit formats in
+  // fp32 (their values rounded), so it measures fp32 alone.
+  for (std::size_t d = 0; d < p.peak.size(); ++d) p.peak[d] = f.peak[d] > 0.0 ? f.peak[d] : f.peak[0];
   p.gemm_efficiency = f.efficiency;
   p.memory_bandwidth = f.memory_bandwidth;
   p.optimizer_bandwidth = f.optimizer_bandwidth;
@@ -100,9 +100,10 @@ sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& devi
 
 std::string measurements_yaml(const exec::Calibration& c) {
   std::string y = "# What was measured (the simulator reads only the figures above).\nmeasurements:\n";
-  y += "  gemm:  # [m, n, k, form, seconds, FLOP/s]\n";
+  y += "  gemm:  # [m, n, k, form, dtype, seconds, FLOP/s]\n";
   for (const auto& g : c.gemms) {
-    y += fmt::format("    - [{}, {}, {}, {}, {:.4g}, {:.4g}]\n", g.m, g.n, g.k, g.form, g.seconds, g.rate());
+    y += fmt::format("    - [{}, {}, {}, {}, {}, {:.4g}, {:.4g}]\n", g.m, g.n, g.k, g.form, topology::to_string(g.dtype),
+                     g.seconds, g.rate());
   }
   y += "  kernels:  # [kernel, elements, bytes moved, seconds, bytes/s]\n";
   for (const auto& k : c.kernels) {
@@ -120,7 +121,13 @@ std::string measurements_yaml(const exec::Calibration& c) {
 nlohmann::ordered_json calibration_json(const exec::Calibration& c, const sim::DeviceProfile& p) {
   nlohmann::ordered_json gemm = nlohmann::ordered_json::array();
   for (const auto& g : c.gemms) {
-    gemm.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"form", g.form}, {"seconds", g.seconds}, {"flop_rate", g.rate()}});
+    gemm.push_back({{"m", g.m},
+                    {"n", g.n},
+                    {"k", g.k},
+                    {"form", g.form},
+                    {"dtype", topology::to_string(g.dtype)},
+                    {"seconds", g.seconds},
+                    {"flop_rate", g.rate()}});
   }
   nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
   for (const auto& k : c.kernels) {
@@ -134,8 +141,11 @@ nlohmann::ordered_json calibration_json(const exec::Calibration& c, const sim::D
   }
   nlohmann::ordered_json eff = nlohmann::ordered_json::array();
   for (const auto& [size, e] : p.gemm_efficiency) eff.push_back({size, e});
+  nlohmann::ordered_json peaks;
+  for (const topology::Dtype d : topology::all_dtypes) peaks[std::string(topology::to_string(d))] = p.peak[static_cast<std::size_t>(d)];
   nlohmann::ordered_json profile{{"device", p.device},
                                  {"peak_flop_rate", p.peak[0]},
+                                 {"peak", peaks},
                                  {"gemm_efficiency", eff},
                                  {"memory_bandwidth", p.memory_bandwidth},
                                  {"optimizer_bandwidth", p.optimizer_bandwidth},
@@ -149,12 +159,14 @@ nlohmann::ordered_json calibration_json(const exec::Calibration& c, const sim::D
 
 void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
   using A = report::Table::Align;
-  report::Table g({"GEMM m x n x k", "form", "time", "rate per rank", "of best"}, {A::left, A::left, A::right, A::right, A::right});
+  report::Table g({"GEMM m x n x k", "form", "dtype", "time", "rate per rank", "of best"},
+                  {A::left, A::left, A::left, A::right, A::right, A::right});
   for (const auto& s : c.gemms) {
-    g.add_row({fmt::format("{} x {} x {}", s.m, s.n, s.k), s.form, u::format_duration(s.seconds), u::format_flop_rate(s.rate()),
-               fmt::format("{:.0f} %", 100 * s.rate() / p.peak[0])});
+    g.add_row({fmt::format("{} x {} x {}", s.m, s.n, s.k), s.form, std::string(topology::to_string(s.dtype)),
+               u::format_duration(s.seconds), u::format_flop_rate(s.rate()),
+               fmt::format("{:.0f} %", 100 * s.rate() / p.peak[static_cast<std::size_t>(s.dtype)])});
   }
-  fmt::print("\nGEMMs (fp32, every rank at once, operands cycled through {} to keep caches cold)\n{}",
+  fmt::print("\nGEMMs (every rank at once, operands cycled through {} to keep caches cold; of best: of the dtype's best)\n{}",
              u::format_bytes(static_cast<double>(exec::cold_cache_bytes)), g.render());
   report::Table k({"kernel", "elements", "time", "bandwidth"}, {A::left, A::right, A::right, A::right});
   for (const auto& s : c.kernels) {
@@ -172,8 +184,13 @@ void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
     }
     fmt::print("\ncommunication (send/recv: one-way time of a ping-pong; busbw as nccl-tests)\n{}", m.render());
   }
-  fmt::print("\nprofile for {}: peak {}, element-wise {}, optimizer {}, launch {}", p.device,
-             u::format_flop_rate(p.peak[0]), u::format_bandwidth(p.memory_bandwidth),
+  std::string peaks;
+  for (const topology::Dtype d : topology::all_dtypes) {
+    peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", topology::to_string(d),
+                         u::format_flop_rate(p.peak[static_cast<std::size_t>(d)]));
+  }
+  fmt::print("\nprofile for {}: peak {}; element-wise {}, optimizer {}, launch {}", p.device, peaks,
+             u::format_bandwidth(p.memory_bandwidth),
              u::format_bandwidth(p.optimizer_bandwidth), u::format_duration(p.launch_overhead));
   if (p.intra_node) {
     fmt::print(", link {} + {}", u::format_bandwidth(p.intra_node->bandwidth), u::format_duration(p.intra_node->latency));
@@ -204,6 +221,10 @@ void run_calibrate(const CalibrateArgs& a) {
   const std::string cpu = root ? cpu_model() : std::string();
   exec::CalibrateOptions o;
   o.quick = a.quick;
+  if (a.backend == "cuda") {
+    o.gemm_precisions.assign(topology::all_dtypes.begin(), topology::all_dtypes.end());
+    o.large_shapes = !a.quick;
+  }
   o.max_comm_bytes = static_cast<std::int64_t>(max.value);
   if (root) {
     fmt::print("calibrating backend {} with {} rank{} at once ({}){}\n", a.backend, dev.world(),

@@ -121,9 +121,10 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   const char* unit = s.model.kind == plan::ModelKind::transformer ? "tokens/s" : "samples/s";
   o.on_step = [&, total, every, unit](const exec::StepRecord& r) {
     if (quiet || ((r.index + 1) % every != 0 && r.index + 1 != total)) return;
-    fmt::print("step {:>4}/{}{}  {:>10}  loss {:.4f}  {} {}  {}\n", r.index + 1, total,
+    fmt::print("step {:>4}/{}{}  {:>10}  loss {:.4f}  {} {}  {}{}\n", r.index + 1, total,
                r.warmup ? " (warm-up)" : "          ", u::format_duration(r.seconds), r.loss,
-               u::format_count(items / r.seconds), unit, u::format_flop_rate(r.flops / r.seconds / s.plan.world()));
+               u::format_count(items / r.seconds), unit, u::format_flop_rate(r.flops / r.seconds / s.plan.world()),
+               r.skipped ? fmt::format("  skipped: gradients overflowed, loss scale now {:g}", r.loss_scale) : "");
     std::fflush(stdout);
   };
   Job job;
@@ -156,6 +157,10 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
   fmt::print("achieved           {} per rank (FLOPs executed: {:.4g} per step)\n",
              u::format_flop_rate(m.flops_per_step / m.median_seconds / s.plan.world()), m.flops_per_step);
   fmt::print("loss               {:.4f} -> {:.4f}\n", first, last);
+  if (s.training.precision == plan::Dtype::fp16) {
+    fmt::print("loss scale         {:g} (from {:g}; {} step{} skipped for overflow)\n", m.steps.back().loss_scale,
+               s.training.loss_scale, m.skipped_steps, m.skipped_steps == 1 ? "" : "s");
+  }
   std::string peaks;
   for (std::size_t r = 0; r < m.peak_memory.size(); ++r) {
     peaks += fmt::format("{}{}: {}", r == 0 ? "" : ", ", r, u::format_bytes(m.peak_memory[r]));
@@ -182,7 +187,13 @@ Job launch_and_run(const plan::Scenario& s, const RunArgs& a) {
 nlohmann::ordered_json steps_json(const exec::Measurement& m) {
   nlohmann::ordered_json steps = nlohmann::ordered_json::array();
   for (const auto& r : m.steps) {
-    steps.push_back({{"step", r.index}, {"warmup", r.warmup}, {"seconds", r.seconds}, {"loss", r.loss}, {"flops", r.flops}});
+    steps.push_back({{"step", r.index},
+                     {"warmup", r.warmup},
+                     {"seconds", r.seconds},
+                     {"loss", r.loss},
+                     {"flops", r.flops},
+                     {"skipped", r.skipped},
+                     {"loss_scale", r.loss_scale}});
   }
   return steps;
 }
@@ -246,6 +257,11 @@ void run_validate(const RunArgs& a) {
   }
   fmt::print("\nprediction against measurement (median step; profile: {})\n{}",
              s.hardware.profile.empty() ? "datasheet defaults, not calibrated" : s.hardware.profile, t.render());
+  if (s.training.precision == plan::Dtype::bf16 || s.training.precision == plan::Dtype::fp16) {
+    fmt::print("note: the executor keeps {} tensors as rounded fp32 values, so it holds more memory than the\n"
+               "      prediction's 2-byte tensors; compare memory with training.precision fp32 or tf32\n",
+               topology::to_string(s.training.precision));
+  }
 
   const std::string dir = a.out.empty() ? fmt::format("validate-{}", s.name) : a.out;
   std::filesystem::create_directories(dir);

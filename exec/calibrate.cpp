@@ -26,8 +26,28 @@ namespace {
 
 using Shape = std::array<int, 3>;
 
-std::vector<Shape> gemm_grid(bool quick) {
+std::vector<Shape> gemm_grid(bool quick, bool large) {
   std::vector<Shape> g;
+  if (large) {
+    // A GPU's: squares, then a transformer layer's GEMMs for 2048 and 8192 tokens at
+    // hidden 1024 to 12288 (QKV, projection, MLP up and down), then attention per head.
+    for (int s : {256, 512, 1024, 2048, 4096, 8192}) g.push_back({s, s, s});
+    for (int tokens : {2048, 8192}) {
+      for (int h : {1024, 2048, 4096, 8192, 12288}) {
+        g.push_back({tokens, 3 * h, h});
+        g.push_back({tokens, h, h});
+        g.push_back({tokens, 4 * h, h});
+        g.push_back({tokens, h, 4 * h});
+      }
+    }
+    for (int t : {512, 2048, 4096}) {
+      for (int d : {64, 128}) {
+        g.push_back({t, t, d});
+        g.push_back({t, d, t});
+      }
+    }
+    return g;
+  }
   for (int s : quick ? std::vector<int>{32, 64, 128} : std::vector<int>{32, 64, 128, 256, 512, 1024, 2048}) {
     g.push_back({s, s, s});
   }
@@ -52,6 +72,14 @@ std::vector<Shape> gemm_grid(bool quick) {
     }
   }
   return g;
+}
+
+// Fills device memory from the host: value(i) for each float of `b`.
+template <typename Value>
+void fill(Device& dev, Buffer& b, Value&& value) {
+  std::vector<float> host(b.floats());
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = value(i);
+  dev.upload(b.f(), host.data(), host.size() * sizeof(float));
 }
 
 // Repeats `body` until `seconds` have passed (at least `min_reps` times, one untimed call
@@ -91,7 +119,7 @@ double max_over_ranks(Device& dev, double v) {
 // overflow the caches (cold_cache_bytes in all), as cold-cache GEMM benchmarks do.
 
 void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
-  for (const Shape& s : gemm_grid(o.quick)) {
+  for (const Shape& s : gemm_grid(o.quick, o.large_shapes)) {
     const auto [m, n, k] = s;
     const std::size_t a_n = static_cast<std::size_t>(m) * k;
     const std::size_t b_n = static_cast<std::size_t>(k) * n;
@@ -100,30 +128,35 @@ void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
     Buffer a = dev.allocate_floats(a_n * copies);
     Buffer b = dev.allocate_floats(b_n * copies);
     Buffer out = dev.allocate_floats(c_n * copies);
-    for (std::size_t i = 0; i < a.floats(); ++i) a.f()[i] = static_cast<float>(i % 7) * 0.01F;
-    for (std::size_t i = 0; i < b.floats(); ++i) b.f()[i] = static_cast<float>(i % 5) * 0.01F;
+    fill(dev, a, [](std::size_t i) { return static_cast<float>(i % 7) * 0.01F; });
+    fill(dev, b, [](std::size_t i) { return static_cast<float>(i % 5) * 0.01F; });
     // The three forms a layer runs: forward (NN), input gradient (NT), weight gradient (TN).
     std::size_t next = 0;
-    for (const int form : {0, 1, 2}) {
-      const double t = time_call(dev, o.seconds_per_point, [&] {
-        const std::size_t i = next++ % copies;
-        const float* pa = a.f() + i * a_n;
-        const float* pb = b.f() + i * b_n;
-        float* pc = out.f() + i * c_n;
-        if (form == 0) dev.gemm(false, false, m, n, k, 1.0F, pa, k, pb, n, 0.0F, pc, n);
-        if (form == 1) dev.gemm(false, true, m, n, k, 1.0F, pa, k, pb, k, 0.0F, pc, n);
-        if (form == 2) dev.gemm(true, false, m, n, k, 1.0F, pa, m, pb, n, 0.0F, pc, n);
-      });
-      c.gemms.push_back({m, n, k, mean_over_ranks(dev, t), form == 1 ? "NT" : form == 2 ? "TN" : "NN"});
+    for (const plan::Dtype d : o.gemm_precisions) {
+      dev.set_gemm_precision(d);
+      for (const int form : {0, 1, 2}) {
+        const double t = time_call(dev, o.seconds_per_point, [&] {
+          const std::size_t i = next++ % copies;
+          const float* pa = a.f() + i * a_n;
+          const float* pb = b.f() + i * b_n;
+          float* pc = out.f() + i * c_n;
+          if (form == 0) dev.gemm(false, false, m, n, k, 1.0F, pa, k, pb, n, 0.0F, pc, n);
+          if (form == 1) dev.gemm(false, true, m, n, k, 1.0F, pa, k, pb, k, 0.0F, pc, n);
+          if (form == 2) dev.gemm(true, false, m, n, k, 1.0F, pa, m, pb, n, 0.0F, pc, n);
+        });
+        c.gemms.push_back({m, n, k, d, mean_over_ranks(dev, t), form == 1 ? "NT" : form == 2 ? "TN" : "NN"});
+      }
     }
   }
+  dev.set_gemm_precision(plan::Dtype::fp32);
 }
 
 void measure_kernels(Device& dev, const CalibrateOptions& o, Calibration& c) {
   constexpr int width = 256;  // layer-norm row
   constexpr int t = 128;      // softmax block
-  const std::vector<std::int64_t> sizes =
+  std::vector<std::int64_t> sizes =
       o.quick ? std::vector<std::int64_t>{1 << 16} : std::vector<std::int64_t>{1 << 16, 1 << 20, 1 << 22};
+  if (o.large_shapes) sizes.push_back(1 << 26);  // 256 MiB: beyond a GPU's L2
   for (const std::int64_t n : sizes) {
     Buffer x = dev.allocate_floats(static_cast<std::size_t>(n));
     Buffer y = dev.allocate_floats(static_cast<std::size_t>(n));
@@ -132,11 +165,9 @@ void measure_kernels(Device& dev, const CalibrateOptions& o, Calibration& c) {
     Buffer stats = dev.allocate_floats(static_cast<std::size_t>(2 * n / width));
     Buffer gamma = dev.allocate_floats(width);
     Buffer beta = dev.allocate_floats(width);
-    for (std::int64_t i = 0; i < n; ++i) {
-      x.f()[i] = static_cast<float>(i % 13) * 0.1F - 0.6F;
-      y.f()[i] = static_cast<float>(i % 11) * 0.05F;
-    }
-    for (int i = 0; i < width; ++i) gamma.f()[i] = 1.0F;
+    fill(dev, x, [](std::size_t i) { return static_cast<float>(i % 13) * 0.1F - 0.6F; });
+    fill(dev, y, [](std::size_t i) { return static_cast<float>(i % 11) * 0.05F; });
+    fill(dev, gamma, [](std::size_t) { return 1.0F; });
     const int rows = static_cast<int>(n / width);
     const int blocks = static_cast<int>(n / (t * t));
     float* mean = stats.f();
@@ -268,12 +299,13 @@ Calibration calibrate(Device& dev, const CalibrateOptions& options,
 
 ProfileFit fit_profile(const Calibration& c) {
   ProfileFit f;
-  for (const GemmSample& g : c.gemms) f.peak = std::max(f.peak, g.rate());
-  if (f.peak > 0.0) {
+  auto at = [](plan::Dtype d) { return static_cast<std::size_t>(d); };
+  for (const GemmSample& g : c.gemms) f.peak[at(g.dtype)] = std::max(f.peak[at(g.dtype)], g.rate());
+  if (!c.gemms.empty()) {
     // Half-octave bins of size: bin i holds sizes in [2^(i/2 - 1/4), 2^(i/2 + 1/4)).
     std::vector<std::pair<long, std::pair<double, double>>> keyed;  // bin, (size, efficiency)
     for (const GemmSample& g : c.gemms) {
-      keyed.push_back({std::lround(2.0 * std::log2(g.size())), {g.size(), g.rate() / f.peak}});
+      keyed.push_back({std::lround(2.0 * std::log2(g.size())), {g.size(), g.rate() / f.peak[at(g.dtype)]}});
     }
     std::sort(keyed.begin(), keyed.end());
     for (std::size_t i = 0; i < keyed.size();) {

@@ -20,6 +20,7 @@
 // one-way point-to-point time = latency + bytes / bandwidth.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -36,6 +37,10 @@ namespace parasim::exec {
 inline constexpr std::size_t cold_cache_bytes = std::size_t{64} << 20;
 
 struct CalibrateOptions {
+  // GEMMs are measured in each of these precisions (Device::set_gemm_precision): fp32
+  // alone on the CPU backend, which computes every format in fp32; all four on GPUs.
+  std::vector<plan::Dtype> gemm_precisions{plan::Dtype::fp32};
+  bool large_shapes = false;  // GPU-sized grid: hidden 1024 to 12288, squares to 8192
   std::int64_t min_comm_bytes = 1 << 10;
   std::int64_t max_comm_bytes = std::int64_t{256} << 20;
   double seconds_per_point = 0.02;  // repeat a measurement at least this long (and 3 times)
@@ -44,6 +49,7 @@ struct CalibrateOptions {
 
 struct GemmSample {
   int m = 0, n = 0, k = 0;
+  plan::Dtype dtype = plan::Dtype::fp32;
   double seconds = 0.0;    // one GEMM, mean over the ranks
   std::string form = "NN";  // NN: C = A·B, NT: C = A·Bᵀ, TN: C = Aᵀ·B (B stored n x k, A k x m)
   [[nodiscard]] double flops() const { return 2.0 * m * static_cast<double>(n) * k; }
@@ -86,7 +92,7 @@ Calibration calibrate(Device& dev, const CalibrateOptions& options,
                       const std::function<void(std::string_view)>& progress = {});
 
 struct ProfileFit {
-  double peak = 0.0;                                    // FLOP/s, the best GEMM
+  std::array<double, 4> peak{};                         // FLOP/s, the best GEMM per dtype; 0: not measured
   std::vector<std::pair<double, double>> efficiency;    // (size, fraction of peak), ascending
   double memory_bandwidth = 0.0;                        // bytes/s over the element-wise kernels
   double optimizer_bandwidth = 0.0;                     // AdamW at 32 bytes per parameter
@@ -104,8 +110,9 @@ struct ProfileFit {
 };
 
 // Pure: the same measurements give the same fit.
-//   efficiency: samples binned by half-octaves of size, each bin's median efficiency at
-//     the bin's geometric-mean size;
+//   peak: per dtype, the best GEMM rate measured in it;
+//   efficiency: each sample's rate over its dtype's peak, binned by half-octaves of size,
+//     each bin's median efficiency at the bin's geometric-mean size;
 //   memory_bandwidth: the activation kernels' bytes over their time at the largest size
 //     measured; optimizer_bandwidth: AdamW's parameters at that size times 32 bytes (the
 //     Program's count for an fp32 update: 24 + 2·4) over its time;

@@ -94,6 +94,12 @@ class Device {
   void reset_peak() { peak_ = in_use_; }
 
   // --- GEMM -----------------------------------------------------------------------------
+  // The precision GEMMs compute in from now on: operands in fp32 storage, products in
+  // fp32 (default), tf32, bf16 or fp16, accumulated in fp32. The CUDA backend lets cuBLAS
+  // down-convert the operands for tensor cores; the CPU backend computes in fp32 (the
+  // shard has already rounded 16-bit operands, so the products are exact there too).
+  void set_gemm_precision(plan::Dtype d) { gemm_precision_ = d; }
+  [[nodiscard]] plan::Dtype gemm_precision() const { return gemm_precision_; }
   // C = alpha op(A) op(B) + beta C with leading dimensions (row-major).
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                     const float* b, int ldb, float beta, float* c, int ldc) = 0;
@@ -147,6 +153,8 @@ class Device {
   virtual void cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) = 0;
   virtual void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count,
                      double lr, double beta1, double beta2, double eps, double weight_decay, int step) = 0;
+  // How many of x[0, count) are infinite or NaN (blocking: waits for the current stream).
+  virtual std::int64_t count_nonfinite(const float* x, std::int64_t count) = 0;
   // Rounds fp32 values to the nearest bf16 / fp16 value (round to nearest even); no-op for
   // fp32 and tf32 (TF32 rounding happens inside GEMMs on devices that have it).
   virtual void round_to(plan::Dtype dtype, float* y, std::int64_t count) = 0;
@@ -156,6 +164,11 @@ class Device {
   // the same list and key, a number no other group being created at the same time uses.
   virtual Comm comm_create(std::span<const int> ranks, int key) = 0;
   virtual Request send(const float* data, std::int64_t count, int peer, int tag) = 0;
+  // Point-to-point calls between group_begin() and group_end() are issued as one (an NCCL
+  // group), so that a send and a receive posted together progress together; their
+  // Requests may be tested once group_end() has returned. No-ops on the CPU backend.
+  virtual void group_begin() {}
+  virtual void group_end() {}
   virtual Request recv(float* data, std::int64_t count, int peer, int tag) = 0;
   virtual Request all_reduce(float* data, std::int64_t count, Comm comm) = 0;  // sum, in place
   // Member i receives the sum of block i (counts[i] floats, blocks back to back in data) in
@@ -199,6 +212,7 @@ class Device {
   virtual void raw_release(void* p, std::size_t bytes) = 0;
   void count_flops(double f) { flops_ += f; }
   std::size_t capacity_ = 0;  // 0: unlimited
+  plan::Dtype gemm_precision_ = plan::Dtype::fp32;
 
  private:
   friend class Buffer;

@@ -59,6 +59,8 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
     r.seconds = (ext[1] + ext[0]) * 1e-9;
     r.loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
     r.flops = sums[2];
+    r.skipped = shard.last_step_skipped();
+    r.loss_scale = shard.loss_scale();
     m.steps.push_back(r);
     if (dev.rank() == 0 && options.on_step) options.on_step(r);
     if (!r.warmup) {
@@ -71,6 +73,7 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
   peaks[static_cast<std::size_t>(dev.rank())] = static_cast<double>(dev.peak());
   dev.sum_to_all(peaks);
   m.peak_memory = peaks;
+  m.skipped_steps = shard.skipped_steps();
   if (kept.empty()) return m;
 
   // The measured step of median time (the lower median), by the same rule on every rank.

@@ -19,6 +19,8 @@ struct StepRecord {
   double seconds = 0.0;  // first op start to last op end over all ranks
   double loss = 0.0;     // mean per-token loss of the step's global batch
   double flops = 0.0;    // performed by all ranks
+  bool skipped = false;     // fp16: the optimizer step was skipped (gradients overflowed)
+  double loss_scale = 1.0;  // fp16: the loss scale after the step (1 in other precisions)
 };
 
 struct RunOptions {
@@ -43,6 +45,7 @@ struct Measurement {
   double mean_seconds = 0.0;
   double flops_per_step = 0.0;      // performed, all ranks
   std::string model_note;           // how the model was run ("GPT decoder", or GEMM equivalents)
+  std::int64_t skipped_steps = 0;   // fp16: optimizer steps skipped for overflow, warm-up included
 };
 
 Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& options);

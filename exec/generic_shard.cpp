@@ -114,11 +114,12 @@ void GenericShard::layer_backward(int layer, int mb, ComputeWhat) {
   float* dz = nullptr;  // the gradient of the layer's output
   if (layer + 1 == layers_) {
     // The mean over the step's samples: b per micro-batch, m micro-batches, dp replicas.
-    const float scale = 1.0F / static_cast<float>(static_cast<double>(b_) * micro_batches_ * dp_);
+    const float scale = loss_gradient_scale(static_cast<double>(b_) * micro_batches_ * dp_);
     Buffer& logits = in_.at({layer + 1, mb});
     Buffer loss = dev_.allocate_floats(static_cast<std::size_t>(b_));
     dev_.cross_entropy_backward(logits.f(), loss.f(), logits.f(), stats_.at(mb).f(), 1,
                                 labels_[static_cast<std::size_t>(mb)].i32(), b_, cfg_.classes(), 0, scale);
+    round(logits.f(), logits.floats());
     loss_rows_.resize(static_cast<std::size_t>(b_));
     dev_.download(loss_rows_.data(), loss.f(), loss.bytes());
     for (float l : loss_rows_) loss_sum_ += l;
@@ -137,6 +138,7 @@ void GenericShard::layer_backward(int layer, int mb, ComputeWhat) {
     // Back along the stretch and through the ReLU (masked where the input was <= 0).
     Buffer& din = need(din_[{layer, mb}], static_cast<std::size_t>(cfg_.in(layer)));
     dev_.resample_backward(din.f(), cfg_.in(layer), scratch_x_.f(), gv, in_.at({layer, mb}).f());
+    round(din.f(), din.floats());
   }
   // Done with: the layer's input, its output and the output's gradient.
   in_.erase({layer, mb});

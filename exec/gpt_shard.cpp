@@ -316,6 +316,7 @@ void GptShard::finish_attention_backward(int layer, int mb) {
   dev_.copy(dx.f(), a.dx1.f(), static_cast<std::int64_t>(ns_) * h_);
   dev_.layer_norm_backward(dx.f(), g(p.ln1w), g(p.ln1b), a.part.f() + own_rows(), a.x.f(), a.mean1.f(), a.rstd1.f(),
                            w(p.ln1w), ns_, h_);
+  round(dx.f(), static_cast<std::size_t>(ns_) * h_);  // the gradient between layers, stored in 16 bits
   // The layer is done with: its activations, the gradient it consumed, and the activation
   // that left the chunk after it (if it was sent on).
   acts_.erase({layer, mb});
@@ -348,12 +349,13 @@ void GptShard::head_backward(int mb) {
   Acts& a = acts(layers_, mb);
   const auto N = static_cast<std::size_t>(n_);
   // The mean over the step's tokens: this micro-batch's n tokens, m micro-batches, dp replicas.
-  const float scale = 1.0F / static_cast<float>(static_cast<double>(n_) * micro_batches_ * dp_);
+  const float scale = loss_gradient_scale(static_cast<double>(n_) * micro_batches_ * dp_);
   loss_rows_.resize(N);
   Buffer loss = dev_.allocate_floats(N);
   float* dlogits = a.logits.f();  // in place
   dev_.cross_entropy_backward(dlogits, loss.f(), a.logits.f(), a.stats.f(), tp_,
                               targets_[static_cast<std::size_t>(mb)].i32(), n_, vl_, v0_, scale);
+  round(dlogits, N * static_cast<std::size_t>(vl_));
   if (tp_index_ == 0) {
     dev_.download(loss_rows_.data(), loss.f(), N * sizeof(float));
     for (float l : loss_rows_) loss_sum_ += l;

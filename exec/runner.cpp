@@ -215,14 +215,22 @@ StepTiming Runner::step(std::int64_t index) {
         ++i;
       }
     }
-    // Communication: tp and dp one at a time, pp as far as dependencies allow.
+    // Communication: tp and dp one at a time, pp as far as dependencies allow, the
+    // transfers posted together issued as one group (a send and a receive of one 1F1B
+    // step progress together).
     for (Stream s : {Stream::tp, Stream::dp, Stream::pp}) {
       auto& q = queue_[static_cast<int>(s)];
       std::size_t& n = next[static_cast<std::size_t>(s)];
+      bool grouped = false;
       while (n < q.size() && (s == Stream::pp || !busy(s)) && ready(q[n])) {
+        if (s == Stream::pp && !grouped) {
+          dev_.group_begin();
+          grouped = true;
+        }
         start(q[n++], flying);
         progressed = true;
       }
+      if (grouped) dev_.group_end();
     }
     // One compute op.
     {

@@ -4,7 +4,8 @@
 // One loop per rank, without threads: it polls what is in flight (which also drives MPI's
 // progress), posts every communication op whose dependencies allow (the tp and dp streams
 // one op at a time in order, the pp stream in order but without waiting for earlier
-// transfers to finish), then issues the next compute op. Communication therefore overlaps
+// transfers to finish, those posted in one pass as one group: Device::group_begin), then
+// issues the next compute op. Communication therefore overlaps
 // compute wherever the Program lets it.
 //
 // Devices may run asynchronously (CUDA): an op is issued (enqueued on its stream) before

@@ -44,6 +44,9 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   seed_ = s.run.seed;
   global_batch_ = s.training.global_batch;
   lr_ = s.training.learning_rate;
+  if (precision_ == plan::Dtype::fp16) loss_scale_ = s.training.loss_scale;
+  scale_window_ = s.training.loss_scale_window;
+  dev_.set_gemm_precision(precision_);
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
     const auto [first, last] = plan::chunk_layers(s.model.layer_count(), pp_, p.virtual_stages, stage_, chunk);
     for (int l = first; l < last; ++l) layers_held_.push_back(l);
@@ -174,6 +177,29 @@ void Shard::bucket_gathered(int lowest_layer) {
 
 
 void Shard::optimizer_step() {
+  last_skipped_ = false;
+  if (precision_ == plan::Dtype::fp16) {
+    // Every rank's overflow count, summed over the job: all skip or none does.
+    double overflow[1] = {0.0};
+    for (const auto& [begin, end] : owned_) {
+      overflow[0] += static_cast<double>(dev_.count_nonfinite(grads_.f() + begin, static_cast<std::int64_t>(end - begin)));
+    }
+    dev_.sum_to_all(overflow);
+    if (overflow[0] > 0.0) {
+      ++skipped_;
+      last_skipped_ = true;
+      good_steps_ = 0;
+      loss_scale_ = std::max(1.0, loss_scale_ / 2.0);
+      return;
+    }
+    for (const auto& [begin, end] : owned_) {
+      dev_.scale(grads_.f() + begin, static_cast<float>(1.0 / loss_scale_), static_cast<std::int64_t>(end - begin));
+    }
+    if (++good_steps_ == scale_window_) {
+      good_steps_ = 0;
+      loss_scale_ *= 2.0;
+    }
+  }
   ++step_;
   std::size_t state = 0;
   for (const auto& [begin, end] : owned_) {

@@ -11,8 +11,13 @@
 // (add_to_full), which the correctness tests sum over ranks.
 //
 // Mixed precision (bf16 / fp16) is emulated: fp32 master weights and gradients, a copy of
-// the weights rounded to 16 bits for compute, activations rounded to 16 bits where they are
-// stored, fp32 arithmetic inside kernels (as tensor cores accumulate in fp32).
+// the weights rounded to 16 bits for compute, activations and the gradients of the logits
+// and between layers rounded to 16 bits where they are stored, fp32 arithmetic inside
+// kernels (as tensor cores accumulate in fp32); GEMMs run in the plan's precision
+// (Device::set_gemm_precision). fp16 adds dynamic loss scaling: the loss gradient is
+// scaled by loss_scale(); optimizer_step() skips the step and halves the scale when any
+// rank's gradients overflowed, else unscales them, steps, and doubles the scale after
+// loss_scale_window overflow-free steps.
 #pragma once
 
 #include <cstdint>
@@ -85,6 +90,11 @@ class Shard {
   // rebuilds the full tensor.
   void add_to_full(std::span<float> full, bool grads) const;
   [[nodiscard]] std::int64_t full_param_count() const { return full_count_; }
+  // fp16's dynamic loss scaling: the current scale (1 in other precisions), the steps
+  // skipped for overflow so far, and whether the last optimizer step was one of them.
+  [[nodiscard]] double loss_scale() const { return loss_scale_; }
+  [[nodiscard]] std::int64_t skipped_steps() const { return skipped_; }
+  [[nodiscard]] bool last_step_skipped() const { return last_skipped_; }
 
  protected:
   Shard(Device& dev, const plan::Scenario& s, int rank);
@@ -108,6 +118,8 @@ class Shard {
   float* g(std::size_t offset) const { return grads_.f() + offset; }
   Buffer& need(Buffer& b, std::size_t floats);
   void round(float* p, std::size_t n);
+  // The factor of the loss gradient: the loss scale over the step's tokens (samples).
+  [[nodiscard]] float loss_gradient_scale(double count) const { return static_cast<float>(loss_scale_ / count); }
 
   Device& dev_;
   plan::Dtype precision_;
@@ -136,6 +148,10 @@ class Shard {
   std::vector<int> bucket_lows_;                            // this rank's dp buckets, highest first
   std::vector<std::pair<std::size_t, std::size_t>> owned_;  // ZeRO-1: ranges this rank updates
   int step_ = 0;
+  double loss_scale_ = 1.0;
+  int scale_window_ = 1000, good_steps_ = 0;
+  std::int64_t skipped_ = 0;
+  bool last_skipped_ = false;
 };
 
 // What the executor runs for the scenario's model, for every output of a run: "GPT

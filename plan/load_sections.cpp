@@ -228,7 +228,8 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
 }
 
 TrainingSpec read_training(const Value& v, LocationMap& where) {
-  Reader r(v, "training", {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate"},
+  Reader r(v, "training", {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate", "loss_scale",
+            "loss_scale_window"},
            &where);
   TrainingSpec t;
   t.global_batch = r.integer("global_batch", std::nullopt);
@@ -240,6 +241,8 @@ TrainingSpec read_training(const Value& v, LocationMap& where) {
       "recompute", Recompute::none,
       {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}});
   t.learning_rate = r.number("learning_rate", 1e-3, 1e-12, 10.0);
+  t.loss_scale = r.number("loss_scale", 65536.0, 1.0, 1e30);
+  t.loss_scale_window = r.integer("loss_scale_window", 1000);
   return t;
 }
 

@@ -37,6 +37,10 @@ struct TrainingSpec {
   Optimizer optimizer = Optimizer::adamw;
   Recompute recompute = Recompute::none;
   double learning_rate = 1e-3;  // AdamW's, when the executor trains the model
+  // fp16's dynamic loss scaling on the executor: the initial scale, and the count of
+  // overflow-free steps after which it doubles.
+  double loss_scale = 65536.0;
+  int loss_scale_window = 1000;
 };
 
 struct ParallelPlan {

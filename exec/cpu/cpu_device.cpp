@@ -272,6 +272,12 @@ void CpuDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
   }
 }
 
+std::int64_t CpuDevice::count_nonfinite(const float* x, std::int64_t count) {
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < count; ++i) n += std::isfinite(x[i]) ? 0 : 1;
+  return n;
+}
+
 // --- communication -----------------------------------------------------------------------------
 
 Comm CpuDevice::comm_create(std::span<const int> ranks, int key) {

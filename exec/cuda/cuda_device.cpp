@@ -59,6 +59,7 @@ CudaDevice::CudaDevice(std::size_t capacity_bytes) {
   current_ = streams_[static_cast<std::size_t>(plan::Stream::compute)];
   check_blas(cublasCreate(&blas_), "create");
   check_cuda(cudaEventCreate(&origin_), "event");
+  check_cuda(cudaMalloc(&counter_, sizeof *counter_), "counter");
   // The world communicator for pipeline transfers: rank 0's id, broadcast over MPI.
   ncclUniqueId id{};
   if (job_.rank() == 0) check_nccl(ncclGetUniqueId(&id), "unique id");
@@ -78,6 +79,7 @@ CudaDevice::~CudaDevice() {
     if (p.event != nullptr) cudaEventDestroy(p.event);
   }
   if (origin_ != nullptr) cudaEventDestroy(origin_);
+  if (counter_ != nullptr) cudaFree(counter_);
   if (blas_ != nullptr) cublasDestroy(blas_);
   for (cudaStream_t s : streams_) cudaStreamDestroy(s);
   for (cudaStream_t s : p2p_streams_) cudaStreamDestroy(s);
@@ -116,13 +118,24 @@ void CudaDevice::download(void* dst, const void* src, std::size_t bytes) {
 
 // --- GEMM ----------------------------------------------------------------------------------------
 
+cublasComputeType_t gemm_compute_type(plan::Dtype precision) {
+  switch (precision) {
+    case plan::Dtype::fp32: return CUBLAS_COMPUTE_32F;
+    case plan::Dtype::tf32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case plan::Dtype::bf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case plan::Dtype::fp16: return CUBLAS_COMPUTE_32F_FAST_16F;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
 void CudaDevice::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                       const float* b, int ldb, float beta, float* c, int ldc) {
   const ColumnMajorGemm g = column_major(trans_a, trans_b, m, n, k);
   check_blas(cublasSetStream(blas_, current_), "set stream");
-  check_blas(cublasSgemm(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N,
-                         g.rows, g.cols, g.inner, &alpha, b, ldb, a, lda, &beta, c, ldc),
-             "sgemm");
+  check_blas(cublasGemmEx(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          g.rows, g.cols, g.inner, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c, CUDA_R_32F,
+                          ldc, gemm_compute_type(gemm_precision()), CUBLAS_GEMM_DEFAULT),
+             "gemm");
   count_flops(2.0 * m * n * static_cast<double>(k));
 }
 
@@ -131,10 +144,11 @@ void CudaDevice::gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, f
                               float* c, int ldc, std::int64_t stride_c, int batch) {
   const ColumnMajorGemm g = column_major(trans_a, trans_b, m, n, k);
   check_blas(cublasSetStream(blas_, current_), "set stream");
-  check_blas(cublasSgemmStridedBatched(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                       g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.rows, g.cols, g.inner, &alpha, b,
-                                       ldb, stride_b, a, lda, stride_a, &beta, c, ldc, stride_c, batch),
-             "sgemm strided batched");
+  check_blas(cublasGemmStridedBatchedEx(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                        g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.rows, g.cols, g.inner, &alpha, b,
+                                        CUDA_R_32F, ldb, stride_b, a, CUDA_R_32F, lda, stride_a, &beta, c, CUDA_R_32F,
+                                        ldc, stride_c, batch, gemm_compute_type(gemm_precision()), CUBLAS_GEMM_DEFAULT),
+             "gemm strided batched");
   count_flops(2.0 * m * n * static_cast<double>(k) * batch);
 }
 
@@ -211,6 +225,13 @@ void CudaDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
   if (dtype == plan::Dtype::bf16) cuda::round_bf16(current_, y, count);
   if (dtype == plan::Dtype::fp16) cuda::round_fp16(current_, y, count);
 }
+std::int64_t CudaDevice::count_nonfinite(const float* x, std::int64_t count) {
+  cuda::count_nonfinite(current_, counter_, x, count);
+  unsigned long long n = 0;
+  check_cuda(cudaMemcpyAsync(&n, counter_, sizeof n, cudaMemcpyDeviceToHost, current_), "download");
+  check_cuda(cudaStreamSynchronize(current_), "synchronize");
+  return static_cast<std::int64_t>(n);
+}
 
 // --- communication ----------------------------------------------------------------------------------
 
@@ -238,7 +259,7 @@ Request CudaDevice::post(cudaStream_t stream, ncclComm_t comm) {
     check_cuda(cudaEventCreateWithFlags(&pending_.back().event, cudaEventDefault), "event");
   }
   Pending& p = pending_[static_cast<std::size_t>(r)];
-  check_cuda(cudaEventRecord(p.event, stream), "record");
+  if (stream != nullptr) check_cuda(cudaEventRecord(p.event, stream), "record");  // else at group_end()
   p.comm = comm;
   p.active = true;
   p.done_ns = 0;
@@ -247,24 +268,54 @@ Request CudaDevice::post(cudaStream_t stream, ncclComm_t comm) {
 
 cudaStream_t CudaDevice::p2p_stream() {
   const std::size_t i = next_p2p_;
-  next_p2p_ = (next_p2p_ + 1) % p2p_streams_.size();
+  if (!grouping_ || group_stream_ == nullptr) next_p2p_ = (next_p2p_ + 1) % p2p_streams_.size();
+  cudaStream_t s = grouping_ && group_stream_ != nullptr ? group_stream_ : p2p_streams_[i];
   // In order after what the pp stream was told to wait for (wait_event) and the data's
   // producer. Re-recording the event is safe: the wait captures its state at this call.
   check_cuda(cudaEventRecord(p2p_after_[i], current_), "record");
-  check_cuda(cudaStreamWaitEvent(p2p_streams_[i], p2p_after_[i], 0), "wait");
-  return p2p_streams_[i];
+  check_cuda(cudaStreamWaitEvent(s, p2p_after_[i], 0), "wait");
+  return s;
+}
+
+// Inside a group every call goes on the group's stream and its event is recorded once the
+// group is issued (NCCL enqueues a group's work only at ncclGroupEnd).
+Request CudaDevice::point_to_point(bool send, float* data, std::int64_t count, int peer) {
+  cudaStream_t s = p2p_stream();
+  if (send) {
+    check_nccl(ncclSend(data, nccl_count(count), ncclFloat, peer, world_comm_, s), "send");
+  } else {
+    check_nccl(ncclRecv(data, nccl_count(count), ncclFloat, peer, world_comm_, s), "recv");
+  }
+  if (!grouping_) return post(s, world_comm_);
+  group_stream_ = s;
+  const Request r = post(nullptr, world_comm_);
+  group_requests_.push_back(r);
+  return r;
 }
 
 Request CudaDevice::send(const float* data, std::int64_t count, int peer, int) {
-  cudaStream_t s = p2p_stream();
-  check_nccl(ncclSend(data, nccl_count(count), ncclFloat, peer, world_comm_, s), "send");
-  return post(s, world_comm_);
+  return point_to_point(true, const_cast<float*>(data), count, peer);
 }
 
 Request CudaDevice::recv(float* data, std::int64_t count, int peer, int) {
-  cudaStream_t s = p2p_stream();
-  check_nccl(ncclRecv(data, nccl_count(count), ncclFloat, peer, world_comm_, s), "recv");
-  return post(s, world_comm_);
+  return point_to_point(false, data, count, peer);
+}
+
+void CudaDevice::group_begin() {
+  check_nccl(ncclGroupStart(), "group");
+  grouping_ = true;
+  group_stream_ = nullptr;
+  group_requests_.clear();
+}
+
+void CudaDevice::group_end() {
+  check_nccl(ncclGroupEnd(), "group");
+  for (Request r : group_requests_) {
+    check_cuda(cudaEventRecord(pending_[static_cast<std::size_t>(r)].event, group_stream_), "record");
+  }
+  grouping_ = false;
+  group_stream_ = nullptr;
+  group_requests_.clear();
 }
 
 Request CudaDevice::all_reduce(float* data, std::int64_t count, Comm comm) {

@@ -38,6 +38,10 @@ struct ColumnMajorGemm {
 };
 ColumnMajorGemm column_major(bool trans_a, bool trans_b, int m, int n, int k);
 
+// The cuBLAS compute type of a GEMM in `precision` on fp32 operands: fp32 exact, or fp32
+// accumulation with the operands down-converted to tf32 / bf16 / fp16 for tensor cores.
+cublasComputeType_t gemm_compute_type(plan::Dtype precision);
+
 class CudaDevice final : public Device {
  public:
   // capacity_bytes: 0 for the device's own memory.
@@ -87,10 +91,13 @@ class CudaDevice final : public Device {
   void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr, double beta1,
              double beta2, double eps, double weight_decay, int step) override;
   void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;
+  std::int64_t count_nonfinite(const float* x, std::int64_t count) override;
 
   Comm comm_create(std::span<const int> ranks, int key) override;
   Request send(const float* data, std::int64_t count, int peer, int tag) override;
   Request recv(float* data, std::int64_t count, int peer, int tag) override;
+  void group_begin() override;
+  void group_end() override;
   Request all_reduce(float* data, std::int64_t count, Comm comm) override;
   Request reduce_scatter(float* data, std::span<const std::int64_t> counts, Comm comm) override;
   Request all_gather(float* data, std::span<const std::int64_t> counts, Comm comm) override;
@@ -124,6 +131,7 @@ class CudaDevice final : public Device {
     std::int64_t done_ns = 0;
   };
   Request post(cudaStream_t stream, ncclComm_t comm);
+  Request point_to_point(bool send, float* data, std::int64_t count, int peer);
   bool poll(Pending& p);
   void check_comm(ncclComm_t comm);
   cudaStream_t p2p_stream();
@@ -134,6 +142,11 @@ class CudaDevice final : public Device {
   std::vector<cudaStream_t> p2p_streams_;
   std::vector<cudaEvent_t> p2p_after_;  // per p2p stream: where it starts after the pp stream
   std::size_t next_p2p_ = 0;
+  // An open group: its stream and the Requests whose events are recorded at its end.
+  bool grouping_ = false;
+  cudaStream_t group_stream_ = nullptr;
+  std::vector<Request> group_requests_;
+  unsigned long long* counter_ = nullptr;  // count_nonfinite's result
   cudaStream_t current_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   ncclComm_t world_comm_ = nullptr;

@@ -328,6 +328,12 @@ __global__ void round_fp16_kernel(float* y, std::int64_t count) {
   PARASIM_FOR_EACH(i, count) y[i] = __half2float(__float2half_rn(y[i]));
 }
 
+__global__ void count_nonfinite_kernel(unsigned long long* n, const float* x, std::int64_t count) {
+  unsigned long long mine = 0;
+  PARASIM_FOR_EACH(i, count) mine += isfinite(x[i]) ? 0ULL : 1ULL;
+  if (mine != 0) atomicAdd(n, mine);
+}
+
 int row_threads(int width) {
   int t = 32;
   while (t < width && t < 1024) t *= 2;
@@ -476,6 +482,12 @@ void round_bf16(cudaStream_t s, float* y, std::int64_t count) {
 void round_fp16(cudaStream_t s, float* y, std::int64_t count) {
   round_fp16_kernel<<<blocks_for(count), threads, 0, s>>>(y, count);
   check_launch("round_fp16");
+}
+
+void count_nonfinite(cudaStream_t s, unsigned long long* counter, const float* x, std::int64_t count) {
+  if (cudaMemsetAsync(counter, 0, sizeof *counter, s) != cudaSuccess) throw std::runtime_error("CUDA: memset failed");
+  if (count > 0) count_nonfinite_kernel<<<blocks_for(count), threads, 0, s>>>(counter, x, count);
+  check_launch("count_nonfinite");
 }
 
 }  // namespace parasim::exec::cuda

@@ -48,5 +48,7 @@ void adamw(cudaStream_t s, float* param, const float* grad, float* m, float* v, 
 // Rounds to the nearest bf16 / fp16 value (ties to even), kept in fp32.
 void round_bf16(cudaStream_t s, float* y, std::int64_t count);
 void round_fp16(cudaStream_t s, float* y, std::int64_t count);
+// *counter = how many of x[0, count) are infinite or NaN (counter in device memory).
+void count_nonfinite(cudaStream_t s, unsigned long long* counter, const float* x, std::int64_t count);
 
 }  // namespace parasim::exec::cuda

@@ -78,6 +78,10 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   check "validate wrote the comparison" grep -q '"metric": "step time"' "$work/val/comparison.json"
   expect 0 "dp 1 x tp 2 x pp 1" -- "$parasim" run "$q" --set plan.dp=1 --set plan.tp=2 --set plan.sequence_parallel=true --steps 1 --warmup 0
   expect 2 "GELU MLP" -- "$parasim" run "$q" --set model.mlp=swiglu
+  # fp16 with a loss scale far too large: the steps overflow, are skipped and say so.
+  expect 0 "loss scale +2.5e\+11 \(from 1e\+12; 2 steps skipped for overflow\)" -- "$parasim" run "$q" --set plan.dp=1 --set training.precision=fp16 --set training.loss_scale=1e12 --steps 1 --warmup 1 --json "$work/fp16.json"
+  check "run JSON has each step's loss scale" grep -q '"loss_scale": 250000000000' "$work/fp16.json"
+  expect 2 "training.loss_scale: expected a number from 1 to" -- "$parasim" simulate "$q" --set training.loss_scale=0.5
   # Generic (CNN) models run as GEMM equivalents, and every output says so.
   lenet="$src/scenarios/cnn-lenet.yaml"
   expect 0 "GEMM equivalents of lenet's 5 layers" -- "$parasim" run "$lenet" --backend cpu --set plan.dp=2 --steps 2 --warmup 0 --json "$work/lenet.json" --trace "$work/lenet.trace.json"

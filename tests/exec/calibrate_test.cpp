@@ -18,12 +18,32 @@ TEST_CASE("bus bandwidth factors are nccl-tests'", "[exec][calibrate]") {
   CHECK(s.busbw() == Approx(6e9));  // 4 GB/s x 2 (4-1)/4
 }
 
+TEST_CASE("GEMMs measured in several dtypes: a peak each, efficiency against each dtype's own peak",
+          "[exec][calibrate]") {
+  using parasim::plan::Dtype;
+  auto gemm = [](int n, Dtype d, double rate) { return GemmSample{n, n, n, d, 2.0 * n * n * n / rate, "NN"}; };
+  Calibration c;
+  // fp32 peaks at 60 TFLOP/s (size 4096), bf16 at 600 (size 4096). At size 1024 fp32 runs
+  // 30 (0.5 of its peak) and bf16 420 (0.7 of its peak): the bin's median of 0.5 and 0.7
+  // is 0.6. At 4096 both are at their peak.
+  c.gemms = {gemm(1024, Dtype::fp32, 30e12), gemm(4096, Dtype::fp32, 60e12), gemm(1024, Dtype::bf16, 420e12),
+             gemm(4096, Dtype::bf16, 600e12)};
+  const ProfileFit f = fit_profile(c);
+  CHECK(f.peak[static_cast<std::size_t>(Dtype::fp32)] == Approx(60e12));
+  CHECK(f.peak[static_cast<std::size_t>(Dtype::bf16)] == Approx(600e12));
+  CHECK(f.peak[static_cast<std::size_t>(Dtype::tf32)] == 0.0);
+  REQUIRE(f.efficiency.size() == 2);
+  CHECK(f.efficiency[0].first == Approx(1024.0));
+  CHECK(f.efficiency[0].second == Approx(0.6));
+  CHECK(f.efficiency[1].second == Approx(1.0));
+}
+
 TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
   Calibration c;
   // Rates: 2·m·n·k / seconds. 64³ at 50 and 60 GFLOP/s (two forms), 32 x 128 x 64 (also
   // size 64) at 70, 128³ at 100 (the best), 512³ at 80.
   auto gemm = [](int m, int n, int k, double rate, const char* form) {
-    return GemmSample{m, n, k, 2.0 * m * n * k / rate, form};
+    return GemmSample{m, n, k, parasim::plan::Dtype::fp32, 2.0 * m * n * k / rate, form};
   };
   c.gemms = {gemm(64, 64, 64, 50e9, "NN"), gemm(64, 64, 64, 60e9, "NT"), gemm(32, 128, 64, 70e9, "NN"),
              gemm(128, 128, 128, 100e9, "NN"), gemm(512, 512, 512, 80e9, "TN")};
@@ -44,7 +64,8 @@ TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
              {"all-reduce", 2, 1 << 20, 10e-6},
              {"all-reduce", 2, 1024, 2e-6}};
   const ProfileFit f = fit_profile(c);
-  CHECK(f.peak == Approx(100e9));
+  CHECK(f.peak[0] == Approx(100e9));
+  CHECK(f.peak[2] == 0.0);  // bf16 not measured
   REQUIRE(f.efficiency.size() == 3);
   CHECK(f.efficiency[0].first == Approx(64.0));
   CHECK(f.efficiency[0].second == Approx(0.6));  // median of 0.5, 0.6, 0.7
@@ -69,7 +90,7 @@ TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
 
 TEST_CASE("a profile without communication has no link figures", "[exec][calibrate]") {
   Calibration c;
-  c.gemms = {{64, 64, 64, 1e-5, "NN"}};
+  c.gemms = {{64, 64, 64, parasim::plan::Dtype::fp32, 1e-5, "NN"}};
   c.kernels = {{"accumulate", 1024, 12288, 1e-6}};
   const ProfileFit f = fit_profile(c);
   CHECK(f.link_bandwidth == 0.0);

@@ -9,11 +9,17 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "exec/cuda/kernels.hpp"
 #include "exec/model/kernels.hpp"
+#ifdef PARASIM_HAVE_CUDA_DEVICE
+#include <cublas_v2.h>
+
+#include "exec/cuda/cuda_device.hpp"
+#endif
 
 namespace k = parasim::exec::kernels;
 namespace cu = parasim::exec::cuda;
@@ -51,6 +57,17 @@ struct On {
     return h;
   }
 };
+
+// Rounded to the nearest bf16 / fp16 value on the host (as the CPU backend rounds).
+float to_bf16(float f) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &f, 4);
+  bits += 0x7fffU + ((bits >> 16) & 1U);
+  bits &= 0xffff0000U;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+float to_fp16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
 
 // Largest difference relative to the largest reference magnitude.
 double relative(const std::vector<float>& got, const std::vector<float>& want) {
@@ -174,7 +191,7 @@ TEST_CASE("CUDA embedding and vocabulary-parallel cross-entropy equal the CPU de
 
   // Two vocabulary slices of one row set: stats per slice, then the loss and gradients of
   // slice 1 from both slices' stats, against the whole-vocabulary cross-entropy.
-  const int n = 9, v = 64, half = 32;
+  const int n = 9, v = 64, slice = 32;
   const auto logits = random_values(static_cast<std::size_t>(n) * v, 24, -5.0F, 5.0F);
   std::vector<std::int32_t> targets(n);
   for (int i = 0; i < n; ++i) targets[i] = (i * 13) % v;
@@ -182,22 +199,22 @@ TEST_CASE("CUDA embedding and vocabulary-parallel cross-entropy equal the CPU de
   const float mean_loss = k::cross_entropy(dl.data(), logits.data(), targets.data(), n, v);
   std::vector<float> slices[2];
   for (int part = 0; part < 2; ++part) {
-    for (int i = 0; i < n; ++i) slices[part].insert(slices[part].end(), logits.begin() + i * v + part * half,
-                                                    logits.begin() + i * v + (part + 1) * half);
+    for (int i = 0; i < n; ++i) slices[part].insert(slices[part].end(), logits.begin() + i * v + part * slice,
+                                                    logits.begin() + i * v + (part + 1) * slice);
   }
   On<std::int32_t> tgt_d(targets);
   On<float> l0(slices[0]), l1(slices[1]), stats(zeros(2 * n * 3)), loss(zeros(n)),
       dl1(zeros(slices[1].size()));
-  cu::cross_entropy_stats(nullptr, stats.p, l0.p, tgt_d.p, n, half, 0);
-  cu::cross_entropy_stats(nullptr, stats.p + n * 3, l1.p, tgt_d.p, n, half, half);
+  cu::cross_entropy_stats(nullptr, stats.p, l0.p, tgt_d.p, n, slice, 0);
+  cu::cross_entropy_stats(nullptr, stats.p + n * 3, l1.p, tgt_d.p, n, slice, slice);
   const float scale = 1.0F / n;
-  cu::cross_entropy_backward(nullptr, dl1.p, loss.p, l1.p, stats.p, 2, tgt_d.p, n, half, half, scale);
+  cu::cross_entropy_backward(nullptr, dl1.p, loss.p, l1.p, stats.p, 2, tgt_d.p, n, slice, slice, scale);
   const auto losses = loss.get();
   double total = 0.0;
   for (float l : losses) total += l;
   CHECK(total / n == Approx(mean_loss).epsilon(1e-5));
   std::vector<float> want;
-  for (int i = 0; i < n; ++i) want.insert(want.end(), dl.begin() + i * v + half, dl.begin() + (i + 1) * v);
+  for (int i = 0; i < n; ++i) want.insert(want.end(), dl.begin() + i * v + slice, dl.begin() + (i + 1) * v);
   CHECK(relative(dl1.get(), want) < 1e-5);
 }
 
@@ -241,15 +258,71 @@ TEST_CASE("CUDA GEMM-equivalent kernels, AdamW and rounding equal the host kerne
   // Rounding: bf16 by the same bit arithmetic as the CPU backend, fp16 by the hardware's
   // round-to-nearest-even; exact.
   const auto r = random_values(4096, 40, -70000.0F, 70000.0F);
-  std::vector<float> bf = r;
-  for (float& f : bf) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &f, 4);
-    bits += 0x7fffU + ((bits >> 16) & 1U);
-    bits &= 0xffff0000U;
-    std::memcpy(&f, &bits, 4);
-  }
-  On<float> bf_d(r);
+  std::vector<float> bf = r, hf = r;
+  for (float& f : bf) f = to_bf16(f);
+  for (float& f : hf) f = to_fp16(f);  // beyond 65504: infinite, as on the device
+  On<float> bf_d(r), hf_d(r);
   cu::round_bf16(nullptr, bf_d.p, static_cast<std::int64_t>(r.size()));
+  cu::round_fp16(nullptr, hf_d.p, static_cast<std::int64_t>(r.size()));
   CHECK(bf_d.get() == bf);
+  CHECK(hf_d.get() == hf);
 }
+
+TEST_CASE("CUDA count of non-finite values equals the host's", "[cuda]") {
+  auto x = random_values(100003, 50);
+  x[0] = INFINITY;
+  x[77] = -INFINITY;
+  x[100002] = NAN;
+  x[5000] = std::numeric_limits<float>::quiet_NaN();
+  std::int64_t want = 0;
+  for (float f : x) want += std::isfinite(f) ? 0 : 1;
+  REQUIRE(want == 4);
+  On<float> x_d(x);
+  On<unsigned long long> n_d(std::vector<unsigned long long>{99});
+  cu::count_nonfinite(nullptr, n_d.p, x_d.p, static_cast<std::int64_t>(x.size()));
+  CHECK(n_d.get()[0] == static_cast<unsigned long long>(want));
+  cu::count_nonfinite(nullptr, n_d.p, x_d.p + 1, 76);  // a finite stretch
+  CHECK(n_d.get()[0] == 0);
+}
+
+#ifdef PARASIM_HAVE_CUDA_DEVICE
+// The executor's GEMMs in each precision (cuBLAS on fp32 operands with the compute type of
+// gemm_compute_type) against the host's fp32 GEMM. On operands already rounded to the
+// 16-bit format, as the shard rounds them, every precision is exact up to fp32
+// accumulation (1e-5 of the largest value); on raw fp32 operands the down-conversion
+// costs at most its rounding: tf32 and fp16 2^-11, bf16 2^-8 per operand, summed over k
+// at random signs (bounds 2e-3, 2e-3, 1e-2 of the largest value).
+TEST_CASE("CUDA GEMMs in fp32, tf32, bf16 and fp16 equal the host GEMM within each format's rounding", "[cuda]") {
+  using parasim::plan::Dtype;
+  const int m = 96, n = 80, k = 512;
+  cublasHandle_t h = nullptr;
+  REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  struct Case {
+    Dtype dtype;
+    bool prerounded;
+    double bound;
+  };
+  for (const Case c : {Case{Dtype::fp32, false, 1e-5}, Case{Dtype::tf32, false, 2e-3}, Case{Dtype::bf16, false, 1e-2},
+                       Case{Dtype::fp16, false, 2e-3}, Case{Dtype::bf16, true, 1e-5}, Case{Dtype::fp16, true, 1e-5}}) {
+    auto a = random_values(static_cast<std::size_t>(m) * k, 60, -1.0F, 1.0F);
+    auto b = random_values(static_cast<std::size_t>(k) * n, 61, -1.0F, 1.0F);
+    if (c.prerounded) {
+      for (auto* v : {&a, &b}) {
+        for (float& f : *v) f = c.dtype == Dtype::bf16 ? to_bf16(f) : to_fp16(f);
+      }
+    }
+    std::vector<float> want(static_cast<std::size_t>(m) * n);
+    k::gemm<float>(false, false, m, n, k, 1.0F, a.data(), b.data(), 0.0F, want.data());
+    On<float> a_d(a), b_d(b), c_d(zeros(want.size()));
+    const auto g = parasim::exec::column_major(false, false, m, n, k);
+    const float one = 1.0F, zero = 0.0F;
+    REQUIRE(cublasGemmEx(h, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N,
+                         g.rows, g.cols, g.inner, &one, b_d.p, CUDA_R_32F, n, a_d.p, CUDA_R_32F, k, &zero, c_d.p,
+                         CUDA_R_32F, n, parasim::exec::gemm_compute_type(c.dtype),
+                         CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+    INFO(parasim::topology::to_string(c.dtype) << (c.prerounded ? ", operands pre-rounded" : ""));
+    CHECK(relative(c_d.get(), want) < c.bound);
+  }
+  cublasDestroy(h);
+}
+#endif

@@ -6,6 +6,7 @@
 // turn, gradients accumulated and averaged, then AdamW with the executor's settings.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -64,6 +65,8 @@ struct Outcome {
   std::vector<double> params;  // full layout, after the last update
   std::vector<double> losses;  // per step
   double flops = 0.0;          // performed in the last step, all ranks
+  std::vector<bool> skipped;   // per step: fp16 skipped the optimizer step
+  std::vector<double> scales;  // per step: the loss scale after it
 };
 
 // Steps of a serial reference `model` (Gpt<float> or GenericNet<float>): every micro-batch
@@ -132,6 +135,8 @@ Outcome parallel(const plan::Scenario& s, int steps) {
     dev.sum_to_all(sums);
     out.losses.push_back(sums[0] / sums[1]);
     out.flops = sums[2];
+    out.skipped.push_back(shard.last_step_skipped());
+    out.scales.push_back(shard.loss_scale());
   }
   for (bool grads : {true, false}) {
     std::vector<float> full(static_cast<std::size_t>(shard.full_param_count()), 0.0F);
@@ -273,6 +278,55 @@ TEST_CASE("mixed precision: 16-bit storage with fp32 master weights tracks the f
     CHECK(worst > 1e-6);   // and the rounding is really there
     CHECK(half.losses.back() < 0.8 * half.losses.front());
   }
+}
+
+TEST_CASE("fp16 dynamic loss scaling skips overflowing steps and halves the scale until the gradients fit",
+          "[exec][np2]") {
+  // 128 tokens a step: the target's logit gradient is (1 - p) S / 128 with p about 1/64 at
+  // the start, beyond fp16's largest value (65504) for every scale S >= 2^24. From
+  // S = 2^40 at least the 17 steps at 2^40 ... 2^24 must overflow and be skipped, the
+  // parameters untouched, the scale halved each time; then training goes on (a later
+  // overflow, as gradients grow, skips a step and halves the scale again).
+  for (const char* plan : {"plan.tp=2", "plan.dp=2"}) {
+    std::vector<std::string> sets{plan, "training.precision=fp16", "training.loss_scale=1099511627776",
+                                  "training.learning_rate=0.003"};
+    if (std::string(plan) == "plan.dp=2") sets.push_back("plan.zero=1");  // each rank checks its share
+    const plan::Scenario s = tiny(sets);
+    const Outcome first = parallel(s, 1);
+    CHECK(first.skipped.front());
+    CHECK(max_abs_difference(first.params, serial(s, 0).params) == 0.0);  // untouched
+    const Outcome got = parallel(s, 40);
+    std::size_t k = 0;
+    while (k < got.skipped.size() && got.skipped[k]) ++k;
+    const auto later = std::count(got.skipped.begin() + static_cast<std::ptrdiff_t>(k), got.skipped.end(), true);
+    INFO(plan << ": the first " << k << " steps skipped, " << later << " later");
+    CHECK(k >= 17);
+    CHECK(k + static_cast<std::size_t>(later) < 30);  // then mostly steps taken
+    // Each skip halves the scale; a taken step keeps it (the window, 1000, is not reached).
+    double scale = std::ldexp(1.0, 40);
+    for (std::size_t i = 0; i < got.scales.size(); ++i) {
+      if (got.skipped[i]) scale /= 2.0;
+      CHECK(got.scales[i] == scale);
+    }
+    CHECK(std::all_of(got.params.begin(), got.params.end(), [](double p) { return std::isfinite(p); }));
+    CHECK(got.losses.back() < 0.9 * got.losses.front());
+  }
+}
+
+TEST_CASE("fp16 loss scale doubles after each window of overflow-free steps and tracks the fp32 run", "[exec][np1]") {
+  const Outcome fp32 = parallel(tiny({"training.learning_rate=0.003"}), 12);
+  const Outcome got = parallel(tiny({"training.precision=fp16", "training.loss_scale=1024",
+                                     "training.loss_scale_window=5", "training.learning_rate=0.003"}),
+                               12);
+  for (bool sk : got.skipped) CHECK_FALSE(sk);
+  CHECK(got.scales[3] == 1024.0);
+  CHECK(got.scales[4] == 2048.0);  // after 5 steps
+  CHECK(got.scales[9] == 4096.0);  // after 10
+  CHECK(got.scales[11] == 4096.0);
+  double worst = 0.0;
+  for (std::size_t i = 0; i < fp32.losses.size(); ++i) worst = std::max(worst, std::abs(got.losses[i] - fp32.losses[i]));
+  CHECK(worst < 0.02);
+  CHECK(worst > 1e-6);
 }
 
 TEST_CASE("generic models on one rank equal GenericNet, with and without recompute", "[exec][np1][generic]") {
