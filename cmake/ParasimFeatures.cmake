@@ -66,9 +66,9 @@ if(PARASIM_WITH_CUDA)
 endif()
 
 # --- Qt 6 -------------------------------------------------------------------------------
-find_package(Qt6 QUIET COMPONENTS Widgets Charts)
+find_package(Qt6 QUIET COMPONENTS Widgets Charts Concurrent)
 set(_gui_found OFF)
-if(Qt6Widgets_FOUND AND Qt6Charts_FOUND)
+if(Qt6Widgets_FOUND AND Qt6Charts_FOUND AND Qt6Concurrent_FOUND)
   set(_gui_found ON)
 endif()
 option(PARASIM_WITH_GUI "Build the Qt 6 dashboard" ${_gui_found})

@@ -1,6 +1,7 @@
 // parasim-gui [SCENARIO]: the dashboard.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QElapsedTimer>
 
 #include "mainwindow.h"
 #include "parasim/config.hpp"
@@ -23,8 +24,14 @@ int main(int argc, char** argv) {
   bool ok = true;
   if (!cli.positionalArguments().isEmpty()) ok = window.openScenario(cli.positionalArguments().first());
   if (cli.isSet(screenshot)) {
-    window.resize(1100, 750);
+    window.resize(1300, 800);
     window.show();
+    // The first simulation runs on a worker thread: wait for it before grabbing.
+    QElapsedTimer waited;
+    waited.start();
+    while (ok && (window.simulator()->busy() || window.outcome().path.isEmpty()) && waited.elapsed() < 120000) {
+      QApplication::processEvents(QEventLoop::AllEvents, 20);
+    }
     QApplication::processEvents();
     if (!window.grab().save(cli.value(screenshot))) {
       qCritical("cannot write %s", qPrintable(cli.value(screenshot)));

@@ -1,10 +1,19 @@
 #include <QAbstractItemModelTester>
+#include <QCoreApplication>
+#include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <catch2/catch.hpp>
+#include <functional>
 
 #include "mainwindow.h"
 #include "models/linkmodel.h"
+#include "models/summarymodel.h"
+#include "plan/diagnostics.hpp"
 #include "plan/load.hpp"
+#include "planeditor.h"
+#include "report/metrics.hpp"
+#include "sim/simulate.hpp"
+#include "topology/units.hpp"
 
 using namespace parasim;
 
@@ -16,6 +25,17 @@ std::shared_ptr<const topology::Cluster> cluster() {
   return std::make_shared<const topology::Cluster>(
       plan::load(PARASIM_SOURCE_DIR "/scenarios/quickstart.yaml", sets).cluster);
 }
+
+// Runs the event loop until `done` holds (the worker thread's result has arrived) or 60 s
+// have passed.
+bool waitFor(const std::function<bool()>& done) {
+  QElapsedTimer t;
+  t.start();
+  while (!done() && t.elapsed() < 60000) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+  return done();
+}
+
+const std::string scenarios = PARASIM_SOURCE_DIR "/scenarios/";
 
 }  // namespace
 
@@ -49,6 +69,7 @@ TEST_CASE("the window loads a scenario and shows errors instead of crashing", "[
   gui::MainWindow w;
   REQUIRE(w.openScenario(PARASIM_SOURCE_DIR "/scenarios/quickstart.yaml"));
   CHECK(w.summaryText().contains("dp 2 x tp 1 x pp 1 = 2 devices"));
+  REQUIRE(waitFor([&] { return !w.simulator()->busy() && w.outcome().scenario != nullptr; }));
   CHECK(w.linkModel()->rowCount() == 2);
   QTemporaryDir dir;
   const QString bad = dir.filePath("bad.yaml");
@@ -62,4 +83,125 @@ TEST_CASE("the window loads a scenario and shows errors instead of crashing", "[
   // It renders: a grab of the whole window is not empty.
   w.resize(800, 600);
   CHECK_FALSE(w.grab().isNull());
+}
+
+TEST_CASE("the summary model holds the simulator's figures, formatted as the command line does", "[gui][models]") {
+  // Independent of the window: the same scenario through sim::predict and step_figures.
+  const plan::Scenario s = plan::load(scenarios + "dp-one-node.yaml");
+  const sim::Prediction p = sim::predict(s);
+  const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
+  gui::SummaryModel model;
+  QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  model.setFigures(s, f);
+  CHECK(model.columnCount() == 2);
+  CHECK(model.value("step time").toStdString() == units::format_duration(f.step_time));
+  CHECK(model.value("MFU").toStdString() == QString::number(100 * f.mfu, 'f', 1).toStdString() + " %");
+  CHECK(model.value("bottleneck").toStdString() == f.bottleneck);
+  CHECK(model.index(0, gui::SummaryModel::Value).data(gui::SummaryModel::RawRole).toDouble() == f.step_time);
+  // Rows in order: step time, samples/s, tokens/s, per device, MFU, bubble, then
+  // communication and exposed per dimension, then the bottleneck.
+  const QStringList lines = gui::dumpModel(model).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+  REQUIRE(lines.size() == 1 + 13);
+  CHECK(lines[0].toStdString() == "Metric\tPredicted");
+  CHECK(lines[1].startsWith(QStringLiteral("step time\t")));
+  CHECK(lines[7].startsWith(QStringLiteral("tp communication\t0 s")));  // dp only
+  CHECK(lines[13].startsWith(QStringLiteral("bottleneck\t")));
+}
+
+TEST_CASE("the memory model marks a stage out of memory in red, and dumps to the expected text", "[gui][models]") {
+  gui::MemoryModel model;
+  QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  // A 30B GPT on one 80 GB GPU does not fit (scenario 3); tp 8 x pp 2 does.
+  const plan::MemoryReport one = plan::memory_per_rank(plan::load(scenarios + "memory-30b-one-gpu.yaml"));
+  model.setReport(one);
+  REQUIRE(model.rowCount() == 1);
+  CHECK(model.index(0, gui::MemoryModel::Fits).data().toString().toStdString() == "out of memory");
+  CHECK(model.index(0, gui::MemoryModel::Total).data(Qt::ForegroundRole).value<QBrush>().color() == QColor(200, 0, 0));
+  CHECK(model.index(0, gui::MemoryModel::Total).data(gui::MemoryModel::RawRole).toDouble() == one.stages[0].total());
+  CHECK(model.index(0, gui::MemoryModel::Total).data().toString().toStdString() == units::format_bytes(one.stages[0].total()));
+  const plan::MemoryReport split = plan::memory_per_rank(plan::load(scenarios + "memory-30b-tp8.yaml"));
+  model.setReport(split);
+  REQUIRE(model.rowCount() == 2);
+  for (int r = 0; r < 2; ++r) {
+    CHECK(model.index(r, gui::MemoryModel::Fits).data().toString().toStdString() == "fits");
+    CHECK_FALSE(model.index(r, gui::MemoryModel::Total).data(Qt::ForegroundRole).isValid());
+    CHECK(model.index(r, gui::MemoryModel::Total).data(gui::MemoryModel::GiBRole).toDouble() ==
+          Approx(split.stages[std::size_t(r)].total() / double(1ULL << 30)));
+  }
+  CHECK(gui::dumpModel(model).section(QLatin1Char('\n'), 0, 0).toStdString() ==
+        "Stage\tPer rank\tCapacity\tFits\tWeights\tGradients\tMaster\tOptimizer\tActivations\tLogits\tWorkspace");
+}
+
+TEST_CASE("the plan editor shows a scenario's values and turns edits into --set overrides", "[gui][widgets]") {
+  gui::PlanEditor editor;
+  editor.setScenario(plan::load(scenarios + "dp-one-node.yaml"));
+  CHECK(editor.value("plan.dp").toStdString() == "8");
+  CHECK(editor.value("training.precision").toStdString() == "bf16");
+  CHECK(editor.value("plan.schedule").toStdString() == "1f1b");
+  CHECK(editor.value("plan.collective").toStdString() == "auto");
+  CHECK(editor.value("plan.bucket_size").toStdString() == "25MiB");
+  CHECK(editor.overrides().isEmpty());
+  int edits = 0;
+  QObject::connect(&editor, &gui::PlanEditor::edited, [&] { ++edits; });
+  REQUIRE(editor.setValue("plan.tp", "2"));
+  REQUIRE(editor.setValue("plan.dp", "4"));
+  CHECK(edits == 2);
+  CHECK(editor.overrides().join(' ').toStdString() == "plan.dp=4 plan.tp=2");
+  CHECK_FALSE(editor.setValue("plan.nonsense", "1"));
+  // Every field's value is one the loader accepts: the scenario with all of them set
+  // explicitly loads to the same plan.
+  QStringList all;
+  for (const QString& k : editor.keys()) all << k + "=" + editor.value(k);
+  std::vector<std::string> sets;
+  for (const QString& a : all) sets.push_back(a.toStdString());
+  const plan::Scenario s = plan::load(scenarios + "dp-one-node.yaml", sets);
+  CHECK(s.plan.tp == 2);
+  CHECK(s.plan.dp == 4);
+}
+
+TEST_CASE("editing tp in the window re-simulates and changes the summary; an invalid value is marked at its field",
+          "[gui][widgets]") {
+  gui::MainWindow w;
+  REQUIRE(w.openScenario(QString::fromStdString(scenarios + "dp-one-node.yaml")));
+  auto settled = [&](const QStringList& overrides) {
+    return waitFor([&] { return !w.simulator()->busy() && w.outcome().overrides == overrides && !w.outcome().path.isEmpty(); });
+  };
+  REQUIRE(settled({}));
+  REQUIRE(w.outcome().ok());
+  const QString dp8 = w.summaryModel()->value("step time");
+  CHECK(w.summaryModel()->value("tp communication").toStdString() == "0 s");
+
+  // dp 4 x tp 2 on the same 8 GPUs: tensor-parallel traffic appears, the step time moves.
+  w.editor()->setValue("plan.dp", "4");
+  w.editor()->setValue("plan.tp", "2");
+  REQUIRE(settled({"plan.dp=4", "plan.tp=2"}));
+  REQUIRE(w.outcome().ok());
+  CHECK(w.summaryModel()->value("step time") != dp8);
+  CHECK(w.summaryModel()->value("tp communication").toStdString() != "0 s");
+  CHECK(w.outcome().scenario->plan.tp == 2);
+
+  // dp 4 x tp 3 needs 12 devices of 8: the loader's message, the command line's, at the
+  // field of the key it names; the views keep the last valid plan.
+  const QString before = w.summaryModel()->value("step time");
+  w.editor()->setValue("plan.tp", "3");
+  REQUIRE(settled({"plan.dp=4", "plan.tp=3"}));
+  CHECK_FALSE(w.outcome().ok());
+  std::string cli, key;
+  try {
+    const std::vector<std::string> sets{"plan.dp=4", "plan.tp=3"};
+    plan::load(scenarios + "dp-one-node.yaml", sets);
+  } catch (const plan::ScenarioError& e) {
+    cli = e.what();
+    key = e.key();
+  }
+  REQUIRE_FALSE(cli.empty());
+  CHECK_THAT(cli, Catch::Contains("12 devices, but the cluster has 8"));
+  CHECK(w.outcome().errorKey.toStdString() == key);
+  CHECK(w.editor()->keys().contains(QString::fromStdString(key)));
+  CHECK(w.editor()->errorAt(QString::fromStdString(key)).toStdString() == cli);
+  CHECK(w.summaryModel()->value("step time") == before);
+  // Back to a valid value: the error goes.
+  w.editor()->setValue("plan.tp", "2");
+  REQUIRE(settled({"plan.dp=4", "plan.tp=2"}));
+  CHECK(w.editor()->errorAt(QString::fromStdString(key)).isEmpty());
 }

@@ -1,0 +1,127 @@
+#include "summarymodel.h"
+
+#include <QBrush>
+#include <QColor>
+
+#include "topology/units.hpp"
+
+namespace parasim::gui {
+
+namespace u = units;
+
+SummaryModel::SummaryModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void SummaryModel::setFigures(const plan::Scenario& s, const report::StepFigures& f) {
+  beginResetModel();
+  m_rows.clear();
+  auto add = [&](const char* metric, const std::string& text, double raw) {
+    m_rows.push_back({QString::fromLatin1(metric), QString::fromStdString(text), raw});
+  };
+  add("step time", u::format_duration(f.step_time), f.step_time);
+  add("samples/s", u::format_count(f.samples_per_s), f.samples_per_s);
+  if (s.model.kind == plan::ModelKind::transformer) add("tokens/s", u::format_count(f.tokens_per_s), f.tokens_per_s);
+  add("per device", u::format_flop_rate(f.flops_per_device), f.flops_per_device);
+  add("MFU", fmt_percent(f.mfu), f.mfu);
+  add("pipeline bubble", fmt_percent(f.bubble_fraction), f.bubble_fraction);
+  static const char* const dims[3][2] = {{"tp communication", "tp exposed"},
+                                         {"pp communication", "pp exposed"},
+                                         {"dp communication", "dp exposed"}};
+  for (std::size_t d = 0; d < 3; ++d) {
+    add(dims[d][0], u::format_duration(f.comm_mean[d]), f.comm_mean[d]);
+    add(dims[d][1], u::format_duration(f.exposed_mean[d]), f.exposed_mean[d]);
+  }
+  add("bottleneck", f.bottleneck, 0.0);
+  endResetModel();
+}
+
+std::string SummaryModel::fmt_percent(double fraction) {
+  return QString::number(100.0 * fraction, 'f', 1).toStdString() + " %";
+}
+
+void SummaryModel::clear() {
+  beginResetModel();
+  m_rows.clear();
+  endResetModel();
+}
+
+int SummaryModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_rows.size()); }
+int SummaryModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant SummaryModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
+  const Row& r = m_rows[index.row()];
+  if (role == Qt::DisplayRole) return index.column() == Metric ? r.metric : r.text;
+  if (role == RawRole && index.column() == Value) return r.raw;
+  if (role == Qt::TextAlignmentRole && index.column() == Value) return int(Qt::AlignRight | Qt::AlignVCenter);
+  return {};
+}
+
+QVariant SummaryModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  return section == Metric ? tr("Metric") : tr("Predicted");
+}
+
+QString SummaryModel::value(const QString& metric) const {
+  for (const Row& r : m_rows) {
+    if (r.metric == metric) return r.text;
+  }
+  return {};
+}
+
+MemoryModel::MemoryModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void MemoryModel::setReport(const plan::MemoryReport& r) {
+  beginResetModel();
+  m_report = r;
+  endResetModel();
+}
+
+void MemoryModel::clear() { setReport({}); }
+
+int MemoryModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : int(m_report.stages.size());
+}
+int MemoryModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+double MemoryModel::bytes(int row, int column) const {
+  const plan::MemoryBreakdown& b = m_report.stages[std::size_t(row)];
+  switch (column) {
+    case Total: return b.total();
+    case Capacity: return m_report.capacity;
+    case Weights: return b.weights;
+    case Gradients: return b.gradients;
+    case Master: return b.master;
+    case Optimizer: return b.optimizer;
+    case Activations: return b.activations;
+    case Logits: return b.logits;
+    case Workspace: return b.workspace;
+    default: return 0.0;
+  }
+}
+
+QVariant MemoryModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
+  const plan::MemoryBreakdown& b = m_report.stages[std::size_t(index.row())];
+  const bool fits = b.total() <= m_report.capacity;
+  const int c = index.column();
+  if (role == Qt::DisplayRole) {
+    if (c == Stage) return b.stage;
+    if (c == Fits) return fits ? tr("fits") : tr("out of memory");
+    return QString::fromStdString(u::format_bytes(bytes(index.row(), c)));
+  }
+  if (role == RawRole) return c == Stage ? QVariant(b.stage) : c == Fits ? QVariant(fits) : QVariant(bytes(index.row(), c));
+  if (role == GiBRole && c != Stage && c != Fits) return bytes(index.row(), c) / double(1ULL << 30);
+  if (role == Qt::ForegroundRole && !fits && (c == Total || c == Fits)) return QBrush(QColor(200, 0, 0));
+  if (role == Qt::TextAlignmentRole && c != Fits) return int(Qt::AlignRight | Qt::AlignVCenter);
+  return {};
+}
+
+QVariant MemoryModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (role != Qt::DisplayRole) return {};
+  if (orientation == Qt::Vertical) return section;
+  static const char* const names[ColumnCount] = {"Stage",     "Per rank", "Capacity",    "Fits",   "Weights", "Gradients",
+                                                 "Master",    "Optimizer", "Activations", "Logits", "Workspace"};
+  return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
+}
+
+}  // namespace parasim::gui

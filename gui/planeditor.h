@@ -1,0 +1,60 @@
+// The plan editor: a form over the scenario keys a planner changes (cluster size, batch,
+// precision, recompute, dp / tp / pp / virtual stages, schedule, sequence parallelism,
+// ZeRO, bucket size, collective algorithm). It holds no rules of its own: it shows the
+// resolved scenario's values (setScenario), turns what the user changed into `--set`
+// overrides (overrides()), and marks at its field the error the loader reports for a key
+// (showError), the command line's message word for word.
+#pragma once
+
+#include <QMap>
+#include <QStringList>
+#include <QWidget>
+
+#include "plan/scenario.hpp"
+
+class QFormLayout;
+class QLabel;
+
+namespace parasim::gui {
+
+class PlanEditor : public QWidget {
+  Q_OBJECT
+ public:
+  explicit PlanEditor(QWidget* parent = nullptr);
+
+  // Shows a scenario's values and forgets earlier edits.
+  void setScenario(const plan::Scenario& s);
+  // KEY=VALUE for every field whose value differs from the scenario shown.
+  [[nodiscard]] QStringList overrides() const;
+  // Sets a field by key (as a user would), e.g. setValue("plan.tp", "2"); false if none.
+  bool setValue(const QString& key, const QString& value);
+  [[nodiscard]] QString value(const QString& key) const;
+  // Marks the field of `key` with `message` (or the form's foot when no field has it).
+  void showError(const QString& key, const QString& message);
+  void clearErrors();
+  [[nodiscard]] QString errorAt(const QString& key) const;
+  [[nodiscard]] QStringList keys() const { return m_order; }
+
+ signals:
+  void edited();
+
+ private:
+  struct Field {
+    QWidget* editor = nullptr;
+    QLabel* error = nullptr;
+    QString shown;  // the scenario's value
+  };
+  void addInteger(const QString& key, const QString& label, int min, int max);
+  void addChoice(const QString& key, const QString& label, const QStringList& choices);
+  void addText(const QString& key, const QString& label);
+  void addField(const QString& key, const QString& label, QWidget* editor);
+  void setShown(const QString& key, const QString& value);
+
+  QFormLayout* m_form = nullptr;
+  QLabel* m_footError = nullptr;
+  QMap<QString, Field> m_fields;
+  QStringList m_order;
+  bool m_loading = false;
+};
+
+}  // namespace parasim::gui
