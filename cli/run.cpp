@@ -6,6 +6,7 @@
 // is one of the ranks and checks that the job has as many as the plan needs.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -158,8 +159,9 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
              u::format_flop_rate(m.flops_per_step / m.median_seconds / s.plan.world()), m.flops_per_step);
   fmt::print("loss               {:.4f} -> {:.4f}\n", first, last);
   if (s.training.precision == plan::Dtype::fp16) {
+    const auto skipped = std::count_if(m.steps.begin(), m.steps.end(), [](const exec::StepRecord& r) { return r.skipped; });
     fmt::print("loss scale         {:g} (from {:g}; {} step{} skipped for overflow)\n", m.steps.back().loss_scale,
-               s.training.loss_scale, m.skipped_steps, m.skipped_steps == 1 ? "" : "s");
+               s.training.loss_scale, skipped, skipped == 1 ? "" : "s");
   }
   std::string peaks;
   for (std::size_t r = 0; r < m.peak_memory.size(); ++r) {

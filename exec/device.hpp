@@ -164,12 +164,12 @@ class Device {
   // the same list and key, a number no other group being created at the same time uses.
   virtual Comm comm_create(std::span<const int> ranks, int key) = 0;
   virtual Request send(const float* data, std::int64_t count, int peer, int tag) = 0;
+  virtual Request recv(float* data, std::int64_t count, int peer, int tag) = 0;
   // Point-to-point calls between group_begin() and group_end() are issued as one (an NCCL
   // group), so that a send and a receive posted together progress together; their
   // Requests may be tested once group_end() has returned. No-ops on the CPU backend.
   virtual void group_begin() {}
   virtual void group_end() {}
-  virtual Request recv(float* data, std::int64_t count, int peer, int tag) = 0;
   virtual Request all_reduce(float* data, std::int64_t count, Comm comm) = 0;  // sum, in place
   // Member i receives the sum of block i (counts[i] floats, blocks back to back in data) in
   // place at its block; all_gather fills every member's block from its owner.

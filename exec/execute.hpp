@@ -45,7 +45,6 @@ struct Measurement {
   double mean_seconds = 0.0;
   double flops_per_step = 0.0;      // performed, all ranks
   std::string model_note;           // how the model was run ("GPT decoder", or GEMM equivalents)
-  std::int64_t skipped_steps = 0;   // fp16: optimizer steps skipped for overflow, warm-up included
 };
 
 Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& options);

@@ -186,7 +186,6 @@ void Shard::optimizer_step() {
     }
     dev_.sum_to_all(overflow);
     if (overflow[0] > 0.0) {
-      ++skipped_;
       last_skipped_ = true;
       good_steps_ = 0;
       loss_scale_ = std::max(1.0, loss_scale_ / 2.0);

@@ -90,10 +90,9 @@ class Shard {
   // rebuilds the full tensor.
   void add_to_full(std::span<float> full, bool grads) const;
   [[nodiscard]] std::int64_t full_param_count() const { return full_count_; }
-  // fp16's dynamic loss scaling: the current scale (1 in other precisions), the steps
-  // skipped for overflow so far, and whether the last optimizer step was one of them.
+  // fp16's dynamic loss scaling: the current scale (1 in other precisions), and whether
+  // the last optimizer step was skipped for overflow.
   [[nodiscard]] double loss_scale() const { return loss_scale_; }
-  [[nodiscard]] std::int64_t skipped_steps() const { return skipped_; }
   [[nodiscard]] bool last_step_skipped() const { return last_skipped_; }
 
  protected:
@@ -150,7 +149,6 @@ class Shard {
   int step_ = 0;
   double loss_scale_ = 1.0;
   int scale_window_ = 1000, good_steps_ = 0;
-  std::int64_t skipped_ = 0;
   bool last_skipped_ = false;
 };
 

@@ -13,29 +13,24 @@ namespace parasim::gui {
 Outcome simulateScenario(const QString& path, const QStringList& overrides) {
   const auto t0 = std::chrono::steady_clock::now();
   Outcome o;
-  o.path = path;
-  o.overrides = overrides;
   std::vector<std::string> sets;
   for (const QString& s : overrides) sets.push_back(s.toStdString());
   try {
-    auto s = std::make_shared<const plan::Scenario>(plan::load(path.toStdString(), sets));
-    o.cluster = std::make_shared<const topology::Cluster>(s->cluster);
-    o.memory = plan::memory_per_rank(*s);
-    o.prediction = std::make_shared<const sim::Prediction>(sim::predict(*s));
-    o.figures = report::step_figures(*s, o.prediction->trace, *o.cluster);
-    o.scenario = std::move(s);
+    Outcome done;  // filled whole, or not at all
+    done.scenario = std::make_shared<const plan::Scenario>(plan::load(path.toStdString(), sets));
+    done.cluster = std::make_shared<const topology::Cluster>(done.scenario->cluster);
+    done.memory = plan::memory_per_rank(*done.scenario);
+    done.prediction = std::make_shared<const sim::Prediction>(sim::predict(*done.scenario));
+    done.figures = report::step_figures(*done.scenario, done.prediction->trace, *done.cluster);
+    o = std::move(done);
   } catch (const plan::ScenarioError& e) {
-    o = Outcome{};
-    o.path = path;
-    o.overrides = overrides;
     o.error = QString::fromStdString(e.what());
     o.errorKey = QString::fromStdString(e.key());
   } catch (const std::exception& e) {
-    o = Outcome{};
-    o.path = path;
-    o.overrides = overrides;
     o.error = QString::fromStdString(e.what());
   }
+  o.path = path;
+  o.overrides = overrides;
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return o;
 }

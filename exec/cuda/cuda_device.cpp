@@ -266,10 +266,15 @@ Request CudaDevice::post(cudaStream_t stream, ncclComm_t comm) {
   return r;
 }
 
+// The next stream of the pool; inside a group, the group's (its first call's).
 cudaStream_t CudaDevice::p2p_stream() {
   const std::size_t i = next_p2p_;
-  if (!grouping_ || group_stream_ == nullptr) next_p2p_ = (next_p2p_ + 1) % p2p_streams_.size();
-  cudaStream_t s = grouping_ && group_stream_ != nullptr ? group_stream_ : p2p_streams_[i];
+  cudaStream_t s = group_stream_;
+  if (s == nullptr) {
+    s = p2p_streams_[i];
+    next_p2p_ = (next_p2p_ + 1) % p2p_streams_.size();
+    if (grouping_) group_stream_ = s;
+  }
   // In order after what the pp stream was told to wait for (wait_event) and the data's
   // producer. Re-recording the event is safe: the wait captures its state at this call.
   check_cuda(cudaEventRecord(p2p_after_[i], current_), "record");
@@ -287,7 +292,6 @@ Request CudaDevice::point_to_point(bool send, float* data, std::int64_t count, i
     check_nccl(ncclRecv(data, nccl_count(count), ncclFloat, peer, world_comm_, s), "recv");
   }
   if (!grouping_) return post(s, world_comm_);
-  group_stream_ = s;
   const Request r = post(nullptr, world_comm_);
   group_requests_.push_back(r);
   return r;

@@ -9,6 +9,12 @@ namespace parasim::gui {
 
 namespace u = units;
 
+namespace {
+
+std::string percent(double fraction) { return QString::number(100.0 * fraction, 'f', 1).toStdString() + " %"; }
+
+}  // namespace
+
 SummaryModel::SummaryModel(QObject* parent) : QAbstractTableModel(parent) {}
 
 void SummaryModel::setFigures(const plan::Scenario& s, const report::StepFigures& f) {
@@ -21,8 +27,8 @@ void SummaryModel::setFigures(const plan::Scenario& s, const report::StepFigures
   add("samples/s", u::format_count(f.samples_per_s), f.samples_per_s);
   if (s.model.kind == plan::ModelKind::transformer) add("tokens/s", u::format_count(f.tokens_per_s), f.tokens_per_s);
   add("per device", u::format_flop_rate(f.flops_per_device), f.flops_per_device);
-  add("MFU", fmt_percent(f.mfu), f.mfu);
-  add("pipeline bubble", fmt_percent(f.bubble_fraction), f.bubble_fraction);
+  add("MFU", percent(f.mfu), f.mfu);
+  add("pipeline bubble", percent(f.bubble_fraction), f.bubble_fraction);
   static const char* const dims[3][2] = {{"tp communication", "tp exposed"},
                                          {"pp communication", "pp exposed"},
                                          {"dp communication", "dp exposed"}};
@@ -32,10 +38,6 @@ void SummaryModel::setFigures(const plan::Scenario& s, const report::StepFigures
   }
   add("bottleneck", f.bottleneck, 0.0);
   endResetModel();
-}
-
-std::string SummaryModel::fmt_percent(double fraction) {
-  return QString::number(100.0 * fraction, 'f', 1).toStdString() + " %";
 }
 
 void SummaryModel::clear() {

@@ -34,7 +34,6 @@ class SummaryModel : public QAbstractTableModel {
   [[nodiscard]] QString value(const QString& metric) const;
 
  private:
-  static std::string fmt_percent(double fraction);
   struct Row {
     QString metric;
     QString text;
