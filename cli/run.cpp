@@ -245,17 +245,8 @@ void run_validate(const RunArgs& a) {
 
   using A = report::Table::Align;
   report::Table t({"", "predicted", "measured", "error"}, {A::left, A::right, A::right, A::right});
-  auto show = [](const report::ComparisonRow& r, double v) {
-    if (r.unit == "bytes") return u::format_bytes(v);
-    if (r.unit == "fraction") return fmt::format("{:.1f} %", 100 * v);
-    return u::format_duration(v);
-  };
   for (const auto& r : rows) {
-    const double e = r.error();
-    const std::string err = std::isnan(e)              ? "-"
-                            : r.unit == "fraction" ? fmt::format("{:+.1f} pt", 100 * e)
-                                                   : fmt::format("{:+.1f} %", 100 * e);
-    t.add_row({r.name, show(r, r.predicted), show(r, r.measured), err});
+    t.add_row({r.name, report::format_value(r, r.predicted), report::format_value(r, r.measured), report::format_error(r)});
   }
   fmt::print("\nprediction against measurement (median step; profile: {})\n{}",
              s.hardware.profile.empty() ? "datasheet defaults, not calibrated" : s.hardware.profile, t.render());

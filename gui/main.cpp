@@ -2,6 +2,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
+#include <cstdio>
 
 #include "mainwindow.h"
 #include "parasim/config.hpp"
@@ -19,25 +20,51 @@ int main(int argc, char** argv) {
                                       QStringLiteral("Render the window to a PNG file and exit (works offscreen)"),
                                       QStringLiteral("file"));
   cli.addOption(screenshot);
+  const QCommandLineOption exportDir(QStringLiteral("export"),
+                                     QStringLiteral("Save every view as DIR/NN-name.png and exit (works offscreen)"),
+                                     QStringLiteral("dir"));
+  cli.addOption(exportDir);
+  const QCommandLineOption runDir(QStringLiteral("run"),
+                                  QStringLiteral("Load the results of `parasim validate --out DIR` beside the prediction"),
+                                  QStringLiteral("dir"));
+  cli.addOption(runDir);
+  const QCommandLineOption traceFile(QStringLiteral("trace"), QStringLiteral("Open a Chrome trace file in the timeline"),
+                                     QStringLiteral("file"));
+  cli.addOption(traceFile);
   cli.process(app);
   parasim::gui::MainWindow window;
   bool ok = true;
   if (!cli.positionalArguments().isEmpty()) ok = window.openScenario(cli.positionalArguments().first());
-  if (cli.isSet(screenshot)) {
-    window.resize(1300, 800);
+  if (cli.isSet(traceFile)) window.openTrace(cli.value(traceFile));
+  if (cli.isSet(screenshot) || cli.isSet(exportDir)) {
+    window.resize(1400, 860);
     window.show();
-    // The first simulation runs on a worker thread: wait for it before grabbing.
+    // Simulation, sweep and trace reading run on worker threads: wait for them first.
     QElapsedTimer waited;
     waited.start();
-    while (ok && (window.simulator()->busy() || window.outcome().path.isEmpty()) && waited.elapsed() < 120000) {
+    while (ok && (!window.idle() || window.outcome().path.isEmpty()) && waited.elapsed() < 300000) {
       QApplication::processEvents(QEventLoop::AllEvents, 20);
     }
+    if (cli.isSet(runDir)) {
+      const QString error = window.openRunFolder(cli.value(runDir));
+      if (!error.isEmpty()) {
+        qCritical("%s", qPrintable(error));
+        return 2;
+      }
+    }
     QApplication::processEvents();
-    if (!window.grab().save(cli.value(screenshot))) {
+    if (cli.isSet(screenshot) && !window.grab().save(cli.value(screenshot))) {
       qCritical("cannot write %s", qPrintable(cli.value(screenshot)));
       return 1;
     }
+    if (cli.isSet(exportDir)) {
+      for (const QString& f : window.exportViews(cli.value(exportDir))) std::printf("wrote %s\n", qPrintable(f));
+    }
     return ok ? 0 : 2;
+  }
+  if (cli.isSet(runDir)) {
+    const QString error = window.openRunFolder(cli.value(runDir));
+    if (!error.isEmpty()) qWarning("%s", qPrintable(error));
   }
   window.show();
   return QApplication::exec();

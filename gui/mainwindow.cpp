@@ -1,31 +1,44 @@
 #include "mainwindow.h"
 
+#include <QApplication>
 #include <QBarCategoryAxis>
 #include <QBarSeries>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
+#include <QFileInfo>
+#include <QFuture>
+#include <QGridLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineSeries>
 #include <QMenuBar>
+#include <QMessageBox>
+#include <QSaveFile>
 #include <QScrollArea>
 #include <QSplitter>
 #include <QStatusBar>
-#include <QTableView>
 #include <QTabWidget>
+#include <QTableView>
 #include <QVBarModelMapper>
 #include <QValueAxis>
+#include <QtConcurrent/QtConcurrentRun>
+#include <vector>
 
+#include "charts.h"
+#include "models/figuremodels.h"
 #include "models/linkmodel.h"
 #include "models/summarymodel.h"
 #include "plan/describe.hpp"
 #include "plan/load.hpp"
 #include "planeditor.h"
+#include "timeline/timelineview.h"
 #include "topology/analysis.hpp"
 #include "topology/units.hpp"
+#include "topologyview.h"
 
 namespace parasim::gui {
 
@@ -39,19 +52,63 @@ QTableView* tableFor(QAbstractItemModel* model, QWidget* parent) {
   return view;
 }
 
+// Ranks drawn in the per-rank charts: beyond this a bar per rank is unreadable.
+constexpr int chartRanks = 64;
+
+QChartView* bandwidthChart(LinkKindModel* kinds, QWidget* parent) {
+  // The chart reads the same kind model a table would.
+  auto* chart = new QChart();
+  auto* series = new QBarSeries(chart);
+  auto* mapper = new QVBarModelMapper(chart);
+  mapper->setFirstBarSetColumn(LinkKindModel::TotalGBps);
+  mapper->setLastBarSetColumn(LinkKindModel::TotalGBps);
+  mapper->setSeries(series);
+  mapper->setModel(kinds);
+  chart->addSeries(series);
+  chart->setTitle(QObject::tr("Total bandwidth by link kind (GB/s, one direction)"));
+  chart->legend()->hide();
+  auto* categories = new QBarCategoryAxis(chart);
+  auto* values = new QValueAxis(chart);
+  chart->addAxis(categories, Qt::AlignBottom);
+  chart->addAxis(values, Qt::AlignLeft);
+  series->attachAxis(categories);
+  series->attachAxis(values);
+  QObject::connect(kinds, &QAbstractItemModel::modelReset, chart, [kinds, categories, values] {
+    QStringList names;
+    double top = 0.0;
+    for (int r = 0; r < kinds->rowCount(); ++r) {
+      names << kinds->index(r, LinkKindModel::Kind).data().toString();
+      top = std::max(top, kinds->index(r, LinkKindModel::TotalGBps).data().toDouble());
+    }
+    categories->setCategories(names);
+    values->setRange(0.0, top * 1.1 + 1e-9);
+  });
+  auto* view = new QChartView(chart, parent);
+  view->setRenderHint(QPainter::Antialiasing);
+  return view;
+}
+
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent),
       m_summary(new QLabel(tr("Open a scenario (File > Open)"), this)),
+      m_tabs(new QTabWidget(this)),
       m_linkView(new QTableView(this)),
-      m_chartView(new QChartView(this)),
       m_links(new LinkModel(this)),
       m_kinds(new LinkKindModel(this)),
       m_summaryModel(new SummaryModel(this)),
       m_memory(new MemoryModel(this)),
+      m_breakdown(new FigureTableModel(this)),
+      m_rankMemory(new FigureTableModel(this)),
+      m_scaling(new FigureTableModel(this)),
       m_editor(new PlanEditor(this)),
-      m_simulator(new Simulator(this)) {
+      m_simulator(new Simulator(this)),
+      m_sweeper(new Sweeper(this)),
+      m_timeline(new TimelinePanel(this)),
+      m_topology(new TopologyView(this)),
+      m_run(new RunPanel(this)),
+      m_scalingNote(new QLabel(this)) {
   setWindowTitle(tr("parasim"));
   m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_summary->setFont(QFont(QStringLiteral("monospace")));
@@ -62,15 +119,16 @@ MainWindow::MainWindow(QWidget* parent)
   m_linkView->horizontalHeader()->setStretchLastSection(true);
   m_linkView->verticalHeader()->hide();
 
-  auto* tabs = new QTabWidget(this);
-  tabs->addTab(makeSummaryView(), tr("Summary"));
-  tabs->addTab(m_linkView, tr("Links"));
-  tabs->addTab(makeBandwidthChart(), tr("Bandwidth chart"));
+  m_tabs->addTab(makeSummaryView(), tr("Summary"));
+  m_tabs->addTab(m_timeline, tr("Timeline"));
+  m_tabs->addTab(makeTopologyView(), tr("Topology"));
+  m_tabs->addTab(makeChartsView(), tr("Charts"));
+  m_tabs->addTab(m_run, tr("Run for real"));
   auto* split = new QSplitter(Qt::Vertical, this);
   split->addWidget(m_summary);
-  split->addWidget(tabs);
+  split->addWidget(m_tabs);
   split->setStretchFactor(1, 4);
-  split->setSizes({140, 600});
+  split->setSizes({120, 640});
   setCentralWidget(split);
 
   auto* dock = new QDockWidget(tr("Plan"), this);
@@ -84,11 +142,29 @@ MainWindow::MainWindow(QWidget* parent)
   connect(m_editor, &PlanEditor::edited, this, &MainWindow::resimulate);
   connect(m_simulator, &Simulator::started, this, [this] { statusBar()->showMessage(tr("simulating...")); });
   connect(m_simulator, &Simulator::finished, this, &MainWindow::showOutcome);
+  connect(m_sweeper, &Sweeper::finished, this, [this](const Scaling& sc) {
+    showScaling(*m_scaling, sc);
+    m_scalingNote->setText(sc.skipped.isEmpty() ? tr("weak scaling: dp grows, the batch per replica and tp x pp stay")
+                                                : tr("not swept: %1").arg(sc.skipped.join(QStringLiteral("; "))));
+  });
+  connect(m_run, &RunPanel::loaded, this, [this](const RunResults& r) {
+    showMeasured(r.measured);
+    statusBar()->showMessage(tr("measured %1: %2").arg(r.scenario, r.dir));
+  });
+  connect(m_run, &RunPanel::failed, this, [this](const QString& e) {
+    m_timeline->clearMeasured(tr("the run failed: %1").arg(e));
+    statusBar()->showMessage(tr("run failed: %1").arg(e));
+  });
 
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&Open scenario..."), QKeySequence::Open, this, &MainWindow::chooseScenario);
+  file->addAction(tr("&Save scenario as..."), QKeySequence::SaveAs, this, &MainWindow::chooseSave);
+  file->addAction(tr("Open &trace..."), this, &MainWindow::chooseTrace);
+  file->addAction(tr("Open &run results..."), this, &MainWindow::chooseRunFolder);
+  file->addAction(tr("&Export views as PNG..."), this, &MainWindow::chooseExport);
+  file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
-  resize(1200, 780);
+  resize(1300, 820);
 }
 
 QWidget* MainWindow::makeSummaryView() {
@@ -148,37 +224,50 @@ QWidget* MainWindow::makeSummaryView() {
   return page;
 }
 
-QWidget* MainWindow::makeBandwidthChart() {
-  // The chart reads the same kind model a table would.
-  auto* chart = new QChart();
-  auto* series = new QBarSeries(chart);
-  auto* mapper = new QVBarModelMapper(this);
-  mapper->setFirstBarSetColumn(LinkKindModel::TotalGBps);
-  mapper->setLastBarSetColumn(LinkKindModel::TotalGBps);
-  mapper->setSeries(series);
-  mapper->setModel(m_kinds);
-  chart->addSeries(series);
-  chart->setTitle(tr("Total bandwidth by link kind (GB/s, one direction)"));
-  chart->legend()->hide();
-  auto* categories = new QBarCategoryAxis(chart);
-  auto* values = new QValueAxis(chart);
-  chart->addAxis(categories, Qt::AlignBottom);
-  chart->addAxis(values, Qt::AlignLeft);
-  series->attachAxis(categories);
-  series->attachAxis(values);
-  connect(m_kinds, &QAbstractItemModel::modelReset, this, [this, categories, values] {
-    QStringList names;
-    double top = 0.0;
-    for (int r = 0; r < m_kinds->rowCount(); ++r) {
-      names << m_kinds->index(r, LinkKindModel::Kind).data().toString();
-      top = std::max(top, m_kinds->index(r, LinkKindModel::TotalGBps).data().toDouble());
-    }
-    categories->setCategories(names);
-    values->setRange(0.0, top * 1.1 + 1e-9);
-  });
-  m_chartView->setChart(chart);
-  m_chartView->setRenderHint(QPainter::Antialiasing);
-  return m_chartView;
+QWidget* MainWindow::makeTopologyView() {
+  auto* page = new QSplitter(Qt::Horizontal, this);
+  page->addWidget(m_topology);
+  auto* right = new QSplitter(Qt::Vertical, page);
+  right->addWidget(m_linkView);
+  right->addWidget(bandwidthChart(m_kinds, right));
+  page->addWidget(right);
+  page->setSizes({800, 400});
+  return page;
+}
+
+QWidget* MainWindow::makeChartsView() {
+  auto* page = new QWidget(this);
+  auto* grid = new QGridLayout(page);
+  grid->addWidget(barChart(m_breakdown,
+                           {tr("Where the time goes, per rank (first %1 ranks)").arg(chartRanks), tr("ms"),
+                            {breakdown::Compute, breakdown::Tp, breakdown::Pp, breakdown::Dp, breakdown::Bubble, breakdown::Other},
+                            1e3, true, {}},
+                           page),
+                  0, 0);
+  grid->addWidget(barChart(m_rankMemory,
+                           {tr("Memory per rank: model tensors, predicted and measured"), tr("MiB"),
+                            {rankmemory::Predicted, rankmemory::Measured}, 1.0 / double(1 << 20), false, {}},
+                           page),
+                  0, 1);
+  FigureTableModel* cmp = m_run->comparison();
+  grid->addWidget(barChart(cmp,
+                           {tr("Predicted against measured, per kind (Run for real)"), tr("ms"),
+                            {comparison::Predicted, comparison::Measured}, 1e3, false,
+                            [cmp](int row) {
+                              return cmp->index(row, comparison::Metric).data(FigureTableModel::RawRole).toString() ==
+                                         QLatin1String("s") &&
+                                     !cmp->index(row, comparison::Metric).data().toString().contains(QLatin1String("exposed"));
+                            }},
+                           page),
+                  1, 0);
+  auto* scalingBox = new QWidget(page);
+  auto* v = new QVBoxLayout(scalingBox);
+  v->setContentsMargins(0, 0, 0, 0);
+  v->addWidget(scalingChart(m_scaling, scalingBox), 1);
+  m_scalingNote->setWordWrap(true);
+  v->addWidget(m_scalingNote);
+  grid->addWidget(scalingBox, 1, 1);
+  return page;
 }
 
 bool MainWindow::openScenario(const QString& path) {
@@ -189,6 +278,9 @@ bool MainWindow::openScenario(const QString& path) {
     m_editor->setEnabled(true);
     setWindowTitle(tr("parasim - %1").arg(path));
     m_summary->setText(QString::fromStdString(plan::describe(s)));
+    m_measured.reset();
+    m_timeline->clearMeasured(tr("no measurement yet: Run for real, or File > Open trace"));
+    m_run->setScenario(m_path, {});
     m_simulator->request(m_path, {});
     return true;
   } catch (const std::exception& e) {
@@ -206,10 +298,12 @@ void MainWindow::showOutcome(const Outcome& o) {
   m_outcome = o;
   if (!o.ok()) {
     m_editor->showError(o.errorKey, o.error);
+    m_run->setScenario(QString(), {});
     statusBar()->showMessage(tr("invalid plan: %1").arg(o.error));
     return;
   }
   m_editor->clearErrors();
+  m_editor->refresh(*o.scenario);
   const plan::Scenario& s = *o.scenario;
   const topology::TopologySummary sum = topology::summarize(*o.cluster);
   m_links->setCluster(o.cluster);
@@ -217,6 +311,12 @@ void MainWindow::showOutcome(const Outcome& o) {
   m_kinds->setSummary(sum);
   m_summaryModel->setFigures(s, o.figures);
   m_memory->setReport(o.memory);
+  m_timeline->setPredicted(o.timeline);
+  m_topology->show(o.cluster, o.prediction->trace);
+  showRankBreakdown(*m_breakdown, o.figures, chartRanks);
+  showRankMemory();
+  m_run->setScenario(o.path, o.overrides);
+  m_sweeper->request(o.path, o.overrides);
   m_summary->setText(QString::fromStdString(
       plan::describe(s) + "topology  injection " + units::format_bandwidth(sum.injection_intra) + " intra / " +
       (sum.injection_inter > 0 ? units::format_bandwidth(sum.injection_inter) : std::string("none")) +
@@ -226,11 +326,136 @@ void MainWindow::showOutcome(const Outcome& o) {
                                .arg(o.overrides.isEmpty() ? QString() : tr(" with ") + o.overrides.join(QLatin1Char(' '))));
 }
 
+void MainWindow::showMeasured(std::shared_ptr<const TimelineTrace> measured) {
+  m_measured = std::move(measured);
+  m_timeline->setMeasured(m_measured);
+  showRankMemory();
+}
+
+void MainWindow::showRankMemory() {
+  if (!m_outcome.ok() || !m_outcome.scenario) return;
+  std::vector<double> measured;
+  if (m_measured && int(m_measured->memoryPeak.size()) == m_outcome.scenario->plan.world()) measured = m_measured->memoryPeak;
+  gui::showRankMemory(*m_rankMemory, *m_outcome.scenario, m_outcome.memory, measured, chartRanks);
+}
+
+QString MainWindow::saveScenario(const QString& path) {
+  if (m_path.isEmpty()) return tr("no scenario is open");
+  std::vector<std::string> sets;
+  for (const QString& o : m_editor->overrides()) sets.push_back(o.toStdString());
+  try {
+    const std::string dir = QFileInfo(path).absolutePath().toStdString();
+    const std::string text = "# saved by parasim-gui from " + m_path.toStdString() + "\n" +
+                             plan::scenario_yaml(m_path.toStdString(), sets, dir);
+    QSaveFile out(path);  // all or nothing
+    if (!out.open(QIODevice::WriteOnly) || out.write(text.data(), qint64(text.size())) != qint64(text.size()) || !out.commit()) {
+      return tr("cannot write %1: %2").arg(path, out.errorString());
+    }
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  return {};
+}
+
+void MainWindow::openTrace(const QString& path) {
+  struct Read {
+    std::shared_ptr<const TimelineTrace> trace;
+    QString error;
+  };
+  ++m_loadingTraces;
+  statusBar()->showMessage(tr("reading %1...").arg(path));
+  QtConcurrent::run([path] {
+    Read r;
+    try {
+      r.trace = std::make_shared<const TimelineTrace>(readTimelineFile(path));
+    } catch (const std::exception& e) {
+      r.error = QString::fromStdString(e.what());
+    }
+    return r;
+  }).then(this, [this, path](const Read& r) {
+    --m_loadingTraces;
+    if (!r.error.isEmpty()) {
+      statusBar()->showMessage(r.error);
+      QMessageBox::warning(this, tr("Cannot open the trace"), r.error);
+      emit traceFailed(r.error);
+      return;
+    }
+    if (r.trace->kind == QLatin1String("predicted")) {
+      m_timeline->setPredicted(r.trace);
+    } else {
+      showMeasured(r.trace);
+    }
+    m_tabs->setCurrentWidget(m_timeline);
+    statusBar()->showMessage(tr("opened %1 (%2)").arg(path, r.trace->kind));
+    emit traceLoaded(path);
+  });
+}
+
+QString MainWindow::openRunFolder(const QString& dir) {
+  try {
+    const RunResults r = readRunFolder(dir);
+    m_run->showResults(r);
+    m_timeline->setPredicted(r.predicted);
+    showMeasured(r.measured);
+    return {};
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+}
+
+QStringList MainWindow::exportViews(const QString& dir) {
+  QStringList written;
+  QDir().mkpath(dir);
+  const int current = m_tabs->currentIndex();
+  for (int i = 0; i < m_tabs->count(); ++i) {
+    m_tabs->setCurrentIndex(i);
+    QApplication::processEvents();
+    const QString name = m_tabs->tabText(i).toLower().replace(QLatin1Char(' '), QLatin1Char('-')).remove(QLatin1Char('&'));
+    const QString file = QDir(dir).filePath(QStringLiteral("%1-%2.png").arg(i + 1, 2, 10, QLatin1Char('0')).arg(name));
+    if (grab().save(file)) written << file;
+  }
+  m_tabs->setCurrentIndex(current);
+  return written;
+}
+
+bool MainWindow::idle() const {
+  return !m_simulator->busy() && !m_sweeper->busy() && m_loadingTraces == 0 && !m_run->running();
+}
+
 QString MainWindow::summaryText() const { return m_summary->text(); }
 
 void MainWindow::chooseScenario() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Open scenario"), QString(), tr("Scenarios (*.yaml *.yml)"));
   if (!path.isEmpty()) openScenario(path);
+}
+
+void MainWindow::chooseSave() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save scenario"), QString(), tr("Scenarios (*.yaml *.yml)"));
+  if (path.isEmpty()) return;
+  const QString error = saveScenario(path);
+  if (!error.isEmpty()) {
+    QMessageBox::warning(this, tr("Cannot save the scenario"), error);
+  } else {
+    statusBar()->showMessage(tr("saved %1").arg(path));
+  }
+}
+
+void MainWindow::chooseTrace() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open trace"), QString(), tr("Chrome traces (*.json)"));
+  if (!path.isEmpty()) openTrace(path);
+}
+
+void MainWindow::chooseRunFolder() {
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Open the folder of a parasim validate run"));
+  if (dir.isEmpty()) return;
+  const QString error = openRunFolder(dir);
+  if (!error.isEmpty()) QMessageBox::warning(this, tr("Cannot open the run"), error);
+}
+
+void MainWindow::chooseExport() {
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Export the views as PNG into"));
+  if (dir.isEmpty()) return;
+  statusBar()->showMessage(tr("wrote %1 images to %2").arg(exportViews(dir).size()).arg(dir));
 }
 
 }  // namespace parasim::gui

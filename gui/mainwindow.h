@@ -1,28 +1,39 @@
 // The dashboard window. A plan editor (left) over the open scenario; every valid edit is
-// simulated again on a worker thread (Simulator) and the views follow: Summary (the
-// predicted figures, memory per stage against capacity as a table and bars, red when out
-// of memory), Links (the cluster's link table) and Bandwidth (a chart of bandwidth by link
-// kind). An invalid edit is marked at its field with the command line's message and the
-// views keep the last valid plan. No model logic lives here, only wiring of parasim's
-// libraries to Qt models.
+// simulated again on a worker thread (Simulator) and the views follow:
+//   Summary    the predicted figures; memory per stage against capacity, table and bars
+//   Timeline   predicted and measured traces, lanes per rank and stream and busy link,
+//              one shared zoom
+//   Topology   the cluster graph with links coloured by utilisation; the link table and
+//              bandwidth by link kind
+//   Charts     time breakdown per rank, memory per rank (predicted and measured),
+//              predicted against measured per kind, and the dp scaling curve (Sweeper)
+//   Run        `parasim validate` as a child process, its log and comparison table
+// An invalid edit is marked at its field with the command line's message and the views
+// keep the last valid plan. No model logic lives here, only wiring of parasim's libraries
+// to Qt models and views.
 #pragma once
 
 #include <QMainWindow>
 #include <memory>
 
+#include "runpanel.h"
 #include "simulation.h"
 
 class QLabel;
+class QTabWidget;
 class QTableView;
-class QChartView;
 
 namespace parasim::gui {
 
+class FigureTableModel;
 class LinkModel;
 class LinkKindModel;
 class MemoryModel;
 class PlanEditor;
+class RunPanel;
 class SummaryModel;
+class TimelinePanel;
+class TopologyView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -31,33 +42,75 @@ class MainWindow : public QMainWindow {
   // Loads a scenario and starts simulating it; on error shows it (file:line: key:
   // message) and returns false.
   bool openScenario(const QString& path);
+  // Writes the open scenario with the editor's edits as one YAML file (extends merged);
+  // returns the error, empty on success.
+  QString saveScenario(const QString& path);
+  // Loads a Chrome trace file (on a worker thread) into the predicted or measured timeline
+  // as the file's kind says; traceLoaded or traceFailed follows.
+  void openTrace(const QString& path);
+  // Loads a `parasim validate` folder: both traces and the comparison; returns the error.
+  QString openRunFolder(const QString& dir);
+  // Saves each tab as DIR/NN-name.png; returns the files written.
+  QStringList exportViews(const QString& dir);
+
   QString summaryText() const;
   const LinkModel* linkModel() const { return m_links; }
   const SummaryModel* summaryModel() const { return m_summaryModel; }
   const MemoryModel* memoryModel() const { return m_memory; }
+  const FigureTableModel* breakdownModel() const { return m_breakdown; }
+  const FigureTableModel* rankMemoryModel() const { return m_rankMemory; }
+  const FigureTableModel* scalingModel() const { return m_scaling; }
   PlanEditor* editor() const { return m_editor; }
   Simulator* simulator() const { return m_simulator; }
+  Sweeper* sweeper() const { return m_sweeper; }
+  TimelinePanel* timeline() const { return m_timeline; }
+  TopologyView* topology() const { return m_topology; }
+  RunPanel* runPanel() const { return m_run; }
+  QTabWidget* tabs() const { return m_tabs; }
   // The latest outcome shown (valid or not).
   const Outcome& outcome() const { return m_outcome; }
+  // Nothing computing in the background (simulation, sweep, trace loading, a run).
+  bool idle() const;
+
+ signals:
+  void traceLoaded(const QString& path);
+  void traceFailed(const QString& error);
 
  private:
   void chooseScenario();
+  void chooseSave();
+  void chooseTrace();
+  void chooseRunFolder();
+  void chooseExport();
   void resimulate();
   void showOutcome(const Outcome& o);
+  void showMeasured(std::shared_ptr<const TimelineTrace> measured);
+  void showRankMemory();
   QWidget* makeSummaryView();
-  QWidget* makeBandwidthChart();
+  QWidget* makeTopologyView();
+  QWidget* makeChartsView();
 
   QString m_path;
   QLabel* m_summary = nullptr;
+  QTabWidget* m_tabs = nullptr;
   QTableView* m_linkView = nullptr;
-  QChartView* m_chartView = nullptr;
   LinkModel* m_links = nullptr;
   LinkKindModel* m_kinds = nullptr;
   SummaryModel* m_summaryModel = nullptr;
   MemoryModel* m_memory = nullptr;
+  FigureTableModel* m_breakdown = nullptr;
+  FigureTableModel* m_rankMemory = nullptr;
+  FigureTableModel* m_scaling = nullptr;
   PlanEditor* m_editor = nullptr;
   Simulator* m_simulator = nullptr;
+  Sweeper* m_sweeper = nullptr;
+  TimelinePanel* m_timeline = nullptr;
+  TopologyView* m_topology = nullptr;
+  RunPanel* m_run = nullptr;
+  QLabel* m_scalingNote = nullptr;
   Outcome m_outcome;
+  std::shared_ptr<const TimelineTrace> m_measured;
+  int m_loadingTraces = 0;
 };
 
 }  // namespace parasim::gui

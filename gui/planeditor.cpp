@@ -8,6 +8,7 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "plan/presets.hpp"
 #include "topology/units.hpp"
 
 namespace parasim::gui {
@@ -33,12 +34,32 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   m_footError->hide();
   box->addWidget(m_footError);
   box->addStretch(1);
+  auto presets = [](plan::PresetKind k) {
+    QStringList out{QString()};  // item 0: what the scenario has (setShown names it)
+    for (const std::string& n : plan::preset_names(k)) out << QString::fromStdString(n);
+    return out;
+  };
+  addSection(tr("Cluster"));
+  addChoice(QStringLiteral("cluster.preset"), tr("Cluster preset"), presets(plan::PresetKind::cluster));
   addInteger(QStringLiteral("cluster.nodes"), tr("Nodes"), 1, 65536);
   addInteger(QStringLiteral("cluster.gpus_per_node"), tr("GPUs per node"), 1, 1024);
+  addChoice(QStringLiteral("cluster.device.preset"), tr("Device"), presets(plan::PresetKind::device));
+  addText(QStringLiteral("cluster.intra_node.bandwidth"), tr("Intra-node link"));
+  addText(QStringLiteral("cluster.inter_node.nic_bandwidth"), tr("NIC bandwidth"));
+  addInteger(QStringLiteral("cluster.inter_node.nics_per_node"), tr("NICs per node"), 1, 64);
+  addSection(tr("Model"));
+  addChoice(QStringLiteral("model.preset"), tr("Model preset"), presets(plan::PresetKind::model));
+  addInteger(QStringLiteral("model.layers"), tr("Layers"), 1, 1 << 16);
+  addInteger(QStringLiteral("model.hidden"), tr("Hidden size"), 1, 1 << 20);
+  addInteger(QStringLiteral("model.heads"), tr("Heads"), 1, 1 << 12);
+  addInteger(QStringLiteral("model.seq_len"), tr("Sequence length"), 1, 1 << 22);
+  addInteger(QStringLiteral("model.vocab"), tr("Vocabulary"), 1, 1 << 24);
+  addSection(tr("Training"));
   addInteger(QStringLiteral("training.global_batch"), tr("Global batch"), 1, 1 << 24);
   addInteger(QStringLiteral("training.micro_batch"), tr("Micro-batch"), 1, 1 << 20);
   addChoice(QStringLiteral("training.precision"), tr("Precision"), {"fp32", "tf32", "bf16", "fp16"});
   addChoice(QStringLiteral("training.recompute"), tr("Recompute"), {"none", "selective", "full"});
+  addSection(tr("Parallelism"));
   addInteger(QStringLiteral("plan.dp"), tr("Data parallel (dp)"), 1, 1 << 20);
   addInteger(QStringLiteral("plan.tp"), tr("Tensor parallel (tp)"), 1, 1024);
   addInteger(QStringLiteral("plan.pp"), tr("Pipeline parallel (pp)"), 1, 1024);
@@ -49,6 +70,11 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addText(QStringLiteral("plan.bucket_size"), tr("DP bucket size"));
   addChoice(QStringLiteral("plan.collective"), tr("Collective algorithm"),
             {"auto", "ring", "tree", "hierarchical", "nvls", "direct"});
+}
+
+void PlanEditor::addSection(const QString& title) {
+  auto* label = new QLabel(QStringLiteral("<b>%1</b>").arg(title), this);
+  m_form->addRow(label);
 }
 
 void PlanEditor::addField(const QString& key, const QString& label, QWidget* editor) {
@@ -100,29 +126,69 @@ void PlanEditor::setShown(const QString& key, const QString& value) {
   Field& f = m_fields[key];
   f.shown = value;
   if (auto* spin = qobject_cast<QSpinBox*>(f.editor)) spin->setValue(value.toInt());
-  if (auto* combo = qobject_cast<QComboBox*>(f.editor)) combo->setCurrentText(value);
+  if (auto* combo = qobject_cast<QComboBox*>(f.editor)) {
+    if (key.endsWith(QLatin1String(".preset"))) combo->setItemText(0, value);  // the scenario's own
+    combo->setCurrentText(value);
+  }
   if (auto* line = qobject_cast<QLineEdit*>(f.editor)) line->setText(value);
+}
+
+QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
+  const topology::ClusterSpec& c = s.cluster;
+  const bool transformer = s.model.kind == plan::ModelKind::transformer;
+  auto count = [](int v) { return QString::number(v); };
+  QMap<QString, QString> v;
+  // Presets are named by the spec's name in brackets: choosing a preset key overrides it.
+  auto own = [](const std::string& name) { return QStringLiteral("(%1)").arg(QString::fromStdString(name)); };
+  v[QStringLiteral("cluster.preset")] = own(c.name);
+  v[QStringLiteral("cluster.nodes")] = count(c.nodes);
+  v[QStringLiteral("cluster.gpus_per_node")] = count(c.gpus_per_node);
+  v[QStringLiteral("cluster.device.preset")] = own(c.device.name);
+  v[QStringLiteral("cluster.intra_node.bandwidth")] = QString::fromStdString(units::format_bandwidth(c.intra.bandwidth));
+  v[QStringLiteral("cluster.inter_node.nic_bandwidth")] = QString::fromStdString(units::format_bandwidth(c.inter.nic_bandwidth));
+  v[QStringLiteral("cluster.inter_node.nics_per_node")] = count(c.inter.nics_per_node);
+  v[QStringLiteral("model.preset")] = own(s.model.name);
+  v[QStringLiteral("model.layers")] = count(transformer ? s.model.layers : s.model.layer_count());
+  v[QStringLiteral("model.hidden")] = count(std::max(1, s.model.hidden));
+  v[QStringLiteral("model.heads")] = count(std::max(1, s.model.heads));
+  v[QStringLiteral("model.seq_len")] = count(std::max(1, s.model.seq_len));
+  v[QStringLiteral("model.vocab")] = count(std::max(1, s.model.vocab));
+  v[QStringLiteral("training.global_batch")] = count(s.training.global_batch);
+  v[QStringLiteral("training.micro_batch")] = count(s.training.micro_batch);
+  v[QStringLiteral("training.precision")] = q(topology::to_string(s.training.precision));
+  v[QStringLiteral("training.recompute")] = q(plan::to_string(s.training.recompute));
+  v[QStringLiteral("plan.dp")] = count(s.plan.dp);
+  v[QStringLiteral("plan.tp")] = count(s.plan.tp);
+  v[QStringLiteral("plan.pp")] = count(s.plan.pp);
+  v[QStringLiteral("plan.virtual_stages")] = count(s.plan.virtual_stages);
+  v[QStringLiteral("plan.schedule")] = q(plan::to_string(s.plan.schedule));
+  v[QStringLiteral("plan.sequence_parallel")] = s.plan.sequence_parallel ? QStringLiteral("true") : QStringLiteral("false");
+  v[QStringLiteral("plan.zero")] = count(s.plan.zero);
+  v[QStringLiteral("plan.bucket_size")] = bytesText(s.plan.bucket_bytes);
+  v[QStringLiteral("plan.collective")] = q(plan::to_string(s.plan.collective));
+  return v;
 }
 
 void PlanEditor::setScenario(const plan::Scenario& s) {
   m_loading = true;
-  setShown(QStringLiteral("cluster.nodes"), QString::number(s.cluster.nodes));
-  setShown(QStringLiteral("cluster.gpus_per_node"), QString::number(s.cluster.gpus_per_node));
-  setShown(QStringLiteral("training.global_batch"), QString::number(s.training.global_batch));
-  setShown(QStringLiteral("training.micro_batch"), QString::number(s.training.micro_batch));
-  setShown(QStringLiteral("training.precision"), q(topology::to_string(s.training.precision)));
-  setShown(QStringLiteral("training.recompute"), q(plan::to_string(s.training.recompute)));
-  setShown(QStringLiteral("plan.dp"), QString::number(s.plan.dp));
-  setShown(QStringLiteral("plan.tp"), QString::number(s.plan.tp));
-  setShown(QStringLiteral("plan.pp"), QString::number(s.plan.pp));
-  setShown(QStringLiteral("plan.virtual_stages"), QString::number(s.plan.virtual_stages));
-  setShown(QStringLiteral("plan.schedule"), q(plan::to_string(s.plan.schedule)));
-  setShown(QStringLiteral("plan.sequence_parallel"), s.plan.sequence_parallel ? "true" : "false");
-  setShown(QStringLiteral("plan.zero"), QString::number(s.plan.zero));
-  setShown(QStringLiteral("plan.bucket_size"), bytesText(s.plan.bucket_bytes));
-  setShown(QStringLiteral("plan.collective"), q(plan::to_string(s.plan.collective)));
+  const QMap<QString, QString> v = fieldValues(s);
+  for (auto it = v.begin(); it != v.end(); ++it) setShown(it.key(), it.value());
+  // A generic model (a layer list) has no transformer dimensions to edit.
+  const bool transformer = s.model.kind == plan::ModelKind::transformer;
+  for (const char* k : {"model.layers", "model.hidden", "model.heads", "model.seq_len", "model.vocab"}) {
+    m_fields[QString::fromLatin1(k)].editor->setEnabled(transformer);
+  }
   m_loading = false;
   clearErrors();
+}
+
+void PlanEditor::refresh(const plan::Scenario& s) {
+  m_loading = true;
+  const QMap<QString, QString> v = fieldValues(s);
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (value(it.key()) == m_fields[it.key()].shown) setShown(it.key(), it.value());
+  }
+  m_loading = false;
 }
 
 QString PlanEditor::value(const QString& key) const {

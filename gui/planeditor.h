@@ -1,6 +1,6 @@
-// The plan editor: a form over the scenario keys a planner changes (cluster size, batch,
-// precision, recompute, dp / tp / pp / virtual stages, schedule, sequence parallelism,
-// ZeRO, bucket size, collective algorithm). It holds no rules of its own: it shows the
+// The plan editor: a form over the scenario keys a planner changes (cluster preset, size,
+// device and links; model preset and dimensions; batch, precision, recompute; dp / tp / pp
+// / virtual stages, schedule, sequence parallelism, ZeRO, bucket size, collective). It holds no rules of its own: it shows the
 // resolved scenario's values (setScenario), turns what the user changed into `--set`
 // overrides (overrides()), and marks at its field the error the loader reports for a key
 // (showError), the command line's message word for word.
@@ -24,6 +24,11 @@ class PlanEditor : public QWidget {
 
   // Shows a scenario's values and forgets earlier edits.
   void setScenario(const plan::Scenario& s);
+  // Shows the resolved values of a re-simulated plan in the fields the user has not
+  // changed (a new model preset's dimensions), keeping the edits.
+  void refresh(const plan::Scenario& s);
+  // Every field's value as the editor shows it for a scenario.
+  static QMap<QString, QString> fieldValues(const plan::Scenario& s);
   // KEY=VALUE for every field whose value differs from the scenario shown.
   [[nodiscard]] QStringList overrides() const;
   // Sets a field by key (as a user would), e.g. setValue("plan.tp", "2"); false if none.
@@ -44,6 +49,7 @@ class PlanEditor : public QWidget {
     QLabel* error = nullptr;
     QString shown;  // the scenario's value
   };
+  void addSection(const QString& title);
   void addInteger(const QString& key, const QString& label, int min, int max);
   void addChoice(const QString& key, const QString& label, const QStringList& choices);
   void addText(const QString& key, const QString& label);

@@ -20,8 +20,11 @@ Outcome simulateScenario(const QString& path, const QStringList& overrides) {
     done.scenario = std::make_shared<const plan::Scenario>(plan::load(path.toStdString(), sets));
     done.cluster = std::make_shared<const topology::Cluster>(done.scenario->cluster);
     done.memory = plan::memory_per_rank(*done.scenario);
-    done.prediction = std::make_shared<const sim::Prediction>(sim::predict(*done.scenario));
+    done.prediction = std::make_shared<const sim::Prediction>(sim::predict(*done.scenario, {true, sim::FoldMode::automatic}));
     done.figures = report::step_figures(*done.scenario, done.prediction->trace, *done.cluster);
+    const std::shared_ptr<const plan::Program> program(done.prediction, &done.prediction->program);
+    done.timeline = std::make_shared<const TimelineTrace>(
+        timelineFromTrace(done.prediction->trace, program, *done.cluster, QString::fromStdString(done.scenario->name)));
     o = std::move(done);
   } catch (const plan::ScenarioError& e) {
     o.error = QString::fromStdString(e.what());
@@ -35,10 +38,52 @@ Outcome simulateScenario(const QString& path, const QStringList& overrides) {
   return o;
 }
 
-Simulator::Simulator(QObject* parent) : QObject(parent) {
-  connect(&m_watcher, &QFutureWatcher<Outcome>::finished, this, [this] {
+Scaling scalingSweep(const QString& path, const QStringList& overrides) {
+  Scaling out;
+  out.path = path;
+  out.overrides = overrides;
+  std::vector<std::string> sets;
+  for (const QString& o : overrides) sets.push_back(o.toStdString());
+  plan::Scenario base;
+  try {
+    base = plan::load(path.toStdString(), sets);
+  } catch (const std::exception& e) {
+    out.skipped << QString::fromStdString(e.what());
+    return out;
+  }
+  const int split = base.plan.tp * base.plan.pp;
+  const int perReplica = base.training.global_batch / base.plan.dp;
+  const int top = std::max(8, 4 * base.plan.dp);
+  for (int dp = 1; dp <= top; dp *= 2) {
+    const int world = dp * split;
+    const int nodes = (world + base.cluster.gpus_per_node - 1) / base.cluster.gpus_per_node;
+    std::vector<std::string> point = sets;
+    point.push_back("plan.dp=" + std::to_string(dp));
+    point.push_back("cluster.nodes=" + std::to_string(nodes));
+    point.push_back("training.global_batch=" + std::to_string(perReplica * dp));
+    try {
+      const plan::Scenario s = plan::load(path.toStdString(), point);
+      const sim::Prediction p = sim::predict(s);
+      const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
+      out.points.push_back({dp, world, f.step_time, f.tokens_per_s, 0.0, 0.0});
+    } catch (const std::exception& e) {
+      out.skipped << QStringLiteral("dp %1: %2").arg(dp).arg(QString::fromStdString(e.what()));
+    }
+  }
+  if (!out.points.empty()) {
+    const ScalingPoint& first = out.points.front();
+    for (ScalingPoint& p : out.points) {
+      p.ideal = first.tokensPerSecond * double(p.gpus) / double(first.gpus);
+      p.efficiency = p.ideal > 0 ? p.tokensPerSecond / p.ideal : 0.0;
+    }
+  }
+  return out;
+}
+
+LatestRunner::LatestRunner(QObject* parent) : QObject(parent) {
+  connect(&m_watcher, &QFutureWatcher<QVariant>::finished, this, [this] {
     m_running = false;
-    if (m_pending) {  // superseded: run the latest request, drop this outcome
+    if (m_pending) {  // superseded: run the latest request, drop this result
       launch();
       return;
     }
@@ -46,23 +91,38 @@ Simulator::Simulator(QObject* parent) : QObject(parent) {
   });
 }
 
-Simulator::~Simulator() { m_watcher.waitForFinished(); }
+LatestRunner::~LatestRunner() { m_watcher.waitForFinished(); }
 
-void Simulator::request(const QString& path, const QStringList& overrides) {
-  m_path = path;
-  m_overrides = overrides;
-  if (m_running) {
-    m_pending = true;
-    return;
-  }
-  launch();
+void LatestRunner::request(Job job) {
+  m_pending = std::move(job);
+  if (!m_running) launch();
 }
 
-void Simulator::launch() {
-  m_pending = false;
+void LatestRunner::launch() {
+  Job job = std::move(m_pending);
+  m_pending = nullptr;
   m_running = true;
   emit started();
-  m_watcher.setFuture(QtConcurrent::run(simulateScenario, m_path, m_overrides));
+  m_watcher.setFuture(QtConcurrent::run(std::move(job)));
+}
+
+Simulator::Simulator(QObject* parent) : QObject(parent) {
+  connect(&m_runner, &LatestRunner::started, this, &Simulator::started);
+  connect(&m_runner, &LatestRunner::finished, this,
+          [this](const QVariant& v) { emit finished(v.value<Outcome>()); });
+}
+
+void Simulator::request(const QString& path, const QStringList& overrides) {
+  m_runner.request([path, overrides] { return QVariant::fromValue(simulateScenario(path, overrides)); });
+}
+
+Sweeper::Sweeper(QObject* parent) : QObject(parent) {
+  connect(&m_runner, &LatestRunner::finished, this,
+          [this](const QVariant& v) { emit finished(v.value<Scaling>()); });
+}
+
+void Sweeper::request(const QString& path, const QStringList& overrides) {
+  m_runner.request([path, overrides] { return QVariant::fromValue(scalingSweep(path, overrides)); });
 }
 
 }  // namespace parasim::gui

@@ -116,6 +116,23 @@ Scenario load(const std::string& path, std::span<const std::string> overrides) {
   return from_document(load_document(path, overrides), path);
 }
 
+std::string scenario_yaml(const std::string& path, std::span<const std::string> overrides, const std::string& dest_dir) {
+  Value doc = load_document(path, overrides);
+  Entry* hardware = doc.find("hardware");
+  Entry* profile = hardware != nullptr && hardware->value.is_map() ? hardware->value.find("profile") : nullptr;
+  if (profile != nullptr && profile->value.is_scalar()) {
+    const Location& at = profile->value.loc;
+    fs::path p(profile->value.scalar);
+    if (p.is_relative() && !at.file.starts_with("--set") && !at.file.starts_with("preset ")) {
+      p = fs::path(at.file).parent_path() / p;
+    }
+    std::error_code ec;
+    const fs::path rel = fs::relative(fs::absolute(p, ec), fs::absolute(dest_dir, ec), ec);
+    if (!ec && !rel.empty()) profile->value.scalar = rel.generic_string();
+  }
+  return to_yaml(doc);
+}
+
 Scenario load_text(std::string_view text, const std::string& name, std::span<const std::string> overrides,
                    const std::string& base_dir) {
   return from_document(finish_document(parse_yaml(text, name), base_dir, fs::path(base_dir) / name, overrides), name);

@@ -23,6 +23,12 @@ Scenario load_text(std::string_view text, const std::string& name, std::span<con
 // The raw merged document (extends and overrides applied), before presets and defaults.
 Value load_document(const std::string& path, std::span<const std::string> overrides = {});
 
+// The scenario at `path` with its overrides as one self-contained YAML document (extends
+// merged in, overrides applied), to be saved in folder `dest_dir`: a relative
+// hardware.profile is rewritten relative to dest_dir. Loading the text from there gives
+// the same scenario as load(path, overrides).
+std::string scenario_yaml(const std::string& path, std::span<const std::string> overrides, const std::string& dest_dir);
+
 // Sections (load_sections.cpp), each given the section's value after preset resolution.
 Value resolve_preset(const Value& section, PresetKind kind, const std::string& path);
 topology::ClusterSpec read_cluster(const Value& v, LocationMap& where);

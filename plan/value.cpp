@@ -164,4 +164,34 @@ void apply_override(Value& root, std::string_view assignment) {
   }
 }
 
+namespace {
+
+void emit(YAML::Emitter& out, const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::null: out << YAML::Null; break;
+    case Value::Kind::scalar: out << v.scalar; break;
+    case Value::Kind::map:
+      out << YAML::BeginMap;
+      for (const Entry& e : v.entries) {
+        out << YAML::Key << e.key << YAML::Value;
+        emit(out, e.value);
+      }
+      out << YAML::EndMap;
+      break;
+    case Value::Kind::sequence:
+      out << YAML::BeginSeq;
+      for (const Value& item : v.items) emit(out, item);
+      out << YAML::EndSeq;
+      break;
+  }
+}
+
+}  // namespace
+
+std::string to_yaml(const Value& v) {
+  YAML::Emitter out;
+  emit(out, v);
+  return std::string(out.c_str()) + "\n";
+}
+
 }  // namespace parasim::plan

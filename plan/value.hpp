@@ -40,6 +40,10 @@ struct Entry {
 Value parse_yaml(std::string_view text, const std::string& file);
 Value parse_yaml_file(const std::string& path);
 
+// The tree as YAML text (block style, keys in order), which parse_yaml reads back to the
+// same tree.
+std::string to_yaml(const Value& v);
+
 // Overlays `top` on `base`: maps merge key by key (recursively), anything else replaces.
 void merge_into(Value& base, const Value& top);
 

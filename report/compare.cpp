@@ -5,12 +5,26 @@
 
 #include <fmt/format.h>
 
+#include "topology/units.hpp"
+
 namespace parasim::report {
 
 double ComparisonRow::error() const {
   if (unit == "fraction") return predicted - measured;
   if (measured == 0.0) return std::numeric_limits<double>::quiet_NaN();
   return (predicted - measured) / measured;
+}
+
+std::string format_value(const ComparisonRow& row, double value) {
+  if (row.unit == "bytes") return units::format_bytes(value);
+  if (row.unit == "fraction") return fmt::format("{:.1f} %", 100 * value);
+  return units::format_duration(value);
+}
+
+std::string format_error(const ComparisonRow& row) {
+  const double e = row.error();
+  if (std::isnan(e)) return "-";
+  return row.unit == "fraction" ? fmt::format("{:+.1f} pt", 100 * e) : fmt::format("{:+.1f} %", 100 * e);
 }
 
 std::vector<double> category_seconds(const Trace& t) {

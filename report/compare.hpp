@@ -22,6 +22,11 @@ struct ComparisonRow {
   [[nodiscard]] double error() const;
 };
 
+// A row's value and error as `parasim validate` prints them: a duration, bytes or a
+// percentage; the error in percent, in points for fractions, "-" when undefined.
+std::string format_value(const ComparisonRow& row, double value);
+std::string format_error(const ComparisonRow& row);
+
 // Mean over ranks of the busy time (union of spans) of each op category.
 std::vector<double> category_seconds(const Trace& t);
 

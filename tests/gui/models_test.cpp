@@ -13,6 +13,7 @@
 #include "planeditor.h"
 #include "report/metrics.hpp"
 #include "sim/simulate.hpp"
+#include "support.h"
 #include "topology/units.hpp"
 
 using namespace parasim;
@@ -26,16 +27,8 @@ std::shared_ptr<const topology::Cluster> cluster() {
       plan::load(PARASIM_SOURCE_DIR "/scenarios/quickstart.yaml", sets).cluster);
 }
 
-// Runs the event loop until `done` holds (the worker thread's result has arrived) or 60 s
-// have passed.
-bool waitFor(const std::function<bool()>& done) {
-  QElapsedTimer t;
-  t.start();
-  while (!done() && t.elapsed() < 60000) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-  return done();
-}
-
-const std::string scenarios = PARASIM_SOURCE_DIR "/scenarios/";
+using test::scenarios;
+using test::waitFor;
 
 }  // namespace
 
@@ -149,9 +142,13 @@ TEST_CASE("the plan editor shows a scenario's values and turns edits into --set 
   CHECK(editor.overrides().join(' ').toStdString() == "plan.dp=4 plan.tp=2");
   CHECK_FALSE(editor.setValue("plan.nonsense", "1"));
   // Every field's value is one the loader accepts: the scenario with all of them set
-  // explicitly loads to the same plan.
+  // explicitly loads to the same plan. Preset fields show the scenario's own in brackets
+  // (no override) until a preset is chosen.
+  CHECK(editor.value("cluster.preset").toStdString() == "(" + plan::load(scenarios + "dp-one-node.yaml").cluster.name + ")");
   QStringList all;
-  for (const QString& k : editor.keys()) all << k + "=" + editor.value(k);
+  for (const QString& k : editor.keys()) {
+    if (!editor.value(k).startsWith('(')) all << k + "=" + editor.value(k);
+  }
   std::vector<std::string> sets;
   for (const QString& a : all) sets.push_back(a.toStdString());
   const plan::Scenario s = plan::load(scenarios + "dp-one-node.yaml", sets);

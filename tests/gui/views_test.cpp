@@ -1,0 +1,293 @@
+// The dashboard's other views: the topology drawing, the chart models, the dp sweep, the
+// run panel (a real `parasim validate`), saving a scenario, opening traces and run folders,
+// and exporting the views as images.
+#include <QAbstractItemModelTester>
+#include <QFile>
+#include <QGraphicsPathItem>
+#include <QImage>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <set>
+
+#include "mainwindow.h"
+#include "models/figuremodels.h"
+#include "models/linkmodel.h"
+#include "plan/load.hpp"
+#include "planeditor.h"
+#include "report/chrome_trace.hpp"
+#include "report/metrics.hpp"
+#include "runpanel.h"
+#include "sim/simulate.hpp"
+#include "support.h"
+#include "timeline/timelineview.h"
+#include "topologyview.h"
+
+using namespace parasim;
+using test::scenarios;
+using test::waitFor;
+
+namespace {
+
+plan::Scenario loadWith(const std::string& name, std::vector<std::string> sets = {}) {
+  return plan::load(scenarios + name, sets);
+}
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+
+}  // namespace
+
+TEST_CASE("the topology layout puts each node's devices in its box and draws every physical link", "[gui][topology]") {
+  const topology::Cluster two(loadWith("quickstart.yaml", {"cluster=dgx-h100", "cluster.nodes=2", "plan.dp=16", "training.micro_batch=1"}).cluster);
+  const gui::TopologyLayout l = gui::layoutCluster(two, 16);
+  REQUIRE(l.boxes.size() == 2);
+  CHECK(l.nodesShown == 2);
+  for (int r = 0; r < two.gpu_count(); ++r) {
+    REQUIRE(l.positions[two.gpu(r)]);
+    CHECK(l.boxes[std::size_t(two.node_of(r))].rect.contains(*l.positions[two.gpu(r)]));
+  }
+  CHECK(l.links.size() == std::size_t(two.link_count() / 2));
+  // Only the first node of four shown: its links and the network's, none of the others'.
+  const topology::Cluster four(loadWith("quickstart.yaml", {"cluster=dgx-h100", "cluster.nodes=4", "plan.dp=32", "training.global_batch=32", "training.micro_batch=1"}).cluster);
+  const gui::TopologyLayout one = gui::layoutCluster(four, 1);
+  CHECK(one.boxes.size() == 1);
+  CHECK(one.nodes == 4);
+  CHECK(one.positions[four.gpu(7)]);
+  CHECK_FALSE(one.positions[four.gpu(8)]);
+  for (const int link : one.links) {
+    for (const auto v : {four.source(link), four.target(link)}) CHECK(four.vertex(v).node <= 0);
+  }
+}
+
+TEST_CASE("links are coloured by utilisation: grey when idle, green to red as they fill", "[gui][topology]") {
+  CHECK(gui::utilisationColor(0.0) == QColor(190, 190, 190));
+  CHECK(gui::utilisationColor(2.0) == gui::utilisationColor(1.0));
+  CHECK(gui::utilisationColor(1.0).red() > gui::utilisationColor(1.0).green());
+  CHECK(gui::utilisationColor(0.01).green() > gui::utilisationColor(0.01).red());
+  // Redder as the utilisation rises.
+  double last = -1.0;
+  for (double u = 0.05; u <= 1.0; u += 0.05) {
+    const QColor c = gui::utilisationColor(u);
+    const double redness = c.redF() - c.greenF();
+    CHECK(redness >= last);
+    last = redness;
+  }
+  // In the view, the busiest link of a simulated step has the colour of its utilisation,
+  // which is its bytes over bandwidth x step, and an idle link is grey.
+  const plan::Scenario s = loadWith("tp-across-nodes.yaml");
+  const auto cluster = std::make_shared<const topology::Cluster>(s.cluster);
+  const sim::Prediction p = sim::predict(s);
+  gui::TopologyView view;
+  view.show(cluster, p.trace);
+  int busiest = -1;
+  double top = 0.0;
+  for (const report::LinkUse& l : p.trace.links) {
+    const double u = l.bytes / (cluster->link(l.link).bandwidth * p.trace.step_seconds());
+    if (u > top) {
+      top = u;
+      busiest = l.link;
+    }
+  }
+  REQUIRE(busiest >= 0);
+  auto* item = dynamic_cast<QGraphicsPathItem*>(view.linkItem(busiest - busiest % 2));
+  REQUIRE(item != nullptr);
+  CHECK(item->pen().color() == gui::utilisationColor(top));
+  CHECK(item->toolTip().contains(q(cluster->link_name(busiest - busiest % 2))));
+  int idle = -1;
+  for (int l = 0; l < cluster->link_count() && idle < 0; l += 2) {
+    if (std::none_of(p.trace.links.begin(), p.trace.links.end(), [&](const auto& u) { return u.link / 2 == l / 2; })) idle = l;
+  }
+  if (idle >= 0) {
+    auto* grey = dynamic_cast<QGraphicsPathItem*>(view.linkItem(idle));
+    REQUIRE(grey != nullptr);
+    CHECK(grey->pen().color() == QColor(190, 190, 190));
+  }
+}
+
+TEST_CASE("the time breakdown per rank adds up to the step; memory per rank follows the stage", "[gui][charts]") {
+  const plan::Scenario s = loadWith("pipeline-microbatches.yaml");
+  const sim::Prediction p = sim::predict(s);
+  const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
+  gui::FigureTableModel m;
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  gui::showRankBreakdown(m, f, 64);
+  REQUIRE(m.rowCount() == s.plan.world());
+  for (int r = 0; r < m.rowCount(); ++r) {
+    double sum = 0.0;
+    for (int c = gui::breakdown::Compute; c <= gui::breakdown::Other; ++c) sum += m.raw(r, c);
+    CHECK(sum == Approx(f.step_time).epsilon(1e-9));
+    CHECK(m.raw(r, gui::breakdown::Compute) == f.ranks[std::size_t(r)].compute);
+    CHECK(m.raw(r, gui::breakdown::Bubble) == f.ranks[std::size_t(r)].bubble);
+  }
+  gui::showRankBreakdown(m, f, 2);
+  CHECK(m.rowCount() == 2);
+
+  const plan::MemoryReport mem = plan::memory_per_rank(s);
+  gui::showRankMemory(m, s, mem, {}, 64);
+  REQUIRE(m.rowCount() == s.plan.world());
+  for (int r = 0; r < m.rowCount(); ++r) {
+    const int stage = plan::coord_of(s.plan, r).pp;
+    const plan::MemoryBreakdown& b = mem.stages[std::size_t(stage)];
+    CHECK(m.raw(r, gui::rankmemory::Stage) == stage);
+    CHECK(m.raw(r, gui::rankmemory::Predicted) == b.total() - b.workspace);
+    CHECK(m.index(r, gui::rankmemory::Measured).data().toString().toStdString() == "-");
+  }
+  std::vector<double> measured(std::size_t(s.plan.world()), 3.0 * (1 << 20));
+  gui::showRankMemory(m, s, mem, measured, 64);
+  CHECK(m.index(0, gui::rankmemory::Measured).data().toString().toStdString() == "3 MiB");
+}
+
+TEST_CASE("the comparison model formats as validate prints and marks large errors red", "[gui][charts]") {
+  gui::FigureTableModel m;
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  gui::showComparison(m, {{"step time", "s", 0.035, 0.037}, {"forward", "s", 0.010, 0.020}, {"bubble fraction", "fraction", 0.10, 0.12},
+                          {"tensors rank 0 (peak)", "bytes", 1024.0 * 1024, 0.0}});
+  CHECK(gui::dumpModel(m).toStdString() ==
+        "Metric\tPredicted\tMeasured\tError\n"
+        "step time\t35 ms\t37 ms\t-5.4 %\n"
+        "forward\t10 ms\t20 ms\t-50.0 %\n"
+        "bubble fraction\t10.0 %\t12.0 %\t-2.0 pt\n"
+        "tensors rank 0 (peak)\t1 MiB\t0 B\t-\n");
+  CHECK_FALSE(m.index(0, gui::comparison::Error).data(Qt::ForegroundRole).isValid());
+  CHECK(m.index(1, gui::comparison::Error).data(Qt::ForegroundRole).isValid());
+  CHECK(m.raw(1, gui::comparison::Error) == Approx(-0.5));
+}
+
+TEST_CASE("the dp sweep predicts each point as the loader and simulator would, with the ideal line", "[gui][charts]") {
+  const QString path = q(scenarios + "quickstart.yaml");
+  const gui::Scaling sc = gui::scalingSweep(path, {});
+  INFO(sc.skipped.join(QLatin1Char('\n')).toStdString());
+  REQUIRE(sc.points.size() == 4);  // dp 1, 2, 4, 8
+  CHECK(sc.skipped.isEmpty());
+  for (std::size_t i = 0; i < sc.points.size(); ++i) {
+    const gui::ScalingPoint& pt = sc.points[i];
+    CHECK(pt.dp == 1 << i);
+    CHECK(pt.gpus == pt.dp);
+    // Independently: the same overrides through the loader and the simulator.
+    const plan::Scenario s = loadWith("quickstart.yaml", {"plan.dp=" + std::to_string(pt.dp),
+                                                          "cluster.nodes=" + std::to_string((pt.dp + 1) / 2),
+                                                          "training.global_batch=" + std::to_string(8 * pt.dp)});
+    const report::StepFigures f = report::step_figures(s, sim::predict(s).trace, topology::Cluster(s.cluster));
+    CHECK(pt.tokensPerSecond == f.tokens_per_s);
+    CHECK(pt.ideal == Approx(sc.points[0].tokensPerSecond * pt.gpus));
+    CHECK(pt.efficiency == Approx(pt.tokensPerSecond / pt.ideal));
+    CHECK(pt.efficiency <= 1.0 + 1e-9);  // more replicas only add communication
+  }
+  gui::FigureTableModel m;
+  gui::showScaling(m, sc);
+  CHECK(m.rowCount() == 4);
+  CHECK(m.raw(3, gui::scaling::Gpus) == 8);
+  // A plan that cannot grow says why for each point it skipped.
+  const gui::Scaling bad = gui::scalingSweep(path, {QStringLiteral("plan.schedule=zigzag")});
+  CHECK(bad.points.empty());
+  CHECK(bad.skipped.join(QString()).contains(QStringLiteral("plan.schedule")));
+}
+
+TEST_CASE("Run for real runs parasim validate, shows progress and loads the measurement and comparison",
+          "[gui][run][widgets]") {
+  gui::RunPanel panel;
+  panel.setExecutable(QStringLiteral(PARASIM_CLI_PATH));
+  QSignalSpy loaded(&panel, &gui::RunPanel::loaded);
+  QSignalSpy failed(&panel, &gui::RunPanel::failed);
+  panel.setScenario(q(scenarios + "quickstart.yaml"), {QStringLiteral("training.global_batch=8")});
+  const QStringList args = panel.start();
+  CHECK(args.contains(QStringLiteral("training.global_batch=8")));
+  REQUIRE(waitFor([&] { return !panel.running(); }, 300000));
+  INFO(panel.log().toStdString());
+  REQUIRE(loaded.count() == 1);
+  CHECK(failed.count() == 0);
+  const auto r = loaded.at(0).at(0).value<gui::RunResults>();
+  CHECK(r.ranks == 2);
+  CHECK(r.scenario.toStdString() == "quickstart");
+  REQUIRE(r.measured);
+  CHECK(r.measured->kind.toStdString() == "measured");
+  CHECK(r.measured->memoryPeak.size() == 2);
+  // The panel's table is the comparison validate printed, row for row.
+  REQUIRE(panel.comparison()->rowCount() == int(r.comparison.size()));
+  CHECK(panel.comparison()->index(0, gui::comparison::Metric).data().toString().toStdString() == "step time");
+  for (const auto& row : r.comparison) {
+    CHECK(panel.log().contains(q(row.name)));
+    CHECK(panel.log().contains(q(report::format_error(row))));
+  }
+  CHECK(panel.progress() == 1);
+  CHECK(panel.log().contains(QStringLiteral("step ")));
+}
+
+TEST_CASE("a run that fails shows the command line's error, and a missing program says so", "[gui][run][widgets]") {
+  gui::RunPanel panel;
+  panel.setExecutable(QStringLiteral(PARASIM_CLI_PATH));
+  QSignalSpy failed(&panel, &gui::RunPanel::failed);
+  panel.setScenario(q(scenarios + "quickstart.yaml"), {QStringLiteral("plan.schedule=zigzag")});
+  panel.start();
+  REQUIRE(waitFor([&] { return !panel.running() && failed.count() == 1; }, 120000));
+  CHECK(panel.error().contains(QStringLiteral("exit code 2")));
+  CHECK(panel.error().contains(QStringLiteral("plan.schedule")));
+  CHECK(panel.comparison()->rowCount() == 0);
+
+  gui::RunPanel missing;
+  missing.setExecutable(QStringLiteral("/nonexistent/parasim"));
+  QSignalSpy gone(&missing, &gui::RunPanel::failed);
+  missing.setScenario(q(scenarios + "quickstart.yaml"), {});
+  missing.start();
+  REQUIRE(waitFor([&] { return gone.count() >= 1; }, 30000));
+  CHECK(missing.error().contains(QStringLiteral("cannot start /nonexistent/parasim")));
+}
+
+TEST_CASE("the window saves the edited scenario, opens traces and run folders, and exports its views",
+          "[gui][widgets]") {
+  gui::MainWindow w;
+  w.resize(1200, 800);
+  w.show();
+  REQUIRE(w.openScenario(q(scenarios + "quickstart-calibrated.yaml")));
+  REQUIRE(waitFor([&] { return w.idle() && !w.outcome().path.isEmpty(); }));
+  w.editor()->setValue(QStringLiteral("training.global_batch"), QStringLiteral("32"));
+  REQUIRE(waitFor([&] { return w.idle() && w.outcome().overrides.size() == 1; }));
+  REQUIRE(w.outcome().ok());
+
+  // Saved elsewhere, it loads to the edited scenario, its device profile still found.
+  QTemporaryDir dir;
+  const QString saved = dir.filePath(QStringLiteral("sub/edited.yaml"));
+  QDir().mkpath(dir.filePath(QStringLiteral("sub")));
+  REQUIRE(w.saveScenario(saved).toStdString().empty());
+  const plan::Scenario back = plan::load(saved.toStdString());
+  CHECK(back.training.global_batch == 32);
+  REQUIRE_FALSE(w.outcome().scenario->hardware.profile.empty());
+  CHECK(std::filesystem::equivalent(back.hardware.profile, w.outcome().scenario->hardware.profile));
+  CHECK(sim::predict(back).trace.step_end == w.outcome().prediction->trace.step_end);
+  CHECK_FALSE(w.saveScenario(QStringLiteral("/nonexistent/dir/x.yaml")).isEmpty());
+
+  // A trace file opens in the timeline by its kind; a broken one reports its error.
+  const plan::Scenario s = *w.outcome().scenario;
+  const sim::Prediction p = sim::predict(s, {true, sim::FoldMode::never});
+  const QString traceFile = dir.filePath(QStringLiteral("p.json"));
+  {
+    QFile f(traceFile);
+    REQUIRE(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray::fromStdString(report::chrome_trace_json(p.trace, p.program, topology::Cluster(s.cluster))));
+  }
+  QSignalSpy loaded(&w, &gui::MainWindow::traceLoaded);
+  w.openTrace(traceFile);
+  REQUIRE(waitFor([&] { return loaded.count() == 1; }));
+  CHECK(w.timeline()->predictedView()->timeline()->trace()->title == traceFile);
+  QFile broken(dir.filePath(QStringLiteral("broken.json")));
+  REQUIRE(broken.open(QIODevice::WriteOnly));
+  broken.write("[");
+  broken.close();
+  CHECK(w.openRunFolder(dir.path()).contains(QStringLiteral("comparison.json")));
+
+  // Every tab becomes a non-blank PNG.
+  const QStringList files = w.exportViews(dir.filePath(QStringLiteral("png")));
+  REQUIRE(files.size() == w.tabs()->count());
+  for (const QString& f : files) {
+    const QImage img(f);
+    REQUIRE_FALSE(img.isNull());
+    CHECK(img.width() >= 1000);
+    std::set<QRgb> colours;
+    for (int y = 0; y < img.height(); y += 7) {
+      for (int x = 0; x < img.width(); x += 7) colours.insert(img.pixel(x, y));
+    }
+    CHECK(colours.size() > 20);
+  }
+}
