@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
                                   QStringLiteral("Load the results of `parasim validate --out DIR` beside the prediction"),
                                   QStringLiteral("dir"));
   cli.addOption(runDir);
+  const QCommandLineOption validate(QStringLiteral("validate"),
+                                    QStringLiteral("With --screenshot or --export: press Run for real first and wait for it"));
+  cli.addOption(validate);
   const QCommandLineOption traceFile(QStringLiteral("trace"), QStringLiteral("Open a Chrome trace file in the timeline"),
                                      QStringLiteral("file"));
   cli.addOption(traceFile);
@@ -50,6 +53,14 @@ int main(int argc, char** argv) {
       if (!error.isEmpty()) {
         qCritical("%s", qPrintable(error));
         return 2;
+      }
+    }
+    if (ok && cli.isSet(validate)) {
+      window.runPanel()->start();
+      while (!window.idle() && waited.elapsed() < 600000) QApplication::processEvents(QEventLoop::AllEvents, 20);
+      if (!window.runPanel()->error().isEmpty()) {
+        qCritical("%s", qPrintable(window.runPanel()->error()));
+        ok = false;
       }
     }
     QApplication::processEvents();
