@@ -54,7 +54,6 @@ TimelineView::TimelineView(TimelineZoom* zoom, QWidget* parent)
   setVerticalScrollMode(QAbstractItemView::ScrollPerPixel);
   verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
   verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 4);
-  verticalHeader()->setMaximumWidth(260);
   viewport()->setMouseTracking(true);
   connect(zoom, &TimelineZoom::changed, this, [this] {
     viewport()->update();
@@ -188,7 +187,21 @@ void TimelinePanel::clearMeasured(const QString& why) {
   updateLimit();
 }
 
+void TimelinePanel::alignLanes() {
+  // One width for both lane-name columns, so the two time axes start at the same x and a
+  // time is at the same place in both views.
+  int width = 0;
+  for (TimelineView* v : {m_predicted, m_measured}) {
+    v->verticalHeader()->setMinimumWidth(0);
+    v->verticalHeader()->setMaximumWidth(QWIDGETSIZE_MAX);
+    width = std::max(width, v->verticalHeader()->sizeHint().width());
+  }
+  width = std::min(width, 280);
+  for (TimelineView* v : {m_predicted, m_measured}) v->verticalHeader()->setFixedWidth(width);
+}
+
 void TimelinePanel::updateLimit() {
+  alignLanes();
   double limit = 0.0;
   for (const TimelineView* v : {m_predicted, m_measured}) {
     if (v->timeline()->trace() != nullptr) limit = std::max(limit, double(v->timeline()->trace()->end));

@@ -71,6 +71,7 @@ class TimelinePanel : public QWidget {
 
  private:
   void updateLimit();
+  void alignLanes();
   void setTitle(QLabel* label, const TimelineTrace* trace, const QString& fallback);
 
   TimelineZoom* m_zoom;

@@ -285,6 +285,7 @@ TEST_CASE("the predicted and measured views share one zoom", "[gui][timeline][wi
   panel.setPredicted(trace);
   auto longer = std::make_shared<gui::TimelineTrace>(*trace);
   longer->end = 8 * us;
+  for (auto& lane : longer->lanes) lane.name += QStringLiteral(" with a longer name");
   panel.setMeasured(longer);
   CHECK(panel.zoom()->limit() == 8.0 * us);  // the longer of the two
   CHECK(panel.zoom()->start() == 0.0);
@@ -294,6 +295,11 @@ TEST_CASE("the predicted and measured views share one zoom", "[gui][timeline][wi
   CHECK(a.span() == Approx(2.0 * us));
   CHECK(a.start == b.start);
   CHECK(a.end == b.end);
+  // The lanes start at the same x in both views, so a time lines up across them.
+  QCoreApplication::processEvents();
+  CHECK(panel.measuredView()->verticalHeader()->width() > 100);
+  CHECK(panel.predictedView()->verticalHeader()->width() == panel.measuredView()->verticalHeader()->width());
+  CHECK(panel.predictedView()->viewport()->width() == panel.measuredView()->viewport()->width());
   // The window stays within the traces (plus a margin) when zoomed far out.
   panel.measuredView()->zoomAt(0.0, 1e-6);
   CHECK(panel.zoom()->end() - panel.zoom()->start() <= 8.0 * us * 1.1 + 1);
