@@ -53,5 +53,6 @@ void add_backends(CLI::App& app);
 void add_run(CLI::App& app);
 void add_validate(CLI::App& app);
 void add_calibrate(CLI::App& app);
+void add_plan(CLI::App& app);
 
 }  // namespace parasim::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add_run(app);
   add_validate(app);
   add_calibrate(app);
+  add_plan(app);
 
   try {
     app.parse(argc, argv);

@@ -436,14 +436,7 @@ class Builder {
     return m_.generic_layers[static_cast<std::size_t>(l)].activations * t_.micro_batch * e_;
   }
 
-  // Parameters of layer `l` on one tp rank: the sharded GEMM weights and biases, plus the
-  // tensors every tp rank holds whole (two norms, the biases added after the row-parallel
-  // sums).
-  double layer_params(int l) const {
-    if (m_.kind == ModelKind::generic) return m_.generic_layers[static_cast<std::size_t>(l)].params;
-    const double whole = 4.0 * m_.hidden + (m_.mlp == Mlp::gelu ? 2.0 : 1.0) * m_.hidden;
-    return (m_.params_per_layer() - whole) / p_.tp + whole;
-  }
+  double layer_params(int l) const { return layer_params_on_rank(m_, l, p_.tp); }
 
   void data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad) {
     const int stage = coord_.pp;

@@ -49,13 +49,9 @@ std::string_view to_string(Dim d) {
 
 std::string_view to_string(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
 
-namespace {
-
 std::string placement_string(const ParallelPlan& p) {
   return fmt::format("{},{},{}", to_string(p.placement[0]), to_string(p.placement[1]), to_string(p.placement[2]));
 }
-
-}  // namespace
 
 nlohmann::ordered_json to_json(const Scenario& s) {
   using nlohmann::ordered_json;

@@ -12,5 +12,7 @@ namespace parasim::plan {
 
 nlohmann::ordered_json to_json(const Scenario& s);
 std::string describe(const Scenario& s);
+// "tp,dp,pp": the placement as the scenario key writes it.
+std::string placement_string(const ParallelPlan& p);
 
 }  // namespace parasim::plan

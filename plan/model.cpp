@@ -29,4 +29,10 @@ double ModelSpec::parameter_count() const {
 std::string_view to_string(ModelKind k) { return k == ModelKind::transformer ? "transformer" : "generic"; }
 std::string_view to_string(Mlp m) { return m == Mlp::gelu ? "gelu" : "swiglu"; }
 
+double layer_params_on_rank(const ModelSpec& m, int layer, int tp) {
+  if (m.kind == ModelKind::generic) return m.generic_layers[static_cast<std::size_t>(layer)].params;
+  const double whole = 4.0 * m.hidden + (m.mlp == Mlp::gelu ? 2.0 : 1.0) * m.hidden;
+  return (m.params_per_layer() - whole) / tp + whole;
+}
+
 }  // namespace parasim::plan

@@ -57,4 +57,9 @@ struct ModelSpec {
 std::string_view to_string(ModelKind k);
 std::string_view to_string(Mlp m);
 
+// Parameters of layer `l` on one of tp ranks: the sharded GEMM weights and biases, plus
+// the tensors every tp rank holds whole (two norms, the biases added after the
+// row-parallel sums). A generic layer's own count.
+double layer_params_on_rank(const ModelSpec& m, int layer, int tp);
+
 }  // namespace parasim::plan

@@ -228,24 +228,31 @@ double gemm_seconds(const DeviceProfile& p, const plan::Gemm& g, topology::Dtype
   return std::max(flops / (peak * p.efficiency(size)), io / p.memory_bandwidth) + p.launch_overhead;
 }
 
-double compute_seconds(const DeviceProfile& p, const plan::Program& program, const plan::Op& op,
-                       topology::Dtype dtype) {
+double op_seconds(const DeviceProfile& p, std::span<const plan::Gemm> gemms, double passes, double flops, double bytes,
+                  bool optimizer, topology::Dtype dtype) {
   const int e = topology::dtype_bytes(dtype);
-  const double passes = op.category == plan::Category::backward ? 2.0 : 1.0;
   double t = 0.0;
   double gemm_io = 0.0;
-  if (op.gemms >= 0) {
-    for (const plan::Gemm& g : program.gemm_sets[static_cast<std::size_t>(op.gemms)]) {
+  if (!gemms.empty()) {
+    for (const plan::Gemm& g : gemms) {
       t += passes * gemm_seconds(p, g, dtype, e);
       gemm_io += passes * g.io_bytes(e);
     }
-  } else if (op.flops > 0.0) {
+  } else if (flops > 0.0) {
     // The optimizer: element-wise fp32 arithmetic, bound by memory in practice.
-    t += op.flops / p.peak[static_cast<std::size_t>(topology::Dtype::fp32)];
+    t += flops / p.peak[static_cast<std::size_t>(topology::Dtype::fp32)];
   }
-  const double rest = std::max(0.0, op.bytes - gemm_io);
-  const bool optimizer = op.category == plan::Category::optimizer && p.optimizer_bandwidth > 0.0;
-  return t + rest / (optimizer ? p.optimizer_bandwidth : p.memory_bandwidth) + p.launch_overhead;
+  const double rest = std::max(0.0, bytes - gemm_io);
+  const bool own_rate = optimizer && p.optimizer_bandwidth > 0.0;
+  return t + rest / (own_rate ? p.optimizer_bandwidth : p.memory_bandwidth) + p.launch_overhead;
+}
+
+double compute_seconds(const DeviceProfile& p, const plan::Program& program, const plan::Op& op,
+                       topology::Dtype dtype) {
+  const double passes = op.category == plan::Category::backward ? 2.0 : 1.0;
+  std::span<const plan::Gemm> gemms;
+  if (op.gemms >= 0) gemms = program.gemm_sets[static_cast<std::size_t>(op.gemms)];
+  return op_seconds(p, gemms, passes, op.flops, op.bytes, op.category == plan::Category::optimizer, dtype);
 }
 
 }  // namespace parasim::sim

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,11 @@ std::string profile_yaml(const DeviceProfile& p);
 topology::ClusterSpec with_profile_links(topology::ClusterSpec cluster, const DeviceProfile& p);
 
 double gemm_seconds(const DeviceProfile& p, const plan::Gemm& g, topology::Dtype dtype, int element_bytes);
+// Duration of a compute op: its GEMMs (`passes` times each: 2 for backward), the rest of
+// its `bytes` at the memory bandwidth (the optimizer's at its own rate when measured), or
+// without GEMMs its fp32 `flops`, plus a launch.
+double op_seconds(const DeviceProfile& p, std::span<const plan::Gemm> gemms, double passes, double flops, double bytes,
+                  bool optimizer, topology::Dtype dtype);
 // Duration of a compute op of `program`.
 double compute_seconds(const DeviceProfile& p, const plan::Program& program, const plan::Op& op,
                        topology::Dtype dtype);

@@ -112,6 +112,21 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 2 "other.yaml:[0-9]+:9: device: the profile was measured for device 'h100-sxm'" -- "$parasim" simulate "$q" --set hardware.profile="$work/other.yaml"
 fi
 
+# The planner: every valid plan of the quickstart's model on its 2 ranks (150, counted by
+# hand in tests/sim/planner_test.cpp), the best re-simulated; JSON and CSV for scripts.
+expect 0 "150 valid plans: 150 fit, 0 rejected" -- "$parasim" plan "$q"
+expect 0 "^1 .* simulated " -- "$parasim" plan "$q" --top 3
+expect 0 "best: parasim simulate .* --set plan.dp=" -- "$parasim" plan "$q"
+expect 0 "\"valid_plans\": 150" -- "$parasim" plan "$q" --json
+expect 0 "\"tier\": \"estimate\"" -- "$parasim" plan "$q" --json --top 30 --resimulate 2
+expect 0 "on 4 devices" -- "$parasim" plan "$q" --gpus 4
+expect 0 "best: .*--set cluster.nodes=2 " -- "$parasim" plan "$q" --gpus 4
+expect 0 "" -- "$parasim" plan "$q" --csv "$work/plans.csv"
+check "plan --csv writes every plan that fits, ranked" test "$(wc -l <"$work/plans.csv")" -eq 151
+expect 2 "gpus" -- "$parasim" plan "$q" --gpus 0
+expect 2 "plan.schedule" -- "$parasim" plan "$q" --set plan.schedule=zigzag --csv "$work/bad.csv"
+check "a failed plan writes no CSV" test ! -e "$work/bad.csv"
+
 # Bad input: exit 2, file:line:col, key, reason.
 printf 'cluster: cpu-host\nmodel: tiny-gpt\ntraining:\n  global_batch: 16\nplan:\n  dp: 2\n  tpp: 1\n' >"$work/typo.yaml"
 expect 2 "typo.yaml:7:3: plan.tpp: unknown key 'tpp' in plan \(did you mean 'tp'\?\)" -- "$parasim" check "$work/typo.yaml"

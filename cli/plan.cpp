@@ -1,0 +1,160 @@
+// parasim plan SCENARIO: search every valid plan of the scenario's model and batch on its
+// cluster (or --gpus N), reject those that do not fit, rank the rest by throughput.
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "plan/describe.hpp"
+#include "plan/search.hpp"
+#include "report/table.hpp"
+#include "sim/planner.hpp"
+#include "topology/units.hpp"
+
+namespace parasim::cli {
+namespace {
+
+struct PlanArgs {
+  ScenarioArgs scenario;
+  int gpus = 0;
+  int top = 10;
+  int resimulate = 20;
+  int threads = 0;
+  bool json = false;
+  std::string csv;
+};
+
+const char* tier(const sim::PlanScore& p) { return p.simulated ? "simulated" : "estimate"; }
+
+nlohmann::ordered_json plan_json(const sim::PlanScore& p, std::size_t rank) {
+  const plan::ParallelPlan& pl = p.candidate.plan;
+  return {{"rank", rank},
+          {"dp", pl.dp},
+          {"tp", pl.tp},
+          {"pp", pl.pp},
+          {"virtual_stages", pl.virtual_stages},
+          {"schedule", plan::to_string(pl.schedule)},
+          {"micro_batch", p.candidate.micro_batch},
+          {"recompute", plan::to_string(p.candidate.recompute)},
+          {"zero", pl.zero},
+          {"sequence_parallel", pl.sequence_parallel},
+          {"placement", plan::placement_string(pl)},
+          {"step_time", p.step_time},
+          {"tokens_per_s", p.tokens_per_s},
+          {"mfu", p.mfu},
+          {"memory", p.memory},
+          {"bottleneck", p.bottleneck},
+          {"tier", tier(p)},
+          {"estimated_step_time", p.estimate},
+          {"overrides", plan::overrides_of(p.candidate)}};
+}
+
+std::string csv_text(const sim::PlanReport& r) {
+  std::string out =
+      "rank,dp,tp,pp,virtual_stages,schedule,micro_batch,recompute,zero,sequence_parallel,placement,step_time_s,"
+      "tokens_per_s,mfu,memory_bytes,tier,estimated_step_time_s,bottleneck\n";
+  for (std::size_t i = 0; i < r.ranked.size(); ++i) {
+    const sim::PlanScore& p = r.ranked[i];
+    const plan::ParallelPlan& pl = p.candidate.plan;
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},\"{}\",{:.9g},{:.9g},{:.6g},{:.0f},{},{:.9g},\"{}\"\n", i + 1, pl.dp,
+                       pl.tp, pl.pp, pl.virtual_stages, plan::to_string(pl.schedule), p.candidate.micro_batch,
+                       plan::to_string(p.candidate.recompute), pl.zero, pl.sequence_parallel ? "true" : "false",
+                       plan::placement_string(pl), p.step_time, p.tokens_per_s, p.mfu, p.memory, tier(p), p.estimate,
+                       p.bottleneck);
+  }
+  return out;
+}
+
+void run_plan(const PlanArgs& a) {
+  const plan::Scenario s = a.scenario.load();
+  if (a.gpus < 0) throw UsageError("--gpus: expected a positive device count");
+  sim::PlanOptions options;
+  options.devices = a.gpus;
+  options.resimulate = a.resimulate;
+  options.threads = a.threads;
+  const sim::PlanReport r = sim::plan_search(s, options);
+  std::size_t rejected = 0;
+  for (const auto& [reason, n] : r.rejected) rejected += n;
+  if (!a.csv.empty()) write_output(a.csv, csv_text(r));
+  const std::size_t shown = std::min(r.ranked.size(), static_cast<std::size_t>(std::max(0, a.top)));
+  if (a.json) {
+    nlohmann::ordered_json plans = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json(r.ranked[i], i + 1));
+    nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
+    for (const auto& [reason, n] : r.rejected) reasons[reason] = n;
+    const nlohmann::ordered_json j{{"scenario", s.name},
+                                   {"devices", r.devices},
+                                   {"capacity", r.capacity},
+                                   {"valid_plans", r.candidates},
+                                   {"fit", r.ranked.size()},
+                                   {"rejected", reasons},
+                                   {"resimulated", std::min<std::size_t>(r.ranked.size(), std::max(0, a.resimulate))},
+                                   {"plans", plans}};
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  namespace u = units;
+  fmt::print("planning {}: {} on {} devices ({}, {} each)\n", s.name, s.model.name, r.devices, s.cluster.device.name,
+             u::format_bytes(r.capacity));
+  fmt::print("{} valid plans: {} fit, {} rejected", r.candidates, r.ranked.size(), rejected);
+  std::string sep = " (";
+  for (const auto& [reason, n] : r.rejected) {
+    fmt::print("{}{} {}", sep, n, reason);
+    sep = ", ";
+  }
+  fmt::print("{}\n", rejected > 0 ? ")" : "");
+  fmt::print("scored by the analytical tier in {}; the best {} simulated in {}\n\n", u::format_duration(r.score_seconds),
+             std::min<std::size_t>(r.ranked.size(), std::max(0, a.resimulate)), u::format_duration(r.resimulate_seconds));
+  if (r.ranked.empty()) {
+    fmt::print("no plan fits in {} per device\n", u::format_bytes(r.capacity));
+    return;
+  }
+  using A = report::Table::Align;
+  report::Table t({"#", "dp", "tp", "pp", "v", "schedule", "mb", "recompute", "zero", "sp", "placement", "step time",
+                   "tokens/s", "MFU", "memory", "tier", "bottleneck"},
+                  {A::right, A::right, A::right, A::right, A::right, A::left, A::right, A::left, A::right, A::left, A::left,
+                   A::right, A::right, A::right, A::right, A::left, A::left});
+  for (std::size_t i = 0; i < shown; ++i) {
+    const sim::PlanScore& p = r.ranked[i];
+    const plan::ParallelPlan& pl = p.candidate.plan;
+    t.add_row({std::to_string(i + 1), std::to_string(pl.dp), std::to_string(pl.tp), std::to_string(pl.pp),
+               std::to_string(pl.virtual_stages), std::string(plan::to_string(pl.schedule)),
+               std::to_string(p.candidate.micro_batch), std::string(plan::to_string(p.candidate.recompute)),
+               std::to_string(pl.zero), pl.sequence_parallel ? "yes" : "no", plan::placement_string(pl),
+               u::format_duration(p.step_time), u::format_count(p.tokens_per_s), fmt::format("{:.1f} %", 100 * p.mfu),
+               u::format_bytes(p.memory), tier(p), p.bottleneck});
+  }
+  fmt::print("{}", t.render());
+  // The best plan as a command: the scenario's own overrides, the cluster's new size, the plan.
+  std::vector<std::string> sets = a.scenario.overrides;
+  const plan::Scenario sized = plan::on_devices(s, a.gpus);
+  if (sized.cluster.nodes != s.cluster.nodes) sets.push_back(fmt::format("cluster.nodes={}", sized.cluster.nodes));
+  if (sized.cluster.gpus_per_node != s.cluster.gpus_per_node) {
+    sets.push_back(fmt::format("cluster.gpus_per_node={}", sized.cluster.gpus_per_node));
+  }
+  for (const std::string& o : plan::overrides_of(r.ranked[0].candidate)) sets.push_back(o);
+  fmt::print("\nbest: parasim simulate {} --set {}\n", a.scenario.path, fmt::join(sets, " --set "));
+}
+
+}  // namespace
+
+void add_plan(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand("plan", "Search every valid plan for the scenario's model and cluster, ranked by throughput");
+  args->scenario.add_to(*cmd);
+  cmd->add_option("--gpus", args->gpus, "Plan for N devices (default: the cluster's; nodes are added or removed)")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--top", args->top, "Plans shown")->type_name("K")->capture_default_str();
+  cmd->add_option("--resimulate", args->resimulate, "Best plans scored again by the event simulator")
+      ->type_name("R")
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "Threads scoring plans (default: every core)")->type_name("T");
+  cmd->add_flag("--json", args->json, "Print JSON instead of tables");
+  cmd->add_option("--csv", args->csv, "Write every plan that fits, ranked, as CSV to FILE")->type_name("FILE");
+  cmd->callback([args] { run_plan(*args); });
+}
+
+}  // namespace parasim::cli

@@ -1,0 +1,154 @@
+#include "plan/search.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "plan/check.hpp"
+#include "plan/describe.hpp"
+#include "plan/diagnostics.hpp"
+#include "plan/program.hpp"
+
+namespace parasim::plan {
+
+namespace {
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// Placements that map ranks differently: every order of the dimensions larger than 1,
+// innermost first, then the others in tp, dp, pp order.
+std::vector<std::array<Dim, 3>> placements(const ParallelPlan& p) {
+  std::vector<Dim> big;
+  std::vector<Dim> one;
+  for (Dim d : {Dim::tp, Dim::dp, Dim::pp}) (extent(p, d) > 1 ? big : one).push_back(d);
+  std::vector<std::array<Dim, 3>> out;
+  std::sort(big.begin(), big.end());
+  do {
+    std::array<Dim, 3> a{};
+    std::size_t i = 0;
+    for (Dim d : big) a[i++] = d;
+    for (Dim d : one) a[i++] = d;
+    out.push_back(a);
+  } while (std::next_permutation(big.begin(), big.end()));
+  return out;
+}
+
+bool valid(const Scenario& s) {
+  try {
+    check(s);
+    return true;
+  } catch (const ScenarioError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+Scenario with_candidate(const Scenario& base, const Candidate& c) {
+  Scenario s = base;
+  s.plan = c.plan;
+  s.plan.bucket_bytes = base.plan.bucket_bytes;
+  s.plan.overlap_dp = base.plan.overlap_dp;
+  s.plan.collective = base.plan.collective;
+  s.training.micro_batch = c.micro_batch;
+  s.training.recompute = c.recompute;
+  return s;
+}
+
+Scenario on_devices(const Scenario& base, int devices) {
+  Scenario s = base;
+  if (devices <= 0) return s;
+  const int per_node = s.cluster.gpus_per_node;
+  if (devices < per_node) {
+    s.cluster.gpus_per_node = devices;
+    s.cluster.nodes = 1;
+  } else {
+    s.cluster.nodes = (devices + per_node - 1) / per_node;
+  }
+  return s;
+}
+
+std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
+  const int n = devices > 0 ? devices : base.cluster.total_gpus();
+  const bool transformer = base.model.kind == ModelKind::transformer;
+  const int layers = base.model.layer_count();
+  std::vector<Candidate> out;
+  for (int tp : divisors(n)) {
+    if (!transformer && tp > 1) break;
+    if (transformer && (base.model.heads % tp != 0 || base.model.hidden % tp != 0)) continue;
+    for (int pp : divisors(n / tp)) {
+      if (pp > layers) break;
+      const int dp = n / (tp * pp);
+      if (base.training.global_batch % dp != 0) continue;
+      for (int mb : divisors(base.training.global_batch / dp)) {
+        const int micro_batches = base.training.global_batch / (dp * mb);
+        struct Shape {
+          Schedule schedule;
+          int v;
+        };
+        std::vector<Shape> shapes{{Schedule::one_f_one_b, 1}, {Schedule::gpipe, 1}};
+        if (pp >= 2 && micro_batches % pp == 0 && layers % pp == 0) {
+          for (int v : divisors(layers / pp)) {
+            if (v >= 2) shapes.push_back({Schedule::interleaved_1f1b, v});
+          }
+        }
+        for (const Shape& shape : shapes) {
+          for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
+            if (r == Recompute::selective && !transformer) continue;
+            for (int zero : {0, 1}) {
+              if (zero == 1 && dp == 1) continue;
+              for (bool sp : {false, true}) {
+                if (sp && (tp == 1 || !transformer)) continue;
+                Candidate c;
+                c.plan.dp = dp;
+                c.plan.tp = tp;
+                c.plan.pp = pp;
+                c.plan.virtual_stages = shape.v;
+                c.plan.schedule = shape.schedule;
+                c.plan.sequence_parallel = sp;
+                c.plan.zero = zero;
+                c.micro_batch = mb;
+                c.recompute = r;
+                for (const auto& place : placements(c.plan)) {
+                  c.plan.placement = place;
+                  if (valid(with_candidate(base, c))) out.push_back(c);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string describe(const Candidate& c) {
+  const ParallelPlan& p = c.plan;
+  return fmt::format("dp {} tp {} pp {}{} {} mb {} recompute {} zero {}{} placement {}", p.dp, p.tp, p.pp,
+                     p.virtual_stages > 1 ? fmt::format(" x{}", p.virtual_stages) : "", to_string(p.schedule),
+                     c.micro_batch, to_string(c.recompute), p.zero, p.sequence_parallel ? " sp" : "",
+                     placement_string(p));
+}
+
+std::vector<std::string> overrides_of(const Candidate& c) {
+  const ParallelPlan& p = c.plan;
+  return {fmt::format("plan.dp={}", p.dp),
+          fmt::format("plan.tp={}", p.tp),
+          fmt::format("plan.pp={}", p.pp),
+          fmt::format("plan.virtual_stages={}", p.virtual_stages),
+          fmt::format("plan.schedule={}", to_string(p.schedule)),
+          fmt::format("plan.sequence_parallel={}", p.sequence_parallel ? "true" : "false"),
+          fmt::format("plan.zero={}", p.zero),
+          fmt::format("plan.placement={}", placement_string(p)),
+          fmt::format("training.micro_batch={}", c.micro_batch),
+          fmt::format("training.recompute={}", to_string(c.recompute))};
+}
+
+}  // namespace parasim::plan

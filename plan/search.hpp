@@ -1,0 +1,43 @@
+// The planner's search space: every valid plan for a scenario's model and training batch on
+// a number of devices. A candidate sets dp, tp, pp, virtual stages, schedule, micro-batch
+// size, recompute, ZeRO, sequence parallelism and placement; the rest of the scenario
+// (cluster, model, global batch, precision, bucket size, collective) stays. Valid means
+// what `parasim check` accepts (check.hpp); whether it fits in memory is the planner's
+// next question (memory.hpp).
+//
+// Enumerated: tp and pp over the divisors of the device count with dp = devices / (tp pp);
+// micro-batches dividing the batch per replica; 1F1B and GPipe, and interleaved 1F1B with
+// every virtual stage count that divides the layers per stage; recompute none, selective
+// (transformers) and full; ZeRO 0 and 1 (dp > 1); sequence parallelism off and on (tp > 1);
+// placements that map ranks differently (orders of the dimensions larger than 1).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/scenario.hpp"
+
+namespace parasim::plan {
+
+struct Candidate {
+  ParallelPlan plan;
+  int micro_batch = 1;
+  Recompute recompute = Recompute::none;
+};
+
+// The scenario with the candidate's choices.
+Scenario with_candidate(const Scenario& base, const Candidate& c);
+// The scenario grown (or shrunk) to `devices`: whole nodes, the last possibly partial
+// (gpus_per_node kept, nodes = ceil(devices / gpus_per_node)). devices <= 0: unchanged.
+Scenario on_devices(const Scenario& base, int devices);
+
+// Every valid candidate using exactly `devices` devices (<= 0: all of the cluster's), in a
+// fixed order (the order of the loops above).
+std::vector<Candidate> enumerate_plans(const Scenario& base, int devices = 0);
+
+// "dp 8 tp 4 pp 2 x2 interleaved-1f1b mb 2 recompute selective zero 1 sp placement tp,dp,pp"
+std::string describe(const Candidate& c);
+// The --set overrides that turn the base scenario into this candidate.
+std::vector<std::string> overrides_of(const Candidate& c);
+
+}  // namespace parasim::plan

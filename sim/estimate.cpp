@@ -1,0 +1,353 @@
+#include "sim/estimate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "plan/accounting.hpp"
+#include "plan/program.hpp"
+#include "plan/schedule.hpp"
+#include "report/metrics.hpp"
+#include "sim/collectives.hpp"
+#include "sim/engine.hpp"
+#include "sim/network.hpp"
+#include "sim/simulate.hpp"
+#include "topology/routing.hpp"
+
+namespace parasim::sim {
+
+namespace {
+
+using plan::CollectiveOp;
+using plan::Dim;
+
+double io_bytes(const std::vector<plan::Gemm>& g, int e) {
+  double b = 0.0;
+  for (const plan::Gemm& x : g) b += x.io_bytes(e);
+  return b;
+}
+
+// The devices of the group of dimension `d` that holds the rank at `c`.
+std::vector<int> group_of(const plan::ParallelPlan& p, plan::Coord c, Dim d) {
+  std::vector<int> out;
+  for (int i = 0; i < plan::extent(p, d); ++i) {
+    plan::coordinate(c, d) = i;
+    out.push_back(plan::rank_of(p, c));
+  }
+  return out;
+}
+
+int placement_code(const plan::ParallelPlan& p) {
+  return static_cast<int>(p.placement[0]) * 9 + static_cast<int>(p.placement[1]) * 3 + static_cast<int>(p.placement[2]);
+}
+
+}  // namespace
+
+struct Estimator::Impl {
+  explicit Impl(const plan::Scenario& s)
+      : profile(profile_of(s)), cluster(with_profile_links(s.cluster, profile)), net(engine, cluster), router(cluster) {}
+
+  DeviceProfile profile;
+  topology::Cluster cluster;
+  Engine engine;
+  Network net;
+  topology::Router router;
+  std::map<std::tuple<int, int, int, int, int, int, int, int, double>, double> collectives;
+  std::map<std::tuple<int, int, int, int, int, int>, double> contention;
+  std::map<std::tuple<int, int, int, int, int>, double> p2p;
+
+  // How many ring edges of all concurrent groups of dimension d share the busiest link
+  // of the group at stage `stage`, over the group's own edges on it.
+  double contention_of(const plan::ParallelPlan& p, Dim d, int stage) {
+    const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d), stage);
+    if (auto it = contention.find(key); it != contention.end()) return it->second;
+    plan::Coord c;
+    c.pp = stage;
+    const std::vector<int> own = group_of(p, c, d);
+    double factor = 1.0;
+    const int node = cluster.node_of(own.front());
+    const bool spans = std::any_of(own.begin(), own.end(), [&](int r) { return cluster.node_of(r) != node; });
+    if (spans && own.size() > 1) {
+      std::vector<int> all(static_cast<std::size_t>(cluster.link_count()), 0);
+      std::vector<int> mine(all.size(), 0);
+      // Groups running at once: every group (tp and pp traffic flows through the whole
+      // step), or a stage's (dp, synchronised as that stage's backward ends).
+      for (int r = 0; r < p.world(); ++r) {
+        plan::Coord rc = plan::coord_of(p, r);
+        if (plan::coordinate(rc, d) != 0) continue;  // one visit per group
+        if (d == Dim::dp && rc.pp != stage) continue;
+        const std::vector<int> g = group_of(p, rc, d);
+        const bool is_own = g == own;
+        for (std::size_t i = 0; i < g.size(); ++i) {
+          for (int l : router.route(g[i], g[(i + 1) % g.size()]).links) {
+            ++all[static_cast<std::size_t>(l)];
+            if (is_own) ++mine[static_cast<std::size_t>(l)];
+          }
+        }
+      }
+      for (std::size_t l = 0; l < all.size(); ++l) {
+        if (mine[l] > 0) factor = std::max(factor, static_cast<double>(all[l]) / mine[l]);
+      }
+    }
+    contention.emplace(key, factor);
+    return factor;
+  }
+
+  double collective(const plan::Scenario& s, Dim d, CollectiveOp op, double bytes, int stage) {
+    const plan::ParallelPlan& p = s.plan;
+    if (plan::extent(p, d) <= 1 || bytes <= 0.0) return 0.0;
+    const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d), stage, static_cast<int>(op),
+                                     static_cast<int>(p.collective), bytes);
+    if (auto it = collectives.find(key); it != collectives.end()) return it->second;
+    plan::Coord c;
+    c.pp = stage;
+    CollectiveCall call{op, group_of(p, c, d), bytes, -1};
+    const int node = cluster.node_of(call.devices.front());
+    if (!profile.collectives.empty() &&
+        std::all_of(call.devices.begin(), call.devices.end(), [&](int r) { return cluster.node_of(r) == node; })) {
+      call.bytes *= profile.collective_slowdown(op, static_cast<int>(call.devices.size()), call.bytes);
+    }
+    const Algorithm a = resolve(p.collective, net, call);
+    // Sharing stretches the transfer, not the latency.
+    const double full = estimate_seconds(a, net, call);
+    CollectiveCall empty = call;
+    empty.bytes = 0.0;
+    const double latency = estimate_seconds(a, net, empty);
+    const double t = latency + (full - latency) * contention_of(p, d, stage);
+    collectives.emplace(key, t);
+    return t;
+  }
+
+  // One boundary's transfer from stage `stage` to the next (the tp 0, dp 0 ranks).
+  double transfer(const plan::ParallelPlan& p, int stage, double bytes) {
+    plan::Coord a;
+    a.pp = stage;
+    plan::Coord b = a;
+    b.pp = (stage + 1) % p.pp;
+    const topology::Route& r = router.route(plan::rank_of(p, a), plan::rank_of(p, b));
+    return r.latency + (r.bottleneck > 0 ? bytes / r.bottleneck * contention_of(p, Dim::pp, 0) : 0.0);
+  }
+};
+
+Estimator::Estimator(const plan::Scenario& base) : impl_(std::make_unique<Impl>(base)) {}
+Estimator::~Estimator() = default;
+
+StepEstimate Estimator::estimate(const plan::Scenario& s) {
+  Impl& im = *impl_;
+  const plan::ParallelPlan& p = s.plan;
+  const plan::ModelSpec& m = s.model;
+  const plan::TrainingSpec& t = s.training;
+  const DeviceProfile& prof = im.profile;
+  const topology::Dtype dtype = t.precision;
+  const int e = topology::dtype_bytes(dtype);
+  const bool transformer = m.kind == plan::ModelKind::transformer;
+  const bool sp = p.sequence_parallel && p.tp > 1;
+  const int layers = m.layer_count();
+  const int mbs = s.micro_batches();
+  auto op = [&](const std::vector<plan::Gemm>& g, double passes, double bytes) {
+    return op_seconds(prof, g, passes, 0.0, bytes, false, dtype);
+  };
+
+  // Per layer and micro-batch on one rank: forward, recompute, backward (tp waits included),
+  // and the tp communication among them.
+  std::vector<double> fwd(static_cast<std::size_t>(layers), 0.0);
+  std::vector<double> rec(fwd.size(), 0.0);
+  std::vector<double> bwd(fwd.size(), 0.0);
+  double tp_per_layer = 0.0;  // seconds per layer per micro-batch, forward + backward (+ recompute)
+  double act = 0.0;           // one s·b·h tensor
+  double emb_f = 0.0, emb_b = 0.0, head_f = 0.0, head_b = 0.0, tp_ends = 0.0;
+  if (transformer) {
+    const std::vector<plan::Gemm> g = plan::layer_forward_gemms(m, t.micro_batch, p.tp);
+    const std::vector<plan::Gemm> att(g.begin(), g.begin() + 4);
+    const std::vector<plan::Gemm> mlp(g.begin() + 4, g.end());
+    const std::vector<plan::Gemm> core(g.begin() + 1, g.begin() + 3);
+    const std::vector<plan::Gemm> head{plan::lm_head_gemm(m, t.micro_batch, p.tp)};
+    act = static_cast<double>(m.seq_len) * t.micro_batch * m.hidden * e;
+    const double ew = plan::layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, plan::Recompute::none, e);
+    const double sum = im.collective(s, Dim::tp, sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, act, 0);
+    const double gather = sp ? im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0) : 0.0;
+    double f = 0.0, b = 0.0, tp_comm = 0.0;
+    if (p.tp == 1) {
+      f = op(g, 1.0, io_bytes(g, e) + ew);
+      b = op(g, 2.0, 2.0 * io_bytes(g, e) + ew);
+    } else {
+      tp_comm = 2.0 * (sum + gather);
+      f = op(att, 1.0, io_bytes(att, e) + ew / 2) + op(mlp, 1.0, io_bytes(mlp, e) + ew / 2) + tp_comm;
+      b = op(att, 2.0, 2.0 * io_bytes(att, e) + ew / 2) + op(mlp, 2.0, 2.0 * io_bytes(mlp, e) + ew / 2) + tp_comm;
+    }
+    const double r = t.recompute == plan::Recompute::full        ? f
+                     : t.recompute == plan::Recompute::selective ? op(core, 1.0, io_bytes(core, e))
+                                                                 : 0.0;
+    std::fill(fwd.begin(), fwd.end(), f);
+    std::fill(rec.begin(), rec.end(), r);
+    std::fill(bwd.begin(), bwd.end(), b);
+    tp_per_layer = tp_comm * (t.recompute == plan::Recompute::full ? 3.0 : 2.0);
+    emb_f = op({}, 1.0, act) + (p.tp > 1 ? sum : 0.0);
+    emb_b = op({}, 1.0, act) + gather;
+    const double stats = p.tp > 1 ? im.collective(s, Dim::tp, CollectiveOp::all_gather,
+                                                  3.0 * 4.0 * m.seq_len * t.micro_batch * p.tp, 0)
+                                  : 0.0;
+    head_f = gather + op(head, 1.0, io_bytes(head, e)) + stats;
+    head_b = op(head, 2.0, 2.0 * io_bytes(head, e)) + (p.tp > 1 ? sum : 0.0);
+    tp_ends = p.tp > 1 ? 2.0 * (sum + gather) + stats : 0.0;
+  } else {
+    for (int l = 0; l < layers; ++l) {
+      const plan::GenericLayer& gl = m.generic_layers[static_cast<std::size_t>(l)];
+      const std::vector<plan::Gemm> g{plan::generic_layer_gemm(gl, t.micro_batch)};
+      const double a = gl.activations * t.micro_batch * e;
+      fwd[static_cast<std::size_t>(l)] = op(g, 1.0, io_bytes(g, e) + a);
+      bwd[static_cast<std::size_t>(l)] = op(g, 2.0, 2.0 * io_bytes(g, e) + a);
+      rec[static_cast<std::size_t>(l)] = t.recompute == plan::Recompute::full ? fwd[static_cast<std::size_t>(l)] : 0.0;
+    }
+  }
+
+  // Per stage: work per micro-batch W (forward part and backward part), its layers.
+  const int v = p.virtual_stages;
+  std::vector<double> work(static_cast<std::size_t>(p.pp), 0.0);
+  std::vector<double> back(work.size(), 0.0);
+  std::vector<std::vector<int>> stage_layers(work.size());
+  for (int st = 0; st < p.pp; ++st) {
+    double f = 0.0, b = 0.0;
+    for (int c = 0; c < v; ++c) {
+      const auto [first, last] = plan::chunk_layers(layers, p.pp, v, st, c);
+      for (int l = first; l < last; ++l) {
+        f += fwd[static_cast<std::size_t>(l)];
+        b += rec[static_cast<std::size_t>(l)] + bwd[static_cast<std::size_t>(l)];
+        stage_layers[static_cast<std::size_t>(st)].push_back(l);
+      }
+    }
+    if (st == 0) {
+      f += emb_f;
+      b += emb_b;
+    }
+    if (st == p.pp - 1) {
+      f += head_f;
+      b += head_b;
+    }
+    work[static_cast<std::size_t>(st)] = f + b;
+    back[static_cast<std::size_t>(st)] = b;
+  }
+  const double w_max = *std::max_element(work.begin(), work.end());
+  double w_sum = 0.0;
+  for (double w : work) w_sum += w;
+  const double boundary = transformer ? act / (sp ? p.tp : 1) : 0.0;
+  double t_p2p = 0.0;
+  if (p.pp > 1) {
+    for (int st = 0; st + 1 < p.pp; ++st) {
+      const double bytes = transformer ? boundary
+                                       : m.generic_layers[static_cast<std::size_t>(
+                                             plan::chunk_layers(layers, p.pp, v, st, 0).second - 1)]
+                                                 .activations *
+                                             t.micro_batch * e;
+      t_p2p = std::max(t_p2p, im.transfer(p, st, bytes));
+    }
+  }
+  // Each micro-batch's round trip through the pipeline waits on its transfers: a cycle
+  // of the steady state is the slowest stage's work plus a receive each way per chunk.
+  // GPipe streams all forwards, then all backwards: its transfers overlap the next
+  // micro-batch's work.
+  const double pipeline =
+      p.schedule == plan::Schedule::interleaved_1f1b ? (mbs + static_cast<double>(p.pp - 1) / v) * (w_max + 2.0 * v * t_p2p)
+      : p.schedule == plan::Schedule::gpipe ? w_sum + (mbs - 1) * std::max(w_max, 2.0 * t_p2p) + 2.0 * (p.pp - 1) * t_p2p
+                                            : w_sum + (mbs - 1) * (w_max + 2.0 * t_p2p) + 2.0 * (p.pp - 1) * t_p2p;
+
+  // Gradient synchronisation, optimizer and ZeRO-1's all-gathers, per stage.
+  const double word = transformer ? static_cast<double>(m.vocab) * m.hidden / p.tp : 0.0;
+  const double final_norm = transformer ? 2.0 * m.hidden : 0.0;
+  const double positions = transformer && m.mlp == plan::Mlp::gelu ? static_cast<double>(m.seq_len) * m.hidden : 0.0;
+  double step = pipeline;
+  double dp_exposed = 0.0;
+  double optimizer = 0.0;
+  double ahead = 0.0;  // backward seconds of the stages before this one
+  for (int st = 0; st < p.pp; ++st) {
+    const auto sti = static_cast<std::size_t>(st);
+    const double end_bwd = pipeline - ahead - st * t_p2p;
+    ahead += back[sti];
+    // Sources in completion order with their ready times during the last backward.
+    struct Source {
+      double params;
+      double ready;
+    };
+    std::vector<Source> sources;
+    double clock = end_bwd - back[sti];
+    if (st == p.pp - 1 && transformer) {
+      clock += head_b;
+      const bool own_head = !m.tie_embeddings || p.pp > 1;
+      sources.push_back({(own_head ? word : 0.0) + final_norm, clock});
+    }
+    std::vector<int> ls = stage_layers[sti];
+    std::sort(ls.rbegin(), ls.rend());
+    for (int l : ls) {
+      clock += rec[static_cast<std::size_t>(l)] + bwd[static_cast<std::size_t>(l)];
+      sources.push_back({plan::layer_params_on_rank(m, l, p.tp), clock});
+    }
+    if (st == 0 && transformer) sources.push_back({word + positions, end_bwd});
+    double params = 0.0;
+    for (const Source& x : sources) params += x.params;
+    double free = end_bwd;  // when the dp stream and the stage are done
+    std::vector<double> buckets;
+    if (p.dp > 1) {
+      double bucket = 0.0;
+      double ready = 0.0;
+      double stream = 0.0;
+      for (std::size_t i = 0; i < sources.size(); ++i) {
+        bucket += sources[i].params;
+        ready = std::max(ready, p.overlap_dp ? sources[i].ready : end_bwd);
+        if (bucket * e < p.bucket_bytes && i + 1 < sources.size()) continue;
+        const double d = im.collective(s, Dim::dp, p.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
+                                       bucket * e, st);
+        stream = std::max(stream, ready) + d;
+        buckets.push_back(bucket);
+        bucket = 0.0;
+        ready = 0.0;
+      }
+      free = std::max(free, stream);
+    }
+    if (sp && transformer) {
+      double whole = static_cast<double>(ls.size()) * (m.mlp == plan::Mlp::gelu ? 6.0 : 5.0) * m.hidden;
+      if (st == p.pp - 1) whole += final_norm;
+      free += im.collective(s, Dim::tp, CollectiveOp::all_reduce, whole * e, st);
+    }
+    if (transformer && m.tie_embeddings && p.pp > 1 && (st == 0 || st == p.pp - 1)) {
+      // The embedding group: first and last stage, a pp-dimension pair; as one transfer each way.
+      free += 2.0 * im.transfer(p, p.pp - 1, word * e);
+    }
+    const double shard = params / (p.zero == 1 ? p.dp : 1);
+    const double opt = op_seconds(prof, {}, 1.0, 12.0 * shard, (24.0 + 2.0 * e) * shard, true, dtype);
+    double end = free + opt;
+    if (p.zero == 1 && p.dp > 1) {
+      for (double bucket : buckets) end += im.collective(s, Dim::dp, CollectiveOp::all_gather, bucket * e, st);
+    }
+    if (end > step) {
+      step = end;
+      dp_exposed = free - end_bwd;
+      optimizer = opt;
+    }
+  }
+
+  StepEstimate out;
+  out.step_time = step;
+  out.pipeline = pipeline;
+  out.bubble = step > 0 ? std::max(0.0, pipeline - mbs * work[0]) / step : 0.0;
+  out.tp_exposed = mbs * (tp_per_layer * static_cast<double>(stage_layers[0].size()) + tp_ends);
+  out.dp_exposed = dp_exposed;
+  out.optimizer = optimizer;
+  out.tokens_per_s = step > 0 ? static_cast<double>(t.global_batch) * m.tokens_per_sample() / step : 0.0;
+  const double peak = s.cluster.device.peak(dtype);
+  out.mfu = step > 0 && peak > 0 ? report::model_flops_per_step(s) / (step * p.world() * peak) : 0.0;
+  // The largest loss of at least 5 % of the step names the bottleneck.
+  const std::pair<double, const char*> losses[] = {
+      {out.bubble * step, "pipeline bubble"}, {out.tp_exposed, "tensor-parallel communication"},
+      {out.dp_exposed, "data-parallel gradient synchronisation"}};
+  const auto worst = std::max_element(std::begin(losses), std::end(losses),
+                                      [](const auto& a, const auto& b) { return a.first < b.first; });
+  out.bottleneck = step > 0 && worst->first >= 0.05 * step
+                       ? fmt::format("{} ({:.0f} % of the step)", worst->second, 100.0 * worst->first / step)
+                       : "compute-bound";
+  return out;
+}
+
+}  // namespace parasim::sim

@@ -1,0 +1,63 @@
+// The planner: every valid plan of a scenario's model and batch on a number of devices
+// (plan/search.hpp), those that do not fit in memory rejected with the reason, the rest
+// scored by the analytical tier (estimate.hpp) and ranked by throughput; the best are
+// scored again by the event simulator. Each row says which tier its figures come from.
+//
+// Scoring runs on `threads` threads (0: every core), each with its own Estimator; the
+// ranking does not depend on how the candidates were split (ties go to the order of
+// enumeration), so any split gives the same result, bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plan/scenario.hpp"
+#include "plan/search.hpp"
+
+namespace parasim::sim {
+
+struct PlanScore {
+  std::size_t index = 0;  // in enumeration order
+  plan::Candidate candidate;
+  double step_time = 0.0;
+  double tokens_per_s = 0.0;
+  double mfu = 0.0;
+  double memory = 0.0;  // the busiest stage's bytes per rank
+  std::string bottleneck;
+  bool simulated = false;     // figures from the event simulator (else the estimate)
+  double estimate = 0.0;      // the analytical step time, kept when simulated
+};
+
+struct PlanOptions {
+  int devices = 0;      // <= 0: the cluster's
+  int resimulate = 20;  // best plans scored again by the simulator
+  int threads = 0;      // <= 0: every core
+};
+
+struct PlanReport {
+  int devices = 0;
+  double capacity = 0.0;  // bytes per device
+  std::size_t candidates = 0;
+  std::vector<PlanScore> ranked;  // plans that fit, best first
+  std::map<std::string, std::size_t> rejected;  // reason -> plans
+  double score_seconds = 0.0;
+  double resimulate_seconds = 0.0;
+};
+
+// Scores candidates [begin, end) of `all` (those that fit) and counts the rejected.
+void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
+                 std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected);
+// Best first: by tokens/s, then by enumeration order.
+void rank(std::vector<PlanScore>& scores);
+// Replaces the first `count` rows' figures by the simulator's and ranks again.
+void resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count);
+
+PlanReport plan_search(const plan::Scenario& s, const PlanOptions& options = {});
+
+// Why a plan does not fit, as counted: "model state exceeds memory" when weights,
+// gradients and optimizer state alone do not fit, else "activations exceed memory".
+std::string memory_reason(const plan::Scenario& s);
+
+}  // namespace parasim::sim

@@ -1,0 +1,62 @@
+// The analytical tier against the event simulator: the same plan, the same cost models,
+// closed forms instead of events. The bound stated in sim/estimate.hpp is checked here on
+// every seed scenario.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "plan/load.hpp"
+#include "plan/memory.hpp"
+#include "plan/search.hpp"
+#include <map>
+#include "report/metrics.hpp"
+#include "sim/estimate.hpp"
+#include "sim/simulate.hpp"
+
+using namespace parasim;
+
+TEST_CASE("the analytical step time agrees with the simulator on every seed scenario", "[estimate]") {
+  double worst = 0.0;
+  for (const auto& entry : std::filesystem::directory_iterator(PARASIM_SOURCE_DIR "/scenarios")) {
+    if (entry.path().extension() != ".yaml") continue;
+    const plan::Scenario s = plan::load(entry.path().string());
+    const sim::Prediction p = sim::predict(s);
+    const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
+    sim::Estimator est(s);
+    const sim::StepEstimate e = est.estimate(s);
+    const double err = (e.step_time - f.step_time) / f.step_time;
+    std::printf("%-28s sim %10.4f s  estimate %10.4f s  %+6.1f %%  (%s)\n", entry.path().stem().c_str(), f.step_time,
+                e.step_time, 100 * err, e.bottleneck.c_str());
+    worst = std::max(worst, std::abs(err));
+  }
+  std::printf("worst %.1f %%\n", 100 * worst);
+  CHECK(worst < 0.05);  // the bound stated in sim/estimate.hpp
+}
+
+TEST_CASE("across a scenario's search space, the analytical tier stays near the simulator", "[estimate][planner]") {
+  for (const char* name : {"hybrid-32-gpus.yaml", "pipeline-microbatches.yaml", "dp-two-nodes.yaml"}) {
+    const plan::Scenario base = plan::load(std::string(PARASIM_SOURCE_DIR "/scenarios/") + name);
+    const std::vector<plan::Candidate> all = plan::enumerate_plans(base);
+    sim::Estimator est(base);
+    std::map<std::string, std::vector<double>> errors;
+    for (std::size_t i = 0; i < all.size(); i += std::max<std::size_t>(1, all.size() / 60)) {
+      const plan::Scenario s = plan::with_candidate(base, all[i]);
+      if (!plan::memory_per_rank(s).fits()) continue;
+      const double e = est.estimate(s).step_time;
+      const sim::Prediction p = sim::predict(s);
+      const double t = report::step_figures(s, p.trace, topology::Cluster(s.cluster)).step_time;
+      const double err = (e - t) / t;
+      errors[std::string(plan::to_string(s.plan.schedule))].push_back(err);
+      if (std::abs(err) > 0.1) std::printf("  %s %s: %+.1f %%\n", name, plan::describe(all[i]).c_str(), 100 * err);
+    }
+    for (auto& [schedule, v] : errors) {
+      std::sort(v.begin(), v.end(), [](double a, double b) { return std::abs(a) < std::abs(b); });
+      std::printf("%s %s: %zu plans, median |error| %.1f %%, worst %.1f %%\n", name, schedule.c_str(), v.size(),
+                  100 * std::abs(v[v.size() / 2]), 100 * std::abs(v.back()));
+      // The bounds stated in sim/estimate.hpp for plans across the search space.
+      CHECK(std::abs(v[v.size() / 2]) < 0.30);
+      CHECK(std::abs(v.back()) < 1.6);
+    }
+  }
+}

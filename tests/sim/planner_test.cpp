@@ -1,0 +1,134 @@
+// The planner: the search space against a hand count, candidates that load back from their
+// overrides, memory rejections with their reason, rankings that do not depend on threads,
+// and re-simulated rows that carry the simulator's figures.
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "plan/describe.hpp"
+#include "plan/load.hpp"
+#include "plan/memory.hpp"
+#include "plan/program.hpp"
+#include "plan/search.hpp"
+#include "report/metrics.hpp"
+#include "sim/planner.hpp"
+#include "sim/simulate.hpp"
+
+using namespace parasim;
+
+namespace {
+
+const std::string scenarios = PARASIM_SOURCE_DIR "/scenarios/";
+
+}  // namespace
+
+TEST_CASE("the search space of the quickstart on 2 devices is the hand count", "[planner]") {
+  // tiny-gpt: 4 layers, 4 heads, hidden 128, seq 64; global batch 16; 2 devices.
+  //   tp 1 pp 1 dp 2: micro-batch 1, 2, 4, 8 x {1F1B, GPipe} x 3 recompute x ZeRO 0/1   = 48
+  //   tp 1 pp 2 dp 1: micro-batch 1, 2, 4, 8 (even micro-batch counts: + interleaved x2)
+  //                   and 16 (one micro-batch: 1F1B, GPipe) = 14 shapes x 3 recompute  = 42
+  //   tp 2 pp 1 dp 1: micro-batch 1, 2, 4, 8, 16 x 2 schedules x 3 recompute x SP off/on = 60
+  const plan::Scenario s = plan::load(scenarios + "quickstart.yaml");
+  const std::vector<plan::Candidate> all = plan::enumerate_plans(s);
+  CHECK(all.size() == 150);
+  std::set<std::string> seen;
+  for (const plan::Candidate& c : all) CHECK(seen.insert(plan::describe(c)).second);  // no duplicates
+  CHECK(plan::enumerate_plans(s, 2).size() == 150);
+}
+
+TEST_CASE("every candidate loads back from its --set overrides as the same scenario", "[planner]") {
+  const plan::Scenario base = plan::load(scenarios + "hybrid-32-gpus.yaml");
+  const std::vector<plan::Candidate> all = plan::enumerate_plans(base);
+  REQUIRE(all.size() > 1000);
+  for (std::size_t i = 0; i < all.size(); i += 97) {
+    const plan::Scenario a = plan::with_candidate(base, all[i]);
+    const plan::Scenario b = plan::load(scenarios + "hybrid-32-gpus.yaml", plan::overrides_of(all[i]));
+    CHECK(plan::describe(a) == plan::describe(b));
+  }
+}
+
+TEST_CASE("placements are enumerated only when they map ranks differently", "[planner]") {
+  const plan::Scenario base = plan::load(scenarios + "hybrid-32-gpus.yaml");
+  std::map<std::string, std::set<std::vector<int>>> maps;  // the rest of the plan -> rank maps
+  std::map<std::string, int> count;
+  for (const plan::Candidate& c : plan::enumerate_plans(base)) {
+    plan::Candidate key = c;
+    key.plan.placement = {plan::Dim::tp, plan::Dim::dp, plan::Dim::pp};
+    std::vector<int> map;
+    for (int r = 0; r < c.plan.world(); ++r) {
+      const plan::Coord x = plan::coord_of(c.plan, r);
+      map.push_back((x.tp * 1000 + x.dp) * 1000 + x.pp);
+    }
+    maps[plan::describe(key)].insert(map);
+    ++count[plan::describe(key)];
+  }
+  for (const auto& [k, m] : maps) CHECK(int(m.size()) == count[k]);
+  // dp 4 x tp 2 x pp 4: all three dimensions above 1, all 3! orders.
+  CHECK(count["dp 4 tp 2 pp 4 1f1b mb 1 recompute none zero 0 placement tp,dp,pp"] == 6);
+}
+
+TEST_CASE("plans that do not fit are rejected with the reason and counted", "[planner]") {
+  // 30B parameters on one 80 GiB GPU: weights, gradients and optimizer state alone exceed it.
+  const plan::Scenario one = plan::load(scenarios + "memory-30b-one-gpu.yaml");
+  sim::PlanOptions o;
+  o.resimulate = 0;
+  o.threads = 1;
+  const sim::PlanReport r = sim::plan_search(one, o);
+  CHECK(r.ranked.empty());
+  REQUIRE(r.rejected.size() == 1);
+  CHECK(r.rejected.begin()->first == "model state exceeds memory");
+  CHECK(r.rejected.begin()->second == r.candidates);
+  // On 8 GPUs some plans fit; each counted plan is one of the enumerated, and each that fits
+  // fits by the memory model.
+  const sim::PlanReport eight = sim::plan_search(plan::load(scenarios + "memory-30b-tp8.yaml"), o);
+  std::size_t rejected = 0;
+  for (const auto& [reason, n] : eight.rejected) rejected += n;
+  CHECK(eight.ranked.size() + rejected == eight.candidates);
+  REQUIRE_FALSE(eight.ranked.empty());
+  const plan::Scenario base8 = plan::load(scenarios + "memory-30b-tp8.yaml");
+  for (std::size_t i = 0; i < eight.ranked.size(); i += 17) {
+    const plan::MemoryReport m = plan::memory_per_rank(plan::with_candidate(base8, eight.ranked[i].candidate));
+    CHECK(m.fits());
+    CHECK(eight.ranked[i].memory == m.peak().total());
+  }
+}
+
+TEST_CASE("the ranking is the same on any number of threads, and the best are re-simulated", "[planner]") {
+  const plan::Scenario s = plan::load(scenarios + "pipeline-microbatches.yaml");
+  sim::PlanOptions o;
+  o.resimulate = 3;
+  o.threads = 1;
+  const sim::PlanReport one = sim::plan_search(s, o);
+  o.threads = 3;
+  const sim::PlanReport three = sim::plan_search(s, o);
+  REQUIRE(one.ranked.size() == three.ranked.size());
+  for (std::size_t i = 0; i < one.ranked.size(); ++i) {
+    CHECK(one.ranked[i].index == three.ranked[i].index);
+    CHECK(one.ranked[i].step_time == three.ranked[i].step_time);
+  }
+  CHECK(one.rejected == three.rejected);
+  // The first three carry the simulator's figures, ranked among themselves; the rest the
+  // estimate's, by throughput.
+  for (std::size_t i = 0; i < 3; ++i) {
+    const sim::PlanScore& p = one.ranked[i];
+    CHECK(p.simulated);
+    const plan::Scenario c = plan::with_candidate(s, p.candidate);
+    const report::StepFigures f = report::step_figures(c, sim::predict(c).trace, topology::Cluster(c.cluster));
+    CHECK(p.step_time == f.step_time);
+    CHECK(p.tokens_per_s == f.tokens_per_s);
+    if (i > 0) CHECK(one.ranked[i - 1].tokens_per_s >= p.tokens_per_s);
+  }
+  for (std::size_t i = 3; i < one.ranked.size(); ++i) {
+    CHECK_FALSE(one.ranked[i].simulated);
+    CHECK(one.ranked[i].step_time == one.ranked[i].estimate);
+    if (i > 3) CHECK(one.ranked[i - 1].tokens_per_s >= one.ranked[i].tokens_per_s);
+  }
+}
+
+TEST_CASE("--gpus grows the cluster by whole nodes and plans on exactly that many devices", "[planner]") {
+  const plan::Scenario s = plan::load(scenarios + "dp-one-node.yaml");  // 8 GPUs per node
+  const plan::Scenario grown = plan::on_devices(s, 20);
+  CHECK(grown.cluster.nodes == 3);
+  CHECK(grown.cluster.gpus_per_node == s.cluster.gpus_per_node);
+  CHECK(plan::on_devices(s, 4).cluster.gpus_per_node == 4);
+  for (const plan::Candidate& c : plan::enumerate_plans(grown, 16)) CHECK(c.plan.world() == 16);
+}
