@@ -92,7 +92,9 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
           Schedule schedule;
           int v;
         };
-        std::vector<Shape> shapes{{Schedule::one_f_one_b, 1}, {Schedule::gpipe, 1}};
+        // One stage or one micro-batch: GPipe runs what 1F1B runs.
+        std::vector<Shape> shapes{{Schedule::one_f_one_b, 1}};
+        if (pp > 1 && micro_batches > 1) shapes.push_back({Schedule::gpipe, 1});
         if (pp >= 2 && micro_batches % pp == 0 && layers % pp == 0) {
           for (int v : divisors(layers / pp)) {
             if (v >= 2) shapes.push_back({Schedule::interleaved_1f1b, v});

@@ -6,8 +6,9 @@
 // next question (memory.hpp).
 //
 // Enumerated: tp and pp over the divisors of the device count with dp = devices / (tp pp);
-// micro-batches dividing the batch per replica; 1F1B and GPipe, and interleaved 1F1B with
-// every virtual stage count that divides the layers per stage; recompute none, selective
+// micro-batches dividing the batch per replica; 1F1B, GPipe (when it differs: several
+// stages and micro-batches), and interleaved 1F1B with every virtual stage count that
+// divides the layers per stage; recompute none, selective
 // (transformers) and full; ZeRO 0 and 1 (dp > 1); sequence parallelism off and on (tp > 1);
 // placements that map ranks differently (orders of the dimensions larger than 1).
 #pragma once

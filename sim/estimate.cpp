@@ -55,14 +55,15 @@ struct Estimator::Impl {
   Engine engine;
   Network net;
   topology::Router router;
-  std::map<std::tuple<int, int, int, int, int, int, int, int, double>, double> collectives;
+  std::map<std::tuple<int, int, int, int, int, int, int, int, double, double>, double> collectives;
   std::map<std::tuple<int, int, int, int, int, int>, double> contention;
   std::map<std::tuple<int, int, int, int, int>, double> p2p;
 
-  // How many ring edges of all concurrent groups of dimension d share the busiest link
-  // of the group at stage `stage`, over the group's own edges on it.
-  double contention_of(const plan::ParallelPlan& p, Dim d, int stage) {
-    const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d), stage);
+  // How many ring edges of the concurrent groups of dimension d share the busiest link
+  // of the group at stage `stage`, over the group's own edges on it. Concurrent: the
+  // stage's groups, or with `all_stages` every stage's.
+  double contention_of(const plan::ParallelPlan& p, Dim d, int stage, bool all_stages) {
+    const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d), stage * 2 + (all_stages ? 1 : 0));
     if (auto it = contention.find(key); it != contention.end()) return it->second;
     plan::Coord c;
     c.pp = stage;
@@ -73,12 +74,10 @@ struct Estimator::Impl {
     if (spans && own.size() > 1) {
       std::vector<int> all(static_cast<std::size_t>(cluster.link_count()), 0);
       std::vector<int> mine(all.size(), 0);
-      // Groups running at once: every group (tp and pp traffic flows through the whole
-      // step), or a stage's (dp, synchronised as that stage's backward ends).
       for (int r = 0; r < p.world(); ++r) {
         plan::Coord rc = plan::coord_of(p, r);
         if (plan::coordinate(rc, d) != 0) continue;  // one visit per group
-        if (d == Dim::dp && rc.pp != stage) continue;
+        if (!all_stages && rc.pp != stage) continue;
         const std::vector<int> g = group_of(p, rc, d);
         const bool is_own = g == own;
         for (std::size_t i = 0; i < g.size(); ++i) {
@@ -96,11 +95,14 @@ struct Estimator::Impl {
     return factor;
   }
 
-  double collective(const plan::Scenario& s, Dim d, CollectiveOp op, double bytes, int stage) {
+  // A collective of the group at `stage`, its transfer stretched by the groups that share
+  // its links: the stage's, plus the other stages' in proportion to `overlap`, the share of
+  // the time the other stages run such collectives too.
+  double collective(const plan::Scenario& s, Dim d, CollectiveOp op, double bytes, int stage, double overlap = 0.0) {
     const plan::ParallelPlan& p = s.plan;
     if (plan::extent(p, d) <= 1 || bytes <= 0.0) return 0.0;
     const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d), stage, static_cast<int>(op),
-                                     static_cast<int>(p.collective), bytes);
+                                     static_cast<int>(p.collective), bytes, overlap);
     if (auto it = collectives.find(key); it != collectives.end()) return it->second;
     plan::Coord c;
     c.pp = stage;
@@ -116,7 +118,9 @@ struct Estimator::Impl {
     CollectiveCall empty = call;
     empty.bytes = 0.0;
     const double latency = estimate_seconds(a, net, empty);
-    const double t = latency + (full - latency) * contention_of(p, d, stage);
+    const double own = contention_of(p, d, stage, false);
+    const double all = overlap > 0.0 ? contention_of(p, d, stage, true) : own;
+    const double t = latency + (full - latency) * (own + (all - own) * overlap);
     collectives.emplace(key, t);
     return t;
   }
@@ -128,7 +132,7 @@ struct Estimator::Impl {
     plan::Coord b = a;
     b.pp = (stage + 1) % p.pp;
     const topology::Route& r = router.route(plan::rank_of(p, a), plan::rank_of(p, b));
-    return r.latency + (r.bottleneck > 0 ? bytes / r.bottleneck * contention_of(p, Dim::pp, 0) : 0.0);
+    return r.latency + (r.bottleneck > 0 ? bytes / r.bottleneck * contention_of(p, Dim::pp, 0, true) : 0.0);
   }
 };
 
@@ -167,8 +171,20 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     const std::vector<plan::Gemm> head{plan::lm_head_gemm(m, t.micro_batch, p.tp)};
     act = static_cast<double>(m.seq_len) * t.micro_batch * m.hidden * e;
     const double ew = plan::layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, plan::Recompute::none, e);
-    const double sum = im.collective(s, Dim::tp, sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, act, 0);
-    const double gather = sp ? im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0) : 0.0;
+    // The tp collectives of the other stages share the links for the part of the time
+    // that they, too, are in a tp collective: that share, from the stage's own figures.
+    const CollectiveOp sum_op = sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
+    double overlap = 0.0;
+    if (p.tp > 1 && p.pp > 1) {
+      const double alone = 2.0 * (im.collective(s, Dim::tp, sum_op, act, 0) +
+                                  (sp ? im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0) : 0.0));
+      const double work = op(g, 3.0, 3.0 * io_bytes(g, e) + 2.0 * ew);
+      // ... while they run at all: never with one micro-batch, nearly always with many.
+      const double together = static_cast<double>(mbs - 1) / (mbs + p.pp - 2);
+      overlap = together * 2.0 * alone / (2.0 * alone + work);
+    }
+    const double sum = im.collective(s, Dim::tp, sum_op, act, 0, overlap);
+    const double gather = sp ? im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0, overlap) : 0.0;
     double f = 0.0, b = 0.0, tp_comm = 0.0;
     if (p.tp == 1) {
       f = op(g, 1.0, io_bytes(g, e) + ew);
@@ -188,7 +204,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     emb_f = op({}, 1.0, act) + (p.tp > 1 ? sum : 0.0);
     emb_b = op({}, 1.0, act) + gather;
     const double stats = p.tp > 1 ? im.collective(s, Dim::tp, CollectiveOp::all_gather,
-                                                  3.0 * 4.0 * m.seq_len * t.micro_batch * p.tp, 0)
+                                                  3.0 * 4.0 * m.seq_len * t.micro_batch * p.tp, 0, overlap)
                                   : 0.0;
     head_f = gather + op(head, 1.0, io_bytes(head, e)) + stats;
     head_b = op(head, 2.0, 2.0 * io_bytes(head, e)) + (p.tp > 1 ? sum : 0.0);

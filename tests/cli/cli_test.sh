@@ -112,17 +112,17 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 2 "other.yaml:[0-9]+:9: device: the profile was measured for device 'h100-sxm'" -- "$parasim" simulate "$q" --set hardware.profile="$work/other.yaml"
 fi
 
-# The planner: every valid plan of the quickstart's model on its 2 ranks (150, counted by
+# The planner: every valid plan of the quickstart's model on its 2 ranks (93, counted by
 # hand in tests/sim/planner_test.cpp), the best re-simulated; JSON and CSV for scripts.
-expect 0 "150 valid plans: 150 fit, 0 rejected" -- "$parasim" plan "$q"
+expect 0 "93 valid plans: 93 fit, 0 rejected" -- "$parasim" plan "$q"
 expect 0 "^1 .* simulated " -- "$parasim" plan "$q" --top 3
 expect 0 "best: parasim simulate .* --set plan.dp=" -- "$parasim" plan "$q"
-expect 0 "\"valid_plans\": 150" -- "$parasim" plan "$q" --json
+expect 0 "\"valid_plans\": 93" -- "$parasim" plan "$q" --json
 expect 0 "\"tier\": \"estimate\"" -- "$parasim" plan "$q" --json --top 30 --resimulate 2
 expect 0 "on 4 devices" -- "$parasim" plan "$q" --gpus 4
 expect 0 "best: .*--set cluster.nodes=2 " -- "$parasim" plan "$q" --gpus 4
 expect 0 "" -- "$parasim" plan "$q" --csv "$work/plans.csv"
-check "plan --csv writes every plan that fits, ranked" test "$(wc -l <"$work/plans.csv")" -eq 151
+check "plan --csv writes every plan that fits, ranked" test "$(wc -l <"$work/plans.csv")" -eq 94
 expect 2 "gpus" -- "$parasim" plan "$q" --gpus 0
 expect 2 "plan.schedule" -- "$parasim" plan "$q" --set plan.schedule=zigzag --csv "$work/bad.csv"
 check "a failed plan writes no CSV" test ! -e "$work/bad.csv"
