@@ -13,6 +13,10 @@
 #include "sim/planner.hpp"
 #include "topology/units.hpp"
 
+#ifdef PARASIM_HAVE_CPU_BACKEND
+#include "exec/mpi_job.hpp"
+#endif
+
 namespace parasim::cli {
 namespace {
 
@@ -74,7 +78,32 @@ void run_plan(const PlanArgs& a) {
   options.devices = a.gpus;
   options.resimulate = a.resimulate;
   options.threads = a.threads;
-  const sim::PlanReport r = sim::plan_search(s, options);
+  sim::PlanReport r;
+  if (under_mpi()) {
+    // Under mpirun or srun: each rank scores its slice of the candidates, rank 0 gathers
+    // them into the one ranking a single process would make, and prints it.
+#ifdef PARASIM_HAVE_CPU_BACKEND
+    exec::MpiJob job;
+    const std::string mine = sim::score_part(s, options, job.rank(), job.world()) + "\n";
+    const std::vector<char> all = job.gather_to_root(std::span<const char>(mine.data(), mine.size()));
+    if (job.rank() != 0) return;
+    std::vector<std::string> parts;
+    std::string line;
+    for (char c : all) {
+      if (c != '\n') {
+        line += c;
+        continue;
+      }
+      parts.push_back(std::move(line));
+      line.clear();
+    }
+    r = sim::merge_parts(s, options, parts);
+#else
+    throw UsageError("this build has no MPI: run parasim plan without mpirun (it uses every core by itself)");
+#endif
+  } else {
+    r = sim::plan_search(s, options);
+  }
   std::size_t rejected = 0;
   for (const auto& [reason, n] : r.rejected) rejected += n;
   if (!a.csv.empty()) write_output(a.csv, csv_text(r));

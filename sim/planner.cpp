@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "plan/memory.hpp"
 #include "report/metrics.hpp"
@@ -27,7 +30,9 @@ std::string memory_reason(const plan::Scenario& s) {
   return state > r.capacity ? "model state exceeds memory" : "activations exceed memory";
 }
 
-void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
+namespace {
+
+void score_slice(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
                  std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected) {
   Estimator estimator(base);
   for (std::size_t i = begin; i < end; ++i) {
@@ -48,6 +53,29 @@ void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>&
     p.memory = mem.peak().total();
     p.bottleneck = e.bottleneck;
     fits.push_back(std::move(p));
+  }
+}
+
+}  // namespace
+
+void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
+                 std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected,
+                 int threads) {
+  const std::size_t n = end - begin;
+  unsigned t = threads > 0 ? static_cast<unsigned>(threads) : std::thread::hardware_concurrency();
+  t = std::max(1U, std::min<unsigned>(t, static_cast<unsigned>(n / 64 + 1)));
+  std::vector<std::vector<PlanScore>> part(t);
+  std::vector<std::map<std::string, std::size_t>> reasons(t);
+  std::vector<std::thread> workers;
+  for (unsigned w = 0; w < t; ++w) {
+    const std::size_t b = begin + n * w / t;
+    const std::size_t e = begin + n * (w + 1) / t;
+    workers.emplace_back([&, w, b, e] { score_slice(base, all, b, e, part[w], reasons[w]); });
+  }
+  for (std::thread& w : workers) w.join();
+  for (unsigned w = 0; w < t; ++w) {
+    fits.insert(fits.end(), part[w].begin(), part[w].end());
+    for (const auto& [reason, count] : reasons[w]) rejected[reason] += count;
   }
 }
 
@@ -78,35 +106,100 @@ void resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int 
   });
 }
 
-PlanReport plan_search(const plan::Scenario& scenario, const PlanOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const plan::Scenario base = plan::on_devices(scenario, options.devices);
+namespace {
+
+// The search's setting: the scenario on its devices and every candidate, in order.
+struct Search {
+  plan::Scenario base;
+  int devices = 0;
+  std::vector<plan::Candidate> all;
+};
+
+Search prepare(const plan::Scenario& scenario, const PlanOptions& options) {
+  Search s;
+  s.base = plan::on_devices(scenario, options.devices);
+  s.devices = options.devices > 0 ? options.devices : s.base.cluster.total_gpus();
+  s.all = plan::enumerate_plans(s.base, s.devices);
+  return s;
+}
+
+PlanReport finish(const Search& search, const PlanOptions& options, std::vector<PlanScore> fits,
+                  std::map<std::string, std::size_t> rejected, std::chrono::steady_clock::time_point t0) {
   PlanReport report;
-  report.devices = options.devices > 0 ? options.devices : base.cluster.total_gpus();
-  report.capacity = base.cluster.device.memory_bytes;
-  const std::vector<plan::Candidate> all = plan::enumerate_plans(base, report.devices);
-  report.candidates = all.size();
-  unsigned threads = options.threads > 0 ? static_cast<unsigned>(options.threads) : std::thread::hardware_concurrency();
-  threads = std::max(1U, std::min<unsigned>(threads, static_cast<unsigned>(all.size() / 64 + 1)));
-  std::vector<std::vector<PlanScore>> fits(threads);
-  std::vector<std::map<std::string, std::size_t>> rejected(threads);
-  std::vector<std::thread> workers;
-  for (unsigned w = 0; w < threads; ++w) {
-    const std::size_t begin = all.size() * w / threads;
-    const std::size_t end = all.size() * (w + 1) / threads;
-    workers.emplace_back([&, w, begin, end] { score_range(base, all, begin, end, fits[w], rejected[w]); });
-  }
-  for (std::thread& t : workers) t.join();
-  for (unsigned w = 0; w < threads; ++w) {
-    report.ranked.insert(report.ranked.end(), fits[w].begin(), fits[w].end());
-    for (const auto& [reason, n] : rejected[w]) report.rejected[reason] += n;
-  }
+  report.devices = search.devices;
+  report.capacity = search.base.cluster.device.memory_bytes;
+  report.candidates = search.all.size();
+  report.ranked = std::move(fits);
+  report.rejected = std::move(rejected);
   rank(report.ranked);
   report.score_seconds = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  resimulate(base, report.ranked, options.resimulate);
+  resimulate(search.base, report.ranked, options.resimulate);
   report.resimulate_seconds = seconds_since(t1);
   return report;
+}
+
+std::uint64_t bits(double v) {
+  std::uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+double from_bits(std::uint64_t b) {
+  double v = 0.0;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+PlanReport plan_search(const plan::Scenario& scenario, const PlanOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Search search = prepare(scenario, options);
+  std::vector<PlanScore> fits;
+  std::map<std::string, std::size_t> rejected;
+  score_range(search.base, search.all, 0, search.all.size(), fits, rejected, options.threads);
+  return finish(search, options, std::move(fits), std::move(rejected), t0);
+}
+
+std::string score_part(const plan::Scenario& scenario, const PlanOptions& options, int part, int parts) {
+  const Search search = prepare(scenario, options);
+  const std::size_t n = search.all.size();
+  const std::size_t begin = n * static_cast<std::size_t>(part) / static_cast<std::size_t>(parts);
+  const std::size_t end = n * static_cast<std::size_t>(part + 1) / static_cast<std::size_t>(parts);
+  std::vector<PlanScore> fits;
+  std::map<std::string, std::size_t> rejected;
+  score_range(search.base, search.all, begin, end, fits, rejected, options.threads);
+  // Figures as their bits, so the merged ranking is the single process's exactly.
+  nlohmann::json rows = nlohmann::json::array();
+  for (const PlanScore& p : fits) {
+    rows.push_back({p.index, bits(p.step_time), bits(p.tokens_per_s), bits(p.mfu), bits(p.memory), p.bottleneck});
+  }
+  return nlohmann::json{{"rejected", rejected}, {"fits", rows}}.dump();
+}
+
+PlanReport merge_parts(const plan::Scenario& scenario, const PlanOptions& options, const std::vector<std::string>& parts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Search search = prepare(scenario, options);
+  std::vector<PlanScore> fits;
+  std::map<std::string, std::size_t> rejected;
+  for (const std::string& text : parts) {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    for (const auto& [reason, n] : j.at("rejected").items()) rejected[reason] += n.get<std::size_t>();
+    for (const auto& row : j.at("fits")) {
+      PlanScore p;
+      p.index = row.at(0).get<std::size_t>();
+      p.candidate = search.all.at(p.index);
+      p.step_time = from_bits(row.at(1).get<std::uint64_t>());
+      p.estimate = p.step_time;
+      p.tokens_per_s = from_bits(row.at(2).get<std::uint64_t>());
+      p.mfu = from_bits(row.at(3).get<std::uint64_t>());
+      p.memory = from_bits(row.at(4).get<std::uint64_t>());
+      p.bottleneck = row.at(5).get<std::string>();
+      fits.push_back(std::move(p));
+    }
+  }
+  return finish(search, options, std::move(fits), std::move(rejected), t0);
 }
 
 }  // namespace parasim::sim

@@ -46,15 +46,24 @@ struct PlanReport {
   double resimulate_seconds = 0.0;
 };
 
-// Scores candidates [begin, end) of `all` (those that fit) and counts the rejected.
+// Scores candidates [begin, end) of `all` (those that fit) and counts the rejected, on
+// `threads` threads (<= 0: every core), each over its own slice.
 void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
-                 std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected);
+                 std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected,
+                 int threads = 1);
 // Best first: by tokens/s, then by enumeration order.
 void rank(std::vector<PlanScore>& scores);
 // Replaces the first `count` rows' figures by the simulator's and ranks again.
 void resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count);
 
 PlanReport plan_search(const plan::Scenario& s, const PlanOptions& options = {});
+
+// A share of the search for one of several processes (`part` of `parts`, as MPI ranks):
+// the candidates of its slice scored, as bytes to gather; and the whole search put back
+// together from every part's bytes (in part order), ranked and re-simulated as
+// plan_search() does, with the same result.
+std::string score_part(const plan::Scenario& s, const PlanOptions& options, int part, int parts);
+PlanReport merge_parts(const plan::Scenario& s, const PlanOptions& options, const std::vector<std::string>& parts);
 
 // Why a plan does not fit, as counted: "model state exceeds memory" when weights,
 // gradients and optimizer state alone do not fit, else "activations exceed memory".

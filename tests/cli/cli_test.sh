@@ -126,6 +126,16 @@ check "plan --csv writes every plan that fits, ranked" test "$(wc -l <"$work/pla
 expect 2 "gpus" -- "$parasim" plan "$q" --gpus 0
 expect 2 "plan.schedule" -- "$parasim" plan "$q" --set plan.schedule=zigzag --csv "$work/bad.csv"
 check "a failed plan writes no CSV" test ! -e "$work/bad.csv"
+# Under mpirun the ranks split the candidates and rank 0 prints the one ranking, the same
+# as a single process's, at 2 and 4 ranks.
+if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
+  h=$src/scenarios/hybrid-32-gpus.yaml
+  "$parasim" plan "$h" --json --top 50 --resimulate 3 >"$work/plan1.json"
+  for n in 2 4; do
+    tests_mpirun "$n" "$parasim" plan "$h" --json --top 50 --resimulate 3 >"$work/plan$n.json" 2>"$work/plan$n.err"
+    check "plan over $n MPI ranks gives the single process's ranking" cmp -s "$work/plan1.json" "$work/plan$n.json"
+  done
+fi
 
 # Bad input: exit 2, file:line:col, key, reason.
 printf 'cluster: cpu-host\nmodel: tiny-gpt\ntraining:\n  global_batch: 16\nplan:\n  dp: 2\n  tpp: 1\n' >"$work/typo.yaml"
