@@ -54,5 +54,6 @@ void add_run(CLI::App& app);
 void add_validate(CLI::App& app);
 void add_calibrate(CLI::App& app);
 void add_plan(CLI::App& app);
+void add_sweep(CLI::App& app);
 
 }  // namespace parasim::cli

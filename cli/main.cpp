@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   add_validate(app);
   add_calibrate(app);
   add_plan(app);
+  add_sweep(app);
 
   try {
     app.parse(argc, argv);

@@ -7,6 +7,7 @@
 
 #include "plan/diagnostics.hpp"
 #include "plan/load.hpp"
+#include "sim/sweep.hpp"
 
 namespace parasim::gui {
 
@@ -44,38 +45,19 @@ Scaling scalingSweep(const QString& path, const QStringList& overrides) {
   out.overrides = overrides;
   std::vector<std::string> sets;
   for (const QString& o : overrides) sets.push_back(o.toStdString());
-  plan::Scenario base;
   try {
-    base = plan::load(path.toStdString(), sets);
+    const plan::Scenario base = plan::load(path.toStdString(), sets);
+    sim::SweepAxis dp{"plan.dp", {}};
+    for (int d = 1; d <= std::max(8, 4 * base.plan.dp); d *= 2) dp.values.push_back(std::to_string(d));
+    for (const sim::SweepPoint& p : sim::sweep(path.toStdString(), sets, {dp})) {
+      if (!p.error.empty()) {
+        out.skipped << QStringLiteral("dp %1: %2").arg(QString::fromStdString(p.values[0]), QString::fromStdString(p.error));
+        continue;
+      }
+      out.points.push_back({std::stoi(p.values[0]), p.gpus, p.step_time, p.tokens_per_s, p.ideal, p.efficiency});
+    }
   } catch (const std::exception& e) {
     out.skipped << QString::fromStdString(e.what());
-    return out;
-  }
-  const int split = base.plan.tp * base.plan.pp;
-  const int perReplica = base.training.global_batch / base.plan.dp;
-  const int top = std::max(8, 4 * base.plan.dp);
-  for (int dp = 1; dp <= top; dp *= 2) {
-    const int world = dp * split;
-    const int nodes = (world + base.cluster.gpus_per_node - 1) / base.cluster.gpus_per_node;
-    std::vector<std::string> point = sets;
-    point.push_back("plan.dp=" + std::to_string(dp));
-    point.push_back("cluster.nodes=" + std::to_string(nodes));
-    point.push_back("training.global_batch=" + std::to_string(perReplica * dp));
-    try {
-      const plan::Scenario s = plan::load(path.toStdString(), point);
-      const sim::Prediction p = sim::predict(s);
-      const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
-      out.points.push_back({dp, world, f.step_time, f.tokens_per_s, 0.0, 0.0});
-    } catch (const std::exception& e) {
-      out.skipped << QStringLiteral("dp %1: %2").arg(dp).arg(QString::fromStdString(e.what()));
-    }
-  }
-  if (!out.points.empty()) {
-    const ScalingPoint& first = out.points.front();
-    for (ScalingPoint& p : out.points) {
-      p.ideal = first.tokensPerSecond * double(p.gpus) / double(first.gpus);
-      p.efficiency = p.ideal > 0 ? p.tokensPerSecond / p.ideal : 0.0;
-    }
   }
   return out;
 }

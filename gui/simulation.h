@@ -2,8 +2,9 @@
 // whole job as a pure function (load the file with the editor's overrides, predict one
 // step with its memory and link counters, measure it, lay out its timeline): the same
 // loader and simulator as `parasim simulate`, so an invalid value gives the command line's
-// message, naming the key. scalingSweep() predicts the plan again at growing dp (weak
-// scaling: the batch per replica and the model split stay, nodes are added as needed).
+// message, naming the key. scalingSweep() predicts the plan again at growing dp with
+// sim::sweep (weak scaling: the batch per replica and the model split stay, nodes are
+// added as needed), as `parasim sweep --vary plan.dp=...` does.
 // LatestRunner runs a job on a worker thread and reports only the latest request's result,
 // so a burst of edits never shows a stale one; Simulator and Sweeper are the two jobs.
 #pragma once

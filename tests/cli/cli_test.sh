@@ -137,6 +137,19 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   done
 fi
 
+# Sweeps: a grid of overrides, throughput and efficiency against GPUs, an SVG plot.
+expect 0 "^ +1 +1 .* 100.0 %" -- "$parasim" sweep "$q" --vary plan.dp=1,2,4
+expect 0 "^ +4 +4 " -- "$parasim" sweep "$q" --vary plan.dp=1,2,4
+expect 0 "\"efficiency\": " -- "$parasim" sweep "$q" --vary plan.dp=1,2 --json
+expect 0 "wrote .*scaling.svg" -- "$parasim" sweep "$q" --vary plan.dp=1,2,4 --plot "$work/scaling.svg" --csv "$work/sweep.csv"
+check "the plot has a point per simulated row" test "$(grep -c "<circle" "$work/scaling.svg")" -eq 3
+check "the CSV has a row per point" test "$(wc -l <"$work/sweep.csv")" -eq 4
+expect 0 "not simulated: 4: .*plan.dp" -- "$parasim" sweep "$q" --vary plan.dp=1,4 --fixed-nodes --batch fixed
+expect 2 "KEY=V1,V2" -- "$parasim" sweep "$q" --vary plan.dp
+expect 2 "SVG" -- "$parasim" sweep "$q" --vary plan.dp=1,2 --plot "$work/x.png"
+check "a refused sweep writes no plot" test ! -e "$work/x.png"
+expect 2 "plan.tpp" -- "$parasim" sweep "$q" --vary plan.dp=1 --set plan.tpp=1
+
 # Bad input: exit 2, file:line:col, key, reason.
 printf 'cluster: cpu-host\nmodel: tiny-gpt\ntraining:\n  global_batch: 16\nplan:\n  dp: 2\n  tpp: 1\n' >"$work/typo.yaml"
 expect 2 "typo.yaml:7:3: plan.tpp: unknown key 'tpp' in plan \(did you mean 'tp'\?\)" -- "$parasim" check "$work/typo.yaml"

@@ -1,0 +1,127 @@
+// parasim sweep SCENARIO --vary KEY=V1,V2 ...: predict every point of a grid of overrides
+// and tabulate throughput and efficiency against GPU count, with a scaling plot.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "report/table.hpp"
+#include "sim/sweep.hpp"
+#include "topology/units.hpp"
+
+namespace parasim::cli {
+namespace {
+
+struct SweepArgs {
+  ScenarioArgs scenario;
+  std::vector<std::string> vary;
+  std::string batch = "per-replica";
+  bool fixed_nodes = false;
+  bool json = false;
+  std::string csv;
+  std::string plot;
+};
+
+void run_sweep(const SweepArgs& a) {
+  std::vector<sim::SweepAxis> axes;
+  for (const std::string& v : a.vary) {
+    try {
+      axes.push_back(sim::parse_axis(v));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  if (!a.plot.empty() && !(a.plot.size() > 4 && a.plot.compare(a.plot.size() - 4, 4, ".svg") == 0)) {
+    throw UsageError(fmt::format("--plot '{}': the plot is written as SVG; name the file *.svg", a.plot));
+  }
+  const std::string name = a.scenario.load().name;  // a bad scenario fails here, naming its file and line
+  sim::SweepOptions o;
+  o.per_replica_batch = a.batch == "per-replica";
+  o.grow_nodes = !a.fixed_nodes;
+  const std::vector<sim::SweepPoint> points = sim::sweep(a.scenario.path, a.scenario.overrides, axes, o);
+
+  // Outputs are written whole once everything has run.
+  if (!a.csv.empty()) {
+    std::string csv;
+    for (const auto& axis : axes) csv += axis.key + ",";
+    csv += "gpus,step_time_s,tokens_per_s,ideal_tokens_per_s,efficiency,mfu,fits,error\n";
+    for (const sim::SweepPoint& p : points) {
+      for (const std::string& v : p.values) csv += v + ",";
+      csv += fmt::format("{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},\"{}\"\n", p.gpus, p.step_time, p.tokens_per_s, p.ideal,
+                         p.efficiency, p.mfu, p.fits ? "yes" : "no", p.error);
+    }
+    write_output(a.csv, csv);
+  }
+  if (!a.plot.empty()) write_output(a.plot, sim::scaling_svg(points, name + ": throughput against GPUs"));
+  if (a.json) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const sim::SweepPoint& p : points) {
+      nlohmann::ordered_json set = nlohmann::ordered_json::object();
+      for (std::size_t i = 0; i < axes.size(); ++i) set[axes[i].key] = p.values[i];
+      nlohmann::ordered_json row{{"values", set}, {"gpus", p.gpus}};
+      if (p.error.empty()) {
+        row.update({{"step_time", p.step_time}, {"tokens_per_s", p.tokens_per_s}, {"ideal_tokens_per_s", p.ideal},
+                    {"efficiency", p.efficiency}, {"mfu", p.mfu}, {"fits", p.fits}, {"bottleneck", p.bottleneck}});
+      } else {
+        row["error"] = p.error;
+      }
+      rows.push_back(row);
+    }
+    std::cout << nlohmann::ordered_json{{"scenario", name}, {"points", rows}}.dump(2) << "\n";
+    return;
+  }
+  using A = report::Table::Align;
+  std::vector<std::string> header;
+  std::vector<A> align;
+  for (const auto& axis : axes) {
+    header.push_back(axis.key);
+    align.push_back(A::right);
+  }
+  for (const char* h : {"GPUs", "step time", "tokens/s", "ideal", "efficiency", "MFU", "memory"}) {
+    header.emplace_back(h);
+    align.push_back(A::right);
+  }
+  report::Table t(header, align);
+  std::vector<std::string> errors;
+  for (const sim::SweepPoint& p : points) {
+    std::vector<std::string> row = p.values;
+    if (!p.error.empty()) {
+      for (int i = 0; i < 7; ++i) row.emplace_back("-");
+      errors.push_back(fmt::format("{}: {}", fmt::join(p.values, ", "), p.error));
+    } else {
+      row.insert(row.end(), {std::to_string(p.gpus), units::format_duration(p.step_time), units::format_count(p.tokens_per_s),
+                             units::format_count(p.ideal), fmt::format("{:.1f} %", 100 * p.efficiency),
+                             fmt::format("{:.1f} %", 100 * p.mfu), p.fits ? "fits" : "OUT OF MEMORY"});
+    }
+    t.add_row(std::move(row));
+  }
+  fmt::print("sweep of {} ({} points; {} batch per {}, {})\n{}", name, points.size(), "global",
+             o.per_replica_batch ? "replica kept" : "step fixed", o.grow_nodes ? "nodes added as needed" : "nodes fixed",
+             t.render());
+  for (const std::string& e : errors) fmt::print("not simulated: {}\n", e);
+  if (!a.plot.empty()) fmt::print("wrote {}\n", a.plot);
+}
+
+}  // namespace
+
+void add_sweep(CLI::App& app) {
+  auto args = std::make_shared<SweepArgs>();
+  CLI::App* cmd = app.add_subcommand("sweep", "Predict a grid of overrides: throughput and efficiency against GPU count");
+  args->scenario.add_to(*cmd);
+  cmd->add_option("--vary", args->vary, "An axis of the grid, KEY=V1,V2,... (repeatable), e.g. --vary plan.dp=1,2,4,8")
+      ->type_name("KEY=VALUES")
+      ->required();
+  cmd->add_option("--batch", args->batch,
+                  "per-replica: the global batch follows dp (weak scaling); fixed: as the scenario sets it")
+      ->check(CLI::IsMember({"per-replica", "fixed"}))
+      ->capture_default_str();
+  cmd->add_flag("--fixed-nodes", args->fixed_nodes, "Keep the cluster's nodes (default: add nodes to hold each plan)");
+  cmd->add_flag("--json", args->json, "Print JSON instead of a table");
+  cmd->add_option("--csv", args->csv, "Write the table as CSV to FILE")->type_name("FILE");
+  cmd->add_option("--plot", args->plot, "Write the scaling plot (tokens/s and ideal against GPUs) as SVG to FILE")
+      ->type_name("FILE.svg");
+  cmd->callback([args] { run_sweep(*args); });
+}
+
+}  // namespace parasim::cli

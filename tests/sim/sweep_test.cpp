@@ -1,0 +1,70 @@
+// parasim sweep: the grid's order, each point as the loader and simulator give it
+// independently, weak scaling and node growth, the ideal line and efficiency, the plot.
+#include <catch2/catch.hpp>
+
+#include "plan/load.hpp"
+#include "report/metrics.hpp"
+#include "sim/simulate.hpp"
+#include "sim/sweep.hpp"
+
+using namespace parasim;
+
+namespace {
+const std::string quickstart = PARASIM_SOURCE_DIR "/scenarios/quickstart.yaml";
+}
+
+TEST_CASE("an axis is KEY=V1,V2,...", "[sweep]") {
+  const sim::SweepAxis a = sim::parse_axis("plan.dp=1,2,4");
+  CHECK(a.key == "plan.dp");
+  CHECK(a.values == std::vector<std::string>{"1", "2", "4"});
+  CHECK(sim::parse_axis("cluster.inter_node.nic_bandwidth=100Gbps").values.size() == 1);
+  CHECK_THROWS_AS(sim::parse_axis("plan.dp"), std::invalid_argument);
+  CHECK_THROWS_AS(sim::parse_axis("=1,2"), std::invalid_argument);
+  CHECK_THROWS_AS(sim::parse_axis("plan.dp=1,,2"), std::invalid_argument);
+}
+
+TEST_CASE("the grid is every combination, the last axis fastest, each point predicted as loaded", "[sweep]") {
+  const std::vector<sim::SweepPoint> pts =
+      sim::sweep(quickstart, {}, {sim::parse_axis("plan.dp=1,2,4"), sim::parse_axis("training.precision=fp32,bf16")});
+  REQUIRE(pts.size() == 6);
+  CHECK(pts[0].values == std::vector<std::string>{"1", "fp32"});
+  CHECK(pts[1].values == std::vector<std::string>{"1", "bf16"});
+  CHECK(pts[5].values == std::vector<std::string>{"4", "bf16"});
+  for (const sim::SweepPoint& p : pts) {
+    REQUIRE(p.error.empty());
+    // Weak scaling: 8 samples per replica (16 over dp 2); 2 CPU ranks per node.
+    const int dp = std::stoi(p.values[0]);
+    const plan::Scenario s = plan::load(quickstart, p.overrides);
+    CHECK(s.training.global_batch == 8 * dp);
+    CHECK(s.cluster.nodes == (dp + 1) / 2);
+    CHECK(p.gpus == dp);
+    const report::StepFigures f = report::step_figures(s, sim::predict(s).trace, topology::Cluster(s.cluster));
+    CHECK(p.step_time == f.step_time);
+    CHECK(p.tokens_per_s == f.tokens_per_s);
+  }
+  // The ideal line: the smallest point's tokens/s per GPU times the GPUs.
+  for (const sim::SweepPoint& p : pts) {
+    CHECK(p.ideal == Approx(pts[0].tokens_per_s * p.gpus));
+    CHECK(p.efficiency == Approx(p.tokens_per_s / p.ideal));
+  }
+  CHECK(pts[0].efficiency == 1.0);
+}
+
+TEST_CASE("fixed batch and fixed nodes keep the scenario's; a point that fails keeps its message", "[sweep]") {
+  sim::SweepOptions o;
+  o.per_replica_batch = false;
+  o.grow_nodes = false;
+  const std::vector<sim::SweepPoint> pts = sim::sweep(quickstart, {}, {sim::parse_axis("plan.dp=1,2,4")}, o);
+  REQUIRE(pts.size() == 3);
+  CHECK(pts[0].error.empty());
+  CHECK(pts[1].error.empty());
+  // dp 4 on the scenario's 2 ranks: the loader's message, naming the key.
+  CHECK_THAT(pts[2].error, Catch::Contains("plan.dp") && Catch::Contains("the cluster has 2"));
+  CHECK(pts[2].gpus == 0);
+  const std::string svg = sim::scaling_svg(pts, "quickstart <dp>");
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("quickstart &lt;dp&gt;") != std::string::npos);
+  std::size_t circles = 0;
+  for (std::size_t at = svg.find("<circle"); at != std::string::npos; at = svg.find("<circle", at + 1)) ++circles;
+  CHECK(circles == 2);  // one per simulated point
+}
