@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
   const QCommandLineOption validate(QStringLiteral("validate"),
                                     QStringLiteral("With --screenshot or --export: press Run for real first and wait for it"));
   cli.addOption(validate);
+  const QCommandLineOption planOption(QStringLiteral("plan"),
+                                      QStringLiteral("With --screenshot or --export: search the plans first (Planner tab)"));
+  cli.addOption(planOption);
   const QCommandLineOption traceFile(QStringLiteral("trace"), QStringLiteral("Open a Chrome trace file in the timeline"),
                                      QStringLiteral("file"));
   cli.addOption(traceFile);
@@ -54,6 +57,10 @@ int main(int argc, char** argv) {
         qCritical("%s", qPrintable(error));
         return 2;
       }
+    }
+    if (ok && cli.isSet(planOption)) {
+      window.searchPlans();
+      while (!window.idle() && waited.elapsed() < 600000) QApplication::processEvents(QEventLoop::AllEvents, 20);
     }
     if (ok && cli.isSet(validate)) {
       window.runPanel()->start();

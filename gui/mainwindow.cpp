@@ -17,6 +17,9 @@
 #include <QLineSeries>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QHBoxLayout>
 #include <QSaveFile>
 #include <QScrollArea>
 #include <QSplitter>
@@ -31,6 +34,7 @@
 #include "charts.h"
 #include "models/figuremodels.h"
 #include "models/linkmodel.h"
+#include "models/planmodel.h"
 #include "models/summarymodel.h"
 #include "plan/describe.hpp"
 #include "plan/load.hpp"
@@ -108,7 +112,11 @@ MainWindow::MainWindow(QWidget* parent)
       m_timeline(new TimelinePanel(this)),
       m_topology(new TopologyView(this)),
       m_run(new RunPanel(this)),
-      m_scalingNote(new QLabel(this)) {
+      m_scalingNote(new QLabel(this)),
+      m_plans(new PlanModel(this)),
+      m_planner(new LatestRunner(this)),
+      m_planNote(new QLabel(tr("Search every valid plan of this model and batch on this cluster."), this)),
+      m_planView(new QTableView(this)) {
   setWindowTitle(tr("parasim"));
   m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_summary->setFont(QFont(QStringLiteral("monospace")));
@@ -123,6 +131,7 @@ MainWindow::MainWindow(QWidget* parent)
   m_tabs->addTab(m_timeline, tr("Timeline"));
   m_tabs->addTab(makeTopologyView(), tr("Topology"));
   m_tabs->addTab(makeChartsView(), tr("Charts"));
+  m_tabs->addTab(makePlannerView(), tr("Planner"));
   m_tabs->addTab(m_run, tr("Run for real"));
   auto* split = new QSplitter(Qt::Vertical, this);
   split->addWidget(m_summary);
@@ -268,6 +277,95 @@ QWidget* MainWindow::makeChartsView() {
   v->addWidget(m_scalingNote);
   grid->addWidget(scalingBox, 1, 1);
   return page;
+}
+
+QWidget* MainWindow::makePlannerView() {
+  auto* page = new QWidget(this);
+  auto* v = new QVBoxLayout(page);
+  auto* bar = new QHBoxLayout;
+  auto* search = new QPushButton(tr("Search plans"), page);
+  auto* load = new QPushButton(tr("Load selected plan into the editor"), page);
+  bar->addWidget(search);
+  bar->addWidget(load);
+  bar->addWidget(m_planNote, 1);
+  m_planNote->setWordWrap(true);
+  v->addLayout(bar);
+  auto* proxy = new QSortFilterProxyModel(page);
+  proxy->setSourceModel(m_plans);
+  proxy->setSortRole(PlanModel::RawRole);
+  m_planView->setModel(proxy);
+  m_planView->setSortingEnabled(true);
+  m_planView->sortByColumn(PlanModel::Rank, Qt::AscendingOrder);
+  m_planView->setSelectionBehavior(QAbstractItemView::SelectRows);
+  m_planView->setSelectionMode(QAbstractItemView::SingleSelection);
+  m_planView->verticalHeader()->hide();
+  m_planView->verticalHeader()->setDefaultSectionSize(m_planView->fontMetrics().height() + 6);
+  m_planView->setWordWrap(false);
+  m_planView->horizontalHeader()->setStretchLastSection(true);
+  v->addWidget(m_planView, 1);
+  auto sourceRow = [this, proxy](const QModelIndex& i) { return proxy->mapToSource(i).row(); };
+  connect(search, &QPushButton::clicked, this, &MainWindow::searchPlans);
+  connect(m_planView, &QTableView::doubleClicked, this, [this, sourceRow](const QModelIndex& i) { loadPlan(sourceRow(i)); });
+  connect(load, &QPushButton::clicked, this, [this, sourceRow] {
+    const QModelIndexList rows = m_planView->selectionModel()->selectedRows();
+    if (!rows.isEmpty()) loadPlan(sourceRow(rows.first()));
+  });
+  connect(m_planner, &LatestRunner::finished, this, [this](const QVariant& result) {
+    const auto r = result.value<PlanSearch>();
+    if (!r.error.isEmpty()) {
+      m_planNote->setText(tr("cannot search: %1").arg(r.error));
+      emit planned();
+      return;
+    }
+    m_plans->setReport(r.report);
+    m_planView->resizeColumnsToContents();
+    QStringList reasons;
+    std::size_t rejected = 0;
+    for (const auto& [reason, n] : r.report.rejected) {
+      reasons << QStringLiteral("%1 %2").arg(n).arg(QString::fromStdString(reason));
+      rejected += n;
+    }
+    m_planNote->setText(tr("%1 valid plans on %2 devices: %3 fit, %4 rejected%5; scored in %6 s, the best %7 simulated. "
+                           "Double-click a row to load its plan.")
+                            .arg(r.report.candidates)
+                            .arg(r.report.devices)
+                            .arg(r.report.ranked.size())
+                            .arg(rejected)
+                            .arg(reasons.isEmpty() ? QString() : QStringLiteral(" (") + reasons.join(QStringLiteral(", ")) + QLatin1Char(')'))
+                            .arg(r.report.score_seconds, 0, 'f', 2)
+                            .arg(std::min<std::size_t>(20, r.report.ranked.size())));
+    emit planned();
+  });
+  return page;
+}
+
+void MainWindow::searchPlans() {
+  if (!m_outcome.ok() || m_outcome.path.isEmpty()) {
+    m_planNote->setText(tr("open a valid scenario first"));
+    emit planned();
+    return;
+  }
+  m_planNote->setText(tr("searching..."));
+  const QString path = m_outcome.path;
+  const QStringList overrides = m_outcome.overrides;
+  m_planner->request([path, overrides] {
+    PlanSearch r;
+    try {
+      std::vector<std::string> sets;
+      for (const QString& o : overrides) sets.push_back(o.toStdString());
+      r.report = sim::plan_search(plan::load(path.toStdString(), sets));
+    } catch (const std::exception& e) {
+      r.error = QString::fromStdString(e.what());
+    }
+    return QVariant::fromValue(r);
+  });
+}
+
+void MainWindow::loadPlan(int row) {
+  const QStringList sets = m_plans->planOverrides(row);
+  if (sets.isEmpty()) return;
+  m_editor->setValues(sets);
+  statusBar()->showMessage(tr("loaded plan %1 into the editor").arg(row + 1));
 }
 
 bool MainWindow::openScenario(const QString& path) {
@@ -419,7 +517,7 @@ QStringList MainWindow::exportViews(const QString& dir) {
 }
 
 bool MainWindow::idle() const {
-  return !m_simulator->busy() && !m_sweeper->busy() && m_loadingTraces == 0 && !m_run->running();
+  return !m_simulator->busy() && !m_sweeper->busy() && !m_planner->busy() && m_loadingTraces == 0 && !m_run->running();
 }
 
 QString MainWindow::summaryText() const { return m_summary->text(); }

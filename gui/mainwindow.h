@@ -7,6 +7,8 @@
 //              bandwidth by link kind
 //   Charts     time breakdown per rank, memory per rank (predicted and measured),
 //              predicted against measured per kind, and the dp scaling curve (Sweeper)
+//   Planner    `parasim plan` on the open scenario: every valid plan ranked (sortable);
+//              a row loads its plan into the editor
 //   Run        `parasim validate` as a child process, its log and comparison table
 // An invalid edit is marked at its field with the command line's message and the views
 // keep the last valid plan. No model logic lives here, only wiring of parasim's libraries
@@ -26,6 +28,8 @@ class QTableView;
 namespace parasim::gui {
 
 class FigureTableModel;
+class LatestRunner;
+class PlanModel;
 class LinkModel;
 class LinkKindModel;
 class MemoryModel;
@@ -50,6 +54,11 @@ class MainWindow : public QMainWindow {
   void openTrace(const QString& path);
   // Loads a `parasim validate` folder: both traces and the comparison; returns the error.
   QString openRunFolder(const QString& dir);
+  // Searches every plan of the open scenario (as last simulated) on a worker thread;
+  // planned() follows.
+  void searchPlans();
+  // Loads row `row` of the planner's model (in its own order) into the plan editor.
+  void loadPlan(int row);
   // Saves each tab as DIR/NN-name.png; returns the files written.
   QStringList exportViews(const QString& dir);
 
@@ -60,6 +69,7 @@ class MainWindow : public QMainWindow {
   const FigureTableModel* breakdownModel() const { return m_breakdown; }
   const FigureTableModel* rankMemoryModel() const { return m_rankMemory; }
   const FigureTableModel* scalingModel() const { return m_scaling; }
+  const PlanModel* planModel() const { return m_plans; }
   PlanEditor* editor() const { return m_editor; }
   Simulator* simulator() const { return m_simulator; }
   Sweeper* sweeper() const { return m_sweeper; }
@@ -75,6 +85,7 @@ class MainWindow : public QMainWindow {
  signals:
   void traceLoaded(const QString& path);
   void traceFailed(const QString& error);
+  void planned();
 
  private:
   void chooseScenario();
@@ -89,6 +100,7 @@ class MainWindow : public QMainWindow {
   QWidget* makeSummaryView();
   QWidget* makeTopologyView();
   QWidget* makeChartsView();
+  QWidget* makePlannerView();
 
   QString m_path;
   QLabel* m_summary = nullptr;
@@ -108,6 +120,10 @@ class MainWindow : public QMainWindow {
   TopologyView* m_topology = nullptr;
   RunPanel* m_run = nullptr;
   QLabel* m_scalingNote = nullptr;
+  PlanModel* m_plans = nullptr;
+  LatestRunner* m_planner = nullptr;
+  QLabel* m_planNote = nullptr;
+  QTableView* m_planView = nullptr;
   Outcome m_outcome;
   std::shared_ptr<const TimelineTrace> m_measured;
   int m_loadingTraces = 0;

@@ -8,6 +8,7 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "plan/describe.hpp"
 #include "plan/presets.hpp"
 #include "topology/units.hpp"
 
@@ -67,6 +68,8 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addChoice(QStringLiteral("plan.schedule"), tr("Schedule"), {"1f1b", "gpipe", "interleaved-1f1b"});
   addChoice(QStringLiteral("plan.sequence_parallel"), tr("Sequence parallel"), {"false", "true"});
   addChoice(QStringLiteral("plan.zero"), tr("ZeRO stage"), {"0", "1", "2", "3"});
+  addChoice(QStringLiteral("plan.placement"), tr("Placement (inner first)"),
+            {"tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp"});
   addText(QStringLiteral("plan.bucket_size"), tr("DP bucket size"));
   addChoice(QStringLiteral("plan.collective"), tr("Collective algorithm"),
             {"auto", "ring", "tree", "hierarchical", "nvls", "direct"});
@@ -164,6 +167,7 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("plan.schedule")] = q(plan::to_string(s.plan.schedule));
   v[QStringLiteral("plan.sequence_parallel")] = s.plan.sequence_parallel ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.zero")] = count(s.plan.zero);
+  v[QStringLiteral("plan.placement")] = QString::fromStdString(plan::placement_string(s.plan));
   v[QStringLiteral("plan.bucket_size")] = bytesText(s.plan.bucket_bytes);
   v[QStringLiteral("plan.collective")] = q(plan::to_string(s.plan.collective));
   return v;
@@ -210,6 +214,19 @@ bool PlanEditor::setValue(const QString& key, const QString& value) {
     emit line->editingFinished();
   }
   return true;
+}
+
+QStringList PlanEditor::setValues(const QStringList& overrides) {
+  QStringList missing;
+  m_loading = true;
+  for (const QString& o : overrides) {
+    const qsizetype eq = o.indexOf(QLatin1Char('='));
+    const QString key = o.left(eq);
+    if (eq < 0 || !setValue(key, o.mid(eq + 1))) missing << key;
+  }
+  m_loading = false;
+  emit edited();
+  return missing;
 }
 
 QStringList PlanEditor::overrides() const {

@@ -33,6 +33,9 @@ class PlanEditor : public QWidget {
   [[nodiscard]] QStringList overrides() const;
   // Sets a field by key (as a user would), e.g. setValue("plan.tp", "2"); false if none.
   bool setValue(const QString& key, const QString& value);
+  // Sets several fields from KEY=VALUE overrides as one edit (one edited()); returns the
+  // keys that have no field.
+  QStringList setValues(const QStringList& overrides);
   [[nodiscard]] QString value(const QString& key) const;
   // Marks the field of `key` with `message` (or the form's foot when no field has it).
   void showError(const QString& key, const QString& message);

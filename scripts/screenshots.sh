@@ -19,6 +19,6 @@ export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$runtime}
 export PARASIM_CLI="$cli"
 
 rm -rf docs/images/quickstart docs/images/hybrid-32-gpus
-"$gui" scenarios/quickstart.yaml --validate --export docs/images/quickstart 2>/dev/null
-"$gui" scenarios/hybrid-32-gpus.yaml --export docs/images/hybrid-32-gpus 2>/dev/null
-rm -f docs/images/hybrid-32-gpus/05-run-for-real.png  # nothing was run
+"$gui" scenarios/quickstart.yaml --validate --plan --export docs/images/quickstart 2>/dev/null
+"$gui" scenarios/hybrid-32-gpus.yaml --plan --export docs/images/hybrid-32-gpus 2>/dev/null
+rm -f docs/images/hybrid-32-gpus/06-run-for-real.png  # nothing was run

@@ -1,0 +1,86 @@
+#include "planmodel.h"
+
+#include "plan/describe.hpp"
+#include "topology/units.hpp"
+
+namespace parasim::gui {
+
+namespace {
+QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+}  // namespace
+
+PlanModel::PlanModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void PlanModel::setReport(const sim::PlanReport& report, int rows) {
+  beginResetModel();
+  m_report = report;
+  m_rows = std::min(rows, int(m_report.ranked.size()));
+  endResetModel();
+}
+
+QStringList PlanModel::planOverrides(int row) const {
+  QStringList out;
+  if (row < 0 || row >= m_rows) return out;
+  for (const std::string& o : plan::overrides_of(m_report.ranked[std::size_t(row)].candidate)) out << QString::fromStdString(o);
+  return out;
+}
+
+int PlanModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : m_rows; }
+int PlanModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant PlanModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
+  const sim::PlanScore& p = m_report.ranked[std::size_t(index.row())];
+  const plan::ParallelPlan& pl = p.candidate.plan;
+  const int c = index.column();
+  if (role == RawRole) {
+    switch (c) {
+      case Rank: return index.row() + 1;
+      case Dp: return pl.dp;
+      case Tp: return pl.tp;
+      case Pp: return pl.pp;
+      case Virtual: return pl.virtual_stages;
+      case MicroBatch: return p.candidate.micro_batch;
+      case Zero: return pl.zero;
+      case StepTime: return p.step_time;
+      case Tokens: return p.tokens_per_s;
+      case Mfu: return p.mfu;
+      case Memory: return p.memory;
+      default: return data(index, Qt::DisplayRole);
+    }
+  }
+  if (role == Qt::TextAlignmentRole) {
+    return c <= Virtual || c == MicroBatch || c == Zero || (c >= StepTime && c <= Memory) ? int(Qt::AlignRight | Qt::AlignVCenter)
+                                                                                          : int(Qt::AlignLeft | Qt::AlignVCenter);
+  }
+  if (role != Qt::DisplayRole) return {};
+  switch (c) {
+    case Rank: return index.row() + 1;
+    case Dp: return pl.dp;
+    case Tp: return pl.tp;
+    case Pp: return pl.pp;
+    case Virtual: return pl.virtual_stages;
+    case Schedule: return q(plan::to_string(pl.schedule));
+    case MicroBatch: return p.candidate.micro_batch;
+    case Recompute: return q(plan::to_string(p.candidate.recompute));
+    case Zero: return pl.zero;
+    case Sp: return pl.sequence_parallel ? tr("yes") : tr("no");
+    case Placement: return QString::fromStdString(plan::placement_string(pl));
+    case StepTime: return QString::fromStdString(units::format_duration(p.step_time));
+    case Tokens: return QString::fromStdString(units::format_count(p.tokens_per_s));
+    case Mfu: return QStringLiteral("%1 %").arg(100.0 * p.mfu, 0, 'f', 1);
+    case Memory: return QString::fromStdString(units::format_bytes(p.memory));
+    case Tier: return p.simulated ? tr("simulated") : tr("estimate");
+    case Bottleneck: return QString::fromStdString(p.bottleneck);
+    default: return {};
+  }
+}
+
+QVariant PlanModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (role != Qt::DisplayRole || orientation != Qt::Horizontal) return {};
+  static const char* const names[ColumnCount] = {"#",         "dp", "tp", "pp", "v",        "schedule", "mb",       "recompute", "zero",
+                                                 "sp",        "placement", "step time", "tokens/s", "MFU", "memory", "tier", "bottleneck"};
+  return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
+}
+
+}  // namespace parasim::gui
