@@ -129,7 +129,7 @@ TEST_CASE("the ranking is the same on any number of threads, and the best are re
   }
 }
 
-TEST_CASE("--gpus grows the cluster by whole nodes and plans on exactly that many devices", "[planner]") {
+TEST_CASE("planning for N devices grows the cluster by whole nodes and uses exactly N", "[planner]") {
   const plan::Scenario s = plan::load(scenarios + "dp-one-node.yaml");  // 8 GPUs per node
   const plan::Scenario grown = plan::on_devices(s, 20);
   CHECK(grown.cluster.nodes == 3);
