@@ -33,37 +33,36 @@ QVariant PlanModel::data(const QModelIndex& index, int role) const {
   const sim::PlanScore& p = m_report.ranked[std::size_t(index.row())];
   const plan::ParallelPlan& pl = p.candidate.plan;
   const int c = index.column();
+  // The numbers of the plan itself, shown as they are.
+  QVariant number;
+  switch (c) {
+    case Rank: number = index.row() + 1; break;
+    case Dp: number = pl.dp; break;
+    case Tp: number = pl.tp; break;
+    case Pp: number = pl.pp; break;
+    case Virtual: number = pl.virtual_stages; break;
+    case MicroBatch: number = p.candidate.micro_batch; break;
+    case Zero: number = pl.zero; break;
+    default: break;
+  }
+  if (role == Qt::TextAlignmentRole) {
+    return number.isValid() || (c >= StepTime && c <= Memory) ? int(Qt::AlignRight | Qt::AlignVCenter)
+                                                              : int(Qt::AlignLeft | Qt::AlignVCenter);
+  }
   if (role == RawRole) {
     switch (c) {
-      case Rank: return index.row() + 1;
-      case Dp: return pl.dp;
-      case Tp: return pl.tp;
-      case Pp: return pl.pp;
-      case Virtual: return pl.virtual_stages;
-      case MicroBatch: return p.candidate.micro_batch;
-      case Zero: return pl.zero;
       case StepTime: return p.step_time;
       case Tokens: return p.tokens_per_s;
       case Mfu: return p.mfu;
       case Memory: return p.memory;
-      default: return data(index, Qt::DisplayRole);
+      default: return number.isValid() ? number : data(index, Qt::DisplayRole);
     }
   }
-  if (role == Qt::TextAlignmentRole) {
-    return c <= Virtual || c == MicroBatch || c == Zero || (c >= StepTime && c <= Memory) ? int(Qt::AlignRight | Qt::AlignVCenter)
-                                                                                          : int(Qt::AlignLeft | Qt::AlignVCenter);
-  }
   if (role != Qt::DisplayRole) return {};
+  if (number.isValid()) return number;
   switch (c) {
-    case Rank: return index.row() + 1;
-    case Dp: return pl.dp;
-    case Tp: return pl.tp;
-    case Pp: return pl.pp;
-    case Virtual: return pl.virtual_stages;
     case Schedule: return q(plan::to_string(pl.schedule));
-    case MicroBatch: return p.candidate.micro_batch;
     case Recompute: return q(plan::to_string(p.candidate.recompute));
-    case Zero: return pl.zero;
     case Sp: return pl.sequence_parallel ? tr("yes") : tr("no");
     case Placement: return QString::fromStdString(plan::placement_string(pl));
     case StepTime: return QString::fromStdString(units::format_duration(p.step_time));

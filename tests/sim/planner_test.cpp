@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "golden.hpp"
 #include "plan/describe.hpp"
 #include "plan/load.hpp"
 #include "plan/memory.hpp"
@@ -158,31 +159,14 @@ std::string plan_golden_text(const std::string& name, const sim::PlanReport& r) 
 }  // namespace
 
 TEST_CASE("the planner's choice for every seed scenario matches its golden output", "[planner][golden]") {
-  namespace fs = std::filesystem;
-  const bool update = std::getenv("PARASIM_UPDATE_GOLDEN") != nullptr;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(PARASIM_SOURCE_DIR "/scenarios")) {
-    if (e.path().extension() == ".yaml") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
+  const std::vector<std::filesystem::path> files = test::seed_scenarios();
   REQUIRE_FALSE(files.empty());
-  for (const fs::path& file : files) {
+  for (const std::filesystem::path& file : files) {
     DYNAMIC_SECTION(file.filename().string()) {
       sim::PlanOptions o;
       o.resimulate = 3;
       const sim::PlanReport r = sim::plan_search(plan::load(file.string()), o);
-      const std::string actual = plan_golden_text(file.stem().string(), r);
-      const fs::path golden = fs::path(PARASIM_SOURCE_DIR) / "tests" / "golden" / "plan" / (file.stem().string() + ".txt");
-      if (update) {
-        fs::create_directories(golden.parent_path());
-        std::ofstream(golden) << actual;
-      }
-      std::ifstream in(golden);
-      INFO("golden file " << golden.string() << " (set PARASIM_UPDATE_GOLDEN=1 to write it)");
-      REQUIRE(in.good());
-      std::stringstream expected;
-      expected << in.rdbuf();
-      CHECK(actual == expected.str());
+      test::check_golden("plan/" + file.stem().string() + ".txt", plan_golden_text(file.stem().string(), r));
     }
   }
 }

@@ -15,6 +15,7 @@
 #include "plan/load.hpp"
 #include "plan/memory.hpp"
 #include "report/metrics.hpp"
+#include "golden.hpp"
 #include "sim/simulate.hpp"
 
 using namespace parasim;
@@ -270,27 +271,11 @@ TEST_CASE("scenario 10: tensor parallelism placed across nodes is a regression t
 }
 
 TEST_CASE("every scenario's prediction matches its golden output", "[scenarios][golden]") {
-  const bool update = std::getenv("PARASIM_UPDATE_GOLDEN") != nullptr;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(root / "scenarios")) {
-    if (e.path().extension() == ".yaml") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
+  const std::vector<fs::path> files = test::seed_scenarios();
   REQUIRE_FALSE(files.empty());
   for (const fs::path& file : files) {
     DYNAMIC_SECTION(file.filename().string()) {
-      const std::string actual = golden_text(run(file.filename().string()));
-      const fs::path golden = root / "tests" / "golden" / (file.stem().string() + ".txt");
-      if (update) {
-        fs::create_directories(golden.parent_path());
-        std::ofstream(golden) << actual;
-      }
-      std::ifstream in(golden);
-      INFO("golden file " << golden.string() << " (set PARASIM_UPDATE_GOLDEN=1 to write it)");
-      REQUIRE(in.good());
-      std::stringstream expected;
-      expected << in.rdbuf();
-      CHECK(actual == expected.str());
+      test::check_golden(file.stem().string() + ".txt", golden_text(run(file.filename().string())));
     }
   }
 }
