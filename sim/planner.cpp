@@ -86,19 +86,28 @@ void rank(std::vector<PlanScore>& scores) {
   });
 }
 
-void resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count) {
+void resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads) {
   const std::size_t n = std::min(ranked.size(), static_cast<std::size_t>(std::max(0, count)));
-  for (std::size_t i = 0; i < n; ++i) {
-    PlanScore& p = ranked[i];
-    const plan::Scenario s = plan::with_candidate(base, p.candidate);
-    const Prediction pred = predict(s);
-    const report::StepFigures f = report::step_figures(s, pred.trace, topology::Cluster(s.cluster));
-    p.step_time = f.step_time;
-    p.tokens_per_s = f.tokens_per_s;
-    p.mfu = f.mfu;
-    p.bottleneck = f.bottleneck;
-    p.simulated = true;
+  // Each plan on its own: the threads take every t-th one.
+  unsigned t = threads > 0 ? static_cast<unsigned>(threads) : std::thread::hardware_concurrency();
+  t = std::max(1U, std::min<unsigned>(t, static_cast<unsigned>(n)));
+  std::vector<std::thread> workers;
+  for (unsigned w = 0; w < t; ++w) {
+    workers.emplace_back([&, w] {
+      for (std::size_t i = w; i < n; i += t) {
+        PlanScore& p = ranked[i];
+        const plan::Scenario s = plan::with_candidate(base, p.candidate);
+        const Prediction pred = predict(s);
+        const report::StepFigures f = report::step_figures(s, pred.trace, topology::Cluster(s.cluster));
+        p.step_time = f.step_time;
+        p.tokens_per_s = f.tokens_per_s;
+        p.mfu = f.mfu;
+        p.bottleneck = f.bottleneck;
+        p.simulated = true;
+      }
+    });
   }
+  for (std::thread& w : workers) w.join();
   // The simulated plans first, ranked among themselves; then the estimated ones.
   std::stable_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(n), [](const PlanScore& a, const PlanScore& b) {
     if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
@@ -134,7 +143,7 @@ PlanReport finish(const Search& search, const PlanOptions& options, std::vector<
   rank(report.ranked);
   report.score_seconds = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  resimulate(search.base, report.ranked, options.resimulate);
+  resimulate(search.base, report.ranked, options.resimulate, options.threads);
   report.resimulate_seconds = seconds_since(t1);
   return report;
 }

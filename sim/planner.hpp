@@ -53,8 +53,9 @@ void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>&
                  int threads = 1);
 // Best first: by tokens/s, then by enumeration order.
 void rank(std::vector<PlanScore>& scores);
-// Replaces the first `count` rows' figures by the simulator's and ranks again.
-void resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count);
+// Replaces the first `count` rows' figures by the simulator's (on `threads` threads, <= 0:
+// every core) and ranks them again among themselves.
+void resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads = 1);
 
 PlanReport plan_search(const plan::Scenario& s, const PlanOptions& options = {});
 
