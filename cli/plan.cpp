@@ -125,8 +125,8 @@ void run_plan(const PlanArgs& a) {
     return;
   }
   namespace u = units;
-  fmt::print("planning {}: {} on {} devices ({}, {} each)\n", s.name, s.model.name, r.devices, s.cluster.device.name,
-             u::format_bytes(r.capacity));
+  fmt::print("planning {}: {} on {} device{} ({}, {} each)\n", s.name, s.model.name, r.devices, r.devices == 1 ? "" : "s",
+             s.cluster.device.name, u::format_bytes(r.capacity));
   fmt::print("{} valid plans: {} fit, {} rejected", r.candidates, r.ranked.size(), rejected);
   std::string sep = " (";
   for (const auto& [reason, n] : r.rejected) {
@@ -176,11 +176,14 @@ void add_plan(CLI::App& app) {
   cmd->add_option("--gpus", args->gpus, "Plan for N devices (default: the cluster's; nodes are added or removed)")
       ->type_name("N")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--top", args->top, "Plans shown")->type_name("K")->capture_default_str();
+  cmd->add_option("--top", args->top, "Plans shown")->type_name("K")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--resimulate", args->resimulate, "Best plans scored again by the event simulator")
       ->type_name("R")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Threads scoring plans (default: every core)")->type_name("T");
+  cmd->add_option("--threads", args->threads, "Threads scoring plans (default: every core)")
+      ->type_name("T")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "Print JSON instead of tables");
   cmd->add_option("--csv", args->csv, "Write every plan that fits, ranked, as CSV to FILE")->type_name("FILE");
   cmd->callback([args] { run_plan(*args); });
