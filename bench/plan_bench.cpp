@@ -66,13 +66,14 @@ plan: {{tp: 8, pp: 8, dp: {2}}}
                R"("best_step_time_s": {:.4f}}})"
                "\n",
                gpus, threads, r.candidates, r.ranked.size(), rejected, r.score_seconds,
-               static_cast<double>(r.candidates) / r.score_seconds, resimulate, r.resimulate_seconds, rss,
+               static_cast<double>(r.candidates) / r.score_seconds, r.simulated, r.resimulate_seconds, rss,
                plan::describe(best.candidate), best.step_time);
   } else {
     fmt::print("GPT-3 175B on {} GPUs, {} thread(s)\n", gpus, threads);
     fmt::print("valid plans        {} ({} fit, {} rejected)\n", r.candidates, r.ranked.size(), rejected);
     fmt::print("analytical tier    {:.2f} s ({:.0f} plans/s)\n", r.score_seconds, static_cast<double>(r.candidates) / r.score_seconds);
-    fmt::print("re-simulated       best {} in {:.2f} s\n", resimulate, r.resimulate_seconds);
+    fmt::print("re-simulated       {} (the best {} and any whose estimate beat them) in {:.2f} s\n", r.simulated, resimulate,
+               r.resimulate_seconds);
     fmt::print("peak memory        {:.0f} MiB\n", rss);
     fmt::print("best plan          {} ({:.3f} s per step, {})\n", plan::describe(best.candidate), best.step_time,
                best.simulated ? "simulated" : "estimate");

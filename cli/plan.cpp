@@ -119,7 +119,7 @@ void run_plan(const PlanArgs& a) {
                                    {"valid_plans", r.candidates},
                                    {"fit", r.ranked.size()},
                                    {"rejected", reasons},
-                                   {"resimulated", std::min<std::size_t>(r.ranked.size(), std::max(0, a.resimulate))},
+                                   {"resimulated", r.simulated},
                                    {"plans", plans}};
     std::cout << j.dump(2) << "\n";
     return;
@@ -135,7 +135,7 @@ void run_plan(const PlanArgs& a) {
   }
   fmt::print("{}\n", rejected > 0 ? ")" : "");
   fmt::print("scored by the analytical tier in {}; the best {} simulated in {}\n\n", u::format_duration(r.score_seconds),
-             std::min<std::size_t>(r.ranked.size(), std::max(0, a.resimulate)), u::format_duration(r.resimulate_seconds));
+             r.simulated, u::format_duration(r.resimulate_seconds));
   if (r.ranked.empty()) {
     fmt::print("no plan fits in {} per device\n", u::format_bytes(r.capacity));
     return;

@@ -333,7 +333,7 @@ QWidget* MainWindow::makePlannerView() {
                             .arg(rejected)
                             .arg(reasons.isEmpty() ? QString() : QStringLiteral(" (") + reasons.join(QStringLiteral(", ")) + QLatin1Char(')'))
                             .arg(r.report.score_seconds, 0, 'f', 2)
-                            .arg(std::min<std::size_t>(20, r.report.ranked.size())));
+                            .arg(r.report.simulated));
     emit planned();
   });
   return page;

@@ -57,7 +57,6 @@ struct Estimator::Impl {
   topology::Router router;
   std::map<std::tuple<int, int, int, int, int, int, int, int, double, double>, double> collectives;
   std::map<std::tuple<int, int, int, int, int, int>, double> contention;
-  std::map<std::tuple<int, int, int, int, int>, double> p2p;
 
   // How many ring edges of the concurrent groups of dimension d share the busiest link
   // of the group at stage `stage`, over the group's own edges on it. Concurrent: the
@@ -266,7 +265,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // GPipe streams all forwards, then all backwards: its transfers overlap the next
   // micro-batch's work.
   const double pipeline =
-      p.schedule == plan::Schedule::interleaved_1f1b ? (mbs + static_cast<double>(p.pp - 1) / v) * (w_max + 2.0 * v * t_p2p)
+      p.schedule == plan::Schedule::interleaved_1f1b ? (mbs + static_cast<double>(p.pp - 1) / v) * (w_max + 2.0 * t_p2p) + 2.0 * (p.pp * v - 1) * t_p2p
       : p.schedule == plan::Schedule::gpipe ? w_sum + (mbs - 1) * std::max(w_max, 2.0 * t_p2p) + 2.0 * (p.pp - 1) * t_p2p
                                             : w_sum + (mbs - 1) * (w_max + 2.0 * t_p2p) + 2.0 * (p.pp - 1) * t_p2p;
 

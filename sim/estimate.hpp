@@ -22,16 +22,18 @@
 // Collectives over a group that leaves its node share the NICs with the other groups of
 // their dimension running at once: the estimate's transfer part (not its latency) is
 // stretched by the most loaded link's count of concurrent ring edges over the group's own
-// (1 inside a node). Concurrent: for dp the stage's groups (buckets go out as the stage's
-// backward ends); for pp every pipeline's; for tp the stage's, plus the other stages' in
-// proportion to the time they spend in tp collectives while the pipeline is full.
+// (1 inside a node). Concurrent: for dp the stage's groups (its buckets go out as its
+// last backward ends); for pp every pipeline's; for tp the stage's, plus the other
+// stages' in proportion to the time they spend in tp collectives while the pipeline is
+// full.
 //
 // What it leaves out, and the simulator has: contention between dimensions (tp and dp
 // on one link at the same time), the exact interleaving of sends with compute, and
 // waiting on collective members that arrive late. Agreement with the simulator
 // (tests/sim/estimate_test.cpp): within 5 % on every seed scenario's own plan; across the
-// search spaces of three seed scenarios, a median error under 20 % per schedule and none
-// off by 100 % (the worst, about 65 %, are interleaved schedules across a slow network).
+// search spaces of three seed scenarios, a median error under 15 % per schedule and none
+// off by 70 % or more (the worst, about 60 %, are plans whose pipeline or data
+// parallelism crosses a slow network).
 // Hence the planner ranks by it but reports its best plans as the simulator scores them.
 #pragma once
 

@@ -86,15 +86,16 @@ void rank(std::vector<PlanScore>& scores) {
   });
 }
 
-void resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads) {
-  const std::size_t n = std::min(ranked.size(), static_cast<std::size_t>(std::max(0, count)));
-  // Each plan on its own: the threads take every t-th one.
-  unsigned t = threads > 0 ? static_cast<unsigned>(threads) : std::thread::hardware_concurrency();
-  t = std::max(1U, std::min<unsigned>(t, static_cast<unsigned>(n)));
+namespace {
+
+// Simulates rows [begin, end) of `ranked` on `threads` threads, each taking every t-th.
+void simulate_rows(const plan::Scenario& base, std::vector<PlanScore>& ranked, std::size_t begin, std::size_t end,
+                   unsigned threads) {
+  const unsigned t = std::max(1U, std::min<unsigned>(threads, static_cast<unsigned>(end - begin)));
   std::vector<std::thread> workers;
   for (unsigned w = 0; w < t; ++w) {
     workers.emplace_back([&, w] {
-      for (std::size_t i = w; i < n; i += t) {
+      for (std::size_t i = begin + w; i < end; i += t) {
         PlanScore& p = ranked[i];
         const plan::Scenario s = plan::with_candidate(base, p.candidate);
         const Prediction pred = predict(s);
@@ -108,11 +109,34 @@ void resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int 
     });
   }
   for (std::thread& w : workers) w.join();
+}
+
+}  // namespace
+
+std::size_t resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads) {
+  const std::size_t want = std::min(ranked.size(), static_cast<std::size_t>(std::max(0, count)));
+  if (want == 0) return 0;
+  const unsigned t = threads > 0 ? static_cast<unsigned>(threads) : std::max(1U, std::thread::hardware_concurrency());
+  simulate_rows(base, ranked, 0, want, t);
+  // Then, while the next plan's estimate still beats the best simulated throughput, it
+  // could be the best: simulate it too (a batch per round, up to 4 x count in all).
+  std::size_t done = want;
+  const std::size_t cap = std::min(ranked.size(), 4 * want);
+  while (done < cap) {
+    double best = 0.0;
+    for (std::size_t i = 0; i < done; ++i) best = std::max(best, ranked[i].tokens_per_s);
+    std::size_t end = done;
+    while (end < cap && end < done + t && ranked[end].tokens_per_s > best) ++end;
+    if (end == done) break;
+    simulate_rows(base, ranked, done, end, t);
+    done = end;
+  }
   // The simulated plans first, ranked among themselves; then the estimated ones.
-  std::stable_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(n), [](const PlanScore& a, const PlanScore& b) {
+  std::stable_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(done), [](const PlanScore& a, const PlanScore& b) {
     if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
     return a.index < b.index;
   });
+  return done;
 }
 
 namespace {
@@ -143,7 +167,7 @@ PlanReport finish(const Search& search, const PlanOptions& options, std::vector<
   rank(report.ranked);
   report.score_seconds = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  resimulate(search.base, report.ranked, options.resimulate, options.threads);
+  report.simulated = resimulate(search.base, report.ranked, options.resimulate, options.threads);
   report.resimulate_seconds = seconds_since(t1);
   return report;
 }

@@ -1,7 +1,9 @@
 // The planner: every valid plan of a scenario's model and batch on a number of devices
 // (plan/search.hpp), those that do not fit in memory rejected with the reason, the rest
 // scored by the analytical tier (estimate.hpp) and ranked by throughput; the best are
-// scored again by the event simulator. Each row says which tier its figures come from.
+// scored again by the event simulator, and so is any further plan whose estimate beats the
+// best simulated throughput (so an optimistic estimate cannot hide a better plan). Each
+// row says which tier its figures come from.
 //
 // Scoring runs on `threads` threads (0: every core), each with its own Estimator; the
 // ranking does not depend on how the candidates were split (ties go to the order of
@@ -42,6 +44,7 @@ struct PlanReport {
   std::size_t candidates = 0;
   std::vector<PlanScore> ranked;  // plans that fit, best first
   std::map<std::string, std::size_t> rejected;  // reason -> plans
+  std::size_t simulated = 0;                    // best plans re-scored by the simulator
   double score_seconds = 0.0;
   double resimulate_seconds = 0.0;
 };
@@ -54,8 +57,10 @@ void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>&
 // Best first: by tokens/s, then by enumeration order.
 void rank(std::vector<PlanScore>& scores);
 // Replaces the first `count` rows' figures by the simulator's (on `threads` threads, <= 0:
-// every core) and ranks them again among themselves.
-void resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads = 1);
+// every core); then, while the next row's estimate beats the best simulated throughput
+// (it could still be the best plan), simulates it too, up to 4 x count rows in all.
+// Ranks the simulated rows among themselves; returns how many there are.
+std::size_t resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads = 1);
 
 PlanReport plan_search(const plan::Scenario& s, const PlanOptions& options = {});
 
