@@ -158,6 +158,9 @@ MainWindow::MainWindow(QWidget* parent)
   });
   connect(m_run, &RunPanel::loaded, this, [this](const RunResults& r) {
     showMeasured(r.measured);
+    m_measuredFromRun = true;
+    m_measuredOverrides = r.overrides;
+    m_timeline->setMeasuredStale(m_outcome.ok() && m_outcome.overrides != m_measuredOverrides);
     statusBar()->showMessage(tr("measured %1: %2").arg(r.scenario, r.dir));
   });
   connect(m_run, &RunPanel::failed, this, [this](const QString& e) {
@@ -410,6 +413,7 @@ void MainWindow::showOutcome(const Outcome& o) {
   m_summaryModel->setFigures(s, o.figures);
   m_memory->setReport(o.memory);
   m_timeline->setPredicted(o.timeline);
+  if (m_measured && m_measuredFromRun) m_timeline->setMeasuredStale(o.overrides != m_measuredOverrides);
   m_topology->show(o.cluster, o.prediction->trace);
   showRankBreakdown(*m_breakdown, o.figures, chartRanks);
   showRankMemory();
@@ -426,6 +430,7 @@ void MainWindow::showOutcome(const Outcome& o) {
 
 void MainWindow::showMeasured(std::shared_ptr<const TimelineTrace> measured) {
   m_measured = std::move(measured);
+  m_measuredFromRun = false;  // a file's plan is not known
   m_timeline->setMeasured(m_measured);
   showRankMemory();
 }

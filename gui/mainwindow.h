@@ -126,6 +126,8 @@ class MainWindow : public QMainWindow {
   QTableView* m_planView = nullptr;
   Outcome m_outcome;
   std::shared_ptr<const TimelineTrace> m_measured;
+  QStringList m_measuredOverrides;  // the plan the measurement ran (editor overrides)
+  bool m_measuredFromRun = false;   // from Run for real, so its plan is known
   int m_loadingTraces = 0;
 };
 

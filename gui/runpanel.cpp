@@ -134,6 +134,7 @@ void RunPanel::setScenario(const QString& path, const QStringList& overrides) {
 QStringList RunPanel::start() {
   if (m_path.isEmpty() || running()) return {};
   m_dir = std::make_unique<QTemporaryDir>();
+  m_runOverrides = m_overrides;
   QStringList args{QStringLiteral("validate"), m_path, QStringLiteral("--out"), m_dir->path()};
   for (const QString& o : m_overrides) args << QStringLiteral("--set") << o;
   if (m_backend->currentIndex() > 0) args << QStringLiteral("--backend") << m_backend->currentText();
@@ -198,7 +199,8 @@ void RunPanel::finished(int code, QProcess::ExitStatus status) {
     return;
   }
   try {
-    const RunResults r = readRunFolder(m_dir->path());
+    RunResults r = readRunFolder(m_dir->path());
+    r.overrides = m_runOverrides;
     showResults(r);
     emit loaded(r);
   } catch (const std::exception& e) {

@@ -29,6 +29,7 @@ class FigureTableModel;
 
 struct RunResults {
   QString dir;
+  QStringList overrides;  // the editor's, when the run was started from the panel
   QString scenario;
   QString backend;
   int ranks = 0;
@@ -75,6 +76,7 @@ class RunPanel : public QWidget {
   QString m_program;
   QString m_path;
   QStringList m_overrides;
+  QStringList m_runOverrides;  // of the run in progress
   QString m_error;
   QString m_pending;  // a partial line of output
   QProcess m_process;

@@ -45,8 +45,15 @@ QVariant TimelineModel::headerData(int section, Qt::Orientation orientation, int
 TimelineZoom::TimelineZoom(QObject* parent) : QObject(parent) {}
 
 void TimelineZoom::setLimit(double picoseconds) {
+  // A view showing the whole step keeps doing so; a zoomed one keeps its window (within
+  // the new limit), so a re-simulation does not lose the user's place.
+  const bool whole = m_start <= 0.0 && m_end >= m_limit;
   m_limit = std::max(picoseconds, 1000.0);
-  fit();
+  if (whole) {
+    fit();
+  } else {
+    setWindow(m_start, m_end);
+  }
 }
 
 void TimelineZoom::setWindow(double start, double end) {

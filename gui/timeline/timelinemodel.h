@@ -38,7 +38,8 @@ class TimelineZoom : public QObject {
   [[nodiscard]] double end() const { return m_end; }
   [[nodiscard]] double limit() const { return m_limit; }
   [[nodiscard]] TimeMapping mapping(double width) const { return {m_start, m_end, width}; }
-  // The longest trace shown (picoseconds): the window stays within it, plus a margin.
+  // The longest trace shown (picoseconds): the window stays within it, plus a margin. A
+  // window showing the whole step is refitted to the new limit; a zoomed one is kept.
   void setLimit(double picoseconds);
   // Sets the window, kept at least 1 ns wide and within the limit.
   void setWindow(double start, double end);

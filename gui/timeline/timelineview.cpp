@@ -177,6 +177,7 @@ void TimelinePanel::setPredicted(std::shared_ptr<const TimelineTrace> trace) {
 
 void TimelinePanel::setMeasured(std::shared_ptr<const TimelineTrace> trace) {
   setTitle(m_measuredTitle, trace.get(), tr("measured: none"));
+  m_measuredText = m_measuredTitle->text();
   m_measured->timeline()->setTrace(std::move(trace));
   updateLimit();
 }
@@ -184,8 +185,18 @@ void TimelinePanel::setMeasured(std::shared_ptr<const TimelineTrace> trace) {
 void TimelinePanel::clearMeasured(const QString& why) {
   m_measured->timeline()->setTrace(nullptr);
   m_measuredTitle->setText(tr("measured: %1").arg(why));
+  m_measuredText = m_measuredTitle->text();
   updateLimit();
 }
+
+void TimelinePanel::setMeasuredStale(bool stale) {
+  m_measuredTitle->setText(stale ? m_measuredText + tr("  [a run of another plan than the one above: Run for real again]")
+                                 : m_measuredText);
+  m_measuredTitle->setStyleSheet(stale ? QStringLiteral("font-weight: bold; color: #b06000")
+                                       : QStringLiteral("font-weight: bold"));
+}
+
+QString TimelinePanel::measuredTitle() const { return m_measuredTitle->text(); }
 
 void TimelinePanel::alignLanes() {
   // One width for both lane-name columns, so the two time axes start at the same x and a

@@ -65,6 +65,9 @@ class TimelinePanel : public QWidget {
   void setPredicted(std::shared_ptr<const TimelineTrace> trace);
   void setMeasured(std::shared_ptr<const TimelineTrace> trace);
   void clearMeasured(const QString& why);
+  // Marks the measured trace as one of another plan than the prediction shown (or not).
+  void setMeasuredStale(bool stale);
+  [[nodiscard]] QString measuredTitle() const;
   [[nodiscard]] TimelineZoom* zoom() const { return m_zoom; }
   [[nodiscard]] TimelineView* predictedView() const { return m_predicted; }
   [[nodiscard]] TimelineView* measuredView() const { return m_measured; }
@@ -79,6 +82,7 @@ class TimelinePanel : public QWidget {
   TimelineView* m_measured;
   QLabel* m_predictedTitle;
   QLabel* m_measuredTitle;
+  QString m_measuredText;  // the title without the stale mark
 };
 
 }  // namespace parasim::gui

@@ -306,4 +306,16 @@ TEST_CASE("the predicted and measured views share one zoom", "[gui][timeline][wi
   // And never narrower than a nanosecond.
   panel.measuredView()->zoomAt(0.0, 1e12);
   CHECK(panel.zoom()->end() - panel.zoom()->start() == Approx(1000.0));
+  // A new prediction keeps a zoomed window; a view of the whole step refits to the new one.
+  panel.zoom()->setWindow(1.0 * us, 2.0 * us);
+  panel.setPredicted(trace);
+  CHECK(panel.zoom()->start() == 1.0 * us);
+  CHECK(panel.zoom()->end() == 2.0 * us);
+  panel.zoom()->fit();
+  auto shorter = std::make_shared<gui::TimelineTrace>(*trace);
+  shorter->end = 3 * us;
+  panel.clearMeasured(QStringLiteral("none"));
+  panel.setPredicted(shorter);
+  CHECK(panel.zoom()->start() == 0.0);
+  CHECK(panel.zoom()->end() == 3.0 * us);
 }

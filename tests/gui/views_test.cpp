@@ -339,3 +339,20 @@ TEST_CASE("the planner tab ranks the plans as parasim plan does, sorts them, and
   CHECK(s.training.recompute == c.recompute);
   CHECK(w.editor()->value(QStringLiteral("plan.placement")).toStdString() == plan::placement_string(c.plan));
 }
+
+TEST_CASE("a measurement is marked as another plan's once the editor's plan moves away from it", "[gui][run][widgets]") {
+  gui::MainWindow w;
+  w.runPanel()->setExecutable(QStringLiteral(PARASIM_CLI_PATH));
+  REQUIRE(w.openScenario(q(scenarios + "quickstart.yaml")));
+  REQUIRE(waitFor([&] { return w.idle() && !w.outcome().path.isEmpty(); }));
+  QSignalSpy loaded(w.runPanel(), &gui::RunPanel::loaded);
+  w.runPanel()->start();
+  REQUIRE(waitFor([&] { return w.idle() && loaded.count() == 1; }, 300000));
+  CHECK_FALSE(w.timeline()->measuredTitle().contains(QStringLiteral("another plan")));
+  w.editor()->setValue(QStringLiteral("training.global_batch"), QStringLiteral("32"));
+  REQUIRE(waitFor([&] { return w.idle() && w.outcome().overrides.size() == 1; }));
+  CHECK(w.timeline()->measuredTitle().contains(QStringLiteral("another plan")));
+  w.editor()->setValue(QStringLiteral("training.global_batch"), QStringLiteral("16"));
+  REQUIRE(waitFor([&] { return w.idle() && w.outcome().overrides.isEmpty(); }));
+  CHECK_FALSE(w.timeline()->measuredTitle().contains(QStringLiteral("another plan")));
+}
