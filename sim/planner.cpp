@@ -20,10 +20,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Best first: by tokens/s, then by enumeration order.
+bool better(const PlanScore& a, const PlanScore& b) {
+  if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+  return a.index < b.index;
+}
+
 }  // namespace
 
-std::string memory_reason(const plan::Scenario& s) {
-  const plan::MemoryReport r = plan::memory_per_rank(s);
+std::string memory_reason(const plan::MemoryReport& r) {
   if (r.fits()) return {};
   const plan::MemoryBreakdown& b = r.peak();
   const double state = b.weights + b.gradients + b.master + b.optimizer + b.workspace;
@@ -39,7 +44,7 @@ void score_slice(const plan::Scenario& base, const std::vector<plan::Candidate>&
     const plan::Scenario s = plan::with_candidate(base, all[i]);
     const plan::MemoryReport mem = plan::memory_per_rank(s);
     if (!mem.fits()) {
-      ++rejected[memory_reason(s)];
+      ++rejected[memory_reason(mem)];
       continue;
     }
     const StepEstimate e = estimator.estimate(s);
@@ -79,12 +84,7 @@ void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>&
   }
 }
 
-void rank(std::vector<PlanScore>& scores) {
-  std::sort(scores.begin(), scores.end(), [](const PlanScore& a, const PlanScore& b) {
-    if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
-    return a.index < b.index;
-  });
-}
+void rank(std::vector<PlanScore>& scores) { std::sort(scores.begin(), scores.end(), better); }
 
 namespace {
 
@@ -132,10 +132,7 @@ std::size_t resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranke
     done = end;
   }
   // The simulated plans first, ranked among themselves; then the estimated ones.
-  std::stable_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(done), [](const PlanScore& a, const PlanScore& b) {
-    if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
-    return a.index < b.index;
-  });
+  std::sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(done), better);
   return done;
 }
 

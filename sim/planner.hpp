@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/memory.hpp"
 #include "plan/scenario.hpp"
 #include "plan/search.hpp"
 
@@ -73,6 +74,6 @@ PlanReport merge_parts(const plan::Scenario& s, const PlanOptions& options, cons
 
 // Why a plan does not fit, as counted: "model state exceeds memory" when weights,
 // gradients and optimizer state alone do not fit, else "activations exceed memory".
-std::string memory_reason(const plan::Scenario& s);
+std::string memory_reason(const plan::MemoryReport& r);
 
 }  // namespace parasim::sim
