@@ -49,7 +49,7 @@ nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::Me
   for (const auto& r : f.ranks) {
     ranks.push_back({{"rank", r.rank}, {"compute", r.compute}, {"tp", r.comm[0]}, {"pp", r.comm[1]}, {"dp", r.comm[2]},
                      {"tp_exposed", r.exposed[0]}, {"pp_exposed", r.exposed[1]}, {"dp_exposed", r.exposed[2]},
-                     {"bubble", r.bubble}});
+                     {"bubble", r.bubble * f.step_time}, {"bubble_fraction", r.bubble}});
   }
   nlohmann::ordered_json links = nlohmann::ordered_json::array();
   for (const auto& l : f.busiest_links) {
@@ -97,7 +97,8 @@ report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures&
     for (std::size_t d = 0; d < 3; ++d) {
       cells.push_back(fmt::format("{} ({})", u::format_duration(sum.comm[d] / n), u::format_duration(sum.exposed[d] / n)));
     }
-    cells.push_back(u::format_duration(sum.bubble / n));
+    // RankFigures::bubble is a fraction of the step: shown as the time it stands for.
+    cells.push_back(fmt::format("{} ({:.1f} %)", u::format_duration(sum.bubble / n * f.step_time), 100.0 * sum.bubble / n));
     t.add_row(cells);
   }
   return t;
@@ -167,7 +168,11 @@ void run_simulate(const SimulateArgs& a) {
     if (!stats.algorithms.empty()) {
       std::string used;
       for (const auto& [algorithm, n] : stats.algorithms) used += fmt::format("{}{} x {}", used.empty() ? "" : ", ", n, algorithm);
-      fmt::print("collectives: {} (setting {}{})\n", used, plan::to_string(s.plan.collective),
+      std::string protocols;
+      for (const auto& [protocol, n] : stats.protocols) {
+        protocols += fmt::format("{}{} {}", protocols.empty() ? "; NCCL protocols " : ", ", n, protocol);
+      }
+      fmt::print("collectives: {} (setting {}{}{})\n", used, plan::to_string(s.plan.collective), protocols,
                  program.one_replica() ? "; instances simulated" : "");
     }
     fmt::print("ranks simulated: {}\n", ranks_line(s, prediction));

@@ -87,6 +87,11 @@ void run_topo(const TopoArgs& a) {
       t.add_row({name, std::to_string(l.links), each(l), u::format_bandwidth(l.total_bandwidth)});
     }
     fmt::print("{}\n", t.render());
+    if (s.cluster.intra.efficiency < 1.0 || s.cluster.inter.efficiency < 1.0) {
+      fmt::print("(usable rates: the links' datasheet rates x the share transfers carry as data, intra-node {:.3g}, "
+                 "inter-node {:.3g})\n",
+                 s.cluster.intra.efficiency, s.cluster.inter.efficiency);
+    }
     fmt::print("injection bandwidth per device: {} intra-node, {} inter-node\n", u::format_bandwidth(sum.injection_intra),
                sum.injection_inter > 0 ? u::format_bandwidth(sum.injection_inter) : std::string("none (one node)"));
     auto span = [](int lo, int hi) { return lo == hi ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi); };

@@ -35,6 +35,9 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   sp_ = p.sequence_parallel && tp_ > 1;
   ns_ = sp_ ? n_ / tp_ : n_;
   r0_ = sp_ ? tp_index_ * ns_ : 0;
+  // Megatron's scatter-gather: pipeline transfers carry this rank's 1/tp of the boundary,
+  // and a tp all-gather (TpRole::pp_gather) completes it on the receiver.
+  scatter_ = tp_ > 1 && !sp_ && p.pp_scatter_gather;
 
   // Layout of the flat buffers, by layer slot: -1 (wte slice, wpe), the layers, L (final
   // norm, and the head's copy of the wte slice when the head is on another stage).
@@ -388,6 +391,7 @@ Shard::View GptShard::tp_buffer(const plan::Op& c) {
     }
     case TpRole::replicated_grads: return replicated_grads(true);
     case TpRole::gather_input: return gather_input(c);
+    case TpRole::pp_gather: return whole_boundary(c.layer, mb, c.gradient);
     case TpRole::sum:
       switch (c.what) {
         case ComputeWhat::embedding: return {(sp_ ? acts(0, mb).emb : acts(0, mb).x).f(), rows};
@@ -491,7 +495,8 @@ void GptShard::tp_finish(const plan::Op& c) {
   const bool backward = c.pass == plan::Category::backward;
   switch (c.tp_role) {
     case TpRole::loss_stats:  // the gathered statistics are used by the head's backward
-    case TpRole::gather_input: return;
+    case TpRole::gather_input:
+    case TpRole::pp_gather: return;
     case TpRole::replicated_grads: replicated_grads(false); return;
     case TpRole::sum:
       switch (c.what) {
@@ -521,11 +526,18 @@ void GptShard::tp_finish(const plan::Op& c) {
 
 // --- pipeline boundaries ---------------------------------------------------------------------------
 
-Shard::View GptShard::boundary(int layer, int mb, bool gradient) {
+Shard::View GptShard::whole_boundary(int layer, int mb, bool gradient) {
   // This rank's rows (a sequence block under SP).
   Buffer& b = gradient ? dx_[{layer, mb}] : acts(layer, mb).x;
   need(b, static_cast<std::size_t>(ns_) * h_);
   return {b.f(), static_cast<std::int64_t>(ns_) * h_};
+}
+
+Shard::View GptShard::boundary(int layer, int mb, bool gradient) {
+  const View whole = whole_boundary(layer, mb, gradient);
+  if (!scatter_) return whole;
+  const std::int64_t part = whole.count / tp_;  // h is divisible by tp, so n·h is
+  return {whole.data + static_cast<std::size_t>(tp_index_) * static_cast<std::size_t>(part), part};
 }
 
 void GptShard::release_boundary(int layer, int mb, bool gradient) {

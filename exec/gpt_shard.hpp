@@ -38,8 +38,11 @@ class GptShard final : public Shard {
 
   View tp_buffer(const plan::Op& collective) override;
   void tp_finish(const plan::Op& collective) override;
-  // The residual stream entering layer `boundary`, or its gradient.
+  // The residual stream entering layer `boundary`, or its gradient: what a transfer carries
+  // (this rank's 1/tp slice under scatter-gather).
   View boundary(int boundary, int mb, bool gradient) override;
+  // All of it, which the scatter-gather's all-gather completes.
+  View whole_boundary(int boundary, int mb, bool gradient);
   void release_boundary(int boundary, int mb, bool gradient) override;
   View tied_embedding_grads() override;
 
@@ -71,6 +74,7 @@ class GptShard final : public Shard {
   int cl_ = 1, fl_ = 1, vl_ = 1, v0_ = 0;  // local widths: heads x d, MLP, vocabulary slice
   int n_ = 1;                              // token rows per micro-batch
   bool sp_ = false;                        // sequence parallel (tp > 1)
+  bool scatter_ = false;                   // pipeline transfers split over tp (scatter-gather)
   int ns_ = 1, r0_ = 0;                    // this rank's rows: [r0_, r0_ + ns_)
 
   std::map<int, LayerParams> layer_params_;

@@ -94,15 +94,15 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
 }
 
 double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel,
-                              Recompute recompute, int activation_bytes) {
+                              Recompute recompute, int activation_bytes, bool flash) {
   if (recompute == Recompute::full) {
     // Only the layer input stays; sequence parallelism shards it too.
     const double input = static_cast<double>(m.seq_len) * micro_batch * m.hidden * activation_bytes;
     return sequence_parallel ? input / tp : input;
   }
-  double bytes = 0.0;
+  double bytes = flash ? 4.0 * m.heads / tp * m.seq_len * micro_batch : 0.0;
   for (const StoredTensor& t : layer_stored_tensors(m, micro_batch, activation_bytes)) {
-    if (recompute == Recompute::selective && t.attention_core) continue;
+    if ((flash || recompute == Recompute::selective) && t.attention_core) continue;
     const double b = t.elements * t.bytes_per_element;
     bytes += t.tp_sharded || sequence_parallel ? b / tp : b;
   }

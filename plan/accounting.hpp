@@ -70,8 +70,10 @@ struct StoredTensor {
 
 std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_batch, int activation_bytes);
 
-// Bytes one layer keeps for backward per micro-batch on one rank.
+// Bytes one layer keeps for backward per micro-batch on one rank. Under FlashAttention
+// (`flash`) the s² tensors are never stored, as with selective recompute; the kernel keeps
+// the softmax's log-sum-exp instead (4 bytes per head and token).
 double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel,
-                              Recompute recompute, int activation_bytes);
+                              Recompute recompute, int activation_bytes, bool flash = false);
 
 }  // namespace parasim::plan

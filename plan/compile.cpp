@@ -19,7 +19,9 @@
 // head's input gradient are summed over tp like a layer's, and the cross-entropy gathers
 // three fp32 statistics per token.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <map>
 
 #include "plan/program.hpp"
 #include "plan/schedule.hpp"
@@ -42,7 +44,7 @@ double sum_flops(const std::vector<Gemm>& gemms) {
 
 class Builder {
  public:
-  explicit Builder(const Scenario& s) : p_(s.plan), m_(s.model), t_(s.training) {
+  explicit Builder(const Scenario& s) : scenario_(s), p_(s.plan), m_(s.model), t_(s.training), kernel_plan_(kernel_plan(s)) {
     e_ = topology::dtype_bytes(t_.precision);
     shape_ = PipelineShape{p_.pp, s.micro_batches(), p_.virtual_stages};
     prog_.world = p_.world();
@@ -106,6 +108,17 @@ class Builder {
   static std::size_t dim_index(Dim d) { return static_cast<std::size_t>(d); }
 
   void make_gemm_sets() {
+    const KernelPlan kp = kernel_plan_;
+    if (m_.kind == ModelKind::transformer) {
+      for (int b = 0; b < 2; ++b) {
+        layer_kernels_[b][0] = add_kernels(layer_kernels(kp, LayerPart::whole, b == 1));
+        layer_kernels_[b][1] = add_kernels(layer_kernels(kp, LayerPart::attention, b == 1));
+        layer_kernels_[b][2] = add_kernels(layer_kernels(kp, LayerPart::mlp, b == 1));
+        embedding_kernels_[b] = add_kernels(embedding_kernels(kp, b == 1));
+        head_kernels_[b] = add_kernels(head_kernels(kp, b == 1));
+      }
+      core_kernels_ = add_kernels(layer_kernels(kp, LayerPart::attention_core, false));
+    }
     if (m_.kind == ModelKind::transformer) {
       const std::vector<Gemm> layer = layer_forward_gemms(m_, t_.micro_batch, p_.tp);
       attention_set_ = add_set({layer.begin(), layer.begin() + 4});
@@ -121,7 +134,18 @@ class Builder {
     } else {
       // A GEMM of the same FLOPs and parameters per layer (generic_layer_gemm): the ops
       // count its FLOPs, which the executor performs.
-      for (const GenericLayer& l : m_.generic_layers) generic_sets_.push_back(add_set({generic_layer_gemm(l, t_.micro_batch)}));
+      for (const GenericLayer& l : m_.generic_layers) {
+        const Gemm g = generic_layer_gemm(l, t_.micro_batch);
+        generic_sets_.push_back(add_set({g}));
+        // Forward: the GEMM and its activations written; backward: data and weight gradients.
+        const double act = l.activations * t_.micro_batch * e_;
+        std::vector<Kernel> f{{KernelKind::gemm, "layer", g.m, g.n, g.k, 1, e_, 0, 0.0, false},
+                              {KernelKind::memory, "activation", 0, 0, 0, 1, e_, 0, act, false}};
+        std::vector<Kernel> b{{KernelKind::gemm, "layer-dgrad", g.m, g.k, g.n, 1, e_, 0, 0.0, false},
+                              {KernelKind::gemm, "layer-wgrad", g.k, g.n, g.m, 1, e_, kernel_plan_.grad_element, 0.0, false},
+                              {KernelKind::memory, "activation-grad", 0, 0, 0, 1, e_, 0, act, false}};
+        generic_kernels_.push_back({add_kernels(std::move(f)), add_kernels(std::move(b))});
+      }
     }
   }
 
@@ -129,6 +153,12 @@ class Builder {
     prog_.gemm_sets.push_back(std::move(g));
     return static_cast<int>(prog_.gemm_sets.size()) - 1;
   }
+  int add_kernels(std::vector<Kernel> k) {
+    prog_.kernel_sets.push_back(std::move(k));
+    return static_cast<int>(prog_.kernel_sets.size()) - 1;
+  }
+  // The kernel set of the op about to be emitted (compute() attaches it).
+  void next_kernels(int set) { next_kernels_ = set; }
 
   // --- emitting ops -------------------------------------------------------------------
   std::int64_t add(Op op, std::span<const std::int64_t> deps) {
@@ -160,6 +190,8 @@ class Builder {
     op.bytes = bytes;
     op.gemms = set;
     op.gemm_repeat = set >= 0 ? 1 : 0;
+    op.kernels = next_kernels_;
+    next_kernels_ = -1;
     last_compute_ = add(op, deps);
     return last_compute_;
   }
@@ -223,6 +255,7 @@ class Builder {
     op.chunk = static_cast<std::int16_t>(chunk);
     op.bytes = bytes;
     op.gradient = gradient;
+    op.host_sync = true;  // Megatron synchronises the device after its batched transfers
     op.match = (((static_cast<std::int64_t>(sender) * prog_.world + receiver) * 2 + (gradient ? 1 : 0)) *
                     shape_.micro_batches + mb) * shape_.virtual_stages + chunk;
     if (kind == OpKind::send) ++prog_.transfers;
@@ -243,6 +276,7 @@ class Builder {
       const GenericLayer& g = m_.generic_layers[static_cast<std::size_t>(layer)];
       const int set = generic_sets_[static_cast<std::size_t>(layer)];
       auto deps = take_pending();
+      next_kernels(generic_kernels_[static_cast<std::size_t>(layer)][0]);
       compute(ComputeWhat::layer, cat, set, sum_flops(prog_.gemm_sets[static_cast<std::size_t>(set)]),
               gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) + g.activations * t_.micro_batch * e_,
               mb, chunk, layer, deps);
@@ -251,6 +285,7 @@ class Builder {
     const auto& sets = prog_.gemm_sets;
     if (p_.tp == 1) {
       auto deps = take_pending();
+      next_kernels(layer_kernels_[0][0]);
       compute(ComputeWhat::layer, cat, layer_set_, sum_flops(sets[static_cast<std::size_t>(layer_set_)]),
               gemm_io_bytes(sets[static_cast<std::size_t>(layer_set_)], e_) + elementwise_bytes_, mb, chunk, layer, deps);
       return;
@@ -261,6 +296,7 @@ class Builder {
       const ComputeWhat part = half == 0 ? ComputeWhat::layer_attention : ComputeWhat::layer_mlp;
       if (sp) tp_collective(CollectiveOp::all_gather, mb, layer, TpRole::gather_input, part, cat);
       auto deps = take_pending();
+      next_kernels(layer_kernels_[0][half == 0 ? 1 : 2]);
       compute(part, cat, set, sum_flops(sets[static_cast<std::size_t>(set)]),
               gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer, deps);
       tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer, TpRole::sum, part, cat);
@@ -272,6 +308,7 @@ class Builder {
       const GenericLayer& g = m_.generic_layers[static_cast<std::size_t>(layer)];
       const int set = generic_sets_[static_cast<std::size_t>(layer)];
       auto deps = take_pending();
+      next_kernels(generic_kernels_[static_cast<std::size_t>(layer)][1]);
       grad_ready_[static_cast<std::size_t>(layer)] =
           compute(ComputeWhat::layer, Category::backward, set, 2 * sum_flops(prog_.gemm_sets[static_cast<std::size_t>(set)]),
                   2 * gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) +
@@ -282,6 +319,7 @@ class Builder {
     const auto& sets = prog_.gemm_sets;
     if (p_.tp == 1) {
       auto deps = take_pending();
+      next_kernels(layer_kernels_[1][0]);
       grad_ready_[static_cast<std::size_t>(layer)] =
           compute(ComputeWhat::layer, Category::backward, layer_set_, 2 * sum_flops(sets[static_cast<std::size_t>(layer_set_)]),
                   2 * gemm_io_bytes(sets[static_cast<std::size_t>(layer_set_)], e_) + elementwise_bytes_, mb, chunk,
@@ -294,6 +332,7 @@ class Builder {
       const ComputeWhat part = half == 0 ? ComputeWhat::layer_mlp : ComputeWhat::layer_attention;
       if (sp) tp_collective(CollectiveOp::all_gather, mb, layer, TpRole::gather_input, part, Category::backward);
       auto deps = take_pending();
+      next_kernels(layer_kernels_[1][half == 0 ? 2 : 1]);
       compute(part, Category::backward, set, 2 * sum_flops(sets[static_cast<std::size_t>(set)]),
               2 * gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer,
               deps);
@@ -341,6 +380,7 @@ class Builder {
 
       if (st.kind == PipelineStep::Kind::forward) {
         if (first_chunk) {
+          if (transformer) next_kernels(embedding_kernels_[0]);
           compute(ComputeWhat::embedding, Category::forward, -1, 0.0, hidden_bytes, st.micro_batch, st.chunk, -1);
           // Vocabulary-parallel embedding: each tp rank looks up its slice of the vocabulary
           // and the partial rows are summed (scattered by sequence with sequence parallel).
@@ -350,6 +390,7 @@ class Builder {
           }
         } else {
           pending_ = p2p(OpKind::recv, prev_rank, boundary, st.micro_batch, prev_chunk, false, {});
+          gather_transfer(first, st.micro_batch, false);
         }
         for (int l = first; l < last; ++l) layer_forward(l, st.micro_batch, st.chunk, Category::forward);
         if (last_chunk) {
@@ -360,6 +401,7 @@ class Builder {
           auto deps = take_pending();
           if (transformer) {
             const auto& g = prog_.gemm_sets[static_cast<std::size_t>(head_set_)];
+            next_kernels(head_kernels_[0]);
             const std::int64_t head = compute(ComputeWhat::lm_head, Category::forward, head_set_, sum_flops(g),
                                               gemm_io_bytes(g, e_), st.micro_batch, st.chunk, m_.layer_count(), deps);
             // Vocabulary-parallel cross-entropy: each tp rank holds the logits of its slice;
@@ -386,6 +428,7 @@ class Builder {
             const auto& g = prog_.gemm_sets[static_cast<std::size_t>(head_set_)];
             std::vector<std::int64_t> deps;
             if (p_.tp > 1) deps.push_back(loss_ready_[static_cast<std::size_t>(st.micro_batch)]);
+            next_kernels(head_kernels_[1]);
             head_grad = compute(ComputeWhat::lm_head, Category::backward, head_set_, 2 * sum_flops(g),
                                 2 * gemm_io_bytes(g, e_), st.micro_batch, st.chunk, m_.layer_count(), deps);
             // The head's input gradient is a partial sum over the vocabulary slices.
@@ -397,6 +440,7 @@ class Builder {
           }
         } else {
           pending_ = p2p(OpKind::recv, next_rank, boundary_bytes(last - 1), st.micro_batch, next_chunk, true, {});
+          gather_transfer(last, st.micro_batch, true);
         }
         if (t_.recompute == Recompute::full) {
           for (int l = first; l < last; ++l) layer_forward(l, st.micro_batch, st.chunk, Category::recompute);
@@ -404,6 +448,7 @@ class Builder {
           for (int l = first; l < last; ++l) {
             const auto& g = prog_.gemm_sets[static_cast<std::size_t>(core_set_)];
             auto deps = take_pending();
+            next_kernels(core_kernels_);
             compute(ComputeWhat::attention_core, Category::recompute, core_set_, sum_flops(g), gemm_io_bytes(g, e_),
                     st.micro_batch, st.chunk, l, deps);
           }
@@ -417,6 +462,7 @@ class Builder {
                           Category::backward);
           }
           auto deps = take_pending();
+          if (transformer) next_kernels(embedding_kernels_[1]);
           embed_grad = compute(ComputeWhat::embedding, Category::backward, -1, 0.0, hidden_bytes, st.micro_batch,
                                st.chunk, -1, deps);
         } else {
@@ -429,9 +475,27 @@ class Builder {
     data_parallel_and_optimizer(head_grad, embed_grad);
   }
 
-  // Bytes crossing the boundary after layer `l` for one micro-batch.
+  // Megatron's scatter-gather: transfers carry 1/tp of the activation, gathered over tp.
+  bool scatter_gather() const {
+    return m_.kind == ModelKind::transformer && p_.tp > 1 && !p_.sequence_parallel && p_.pp_scatter_gather;
+  }
+
+  // After a received transfer split over tp: the all-gather of the boundary at `layer`
+  // (the receiver's first layer, or for gradients the one after its last), which the next
+  // compute waits for.
+  void gather_transfer(int layer, int mb, bool gradient) {
+    if (!scatter_gather()) return;
+    const std::int64_t recv = pending_;
+    pending_ = -1;
+    pending_ = collective(Dim::tp, CollectiveOp::all_gather, Category::tp_comm, Stream::tp, activation_bytes_, mb, layer,
+                          layer + 1, std::span<const std::int64_t>(&recv, 1));
+    tag_tp(pending_, TpRole::pp_gather, ComputeWhat::layer, gradient ? Category::backward : Category::forward);
+    prog_.ops[static_cast<std::size_t>(pending_)].gradient = gradient;
+  }
+
+  // Bytes crossing the boundary after layer `l` for one micro-batch, per rank.
   double boundary_bytes(int l) const {
-    if (m_.kind == ModelKind::transformer) return activation_bytes_ / (p_.sequence_parallel ? p_.tp : 1);
+    if (m_.kind == ModelKind::transformer) return activation_bytes_ / (p_.sequence_parallel || scatter_gather() ? p_.tp : 1);
     if (l < 0) return 0.0;
     return m_.generic_layers[static_cast<std::size_t>(l)].activations * t_.micro_batch * e_;
   }
@@ -524,6 +588,14 @@ class Builder {
     }
     const double shard = params / (p_.zero == 1 ? p_.dp : 1);
     const double opt_bytes = (24.0 + 2.0 * e_) * shard;
+    // The host reads the overflow flag and the gradient norm before the step: it waits for
+    // every gradient to be synchronised.
+    for (std::int64_t op : synced) {
+      if (op >= 0) prog_.ops[static_cast<std::size_t>(op)].host_sync = true;
+    }
+    auto [it, fresh] = optimizer_kernels_.try_emplace(shard, -1);
+    if (fresh) it->second = add_kernels(optimizer_kernels(scenario_, shard));
+    next_kernels(it->second);
     const std::int64_t opt = compute(ComputeWhat::optimizer, Category::optimizer, -1, 12.0 * shard, opt_bytes, -1, -1,
                                      -1, synced);
     if (p_.zero == 1 && p_.dp > 1) {
@@ -534,9 +606,11 @@ class Builder {
     }
   }
 
+  const Scenario& scenario_;
   const ParallelPlan& p_;
   const ModelSpec& m_;
   const TrainingSpec& t_;
+  KernelPlan kernel_plan_;
   int e_ = 2;
   PipelineShape shape_;
   Program prog_;
@@ -545,6 +619,16 @@ class Builder {
   std::vector<std::int64_t> counters_;
   int attention_set_ = -1, mlp_set_ = -1, core_set_ = -1, layer_set_ = -1, head_set_ = -1;
   std::vector<int> generic_sets_;
+  // Kernel sets: [forward, backward] x [whole layer, attention, MLP]; embedding and head
+  // [forward, backward]; the attention core; per generic layer [forward, backward]; the
+  // optimizer's per shard size.
+  int layer_kernels_[2][3] = {{-1, -1, -1}, {-1, -1, -1}};
+  int embedding_kernels_[2] = {-1, -1};
+  int head_kernels_[2] = {-1, -1};
+  int core_kernels_ = -1;
+  std::vector<std::array<int, 2>> generic_kernels_;
+  std::map<double, int> optimizer_kernels_;
+  int next_kernels_ = -1;
   double activation_bytes_ = 0.0;
   double elementwise_bytes_ = 0.0;
   // Per rank being compiled.

@@ -48,6 +48,7 @@ std::string_view to_string(Dim d) {
 }
 
 std::string_view to_string(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
+std::string_view to_string(Attention a) { return a == Attention::flash ? "flash" : "naive"; }
 
 std::string placement_string(const ParallelPlan& p) {
   return fmt::format("{},{},{}", to_string(p.placement[0]), to_string(p.placement[1]), to_string(p.placement[2]));
@@ -107,10 +108,12 @@ nlohmann::ordered_json to_json(const Scenario& s) {
       {"training",
        {{"global_batch", t.global_batch}, {"micro_batch", t.micro_batch}, {"micro_batches", s.micro_batches()},
         {"precision", topology::to_string(t.precision)}, {"optimizer", to_string(t.optimizer)},
-        {"recompute", to_string(t.recompute)}}},
+        {"recompute", to_string(t.recompute)}, {"attention", to_string(t.attention)},
+        {"grad_dtype", topology::to_string(t.grad_dtype)}}},
       {"plan",
        {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"virtual_stages", p.virtual_stages},
-        {"schedule", to_string(p.schedule)}, {"sequence_parallel", p.sequence_parallel}, {"zero", p.zero},
+        {"schedule", to_string(p.schedule)}, {"sequence_parallel", p.sequence_parallel},
+        {"pp_scatter_gather", p.pp_scatter_gather}, {"zero", p.zero},
         {"bucket_bytes", p.bucket_bytes}, {"overlap_dp", p.overlap_dp}, {"collective", to_string(p.collective)},
         {"placement", placement_string(p)}, {"world", p.world()}}},
       {"hardware", {{"profile", s.hardware.profile}}},
@@ -148,9 +151,11 @@ std::string describe(const Scenario& s) {
     out += fmt::format("model     {}: {} parameters, {} generic layers\n", m.name, u::format_count(m.parameter_count()),
                        m.layer_count());
   }
-  out += fmt::format("training  global batch {}, micro-batch {} ({} per pipeline), {}, {}, recompute {}\n",
+  out += fmt::format("training  global batch {}, micro-batch {} ({} per pipeline), {} ({} gradients), {}, recompute {}, "
+                     "{} attention\n",
                      t.global_batch, t.micro_batch, s.micro_batches(), topology::to_string(t.precision),
-                     to_string(t.optimizer), to_string(t.recompute));
+                     topology::to_string(t.grad_dtype), to_string(t.optimizer), to_string(t.recompute),
+                     to_string(t.attention));
   out += fmt::format("plan      dp {} x tp {} x pp {} = {} devices, schedule {}{}, ZeRO-{}, buckets {}, collective {}, "
                      "placement {}\n",
                      p.dp, p.tp, p.pp, p.world(), to_string(p.schedule),

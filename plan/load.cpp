@@ -93,7 +93,7 @@ Scenario from_document(const Value& root, const std::string& source) {
 
   s.cluster = read_cluster(resolve_preset(section("cluster"), PresetKind::cluster, "cluster"), where);
   s.model = read_model(resolve_preset(section("model"), PresetKind::model, "model"), where);
-  s.training = read_training(section("training"), where);
+  s.training = read_training(section("training"), s.cluster.device.kernels.present(), where);
   s.plan = read_plan(optional_section("plan"), s.cluster.total_gpus(), where);
   s.hardware = read_hardware(optional_section("hardware"), where);
   s.run = read_run(optional_section("run"), s.cluster.device, where);

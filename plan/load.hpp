@@ -34,7 +34,8 @@ Value resolve_preset(const Value& section, PresetKind kind, const std::string& p
 topology::ClusterSpec read_cluster(const Value& v, LocationMap& where);
 topology::DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& where);
 ModelSpec read_model(const Value& v, LocationMap& where);
-TrainingSpec read_training(const Value& v, LocationMap& where);
+// `gpu`: the cluster's device has a kernel model (FlashAttention is then the default).
+TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where);
 ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where);
 HardwareSpec read_hardware(const Value& v, LocationMap& where);
 RunSpec read_run(const Value& v, const topology::DeviceSpec& device, LocationMap& where);

@@ -65,7 +65,7 @@ Value resolve_preset(const Value& section, PresetKind kind, const std::string& p
 }
 
 DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& where) {
-  Reader r(v, path, {"preset", "name", "peak", "memory", "memory_bandwidth", "workspace"}, &where);
+  Reader r(v, path, {"preset", "name", "peak", "memory", "memory_bandwidth", "workspace", "kernels", "host"}, &where);
   DeviceSpec d;
   d.name = r.string("name", std::string("custom"));
   const Value* peak = r.get("peak");
@@ -82,11 +82,36 @@ DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& whe
   d.memory_bandwidth = r.bandwidth("memory_bandwidth", std::nullopt);
   d.workspace_bytes = r.bytes("workspace", 1024.0 * 1024 * 1024, true);
   if (d.workspace_bytes >= d.memory_bytes) r.fail("workspace", "the runtime workspace must be smaller than the memory");
+  if (const Value* k = r.get("kernels")) {
+    Reader kr(*k, r.key_path("kernels"),
+              {"sms", "gemm_efficiency", "l2_bandwidth", "memory_efficiency", "launch", "flash_attention"}, &where);
+    topology::KernelSpec& ks = d.kernels;
+    ks.sms = kr.integer("sms", std::nullopt, 1, 100000);
+    ks.gemm_efficiency = kr.number("gemm_efficiency", std::nullopt, 0.01, 1.0);
+    ks.l2_bandwidth = kr.bandwidth("l2_bandwidth", std::nullopt);
+    ks.memory_efficiency = kr.number("memory_efficiency", std::nullopt, 0.01, 1.0);
+    ks.launch = kr.duration("launch", 0.0);
+    if (const Value* fa = kr.get("flash_attention")) {
+      Reader fr(*fa, kr.key_path("flash_attention"), {"forward", "backward"}, &where);
+      ks.flash_forward = fr.number("forward", std::nullopt, 0.01, 1.0);
+      ks.flash_backward = fr.number("backward", std::nullopt, 0.01, 1.0);
+    } else {
+      ks.flash_forward = ks.gemm_efficiency * 0.75;
+      ks.flash_backward = ks.gemm_efficiency * 0.6;
+    }
+  }
+  if (const Value* h = r.get("host")) {
+    Reader hr(*h, r.key_path("host"), {"forward", "backward", "communication"}, &where);
+    d.host.forward = hr.duration("forward", 0.0);
+    d.host.backward = hr.duration("backward", 0.0);
+    d.host.communication = hr.duration("communication", 0.0);
+  }
   return d;
 }
 
 ClusterSpec read_cluster(const Value& v, LocationMap& where) {
-  Reader r(v, "cluster", {"preset", "name", "nodes", "gpus_per_node", "device", "intra_node", "inter_node", "wan"}, &where);
+  Reader r(v, "cluster", {"preset", "name", "nodes", "gpus_per_node", "device", "intra_node", "inter_node", "wan", "collectives"},
+           &where);
   ClusterSpec c;
   c.name = r.string("name", std::string("custom"));
   // Bounds keep the graph buildable: 65,536 nodes x 1,024 devices is far past any cluster.
@@ -98,7 +123,7 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
 
   const Value* intra = r.get("intra_node");
   if (intra == nullptr) r.fail("intra_node", "missing required section 'intra_node' (fabric, bandwidth, latency)");
-  Reader in(*intra, "cluster.intra_node", {"fabric", "bandwidth", "latency", "gpus_per_switch"}, &where);
+  Reader in(*intra, "cluster.intra_node", {"fabric", "bandwidth", "latency", "gpus_per_switch", "efficiency", "nvls"}, &where);
   c.intra.fabric = in.choice<IntraFabric>("fabric", std::nullopt,
                                           {{"nvswitch", IntraFabric::nvswitch},
                                            {"nvlink-mesh", IntraFabric::nvlink_mesh},
@@ -110,12 +135,17 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
   if (user_set(in, "gpus_per_switch") && c.intra.fabric != IntraFabric::pcie) {
     in.fail("gpus_per_switch", "applies only to the pcie fabric");
   }
+  c.intra.efficiency = in.number("efficiency", 1.0, 0.01, 1.0);
+  c.intra.nvls = in.number("nvls", 0.0, 0.0, 1.0);
+  if (c.intra.nvls > 0.0 && c.intra.fabric != IntraFabric::nvswitch) {
+    in.fail("nvls", "in-switch reductions need the nvswitch fabric");
+  }
 
   const Value* inter = r.get("inter_node");
   if (inter != nullptr) {
     Reader net(*inter, "cluster.inter_node",
                {"nics_per_node", "nic_bandwidth", "latency", "shape", "oversubscription", "leaf_downlinks",
-                "attach_bandwidth"},
+                "attach_bandwidth", "efficiency"},
                &where);
     c.inter.nics_per_node = net.integer("nics_per_node", 1, 1, 64);
     c.inter.nic_bandwidth = net.bandwidth("nic_bandwidth", std::nullopt);
@@ -138,6 +168,7 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
     }
     c.inter.leaf_downlinks = net.integer("leaf_downlinks", 32, 1, 4096);
     c.inter.attach_bandwidth = net.bandwidth("attach_bandwidth", 64e9);
+    c.inter.efficiency = net.number("efficiency", 1.0, 0.01, 1.0);
     if (c.inter.shape == NetworkShape::single_switch &&
         (user_set(net, "oversubscription") || user_set(net, "leaf_downlinks"))) {
       net.fail(user_set(net, "oversubscription") ? "oversubscription" : "leaf_downlinks",
@@ -148,6 +179,10 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
                                      "latency, shape)", c.nodes));
   }
 
+  // NCCL drives GPUs; CPU ranks on shared memory talk MPI.
+  c.library = r.choice<topology::CollectiveLibrary>(
+      "collectives", c.intra.fabric == IntraFabric::shared_memory ? topology::CollectiveLibrary::mpi : topology::CollectiveLibrary::nccl,
+      {{"nccl", topology::CollectiveLibrary::nccl}, {"mpi", topology::CollectiveLibrary::mpi}});
   if (const Value* wan = r.get("wan"); wan != nullptr && wan->kind != Value::Kind::null) {
     Reader w(*wan, "cluster.wan", {"first_group_nodes", "bandwidth", "latency"}, &where);
     topology::WanSpec spec;
@@ -227,9 +262,9 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
   return m;
 }
 
-TrainingSpec read_training(const Value& v, LocationMap& where) {
+TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   Reader r(v, "training", {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate", "loss_scale",
-            "loss_scale_window"},
+            "loss_scale_window", "attention", "grad_dtype"},
            &where);
   TrainingSpec t;
   t.global_batch = r.integer("global_batch", std::nullopt);
@@ -243,13 +278,22 @@ TrainingSpec read_training(const Value& v, LocationMap& where) {
   t.learning_rate = r.number("learning_rate", 1e-3, 1e-12, 10.0);
   t.loss_scale = r.number("loss_scale", 65536.0, 1.0, 1e30);
   t.loss_scale_window = r.integer("loss_scale_window", 1000);
+  t.attention = r.choice<Attention>("attention", gpu ? Attention::flash : Attention::naive,
+                                    {{"flash", Attention::flash}, {"naive", Attention::naive}});
+  // Megatron-LM keeps fp32 main gradients under bf16 (forced) and the compute type's otherwise.
+  const Dtype storage = t.precision == Dtype::tf32 ? Dtype::fp32 : t.precision;
+  t.grad_dtype = r.choice<Dtype>("grad_dtype", t.precision == Dtype::bf16 ? Dtype::fp32 : storage,
+                                 {{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}});
+  if (topology::dtype_bytes(t.grad_dtype) < topology::dtype_bytes(t.precision)) {
+    r.fail("grad_dtype", fmt::format("the main gradients cannot be narrower than the {} weights", topology::to_string(t.precision)));
+  }
   return t;
 }
 
 ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   Reader r(v, "plan",
-           {"dp", "tp", "pp", "virtual_stages", "schedule", "sequence_parallel", "zero", "bucket_size", "overlap_dp",
-            "collective", "placement"},
+           {"dp", "tp", "pp", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "zero", "bucket_size",
+            "overlap_dp", "collective", "placement"},
            &where);
   ParallelPlan p;
   p.tp = r.integer("tp", 1);
@@ -266,6 +310,7 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
                                    {"1f1b", Schedule::one_f_one_b},
                                    {"interleaved-1f1b", Schedule::interleaved_1f1b}});
   p.sequence_parallel = r.boolean("sequence_parallel", false);
+  p.pp_scatter_gather = r.boolean("pp_scatter_gather", true);
   p.zero = r.integer("zero", 0, 0, 1);
   p.bucket_bytes = r.bytes("bucket_size", 25.0 * 1024 * 1024);
   p.overlap_dp = r.boolean("overlap_dp", true);

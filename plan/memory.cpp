@@ -36,7 +36,8 @@ MemoryReport memory_per_rank(const Scenario& s) {
       double act = 0.0;
       if (m.kind == ModelKind::transformer) {
         b.parameters += (last - first) * m.params_per_layer() / p.tp;
-        act = (last - first) * layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e);
+        act = (last - first) * layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
+                                                      t.attention == Attention::flash);
       } else {
         for (int l = first; l < last; ++l) {
           const GenericLayer& g = m.generic_layers[static_cast<std::size_t>(l)];
@@ -77,7 +78,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
     b.activations = chunk_activation * b.in_flight;
     b.logits = logits_per_micro_batch * b.logits_in_flight;
     b.weights = b.parameters * e;
-    b.gradients = b.parameters * e;
+    b.gradients = b.parameters * topology::dtype_bytes(t.grad_dtype);
     b.master = mixed ? b.parameters * 4.0 / (p.zero == 1 ? p.dp : 1) : 0.0;
     b.optimizer = b.parameters * optimizer_bytes / (p.zero == 1 ? p.dp : 1);
     b.workspace = s.cluster.device.workspace_bytes;

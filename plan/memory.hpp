@@ -3,11 +3,13 @@
 // Per parameter held by a rank (P_r = its stage's layers / tp, plus the embedding on the
 // first stage and the LM head on the last):
 //   weights      2 bytes (bf16/fp16) or 4 (fp32/tf32)
-//   gradients    the same size as the weights (2 or 4)
+//   gradients    the main gradients in training.grad_dtype: 4 bytes under bf16 (Megatron-LM's
+//                fp32 main gradients), else the weights' size (2 or 4)
 //   master       4 bytes of fp32 master weights when training in 16 bits, else none
 //   optimizer    AdamW 8 bytes (two fp32 moments); SGD 4 (fp32 momentum)
 // ZeRO-1 divides master weights and optimizer state over the dp ranks. Mixed-precision
-// AdamW is then 2 + 2 + 4 + 8 = 16 bytes per parameter without ZeRO.
+// AdamW is then 2 + 2 + 4 + 8 = 16 bytes per parameter without ZeRO with 16-bit gradients
+// (fp16), 2 + 4 + 4 + 8 = 18 with fp32 ones (bf16).
 //
 // Activations: the bytes one micro-batch leaves in a model chunk (accounting.hpp, per
 // layer, times the chunk's layers; the largest chunk's) for each chunk the stage holds,

@@ -83,6 +83,9 @@ std::string op_name(const Program& p, std::int64_t id) {
       }
       if (o.category == Category::pp_comm) return "embedding-gradient " + std::string(to_string(o.collective));
       if (o.tp_role == TpRole::replicated_grads) return dim + " " + std::string(to_string(o.collective)) + " norm gradients";
+      if (o.tp_role == TpRole::pp_gather) {
+        return dim + " " + std::string(to_string(o.collective)) + (o.gradient ? " recv grad" : " recv act") + mb;
+      }
       if (o.tp_role == TpRole::gather_input) {
         // Sequence parallelism: the input of the op it serves, e.g. "tp all-gather mlp-in L3 mb0".
         static constexpr const char* part[] = {"layer", "attention", "mlp", "core", "embedding", "head", "optimizer"};

@@ -11,7 +11,8 @@
 //     `group`), and completes for all of them together.
 //
 // Ops are compact (no strings): names are made on demand by op_name(). Compute ops refer to
-// a shared set of GEMM shapes (`gemms`, repeated `gemm_repeat` times) rather than owning one.
+// a shared set of GEMM shapes (`gemms`, repeated `gemm_repeat` times) rather than owning one,
+// and to the shared list of kernels a GPU implementation launches for them (`kernels`).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "plan/accounting.hpp"
+#include "plan/kernels.hpp"
 #include "plan/scenario.hpp"
 
 namespace parasim::plan {
@@ -34,8 +36,9 @@ enum class ComputeWhat : std::uint8_t { layer, layer_attention, layer_mlp, atten
 // parallelism), gathers its input from the sequence shards (all-gather, sequence
 // parallelism), gathers the vocabulary-parallel loss statistics, or sums the gradients of
 // the tensors every tp rank holds whole but computes on its sequence shard only (one per
-// step, sequence parallelism).
-enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicated_grads };
+// step, sequence parallelism), or gathers a pipeline transfer that arrived in tp slices (Megatron's scatter-gather; the op's
+// `layer` and `gradient` name the boundary, as the transfer's do).
+enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicated_grads, pp_gather };
 
 inline constexpr int stream_count = 4;
 std::string_view to_string(Stream s);
@@ -58,11 +61,15 @@ struct Op {
   double flops = 0.0;            // compute
   double bytes = 0.0;            // compute: memory traffic; comm: payload per rank
   std::int32_t peer = -1;        // send / recv
-  bool gradient = false;         // send / recv: gradients (backward) rather than activations
+  bool gradient = false;         // send / recv (and their tp gathers): gradients (backward) rather than activations
   std::int32_t group = -1;       // collective: Program::groups index
   std::int64_t match = -1;       // send/recv pair id, or collective instance id
   std::int32_t gemms = -1;       // compute: Program::gemm_sets index
   std::int32_t gemm_repeat = 0;
+  std::int32_t kernels = -1;     // compute: Program::kernel_sets index (what a GPU implementation launches)
+  // The host waits for this op to complete before it issues the rank's next op (Megatron
+  // synchronises the device after its pipeline transfers and before the optimizer step).
+  bool host_sync = false;
   std::uint32_t deps_begin = 0;  // Program::deps range
   std::uint32_t deps_count = 0;
 };
@@ -86,6 +93,7 @@ struct Program {
   std::vector<std::vector<std::int64_t>> order;  // per rank: op ids in program order
   std::vector<Group> groups;
   std::vector<std::vector<Gemm>> gemm_sets;
+  std::vector<std::vector<Kernel>> kernel_sets;
   std::int64_t collectives = 0;  // collective instances
   std::int64_t transfers = 0;    // send/recv pairs
   // A Program of one data-parallel replica (CompileOptions::one_replica) holds the ops of

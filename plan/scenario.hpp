@@ -22,6 +22,9 @@ enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b };
 enum class Collective { automatic, ring, tree, hierarchical, nvls, direct };
 enum class Dim { tp, dp, pp };
 enum class Backend { cpu, cuda };
+// How the attention core runs: FlashAttention (one fused kernel, no s x s tensors kept) or
+// the unfused GEMMs, softmax and dropout.
+enum class Attention { flash, naive };
 
 std::string_view to_string(Optimizer o);
 std::string_view to_string(Recompute r);
@@ -29,6 +32,7 @@ std::string_view to_string(Schedule s);
 std::string_view to_string(Collective c);
 std::string_view to_string(Dim d);
 std::string_view to_string(Backend b);
+std::string_view to_string(Attention a);
 
 struct TrainingSpec {
   int global_batch = 1;  // samples per optimizer step
@@ -36,6 +40,10 @@ struct TrainingSpec {
   Dtype precision = Dtype::bf16;
   Optimizer optimizer = Optimizer::adamw;
   Recompute recompute = Recompute::none;
+  Attention attention = Attention::flash;  // default: flash on GPUs, naive on CPU cores (what the executor runs)
+  // The main gradients' type: weight gradients accumulate into them and the data-parallel
+  // reduction sums them. Megatron's default: fp32 under bf16, the compute type otherwise.
+  Dtype grad_dtype = Dtype::bf16;
   double learning_rate = 1e-3;  // AdamW's, when the executor trains the model
   // fp16's dynamic loss scaling on the executor: the initial scale, and the count of
   // overflow-free steps after which it doubles.
@@ -50,6 +58,10 @@ struct ParallelPlan {
   int virtual_stages = 1;
   Schedule schedule = Schedule::one_f_one_b;
   bool sequence_parallel = false;
+  // Megatron's scatter-gather of pipeline transfers: with tp > 1 (and no sequence
+  // parallelism, which already shards them) each tp rank sends 1/tp of the activation and
+  // the receivers all-gather it over tp.
+  bool pp_scatter_gather = true;
   int zero = 0;
   double bucket_bytes = 25.0 * 1024 * 1024;
   bool overlap_dp = true;

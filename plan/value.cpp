@@ -94,6 +94,14 @@ Value parse_yaml_file(const std::string& path) {
 }
 
 void merge_into(Value& base, const Value& top) {
+  if (base.is_scalar() && top.is_map() && top.find("preset") == nullptr) {
+    // A preset name refined by keys (a cluster preset's device, refined by a scenario).
+    Value name = base;
+    base = Value{};
+    base.kind = Value::Kind::map;
+    base.loc = name.loc;
+    base.entries.push_back(Entry{"preset", name.loc, name});
+  }
   if (!base.is_map() || !top.is_map()) {
     base = top;
     return;

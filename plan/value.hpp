@@ -44,7 +44,8 @@ Value parse_yaml_file(const std::string& path);
 // same tree.
 std::string to_yaml(const Value& v);
 
-// Overlays `top` on `base`: maps merge key by key (recursively), anything else replaces.
+// Overlays `top` on `base`: maps merge key by key (recursively), anything else replaces; a
+// scalar (a preset name) under a map without `preset:` becomes {preset: name} refined by it.
 void merge_into(Value& base, const Value& top);
 
 // Applies "a.b.c=VALUE" to `root`, creating maps on the way. A scalar met on the way is

@@ -157,7 +157,9 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
                        topology::to_string(link.cls));
   };
   std::vector<Candidate> c{
-      {f.bubble_fraction * f.step_time, "pipeline bubble: stages wait for each other"},
+      // Without stages, idle devices wait on nothing but the host issuing their kernels.
+      {f.bubble_fraction * f.step_time, s.plan.pp > 1 ? "pipeline bubble: stages wait for each other"
+                                                       : "idle: the devices wait for the host to issue their kernels"},
       {f.exposed_mean[0], "exposed tensor-parallel communication" + link_hint(0)},
       {f.exposed_mean[1], "exposed pipeline transfers" + link_hint(1)},
       {f.exposed_mean[2], "exposed data-parallel gradient synchronisation" + link_hint(2)},

@@ -33,7 +33,7 @@ struct RankFigures {
   double compute = 0.0;
   std::array<double, 3> comm{};     // busy seconds per dimension
   std::array<double, 3> exposed{};  // not hidden by compute
-  double bubble = 0.0;
+  double bubble = 0.0;               // fraction of the step
 };
 
 struct LinkFigure {

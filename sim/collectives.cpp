@@ -1,11 +1,22 @@
 #include "sim/collectives.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
 
 namespace parasim::sim {
+
+std::string_view to_string(Protocol p) {
+  switch (p) {
+    case Protocol::simple: return "Simple";
+    case Protocol::ll128: return "LL128";
+    case Protocol::ll: return "LL";
+  }
+  return "?";
+}
 
 std::string_view to_string(Algorithm a) {
   switch (a) {
@@ -93,6 +104,59 @@ void add_ring(std::vector<Phase>& phases, Network& net, const std::vector<int>& 
   phases.push_back(std::move(p));
 }
 
+// The nodes of a group in the order their first member appears, each with its members.
+std::vector<std::vector<int>> nodes_in_order(const topology::Cluster& cluster, const std::vector<int>& devices) {
+  std::vector<std::vector<int>> out;
+  std::map<int, std::size_t> index;
+  for (int d : devices) {
+    auto [it, fresh] = index.try_emplace(cluster.node_of(d), out.size());
+    if (fresh) out.emplace_back();
+    out[it->second].push_back(d);
+  }
+  return out;
+}
+
+// Rings per NIC (rail) that NCCL runs for a ring over `d`: 1 inside a node, with one NIC,
+// or with an uneven or single member per node.
+int ring_channels(const Network& net, const std::vector<int>& d) {
+  const topology::Cluster& cluster = net.cluster();
+  if (cluster.spec().library != topology::CollectiveLibrary::nccl || cluster.spec().inter.nics_per_node < 2) return 1;
+  const auto nodes = nodes_in_order(cluster, d);
+  if (nodes.size() < 2) return 1;
+  const std::size_t k = nodes.front().size();
+  for (const auto& n : nodes) {
+    if (n.size() != k) return 1;
+  }
+  return static_cast<int>(std::min<std::size_t>(k, static_cast<std::size_t>(cluster.spec().inter.nics_per_node)));
+}
+
+// NCCL's rings across nodes, one per rail (collectives.hpp): ring c crosses between nodes
+// from the member at local index c to the next node's member at index c; inside each node
+// it visits the members from index c round to index c again.
+void add_channel_rings(std::vector<Phase>& phases, Network& net, const std::vector<int>& d, CollectiveOp op,
+                       double bytes, int channels) {
+  const auto nodes = nodes_in_order(net.cluster(), d);
+  const int n = static_cast<int>(d.size());
+  const std::size_t k = nodes.front().size();
+  const int steps = op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
+  const double each = steps * bytes / n / channels;
+  Phase p;
+  double max_latency = 0.0;
+  auto flow = [&](int src, int dst) {
+    p.flows.push_back({src, dst, -1, 0.0, each});
+    max_latency = std::max(max_latency, net.router().route(src, dst).latency);
+  };
+  for (std::size_t c = 0; c < static_cast<std::size_t>(channels); ++c) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const auto& local = nodes[i];
+      for (std::size_t j = 0; j < k; ++j) flow(local[(c + j) % k], local[(c + j + 1) % k]);
+      flow(local[c], nodes[(i + 1) % nodes.size()][c]);
+    }
+  }
+  p.delay = (steps - 1) * max_latency;
+  phases.push_back(std::move(p));
+}
+
 // Several rings at once (the concurrent rings of a hierarchical phase); the phase ends
 // when the last of them does.
 void add_rings(std::vector<Phase>& phases, Network& net, const std::vector<std::vector<int>>& rings, CollectiveOp op,
@@ -127,7 +191,13 @@ std::vector<Phase> build(Algorithm a, Network& net, const CollectiveCall& c) {
   if (n < 2) return phases;
   const topology::Cluster& cluster = net.cluster();
   switch (a) {
-    case Algorithm::ring: add_ring(phases, net, d, c.op, c.bytes); break;
+    case Algorithm::ring:
+      if (const int channels = ring_channels(net, d); channels > 1) {
+        add_channel_rings(phases, net, d, c.op, c.bytes, channels);
+      } else {
+        add_ring(phases, net, d, c.op, c.bytes);
+      }
+      break;
     case Algorithm::direct:
       add_direct(phases, d, c.bytes);
       if (c.op == CollectiveOp::all_reduce) add_direct(phases, d, c.bytes);
@@ -172,10 +242,37 @@ std::vector<Phase> build(Algorithm a, Network& net, const CollectiveCall& c) {
       add_rings(phases, net, inside, CollectiveOp::reduce_scatter, c.bytes);
       add_rings(phases, net, across, CollectiveOp::all_reduce, c.bytes / static_cast<double>(k));
       add_rings(phases, net, inside, CollectiveOp::all_gather, c.bytes);
+      if (cluster.spec().library == topology::CollectiveLibrary::nccl) {
+        // Pipelined: the chunks flow through the three phases at once.
+        Phase all;
+        for (Phase& ph : phases) {
+          all.delay += ph.delay;
+          all.flows.insert(all.flows.end(), ph.flows.begin(), ph.flows.end());
+        }
+        phases.assign(1, std::move(all));
+      }
       break;
     }
   }
   return phases;
+}
+
+// NCCL's latency before the flows replaces the links' pipeline fill: the first phase waits
+// it (less what the flows' own routes add), the others nothing; the flows carry `stretch`
+// times their bytes.
+void apply_choice(std::vector<Phase>& phases, Network& net, const Choice& choice) {
+  if (choice.latency < 0.0 && choice.stretch == 1.0) return;
+  double route = 0.0;
+  for (Phase& p : phases) {
+    double longest = 0.0;
+    for (FlowSpec& f : p.flows) {
+      f.bytes *= choice.stretch;
+      longest = std::max(longest, f.link >= 0 ? f.latency : net.router().route(f.src, f.dst).latency);
+    }
+    route += longest;
+    if (choice.latency >= 0.0) p.delay = 0.0;
+  }
+  if (choice.latency >= 0.0 && !phases.empty()) phases.front().delay = std::max(0.0, choice.latency - route);
 }
 
 struct Running {
@@ -235,11 +332,14 @@ bool spans_replicas(const Network& net, const CollectiveCall& c) {
   return std::any_of(c.devices.begin(), c.devices.end(), [&](int d) { return !net.represented(d); });
 }
 
-bool symmetric(Algorithm a) { return a == Algorithm::ring || a == Algorithm::direct || a == Algorithm::nvls; }
+bool symmetric(Algorithm a, const Network& net, const CollectiveCall& c) {
+  if (a == Algorithm::ring) return ring_channels(net, c.devices) == 1;
+  return a == Algorithm::direct || a == Algorithm::nvls;
+}
 
 std::vector<FlowEnds> flow_ends(Algorithm a, Network& net, const CollectiveCall& c) {
   std::vector<FlowEnds> out;
-  if (net.folded() && !symmetric(a) && spans_replicas(net, c)) return out;  // single flows: nothing to prepare
+  if (net.folded() && !symmetric(a, net, c) && spans_replicas(net, c)) return out;  // single flows: nothing to prepare
   for (const Phase& p : build(a, net, c)) {
     for (const FlowSpec& f : p.flows) {
       if (net.represented(owner(f))) out.push_back({f.src, f.dst, f.link});
@@ -261,7 +361,7 @@ bool applicable(Algorithm a, const topology::Cluster& cluster, const CollectiveC
     }
     case Algorithm::nvls:
       return all_reduce && c.devices.size() > 1 && cluster.spec().intra.fabric == topology::IntraFabric::nvswitch &&
-             by_node(cluster, c.devices).size() == 1;
+             cluster.spec().intra.nvls > 0.0 && by_node(cluster, c.devices).size() == 1;
   }
   return false;
 }
@@ -290,38 +390,146 @@ double estimate_seconds(Algorithm a, Network& net, const CollectiveCall& c) {
   return total;
 }
 
-Algorithm resolve(plan::Collective setting, Network& net, const CollectiveCall& c) {
+namespace {
+
+// Seconds the phases' flows take at the links' rates, latencies left out.
+double transfer_seconds(Algorithm a, Network& net, const CollectiveCall& c) {
+  CollectiveCall none = c;
+  none.bytes = 0.0;
+  return estimate_seconds(a, net, c) - estimate_seconds(a, net, none);
+}
+
+bool nvlink(const topology::ClusterSpec& spec) {
+  return spec.intra.fabric == topology::IntraFabric::nvswitch || spec.intra.fabric == topology::IntraFabric::nvlink_mesh;
+}
+
+// The protocol's stretch of the bytes, given the bus bandwidth the flows alone reach.
+double protocol_stretch(Protocol p, double flow_busbw, const topology::ClusterSpec& spec, int nodes) {
+  switch (p) {
+    case Protocol::simple: return 1.0;
+    case Protocol::ll128: return 1.0 / 0.92;
+    case Protocol::ll: {
+      const double cap = nodes > 1 ? 0.9 * spec.inter.nic_bandwidth * spec.inter.efficiency
+                                   : 0.37 * spec.intra.bandwidth * spec.intra.efficiency;
+      return flow_busbw > 0.0 ? flow_busbw / std::min(0.5 * flow_busbw, cap) : 2.0;
+    }
+  }
+  return 1.0;
+}
+
+double bus_factor(const CollectiveCall& c) {
+  const double n = static_cast<double>(c.devices.size());
+  return c.op == CollectiveOp::all_reduce ? 2.0 * (n - 1) / n : (n - 1) / n;
+}
+
+Choice nccl_choice(Algorithm a, Protocol p, Network& net, const CollectiveCall& c) {
+  const topology::Cluster& cluster = net.cluster();
+  const int nodes = static_cast<int>(by_node(cluster, c.devices).size());
+  Choice ch{a, p, nccl_latency(a, p, cluster, c), 1.0};
+  const double transfer = transfer_seconds(a, net, c);
+  const double busbw = transfer > 0.0 ? bus_factor(c) * c.bytes / transfer : 0.0;
+  ch.stretch = protocol_stretch(p, busbw, cluster.spec(), nodes);
+  if (a == Algorithm::nvls) ch.stretch /= cluster.spec().intra.nvls;
+  return ch;
+}
+
+}  // namespace
+
+double nccl_latency(Algorithm a, Protocol p, const topology::Cluster& cluster, const CollectiveCall& c) {
+  // NCCL's tuning constants in microseconds, [tree, ring][LL, LL128, Simple].
+  static constexpr double base[2][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}};
+  static constexpr double nvlink_hop[2][3] = {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}};
+  static constexpr double pci_hop[2][3] = {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}};
+  static constexpr double net_hop[2][3] = {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}};
+  const topology::ClusterSpec& spec = cluster.spec();
+  const auto pi = static_cast<std::size_t>(p == Protocol::ll ? 0 : p == Protocol::ll128 ? 1 : 2);
+  const int n = static_cast<int>(c.devices.size());
+  const int nodes = static_cast<int>(by_node(cluster, c.devices).size());
+  const double network = spec.inter.latency * 1e6 * (p == Protocol::simple ? 2.0 : 1.0);
+  if (a == Algorithm::nvls) return (25.0 + (nodes > 1 ? 18.0 + network : 0.0)) * 1e-6;
+  const std::size_t ai = a == Algorithm::tree ? 0 : 1;
+  const double intra = (nvlink(spec) ? nvlink_hop : pci_hop)[ai][pi];
+  const double inter = net_hop[ai][pi] + network;
+  double lat = base[ai][pi];
+  if (a == Algorithm::tree) {
+    lat += 2.0 * ((static_cast<double>(n) / nodes - 1.0) * intra + std::log2(static_cast<double>(nodes)) * inter);
+  } else {
+    const bool all_reduce = c.op == CollectiveOp::all_reduce;
+    const int steps = all_reduce ? 2 * (n - 1) : n - 1;
+    const int inter_steps = nodes > 1 ? (all_reduce ? 2 * (nodes - 1) : nodes - 1) : 0;
+    lat += (steps - inter_steps) * intra + inter_steps * inter;
+  }
+  return lat * 1e-6;
+}
+
+double estimate_seconds(const Choice& choice, Network& net, const CollectiveCall& c) {
+  if (choice.latency < 0.0 && choice.stretch == 1.0) return estimate_seconds(choice.algorithm, net, c);
+  const double transfer = transfer_seconds(choice.algorithm, net, c) * choice.stretch;
+  if (choice.latency < 0.0) {
+    CollectiveCall none = c;
+    none.bytes = 0.0;
+    return estimate_seconds(choice.algorithm, net, none) + transfer;
+  }
+  return choice.latency + transfer;
+}
+
+Choice choose(plan::Collective setting, Network& net, const CollectiveCall& c) {
   const topology::Cluster& cluster = net.cluster();
   auto or_ring = [&](Algorithm a) { return applicable(a, cluster, c) ? a : Algorithm::ring; };
+  std::vector<Algorithm> candidates;
   switch (setting) {
-    case plan::Collective::ring: return Algorithm::ring;
-    case plan::Collective::direct: return Algorithm::direct;
-    case plan::Collective::tree: return or_ring(Algorithm::tree);
-    case plan::Collective::hierarchical: return or_ring(Algorithm::hierarchical);
+    case plan::Collective::ring: candidates = {Algorithm::ring}; break;
+    case plan::Collective::direct: candidates = {Algorithm::direct}; break;
+    case plan::Collective::tree: candidates = {or_ring(Algorithm::tree)}; break;
+    case plan::Collective::hierarchical: candidates = {or_ring(Algorithm::hierarchical)}; break;
     case plan::Collective::nvls:
-      return applicable(Algorithm::nvls, cluster, c) ? Algorithm::nvls : or_ring(Algorithm::hierarchical);
-    case plan::Collective::automatic: break;
+      candidates = {applicable(Algorithm::nvls, cluster, c) ? Algorithm::nvls : or_ring(Algorithm::hierarchical)};
+      break;
+    case plan::Collective::automatic:
+      candidates = {Algorithm::ring};
+      for (Algorithm a : {Algorithm::tree, Algorithm::hierarchical, Algorithm::nvls}) {
+        if (applicable(a, cluster, c)) candidates.push_back(a);
+      }
+      break;
   }
-  Algorithm best = Algorithm::ring;
-  double best_time = estimate_seconds(Algorithm::ring, net, c);
-  for (Algorithm a : {Algorithm::tree, Algorithm::hierarchical, Algorithm::nvls}) {
-    if (!applicable(a, cluster, c)) continue;
-    const double t = estimate_seconds(a, net, c);
-    if (t < best_time) {
-      best = a;
-      best_time = t;
+  const bool nccl = cluster.spec().library == topology::CollectiveLibrary::nccl;
+  Choice best{candidates.front()};
+  double best_time = std::numeric_limits<double>::infinity();
+  for (Algorithm a : candidates) {
+    std::vector<Protocol> protocols{Protocol::simple};
+    if (nccl && a != Algorithm::nvls) {
+      protocols.push_back(Protocol::ll);
+      if (nvlink(cluster.spec())) protocols.push_back(Protocol::ll128);
+    }
+    for (Protocol p : protocols) {
+      const Choice ch = nccl ? nccl_choice(a, p, net, c) : Choice{a};
+      const double t = estimate_seconds(ch, net, c);
+      if (t < best_time) {
+        best = ch;
+        best_time = t;
+      }
     }
   }
   return best;
 }
 
+Algorithm resolve(plan::Collective setting, Network& net, const CollectiveCall& c) {
+  return choose(setting, net, c).algorithm;
+}
+
 void run_collective(Network& net, Algorithm a, CollectiveCall c, std::function<void()> done) {
+  run_collective(net, Choice{a}, std::move(c), std::move(done));
+}
+
+void run_collective(Network& net, const Choice& choice, CollectiveCall c, std::function<void()> done) {
   if (c.op == CollectiveOp::broadcast) throw std::invalid_argument("broadcast collectives are not modelled");
+  const Algorithm a = choice.algorithm;
   auto st = std::make_shared<Running>();
   st->net = &net;
   st->phases = build(a, net, c);
+  apply_choice(st->phases, net, choice);
   st->traffic = c.traffic;
-  st->single = net.folded() && !symmetric(a) && spans_replicas(net, c);
+  st->single = net.folded() && !symmetric(a, net, c) && spans_replicas(net, c);
   st->done = std::move(done);
   if (st->phases.empty()) {
     net.engine().after(Time{}, [st] { next_phase(st); });
@@ -335,11 +543,14 @@ void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devic
   run_collective(net, Algorithm::ring, CollectiveCall{op, std::move(devices), bytes}, std::move(done));
 }
 
-Algorithm AlgorithmCache::get(plan::Collective setting, Network& net, const CollectiveCall& c, int group, bool count) {
+const Choice& AlgorithmCache::get(plan::Collective setting, Network& net, const CollectiveCall& c, int group, bool count) {
   const auto key = std::make_tuple(static_cast<int>(setting), static_cast<int>(c.op), c.bytes, group);
   auto it = cache_.find(key);
-  if (it == cache_.end()) it = cache_.emplace(key, resolve(setting, net, c)).first;
-  if (count) ++uses_[it->second];
+  if (it == cache_.end()) it = cache_.emplace(key, choose(setting, net, c)).first;
+  if (count) {
+    ++uses_[std::string(to_string(it->second.algorithm))];
+    if (net.cluster().spec().library == topology::CollectiveLibrary::nccl) ++protocol_uses_[std::string(to_string(it->second.protocol))];
+  }
   return it->second;
 }
 

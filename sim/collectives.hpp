@@ -35,10 +35,34 @@
 //               estimate of a phase is its latency steps plus the load of its most
 //               loaded link over that link's bandwidth, with every flow of the phase on
 //               its route (contention inside the collective counted, other traffic not).
+//
+// Under NCCL (cluster.collectives: nccl, the default on GPUs) a collective runs with one of
+// NCCL's protocols, and its latency is NCCL's, not the links' (NCCL's tuning model,
+// src/graph/tuning.cc: a base latency per algorithm and protocol plus a latency per step
+// inside a node (NVLink or PCIe) and per step across nodes):
+//   ring    base + (steps - inter steps)·intra + inter steps·inter, steps 2(n-1) for
+//           all-reduce and n-1 for reduce-scatter / all-gather, inter steps likewise over nodes
+//   tree    base + 2((n/nodes - 1)·intra + log2(nodes)·inter)
+//   nvls    25 us (+ 18 us and the network's latency across nodes)
+//   base    ring LL 6.6, LL128 14, Simple 8.4 us; tree 6.8, 14, 8.4 us
+//   intra   NVLink: ring 0.6 / 1.9 / 3.4 us, tree 0.6 / 1.25 / 4 us; PCIe: ring 1 / 2.5 / 5.7 us
+//   inter   ring 2.7 / 4 / 14 us, tree 5 / 8.5 / 14 us, plus the network latency (twice for Simple)
+// and its flows carry the bytes the protocol puts on the wire: Simple all of the link's
+// rate, LL128 0.92 of it (120 data bytes per 128), LL half (a flag per 4 data bytes), capped
+// at 0.37 of a GPU's usable NVLink rate inside a node and 0.9 of a NIC across nodes. NVLS
+// runs Simple at the switch's `nvls` share of the port rate, and only where the NVSwitch
+// reduces (cluster.intra_node.nvls > 0: H100 generation on). For each call auto takes the
+// fastest (algorithm, protocol) by these estimates, as NCCL's tuner does. A ring across
+// nodes runs one channel per NIC (rail-aligned, as NCCL's rings over a DGX): with k members
+// per node and N NICs, C = min(k, N) rings each carry S/C, ring c leaving and entering
+// every node through the member on rail c (the last member of the node's segment hands its
+// data to it over NVLink, as NCCL's PXN does), so all C NICs carry the inter-node steps.
+// Hierarchical phases are pipelined (they run as one phase of all their flows).
 #pragma once
 
 #include <functional>
 #include <map>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <vector>
@@ -50,6 +74,8 @@ namespace parasim::sim {
 
 enum class Algorithm { ring, tree, hierarchical, nvls, direct };
 std::string_view to_string(Algorithm a);
+enum class Protocol { simple, ll128, ll };
+std::string_view to_string(Protocol p);
 
 struct CollectiveCall {
   plan::CollectiveOp op = plan::CollectiveOp::all_reduce;
@@ -61,21 +87,41 @@ struct CollectiveCall {
 // Whether `a` can run `c` as itself (rather than falling back).
 bool applicable(Algorithm a, const topology::Cluster& cluster, const CollectiveCall& c);
 
-// The uncontended estimate described above, in seconds.
-double estimate_seconds(Algorithm a, Network& net, const CollectiveCall& c);
+// How one call runs: the algorithm, the protocol, the latency before its flows (NCCL's,
+// or < 0: the links' own, as MPI) and the factor its flows' bytes are stretched by (the
+// protocol's and NVLS's share of the link rate).
+struct Choice {
+  Algorithm algorithm = Algorithm::ring;
+  Protocol protocol = Protocol::simple;
+  double latency = -1.0;
+  double stretch = 1.0;
+};
 
-// The algorithm a plan's setting runs `c` with, after fallbacks; auto chooses by estimate.
+// NCCL's latency of algorithm `a` with protocol `p` for `c`, in seconds (the model above).
+double nccl_latency(Algorithm a, Protocol p, const topology::Cluster& cluster, const CollectiveCall& c);
+
+// The uncontended estimate described above, in seconds: by the links alone (`a`), or as
+// `choice` runs it.
+double estimate_seconds(Algorithm a, Network& net, const CollectiveCall& c);
+double estimate_seconds(const Choice& choice, Network& net, const CollectiveCall& c);
+
+// How a plan's setting runs `c`, after fallbacks; auto chooses by estimate (and, under
+// NCCL, the protocol too).
+Choice choose(plan::Collective setting, Network& net, const CollectiveCall& c);
+// choose()'s algorithm.
 Algorithm resolve(plan::Collective setting, Network& net, const CollectiveCall& c);
 
-// Runs `c` with algorithm `a` (which must be what resolve() gives, or applicable);
+// Runs `c` as `choice` says (its algorithm must be what choose() gives, or applicable);
 // `done` runs when every member has its result.
+void run_collective(Network& net, const Choice& choice, CollectiveCall c, std::function<void()> done);
+// With the links' latencies and no protocol (tests).
 void run_collective(Network& net, Algorithm a, CollectiveCall c, std::function<void()> done);
 
 // Whether an algorithm's flows over a group are the same after shifting the members one
 // position round the group (so a folded simulation can run one member's share of them).
 // Folded, a collective across the replicas by another algorithm runs all of its flows,
 // each standing for itself (network.hpp), which makes the folding approximate.
-bool symmetric(Algorithm a);
+bool symmetric(Algorithm a, const Network& net, const CollectiveCall& c);
 bool spans_replicas(const Network& net, const CollectiveCall& c);
 
 // The ends of the flows run_collective() would start for `c` that stand for copies in the
@@ -86,17 +132,20 @@ std::vector<FlowEnds> flow_ends(Algorithm a, Network& net, const CollectiveCall&
 void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devices, double bytes,
                      std::function<void()> done);
 
-// Remembers resolve()'s answer per (setting, op, bytes, group): a step repeats the same
+// Remembers choose()'s answer per (setting, op, bytes, group): a step repeats the same
 // calls on the same groups many times. `group` identifies c.devices (a Program group).
 class AlgorithmCache {
  public:
   // Counts the use unless `count` is false (a look-ahead).
-  Algorithm get(plan::Collective setting, Network& net, const CollectiveCall& c, int group, bool count = true);
-  [[nodiscard]] const std::map<Algorithm, std::uint64_t>& uses() const { return uses_; }
+  const Choice& get(plan::Collective setting, Network& net, const CollectiveCall& c, int group, bool count = true);
+  // Instances per algorithm ("ring", "nvls", ...), and per protocol ("LL128", ...).
+  [[nodiscard]] const std::map<std::string, std::uint64_t>& uses() const { return uses_; }
+  [[nodiscard]] const std::map<std::string, std::uint64_t>& protocol_uses() const { return protocol_uses_; }
 
  private:
-  std::map<std::tuple<int, int, double, int>, Algorithm> cache_;
-  std::map<Algorithm, std::uint64_t> uses_;
+  std::map<std::tuple<int, int, double, int>, Choice> cache_;
+  std::map<std::string, std::uint64_t> uses_;
+  std::map<std::string, std::uint64_t> protocol_uses_;
 };
 
 }  // namespace parasim::sim

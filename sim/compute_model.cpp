@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -38,8 +39,15 @@ DeviceProfile default_profile(const topology::DeviceSpec& device) {
   p.name = device.name + " (datasheet)";
   p.device = device.name;
   p.peak = device.peak_flops;
+  p.kernels = device.kernels;
+  p.host = device.host;
   const bool cpu = device.name == "cpu-core";
-  if (cpu) {
+  if (device.kernels.present()) {
+    // The kernel model: GEMMs by tiles and waves (no efficiency curve), streaming kernels
+    // at the device's achieved share of its bandwidth, launch cost per kernel.
+    p.memory_bandwidth = device.memory_bandwidth * device.kernels.memory_efficiency;
+    p.launch_overhead = device.kernels.launch;
+  } else if (cpu) {
     // One core with a tuned BLAS: good efficiency from modest sizes, no launch cost to
     // speak of, STREAM-like bandwidth.
     p.gemm_efficiency = {{16, 0.10}, {64, 0.45}, {128, 0.65}, {256, 0.78}, {512, 0.85}, {1024, 0.88}};
@@ -247,8 +255,91 @@ double op_seconds(const DeviceProfile& p, std::span<const plan::Gemm> gemms, dou
   return t + rest / (own_rate ? p.optimizer_bandwidth : p.memory_bandwidth) + p.launch_overhead;
 }
 
+namespace {
+
+double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+// A GEMM by tiles and waves (see the header).
+double gemm_tile_seconds(const DeviceProfile& p, const plan::Kernel& g, double peak) {
+  struct Tile {
+    double m, n;
+  };
+  static constexpr Tile tiles[] = {{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128}, {64, 64}};
+  const topology::KernelSpec& ks = p.kernels;
+  const double sms = ks.sms;
+  const double sm_rate = peak / sms * ks.gemm_efficiency;
+  const double ridge = ks.l2_bandwidth > 0.0 ? peak / ks.l2_bandwidth : 0.0;  // FLOP per byte the L2 sustains
+  const auto m = static_cast<double>(g.m);
+  const auto n = static_cast<double>(g.n);
+  const auto k = static_cast<double>(g.k);
+  const auto batch = static_cast<double>(g.batch);
+  double best = std::numeric_limits<double>::infinity();
+  for (const Tile& t : tiles) {
+    const double intensity = 2.0 * t.m * t.n / ((t.m + t.n) * g.element);
+    const double rate = sm_rate * (ridge > 0.0 ? std::min(1.0, intensity / ridge) : 1.0);
+    const double count = ceil_div(m, t.m) * ceil_div(n, t.n) * batch;
+    for (double split : {1.0, 2.0, 4.0, 8.0}) {
+      if (split > 1.0 && (count * split > 2.0 * sms || k / split < 256.0)) break;
+      double secs = ceil_div(count * split, sms) * 2.0 * t.m * t.n * std::ceil(k / split) / rate;
+      if (split > 1.0) secs += split * m * n * batch * 8.0 / p.memory_bandwidth;  // fp32 partials out and back
+      best = std::min(best, secs);
+    }
+  }
+  return best;
+}
+
+double flash_seconds(const DeviceProfile& p, const plan::Kernel& k, double peak) {
+  const double efficiency = k.kind == plan::KernelKind::flash_forward ? p.kernels.flash_forward : p.kernels.flash_backward;
+  const double blocks = ceil_div(static_cast<double>(k.m), 128.0) * static_cast<double>(k.batch);
+  const double sms = std::max(1, p.kernels.sms);
+  const double filled = blocks / (ceil_div(blocks, sms) * sms);
+  return k.flops() / (peak * efficiency * filled);
+}
+
+}  // namespace
+
+double kernel_work_seconds(const DeviceProfile& p, const plan::Kernel& k, topology::Dtype dtype) {
+  const double peak = p.peak[static_cast<std::size_t>(dtype)];
+  const double stream = k.io_bytes() / p.memory_bandwidth;
+  switch (k.kind) {
+    case plan::KernelKind::memory: return stream;
+    case plan::KernelKind::gemm: {
+      double compute = 0.0;
+      if (!p.gemm_efficiency.empty() || !p.kernel_model()) {
+        const double size = std::cbrt(static_cast<double>(k.m) * static_cast<double>(k.n) * static_cast<double>(k.k));
+        compute = k.flops() / (peak * p.efficiency(size));
+      } else {
+        compute = gemm_tile_seconds(p, k, peak);
+      }
+      return std::max(compute, stream);
+    }
+    case plan::KernelKind::flash_forward:
+    case plan::KernelKind::flash_backward: return std::max(flash_seconds(p, k, peak), stream);
+  }
+  return 0.0;
+}
+
+double kernels_seconds(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype,
+                       double first_issue, double dispatch) {
+  double end = 0.0;
+  double issue = first_issue;
+  for (const plan::Kernel& k : kernels) {
+    end = std::max(issue, end) + p.launch_overhead + kernel_work_seconds(p, k, dtype);
+    issue += dispatch;
+  }
+  return end;
+}
+
+double dispatch_seconds(const DeviceProfile& p, plan::Category c) {
+  return c == plan::Category::backward ? p.host.backward : p.host.forward;
+}
+
 double compute_seconds(const DeviceProfile& p, const plan::Program& program, const plan::Op& op,
                        topology::Dtype dtype) {
+  if (p.kernel_model() && op.kernels >= 0) {
+    return kernels_seconds(p, program.kernel_sets[static_cast<std::size_t>(op.kernels)], dtype, 0.0,
+                           dispatch_seconds(p, op.category));
+  }
   const double passes = op.category == plan::Category::backward ? 2.0 : 1.0;
   std::span<const plan::Gemm> gemms;
   if (op.gemms >= 0) gemms = program.gemm_sets[static_cast<std::size_t>(op.gemms)];

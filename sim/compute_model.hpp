@@ -1,11 +1,34 @@
 // Time of a compute op on a device.
 //
-// A GEMM of F FLOPs moving M bytes takes max(F / (peak(dtype) · eff(size)), M / bw) plus
-// a launch overhead, where size = (m·n·k)^(1/3) and eff(size) is interpolated linearly in
-// log(size) between the profile's points (clamped at the ends): a 1024³ GEMM reaches a
-// fraction of what an 8192³ one does. Backward ops run each forward GEMM twice (data and
-// weight gradients have the same FLOPs). The rest of an op's memory traffic (norms,
-// softmax, activations, the optimizer) moves at the memory bandwidth.
+// Kernel level (devices with a kernel model: the GPU presets). A compute op is the list of
+// kernels a real implementation launches for it (plan/kernels.hpp), run one after another
+// on the device's stream:
+//   GEMM       tiles of 256x128 ... 64x64 outputs, each tile on one SM; the tiles run in
+//              waves of `sms`, so a GEMM of 12 tiles on 108 SMs takes as long as one of 108
+//              (wave quantization). A tile's main loop sustains gemm_efficiency of the
+//              SM's share of the peak, less when it is too small to reuse its operands:
+//              it needs (tm + tn)·e bytes from L2 per 2·tm·tn FLOPs, so its rate is capped
+//              by l2_bandwidth / sms · 2·tm·tn / ((tm + tn)·e). Split-K (2, 4, 8 slices, fp32
+//              partials summed afterwards) is tried when the tiles do not fill the device;
+//              the fastest choice is taken, as cuBLAS's heuristics aim to. Never faster
+//              than its operands take to stream from memory.
+//   memory     element-wise and reduction kernels: bytes / (memory_bandwidth · memory_efficiency)
+//   flash      FlashAttention: its FLOPs (causal: half) at flash_forward / flash_backward of
+//              the peak, on blocks of 128 queries (keys) per batch and head, in waves.
+// Each kernel also costs `launch` on the device. The host issues the kernels one every
+// `dispatch` seconds (HostSpec: Python's eager forward, autograd's backward), and a kernel
+// cannot start before it is issued: with h_i the issue time of kernel i and w_i its work,
+//   start_i = max(h_i, end_{i-1}),  end_i = start_i + launch + w_i
+// so small kernels run at the host's pace and large ones hide it (the host runs ahead).
+//
+// Without a kernel model (CPU cores, custom devices, measured CPU profiles), an op's time
+// is its GEMMs plus the rest of its bytes: a GEMM of F FLOPs moving M bytes takes
+// max(F / (peak(dtype) · eff(size)), M / bw) plus a launch overhead, where size =
+// (m·n·k)^(1/3) and eff(size) is interpolated linearly in log(size) between the profile's
+// points (clamped at the ends): a 1024³ GEMM reaches a fraction of what an 8192³ one does.
+// Backward ops run each forward GEMM twice (data and weight gradients have the same FLOPs).
+// The rest of an op's memory traffic (norms, softmax, activations, the optimizer) moves at
+// the memory bandwidth.
 //
 // Built-in profiles (default_profile) take peak rates and memory bandwidth from the
 // device's datasheet and a typical efficiency curve for its kind; a measured profile
@@ -20,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "plan/kernels.hpp"
 #include "plan/program.hpp"
 #include "topology/cluster_spec.hpp"
 #include "topology/device.hpp"
@@ -56,6 +80,10 @@ struct DeviceProfile {
   // bytes scaled by collective_slowdown(), so that on an uncontended link it takes the
   // measured time (the busbw already counts the algorithm's share of S on the wire).
   std::vector<CollectiveCurve> collectives;
+  topology::KernelSpec kernels;  // sms > 0: the kernel-level model above
+  topology::HostSpec host;
+
+  [[nodiscard]] bool kernel_model() const { return kernels.present(); }
 
   [[nodiscard]] double efficiency(double size) const;
   // intra_node bandwidth / the measured busbw of `op` at `bytes` (log-linear between
@@ -80,8 +108,20 @@ double gemm_seconds(const DeviceProfile& p, const plan::Gemm& g, topology::Dtype
 // without GEMMs its fp32 `flops`, plus a launch.
 double op_seconds(const DeviceProfile& p, std::span<const plan::Gemm> gemms, double passes, double flops, double bytes,
                   bool optimizer, topology::Dtype dtype);
-// Duration of a compute op of `program`.
+// Duration of a compute op of `program` on an idle host (without a kernel model: the
+// legacy timing; with one: the kernels issued as the host can, the first at once).
 double compute_seconds(const DeviceProfile& p, const plan::Program& program, const plan::Op& op,
                        topology::Dtype dtype);
+
+// --- kernel level ------------------------------------------------------------------------
+// Seconds of one kernel's work on the device, launch excluded.
+double kernel_work_seconds(const DeviceProfile& p, const plan::Kernel& k, topology::Dtype dtype);
+// Seconds from when the device is ready until the last of `kernels` ends, when the host
+// issues the first `first_issue` seconds after that (0 or less: already issued) and each
+// next one `dispatch` seconds after the previous.
+double kernels_seconds(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype,
+                       double first_issue, double dispatch);
+// Host seconds to issue one kernel of an op of category `c`.
+double dispatch_seconds(const DeviceProfile& p, plan::Category c);
 
 }  // namespace parasim::sim

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "plan/accounting.hpp"
+#include "plan/kernels.hpp"
 #include "plan/program.hpp"
 #include "plan/schedule.hpp"
 #include "report/metrics.hpp"
@@ -111,7 +112,7 @@ struct Estimator::Impl {
         std::all_of(call.devices.begin(), call.devices.end(), [&](int r) { return cluster.node_of(r) == node; })) {
       call.bytes *= profile.collective_slowdown(op, static_cast<int>(call.devices.size()), call.bytes);
     }
-    const Algorithm a = resolve(p.collective, net, call);
+    const Choice a = choose(p.collective, net, call);
     // Sharing stretches the transfer, not the latency.
     const double full = estimate_seconds(a, net, call);
     CollectiveCall empty = call;
@@ -153,6 +154,29 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   auto op = [&](const std::vector<plan::Gemm>& g, double passes, double bytes) {
     return op_seconds(prof, g, passes, 0.0, bytes, false, dtype);
   };
+  // Kernel level: a pass takes its kernels' device time and its collectives, or the host's
+  // time to issue them, whichever is longer (the simulator interleaves the two exactly).
+  const bool kernels = prof.kernel_model();
+  const plan::KernelPlan kp = plan::kernel_plan(s);
+  auto device = [&](const std::vector<plan::Kernel>& ks) {
+    double sum_t = 0.0;
+    for (const plan::Kernel& k : ks) sum_t += prof.launch_overhead + kernel_work_seconds(prof, k, dtype);
+    return sum_t;
+  };
+  auto pass = [&](const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) {
+    const double host = static_cast<double>(ks.size()) * dispatch_seconds(prof, c) + calls * prof.host.communication;
+    return std::max(device(ks) + comm, host);
+  };
+  // With pipeline stages the host waits for each transfer (Megatron synchronises), so it
+  // starts issuing a chunk's kernels only when the chunk starts: the first pass of a chunk
+  // waits for the host from its first kernel on (the recurrence of compute_model.hpp); what
+  // that costs beyond pass().
+  auto cold_start = [&](const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) {
+    const double d = dispatch_seconds(prof, c);
+    const double host = static_cast<double>(ks.size()) * d + calls * prof.host.communication;
+    return std::max(kernels_seconds(prof, ks, dtype, d, d) + comm, host) - pass(ks, c, comm, calls);
+  };
+  double start_f = 0.0, start_b = 0.0;  // per chunk and micro-batch, pipelines only
 
   // Per layer and micro-batch on one rank: forward, recompute, backward (tp waits included),
   // and the tp communication among them.
@@ -185,36 +209,69 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     const double sum = im.collective(s, Dim::tp, sum_op, act, 0, overlap);
     const double gather = sp ? im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0, overlap) : 0.0;
     double f = 0.0, b = 0.0, tp_comm = 0.0;
-    if (p.tp == 1) {
+    const int calls = p.tp == 1 ? 0 : sp ? 4 : 2;  // tp collectives per layer pass
+    if (p.tp > 1) tp_comm = 2.0 * (sum + gather);
+    if (kernels) {
+      const auto kf = plan::layer_kernels(kp, plan::LayerPart::whole, false);
+      const auto kb = plan::layer_kernels(kp, plan::LayerPart::whole, true);
+      f = pass(kf, plan::Category::forward, tp_comm, calls);
+      b = pass(kb, plan::Category::backward, tp_comm, calls);
+      if (p.pp > 1) {
+        start_f = cold_start(kf, plan::Category::forward, tp_comm, calls);
+        start_b = t.recompute == plan::Recompute::full ? start_f : cold_start(kb, plan::Category::backward, tp_comm, calls);
+      }
+    } else if (p.tp == 1) {
       f = op(g, 1.0, io_bytes(g, e) + ew);
       b = op(g, 2.0, 2.0 * io_bytes(g, e) + ew);
     } else {
-      tp_comm = 2.0 * (sum + gather);
       f = op(att, 1.0, io_bytes(att, e) + ew / 2) + op(mlp, 1.0, io_bytes(mlp, e) + ew / 2) + tp_comm;
       b = op(att, 2.0, 2.0 * io_bytes(att, e) + ew / 2) + op(mlp, 2.0, 2.0 * io_bytes(mlp, e) + ew / 2) + tp_comm;
     }
-    const double r = t.recompute == plan::Recompute::full        ? f
-                     : t.recompute == plan::Recompute::selective ? op(core, 1.0, io_bytes(core, e))
-                                                                 : 0.0;
+    double r = 0.0;
+    if (t.recompute == plan::Recompute::full) {
+      r = f;
+    } else if (t.recompute == plan::Recompute::selective) {
+      r = kernels ? pass(plan::layer_kernels(kp, plan::LayerPart::attention_core, false), plan::Category::recompute, 0.0, 0)
+                  : op(core, 1.0, io_bytes(core, e));
+    }
     std::fill(fwd.begin(), fwd.end(), f);
     std::fill(rec.begin(), rec.end(), r);
     std::fill(bwd.begin(), bwd.end(), b);
     tp_per_layer = tp_comm * (t.recompute == plan::Recompute::full ? 3.0 : 2.0);
-    emb_f = op({}, 1.0, act) + (p.tp > 1 ? sum : 0.0);
-    emb_b = op({}, 1.0, act) + gather;
     const double stats = p.tp > 1 ? im.collective(s, Dim::tp, CollectiveOp::all_gather,
                                                   3.0 * 4.0 * m.seq_len * t.micro_batch * p.tp, 0, overlap)
                                   : 0.0;
-    head_f = gather + op(head, 1.0, io_bytes(head, e)) + stats;
-    head_b = op(head, 2.0, 2.0 * io_bytes(head, e)) + (p.tp > 1 ? sum : 0.0);
+    if (kernels) {
+      emb_f = pass(plan::embedding_kernels(kp, false), plan::Category::forward, 0.0, 0) + (p.tp > 1 ? sum : 0.0);
+      emb_b = pass(plan::embedding_kernels(kp, true), plan::Category::backward, 0.0, 0) + gather;
+      head_f = gather + pass(plan::head_kernels(kp, false), plan::Category::forward, 0.0, 0) + stats;
+      head_b = pass(plan::head_kernels(kp, true), plan::Category::backward, 0.0, 0) + (p.tp > 1 ? sum : 0.0);
+    } else {
+      emb_f = op({}, 1.0, act) + (p.tp > 1 ? sum : 0.0);
+      emb_b = op({}, 1.0, act) + gather;
+      head_f = gather + op(head, 1.0, io_bytes(head, e)) + stats;
+      head_b = op(head, 2.0, 2.0 * io_bytes(head, e)) + (p.tp > 1 ? sum : 0.0);
+    }
     tp_ends = p.tp > 1 ? 2.0 * (sum + gather) + stats : 0.0;
   } else {
     for (int l = 0; l < layers; ++l) {
       const plan::GenericLayer& gl = m.generic_layers[static_cast<std::size_t>(l)];
       const std::vector<plan::Gemm> g{plan::generic_layer_gemm(gl, t.micro_batch)};
       const double a = gl.activations * t.micro_batch * e;
-      fwd[static_cast<std::size_t>(l)] = op(g, 1.0, io_bytes(g, e) + a);
-      bwd[static_cast<std::size_t>(l)] = op(g, 2.0, 2.0 * io_bytes(g, e) + a);
+      if (kernels) {
+        // As compile() lists them: the GEMM and its activations; data and weight gradients.
+        const plan::Gemm& x = g.front();
+        const std::vector<plan::Kernel> kf{{plan::KernelKind::gemm, "layer", x.m, x.n, x.k, 1, e, 0, 0.0, false},
+                                           {plan::KernelKind::memory, "activation", 0, 0, 0, 1, e, 0, a, false}};
+        const std::vector<plan::Kernel> kb{{plan::KernelKind::gemm, "layer-dgrad", x.m, x.k, x.n, 1, e, 0, 0.0, false},
+                                           {plan::KernelKind::gemm, "layer-wgrad", x.k, x.n, x.m, 1, e, kp.grad_element, 0.0, false},
+                                           {plan::KernelKind::memory, "activation-grad", 0, 0, 0, 1, e, 0, a, false}};
+        fwd[static_cast<std::size_t>(l)] = pass(kf, plan::Category::forward, 0.0, 0);
+        bwd[static_cast<std::size_t>(l)] = pass(kb, plan::Category::backward, 0.0, 0);
+      } else {
+        fwd[static_cast<std::size_t>(l)] = op(g, 1.0, io_bytes(g, e) + a);
+        bwd[static_cast<std::size_t>(l)] = op(g, 2.0, 2.0 * io_bytes(g, e) + a);
+      }
       rec[static_cast<std::size_t>(l)] = t.recompute == plan::Recompute::full ? fwd[static_cast<std::size_t>(l)] : 0.0;
     }
   }
@@ -228,6 +285,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     double f = 0.0, b = 0.0;
     for (int c = 0; c < v; ++c) {
       const auto [first, last] = plan::chunk_layers(layers, p.pp, v, st, c);
+      f += start_f;
+      b += start_b;
       for (int l = first; l < last; ++l) {
         f += fwd[static_cast<std::size_t>(l)];
         b += rec[static_cast<std::size_t>(l)] + bwd[static_cast<std::size_t>(l)];
@@ -248,7 +307,9 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const double w_max = *std::max_element(work.begin(), work.end());
   double w_sum = 0.0;
   for (double w : work) w_sum += w;
-  const double boundary = transformer ? act / (sp ? p.tp : 1) : 0.0;
+  // Megatron's scatter-gather sends 1/tp per rank and gathers it over tp on arrival.
+  const bool scatter = transformer && p.tp > 1 && !sp && p.pp_scatter_gather;
+  const double boundary = transformer ? act / (sp || scatter ? p.tp : 1) : 0.0;
   double t_p2p = 0.0;
   if (p.pp > 1) {
     for (int st = 0; st + 1 < p.pp; ++st) {
@@ -259,6 +320,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
                                              t.micro_batch * e;
       t_p2p = std::max(t_p2p, im.transfer(p, st, bytes));
     }
+    if (scatter) t_p2p += im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0);
   }
   // Each micro-batch's round trip through the pipeline waits on its transfers: a cycle
   // of the steady state is the slowest stage's work plus a receive each way per chunk.
@@ -331,7 +393,11 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       free += 2.0 * im.transfer(p, p.pp - 1, word * e);
     }
     const double shard = params / (p.zero == 1 ? p.dp : 1);
-    const double opt = op_seconds(prof, {}, 1.0, 12.0 * shard, (24.0 + 2.0 * e) * shard, true, dtype);
+    // The host waits for the gradients before the step (the overflow and norm checks), then
+    // issues the optimizer's kernels.
+    const double d_opt = dispatch_seconds(prof, plan::Category::optimizer);
+    const double opt = kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
+                               : op_seconds(prof, {}, 1.0, 12.0 * shard, (24.0 + 2.0 * e) * shard, true, dtype);
     double end = free + opt;
     if (p.zero == 1 && p.dp > 1) {
       for (double bucket : buckets) end += im.collective(s, Dim::dp, CollectiveOp::all_gather, bucket * e, st);

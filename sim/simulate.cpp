@@ -78,6 +78,12 @@ class Runner {
     if (prog.world > cluster_.gpu_count()) throw std::invalid_argument("the program has more ranks than the cluster");
     if (prog.one_replica()) fold(options.approximate);
     if (counters_) start_counters();
+    host_model_ = profile.host.forward > 0.0 || profile.host.backward > 0.0 || profile.host.communication > 0.0;
+    if (host_model_) {
+      issue_.assign(n, -1);
+      retry_.assign(n, 0);
+      host_.resize(prog.order.size());
+    }
   }
 
   // A one-replica Program: the network folds the other replicas onto replica 0 and learns,
@@ -101,8 +107,8 @@ class Runner {
     for (const auto& members : instances_) {
       const Op& o = prog_.ops[static_cast<std::size_t>(members.front())];
       const CollectiveCall call = call_of(o);
-      const Algorithm a = algorithms_.get(s_.plan.collective, net_, call, o.group, false);
-      if (!symmetric(a) && spans_replicas(net_, call)) net_.mark_approximate();
+      const Algorithm a = algorithms_.get(s_.plan.collective, net_, call, o.group, false).algorithm;
+      if (!symmetric(a, net_, call) && spans_replicas(net_, call)) net_.mark_approximate();
       const auto fe = flow_ends(a, net_, call);
       ends.insert(ends.end(), fe.begin(), fe.end());
     }
@@ -115,6 +121,9 @@ class Runner {
   }
 
   report::Trace run(SimStats* stats) {
+    if (host_model_) {
+      for (std::size_t r = 0; r < prog_.order.size(); ++r) advance_host(r);
+    }
     for (std::size_t r = 0; r < prog_.order.size(); ++r) {
       for (std::int64_t id : prog_.order[r]) {
         const Op& o = prog_.ops[static_cast<std::size_t>(id)];
@@ -145,7 +154,8 @@ class Runner {
       stats->ops = prog_.ops.size();
       stats->replicas = net_.replica_count();
       stats->exact = net_.exact();
-      for (const auto& [a, n] : algorithms_.uses()) stats->algorithms[std::string(to_string(a))] = n;
+      stats->algorithms = algorithms_.uses();
+      stats->protocols = algorithms_.protocol_uses();
     }
     return t;
   }
@@ -163,7 +173,65 @@ class Runner {
   }
 
   bool ready(std::int64_t id) const {
-    return !started_[static_cast<std::size_t>(id)] && waiting_[static_cast<std::size_t>(id)] == 0 && at_head(id);
+    return !started_[static_cast<std::size_t>(id)] && waiting_[static_cast<std::size_t>(id)] == 0 && at_head(id) &&
+           issued(id);
+  }
+
+  // --- the host (profiles with host costs) ---------------------------------------------
+  // Each rank's host issues its ops in program order, spending the profile's dispatch time
+  // per kernel (compute ops) or per call (communication), and stops after an op marked
+  // host_sync until that op completes. An op cannot start before it is issued; a compute
+  // op's later kernels are issued while it runs (compute_model.hpp).
+  struct Host {
+    std::int64_t clock = 0;   // ps: when the host is free to issue the next op
+    std::size_t cursor = 0;   // next op of the rank's order to issue
+    std::int64_t waiting_for = -1;  // a host_sync op not yet complete
+  };
+
+  bool issued(std::int64_t id) const {
+    return !host_model_ || (issue_[static_cast<std::size_t>(id)] >= 0 &&
+                            issue_[static_cast<std::size_t>(id)] <= engine_.now().picoseconds());
+  }
+
+  std::int64_t dispatch_ps(const Op& o) const {
+    return Time::seconds(o.kind == OpKind::compute ? dispatch_seconds(profile_, o.category) : profile_.host.communication)
+        .picoseconds();
+  }
+
+  void advance_host(std::size_t rank) {
+    Host& h = host_[rank];
+    const auto& order = prog_.order[rank];
+    std::vector<std::int64_t> fresh;
+    while (h.cursor < order.size()) {
+      if (h.waiting_for >= 0) {
+        if (!done_[static_cast<std::size_t>(h.waiting_for)]) break;
+        h.waiting_for = -1;
+        h.clock = std::max(h.clock, engine_.now().picoseconds());
+      }
+      const std::int64_t id = order[h.cursor++];
+      const Op& o = prog_.ops[static_cast<std::size_t>(id)];
+      // A compute op costs a dispatch per kernel (none without kernels: a generic model's
+      // empty embedding step), a communication op one call.
+      std::int64_t count = 1;
+      if (o.kind == OpKind::compute) {
+        count = o.kernels >= 0 ? static_cast<std::int64_t>(prog_.kernel_sets[static_cast<std::size_t>(o.kernels)].size()) : 0;
+      }
+      const std::int64_t each = dispatch_ps(o);
+      issue_[static_cast<std::size_t>(id)] = h.clock + (count > 0 ? each : 0);
+      h.clock += each * count;
+      if (o.host_sync) h.waiting_for = id;
+      fresh.push_back(id);
+    }
+    for (std::int64_t id : fresh) try_start(id);
+  }
+
+  // Tries `id` again when it is issued, if that is later.
+  void retry_when_issued(std::int64_t id) {
+    const auto i = static_cast<std::size_t>(id);
+    const std::int64_t now = engine_.now().picoseconds();
+    if (!host_model_ || issue_[i] <= now || retry_[i]) return;
+    retry_[i] = 1;
+    engine_.after(Time::ps(issue_[i] - now), [this, id] { try_start(id); });
   }
 
   void try_lane(std::size_t lane) {
@@ -171,13 +239,25 @@ class Runner {
   }
 
   void try_start(std::int64_t id) {
+    if (!issued(id)) {
+      retry_when_issued(id);
+      return;
+    }
     if (!ready(id)) return;
     const Op& o = prog_.ops[static_cast<std::size_t>(id)];
     switch (o.kind) {
       case OpKind::compute: {
         mark_started(id);
         if (counters_) memory_on_start(o);
-        const double secs = compute_seconds(profile_, prog_, o, s_.training.precision);
+        double secs = 0.0;
+        if (host_model_ && profile_.kernel_model() && o.kernels >= 0) {
+          // The first kernel is issued (now or earlier); the rest follow at the host's pace.
+          const double first = Time::ps(issue_[static_cast<std::size_t>(id)] - engine_.now().picoseconds()).to_seconds();
+          secs = kernels_seconds(profile_, prog_.kernel_sets[static_cast<std::size_t>(o.kernels)], s_.training.precision,
+                                 first, dispatch_seconds(profile_, o.category));
+        } else {
+          secs = compute_seconds(profile_, prog_, o, s_.training.precision);
+        }
         engine_.after(Time::seconds(secs), [this, id] { complete(id); });
         break;
       }
@@ -202,7 +282,10 @@ class Runner {
         const std::int64_t instance = partner_[static_cast<std::size_t>(id)];
         const auto& members = instances_[static_cast<std::size_t>(instance)];
         for (std::int64_t m : members) {
-          if (!ready(m)) return;
+          if (!ready(m)) {
+            retry_when_issued(m);
+            return;
+          }
         }
         for (std::int64_t m : members) mark_started(m);
         run_collective(o, [this, instance] {
@@ -235,8 +318,8 @@ class Runner {
         std::all_of(d.begin(), d.end(), [&](int r) { return cluster_.node_of(r) == node; })) {
       call.bytes *= profile_.collective_slowdown(o.collective, static_cast<int>(d.size()), call.bytes);
     }
-    const Algorithm a = algorithms_.get(s_.plan.collective, net_, call, o.group);
-    sim::run_collective(net_, a, std::move(call), std::move(done));
+    const Choice& choice = algorithms_.get(s_.plan.collective, net_, call, o.group);
+    sim::run_collective(net_, choice, std::move(call), std::move(done));
   }
 
   void complete(std::int64_t id) {
@@ -256,6 +339,7 @@ class Runner {
       const std::int64_t d = dependents_[k];
       if (--waiting_[static_cast<std::size_t>(d)] == 0) try_start(d);
     }
+    if (host_model_ && host_[static_cast<std::size_t>(o.rank)].waiting_for == id) advance_host(static_cast<std::size_t>(o.rank));
   }
 
   // Memory counters: the stage's static memory (memory.hpp), plus one micro-batch's
@@ -346,6 +430,10 @@ class Runner {
   std::vector<std::int64_t> partner_;                // send: its recv; collective op: its instance
   std::vector<std::vector<std::int64_t>> instances_;  // member ops of each collective instance
   std::vector<char> arrived_;                         // recv: its data is here
+  bool host_model_ = false;
+  std::vector<Host> host_;               // per rank
+  std::vector<std::int64_t> issue_;      // per op: when the host issues it (ps), -1 not yet
+  std::vector<char> retry_;              // per op: a retry at its issue time is scheduled
   std::vector<report::Span> spans_;
   AlgorithmCache algorithms_;
   bool counters_ = false;

@@ -28,6 +28,7 @@ struct SimStats {
   std::uint64_t flows = 0;
   std::uint64_t ops = 0;
   std::map<std::string, std::uint64_t> algorithms;  // collective instances per algorithm run
+  std::map<std::string, std::uint64_t> protocols;   // and per NCCL protocol (under NCCL)
   int replicas = 1;    // data-parallel replicas each simulated rank stood for
   bool exact = true;   // folded exactly (network.hpp), or no folding
 };

@@ -86,6 +86,7 @@ void Cluster::connect(VertexId a, VertexId b, double bandwidth, double latency, 
 std::vector<VertexId> Cluster::build_node(int node, bool with_nics) {
   const int g = spec_.gpus_per_node;
   const IntraNodeSpec& in = spec_.intra;
+  const double usable = in.bandwidth * in.efficiency;
   std::vector<VertexId> local;
   for (int l = 0; l < g; ++l) {
     const int rank = node * g + l;
@@ -98,13 +99,13 @@ std::vector<VertexId> Cluster::build_node(int node, bool with_nics) {
   switch (in.fabric) {
     case IntraFabric::nvswitch: {
       VertexId sw = add_vertex(VertexKind::nvswitch, fmt::format("n{}.nvswitch", node), node, switch_count_++);
-      for (VertexId v : local) connect(v, sw, in.bandwidth, in.latency / 2, LinkClass::intra, LinkKind::nvlink);
+      for (VertexId v : local) connect(v, sw, usable, in.latency / 2, LinkClass::intra, LinkKind::nvlink);
       break;
     }
     case IntraFabric::nvlink_mesh:
       for (int i = 0; i < g; ++i) {
         for (int j = i + 1; j < g; ++j) {
-          connect(local[static_cast<std::size_t>(i)], local[static_cast<std::size_t>(j)], in.bandwidth / (g - 1),
+          connect(local[static_cast<std::size_t>(i)], local[static_cast<std::size_t>(j)], usable / (g - 1),
                   in.latency, LinkClass::intra, LinkKind::nvlink);
         }
       }
@@ -115,17 +116,17 @@ std::vector<VertexId> Cluster::build_node(int node, bool with_nics) {
       for (int s = 0; s < switches; ++s) {
         pcie_switches.push_back(
             add_vertex(VertexKind::pcie_switch, fmt::format("n{}.pcie{}", node, s), node, switch_count_++));
-        connect(pcie_switches.back(), hub, in.bandwidth, in.latency / 2, LinkClass::intra, LinkKind::pcie);
+        connect(pcie_switches.back(), hub, usable, in.latency / 2, LinkClass::intra, LinkKind::pcie);
       }
       for (int l = 0; l < g; ++l) {
         connect(local[static_cast<std::size_t>(l)], pcie_switches[static_cast<std::size_t>(l / in.gpus_per_switch)],
-                in.bandwidth, in.latency / 2, LinkClass::intra, LinkKind::pcie);
+                usable, in.latency / 2, LinkClass::intra, LinkKind::pcie);
       }
       break;
     }
     case IntraFabric::shared_memory:
       hub = add_vertex(VertexKind::host, fmt::format("n{}.host", node), node, node);
-      for (VertexId v : local) connect(v, hub, in.bandwidth, in.latency / 2, LinkClass::intra, LinkKind::shared_memory);
+      for (VertexId v : local) connect(v, hub, usable, in.latency / 2, LinkClass::intra, LinkKind::shared_memory);
       break;
   }
 
@@ -159,7 +160,7 @@ std::vector<VertexId> Cluster::build_node(int node, bool with_nics) {
 std::vector<VertexId> Cluster::build_network(const std::vector<VertexId>& nics, int node_count,
                                              const std::string& prefix) {
   const InterNodeSpec& net = spec_.inter;
-  const double bw = net.nic_bandwidth;
+  const double bw = net.nic_bandwidth * net.efficiency;
   const double half = net.latency / 2;
   auto link = [&](VertexId a, VertexId b) { connect(a, b, bw, half, LinkClass::inter, LinkKind::network); };
 

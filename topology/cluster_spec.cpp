@@ -12,6 +12,8 @@ std::string_view to_string(IntraFabric f) {
   return "?";
 }
 
+std::string_view to_string(CollectiveLibrary l) { return l == CollectiveLibrary::nccl ? "nccl" : "mpi"; }
+
 std::string_view to_string(NetworkShape s) {
   switch (s) {
     case NetworkShape::single_switch: return "single-switch";

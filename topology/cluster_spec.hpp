@@ -26,6 +26,12 @@ struct IntraNodeSpec {
   double bandwidth = 0.0;
   double latency = 0.0;     // device to device through one switch
   int gpus_per_switch = 2;  // pcie only
+  // The share of `bandwidth` that transfers carry as data (NCCL counts an NVLink 3 link of
+  // 25 GB/s as 20 usable, an NVLink 4 one as 20.6); the graph's links run at the product.
+  double efficiency = 1.0;
+  // nvswitch only: in-switch reductions (NVLink SHARP, H100 generation on). 0: none; else
+  // the share of a port's usable rate an NVLS all-reduce sustains each way.
+  double nvls = 0.0;
 };
 
 struct InterNodeSpec {
@@ -36,7 +42,13 @@ struct InterNodeSpec {
   double oversubscription = 1.0;  // fat-tree / rail-optimized: leaf downlinks : uplinks
   int leaf_downlinks = 32;        // NIC ports per leaf switch
   double attach_bandwidth = 0.0;  // device (or PCIe switch) to NIC, PCIe
+  double efficiency = 1.0;        // the share of nic_bandwidth that transfers carry as data
 };
+
+// How collectives run: NCCL on GPUs (protocols LL / LL128 / Simple with NCCL's latencies,
+// one channel per NIC across nodes), or as plain flows at the links' latencies (MPI on CPUs).
+enum class CollectiveLibrary { nccl, mpi };
+std::string_view to_string(CollectiveLibrary l);
 
 struct WanSpec {
   int first_group_nodes = 1;  // nodes [0, k) form one site, [k, nodes) the other
@@ -52,6 +64,7 @@ struct ClusterSpec {
   IntraNodeSpec intra;
   InterNodeSpec inter;
   std::optional<WanSpec> wan;
+  CollectiveLibrary library = CollectiveLibrary::mpi;
 
   [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }
 };

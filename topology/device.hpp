@@ -18,6 +18,29 @@ std::optional<Dtype> dtype_from_string(std::string_view s);
 // Bytes of one element stored in this type (tf32 is stored as fp32).
 int dtype_bytes(Dtype d);
 
+// How the device runs kernels, for the kernel-level compute model (sim/compute_model.hpp).
+// sms = 0 means no such model (a CPU core): ops are then timed from their GEMMs and bytes.
+struct KernelSpec {
+  int sms = 0;                     // streaming multiprocessors: GEMM tiles run in waves of this many
+  double gemm_efficiency = 0.0;    // fraction of the peak a large tile's main loop sustains
+  double l2_bandwidth = 0.0;       // bytes/s the tiles load operands at (smaller tiles need more per FLOP)
+  double memory_efficiency = 0.0;  // fraction of memory_bandwidth a streaming kernel reaches
+  double launch = 0.0;             // GPU seconds per kernel besides its work (launch, ramp, tail)
+  double flash_forward = 0.0;      // FlashAttention-2's fraction of the peak, forward
+  double flash_backward = 0.0;     // and backward
+
+  [[nodiscard]] bool present() const { return sms > 0; }
+};
+
+// The host and framework that drive the device (PyTorch in eager mode under Megatron-LM):
+// seconds of host time to issue each kernel or communication call. The device waits when
+// its kernels are shorter than the host takes to issue them.
+struct HostSpec {
+  double forward = 0.0;        // per kernel of a forward (or recompute) pass, issued from Python
+  double backward = 0.0;       // per kernel of a backward pass, issued by autograd
+  double communication = 0.0;  // per collective or point-to-point call (torch.distributed)
+};
+
 struct DeviceSpec {
   std::string name;
   std::array<double, 4> peak_flops{};  // FLOP/s per Dtype; 0 = not supported
@@ -25,6 +48,8 @@ struct DeviceSpec {
   double memory_bandwidth = 0.0;  // bytes/s
   // Memory the runtime takes before the model: CUDA context, cuBLAS workspace, NCCL buffers.
   double workspace_bytes = 1024.0 * 1024 * 1024;
+  KernelSpec kernels;
+  HostSpec host;
 
   [[nodiscard]] double peak(Dtype d) const { return peak_flops[static_cast<std::size_t>(d)]; }
   [[nodiscard]] bool supports(Dtype d) const { return peak(d) > 0.0; }

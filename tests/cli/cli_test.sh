@@ -36,6 +36,11 @@ q=$src/scenarios/quickstart.yaml
 tests_mpirun() { "$src/tests/exec/mpirun.sh" "$@"; }
 
 expect 0 "Usage|USAGE|usage" -- "$parasim" --help
+# The per-rank bubble is the time it stands for with its share of the step, not a
+# fraction printed as a time; the NCCL protocols of the collectives are named.
+expect 0 "^ +0 .* [0-9.]+ m?s \([0-9.]+ %\)$" -- "$parasim" simulate "$src/scenarios/pipeline-microbatches.yaml"
+expect 0 "\"bubble_fraction\": 0\.[0-9]+" -- "$parasim" simulate "$src/scenarios/pipeline-microbatches.yaml" --json
+expect 0 "NCCL protocols .*(LL|Simple)" -- "$parasim" simulate "$src/scenarios/refresh-a100.yaml"
 expect 0 "^parasim [0-9]" -- "$parasim" --version
 expect 0 "Summarise the cluster graph" -- "$parasim" topo --help
 expect 2 "required|Subcommand" -- "$parasim"
@@ -47,8 +52,9 @@ expect 0 "does not fit in memory" -- "$parasim" check "$q" --set cluster=dgx-h10
 expect 0 "\"fits\": false" -- "$parasim" check --json "$q" --set cluster=dgx-h100 --set cluster.gpus_per_node=1 --set model=gpt-30b --set plan.dp=1 --set training.micro_batch=1
 expect 0 "dp 4 x tp 2 x pp 1 = 8 devices" -- "$parasim" check "$q" --set cluster=dgx-h100 --set plan.dp=4 --set plan.tp=2
 expect 0 "\"world\": 2" -- "$parasim" check --json "$q"
-expect 0 "\"bisection_bandwidth\": 1800000000000" -- "$parasim" topo --json "$q" --set cluster=dgx-h100 --set plan.dp=4
-expect 0 "route 0 -> 9: 4 hops, bottleneck 50 GB/s" -- "$parasim" topo "$q" --set cluster=hgx-h100 --set cluster.nodes=4 --set plan.dp=4 --route 0 9
+# Links carry their usable rate: 450 GB/s NVLink at 0.824, 50 GB/s NDR at 0.94.
+expect 0 "\"bisection_bandwidth\": 1483200000000" -- "$parasim" topo --json "$q" --set cluster=dgx-h100 --set plan.dp=4
+expect 0 "route 0 -> 9: 4 hops, bottleneck 47 GB/s" -- "$parasim" topo "$q" --set cluster=hgx-h100 --set cluster.nodes=4 --set plan.dp=4 --route 0 9
 expect 0 "h100-sxm" -- "$parasim" presets
 expect 0 "step time .*ms" -- "$parasim" simulate "$q"
 expect 0 "bottleneck: compute-bound" -- "$parasim" simulate "$q"

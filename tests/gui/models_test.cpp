@@ -43,8 +43,9 @@ TEST_CASE("the link model passes Qt's model checks and lists every physical link
   CHECK(model.columnCount() == gui::LinkModel::ColumnCount);
   CHECK(model.index(0, gui::LinkModel::From).data().toString().toStdString() == "n0.gpu0");
   CHECK(model.index(0, gui::LinkModel::To).data().toString().toStdString() == "n0.nvswitch");
-  CHECK(model.index(0, gui::LinkModel::Bandwidth).data().toString().toStdString() == "450 GB/s");
-  CHECK(model.index(0, gui::LinkModel::Bandwidth).data(gui::LinkModel::RawRole).toDouble() == 450e9);
+  // The usable rate: NVLink 4's 450 GB/s each way at NCCL's 20.6 of 25 GB/s per link.
+  CHECK(model.index(0, gui::LinkModel::Bandwidth).data().toString().toStdString() == "371 GB/s");
+  CHECK(model.index(0, gui::LinkModel::Bandwidth).data(gui::LinkModel::RawRole).toDouble() == Approx(450e9 * 0.824));
 }
 
 TEST_CASE("the link-kind model dumps to the expected text", "[gui][models]") {
@@ -53,8 +54,8 @@ TEST_CASE("the link-kind model dumps to the expected text", "[gui][models]") {
   model.setSummary(topology::summarize(*cluster()));
   CHECK(gui::dumpModel(model).toStdString() ==
         "Kind\tLinks\tTotal GB/s\n"
-        "network\t16\t800\n"
-        "nvlink\t16\t7200\n"
+        "network\t16\t752\n"
+        "nvlink\t16\t5932.8\n"
         "pcie\t16\t1024\n");
 }
 

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include "plan/accounting.hpp"
 #include "plan/load.hpp"
 #include "plan/memory.hpp"
@@ -15,17 +17,25 @@ const std::string one_gpu = "cluster: {preset: dgx-h100, gpus_per_node: 1}\nmode
 
 }  // namespace
 
-TEST_CASE("mixed-precision AdamW holds 16 bytes per parameter", "[memory]") {
-  // One rank, tp = pp = 1, tied embedding: the rank holds every parameter. bf16 weights 2,
-  // bf16 gradients 2, fp32 master 4, two fp32 moments 8.
-  const Scenario s = scenario(one_gpu);
-  const MemoryReport r = memory_per_rank(s);
-  REQUIRE(r.stages.size() == 1);
-  const MemoryBreakdown& b = r.stages[0];
-  const double P = s.model.parameter_count();
-  CHECK(b.parameters == Approx(P));
-  CHECK(b.weights + b.gradients + b.master + b.optimizer == Approx(16 * P));
-  CHECK(b.master == Approx(4 * P));
+TEST_CASE("mixed-precision AdamW holds 16 bytes per parameter, 18 with fp32 main gradients", "[memory]") {
+  // One rank, tp = pp = 1, tied embedding: the rank holds every parameter. 16-bit weights 2,
+  // gradients 2 (fp16, Megatron's default there) or 4 (bf16: fp32 main gradients), fp32
+  // master 4, two fp32 moments 8.
+  for (const auto& [precision, grads, total] : {std::tuple{"fp16", "", 16.0}, std::tuple{"bf16", "", 18.0},
+                                                std::tuple{"bf16", "bf16", 16.0}}) {
+    std::vector<std::string> sets{std::string("training.precision=") + precision};
+    if (*grads != '\0') sets.push_back(std::string("training.grad_dtype=") + grads);
+    const Scenario s = scenario(one_gpu, sets);
+    const MemoryReport r = memory_per_rank(s);
+    REQUIRE(r.stages.size() == 1);
+    const MemoryBreakdown& b = r.stages[0];
+    const double P = s.model.parameter_count();
+    INFO(precision << " " << grads);
+    CHECK(b.parameters == Approx(P));
+    CHECK(b.weights + b.gradients + b.master + b.optimizer == Approx(total * P));
+    CHECK(b.gradients == Approx((total - 14.0) * P));
+    CHECK(b.master == Approx(4 * P));
+  }
 }
 
 TEST_CASE("fp32 needs no master copy; SGD keeps one moment", "[memory]") {
@@ -49,7 +59,8 @@ TEST_CASE("ZeRO-1 shards master weights and optimizer state over dp", "[memory]"
 TEST_CASE("activations are a layer's Korthikanti bytes x layers x micro-batches in flight", "[memory]") {
   // gpt3-13b on 8 GPUs, pp 4, m = 32 / (2 x 1) = 16 micro-batches. Stage 0 holds p = 4
   // micro-batches under 1F1B and all 16 under GPipe; each is 10 layers' activations.
-  const std::string text = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 32}\nplan: {dp: 2, pp: 4}\n";
+  const std::string text =
+      "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 32, attention: naive}\nplan: {dp: 2, pp: 4}\n";
   const Scenario s = scenario(text);
   const double per_layer = layer_activation_bytes(s.model, 1, 1, false, Recompute::none, 2);
   const MemoryReport one_f = memory_per_rank(s);
@@ -62,6 +73,18 @@ TEST_CASE("activations are a layer's Korthikanti bytes x layers x micro-batches 
   // Only the last stage holds the logits; only the first the position embedding.
   CHECK(one_f.stages[0].logits == 0.0);
   CHECK(one_f.stages[3].logits == Approx(2048.0 * 51200 * 4));
+}
+
+TEST_CASE("FlashAttention keeps no s x s tensors, only the softmax statistics", "[memory]") {
+  // The default on a GPU. Per layer: Korthikanti's bytes without the 5as/h term, plus the
+  // log-sum-exp of every head and token in fp32.
+  const std::string text = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 32}\nplan: {dp: 2, pp: 4}\n";
+  const Scenario s = scenario(text);
+  REQUIRE(s.training.attention == Attention::flash);
+  const double sbh = 2048.0 * 5120;
+  const double per_layer = sbh * 34 + 4.0 * 40 * 2048;
+  CHECK(layer_activation_bytes(s.model, 1, 1, false, Recompute::none, 2, true) == Approx(per_layer));
+  CHECK(memory_per_rank(s).stages[0].activations == Approx(4 * 10 * per_layer));
 }
 
 TEST_CASE("a 30B model does not fit one 80 GB GPU; tensor parallelism over 8 does", "[memory][scenario]") {

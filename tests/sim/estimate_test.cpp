@@ -55,7 +55,7 @@ TEST_CASE("across a scenario's search space, the analytical tier stays near the 
       std::printf("%s %s: %zu plans, median |error| %.1f %%, worst %.1f %%\n", name, schedule.c_str(), v.size(),
                   100 * std::abs(v[v.size() / 2]), 100 * std::abs(v.back()));
       // The bounds stated in sim/estimate.hpp for plans across the search space.
-      CHECK(std::abs(v[v.size() / 2]) < 0.15);
+      CHECK(std::abs(v[v.size() / 2]) < 0.20);
       CHECK(std::abs(v.back()) < 0.7);
     }
   }

@@ -90,8 +90,8 @@ TEST_CASE("a folded trace mirrors replica 0: per-rank figures and memory counter
 TEST_CASE("folding with a tree across the replicas is approximate and stays within 5 % of the full simulation",
           "[sim][fold]") {
   // 16 DGX-class nodes on an oversubscribed fat tree of small leaves (two NICs each), with
-  // a step dominated by data-parallel synchronisation. `auto` runs some data-parallel
-  // all-reduces as trees, whose flows differ from replica to replica: folded, they run in
+  // a step dominated by data-parallel synchronisation. The data-parallel all-reduces run
+  // as trees, whose flows differ from replica to replica: folded, they run in
   // full and their load on a class of links is spread evenly over the class, which misses
   // the tree's busiest ports (this stress case comes out about 4 % short). With rings the
   // same plan folds exactly, ECMP spines and all.
@@ -102,7 +102,7 @@ cluster:
   inter_node: {shape: fat-tree, leaf_downlinks: 2, oversubscription: 2}
 model: {layers: 8, hidden: 2048, heads: 16, vocab: 32000, seq_len: 1024}
 training: {global_batch: 32, micro_batch: 1, precision: bf16}
-plan: {tp: 8, pp: 2, dp: 8, bucket_size: 8MB}
+plan: {tp: 8, pp: 2, dp: 8, bucket_size: 8MB, collective: tree}
 )",
                                            "ecmp.yaml");
   const Both b = both(s);

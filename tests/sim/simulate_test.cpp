@@ -1,6 +1,6 @@
 // The simulator end to end on plans whose step time can be worked out by hand: an ideal
 // device (GEMMs at exactly the peak, no launch cost, unlimited memory bandwidth), layers of
-// equal cost, links without latency.
+// equal cost, links without latency and collectives as plain flows (collectives: mpi).
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -20,6 +20,7 @@ plan::Scenario equal_layers(int gpus, int layers, double params, const std::stri
   gpus_per_node: {}
   device: {{peak: {{fp32: 1 TFLOPS}}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}}
   intra_node: {{fabric: nvswitch, bandwidth: 100 GB/s, latency: 0us}}
+  collectives: mpi
 model:
   layers:
 )",
@@ -135,6 +136,7 @@ TEST_CASE("hierarchical all-reduce: reduce-scatter in nodes, all-reduce across, 
   device: {peak: {fp32: 1 TFLOPS}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}
   intra_node: {fabric: nvswitch, bandwidth: 100 GB/s, latency: 0us}
   inter_node: {nics_per_node: 1, nic_bandwidth: 10 GB/s, latency: 4us, attach_bandwidth: 100 GB/s}
+  collectives: mpi
 model:
   layers:
     - {name: l0, params: 25e6, forward_flops: 1e9, activations: 1}

@@ -1,0 +1,80 @@
+// Prediction against public measurements of real training runs.
+//
+//   parasim_fidelity [CSV] [--every K] [--threads T] [--svg FILE] [--csv FILE] [--set KEY=VALUE]...
+//
+// Reads a CSV of measured step times (vTrain's columns, plus optional cluster, precision
+// and other columns: sim/fidelity.hpp), predicts each row with the built-in (datasheet)
+// profiles and prints MAE, mean, median, p90 and max relative error overall and by tp,
+// pp, dp, micro-batch, hidden size, layers and GPUs. --svg draws predicted against
+// measured; --csv writes every row with its prediction; --set overrides a scenario key of
+// every row (to try a device constant, e.g. cluster.device.host.forward=40us). Default CSV: the vTrain file in
+// tests/data/fidelity.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "plan/diagnostics.hpp"
+#include "sim/fidelity.hpp"
+
+using namespace parasim;
+
+int main(int argc, char** argv) {
+  std::string csv = std::string(PARASIM_SOURCE_DIR) + "/tests/data/fidelity/vtrain-single-node.csv";
+  std::string svg, out_csv;
+  std::vector<std::string> sets;
+  int every = 1;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 1; i < argc; ++i) {
+    const bool more = i + 1 < argc;
+    if (std::strcmp(argv[i], "--every") == 0 && more) {
+      every = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--threads") == 0 && more) {
+      threads = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--svg") == 0 && more) {
+      svg = argv[++i];
+    } else if (std::strcmp(argv[i], "--set") == 0 && more) {
+      sets.emplace_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--csv") == 0 && more) {
+      out_csv = argv[++i];
+    } else if (argv[i][0] != '-') {
+      csv = argv[i];
+    } else {
+      std::fprintf(stderr, "usage: %s [CSV] [--every K] [--threads T] [--svg FILE] [--csv FILE] [--set KEY=VALUE]...\n", argv[0]);
+      return 2;
+    }
+  }
+  std::vector<sim::MeasuredRun> runs;
+  try {
+    runs = sim::read_measured_runs(csv);
+  } catch (const plan::ScenarioError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+  std::vector<sim::MeasuredRun> chosen;
+  for (std::size_t i = 0; i < runs.size(); i += static_cast<std::size_t>(every)) {
+    chosen.push_back(runs[i]);
+    chosen.back().overrides.insert(chosen.back().overrides.end(), sets.begin(), sets.end());
+  }
+  const auto rows = sim::predict_runs(chosen, threads);
+  fmt::print("{}: {} rows, relative error (predicted - measured) / measured\n\n{}", csv, rows.size(),
+             sim::fidelity_report(rows));
+  if (!svg.empty()) {
+    std::ofstream(svg) << sim::fidelity_svg(rows, fmt::format("predicted against measured step time ({} rows)", rows.size()));
+  }
+  if (!out_csv.empty()) {
+    std::ofstream o(out_csv);
+    o << "line,gpus,tp,pp,dp,micro batch,hidden,layers,measured ms,predicted ms,error\n";
+    for (const auto& r : rows) {
+      const auto& d = r.run->dims;
+      o << fmt::format("{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.4f}\n", r.run->line, r.run->gpus, d.at("tp"), d.at("pp"),
+                       d.at("dp"), d.at("micro batch"), d.at("hidden"), d.at("layers"), r.run->measured * 1e3,
+                       r.predicted * 1e3, r.error.empty() ? r.relative_error() : 0.0);
+    }
+  }
+  return 0;
+}

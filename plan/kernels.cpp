@@ -1,0 +1,311 @@
+#include "plan/kernels.hpp"
+
+namespace parasim::plan {
+
+double Kernel::flops() const {
+  const double mnk = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
+  switch (kind) {
+    case KernelKind::gemm: return 2.0 * mnk;
+    // Q·K^T and P·V forward; backward recomputes Q·K^T and forms dV, dP, dQ, dK (FlashAttention-2).
+    case KernelKind::flash_forward: return 4.0 * mnk * (causal ? 0.5 : 1.0);
+    case KernelKind::flash_backward: return 10.0 * mnk * (causal ? 0.5 : 1.0);
+    case KernelKind::memory: return 0.0;
+  }
+  return 0.0;
+}
+
+double Kernel::io_bytes() const {
+  const auto dm = static_cast<double>(m);
+  const auto dn = static_cast<double>(n);
+  const auto dk = static_cast<double>(k);
+  const auto db = static_cast<double>(batch);
+  switch (kind) {
+    case KernelKind::gemm:
+      return db * ((dm * dk + dk * dn) * element + dm * dn * (accumulate > 0 ? 2.0 * accumulate : element));
+    // Q, K, V in and O out (forward); Q, K, V, O, dO in and dQ, dK, dV out (backward).
+    case KernelKind::flash_forward: return db * dm * dk * element * 4.0;
+    case KernelKind::flash_backward: return db * dm * dk * element * 8.0;
+    case KernelKind::memory: return bytes;
+  }
+  return 0.0;
+}
+
+KernelPlan kernel_plan(const Scenario& s) {
+  KernelPlan p;
+  p.model = s.model;
+  p.micro_batch = s.training.micro_batch;
+  p.tp = s.plan.tp;
+  p.sequence_parallel = s.plan.sequence_parallel && s.plan.tp > 1;
+  p.element = topology::dtype_bytes(s.training.precision);
+  p.grad_element = topology::dtype_bytes(s.training.grad_dtype);
+  p.flash = s.training.attention == Attention::flash;
+  p.dropout = s.model.mlp == Mlp::gelu;
+  return p;
+}
+
+namespace {
+
+// Builds a kernel list with the plan's element sizes.
+class Emit {
+ public:
+  explicit Emit(const KernelPlan& p) : p_(p) {}
+
+  void gemm(std::string_view name, long long m, long long n, long long k, long long batch = 1) {
+    out_.push_back({KernelKind::gemm, name, m, n, k, batch, p_.element, 0, 0.0, false});
+  }
+  // A weight gradient, accumulated into the main gradient.
+  void wgrad(std::string_view name, long long m, long long n, long long k) {
+    out_.push_back({KernelKind::gemm, name, m, n, k, 1, p_.element, p_.grad_element, 0.0, false});
+  }
+  void memory(std::string_view name, double bytes) { out_.push_back({KernelKind::memory, name, 0, 0, 0, 1, p_.element, 0, bytes, false}); }
+  void flash(bool backward, long long s, long long d, long long batch) {
+    out_.push_back({backward ? KernelKind::flash_backward : KernelKind::flash_forward, backward ? "flash-attention-bwd" : "flash-attention",
+                    s, s, d, batch, p_.element, 0, 0.0, true});
+  }
+  std::vector<Kernel> take() { return std::move(out_); }
+
+ private:
+  const KernelPlan& p_;
+  std::vector<Kernel> out_;
+};
+
+struct Dims {
+  double e, T, Tl, h, q, kv, f, A, s, d, heads;
+  long long Ti, hi, qi, kvi, fi, si, di, bh;
+};
+
+Dims dims_of(const KernelPlan& p) {
+  const ModelSpec& m = p.model;
+  Dims x{};
+  x.e = p.element;
+  x.si = m.seq_len;
+  x.di = m.head_dim();
+  x.Ti = static_cast<long long>(p.micro_batch) * m.seq_len;
+  x.hi = m.hidden;
+  x.qi = static_cast<long long>(m.hidden) / p.tp;
+  x.kvi = static_cast<long long>(m.kv_heads) * m.head_dim() / p.tp;
+  x.fi = static_cast<long long>(m.ffn_hidden) / p.tp;
+  x.bh = static_cast<long long>(p.micro_batch) * (m.heads / p.tp);
+  x.T = static_cast<double>(x.Ti);
+  x.Tl = p.sequence_parallel ? x.T / p.tp : x.T;
+  x.h = static_cast<double>(x.hi);
+  x.q = static_cast<double>(x.qi);
+  x.kv = static_cast<double>(x.kvi);
+  x.f = static_cast<double>(x.fi);
+  x.s = static_cast<double>(x.si);
+  x.d = static_cast<double>(x.di);
+  x.heads = static_cast<double>(x.bh);
+  x.A = x.heads * x.s * x.s;
+  return x;
+}
+
+void attention_core_forward(Emit& k, const KernelPlan& p, const Dims& x) {
+  if (p.flash) {
+    k.flash(false, x.si, x.di, x.bh);
+    return;
+  }
+  k.memory("qk-layout-copy", 2.0 * x.T * (x.q + x.kv) * x.e);
+  k.gemm("attention-scores", x.si, x.si, x.di, x.bh);
+  k.memory("scale-mask-softmax", 2.0 * x.A * x.e);
+  if (p.dropout) k.memory("attention-dropout", 2.0 * x.A * x.e + x.A);
+  k.gemm("attention-values", x.si, x.di, x.si, x.bh);
+  k.memory("context-permute", 2.0 * x.T * x.q * x.e);
+}
+
+// The residual add after a block, with the bias and dropout before it (GPT).
+void residual_forward(Emit& k, const KernelPlan& p, const Dims& x) {
+  k.memory(p.dropout ? "bias-dropout-add" : "residual-add", 3.0 * x.Tl * x.h * x.e + (p.dropout ? x.Tl * x.h : 0.0));
+}
+
+void residual_backward(Emit& k, const KernelPlan& p, const Dims& x) {
+  if (!p.dropout) return;  // the gradient passes through the add unchanged
+  k.memory("dropout-bwd", 2.0 * x.Tl * x.h * x.e + x.Tl * x.h);
+  k.memory("bias-grad", x.Tl * x.h * x.e);
+}
+
+void layer_norm_backward(Emit& k, const Dims& x) {
+  k.memory("layer-norm-bwd", 3.0 * x.Tl * x.h * x.e);
+  k.memory("layer-norm-weight-grad", 2.0 * x.Tl * x.h * x.e);
+  k.memory("residual-grad-add", 3.0 * x.Tl * x.h * x.e);
+}
+
+void attention_forward(Emit& k, const KernelPlan& p, const Dims& x) {
+  const bool rotary = p.model.mlp == Mlp::swiglu;
+  k.memory("layer-norm", 2.0 * x.Tl * x.h * x.e);
+  k.gemm("qkv", x.Ti, x.qi + 2 * x.kvi, x.hi);
+  if (rotary) {
+    k.memory("rotary-q", 2.0 * x.T * x.q * x.e);
+    k.memory("rotary-k", 2.0 * x.T * x.kv * x.e);
+  }
+  attention_core_forward(k, p, x);
+  k.gemm("attention-out", x.Ti, x.hi, x.qi);
+  residual_forward(k, p, x);
+}
+
+void mlp_forward(Emit& k, const KernelPlan& p, const Dims& x) {
+  const bool swiglu = p.model.mlp == Mlp::swiglu;
+  k.memory("layer-norm", 2.0 * x.Tl * x.h * x.e);
+  k.gemm(swiglu ? "mlp-gate-up" : "mlp-up", x.Ti, swiglu ? 2 * x.fi : x.fi, x.hi);
+  k.memory(swiglu ? "swiglu" : "bias-gelu", (swiglu ? 3.0 : 2.0) * x.T * x.f * x.e);
+  k.gemm("mlp-down", x.Ti, x.hi, x.fi);
+  residual_forward(k, p, x);
+}
+
+void mlp_backward(Emit& k, const KernelPlan& p, const Dims& x) {
+  const bool swiglu = p.model.mlp == Mlp::swiglu;
+  const long long up = swiglu ? 2 * x.fi : x.fi;
+  residual_backward(k, p, x);
+  k.gemm("mlp-down-dgrad", x.Ti, x.fi, x.hi);
+  k.wgrad("mlp-down-wgrad", x.fi, x.hi, x.Ti);
+  k.memory(swiglu ? "swiglu-bwd" : "bias-gelu-bwd", (swiglu ? 5.0 : 3.0) * x.T * x.f * x.e);
+  if (!swiglu) k.memory("bias-grad", x.T * x.f * x.e);
+  k.gemm("mlp-up-dgrad", x.Ti, x.hi, up);
+  k.wgrad("mlp-up-wgrad", up, x.hi, x.Ti);
+  layer_norm_backward(k, x);
+}
+
+void attention_backward(Emit& k, const KernelPlan& p, const Dims& x) {
+  const bool rotary = p.model.mlp == Mlp::swiglu;
+  const long long qkv = x.qi + 2 * x.kvi;
+  residual_backward(k, p, x);
+  k.gemm("attention-out-dgrad", x.Ti, x.qi, x.hi);
+  k.wgrad("attention-out-wgrad", x.qi, x.hi, x.Ti);
+  if (p.flash) {
+    // FlashAttention-2's backward: the dO·O row sums, the kernel, dQ from fp32 to 16 bits.
+    k.memory("flash-bwd-preprocess", 2.0 * x.T * x.q * x.e);
+    k.flash(true, x.si, x.di, x.bh);
+    k.memory("flash-bwd-dq-convert", x.T * x.q * (4.0 + x.e));
+  } else {
+    k.memory("context-permute-bwd", 2.0 * x.T * x.q * x.e);
+    k.gemm("attention-probs-grad", x.si, x.si, x.di, x.bh);
+    k.gemm("attention-values-grad", x.si, x.di, x.si, x.bh);
+    if (p.dropout) k.memory("attention-dropout-bwd", 2.0 * x.A * x.e + x.A);
+    k.memory("softmax-bwd", 3.0 * x.A * x.e);
+    k.gemm("attention-q-grad", x.si, x.di, x.si, x.bh);
+    k.gemm("attention-k-grad", x.si, x.di, x.si, x.bh);
+    k.memory("qkv-grad-layout", 2.0 * x.T * static_cast<double>(qkv) * x.e);
+  }
+  if (rotary) {
+    k.memory("rotary-q-bwd", 2.0 * x.T * x.q * x.e);
+    k.memory("rotary-k-bwd", 2.0 * x.T * x.kv * x.e);
+  }
+  k.gemm("qkv-dgrad", x.Ti, x.hi, qkv);
+  k.wgrad("qkv-wgrad", qkv, x.hi, x.Ti);
+  if (p.dropout) k.memory("bias-grad", x.T * static_cast<double>(qkv) * x.e);
+  layer_norm_backward(k, x);
+}
+
+}  // namespace
+
+std::vector<Kernel> layer_kernels(const KernelPlan& p, LayerPart part, bool backward) {
+  Emit k(p);
+  const Dims x = dims_of(p);
+  if (part == LayerPart::attention_core) {
+    attention_core_forward(k, p, x);
+    return k.take();
+  }
+  const bool attention = part != LayerPart::mlp;
+  const bool mlp = part != LayerPart::attention;
+  if (!backward) {
+    if (attention) attention_forward(k, p, x);
+    if (mlp) mlp_forward(k, p, x);
+  } else {
+    if (mlp) mlp_backward(k, p, x);
+    if (attention) attention_backward(k, p, x);
+  }
+  return k.take();
+}
+
+std::vector<Kernel> embedding_kernels(const KernelPlan& p, bool backward) {
+  Emit k(p);
+  const Dims x = dims_of(p);
+  const double word = static_cast<double>(p.model.vocab) / p.tp * x.h;
+  const bool positions = p.model.mlp == Mlp::gelu;
+  if (!backward) {
+    k.memory("embedding-lookup", 2.0 * x.T * x.h * x.e);
+    if (positions) k.memory("position-add", 3.0 * x.T * x.h * x.e);
+    if (p.dropout) k.memory("embedding-dropout", 2.0 * x.T * x.h * x.e + x.T * x.h);
+    return k.take();
+  }
+  if (p.dropout) k.memory("embedding-dropout-bwd", 2.0 * x.T * x.h * x.e + x.T * x.h);
+  // The dense gradient of the lookup: zeroed, rows added in, then accumulated into the
+  // main gradient.
+  k.memory("embedding-grad-zero", word * x.e);
+  k.memory("embedding-grad-index-add", 3.0 * x.T * x.h * x.e);
+  k.memory("embedding-main-grad-add", word * (x.e + 2.0 * p.grad_element));
+  if (positions) k.memory("position-grad", x.T * x.h * x.e + x.s * x.h * 2.0 * p.grad_element);
+  return k.take();
+}
+
+std::vector<Kernel> head_kernels(const KernelPlan& p, bool backward) {
+  Emit k(p);
+  const Dims x = dims_of(p);
+  const long long vocab = p.model.vocab / p.tp;
+  const double logits = x.T * static_cast<double>(vocab);
+  // The cross-entropy runs on an fp32 copy of the logits: 4 bytes each, plus the cast.
+  const double cast = x.e == 4 ? 0.0 : logits * (x.e + 4.0);
+  if (!backward) {
+    k.memory("final-layer-norm", 2.0 * x.Tl * x.h * x.e);
+    k.gemm("lm-head", x.Ti, vocab, x.hi);
+    if (cast > 0) k.memory("logits-to-fp32", cast);
+    k.memory("logits-max", 4.0 * logits);
+    k.memory("logits-sub-max", 8.0 * logits);
+    k.memory("logits-exp", 8.0 * logits);
+    k.memory("logits-sum-exp", 4.0 * logits);
+    k.memory("target-logit", 4.0 * x.T);
+    k.memory("softmax-divide", 8.0 * logits);
+    k.memory("loss", 12.0 * x.T);
+    return k.take();
+  }
+  k.memory("softmax-minus-one-hot", 4.0 * x.T);
+  k.memory("logits-grad-scale", 8.0 * logits);
+  if (cast > 0) k.memory("logits-grad-cast", cast);
+  k.gemm("lm-head-dgrad", x.Ti, x.hi, vocab);
+  k.wgrad("lm-head-wgrad", vocab, x.hi, x.Ti);
+  k.memory("final-layer-norm-bwd", 3.0 * x.Tl * x.h * x.e);
+  k.memory("final-layer-norm-weight-grad", 2.0 * x.Tl * x.h * x.e);
+  return k.take();
+}
+
+double optimizer_bytes_per_param(const Scenario& s) {
+  const int e = topology::dtype_bytes(s.training.precision);
+  const int g = topology::dtype_bytes(s.training.grad_dtype);
+  const bool mixed = e == 2;
+  double b = 0.0;
+  if (g == 2) b += 2.0 + 4.0;                       // main gradient to fp32
+  if (s.training.precision == Dtype::fp16) b += 8.0;  // unscale and overflow check
+  b += 4.0;                                          // gradient norm
+  b += s.training.optimizer == Optimizer::adamw ? 28.0 : 20.0;  // AdamW: p, g, m, v in; p, m, v out
+  if (mixed) b += 4.0 + e;                           // fp32 master weights to the 16-bit copy
+  b += g;                                            // zero the main gradients
+  return b;
+}
+
+std::vector<Kernel> optimizer_kernels(const Scenario& s, double params) {
+  KernelPlan p = kernel_plan(s);
+  Emit k(p);
+  const int e = p.element;
+  const int g = p.grad_element;
+  if (g == 2) k.memory("main-grad-to-fp32", params * 6.0);
+  if (s.training.precision == Dtype::fp16) k.memory("unscale-check-overflow", params * 8.0);
+  k.memory("grad-norm", params * 4.0);
+  k.memory(s.training.optimizer == Optimizer::adamw ? "adamw" : "sgd-momentum",
+           params * (s.training.optimizer == Optimizer::adamw ? 28.0 : 20.0));
+  if (e == 2) k.memory("copy-to-16-bit-weights", params * (4.0 + e));
+  k.memory("zero-main-grads", params * g);
+  return k.take();
+}
+
+double memory_bytes(const std::vector<Kernel>& kernels) {
+  double b = 0.0;
+  for (const Kernel& k : kernels) b += k.kind == KernelKind::memory ? k.bytes : 0.0;
+  return b;
+}
+
+double kernel_flops(const std::vector<Kernel>& kernels) {
+  double f = 0.0;
+  for (const Kernel& k : kernels) f += k.flops();
+  return f;
+}
+
+}  // namespace parasim::plan

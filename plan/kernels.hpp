@@ -1,0 +1,92 @@
+// The kernels a real implementation launches for each compute op: what Megatron-LM runs
+// on a GPU for one layer pass, the embedding, the LM head with its cross-entropy, and the
+// optimizer. The simulator times each kernel on the device (sim/compute_model.hpp) and
+// charges the host for launching it; the op's FLOPs for the report stay the model's.
+//
+// A layer's forward, per tensor-parallel rank, for T = b·s tokens (T/tp in the parts that
+// sequence parallelism shards), hidden h, q = h/tp and kv = kv_heads·d/tp columns, MLP
+// width f = ffn/tp, A = b·(a/tp)·s² attention scores, element size e:
+//
+//   attention  layer norm (2Th·e) | QKV GEMM (T, q+2kv, h) | [rotary on q and k (LLaMA)]
+//              naive: q/k layout copy, scores GEMM (s, s, d) x b·a/tp, scale-mask-softmax
+//                     (2A·e), dropout (2A·e + A), context GEMM (s, d, s) x b·a/tp, context
+//                     permute copy (2Tq·e)
+//              flash: one FlashAttention kernel (causal: half the score FLOPs)
+//              output GEMM (T, h, q) | bias-dropout-add (3Th·e + Th)
+//   MLP        layer norm | up GEMM (T, f or 2f, h) | bias-GeLU (2Tf·e) or SwiGLU (3Tf·e) |
+//              down GEMM (T, h, f) | bias-dropout-add
+//
+// Backward runs each GEMM twice (data gradient (T, k, n), weight gradient (n, k, T)), the
+// weight gradient accumulating into the main gradient in its dtype (Megatron's gradient
+// accumulation fusion), each element-wise kernel's backward (about 1.5x its traffic),
+// the bias gradients' reductions, the layer norms' two backward kernels and the residual
+// gradient's add. GPT (GeLU) layers have dropout and biases; LLaMA (SwiGLU) layers have
+// neither and use rotary embeddings.
+//
+// The LM head computes logits (T, V/tp, h) and Megatron's vocabulary-parallel
+// cross-entropy on an fp32 copy of them (cast, max, subtract, exp, sum, divide: 38 bytes
+// per logit forward from 16-bit logits, 14 backward). The optimizer is Megatron's mixed
+// precision step as multi-tensor kernels over the rank's parameters (optimizer_kernels).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "plan/accounting.hpp"
+#include "plan/scenario.hpp"
+
+namespace parasim::plan {
+
+enum class KernelKind : std::uint8_t { gemm, memory, flash_forward, flash_backward };
+
+struct Kernel {
+  KernelKind kind = KernelKind::memory;
+  std::string_view name;  // a static name
+  // gemm: C[m x n] = A[m x k] · B[k x n], `batch` times. flash_*: m = n = s (query and key
+  // lengths), k = head dim, batch = b·heads.
+  long long m = 0, n = 0, k = 0, batch = 1;
+  int element = 2;         // bytes per A, B (and C unless accumulating) element
+  int accumulate = 0;      // gemm: C is read and written in this many bytes per element (0: written in `element`)
+  double bytes = 0.0;      // memory: bytes moved
+  bool causal = false;     // flash_*: only the lower triangle is computed
+
+  [[nodiscard]] double flops() const;      // the arithmetic the kernel performs
+  [[nodiscard]] double io_bytes() const;   // its minimum memory traffic
+};
+
+// How the implementation runs a layer, from the scenario.
+struct KernelPlan {
+  ModelSpec model;
+  int micro_batch = 1;
+  int tp = 1;
+  bool sequence_parallel = false;
+  int element = 2;          // activation bytes
+  int grad_element = 2;     // main-gradient bytes (weight gradients accumulate into them)
+  bool flash = true;        // FlashAttention rather than the unfused attention core
+  bool dropout = true;      // GPT layers (GeLU MLP) train with dropout; LLaMA layers without
+};
+
+KernelPlan kernel_plan(const Scenario& s);
+
+enum class LayerPart : std::uint8_t { whole, attention, mlp, attention_core };
+// The kernels of one pass over a layer part; `backward` false is the forward (and a
+// recompute). attention_core is what selective recompute runs again (forward only).
+std::vector<Kernel> layer_kernels(const KernelPlan& p, LayerPart part, bool backward);
+// Word (and learned position) embedding lookup, its dropout; backward: the embedding's
+// gradient, accumulated into the main gradient.
+std::vector<Kernel> embedding_kernels(const KernelPlan& p, bool backward);
+// Final layer norm, LM head GEMM and the vocabulary-parallel cross-entropy (fp32).
+std::vector<Kernel> head_kernels(const KernelPlan& p, bool backward);
+// Megatron's optimizer step over `params` parameters held by the rank (its ZeRO shard):
+// main gradients to fp32 (when they are 16-bit), unscale and overflow check (fp16),
+// gradient norm, AdamW (or SGD with momentum), new 16-bit weights, zeroed gradients.
+std::vector<Kernel> optimizer_kernels(const Scenario& s, double params);
+// Bytes per parameter the optimizer step moves (what optimizer_kernels sums to).
+double optimizer_bytes_per_param(const Scenario& s);
+
+// Memory traffic of kernels of kind `memory`.
+double memory_bytes(const std::vector<Kernel>& kernels);
+double kernel_flops(const std::vector<Kernel>& kernels);
+
+}  // namespace parasim::plan

@@ -1,0 +1,310 @@
+#include "sim/fidelity.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "plan/diagnostics.hpp"
+#include "plan/load.hpp"
+#include "plan/presets.hpp"
+#include "plan/value.hpp"
+#include "report/metrics.hpp"
+#include "sim/simulate.hpp"
+
+namespace parasim::sim {
+
+namespace {
+
+std::string trim(std::string s) {
+  const auto not_space = [](unsigned char c) { return !std::isspace(c); };
+  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
+  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
+  return s;
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cell;
+  std::istringstream in(line);
+  while (std::getline(in, cell, ',')) out.push_back(trim(cell));
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+// The columns vTrain's file has, by the name the report groups by.
+struct Required {
+  const char* header;
+  const char* dim;
+};
+constexpr Required required[] = {
+    {"# GPUs", "gpus"},         {"global batch", "global batch"}, {"micro batch", "micro batch"},
+    {"hidden size", "hidden"},  {"attention heads", "heads"},     {"# layers", "layers"},
+    {"sequence length", "seq"}, {"tensor parallelism", "tp"},      {"data parallelism", "dp"},
+    {"pipeline parallelism", "pp"},
+};
+constexpr const char* time_header = "iteration time (ms)";
+
+// Optional columns with a friendly name, and the scenario key each sets.
+struct Optional {
+  const char* header;
+  const char* key;
+};
+constexpr Optional optional[] = {
+    {"precision", "training.precision"},
+    {"recompute", "training.recompute"},
+    {"attention", "training.attention"},
+    {"schedule", "plan.schedule"},
+    {"virtual stages", "plan.virtual_stages"},
+    {"sequence parallel", "plan.sequence_parallel"},
+    {"kv heads", "model.kv_heads"},
+    {"ffn hidden", "model.ffn_hidden"},
+    {"mlp", "model.mlp"},
+};
+
+int cluster_gpus_per_node(const std::string& cluster, const plan::Location& where) {
+  const plan::PresetFile* preset = plan::find_preset(plan::PresetKind::cluster, cluster);
+  if (preset == nullptr) {
+    throw plan::ScenarioError(where, "cluster", fmt::format("unknown cluster preset '{}'", cluster));
+  }
+  const plan::Value v = plan::parse_yaml(std::string(preset->text), std::string(preset->path));
+  const plan::Entry* g = v.find("gpus_per_node");
+  return g != nullptr ? std::atoi(g->value.scalar.c_str()) : 8;
+}
+
+}  // namespace
+
+std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw plan::ScenarioError(plan::Location{path, 0, 0}, "", "cannot open the measurements");
+  std::string line;
+  if (!std::getline(in, line)) throw plan::ScenarioError(plan::Location{path, 1, 1}, "", "empty file: expected a header row");
+  if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a byte order mark
+  const std::vector<std::string> header = split(line);
+  auto column = [&](std::string_view name) -> int {
+    for (std::size_t i = 0; i < header.size(); ++i) {
+      if (header[i] == name) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  std::vector<int> req;
+  for (const Required& r : required) {
+    req.push_back(column(r.header));
+    if (req.back() < 0) {
+      throw plan::ScenarioError(plan::Location{path, 1, 1}, r.header,
+                                fmt::format("missing column '{}' (expected vTrain's columns: # GPUs, global batch, ...)", r.header));
+    }
+  }
+  const int time_col = column(time_header);
+  if (time_col < 0) throw plan::ScenarioError(plan::Location{path, 1, 1}, time_header, "missing column 'iteration time (ms)'");
+  const int cluster_col = column("cluster");
+  const int vocab_col = column("vocabulary");
+  std::vector<std::pair<int, std::string>> extra;  // column, scenario key
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    for (const Optional& o : optional) {
+      if (header[i] == o.header) extra.emplace_back(static_cast<int>(i), o.key);
+    }
+    if (header[i].find('.') != std::string::npos) extra.emplace_back(static_cast<int>(i), header[i]);
+  }
+
+  std::vector<MeasuredRun> runs;
+  int number = 1;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (trim(line).empty() || line[0] == '#') continue;
+    const std::vector<std::string> cells = split(line);
+    const plan::Location where{path, number, 1};
+    if (cells.size() < header.size()) {
+      throw plan::ScenarioError(where, "", fmt::format("expected {} cells, found {}", header.size(), cells.size()));
+    }
+    MeasuredRun r;
+    r.line = number;
+    for (std::size_t i = 0; i < std::size(required); ++i) {
+      const std::string& c = cells[static_cast<std::size_t>(req[i])];
+      char* end = nullptr;
+      const long v = std::strtol(c.c_str(), &end, 10);
+      if (c.empty() || *end != '\0' || v <= 0 || v > (1L << 30)) {
+        throw plan::ScenarioError(where, required[i].header, fmt::format("expected a positive whole number, got '{}'", c));
+      }
+      r.dims[required[i].dim] = static_cast<int>(v);
+    }
+    {
+      const std::string& c = cells[static_cast<std::size_t>(time_col)];
+      char* end = nullptr;
+      const double ms = std::strtod(c.c_str(), &end);
+      if (c.empty() || *end != '\0' || !(ms > 0.0) || !std::isfinite(ms)) {
+        throw plan::ScenarioError(where, time_header, fmt::format("expected a positive time in ms, got '{}'", c));
+      }
+      r.measured = ms * 1e-3;
+    }
+    r.gpus = r.dims["gpus"];
+    const std::string cluster = cluster_col >= 0 && !cells[static_cast<std::size_t>(cluster_col)].empty()
+                                    ? cells[static_cast<std::size_t>(cluster_col)]
+                                    : "dgx-a100";
+    const int per_node = std::min(r.gpus, cluster_gpus_per_node(cluster, where));
+    const int nodes = (r.gpus + per_node - 1) / per_node;
+    int vocab = 50257;
+    if (vocab_col >= 0 && !cells[static_cast<std::size_t>(vocab_col)].empty()) {
+      vocab = std::atoi(cells[static_cast<std::size_t>(vocab_col)].c_str());
+      if (vocab <= 0) throw plan::ScenarioError(where, "vocabulary", "expected a positive vocabulary size");
+    }
+    const int tp = r.dims["tp"];
+    const int pad = 128 * tp;
+    const int padded = (vocab + pad - 1) / pad * pad;
+    r.yaml = fmt::format(
+        "name: {}-line-{}\n"
+        "cluster: {{preset: {}, nodes: {}, gpus_per_node: {}}}\n"
+        "model: {{name: gpt, layers: {}, hidden: {}, heads: {}, vocab: {}, seq_len: {}}}\n"
+        "training: {{global_batch: {}, micro_batch: {}, precision: fp16, recompute: full, attention: naive}}\n"
+        "plan: {{tp: {}, dp: {}, pp: {}, overlap_dp: false}}\n",
+        "measured", number, cluster, nodes, per_node, r.dims["layers"], r.dims["hidden"], r.dims["heads"], padded,
+        r.dims["seq"], r.dims["global batch"], r.dims["micro batch"], tp, r.dims["dp"], r.dims["pp"]);
+    for (const auto& [col, key] : extra) {
+      const std::string& c = cells[static_cast<std::size_t>(col)];
+      if (!c.empty()) r.overrides.push_back(key + "=" + c);
+    }
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+std::vector<FidelityRow> predict_runs(const std::vector<MeasuredRun>& runs, int threads) {
+  std::vector<FidelityRow> rows(runs.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < runs.size(); i = next++) {
+      FidelityRow& row = rows[i];
+      row.run = &runs[i];
+      try {
+        const plan::Scenario s = plan::load_text(runs[i].yaml, fmt::format("line {}", runs[i].line), runs[i].overrides);
+        const Prediction p = predict(s);
+        row.predicted = report::step_figures(s, p.trace, topology::Cluster(s.cluster)).step_time;
+      } catch (const std::exception& e) {
+        row.error = e.what();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::max(1, threads); ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return rows;
+}
+
+ErrorStats error_stats(const std::vector<double>& relative_errors) {
+  ErrorStats s;
+  s.n = static_cast<int>(relative_errors.size());
+  if (s.n == 0) return s;
+  std::vector<double> a;
+  for (double e : relative_errors) {
+    a.push_back(std::abs(e));
+    s.mean += e;
+  }
+  s.mean /= s.n;
+  std::sort(a.begin(), a.end());
+  for (double x : a) s.mean_abs += x;
+  s.mean_abs /= s.n;
+  auto quantile = [&](double q) {
+    const double pos = q * (s.n - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const auto hi = std::min(lo + 1, a.size() - 1);
+    return a[lo] + (a[hi] - a[lo]) * (pos - static_cast<double>(lo));
+  };
+  s.median_abs = quantile(0.5);
+  s.p90_abs = quantile(0.9);
+  s.max_abs = a.back();
+  return s;
+}
+
+std::string fidelity_report(const std::vector<FidelityRow>& rows) {
+  std::vector<double> all;
+  int failed = 0;
+  for (const FidelityRow& r : rows) {
+    if (r.error.empty()) {
+      all.push_back(r.relative_error());
+    } else {
+      ++failed;
+    }
+  }
+  auto line = [](const std::string& label, const ErrorStats& s) {
+    return fmt::format("{:<16} {:>5}  {:>6.1f} %  {:>+7.1f} %  {:>6.1f} %  {:>6.1f} %  {:>6.1f} %\n", label, s.n,
+                       100 * s.mean_abs, 100 * s.mean, 100 * s.median_abs, 100 * s.p90_abs, 100 * s.max_abs);
+  };
+  std::string out = fmt::format("{:<16} {:>5}  {:>8}  {:>9}  {:>8}  {:>8}  {:>8}\n", "rows", "n", "MAE", "mean", "median",
+                                "p90", "max");
+  out += line("all", error_stats(all));
+  for (const char* dim : {"tp", "pp", "dp", "micro batch", "hidden", "layers", "gpus"}) {
+    std::map<int, std::vector<double>> groups;
+    for (const FidelityRow& r : rows) {
+      if (r.error.empty()) groups[r.run->dims.at(dim)].push_back(r.relative_error());
+    }
+    for (const auto& [value, errors] : groups) out += line(fmt::format("{} {}", dim, value), error_stats(errors));
+  }
+  if (failed > 0) {
+    out += fmt::format("{} row(s) not predicted:\n", failed);
+    for (const FidelityRow& r : rows) {
+      if (!r.error.empty()) out += fmt::format("  line {}: {}\n", r.run->line, r.error);
+    }
+  }
+  return out;
+}
+
+std::string fidelity_svg(const std::vector<FidelityRow>& rows, const std::string& title) {
+  double lo = 1e300, hi = 0.0;
+  for (const FidelityRow& r : rows) {
+    if (!r.error.empty()) continue;
+    lo = std::min({lo, r.predicted, r.run->measured});
+    hi = std::max({hi, r.predicted, r.run->measured});
+  }
+  if (hi <= 0.0) lo = hi = 1.0;
+  const double l0 = std::floor(std::log10(lo) * 4) / 4, l1 = std::ceil(std::log10(hi) * 4) / 4 + 1e-9;
+  constexpr double size = 480, margin = 60;
+  auto pos = [&](double v) { return (std::log10(v) - l0) / (l1 - l0) * size; };
+  auto x = [&](double v) { return margin + pos(v); };
+  auto y = [&](double v) { return margin + size - pos(v); };
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{0}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{1}\" y=\"24\" font-size=\"14\">{2}</text>\n",
+      size + 2 * margin, margin, title);
+  svg += fmt::format("<rect x=\"{0}\" y=\"{0}\" width=\"{1}\" height=\"{1}\" fill=\"none\" stroke=\"#888\"/>\n", margin, size);
+  for (int d = static_cast<int>(std::ceil(l0)); d <= static_cast<int>(std::floor(l1)); ++d) {
+    for (int m : {1, 2, 5}) {
+      const double v = m * std::pow(10.0, d);
+      if (std::log10(v) < l0 || std::log10(v) > l1) continue;
+      const std::string label = v >= 1 ? fmt::format("{:g} s", v) : fmt::format("{:g} ms", v * 1e3);
+      svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#eee\"/>"
+                         "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
+                         x(v), margin, margin + size, margin + size + 16, label);
+      svg += fmt::format("<line x1=\"{1}\" y1=\"{0:.1f}\" x2=\"{2}\" y2=\"{0:.1f}\" stroke=\"#eee\"/>"
+                         "<text x=\"{3}\" y=\"{0:.1f}\" text-anchor=\"end\">{4}</text>\n",
+                         y(v), margin, margin + size, margin - 4, label);
+    }
+  }
+  const double a = std::pow(10.0, l0), b = std::pow(10.0, l1);
+  svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"black\"/>\n", x(a), y(a), x(b), y(b));
+  for (double f : {0.9, 1.1}) {
+    svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\" stroke-dasharray=\"4 3\"/>\n",
+                       x(a), y(a * f), x(b), y(b * f));
+  }
+  for (const FidelityRow& r : rows) {
+    if (!r.error.empty()) continue;
+    svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2\" fill=\"#1f77b4\" fill-opacity=\"0.5\"/>\n", x(r.run->measured),
+                       y(r.predicted));
+  }
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">measured step time</text>\n", margin + size / 2,
+                     margin + size + 36);
+  svg += fmt::format("<text x=\"16\" y=\"{0}\" transform=\"rotate(-90 16 {0})\" text-anchor=\"middle\">predicted step time</text>\n",
+                     margin + size / 2);
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#666\">dashed: +-10 %</text>\n", margin + 8, margin + 16);
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace parasim::sim

@@ -1,0 +1,65 @@
+// Predictions against measured training runs: reads a CSV of measured step times, builds
+// the scenario of each row, predicts its step and summarises the errors.
+//
+// The CSV has vTrain's columns (tests/data/fidelity/vtrain-single-node.csv):
+//   # GPUs, global batch, micro batch, hidden size, attention heads, # layers,
+//   sequence length, tensor parallelism, data parallelism, pipeline parallelism,
+//   iteration time (ms)
+// and optionally
+//   cluster      a cluster preset (default dgx-a100); gpus per node default to the
+//                preset's (or # GPUs when fewer), nodes to # GPUs over that
+//   precision    fp32 | tf32 | bf16 | fp16 (default fp16)
+//   recompute    none | selective | full (default full)
+//   attention    flash | naive (default naive)
+//   schedule, virtual stages, sequence parallel, vocabulary (default 50,257),
+//   kv heads, ffn hidden, mlp
+//   any dotted scenario key (plan.zero, training.grad_dtype, cluster.inter_node.nic_bandwidth, ...)
+// The defaults are vTrain's setup (Megatron-DeepSpeed: fp16, full recompute, the unfused
+// attention, 1F1B, gradient all-reduce after the backward pass). The vocabulary is padded
+// as Megatron pads it, to a multiple of 128 x tp.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace parasim::sim {
+
+struct MeasuredRun {
+  int line = 0;                  // in the CSV, for messages
+  int gpus = 0;
+  double measured = 0.0;         // seconds per step
+  std::map<std::string, int> dims;  // tp, pp, dp, micro batch, hidden, layers, ... for grouping
+  std::string yaml;              // the scenario
+  std::vector<std::string> overrides;
+};
+
+// Throws plan::ScenarioError naming the file, line and column on a malformed CSV.
+std::vector<MeasuredRun> read_measured_runs(const std::string& path);
+
+struct FidelityRow {
+  const MeasuredRun* run = nullptr;
+  double predicted = 0.0;  // seconds; 0 when the prediction failed
+  std::string error;       // why it failed
+  [[nodiscard]] double relative_error() const { return (predicted - run->measured) / run->measured; }
+};
+
+// Predicts every run on `threads` threads; the rows come back in input order.
+std::vector<FidelityRow> predict_runs(const std::vector<MeasuredRun>& runs, int threads);
+
+struct ErrorStats {
+  int n = 0;
+  double mean_abs = 0.0;  // MAE of the relative error
+  double mean = 0.0;      // signed: negative means predicted too fast
+  double median_abs = 0.0;
+  double p90_abs = 0.0;
+  double max_abs = 0.0;
+};
+ErrorStats error_stats(const std::vector<double>& relative_errors);
+
+// The report: overall, then by tp, pp, dp, micro batch, hidden size and layers.
+std::string fidelity_report(const std::vector<FidelityRow>& rows);
+// Predicted against measured on log axes, with the y = x line and +-10 % band.
+std::string fidelity_svg(const std::vector<FidelityRow>& rows, const std::string& title);
+
+}  // namespace parasim::sim
