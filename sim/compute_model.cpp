@@ -319,15 +319,26 @@ double kernel_work_seconds(const DeviceProfile& p, const plan::Kernel& k, topolo
   return 0.0;
 }
 
-double kernels_seconds(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype,
-                       double first_issue, double dispatch) {
+std::vector<double> kernel_durations(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype) {
+  std::vector<double> d;
+  d.reserve(kernels.size());
+  for (const plan::Kernel& k : kernels) d.push_back(p.launch_overhead + kernel_work_seconds(p, k, dtype));
+  return d;
+}
+
+double kernels_seconds(std::span<const double> durations, double first_issue, double dispatch) {
   double end = 0.0;
   double issue = first_issue;
-  for (const plan::Kernel& k : kernels) {
-    end = std::max(issue, end) + p.launch_overhead + kernel_work_seconds(p, k, dtype);
+  for (double d : durations) {
+    end = std::max(issue, end) + d;
     issue += dispatch;
   }
   return end;
+}
+
+double kernels_seconds(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype,
+                       double first_issue, double dispatch) {
+  return kernels_seconds(kernel_durations(p, kernels, dtype), first_issue, dispatch);
 }
 
 double dispatch_seconds(const DeviceProfile& p, plan::Category c) {

@@ -121,6 +121,9 @@ double kernel_work_seconds(const DeviceProfile& p, const plan::Kernel& k, topolo
 // next one `dispatch` seconds after the previous.
 double kernels_seconds(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype,
                        double first_issue, double dispatch);
+// The same from each kernel's device time (launch included), as kernel_durations() gives.
+double kernels_seconds(std::span<const double> durations, double first_issue, double dispatch);
+std::vector<double> kernel_durations(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype);
 // Host seconds to issue one kernel of an op of category `c`.
 double dispatch_seconds(const DeviceProfile& p, plan::Category c);
 

@@ -81,6 +81,7 @@ class Runner {
     host_model_ = profile.host.forward > 0.0 || profile.host.backward > 0.0 || profile.host.communication > 0.0;
     if (host_model_) {
       issue_.assign(n, -1);
+      durations_.resize(prog.kernel_sets.size());
       retry_.assign(n, 0);
       host_.resize(prog.order.size());
     }
@@ -225,6 +226,13 @@ class Runner {
     for (std::int64_t id : fresh) try_start(id);
   }
 
+  // Each kernel set's device times, worked out once: a step runs each set many times.
+  const std::vector<double>& durations(int set) {
+    auto& d = durations_[static_cast<std::size_t>(set)];
+    if (d.empty()) d = kernel_durations(profile_, prog_.kernel_sets[static_cast<std::size_t>(set)], s_.training.precision);
+    return d;
+  }
+
   // Tries `id` again when it is issued, if that is later.
   void retry_when_issued(std::int64_t id) {
     const auto i = static_cast<std::size_t>(id);
@@ -253,8 +261,7 @@ class Runner {
         if (host_model_ && profile_.kernel_model() && o.kernels >= 0) {
           // The first kernel is issued (now or earlier); the rest follow at the host's pace.
           const double first = Time::ps(issue_[static_cast<std::size_t>(id)] - engine_.now().picoseconds()).to_seconds();
-          secs = kernels_seconds(profile_, prog_.kernel_sets[static_cast<std::size_t>(o.kernels)], s_.training.precision,
-                                 first, dispatch_seconds(profile_, o.category));
+          secs = kernels_seconds(durations(o.kernels), first, dispatch_seconds(profile_, o.category));
         } else {
           secs = compute_seconds(profile_, prog_, o, s_.training.precision);
         }
@@ -434,6 +441,7 @@ class Runner {
   std::vector<Host> host_;               // per rank
   std::vector<std::int64_t> issue_;      // per op: when the host issues it (ps), -1 not yet
   std::vector<char> retry_;              // per op: a retry at its issue time is scheduled
+  std::vector<std::vector<double>> durations_;  // per kernel set
   std::vector<report::Span> spans_;
   AlgorithmCache algorithms_;
   bool counters_ = false;
