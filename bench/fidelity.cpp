@@ -1,13 +1,16 @@
 // Prediction against public measurements of real training runs.
 //
 //   parasim_fidelity [CSV] [--every K] [--threads T] [--svg FILE] [--csv FILE] [--set KEY=VALUE]...
+//   parasim_fidelity --allreduce DIR
 //
 // Reads a CSV of measured step times (vTrain's columns, plus optional cluster, precision
 // and other columns: sim/fidelity.hpp), predicts each row with the built-in (datasheet)
 // profiles and prints MAE, mean, median, p90 and max relative error overall and by tp,
 // pp, dp, micro-batch, hidden size, layers and GPUs. --svg draws predicted against
 // measured; --csv writes every row with its prediction; --set overrides a scenario key of
-// every row (to try a device constant, e.g. cluster.device.host.forward=40us). Default CSV: the vTrain file in
+// every row (to try a device constant, e.g. cluster.device.host.forward=40us).
+// --allreduce DIR compares the all-reduce model with the measured files AR_GPUn_a100 in DIR
+// (tests/data/fidelity/a100-allreduce). Default CSV: the vTrain file in
 // tests/data/fidelity.
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +28,7 @@ using namespace parasim;
 
 int main(int argc, char** argv) {
   std::string csv = std::string(PARASIM_SOURCE_DIR) + "/tests/data/fidelity/vtrain-single-node.csv";
-  std::string svg, out_csv;
+  std::string svg, out_csv, allreduce;
   std::vector<std::string> sets;
   int every = 1;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -37,6 +40,8 @@ int main(int argc, char** argv) {
       threads = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--svg") == 0 && more) {
       svg = argv[++i];
+    } else if (std::strcmp(argv[i], "--allreduce") == 0 && more) {
+      allreduce = argv[++i];
     } else if (std::strcmp(argv[i], "--set") == 0 && more) {
       sets.emplace_back(argv[++i]);
     } else if (std::strcmp(argv[i], "--csv") == 0 && more) {
@@ -44,9 +49,14 @@ int main(int argc, char** argv) {
     } else if (argv[i][0] != '-') {
       csv = argv[i];
     } else {
-      std::fprintf(stderr, "usage: %s [CSV] [--every K] [--threads T] [--svg FILE] [--csv FILE] [--set KEY=VALUE]...\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [CSV] [--every K] [--threads T] [--svg FILE] [--csv FILE] [--set KEY=VALUE]... | --allreduce DIR\n", argv[0]);
       return 2;
     }
+  }
+  if (!allreduce.empty()) {
+    fmt::print("all-reduce on one DGX A100 node: measured ({}) against predicted\n\n{}", allreduce,
+               sim::allreduce_report(allreduce, "dgx-a100"));
+    return 0;
   }
   std::vector<sim::MeasuredRun> runs;
   try {

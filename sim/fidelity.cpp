@@ -15,6 +15,7 @@
 #include "plan/presets.hpp"
 #include "plan/value.hpp"
 #include "report/metrics.hpp"
+#include "sim/collectives.hpp"
 #include "sim/simulate.hpp"
 
 namespace parasim::sim {
@@ -305,6 +306,52 @@ std::string fidelity_svg(const std::vector<FidelityRow>& rows, const std::string
   svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#666\">dashed: +-10 %</text>\n", margin + 8, margin + 16);
   svg += "</svg>\n";
   return svg;
+}
+
+std::string allreduce_report(const std::string& dir, const std::string& cluster) {
+  const plan::Scenario s = plan::load_text(
+      fmt::format("cluster: {}\nmodel: tiny-gpt\ntraining: {{global_batch: 8}}\nplan: {{dp: 1}}\n", cluster), "allreduce");
+  const topology::Cluster c(s.cluster);
+  const double mib = 1024.0 * 1024.0;
+  const std::vector<double> sizes{mib, 16 * mib, 64 * mib, 256 * mib, 1024 * mib};
+  // A benchmark times the call from the host: the device's time plus the host's cost of
+  // issuing it (the device preset's host.communication).
+  const double issue = s.cluster.device.host.communication;
+  std::string out = fmt::format("{:>4}  {:>8}  {:>14}  {:>16}  {:>7}  {:>16}  {:>7}  {}\n", "GPUs", "size",
+                                "measured busbw", "predicted device", "error", "with the call", "error",
+                                "algorithm/protocol");
+  for (int n = 2; n <= std::min(8, c.gpu_count()); ++n) {
+    std::ifstream in(fmt::format("{}/AR_GPU{}_a100", dir, n));
+    if (!in) continue;
+    std::map<double, double> measured;  // bytes -> seconds
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      const auto cells = split(line);
+      if (cells.size() >= 4) measured[std::atof(cells[0].c_str())] = std::atof(cells[3].c_str()) * 1e-9;
+    }
+    std::vector<int> ranks;
+    for (int r = 0; r < n; ++r) ranks.push_back(r);
+    for (double S : sizes) {
+      const auto it = measured.find(S);
+      if (it == measured.end()) continue;
+      Engine engine;
+      Network net(engine, c);
+      const CollectiveCall call{plan::CollectiveOp::all_reduce, ranks, S};
+      const Choice choice = choose(plan::Collective::automatic, net, call);
+      double end = 0.0;
+      run_collective(net, choice, call, [&] { end = engine.now().to_seconds(); });
+      engine.run();
+      const double factor = 2.0 * (n - 1) / n;
+      const double predicted = S / end * factor;
+      const double with_call = S / (end + issue) * factor;
+      const double actual = S / it->second * factor;
+      out += fmt::format("{:>4}  {:>5.0f} MiB  {:>9.1f} GB/s  {:>11.1f} GB/s  {:>+6.1f} %  {:>11.1f} GB/s  {:>+6.1f} %  {}/{}\n",
+                         n, S / mib, actual * 1e-9, predicted * 1e-9, 100 * (predicted / actual - 1), with_call * 1e-9,
+                         100 * (with_call / actual - 1), to_string(choice.algorithm), to_string(choice.protocol));
+    }
+  }
+  return out;
 }
 
 }  // namespace parasim::sim

@@ -62,4 +62,9 @@ std::string fidelity_report(const std::vector<FidelityRow>& rows);
 // Predicted against measured on log axes, with the y = x line and +-10 % band.
 std::string fidelity_svg(const std::vector<FidelityRow>& rows, const std::string& title);
 
+// All-reduce bus bandwidth on n GPUs of one node of `cluster` (a preset) as the simulator
+// runs it alone (NCCL's choice of algorithm and protocol), against the measured times in
+// `dir`/AR_GPU<n>_a100 (nccl-tests' busbw), at 1, 16, 64, 256 MiB and 1 GiB.
+std::string allreduce_report(const std::string& dir, const std::string& cluster);
+
 }  // namespace parasim::sim
