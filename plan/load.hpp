@@ -33,6 +33,9 @@ std::string scenario_yaml(const std::string& path, std::span<const std::string> 
 Value resolve_preset(const Value& section, PresetKind kind, const std::string& path);
 topology::ClusterSpec read_cluster(const Value& v, LocationMap& where);
 topology::DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& where);
+// A device's `kernels` and `host` sections (also in a measured profile).
+topology::KernelSpec read_kernels(const Value& v, const std::string& path, LocationMap& where);
+topology::HostSpec read_host(const Value& v, const std::string& path, LocationMap& where);
 ModelSpec read_model(const Value& v, LocationMap& where);
 // `gpu`: the cluster's device has a kernel model (FlashAttention is then the default).
 TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where);

@@ -64,6 +64,34 @@ Value resolve_preset(const Value& section, PresetKind kind, const std::string& p
   return base;
 }
 
+topology::KernelSpec read_kernels(const Value& v, const std::string& path, LocationMap& where) {
+  Reader kr(v, path, {"sms", "gemm_efficiency", "l2_bandwidth", "memory_efficiency", "launch", "flash_attention"}, &where);
+  topology::KernelSpec ks;
+  ks.sms = kr.integer("sms", std::nullopt, 1, 100000);
+  ks.gemm_efficiency = kr.number("gemm_efficiency", std::nullopt, 0.01, 1.0);
+  ks.l2_bandwidth = kr.bandwidth("l2_bandwidth", std::nullopt);
+  ks.memory_efficiency = kr.number("memory_efficiency", std::nullopt, 0.01, 1.0);
+  ks.launch = kr.duration("launch", 0.0);
+  if (const Value* fa = kr.get("flash_attention")) {
+    Reader fr(*fa, kr.key_path("flash_attention"), {"forward", "backward"}, &where);
+    ks.flash_forward = fr.number("forward", std::nullopt, 0.01, 1.0);
+    ks.flash_backward = fr.number("backward", std::nullopt, 0.01, 1.0);
+  } else {
+    ks.flash_forward = ks.gemm_efficiency * 0.75;
+    ks.flash_backward = ks.gemm_efficiency * 0.6;
+  }
+  return ks;
+}
+
+topology::HostSpec read_host(const Value& v, const std::string& path, LocationMap& where) {
+  Reader hr(v, path, {"forward", "backward", "communication"}, &where);
+  topology::HostSpec h;
+  h.forward = hr.duration("forward", 0.0);
+  h.backward = hr.duration("backward", 0.0);
+  h.communication = hr.duration("communication", 0.0);
+  return h;
+}
+
 DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& where) {
   Reader r(v, path, {"preset", "name", "peak", "memory", "memory_bandwidth", "workspace", "kernels", "host"}, &where);
   DeviceSpec d;
@@ -82,30 +110,8 @@ DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& whe
   d.memory_bandwidth = r.bandwidth("memory_bandwidth", std::nullopt);
   d.workspace_bytes = r.bytes("workspace", 1024.0 * 1024 * 1024, true);
   if (d.workspace_bytes >= d.memory_bytes) r.fail("workspace", "the runtime workspace must be smaller than the memory");
-  if (const Value* k = r.get("kernels")) {
-    Reader kr(*k, r.key_path("kernels"),
-              {"sms", "gemm_efficiency", "l2_bandwidth", "memory_efficiency", "launch", "flash_attention"}, &where);
-    topology::KernelSpec& ks = d.kernels;
-    ks.sms = kr.integer("sms", std::nullopt, 1, 100000);
-    ks.gemm_efficiency = kr.number("gemm_efficiency", std::nullopt, 0.01, 1.0);
-    ks.l2_bandwidth = kr.bandwidth("l2_bandwidth", std::nullopt);
-    ks.memory_efficiency = kr.number("memory_efficiency", std::nullopt, 0.01, 1.0);
-    ks.launch = kr.duration("launch", 0.0);
-    if (const Value* fa = kr.get("flash_attention")) {
-      Reader fr(*fa, kr.key_path("flash_attention"), {"forward", "backward"}, &where);
-      ks.flash_forward = fr.number("forward", std::nullopt, 0.01, 1.0);
-      ks.flash_backward = fr.number("backward", std::nullopt, 0.01, 1.0);
-    } else {
-      ks.flash_forward = ks.gemm_efficiency * 0.75;
-      ks.flash_backward = ks.gemm_efficiency * 0.6;
-    }
-  }
-  if (const Value* h = r.get("host")) {
-    Reader hr(*h, r.key_path("host"), {"forward", "backward", "communication"}, &where);
-    d.host.forward = hr.duration("forward", 0.0);
-    d.host.backward = hr.duration("backward", 0.0);
-    d.host.communication = hr.duration("communication", 0.0);
-  }
+  if (const Value* k = r.get("kernels")) d.kernels = read_kernels(*k, r.key_path("kernels"), where);
+  if (const Value* h = r.get("host")) d.host = read_host(*h, r.key_path("host"), where);
   return d;
 }
 

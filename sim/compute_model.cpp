@@ -97,7 +97,7 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
   // only the figures.
   plan::Reader r(doc, "",
                  {"device", "backend", "ranks", "gemm_efficiency", "memory_bandwidth", "optimizer_bandwidth", "launch_overhead", "peak", "links",
-                  "collectives", "measurements"},
+                  "collectives", "measurements", "kernels", "host"},
                  &where);
   p.device = r.string("device", device.name);
   if (p.device != device.name) {
@@ -105,6 +105,14 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
                                  p.device, device.name));
   }
   p.name = p.device + " (measured)";
+  // The kernel model's constants and the host's costs, when the profile records them
+  // (otherwise the device preset's stand).
+  if (const plan::Value* k = r.get("kernels")) {
+    p.kernels = plan::read_kernels(*k, "kernels", where);
+    p.memory_bandwidth = device.memory_bandwidth * p.kernels.memory_efficiency;
+    p.launch_overhead = p.kernels.launch;
+  }
+  if (const plan::Value* h = r.get("host")) p.host = plan::read_host(*h, "host", where);
   p.memory_bandwidth = r.bandwidth("memory_bandwidth", p.memory_bandwidth);
   if (p.memory_bandwidth <= 0.0) r.fail("memory_bandwidth", "expected a positive bandwidth");
   p.optimizer_bandwidth = r.bandwidth("optimizer_bandwidth", 0.0);
@@ -181,8 +189,10 @@ std::string profile_yaml(const DeviceProfile& p) {
   for (topology::Dtype d : topology::all_dtypes) {
     y += fmt::format("  {}: {:.4g} GFLOPS\n", topology::to_string(d), p.peak[static_cast<std::size_t>(d)] * 1e-9);
   }
-  y += "# GEMM efficiency against size = cbrt(m n k), a fraction of the peak\ngemm_efficiency:\n";
-  for (const auto& [size, e] : p.gemm_efficiency) y += fmt::format("  - [{:.4g}, {:.4g}]\n", size, e);
+  if (!p.gemm_efficiency.empty()) {  // empty: the kernel model's tiles and waves time the GEMMs
+    y += "# GEMM efficiency against size = cbrt(m n k), a fraction of the peak\ngemm_efficiency:\n";
+    for (const auto& [size, e] : p.gemm_efficiency) y += fmt::format("  - [{:.4g}, {:.4g}]\n", size, e);
+  }
   y += fmt::format("memory_bandwidth: {:.4g} GB/s\n", p.memory_bandwidth * 1e-9);
   if (p.optimizer_bandwidth > 0.0) {
     y += fmt::format("# AdamW, counting 32 bytes per parameter as the Program does in fp32\n"
@@ -190,6 +200,11 @@ std::string profile_yaml(const DeviceProfile& p) {
                      p.optimizer_bandwidth * 1e-9);
   }
   y += fmt::format("launch_overhead: {:.4g} us\n", p.launch_overhead * 1e6);
+  if (p.host.forward > 0.0 || p.host.backward > 0.0 || p.host.communication > 0.0) {
+    y += fmt::format("# host time to issue a kernel (forward, backward) and a communication call\n"
+                     "host: {{forward: {:.4g} us, backward: {:.4g} us, communication: {:.4g} us}}\n",
+                     p.host.forward * 1e6, p.host.backward * 1e6, p.host.communication * 1e6);
+  }
   if (p.intra_node || p.inter_node) {
     y += "links:\n";
     auto link = [&](const char* name, const LinkFigures& f) {

@@ -95,6 +95,33 @@ TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[
   CHECK(c.inter.nic_bandwidth == s.cluster.inter.nic_bandwidth);  // not measured: kept
 }
 
+TEST_CASE("a GPU profile keeps the preset's kernel model and may record its own host costs", "[sim][profile]") {
+  const plan::Scenario s = plan::load_text("cluster: dgx-a100\nmodel: tiny-gpt\ntraining: {global_batch: 8}\n", "a100.yaml");
+  sim::DeviceProfile p = sim::default_profile(s.cluster.device);
+  REQUIRE(p.kernel_model());
+  CHECK(p.kernels.sms == 108);
+  CHECK(p.memory_bandwidth == Approx(2039e9 * 0.75));
+  // A measured profile (what calibrate writes) with the host's costs of the run it was
+  // measured for; the preset's SMs and tiles stand.
+  p.host = {12e-6, 6e-6, 20e-6};
+  p.memory_bandwidth = 1.6e12;
+  const std::string path = write_temp("gpu.yaml", sim::profile_yaml(p));
+  const sim::DeviceProfile q = sim::load_profile(path, s.cluster.device);
+  CHECK(q.kernel_model());
+  CHECK(q.kernels.sms == 108);
+  CHECK(q.memory_bandwidth == Approx(1.6e12).epsilon(1e-4));
+  CHECK(q.host.forward == Approx(12e-6).epsilon(1e-4));
+  CHECK(q.host.backward == Approx(6e-6).epsilon(1e-4));
+  CHECK(q.host.communication == Approx(20e-6).epsilon(1e-4));
+  // Its own kernel constants, when it has them, replace the preset's.
+  const std::string own = write_temp("gpu-kernels.yaml", "device: A100-SXM4-80GB\nkernels: {sms: 54, gemm_efficiency: 0.5, "
+                                                          "l2_bandwidth: 2 TB/s, memory_efficiency: 0.5}\n");
+  const sim::DeviceProfile k = sim::load_profile(own, s.cluster.device);
+  CHECK(k.kernels.sms == 54);
+  CHECK(k.memory_bandwidth == Approx(2039e9 * 0.5));
+  CHECK(k.host.forward == s.cluster.device.host.forward);
+}
+
 TEST_CASE("a bad profile is refused at its key and line", "[sim][profile]") {
   const plan::Scenario s = plan::load((fs::path(PARASIM_SOURCE_DIR) / "scenarios/quickstart.yaml").string());
   auto message = [&](const std::string& name, const std::string& text) {
