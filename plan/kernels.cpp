@@ -267,20 +267,6 @@ std::vector<Kernel> head_kernels(const KernelPlan& p, bool backward) {
   return k.take();
 }
 
-double optimizer_bytes_per_param(const Scenario& s) {
-  const int e = topology::dtype_bytes(s.training.precision);
-  const int g = topology::dtype_bytes(s.training.grad_dtype);
-  const bool mixed = e == 2;
-  double b = 0.0;
-  if (g == 2) b += 2.0 + 4.0;                       // main gradient to fp32
-  if (s.training.precision == Dtype::fp16) b += 8.0;  // unscale and overflow check
-  b += 4.0;                                          // gradient norm
-  b += s.training.optimizer == Optimizer::adamw ? 28.0 : 20.0;  // AdamW: p, g, m, v in; p, m, v out
-  if (mixed) b += 4.0 + e;                           // fp32 master weights to the 16-bit copy
-  b += g;                                            // zero the main gradients
-  return b;
-}
-
 std::vector<Kernel> optimizer_kernels(const Scenario& s, double params) {
   KernelPlan p = kernel_plan(s);
   Emit k(p);
@@ -294,18 +280,6 @@ std::vector<Kernel> optimizer_kernels(const Scenario& s, double params) {
   if (e == 2) k.memory("copy-to-16-bit-weights", params * (4.0 + e));
   k.memory("zero-main-grads", params * g);
   return k.take();
-}
-
-double memory_bytes(const std::vector<Kernel>& kernels) {
-  double b = 0.0;
-  for (const Kernel& k : kernels) b += k.kind == KernelKind::memory ? k.bytes : 0.0;
-  return b;
-}
-
-double kernel_flops(const std::vector<Kernel>& kernels) {
-  double f = 0.0;
-  for (const Kernel& k : kernels) f += k.flops();
-  return f;
 }
 
 }  // namespace parasim::plan

@@ -82,11 +82,5 @@ std::vector<Kernel> head_kernels(const KernelPlan& p, bool backward);
 // main gradients to fp32 (when they are 16-bit), unscale and overflow check (fp16),
 // gradient norm, AdamW (or SGD with momentum), new 16-bit weights, zeroed gradients.
 std::vector<Kernel> optimizer_kernels(const Scenario& s, double params);
-// Bytes per parameter the optimizer step moves (what optimizer_kernels sums to).
-double optimizer_bytes_per_param(const Scenario& s);
-
-// Memory traffic of kernels of kind `memory`.
-double memory_bytes(const std::vector<Kernel>& kernels);
-double kernel_flops(const std::vector<Kernel>& kernels);
 
 }  // namespace parasim::plan

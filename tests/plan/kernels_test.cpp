@@ -1,0 +1,100 @@
+// The kernels of a Megatron layer (plan/kernels.hpp), checked against the accounting's
+// GEMM shapes and by hand-counted lists.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "plan/kernels.hpp"
+#include "plan/load.hpp"
+
+using namespace parasim::plan;
+
+namespace {
+
+Scenario gpt(const std::string& training) {
+  return load_text("cluster: dgx-a100\nmodel: {layers: 4, hidden: 1024, heads: 16, vocab: 51200, seq_len: 1024}\ntraining: {" +
+                       training + "}\nplan: {dp: 1}\n",
+                   "kernels.yaml");
+}
+
+double flops(const std::vector<Kernel>& ks, KernelKind kind) {
+  double f = 0.0;
+  for (const Kernel& k : ks) f += k.kind == kind ? k.flops() : 0.0;
+  return f;
+}
+
+double bytes(const std::vector<Kernel>& ks) {
+  double b = 0.0;
+  for (const Kernel& k : ks) b += k.kind == KernelKind::memory ? k.bytes : 0.0;
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("a layer's GEMM kernels carry the accounting's FLOPs, twice over in backward", "[plan][kernels]") {
+  const Scenario s = gpt("global_batch: 8, micro_batch: 2, precision: fp16, attention: naive");
+  const KernelPlan kp = kernel_plan(s);
+  double layer = 0.0;
+  for (const Gemm& g : layer_forward_gemms(s.model, 2, 1)) layer += g.flops();
+  CHECK(flops(layer_kernels(kp, LayerPart::whole, false), KernelKind::gemm) == Approx(layer));
+  CHECK(flops(layer_kernels(kp, LayerPart::whole, true), KernelKind::gemm) == Approx(2 * layer));
+  // The two halves make the whole.
+  CHECK(layer_kernels(kp, LayerPart::attention, false).size() + layer_kernels(kp, LayerPart::mlp, false).size() ==
+        layer_kernels(kp, LayerPart::whole, false).size());
+}
+
+TEST_CASE("Megatron's GPT layer launches 15 kernels forward and 29 backward (unfused attention)", "[plan][kernels]") {
+  // Forward: layer norm, QKV, q/k layout, scores, softmax, dropout, context, permute,
+  // output, bias-dropout-add | layer norm, up, bias-GeLU, down, bias-dropout-add.
+  // Backward, MLP: dropout, bias grad, down dgrad and wgrad, GeLU, bias grad, up dgrad and
+  // wgrad, layer norm (2), residual add = 11; attention: dropout, bias grad, output dgrad
+  // and wgrad, permute, probs and values grads, attention dropout, softmax, q and k grads,
+  // qkv layout, qkv dgrad and wgrad, bias grad, layer norm (2), residual add = 18.
+  const KernelPlan kp = kernel_plan(gpt("global_batch: 8, precision: fp16, attention: naive"));
+  CHECK(layer_kernels(kp, LayerPart::whole, false).size() == 15);
+  CHECK(layer_kernels(kp, LayerPart::whole, true).size() == 29);
+  // FlashAttention folds the core (6 kernels forward, 8 backward) into one kernel forward and
+  // three backward.
+  const KernelPlan fa = kernel_plan(gpt("global_batch: 8, precision: fp16"));
+  CHECK(layer_kernels(fa, LayerPart::whole, false).size() == 10);
+  CHECK(layer_kernels(fa, LayerPart::whole, true).size() == 24);
+}
+
+TEST_CASE("FlashAttention computes half the causal scores; the unfused core streams the s x s tensors", "[plan][kernels]") {
+  const KernelPlan fa = kernel_plan(gpt("global_batch: 8, micro_batch: 2, precision: bf16"));
+  const KernelPlan naive = kernel_plan(gpt("global_batch: 8, micro_batch: 2, precision: bf16, attention: naive"));
+  // Q.K^T and P.V for b = 2 and 16 heads of d = 64 over s = 1024: 4 b a s^2 d FLOPs, half causal.
+  const double core = 4.0 * 2 * 16 * 1024.0 * 1024 * 64;
+  CHECK(flops(layer_kernels(fa, LayerPart::attention_core, false), KernelKind::flash_forward) == Approx(core / 2));
+  CHECK(flops(layer_kernels(naive, LayerPart::attention_core, false), KernelKind::gemm) == Approx(core));
+  // The unfused core's element-wise kernels: softmax (read and write A), dropout (read and
+  // write A, a byte of mask), for A = b a s^2 in 2 bytes, plus the two layout copies.
+  const double A = 2.0 * 16 * 1024 * 1024;
+  const double T = 2.0 * 1024;
+  CHECK(bytes(layer_kernels(naive, LayerPart::attention_core, false)) ==
+        Approx(4 * A + 5 * A + 2 * T * 2048 * 2 + 2 * T * 1024 * 2));
+}
+
+TEST_CASE("Megatron's optimizer step moves 54 bytes per parameter under fp16, 42 under bf16", "[plan][kernels]") {
+  // fp16: main gradients to fp32 (2 + 4), unscale and check (4 + 4), norm 4, AdamW 28, new
+  // 16-bit weights (4 + 2), zeroed gradients 2. bf16 with fp32 main gradients: no copy, no
+  // unscale, zeroing 4.
+  const double P = 1e6;
+  CHECK(bytes(optimizer_kernels(gpt("global_batch: 8, precision: fp16"), P)) == Approx(54 * P));
+  CHECK(bytes(optimizer_kernels(gpt("global_batch: 8, precision: bf16"), P)) == Approx(42 * P));
+  CHECK(bytes(optimizer_kernels(gpt("global_batch: 8, precision: fp32"), P)) == Approx(36 * P));
+}
+
+TEST_CASE("weight gradients accumulate into the main gradients in their dtype", "[plan][kernels]") {
+  for (const auto& [precision, element] : {std::pair{"bf16", 4}, std::pair{"fp16", 2}}) {
+    const KernelPlan kp = kernel_plan(gpt(std::string("global_batch: 8, precision: ") + precision));
+    int wgrads = 0;
+    for (const Kernel& k : layer_kernels(kp, LayerPart::whole, true)) {
+      if (k.accumulate == 0) continue;
+      ++wgrads;
+      CHECK(k.accumulate == element);
+      CHECK(k.k == 1024);  // over the micro-batch's tokens
+    }
+    CHECK(wgrads == 4);  // QKV, output, up, down
+  }
+}

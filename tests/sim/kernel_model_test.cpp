@@ -1,0 +1,93 @@
+// The kernel-level compute model (sim/compute_model.hpp) on hand-computed cases: GEMM
+// tiles in waves, the L2 cap on small tiles, and the host issuing kernels.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "plan/load.hpp"
+#include "sim/compute_model.hpp"
+#include "sim/simulate.hpp"
+
+using namespace parasim;
+
+namespace {
+
+// 4 SMs of 1 TFLOP/s in all, main loops at the full rate, memory never the limit.
+sim::DeviceProfile four_sms(double l2_bandwidth = 0.0) {
+  sim::DeviceProfile p;
+  p.peak = {1e12, 1e12, 1e12, 1e12};
+  p.memory_bandwidth = 1e30;
+  p.kernels.sms = 4;
+  p.kernels.gemm_efficiency = 1.0;
+  p.kernels.l2_bandwidth = l2_bandwidth;
+  return p;
+}
+
+double gemm(const sim::DeviceProfile& p, long long m, long long n, long long k) {
+  const plan::Kernel g{plan::KernelKind::gemm, "g", m, n, k, 1, 2, 0, 0.0, false};
+  return sim::kernel_work_seconds(p, g, topology::Dtype::bf16);
+}
+
+}  // namespace
+
+TEST_CASE("a GEMM that fills the SMs runs at the peak; one that does not pays for its last wave", "[sim][kernels]") {
+  const sim::DeviceProfile p = four_sms();
+  const double K = 1024;
+  // 256 x 256: four 128 x 128 tiles, one wave on 4 SMs: exactly its FLOPs at the peak.
+  CHECK(gemm(p, 256, 256, 1024) == Approx(2.0 * 256 * 256 * K / 1e12));
+  // 320 x 320: no tile shape divides it. 64 x 64 tiles are best: 25 tiles in 7 waves of 4,
+  // each tile 2 x 64 x 64 x K FLOPs at a quarter of the device: 12 % over the ideal.
+  const double wave = 2.0 * 64 * 64 * K / (1e12 / 4);
+  CHECK(gemm(p, 320, 320, 1024) == Approx(7 * wave));
+  CHECK(gemm(p, 320, 320, 1024) / (2.0 * 320 * 320 * K / 1e12) == Approx(1.12));
+}
+
+TEST_CASE("tiles too small to reuse their operands are held back by the L2", "[sim][kernels]") {
+  // Ridge at 64 FLOP per byte: 128 x 128 tiles in 16 bits (64 FLOP/B) run at full rate,
+  // 128 x 64 (42.7) at two thirds, 64 x 64 (32) at half. For 320 x 320 the best is then three
+  // waves of 128 x 128 tiles (or four of 128 x 64 at 2/3 the rate: the same).
+  const sim::DeviceProfile p = four_sms(1e12 / 64);
+  const double K = 1024;
+  CHECK(gemm(p, 320, 320, 1024) == Approx(3 * 2.0 * 128 * 128 * K / (1e12 / 4)));
+}
+
+TEST_CASE("the host issues kernels one after another; a long kernel lets it run ahead", "[sim][kernels]") {
+  // Device times 10, 1, 1, 1 us; one issued every 5 us from t = 0: the first ends at 10;
+  // the second and third were issued by then (5, 10) and end at 11 and 12; the fourth is
+  // issued at 15 and ends at 16.
+  CHECK(sim::kernels_seconds(std::vector<double>{10e-6, 1e-6, 1e-6, 1e-6}, 0.0, 5e-6) == Approx(16e-6));
+  // Host-bound: 1 us kernels issued every 5 us from 5 us end at 6, 11, 16.
+  CHECK(sim::kernels_seconds(std::vector<double>{1e-6, 1e-6, 1e-6}, 5e-6, 5e-6) == Approx(16e-6));
+  // Issued long ago: the device's own time.
+  CHECK(sim::kernels_seconds(std::vector<double>{1e-6, 1e-6, 1e-6}, -1.0, 5e-6) == Approx(3e-6));
+}
+
+TEST_CASE("a step of tiny kernels takes what the host needs to issue them", "[sim][kernels][host]") {
+  // One device with a kernel model so fast that only the host counts: 2 generic layers,
+  // one micro-batch, fp32. Forward: 2 layers x 2 kernels at 100 us; backward 2 x 3 at
+  // 50 us; after the gradients the host issues the optimizer's 3 kernels (norm, AdamW,
+  // zeroing) at 100 us: 400 + 300 + 300 = 1 ms.
+  const std::string text = R"(cluster:
+  gpus_per_node: 1
+  device:
+    peak: {fp32: 1000 PFLOPS}
+    memory: 80GiB
+    memory_bandwidth: 1000 PB/s
+    kernels: {sms: 100, gemm_efficiency: 1, l2_bandwidth: 1000 PB/s, memory_efficiency: 1}
+    host: {forward: 100us, backward: 50us}
+  intra_node: {fabric: nvswitch, bandwidth: 100 GB/s}
+model:
+  layers:
+    - {name: a, params: 1e4, forward_flops: 1e6, activations: 10}
+    - {name: b, params: 1e4, forward_flops: 1e6, activations: 10}
+training: {global_batch: 1, micro_batch: 1, precision: fp32}
+plan: {dp: 1}
+)";
+  const plan::Scenario s = plan::load_text(text, "host.yaml");
+  const sim::Prediction p = sim::predict(s);
+  CHECK(p.trace.step_seconds() == Approx(1e-3).epsilon(1e-3));
+  // Without host costs the same step is the device's, microseconds.
+  const plan::Scenario fast = plan::load_text(text, "host.yaml", std::vector<std::string>{"cluster.device.host.forward=0us",
+                                                                                          "cluster.device.host.backward=0us"});
+  CHECK(sim::predict(fast).trace.step_seconds() < 1e-5);
+}
