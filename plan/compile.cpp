@@ -135,16 +135,9 @@ class Builder {
       // A GEMM of the same FLOPs and parameters per layer (generic_layer_gemm): the ops
       // count its FLOPs, which the executor performs.
       for (const GenericLayer& l : m_.generic_layers) {
-        const Gemm g = generic_layer_gemm(l, t_.micro_batch);
-        generic_sets_.push_back(add_set({g}));
-        // Forward: the GEMM and its activations written; backward: data and weight gradients.
-        const double act = l.activations * t_.micro_batch * e_;
-        std::vector<Kernel> f{{KernelKind::gemm, "layer", g.m, g.n, g.k, 1, e_, 0, 0.0, false},
-                              {KernelKind::memory, "activation", 0, 0, 0, 1, e_, 0, act, false}};
-        std::vector<Kernel> b{{KernelKind::gemm, "layer-dgrad", g.m, g.k, g.n, 1, e_, 0, 0.0, false},
-                              {KernelKind::gemm, "layer-wgrad", g.k, g.n, g.m, 1, e_, kernel_plan_.grad_element, 0.0, false},
-                              {KernelKind::memory, "activation-grad", 0, 0, 0, 1, e_, 0, act, false}};
-        generic_kernels_.push_back({add_kernels(std::move(f)), add_kernels(std::move(b))});
+        generic_sets_.push_back(add_set({generic_layer_gemm(l, t_.micro_batch)}));
+        generic_kernels_.push_back({add_kernels(generic_layer_kernels(kernel_plan_, l, false)),
+                                    add_kernels(generic_layer_kernels(kernel_plan_, l, true))});
       }
     }
   }

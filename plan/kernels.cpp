@@ -216,6 +216,21 @@ std::vector<Kernel> layer_kernels(const KernelPlan& p, LayerPart part, bool back
   return k.take();
 }
 
+std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward) {
+  Emit k(p);
+  const Gemm g = generic_layer_gemm(layer, p.micro_batch);
+  const double act = layer.activations * p.micro_batch * p.element;
+  if (!backward) {
+    k.gemm("layer", g.m, g.n, g.k);
+    k.memory("activation", act);
+  } else {
+    k.gemm("layer-dgrad", g.m, g.k, g.n);
+    k.wgrad("layer-wgrad", g.k, g.n, g.m);
+    k.memory("activation-grad", act);
+  }
+  return k.take();
+}
+
 std::vector<Kernel> embedding_kernels(const KernelPlan& p, bool backward) {
   Emit k(p);
   const Dims x = dims_of(p);

@@ -73,6 +73,9 @@ enum class LayerPart : std::uint8_t { whole, attention, mlp, attention_core };
 // The kernels of one pass over a layer part; `backward` false is the forward (and a
 // recompute). attention_core is what selective recompute runs again (forward only).
 std::vector<Kernel> layer_kernels(const KernelPlan& p, LayerPart part, bool backward);
+// A generic layer as its GEMM equivalent (accounting.hpp): the GEMM and its activations
+// written; backward, the data and weight gradients and the activations' gradient.
+std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward);
 // Word (and learned position) embedding lookup, its dropout; backward: the embedding's
 // gradient, accumulated into the main gradient.
 std::vector<Kernel> embedding_kernels(const KernelPlan& p, bool backward);

@@ -259,15 +259,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       const std::vector<plan::Gemm> g{plan::generic_layer_gemm(gl, t.micro_batch)};
       const double a = gl.activations * t.micro_batch * e;
       if (kernels) {
-        // As compile() lists them: the GEMM and its activations; data and weight gradients.
-        const plan::Gemm& x = g.front();
-        const std::vector<plan::Kernel> kf{{plan::KernelKind::gemm, "layer", x.m, x.n, x.k, 1, e, 0, 0.0, false},
-                                           {plan::KernelKind::memory, "activation", 0, 0, 0, 1, e, 0, a, false}};
-        const std::vector<plan::Kernel> kb{{plan::KernelKind::gemm, "layer-dgrad", x.m, x.k, x.n, 1, e, 0, 0.0, false},
-                                           {plan::KernelKind::gemm, "layer-wgrad", x.k, x.n, x.m, 1, e, kp.grad_element, 0.0, false},
-                                           {plan::KernelKind::memory, "activation-grad", 0, 0, 0, 1, e, 0, a, false}};
-        fwd[static_cast<std::size_t>(l)] = pass(kf, plan::Category::forward, 0.0, 0);
-        bwd[static_cast<std::size_t>(l)] = pass(kb, plan::Category::backward, 0.0, 0);
+        fwd[static_cast<std::size_t>(l)] = pass(plan::generic_layer_kernels(kp, gl, false), plan::Category::forward, 0.0, 0);
+        bwd[static_cast<std::size_t>(l)] = pass(plan::generic_layer_kernels(kp, gl, true), plan::Category::backward, 0.0, 0);
       } else {
         fwd[static_cast<std::size_t>(l)] = op(g, 1.0, io_bytes(g, e) + a);
         bwd[static_cast<std::size_t>(l)] = op(g, 2.0, 2.0 * io_bytes(g, e) + a);
