@@ -5,6 +5,18 @@
 
 namespace parasim::plan {
 
+double sum_flops(const std::vector<Gemm>& gemms) {
+  double f = 0.0;
+  for (const Gemm& g : gemms) f += g.flops();
+  return f;
+}
+
+double gemm_io_bytes(const std::vector<Gemm>& gemms, int element_bytes) {
+  double b = 0.0;
+  for (const Gemm& g : gemms) b += g.io_bytes(element_bytes);
+  return b;
+}
+
 std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp) {
   const long long b = micro_batch;
   const long long s = m.seq_len;

@@ -41,6 +41,10 @@ struct Gemm {
   }
 };
 
+// Sums over a set of GEMMs: FLOPs, and memory traffic with `element_bytes` per element.
+double sum_flops(const std::vector<Gemm>& gemms);
+double gemm_io_bytes(const std::vector<Gemm>& gemms, int element_bytes);
+
 // Forward GEMMs of one layer for a micro-batch of b samples, on one of tp ranks.
 std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp);
 // Forward GEMM of the LM head (logits) for a micro-batch, on one of tp ranks.

@@ -30,18 +30,6 @@ namespace parasim::plan {
 
 namespace {
 
-double gemm_io_bytes(const std::vector<Gemm>& gemms, int element) {
-  double b = 0.0;
-  for (const Gemm& g : gemms) b += g.io_bytes(element);
-  return b;
-}
-
-double sum_flops(const std::vector<Gemm>& gemms) {
-  double f = 0.0;
-  for (const Gemm& g : gemms) f += g.flops();
-  return f;
-}
-
 class Builder {
  public:
   explicit Builder(const Scenario& s) : scenario_(s), p_(s.plan), m_(s.model), t_(s.training), kernel_plan_(kernel_plan(s)) {
@@ -70,36 +58,7 @@ class Builder {
  private:
   // --- groups and shapes ---------------------------------------------------------------
   void make_groups() {
-    group_of_.assign(3, std::vector<int>(static_cast<std::size_t>(prog_.world), -1));
-    for (Dim d : {Dim::tp, Dim::dp, Dim::pp}) {
-      for (int r = 0; r < prog_.world; ++r) {
-        if (group_of_[dim_index(d)][static_cast<std::size_t>(r)] >= 0) continue;
-        Group g{d, {}};
-        Coord c = coord_of(p_, r);
-        for (int i = 0; i < extent(p_, d); ++i) {
-          coordinate(c, d) = i;
-          g.ranks.push_back(rank_of(p_, c));
-        }
-        const int id = static_cast<int>(prog_.groups.size());
-        for (int member : g.ranks) group_of_[dim_index(d)][static_cast<std::size_t>(member)] = id;
-        prog_.groups.push_back(std::move(g));
-      }
-    }
-    // Tied embeddings over several stages: the first stage's embedding and the last stage's
-    // LM head are one matrix held twice; Megatron all-reduces their gradients between the
-    // two ranks of each (tp, dp) position (its "embedding group").
-    group_of_.emplace_back(static_cast<std::size_t>(prog_.world), -1);
-    if (m_.kind == ModelKind::transformer && m_.tie_embeddings && p_.pp > 1) {
-      for (int r = 0; r < prog_.world; ++r) {
-        Coord c = coord_of(p_, r);
-        if (c.pp != 0) continue;
-        c.pp = p_.pp - 1;
-        Group g{Dim::pp, {r, rank_of(p_, c)}};
-        const int id = static_cast<int>(prog_.groups.size());
-        for (int member : g.ranks) group_of_[embedding_groups][static_cast<std::size_t>(member)] = id;
-        prog_.groups.push_back(std::move(g));
-      }
-    }
+    group_of_ = add_groups(p_, m_, prog_);
     // A rank is in one group per dimension and at most one embedding group: one collective
     // counter per (rank, kind of group).
     counters_.assign(4 * static_cast<std::size_t>(prog_.world), 0);
@@ -118,8 +77,6 @@ class Builder {
         head_kernels_[b] = add_kernels(head_kernels(kp, b == 1));
       }
       core_kernels_ = add_kernels(layer_kernels(kp, LayerPart::attention_core, false));
-    }
-    if (m_.kind == ModelKind::transformer) {
       const std::vector<Gemm> layer = layer_forward_gemms(m_, t_.micro_batch, p_.tp);
       attention_set_ = add_set({layer.begin(), layer.begin() + 4});
       mlp_set_ = add_set({layer.begin() + 4, layer.end()});
@@ -142,14 +99,13 @@ class Builder {
     }
   }
 
-  int add_set(std::vector<Gemm> g) {
-    prog_.gemm_sets.push_back(std::move(g));
-    return static_cast<int>(prog_.gemm_sets.size()) - 1;
+  template <typename T>
+  static int append(std::vector<std::vector<T>>& sets, std::vector<T> set) {
+    sets.push_back(std::move(set));
+    return static_cast<int>(sets.size()) - 1;
   }
-  int add_kernels(std::vector<Kernel> k) {
-    prog_.kernel_sets.push_back(std::move(k));
-    return static_cast<int>(prog_.kernel_sets.size()) - 1;
-  }
+  int add_set(std::vector<Gemm> g) { return append(prog_.gemm_sets, std::move(g)); }
+  int add_kernels(std::vector<Kernel> k) { return append(prog_.kernel_sets, std::move(k)); }
   // The kernel set of the op about to be emitted (compute() attaches it).
   void next_kernels(int set) { next_kernels_ = set; }
 
@@ -479,7 +435,6 @@ class Builder {
   void gather_transfer(int layer, int mb, bool gradient) {
     if (!scatter_gather()) return;
     const std::int64_t recv = pending_;
-    pending_ = -1;
     pending_ = collective(Dim::tp, CollectiveOp::all_gather, Category::tp_comm, Stream::tp, activation_bytes_, mb, layer,
                           layer + 1, std::span<const std::int64_t>(&recv, 1));
     tag_tp(pending_, TpRole::pp_gather, ComputeWhat::layer, gradient ? Category::backward : Category::forward);
@@ -607,7 +562,7 @@ class Builder {
   int e_ = 2;
   PipelineShape shape_;
   Program prog_;
-  static constexpr std::size_t embedding_groups = 3;  // group_of_ index after tp, dp, pp
+  static constexpr std::size_t embedding_groups = tied_embedding_groups;
   std::vector<std::vector<int>> group_of_;
   std::vector<std::int64_t> counters_;
   int attention_set_ = -1, mlp_set_ = -1, core_set_ = -1, layer_set_ = -1, head_set_ = -1;

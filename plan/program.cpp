@@ -99,4 +99,40 @@ std::string op_name(const Program& p, std::int64_t id) {
   return "?";
 }
 
+std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec& m, Program& prog) {
+  const auto world = static_cast<std::size_t>(prog.world);
+  std::vector<std::vector<int>> group_of(3, std::vector<int>(world, -1));
+  for (Dim d : {Dim::tp, Dim::dp, Dim::pp}) {
+    auto& of = group_of[static_cast<std::size_t>(d)];
+    for (int r = 0; r < prog.world; ++r) {
+      if (of[static_cast<std::size_t>(r)] >= 0) continue;
+      Group g{d, {}};
+      Coord c = coord_of(p, r);
+      for (int i = 0; i < extent(p, d); ++i) {
+        coordinate(c, d) = i;
+        g.ranks.push_back(rank_of(p, c));
+      }
+      const int id = static_cast<int>(prog.groups.size());
+      for (int member : g.ranks) of[static_cast<std::size_t>(member)] = id;
+      prog.groups.push_back(std::move(g));
+    }
+  }
+  // Tied embeddings over several stages: the first stage's embedding and the last stage's
+  // LM head are one matrix held twice; Megatron all-reduces their gradients between the
+  // two ranks of each (tp, dp) position (its "embedding group").
+  auto& tied = group_of.emplace_back(world, -1);
+  if (m.kind == ModelKind::transformer && m.tie_embeddings && p.pp > 1) {
+    for (int r = 0; r < prog.world; ++r) {
+      Coord c = coord_of(p, r);
+      if (c.pp != 0) continue;
+      c.pp = p.pp - 1;
+      Group g{Dim::pp, {r, rank_of(p, c)}};
+      const int id = static_cast<int>(prog.groups.size());
+      for (int member : g.ranks) tied[static_cast<std::size_t>(member)] = id;
+      prog.groups.push_back(std::move(g));
+    }
+  }
+  return group_of;
+}
+
 }  // namespace parasim::plan

@@ -118,6 +118,13 @@ inline int& coordinate(Coord& c, Dim d) { return d == Dim::tp ? c.tp : d == Dim:
 int rank_of(const ParallelPlan& p, const Coord& c);
 Coord coord_of(const ParallelPlan& p, int rank);
 
+// Adds the plan's groups to `prog` (prog.world set): one per tp, dp and pp group, then for
+// tied embeddings over several stages the pairs of first- and last-stage ranks of each
+// (tp, dp) position (Megatron's embedding group). Returns, per kind of group (Dim's order,
+// then tied_embedding_groups), each rank's group index, -1 where it has none.
+inline constexpr std::size_t tied_embedding_groups = 3;
+std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec& m, Program& prog);
+
 struct CompileOptions {
   // Compile data-parallel replica 0 only (the others run the same ops on their own ranks).
   bool one_replica = false;

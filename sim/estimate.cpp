@@ -25,12 +25,6 @@ namespace {
 using plan::CollectiveOp;
 using plan::Dim;
 
-double io_bytes(const std::vector<plan::Gemm>& g, int e) {
-  double b = 0.0;
-  for (const plan::Gemm& x : g) b += x.io_bytes(e);
-  return b;
-}
-
 // The devices of the group of dimension `d` that holds the rank at `c`.
 std::vector<int> group_of(const plan::ParallelPlan& p, plan::Coord c, Dim d) {
   std::vector<int> out;
@@ -201,7 +195,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     if (p.tp > 1 && p.pp > 1) {
       const double alone = 2.0 * (im.collective(s, Dim::tp, sum_op, act, 0) +
                                   (sp ? im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0) : 0.0));
-      const double work = op(g, 3.0, 3.0 * io_bytes(g, e) + 2.0 * ew);
+      const double work = op(g, 3.0, 3.0 * plan::gemm_io_bytes(g, e) + 2.0 * ew);
       // ... while they run at all: never with one micro-batch, nearly always with many.
       const double together = static_cast<double>(mbs - 1) / (mbs + p.pp - 2);
       overlap = together * 2.0 * alone / (2.0 * alone + work);
@@ -221,18 +215,18 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
         start_b = t.recompute == plan::Recompute::full ? start_f : cold_start(kb, plan::Category::backward, tp_comm, calls);
       }
     } else if (p.tp == 1) {
-      f = op(g, 1.0, io_bytes(g, e) + ew);
-      b = op(g, 2.0, 2.0 * io_bytes(g, e) + ew);
+      f = op(g, 1.0, plan::gemm_io_bytes(g, e) + ew);
+      b = op(g, 2.0, 2.0 * plan::gemm_io_bytes(g, e) + ew);
     } else {
-      f = op(att, 1.0, io_bytes(att, e) + ew / 2) + op(mlp, 1.0, io_bytes(mlp, e) + ew / 2) + tp_comm;
-      b = op(att, 2.0, 2.0 * io_bytes(att, e) + ew / 2) + op(mlp, 2.0, 2.0 * io_bytes(mlp, e) + ew / 2) + tp_comm;
+      f = op(att, 1.0, plan::gemm_io_bytes(att, e) + ew / 2) + op(mlp, 1.0, plan::gemm_io_bytes(mlp, e) + ew / 2) + tp_comm;
+      b = op(att, 2.0, 2.0 * plan::gemm_io_bytes(att, e) + ew / 2) + op(mlp, 2.0, 2.0 * plan::gemm_io_bytes(mlp, e) + ew / 2) + tp_comm;
     }
     double r = 0.0;
     if (t.recompute == plan::Recompute::full) {
       r = f;
     } else if (t.recompute == plan::Recompute::selective) {
       r = kernels ? pass(plan::layer_kernels(kp, plan::LayerPart::attention_core, false), plan::Category::recompute, 0.0, 0)
-                  : op(core, 1.0, io_bytes(core, e));
+                  : op(core, 1.0, plan::gemm_io_bytes(core, e));
     }
     std::fill(fwd.begin(), fwd.end(), f);
     std::fill(rec.begin(), rec.end(), r);
@@ -249,8 +243,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     } else {
       emb_f = op({}, 1.0, act) + (p.tp > 1 ? sum : 0.0);
       emb_b = op({}, 1.0, act) + gather;
-      head_f = gather + op(head, 1.0, io_bytes(head, e)) + stats;
-      head_b = op(head, 2.0, 2.0 * io_bytes(head, e)) + (p.tp > 1 ? sum : 0.0);
+      head_f = gather + op(head, 1.0, plan::gemm_io_bytes(head, e)) + stats;
+      head_b = op(head, 2.0, 2.0 * plan::gemm_io_bytes(head, e)) + (p.tp > 1 ? sum : 0.0);
     }
     tp_ends = p.tp > 1 ? 2.0 * (sum + gather) + stats : 0.0;
   } else {
@@ -262,8 +256,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
         fwd[static_cast<std::size_t>(l)] = pass(plan::generic_layer_kernels(kp, gl, false), plan::Category::forward, 0.0, 0);
         bwd[static_cast<std::size_t>(l)] = pass(plan::generic_layer_kernels(kp, gl, true), plan::Category::backward, 0.0, 0);
       } else {
-        fwd[static_cast<std::size_t>(l)] = op(g, 1.0, io_bytes(g, e) + a);
-        bwd[static_cast<std::size_t>(l)] = op(g, 2.0, 2.0 * io_bytes(g, e) + a);
+        fwd[static_cast<std::size_t>(l)] = op(g, 1.0, plan::gemm_io_bytes(g, e) + a);
+        bwd[static_cast<std::size_t>(l)] = op(g, 2.0, 2.0 * plan::gemm_io_bytes(g, e) + a);
       }
       rec[static_cast<std::size_t>(l)] = t.recompute == plan::Recompute::full ? fwd[static_cast<std::size_t>(l)] : 0.0;
     }
