@@ -422,11 +422,10 @@ double bus_factor(const CollectiveCall& c) {
   return c.op == CollectiveOp::all_reduce ? 2.0 * (n - 1) / n : (n - 1) / n;
 }
 
-Choice nccl_choice(Algorithm a, Protocol p, Network& net, const CollectiveCall& c) {
-  const topology::Cluster& cluster = net.cluster();
+// NCCL's run of `c` by `a` with protocol `p`, given the flows' own transfer time.
+Choice nccl_choice(Algorithm a, Protocol p, const topology::Cluster& cluster, const CollectiveCall& c, double transfer) {
   const int nodes = static_cast<int>(by_node(cluster, c.devices).size());
   Choice ch{a, p, nccl_latency(a, p, cluster, c), 1.0};
-  const double transfer = transfer_seconds(a, net, c);
   const double busbw = transfer > 0.0 ? bus_factor(c) * c.bytes / transfer : 0.0;
   ch.stretch = protocol_stretch(p, busbw, cluster.spec(), nodes);
   if (a == Algorithm::nvls) ch.stretch /= cluster.spec().intra.nvls;
@@ -496,14 +495,23 @@ Choice choose(plan::Collective setting, Network& net, const CollectiveCall& c) {
   Choice best{candidates.front()};
   double best_time = std::numeric_limits<double>::infinity();
   for (Algorithm a : candidates) {
+    if (!nccl) {
+      const double t = estimate_seconds(a, net, c);
+      if (t < best_time) {
+        best = Choice{a};
+        best_time = t;
+      }
+      continue;
+    }
     std::vector<Protocol> protocols{Protocol::simple};
-    if (nccl && a != Algorithm::nvls) {
+    if (a != Algorithm::nvls) {
       protocols.push_back(Protocol::ll);
       if (nvlink(cluster.spec())) protocols.push_back(Protocol::ll128);
     }
+    const double transfer = transfer_seconds(a, net, c);  // the same for every protocol
     for (Protocol p : protocols) {
-      const Choice ch = nccl ? nccl_choice(a, p, net, c) : Choice{a};
-      const double t = estimate_seconds(ch, net, c);
+      const Choice ch = nccl_choice(a, p, cluster, c, transfer);
+      const double t = ch.latency + transfer * ch.stretch;  // estimate_seconds(ch, ...)
       if (t < best_time) {
         best = ch;
         best_time = t;

@@ -34,6 +34,18 @@ double DeviceProfile::efficiency(double size) const {
   return gemm_efficiency.empty() ? 1.0 : log_interpolate(gemm_efficiency, size);
 }
 
+namespace {
+
+// The kernel model's figures of `ks` on `device`: streaming kernels at the device's achieved
+// share of its bandwidth, a launch cost per kernel.
+void use_kernel_model(DeviceProfile& p, const topology::KernelSpec& ks, const topology::DeviceSpec& device) {
+  p.kernels = ks;
+  p.memory_bandwidth = device.memory_bandwidth * ks.memory_efficiency;
+  p.launch_overhead = ks.launch;
+}
+
+}  // namespace
+
 DeviceProfile default_profile(const topology::DeviceSpec& device) {
   DeviceProfile p;
   p.name = device.name + " (datasheet)";
@@ -43,10 +55,7 @@ DeviceProfile default_profile(const topology::DeviceSpec& device) {
   p.host = device.host;
   const bool cpu = device.name == "cpu-core";
   if (device.kernels.present()) {
-    // The kernel model: GEMMs by tiles and waves (no efficiency curve), streaming kernels
-    // at the device's achieved share of its bandwidth, launch cost per kernel.
-    p.memory_bandwidth = device.memory_bandwidth * device.kernels.memory_efficiency;
-    p.launch_overhead = device.kernels.launch;
+    use_kernel_model(p, device.kernels, device);  // GEMMs by tiles and waves: no efficiency curve
   } else if (cpu) {
     // One core with a tuned BLAS: good efficiency from modest sizes, no launch cost to
     // speak of, STREAM-like bandwidth.
@@ -107,11 +116,7 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
   p.name = p.device + " (measured)";
   // The kernel model's constants and the host's costs, when the profile records them
   // (otherwise the device preset's stand).
-  if (const plan::Value* k = r.get("kernels")) {
-    p.kernels = plan::read_kernels(*k, "kernels", where);
-    p.memory_bandwidth = device.memory_bandwidth * p.kernels.memory_efficiency;
-    p.launch_overhead = p.kernels.launch;
-  }
+  if (const plan::Value* k = r.get("kernels")) use_kernel_model(p, plan::read_kernels(*k, "kernels", where), device);
   if (const plan::Value* h = r.get("host")) p.host = plan::read_host(*h, "host", where);
   p.memory_bandwidth = r.bandwidth("memory_bandwidth", p.memory_bandwidth);
   if (p.memory_bandwidth <= 0.0) r.fail("memory_bandwidth", "expected a positive bandwidth");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <vector>
 
 #include <fmt/format.h>
@@ -153,9 +154,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const bool kernels = prof.kernel_model();
   const plan::KernelPlan kp = plan::kernel_plan(s);
   auto device = [&](const std::vector<plan::Kernel>& ks) {
-    double sum_t = 0.0;
-    for (const plan::Kernel& k : ks) sum_t += prof.launch_overhead + kernel_work_seconds(prof, k, dtype);
-    return sum_t;
+    const std::vector<double> d = kernel_durations(prof, ks, dtype);
+    return std::accumulate(d.begin(), d.end(), 0.0);
   };
   auto pass = [&](const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) {
     const double host = static_cast<double>(ks.size()) * dispatch_seconds(prof, c) + calls * prof.host.communication;
