@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/output.hpp"
 #include "exec/backend.hpp"
 #include "exec/calibrate.hpp"
 #include "report/table.hpp"
@@ -202,7 +203,9 @@ void run_calibrate(const CalibrateArgs& a) {
   const u::Parsed max = u::parse_bytes(a.max_size);
   if (!max.ok()) throw UsageError("--max-size: " + max.error);
   if (max.value < 1024) throw UsageError("--max-size must be at least 1KiB");
+  if (max.value > 4.0 * (1LL << 30)) throw UsageError(fmt::format("--max-size {}: at most 4GiB", a.max_size));
   const std::string out = a.out.empty() ? fmt::format("calibrate-{}.yaml", a.backend) : a.out;
+  check_output_path(out, "--out");
   if (!under_mpi()) {
     precheck(a);
     // One rank per core on the CPU backend; one GPU unless --ranks says more.
@@ -251,8 +254,10 @@ void run_calibrate(const CalibrateArgs& a) {
                   "# on {} ({}), {}. Reference it from a scenario:  hardware: {{profile: FILE}}\n",
                   a.backend, dev.world(), dev.world() == 1 ? "" : "s", host, cpu, today());
   const std::string body = fmt::format("backend: {}\nranks: {}\n", a.backend, dev.world()) + sim::profile_yaml(p);
-  write_output(out, header + body + measurements_yaml(c));
-  if (!a.json.empty()) write_output(a.json, calibration_json(c, p).dump(2) + "\n");
+  OutputSet files;
+  files.add(out, header + body + measurements_yaml(c));
+  if (!a.json.empty()) files.add(a.json, calibration_json(c, p).dump(2) + "\n");
+  files.commit();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("\nwrote {} (measured in {:.1f} s){}\n", out, secs, a.json.empty() ? "" : ", " + a.json);
 }
@@ -277,8 +282,10 @@ void add_calibrate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", a->device, "Device preset the profile describes")->capture_default_str();
   cmd->add_option("--ranks", a->ranks, "Ranks measuring at once (default: one per core)")->check(CLI::PositiveNumber);
-  cmd->add_option("--out", a->out, "Profile to write (default: calibrate-BACKEND.yaml)")->type_name("FILE");
-  cmd->add_option("--json", a->json, "Also write every measurement as JSON to FILE")->type_name("FILE");
+  cmd->add_option("--out", a->out, "Profile to write (default: calibrate-BACKEND.yaml)")->type_name("FILE")
+      ->check(output_file());
+  cmd->add_option("--json", a->json, "Also write every measurement as JSON to FILE")->type_name("FILE")
+      ->check(output_file());
   cmd->add_option("--max-size", a->max_size, "Largest message measured (from 1KiB in steps of 4)")
       ->capture_default_str();
   cmd->add_flag("--quick", a->quick, "A small GEMM and kernel grid, for smoke tests");

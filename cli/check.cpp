@@ -8,6 +8,7 @@
 #include "plan/describe.hpp"
 #include "plan/memory.hpp"
 #include "report/table.hpp"
+#include "sim/compute_model.hpp"
 #include "topology/units.hpp"
 
 namespace parasim::cli {
@@ -23,6 +24,8 @@ void add_check(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print the resolved scenario as JSON (SI units)");
   cmd->callback([args] {
     const plan::Scenario s = args->scenario.load();
+    // The device profile too: simulate reads it, so check must refuse what simulate would.
+    if (!s.hardware.profile.empty()) (void)sim::load_profile(s.hardware.profile, s.cluster.device);
     const plan::MemoryReport mem = plan::memory_per_rank(s);
     if (args->json) {
       auto j = plan::to_json(s);

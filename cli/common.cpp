@@ -1,6 +1,7 @@
 #include "cli/common.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,8 +11,11 @@
 #include <system_error>
 
 #include <fmt/format.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/output.hpp"
 #include "plan/load.hpp"
 
 namespace parasim::cli {
@@ -40,6 +44,13 @@ bool under_mpi() {
   return false;
 }
 
+namespace {
+pid_t launcher_child = -1;
+extern "C" void forward_to_launcher(int sig) {
+  if (launcher_child > 0) ::kill(launcher_child, sig);
+}
+}  // namespace
+
 [[noreturn]] void relaunch_under_mpirun(int ranks) {
   const std::vector<std::string>& argv = command_line();
   std::vector<std::string> cmd{"mpirun", "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none",
@@ -52,39 +63,70 @@ bool under_mpi() {
   c.push_back(nullptr);
   ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
   std::cout.flush();
-  ::execvp("mpirun", c.data());
-  throw UsageError(fmt::format("{} ranks are needed and mpirun could not be started ({}); install OpenMPI "
-                               "(openmpi-bin) or start the ranks with your own launcher",
-                               ranks, std::strerror(errno)));
+  std::fflush(stdout);
+  // mpirun runs as a child, so its exit status becomes parasim's: 0, 2 for bad input, 1
+  // for any failure (mpirun itself reports a killed rank as 137 or the like).
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("cannot start mpirun: {}", std::strerror(errno)));
+  const pid_t child = ::fork();
+  if (child < 0) throw std::runtime_error(fmt::format("cannot start mpirun: {}", std::strerror(errno)));
+  if (child == 0) {
+    ::close(ready[0]);
+    ::execvp("mpirun", c.data());
+    const int err = errno;
+    [[maybe_unused]] const ssize_t n = ::write(ready[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  int exec_errno = 0;
+  const bool exec_failed = ::read(ready[0], &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno);
+  ::close(ready[0]);
+  if (exec_failed) {
+    ::waitpid(child, nullptr, 0);
+    throw UsageError(fmt::format("{} ranks are needed and mpirun could not be started ({}); install OpenMPI "
+                                 "(openmpi-bin) or start the ranks with your own launcher",
+                                 ranks, std::strerror(exec_errno)));
+  }
+  launcher_child = child;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction sa {};
+    sa.sa_handler = forward_to_launcher;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::fflush(stdout);
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    if (code == exit_ok || code == exit_bad_input || code == exit_failure) std::_Exit(code);
+    std::fprintf(stderr, "error: the job ended with mpirun's status %d (a rank was killed or failed to start)\n", code);
+  } else if (WIFSIGNALED(status)) {
+    std::fprintf(stderr, "error: mpirun was ended by signal %d (%s)\n", WTERMSIG(status), ::strsignal(WTERMSIG(status)));
+  }
+  std::_Exit(exit_failure);
 }
 
 plan::Scenario ScenarioArgs::load() const { return plan::load(path, overrides); }
 
+CLI::Validator output_file() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        try {
+          check_output_path(path, "");
+        } catch (const UsageError& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "FILE", "output file");
+}
+
 void write_output(const std::string& path, const std::string& content) {
-  if (path == "-") {
-    std::cout << content;
-    return;
-  }
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path tmp = target.parent_path() / fmt::format(".{}.tmp.{}", target.filename().string(), ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-    out << content;
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw std::runtime_error(fmt::format("cannot write '{}'", path));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw std::runtime_error(fmt::format("cannot write '{}': {}", path, ec.message()));
-  }
+  OutputSet set;
+  set.add(path, content);
+  set.commit();
 }
 
 }  // namespace parasim::cli

@@ -29,9 +29,13 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Writes `content` to `path` through a temporary file and a rename, so a failure never
-// leaves a partial file. "-" writes to standard output.
+// Writes `content` to `path` whole or not at all (cli/output.hpp); "-" writes to standard
+// output. A command with several outputs writes them as one OutputSet.
 void write_output(const std::string& path, const std::string& content);
+
+// A CLI11 check for an output file option: refuses, before any work, a name that cannot
+// be written (cli/output.hpp check_output_path).
+CLI::Validator output_file();
 
 // The process's command line as main() received it (a run restarts itself under mpirun).
 void set_command_line(int argc, char** argv);

@@ -1,16 +1,21 @@
 // parasim: predict a distributed training plan, then run it for real.
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/common.hpp"
+#include "cli/output.hpp"
 #include "parasim/config.hpp"
 #include "plan/diagnostics.hpp"
+#include "sim/time.hpp"
 
 int main(int argc, char** argv) {
   using namespace parasim::cli;
   set_command_line(argc, argv);
+  install_output_signal_cleanup();
   CLI::App app{"parasim: predict how fast a distributed training plan runs, whether it fits, and where the time "
                "goes; then run the same plan for real"};
   app.set_version_flag("--version", std::string("parasim ") + parasim::config::version);
@@ -41,11 +46,18 @@ int main(int argc, char** argv) {
   } catch (const parasim::plan::ScenarioError& e) {
     std::cerr << "error: " << e.what() << '\n';
     return exit_bad_input;
+  } catch (const parasim::sim::TimeRangeError& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    return exit_bad_input;
   } catch (const UsageError& e) {
     std::cerr << "error: " << e.what() << '\n';
     return exit_bad_input;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << '\n';
+    return exit_failure;
+  }
+  if (!flush_standard_output()) {
+    std::cerr << "error: cannot write to standard output: " << std::strerror(errno != 0 ? errno : EIO) << '\n';
     return exit_failure;
   }
   return exit_ok;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "plan/limits.hpp"
 #include "plan/describe.hpp"
 #include "plan/search.hpp"
 #include "report/table.hpp"
@@ -175,7 +176,7 @@ void add_plan(CLI::App& app) {
   args->scenario.add_to(*cmd);
   cmd->add_option("--gpus", args->gpus, "Plan for N devices (default: the cluster's; nodes are added or removed)")
       ->type_name("N")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, static_cast<int>(plan::limits::gpus)));
   cmd->add_option("--top", args->top, "Plans shown")->type_name("K")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--resimulate", args->resimulate, "Best plans scored again by the event simulator")
       ->type_name("R")
@@ -185,7 +186,8 @@ void add_plan(CLI::App& app) {
       ->type_name("T")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "Print JSON instead of tables");
-  cmd->add_option("--csv", args->csv, "Write every plan that fits, ranked, as CSV to FILE")->type_name("FILE");
+  cmd->add_option("--csv", args->csv, "Write every plan that fits, ranked, as CSV to FILE")->type_name("FILE")
+      ->check(output_file());
   cmd->callback([args] { run_plan(*args); });
 }
 

@@ -20,6 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/output.hpp"
+#include "plan/limits.hpp"
 #include "exec/backend.hpp"
 #include "exec/shard.hpp"
 #include "plan/memory.hpp"
@@ -61,6 +63,19 @@ plan::Scenario load_for_run(const RunArgs& a) {
   return s;
 }
 
+// MemAvailable from /proc/meminfo, in bytes; 0 where unknown.
+double host_available_memory() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0.0;
+  char line[256];
+  double kib = 0.0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib * 1024.0;
+}
+
 // Everything that can be refused before any rank starts: the backend, the model, memory.
 void precheck(const plan::Scenario& s) {
   const exec::BackendStatus b = exec::backend_status(plan::to_string(s.run.backend));
@@ -71,6 +86,20 @@ void precheck(const plan::Scenario& s) {
   if (const std::string why = exec::unsupported_reason(s); !why.empty()) throw UsageError(why);
   const plan::MemoryReport mem = plan::memory_per_rank(s);
   if (!mem.fits()) throw UsageError("the plan does not fit in memory: " + plan::describe_memory(mem));
+  // CPU ranks share this host's memory, whatever the device preset declares.
+  if (s.run.backend == plan::Backend::cpu) {
+    double need = 0.0;
+    for (int r = 0; r < s.plan.world(); ++r) {
+      const plan::MemoryBreakdown& m = mem.stages[static_cast<std::size_t>(plan::coord_of(s.plan, r).pp)];
+      need += m.total() - m.workspace;
+    }
+    const double available = host_available_memory();
+    if (available > 0.0 && need > available) {
+      throw UsageError(fmt::format("the plan's {} CPU ranks need {} together, and this host has {} available; "
+                                   "make the model or the batch smaller",
+                                   s.plan.world(), u::format_bytes(need), u::format_bytes(available)));
+    }
+  }
 }
 
 #ifdef PARASIM_HAVE_CPU_BACKEND
@@ -144,6 +173,10 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
 
 void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
   const double tokens = static_cast<double>(s.training.global_batch) * s.model.tokens_per_sample();
+  if (m.steps.empty()) {
+    fmt::print("\nno step was measured\n");
+    return;
+  }
   const double first = m.steps.front().loss;
   const double last = m.steps.back().loss;
   fmt::print("\nmeasured over {} steps\n", s.run.steps);
@@ -206,7 +239,8 @@ void run_run(const RunArgs& a) {
   if (!job.root) return;
   const exec::Measurement& m = job.measured;
   const topology::Cluster cluster(s.cluster);
-  if (!a.trace.empty()) write_output(a.trace, report::chrome_trace_json(m.trace, m.program, cluster));
+  OutputSet out;
+  if (!a.trace.empty()) out.add(a.trace, report::chrome_trace_json(m.trace, m.program, cluster));
   if (!a.json.empty()) {
     nlohmann::ordered_json j{{"scenario", s.name},
                              {"ranks", s.plan.world()},
@@ -217,12 +251,29 @@ void run_run(const RunArgs& a) {
                              {"flops_per_step", m.flops_per_step},
                              {"peak_memory", m.peak_memory},
                              {"steps", steps_json(m)}};
-    write_output(a.json, j.dump(2) + "\n");
+    out.add(a.json, j.dump(2) + "\n");
   }
+  out.commit();
+}
+
+// validate's folder: made (and so proven writable) before any rank starts.
+std::string validate_dir(const RunArgs& a, const plan::Scenario& s) {
+  const std::string dir = a.out.empty() ? fmt::format("validate-{}", s.name) : a.out;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    throw UsageError(fmt::format("--out {}: cannot make the folder: {}", dir,
+                                 ec ? ec.message() : std::string("a file of that name is in the way")));
+  }
+  for (const char* f : {"/predicted.trace.json", "/measured.trace.json", "/comparison.json"}) {
+    check_output_path(dir + f, "--out");
+  }
+  return dir;
 }
 
 void run_validate(const RunArgs& a) {
   const plan::Scenario s = load_for_run(a);
+  const std::string dir = validate_dir(a, s);
   const Job job = launch_and_run(s, a);
   if (!job.root) return;
   const exec::Measurement& m = job.measured;
@@ -256,10 +307,9 @@ void run_validate(const RunArgs& a) {
                topology::to_string(s.training.precision));
   }
 
-  const std::string dir = a.out.empty() ? fmt::format("validate-{}", s.name) : a.out;
-  std::filesystem::create_directories(dir);
-  write_output(dir + "/predicted.trace.json", report::chrome_trace_json(prediction.trace, prediction.program, cluster));
-  write_output(dir + "/measured.trace.json", report::chrome_trace_json(m.trace, m.program, cluster));
+  OutputSet out;
+  out.add(dir + "/predicted.trace.json", report::chrome_trace_json(prediction.trace, prediction.program, cluster));
+  out.add(dir + "/measured.trace.json", report::chrome_trace_json(m.trace, m.program, cluster));
   nlohmann::ordered_json cmp = nlohmann::ordered_json::array();
   for (const auto& r : rows) {
     const double e = r.error();
@@ -274,7 +324,8 @@ void run_validate(const RunArgs& a) {
                            {"traced_step", m.traced_step},
                            {"comparison", cmp},
                            {"steps", steps_json(m)}};
-  write_output(dir + "/comparison.json", j.dump(2) + "\n");
+  out.add(dir + "/comparison.json", j.dump(2) + "\n");
+  out.commit();
   fmt::print("\nwrote {0}/predicted.trace.json, {0}/measured.trace.json, {0}/comparison.json\n", dir);
 }
 
@@ -290,10 +341,22 @@ void run_validate(const RunArgs& a) { run_run(a); }
 
 void add_run_options(CLI::App& cmd, RunArgs& a) {
   a.scenario.add_to(cmd);
-  cmd.add_option("--steps", a.steps, "Measured steps (default: the scenario's run.steps)");
-  cmd.add_option("--warmup", a.warmup, "Warm-up steps before measuring (default: run.warmup)");
+  cmd.add_option("--steps", a.steps, "Measured steps (default: the scenario's run.steps)")
+      ->check(CLI::Range(1, plan::limits::steps));
+  cmd.add_option("--warmup", a.warmup, "Warm-up steps before measuring (default: run.warmup)")
+      ->check(CLI::Range(0, plan::limits::steps));
   cmd.add_option("--backend", a.backend, "Executor backend (default: run.backend)")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--stall-timeout", a.stall, "Seconds without progress after which a rank ends the job")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(text.c_str(), &end);
+            if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < 0.1 || v > 86400.0) {
+              return fmt::format("expected seconds from 0.1 to 86400, got '{}'", text);
+            }
+            return {};
+          },
+          "SECONDS", "stall timeout"))
       ->capture_default_str();
 }
 
@@ -303,8 +366,10 @@ void add_run(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Train the plan for real on the executor: step time, loss, throughput, memory");
   add_run_options(*cmd, *args);
-  cmd->add_option("--trace", args->trace, "Write the measured step as Chrome-trace JSON to FILE")->type_name("FILE");
-  cmd->add_option("--json", args->json, "Write the measurements as JSON to FILE")->type_name("FILE");
+  cmd->add_option("--trace", args->trace, "Write the measured step as Chrome-trace JSON to FILE")->type_name("FILE")
+      ->check(output_file());
+  cmd->add_option("--json", args->json, "Write the measurements as JSON to FILE")->type_name("FILE")
+      ->check(output_file());
   cmd->callback([args] { run_run(*args); });
 }
 

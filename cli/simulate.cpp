@@ -190,7 +190,8 @@ void add_simulate(CLI::App& app) {
   args->scenario.add_to(*cmd);
   cmd->add_flag("--json", args->json, "Print JSON instead of tables");
   cmd->add_option("--trace", args->trace, "Write the predicted step as Chrome-trace JSON (Perfetto) to FILE")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(output_file());
   cmd->add_option("--fold", args->fold,
                   "Simulate one data-parallel replica for all: auto (when exact, or approximately from 256 ranks), "
                   "always, never")

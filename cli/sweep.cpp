@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/output.hpp"
 #include "report/table.hpp"
 #include "sim/sweep.hpp"
 #include "topology/units.hpp"
@@ -39,9 +40,15 @@ void run_sweep(const SweepArgs& a) {
   sim::SweepOptions o;
   o.per_replica_batch = a.batch == "per-replica";
   o.grow_nodes = !a.fixed_nodes;
-  const std::vector<sim::SweepPoint> points = sim::sweep(a.scenario.path, a.scenario.overrides, axes, o);
+  std::vector<sim::SweepPoint> points;
+  try {
+    points = sim::sweep(a.scenario.path, a.scenario.overrides, axes, o);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
 
-  // Outputs are written whole once everything has run.
+  // Outputs are written whole, as a set, once everything has run.
+  OutputSet out;
   if (!a.csv.empty()) {
     std::string csv;
     for (const auto& axis : axes) csv += axis.key + ",";
@@ -51,9 +58,10 @@ void run_sweep(const SweepArgs& a) {
       csv += fmt::format("{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},\"{}\"\n", p.gpus, p.step_time, p.tokens_per_s, p.ideal,
                          p.efficiency, p.mfu, p.fits ? "yes" : "no", p.error);
     }
-    write_output(a.csv, csv);
+    out.add(a.csv, csv);
   }
-  if (!a.plot.empty()) write_output(a.plot, sim::scaling_svg(points, name + ": throughput against GPUs"));
+  if (!a.plot.empty()) out.add(a.plot, sim::scaling_svg(points, name + ": throughput against GPUs"));
+  out.commit();
   if (a.json) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const sim::SweepPoint& p : points) {
@@ -118,9 +126,11 @@ void add_sweep(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--fixed-nodes", args->fixed_nodes, "Keep the cluster's nodes (default: add nodes to hold each plan)");
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
-  cmd->add_option("--csv", args->csv, "Write the table as CSV to FILE")->type_name("FILE");
+  cmd->add_option("--csv", args->csv, "Write the table as CSV to FILE")->type_name("FILE")
+      ->check(output_file());
   cmd->add_option("--plot", args->plot, "Write the scaling plot (tokens/s and ideal against GPUs) as SVG to FILE")
-      ->type_name("FILE.svg");
+      ->type_name("FILE.svg")
+      ->check(output_file());
   cmd->callback([args] { run_sweep(*args); });
 }
 

@@ -119,7 +119,8 @@ void add_topo(CLI::App& app) {
   args->scenario.add_to(*cmd);
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
   cmd->add_option("--dot", args->dot, "Write the graph in Graphviz format to FILE ('-' for standard output)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(output_file());
   cmd->add_option("--route", args->route, "Trace the route from device A to device B")->expected(2)->type_name("A B");
   cmd->callback([args] { run_topo(*args); });
 }

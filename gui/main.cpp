@@ -39,7 +39,11 @@ int main(int argc, char** argv) {
   cli.addOption(traceFile);
   cli.process(app);
   parasim::gui::MainWindow window;
+  const bool batch = cli.isSet(screenshot) || cli.isSet(exportDir);
+  window.setBatch(batch);
   bool ok = true;
+  bool trace_failed = false;
+  QObject::connect(&window, &parasim::gui::MainWindow::traceFailed, [&trace_failed] { trace_failed = true; });
   if (!cli.positionalArguments().isEmpty()) ok = window.openScenario(cli.positionalArguments().first());
   if (cli.isSet(traceFile)) window.openTrace(cli.value(traceFile));
   if (cli.isSet(screenshot) || cli.isSet(exportDir)) {
@@ -78,7 +82,7 @@ int main(int argc, char** argv) {
     if (cli.isSet(exportDir)) {
       for (const QString& f : window.exportViews(cli.value(exportDir))) std::printf("wrote %s\n", qPrintable(f));
     }
-    return ok ? 0 : 2;
+    return ok && !trace_failed ? 0 : 2;
   }
   if (cli.isSet(runDir)) {
     const QString error = window.openRunFolder(cli.value(runDir));

@@ -479,7 +479,11 @@ void MainWindow::openTrace(const QString& path) {
     --m_loadingTraces;
     if (!r.error.isEmpty()) {
       statusBar()->showMessage(r.error);
-      QMessageBox::warning(this, tr("Cannot open the trace"), r.error);
+      if (m_batch) {
+        qCritical("%s", qPrintable(r.error));
+      } else {
+        QMessageBox::warning(this, tr("Cannot open the trace"), r.error);
+      }
       emit traceFailed(r.error);
       return;
     }

@@ -81,6 +81,9 @@ class MainWindow : public QMainWindow {
   const Outcome& outcome() const { return m_outcome; }
   // Nothing computing in the background (simulation, sweep, trace loading, a run).
   bool idle() const;
+  // Batch use (--screenshot, --export): errors go to the status bar and standard error,
+  // never to a modal dialog that nobody can close.
+  void setBatch(bool batch) { m_batch = batch; }
 
  signals:
   void traceLoaded(const QString& path);
@@ -129,6 +132,7 @@ class MainWindow : public QMainWindow {
   QStringList m_measuredOverrides;  // the plan the measurement ran (editor overrides)
   bool m_measuredFromRun = false;   // from Run for real, so its plan is known
   int m_loadingTraces = 0;
+  bool m_batch = false;
 };
 
 }  // namespace parasim::gui

@@ -9,6 +9,7 @@
 #include <QVBoxLayout>
 
 #include "plan/describe.hpp"
+#include "plan/limits.hpp"
 #include "plan/presets.hpp"
 #include "topology/units.hpp"
 
@@ -50,13 +51,13 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addInteger(QStringLiteral("cluster.inter_node.nics_per_node"), tr("NICs per node"), 1, 64);
   addSection(tr("Model"));
   addChoice(QStringLiteral("model.preset"), tr("Model preset"), presets(plan::PresetKind::model));
-  addInteger(QStringLiteral("model.layers"), tr("Layers"), 1, 1 << 16);
-  addInteger(QStringLiteral("model.hidden"), tr("Hidden size"), 1, 1 << 20);
-  addInteger(QStringLiteral("model.heads"), tr("Heads"), 1, 1 << 12);
-  addInteger(QStringLiteral("model.seq_len"), tr("Sequence length"), 1, 1 << 22);
-  addInteger(QStringLiteral("model.vocab"), tr("Vocabulary"), 1, 1 << 24);
+  addInteger(QStringLiteral("model.layers"), tr("Layers"), 1, plan::limits::layers);
+  addInteger(QStringLiteral("model.hidden"), tr("Hidden size"), 1, plan::limits::hidden);
+  addInteger(QStringLiteral("model.heads"), tr("Heads"), 1, plan::limits::heads);
+  addInteger(QStringLiteral("model.seq_len"), tr("Sequence length"), 1, plan::limits::seq_len);
+  addInteger(QStringLiteral("model.vocab"), tr("Vocabulary"), 1, plan::limits::vocab);
   addSection(tr("Training"));
-  addInteger(QStringLiteral("training.global_batch"), tr("Global batch"), 1, 1 << 24);
+  addInteger(QStringLiteral("training.global_batch"), tr("Global batch"), 1, plan::limits::global_batch);
   addInteger(QStringLiteral("training.micro_batch"), tr("Micro-batch"), 1, 1 << 20);
   addChoice(QStringLiteral("training.precision"), tr("Precision"), {"fp32", "tf32", "bf16", "fp16"});
   addChoice(QStringLiteral("training.recompute"), tr("Recompute"), {"none", "selective", "full"});

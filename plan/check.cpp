@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "plan/limits.hpp"
+
 namespace parasim::plan {
 namespace {
 
@@ -39,6 +41,9 @@ void check(const Scenario& s) {
   const TrainingSpec& t = s.training;
   const int gpus = s.cluster.total_gpus();
 
+  c.require(gpus <= limits::gpus, "cluster.nodes",
+            fmt::format("{} nodes x {} devices = {} devices passes the limit of {}", s.cluster.nodes,
+                        s.cluster.gpus_per_node, gpus, limits::gpus));
   // 64-bit products: each degree may be up to 2^30 before this check.
   const long long world = static_cast<long long>(p.dp) * p.tp * p.pp;
   c.require(world <= gpus, "plan.dp",
@@ -79,6 +84,34 @@ void check(const Scenario& s) {
   c.require(t.global_batch % per_step == 0, "training.global_batch",
             fmt::format("global_batch {} is not divisible by dp x micro_batch = {} x {} = {}", t.global_batch, p.dp,
                         t.micro_batch, per_step));
+
+  const long long micro_batches = t.global_batch / per_step;
+  c.require(micro_batches <= limits::micro_batches, "training.global_batch",
+            fmt::format("{} micro-batches per pipeline per step (global_batch / (dp x micro_batch)) pass the limit of "
+                        "{}; raise micro_batch or dp",
+                        micro_batches, limits::micro_batches));
+
+  // The step's compute at the device's peak rate bounds it from below: past the simulated
+  // clock's range (int64 picoseconds, 106 days) nothing can be simulated. Name the key
+  // that makes it so.
+  if (const double peak = s.cluster.device.peak(t.precision); peak > 0.0) {
+    double per_sample = 0.0;  // forward FLOPs
+    std::string culprit = "model";
+    if (m.kind == ModelKind::transformer) {
+      const double h = m.hidden;
+      const double seq = m.seq_len;
+      per_sample = static_cast<double>(m.layers) * seq * (24.0 * h * h + 4.0 * seq * h);
+      culprit = 24.0 * h > 4.0 * seq ? "model.hidden" : "model.seq_len";
+    } else {
+      for (const GenericLayer& l : m.generic_layers) per_sample += l.forward_flops;
+      culprit = "model.layers";
+    }
+    const double seconds = 3.0 * per_sample * t.global_batch / static_cast<double>(world) / peak;
+    c.require(seconds < 1e6, culprit,
+              fmt::format("one step is at least {:.3g} s of compute on each device at its peak rate, past what the "
+                          "simulator can represent (106 days); a real step takes seconds",
+                          seconds));
+  }
 
   c.require(p.collective != Collective::nvls || s.cluster.intra.fabric == topology::IntraFabric::nvswitch, "plan.collective",
             fmt::format("collective nvls reduces inside an NVSwitch, but the cluster's intra_node fabric is {}",

@@ -1,19 +1,33 @@
 #include "plan/load.hpp"
 
+#include <algorithm>
+#include <array>
 #include <filesystem>
+#include <map>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "plan/check.hpp"
+#include "plan/limits.hpp"
 
 namespace fs = std::filesystem;
 
 namespace parasim::plan {
 namespace {
 
+// The top-level keys of a scenario: a file reached through extends: must have only these.
+constexpr std::array<std::string_view, 9> scenario_keys{"name",  "description", "extends",  "cluster", "model",
+                                                         "training", "plan",     "hardware", "run"};
+
+// Files read through extends: while loading one scenario, each once (a diamond of bases
+// would otherwise be read once per path to it), with their own bases already merged.
+struct BaseCache {
+  std::map<fs::path, Value> done;
+};
+
 // Follows extends: from `doc` (already parsed, read from a file in `dir`).
-Value with_bases(Value doc, const fs::path& dir, std::vector<fs::path>& chain) {
+Value with_bases(Value doc, const fs::path& dir, std::vector<fs::path>& chain, BaseCache& cache) {
   Entry* ext = doc.find("extends");
   if (ext == nullptr) return doc;
   std::vector<const Value*> bases;
@@ -26,6 +40,10 @@ Value with_bases(Value doc, const fs::path& dir, std::vector<fs::path>& chain) {
     }
   } else {
     throw ScenarioError(ext->value.loc, "extends", "expected a file name or a list of file names");
+  }
+  if (static_cast<int>(chain.size()) > limits::extends_depth) {
+    throw ScenarioError(ext->value.loc, "extends",
+                        fmt::format("extends: goes more than {} files deep (the limit)", limits::extends_depth));
   }
 
   Value merged;
@@ -43,10 +61,30 @@ Value with_bases(Value doc, const fs::path& dir, std::vector<fs::path>& chain) {
         throw ScenarioError(b->loc, "extends", fmt::format("'{}' extends itself through a cycle", b->scalar));
       }
     }
-    chain.push_back(canon);
-    Value base = with_bases(parse_yaml_file(p.string()), p.parent_path(), chain);
-    chain.pop_back();
-    merge_into(merged, base);
+    auto hit = cache.done.find(canon);
+    if (hit == cache.done.end()) {
+      if (static_cast<int>(cache.done.size()) >= limits::extends_files) {
+        throw ScenarioError(b->loc, "extends",
+                            fmt::format("more than {} files are read through extends: (the limit)", limits::extends_files));
+      }
+      Value base = parse_yaml_file(p.string());
+      // Say no more about a file that is not a scenario than that it is not one: its
+      // first line may be something the user must not see (extends: /etc/shadow).
+      bool scenario = base.is_map();
+      for (const Entry& e : base.entries) {
+        scenario = scenario && std::find(scenario_keys.begin(), scenario_keys.end(), e.key) != scenario_keys.end();
+      }
+      if (!scenario) {
+        throw ScenarioError(b->loc, "extends",
+                            fmt::format("'{}' is not a scenario file (its top level must be scenario keys: {})", b->scalar,
+                                        fmt::join(scenario_keys, ", ")));
+      }
+      chain.push_back(canon);
+      base = with_bases(std::move(base), p.parent_path(), chain, cache);
+      chain.pop_back();
+      hit = cache.done.emplace(canon, std::move(base)).first;
+    }
+    merge_into(merged, hit->second);
   }
   // The extending file wins over its bases; its own `extends` is spent.
   doc.entries.erase(doc.entries.begin() + (ext - doc.entries.data()));
@@ -57,8 +95,16 @@ Value with_bases(Value doc, const fs::path& dir, std::vector<fs::path>& chain) {
 Value finish_document(Value doc, const fs::path& dir, const fs::path& self, std::span<const std::string> overrides) {
   if (!doc.is_map()) throw ScenarioError(doc.loc, "", fmt::format("a scenario is a section of keys, got {}", doc.kind_name()));
   std::vector<fs::path> chain{self};
-  Value merged = with_bases(std::move(doc), dir, chain);
-  for (const std::string& o : overrides) apply_override(merged, o);
+  BaseCache cache;
+  Value merged = with_bases(std::move(doc), dir, chain, cache);
+  for (const std::string& o : overrides) {
+    if (o.starts_with("extends=") || o.starts_with("extends.")) {
+      throw ScenarioError(Location{fmt::format("--set {}", o), 1, 1}, "extends",
+                          "cannot be set with --set (the files are read before overrides apply); write it in "
+                          "the scenario");
+    }
+    apply_override(merged, o);
+  }
   return merged;
 }
 
@@ -69,6 +115,17 @@ Scenario from_document(const Value& root, const std::string& source) {
   Reader top(root, "", {"name", "description", "extends", "cluster", "model", "training", "plan", "hardware", "run"},
              &where);
   s.name = top.string("name", fs::path(source).stem().string());
+  // The name becomes part of file names (validate-NAME/): one plain path component.
+  const bool control = std::any_of(s.name.begin(), s.name.end(), [](char ch) {
+    return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f;
+  });
+  if (s.name.empty() || s.name.find_first_of("/\\") != std::string::npos || s.name.front() == '.' || control ||
+      s.name.size() > 200) {
+    if (top.has("name")) {
+      top.fail("name", "expected a name of 1 to 200 characters without '/', '\\', control characters or a leading '.'");
+    }
+    s.name = "scenario";
+  }
   s.description = top.string("description", std::string());
 
   auto section = [&](std::string_view key) -> const Value& {
@@ -106,8 +163,9 @@ Scenario from_document(const Value& root, const std::string& source) {
 Value load_document(const std::string& path, std::span<const std::string> overrides) {
   const fs::path p(path);
   std::error_code ec;
+  if (!fs::exists(p, ec)) throw ScenarioError(Location{path, 0, 0}, "", "cannot open the scenario (no such file)");
   if (!fs::is_regular_file(p, ec)) {
-    throw ScenarioError(Location{path, 0, 0}, "", "cannot open the scenario (no such file)");
+    throw ScenarioError(Location{path, 0, 0}, "", "expected a scenario file, got a directory, device, FIFO or socket");
   }
   return finish_document(parse_yaml_file(path), p.parent_path(), fs::weakly_canonical(p, ec), overrides);
 }

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/limits.hpp"
 #include "plan/load.hpp"
 #include "topology/units.hpp"
 
@@ -248,12 +249,12 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
             "seq_len", "mlp", "tie_embeddings"},
            &where);
   m.name = r.string("name", std::string("custom"));
-  m.layers = r.integer("layers", std::nullopt);
-  m.hidden = r.integer("hidden", std::nullopt);
-  m.heads = r.integer("heads", std::nullopt);
-  m.kv_heads = r.integer("kv_heads", m.heads);
-  m.vocab = r.integer("vocab", std::nullopt);
-  m.seq_len = r.integer("seq_len", std::nullopt);
+  m.layers = r.integer("layers", std::nullopt, 1, limits::layers);
+  m.hidden = r.integer("hidden", std::nullopt, 1, limits::hidden);
+  m.heads = r.integer("heads", std::nullopt, 1, limits::heads);
+  m.kv_heads = r.integer("kv_heads", m.heads, 1, limits::heads);
+  m.vocab = r.integer("vocab", std::nullopt, 1, limits::vocab);
+  m.seq_len = r.integer("seq_len", std::nullopt, 1, limits::seq_len);
   m.mlp = r.choice<Mlp>("mlp", Mlp::gelu, {{"gelu", Mlp::gelu}, {"swiglu", Mlp::swiglu}});
   m.tie_embeddings = r.boolean("tie_embeddings", true);
   if (r.has("ffn_hidden") && r.has("ffn_multiplier")) {
@@ -264,7 +265,11 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
   if (!r.has("ffn_hidden") && ffn != std::floor(ffn)) {
     r.fail("ffn_multiplier", fmt::format("ffn_multiplier x hidden = {} is not a whole number", ffn));
   }
-  m.ffn_hidden = r.integer("ffn_hidden", static_cast<int>(ffn));
+  if (!r.has("ffn_hidden") && ffn > limits::ffn_hidden) {
+    r.fail("ffn_multiplier", fmt::format("ffn_multiplier x hidden = {} passes the limit of {} on the MLP width", ffn,
+                                         limits::ffn_hidden));
+  }
+  m.ffn_hidden = r.integer("ffn_hidden", static_cast<int>(ffn), 1, limits::ffn_hidden);
   return m;
 }
 
@@ -273,7 +278,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
             "loss_scale_window", "attention", "grad_dtype"},
            &where);
   TrainingSpec t;
-  t.global_batch = r.integer("global_batch", std::nullopt);
+  t.global_batch = r.integer("global_batch", std::nullopt, 1, limits::global_batch);
   t.micro_batch = r.integer("micro_batch", 1);
   t.precision = r.choice<Dtype>("precision", Dtype::bf16,
                                 {{"fp32", Dtype::fp32}, {"tf32", Dtype::tf32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}});
@@ -367,6 +372,15 @@ HardwareSpec read_hardware(const Value& v, LocationMap& where) {
   if (p.is_relative() && !at.file.starts_with("--set") && !at.file.starts_with("preset ")) {
     p = std::filesystem::path(at.file).parent_path() / p;
   }
+  // Only a regular file: opening a FIFO blocks, and /dev/zero never ends.
+  std::error_code ec;
+  if (!std::filesystem::exists(p, ec)) {
+    r.fail("profile", fmt::format("cannot read the device profile '{}' (looked for {})", given, p.string()));
+  }
+  if (!std::filesystem::is_regular_file(p, ec)) {
+    r.fail("profile", fmt::format("the device profile '{}' is not a regular file (a directory, device, FIFO or socket)",
+                                  given));
+  }
   std::ifstream in(p);
   if (!in) r.fail("profile", fmt::format("cannot read the device profile '{}' (looked for {})", given, p.string()));
   h.profile = p.string();
@@ -378,8 +392,8 @@ RunSpec read_run(const Value& v, const DeviceSpec& device, LocationMap& where) {
   RunSpec run;
   const Backend natural = device.name == "cpu-core" ? Backend::cpu : Backend::cuda;
   run.backend = r.choice<Backend>("backend", natural, {{"cpu", Backend::cpu}, {"cuda", Backend::cuda}});
-  run.steps = r.integer("steps", 10);
-  run.warmup = r.integer("warmup", 2, 0);
+  run.steps = r.integer("steps", 10, 1, limits::steps);
+  run.warmup = r.integer("warmup", 2, 0, limits::steps);
   run.seed = static_cast<std::uint64_t>(r.count("seed", 1234.0));
   return run;
 }

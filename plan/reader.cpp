@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "plan/limits.hpp"
 #include "topology/units.hpp"
 
 namespace parasim::plan {
@@ -79,6 +80,8 @@ template <typename Parse>
 double parsed(const Reader& r, std::string_view key, const Value* v, Parse parse) {
   units::Parsed p = parse(v->scalar);
   if (!p.ok()) r.fail_value(key, *v, p.error);
+  // A finite number times its unit can still overflow (1e308 TB/s).
+  if (!std::isfinite(p.value)) r.fail_value(key, *v, fmt::format("'{}' is too large to represent", v->scalar));
   return p.value;
 }
 
@@ -103,6 +106,10 @@ double Reader::count(std::string_view key, std::optional<double> fallback, doubl
   if (v == nullptr) return *fallback;
   const double x = parsed(*this, key, v, units::parse_count);
   if (x < min) fail_value(key, *v, fmt::format("expected a number of at least {}, got '{}'", min, v->scalar));
+  if (x > limits::generic_layer_count) {
+    fail_value(key, *v, fmt::format("expected a number of at most {:g} (the limit), got '{}'", limits::generic_layer_count,
+                                    v->scalar));
+  }
   return x;
 }
 
@@ -119,6 +126,7 @@ double Reader::bytes(std::string_view key, std::optional<double> fallback, bool 
   if (v == nullptr) return *fallback;
   const double x = parsed(*this, key, v, units::parse_bytes);
   if (x == 0.0 && !allow_zero) fail_value(key, *v, fmt::format("expected a size above zero, got '{}'", v->scalar));
+  if (x > limits::bytes) fail_value(key, *v, fmt::format("expected a size of at most 1 EiB, got '{}'", v->scalar));
   return x;
 }
 
@@ -126,20 +134,29 @@ double Reader::bandwidth(std::string_view key, std::optional<double> fallback) c
   const Value* v = scalar_or_default(key, fallback.has_value());
   if (v == nullptr) return *fallback;
   const double x = parsed(*this, key, v, units::parse_bandwidth);
-  if (x <= 0.0) fail_value(key, *v, fmt::format("expected a bandwidth above zero, got '{}'", v->scalar));
+  if (x < limits::min_bandwidth || x > limits::max_bandwidth) {
+    fail_value(key, *v, fmt::format("expected a bandwidth from 1 KB/s to 1 EB/s, got '{}'", v->scalar));
+  }
   return x;
 }
 
 double Reader::duration(std::string_view key, std::optional<double> fallback) const {
   const Value* v = scalar_or_default(key, fallback.has_value());
   if (v == nullptr) return *fallback;
-  return parsed(*this, key, v, units::parse_duration);
+  const double x = parsed(*this, key, v, units::parse_duration);
+  if (x > limits::max_duration) fail_value(key, *v, fmt::format("expected a duration of at most 1 min, got '{}'", v->scalar));
+  return x;
 }
 
 double Reader::flop_rate(std::string_view key, std::optional<double> fallback) const {
   const Value* v = scalar_or_default(key, fallback.has_value());
   if (v == nullptr) return *fallback;
-  return parsed(*this, key, v, units::parse_flop_rate);
+  const double x = parsed(*this, key, v, units::parse_flop_rate);
+  if (x != 0.0 && (x < limits::min_flop_rate || x > limits::max_flop_rate)) {
+    fail_value(key, *v, fmt::format("expected a FLOP rate from 1 MFLOPS to 1 EFLOPS (or 0: not supported), got '{}'",
+                                    v->scalar));
+  }
+  return x;
 }
 
 bool Reader::boolean(std::string_view key, std::optional<bool> fallback) const {

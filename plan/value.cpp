@@ -1,10 +1,13 @@
 #include "plan/value.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
+
+#include "plan/limits.hpp"
 
 namespace parasim::plan {
 namespace {
@@ -14,9 +17,57 @@ Location location(const YAML::Mark& m, const std::string& file) {
   return Location{file, m.line + 1, m.column + 1};
 }
 
-Value convert(const YAML::Node& n, const std::string& file, const std::string& path) {
+// Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool valid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int extra = 0;
+    unsigned min = 0;
+    unsigned cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      extra = 1, min = 0x80, cp = c & 0x1Fu;
+    } else if ((c & 0xF0) == 0xE0) {
+      extra = 2, min = 0x800, cp = c & 0x0Fu;
+    } else if ((c & 0xF8) == 0xF0) {
+      extra = 3, min = 0x10000, cp = c & 0x07u;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= static_cast<std::size_t>(extra)) return false;  // truncated sequence
+    for (int k = 1; k <= extra; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += static_cast<std::size_t>(extra) + 1;
+  }
+  return true;
+}
+
+struct Converter {
+  const std::string& file;
+  long long nodes = 0;
+
+  Value convert(const YAML::Node& n, const std::string& path);
+};
+
+Value Converter::convert(const YAML::Node& n, const std::string& path) {
   Value v;
   v.loc = location(n.Mark(), file);
+  // Aliases are expanded into copies: a few hundred bytes of nested aliases would grow
+  // into gigabytes without a bound on the values one document may hold.
+  if (++nodes > limits::yaml_nodes) {
+    throw ScenarioError(v.loc, path,
+                        fmt::format("the document holds more than {} values (counting each alias's copy); a "
+                                    "scenario needs a few hundred",
+                                    limits::yaml_nodes));
+  }
   switch (n.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -25,10 +76,11 @@ Value convert(const YAML::Node& n, const std::string& file, const std::string& p
     case YAML::NodeType::Scalar:
       v.kind = Value::Kind::scalar;
       v.scalar = n.Scalar();
+      if (!valid_utf8(v.scalar)) throw ScenarioError(v.loc, path, "expected UTF-8 text; the value has bytes that are not");
       break;
     case YAML::NodeType::Sequence:
       v.kind = Value::Kind::sequence;
-      for (const auto& item : n) v.items.push_back(convert(item, file, fmt::format("{}[{}]", path, v.items.size())));
+      for (const auto& item : n) v.items.push_back(convert(item, fmt::format("{}[{}]", path, v.items.size())));
       break;
     case YAML::NodeType::Map:
       v.kind = Value::Kind::map;
@@ -36,11 +88,12 @@ Value convert(const YAML::Node& n, const std::string& file, const std::string& p
         Location key_loc = location(kv.first.Mark(), file);
         if (!kv.first.IsScalar()) throw ScenarioError(key_loc, "", "expected a plain key (a name), got a structure");
         std::string key = kv.first.Scalar();
+        if (!valid_utf8(key)) throw ScenarioError(key_loc, path, "expected a UTF-8 key; the key has bytes that are not");
         const std::string key_path = path.empty() ? key : path + "." + key;
         if (const Entry* dup = v.find(key)) {
           throw ScenarioError(key_loc, key_path, fmt::format("duplicate key (first set on line {})", dup->key_loc.line));
         }
-        v.entries.push_back(Entry{std::move(key), key_loc, convert(kv.second, file, key_path)});
+        v.entries.push_back(Entry{std::move(key), key_loc, convert(kv.second, key_path)});
       }
       break;
   }
@@ -71,13 +124,24 @@ std::string_view Value::kind_name() const {
 }
 
 Value parse_yaml(std::string_view text, const std::string& file) {
-  YAML::Node root;
+  if (static_cast<long long>(text.size()) > limits::file_bytes) {
+    throw ScenarioError(Location{file, 0, 0}, "",
+                        fmt::format("the text is {} bytes, past the limit of {} for one document", text.size(),
+                                    limits::file_bytes));
+  }
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::Load(std::string(text));
+    docs = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
     throw ScenarioError(location(e.mark, file), "", fmt::format("YAML syntax error: {}", e.msg));
   }
-  Value v = convert(root, file, "");
+  if (docs.size() > 1) {
+    throw ScenarioError(location(docs[1].Mark(), file), "",
+                        "a second YAML document (after '---'); a scenario file holds one document");
+  }
+  const YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
+  Converter conv{file};
+  Value v = conv.convert(root, "");
   if (v.kind == Value::Kind::null) {  // an empty document is an empty map
     v.kind = Value::Kind::map;
     v.loc = Location{file, 1, 1};
@@ -86,6 +150,20 @@ Value parse_yaml(std::string_view text, const std::string& file) {
 }
 
 Value parse_yaml_file(const std::string& path) {
+  // Only regular files: a FIFO or a device such as /dev/zero would block or never end.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && status.type() != std::filesystem::file_type::regular) {
+    throw ScenarioError(Location{path, 0, 0}, "",
+                        std::filesystem::is_directory(status) ? "expected a file, got a directory"
+                                                              : "expected a regular file (not a device, FIFO or socket)");
+  }
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && static_cast<long long>(size) > limits::file_bytes) {
+    throw ScenarioError(Location{path, 0, 0}, "",
+                        fmt::format("the file is {} bytes, past the limit of {} (4 MiB) for a scenario or profile",
+                                    size, limits::file_bytes));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ScenarioError(Location{path, 0, 0}, "", "cannot open the file (does it exist and is it readable?)");
   std::ostringstream text;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -61,6 +63,27 @@ void score_slice(const plan::Scenario& base, const std::vector<plan::Candidate>&
   }
 }
 
+// Runs body(w) for w in [0, t) on t threads; the first exception a worker throws is
+// rethrown here once all have joined (an exception escaping a thread would abort).
+template <typename Body>
+void run_workers(unsigned t, Body body) {
+  std::vector<std::thread> workers;
+  std::exception_ptr first;
+  std::mutex m;
+  for (unsigned w = 0; w < t; ++w) {
+    workers.emplace_back([&, w] {
+      try {
+        body(w);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(m);
+        if (!first) first = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  if (first) std::rethrow_exception(first);
+}
+
 }  // namespace
 
 void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
@@ -71,13 +94,9 @@ void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>&
   t = std::max(1U, std::min<unsigned>(t, static_cast<unsigned>(n / 64 + 1)));
   std::vector<std::vector<PlanScore>> part(t);
   std::vector<std::map<std::string, std::size_t>> reasons(t);
-  std::vector<std::thread> workers;
-  for (unsigned w = 0; w < t; ++w) {
-    const std::size_t b = begin + n * w / t;
-    const std::size_t e = begin + n * (w + 1) / t;
-    workers.emplace_back([&, w, b, e] { score_slice(base, all, b, e, part[w], reasons[w]); });
-  }
-  for (std::thread& w : workers) w.join();
+  run_workers(t, [&](unsigned w) {
+    score_slice(base, all, begin + n * w / t, begin + n * (w + 1) / t, part[w], reasons[w]);
+  });
   for (unsigned w = 0; w < t; ++w) {
     fits.insert(fits.end(), part[w].begin(), part[w].end());
     for (const auto& [reason, count] : reasons[w]) rejected[reason] += count;
@@ -92,9 +111,7 @@ namespace {
 void simulate_rows(const plan::Scenario& base, std::vector<PlanScore>& ranked, std::size_t begin, std::size_t end,
                    unsigned threads) {
   const unsigned t = std::max(1U, std::min<unsigned>(threads, static_cast<unsigned>(end - begin)));
-  std::vector<std::thread> workers;
-  for (unsigned w = 0; w < t; ++w) {
-    workers.emplace_back([&, w] {
+  run_workers(t, [&](unsigned w) {
       for (std::size_t i = begin + w; i < end; i += t) {
         PlanScore& p = ranked[i];
         const plan::Scenario s = plan::with_candidate(base, p.candidate);
@@ -106,9 +123,7 @@ void simulate_rows(const plan::Scenario& base, std::vector<PlanScore>& ranked, s
         p.bottleneck = f.bottleneck;
         p.simulated = true;
       }
-    });
-  }
-  for (std::thread& w : workers) w.join();
+  });
 }
 
 }  // namespace

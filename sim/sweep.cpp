@@ -60,6 +60,16 @@ int int_or(const std::string& text, int fallback) {
 std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::string>& overrides,
                               const std::vector<SweepAxis>& axes, const SweepOptions& options) {
   const plan::Scenario base = plan::load(path, overrides);
+  // A key no scenario has (plan.tpp) is a mistake in the command, not a point that fails.
+  for (const SweepAxis& a : axes) {
+    std::vector<std::string> probe = overrides;
+    probe.push_back(a.key + "=" + a.values.front());
+    try {
+      (void)plan::load(path, probe);
+    } catch (const plan::ScenarioError& e) {
+      if (e.message().starts_with("unknown key")) throw;
+    }
+  }
   std::vector<SweepPoint> out;
   std::size_t total = 1;
   for (const SweepAxis& a : axes) total *= a.values.size();
@@ -104,6 +114,9 @@ std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::st
       p.error = e.what();
     }
     out.push_back(std::move(p));
+  }
+  if (std::all_of(out.begin(), out.end(), [](const SweepPoint& p) { return !p.error.empty(); })) {
+    throw std::invalid_argument(fmt::format("no point of the sweep could be predicted; the first: {}", out.front().error));
   }
   const SweepPoint* smallest = nullptr;
   for (const SweepPoint& p : out) {

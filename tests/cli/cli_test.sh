@@ -100,7 +100,7 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 2 "the plan needs 2 ranks .*; the job has 3" -- tests_mpirun 3 "$parasim" run "$q" --steps 1
   start=$(date +%s)
   expect 1 "error: rank 1: injected fault at step 1" -- env PARASIM_FAULT=1:1:raise "$parasim" run "$q" --steps 3
-  expect 3 "Process name: \[\[[0-9]+,1\],1\]|rank 1" -- env PARASIM_FAULT=1:1:exit "$parasim" run "$q" --steps 3
+  expect 1 "Process name: \[\[[0-9]+,1\],1\]|rank 1" -- env PARASIM_FAULT=1:1:exit "$parasim" run "$q" --steps 3
   check "failed runs ended within 30 s" test $(($(date +%s) - start)) -lt 30
   check "no rank left behind" test -z "$(pgrep -f "parasim run $q" || true)"
   # calibrate: two ranks measure, the profile is written whole and the simulator reads it.
@@ -175,8 +175,36 @@ check "no dot file after a failed run" test ! -e "$work/out.dot"
 expect 0 "" -- "$parasim" topo "$q" --dot "$work/out.dot"
 check "dot file written" grep -q "^graph \"cpu-host\"" "$work/out.dot"
 check "dot file complete" grep -q "^}" "$work/out.dot"
-check "no temporary files left" test -z "$(find "$work" -name '.*tmp*')"
-expect 1 "cannot write" -- "$parasim" topo "$q" --dot "$work/no/such/dir/out.dot"
+check "no temporary files left" test -z "$(find "$work" -name '.*')"
+expect 2 "does not exist" -- "$parasim" topo "$q" --dot "$work/no/such/dir/out.dot"
+
+# Output safety (docs/reliability.md): paths checked before any work, outputs written as
+# a set, special files written in place, links replaced rather than followed, write errors
+# on standard output reported.
+expect 2 "empty" -- "$parasim" simulate "$q" --trace ''
+expect 2 "does not exist" -- "$parasim" sweep "$q" --vary plan.dp=1,2 --csv "$work/set.csv" --plot "$work/nodir/p.svg"
+check "a refused output set writes none of its files" test ! -e "$work/set.csv"
+mkfifo "$work/fifo"
+cat "$work/fifo" >"$work/fifo.out" &
+expect 0 "" -- "$parasim" simulate "$q" --trace "$work/fifo"
+wait
+check "a FIFO output stays a FIFO" test -p "$work/fifo"
+check "the FIFO carried the trace" grep -q traceEvents "$work/fifo.out"
+echo precious >"$work/victim"
+ln -s "$work/victim" "$work/link.json"
+expect 0 "" -- "$parasim" simulate "$q" --trace "$work/link.json"
+check "a symlinked output is replaced, its target untouched" grep -qx precious "$work/victim"
+expect 1 "cannot write to standard output: No space left" -- bash -c "'$parasim' simulate '$q' >/dev/full"
+check "no temporary files left by any of these" test -z "$(find "$work" -name '.*')"
+# Arguments past their range, and a sweep over a key no scenario has.
+expect 2 "unknown key 'tpp'" -- "$parasim" sweep "$q" --vary plan.tpp=1,2
+expect 2 "not in range 1 to 1000000" -- "$parasim" run "$q" --steps 2147483647 --warmup 5
+expect 2 "expected seconds from 0.1 to 86400, got 'nan'" -- "$parasim" run "$q" --stall-timeout nan
+expect 2 "not in range 1 to 65536" -- "$parasim" plan "$q" --gpus 1000000000
+expect 2 "at most 4GiB" -- "$parasim" calibrate --max-size 1TiB
+expect 2 "need .* together, and this host has" -- "$parasim" run "$q" --set model.hidden=65536 --set cluster.device.memory=64TiB
+printf 'device: cpu-core\nmemory_bandwidth: nan GB/s\n' >"$work/nan-profile.yaml"
+expect 2 "nan-profile.yaml:2:19: memory_bandwidth: .*not a finite number" -- "$parasim" check "$q" --set hardware.profile="$work/nan-profile.yaml"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -98,7 +98,7 @@ std::vector<Case> make_cases() {
     {"unknown bandwidth unit", replace(good, "400Gbps", "400 Gbits"), "cluster.inter_node.nic_bandwidth", 12,
      {"unknown bandwidth unit 'Gbits'"}},
     {"zero bandwidth", replace(good, "400Gbps", "0Gbps"), "cluster.inter_node.nic_bandwidth", 12,
-     {"expected a bandwidth above zero"}},
+     {"expected a bandwidth from 1 KB/s to 1 EB/s, got '0Gbps'"}},
     {"latency without unit", replace(good, "latency: 2us", "latency: 2"), "cluster.intra_node.latency", 9,
      {"needs a unit", "2us"}},
     {"bucket size without unit", after("  pp: 2", "  bucket_size: 25\n"), "plan.bucket_size", 29, {"needs a unit", "25MB"}},
@@ -194,7 +194,7 @@ std::vector<Case> make_cases() {
      "plan.schedule", 26, {"needs pp of at least 2"}},
     // run and hardware
     {"unknown backend", good + "run:\n  backend: rocm\n", "run.backend", 30, {"expected one of cpu, cuda"}},
-    {"zero steps", good + "run:\n  steps: 0\n", "run.steps", 30, {"expected a positive integer"}},
+    {"zero steps", good + "run:\n  steps: 0\n", "run.steps", 30, {"expected an integer from 1 to 1000000"}},
     {"missing profile file", good + "hardware:\n  profile: nope.yaml\n", "hardware.profile", 30,
      {"cannot read the device profile 'nope.yaml'"}},
     {"missing extends file", "extends: nothere.yaml\n" + good, "extends", 1, {"cannot open 'nothere.yaml'"}},
