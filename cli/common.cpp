@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/output.hpp"
+#include "exec/watchdog.hpp"
 #include "plan/load.hpp"
 
 namespace parasim::cli {
@@ -51,10 +52,19 @@ extern "C" void forward_to_launcher(int sig) {
 }
 }  // namespace
 
-[[noreturn]] void relaunch_under_mpirun(int ranks) {
+[[noreturn]] void relaunch_under_mpirun(int ranks, double stall_seconds) {
   const std::vector<std::string>& argv = command_line();
   std::vector<std::string> cmd{"mpirun", "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none",
                                "-x", "OPENBLAS_NUM_THREADS=1"};
+  std::string job_dir;
+  if (stall_seconds > 0.0) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "parasim-job-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) {
+      job_dir = pattern;
+      ::setenv("PARASIM_JOB_DIR", job_dir.c_str(), 1);
+      cmd.insert(cmd.end(), {"-x", "PARASIM_JOB_DIR"});
+    }
+  }
   if (::geteuid() == 0) cmd.emplace_back("--allow-run-as-root");
   cmd.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
   cmd.insert(cmd.end(), argv.begin() + 1, argv.end());
@@ -95,7 +105,13 @@ extern "C" void forward_to_launcher(int sig) {
     ::sigaction(sig, &sa, nullptr);
   }
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  if (!job_dir.empty()) {
+    status = exec::watchdog::watch_job(child, job_dir, ranks, stall_seconds);
+    std::error_code ec;
+    std::filesystem::remove_all(job_dir, ec);
+  } else {
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   std::fflush(stdout);
   if (WIFEXITED(status)) {

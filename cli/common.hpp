@@ -44,9 +44,10 @@ const std::vector<std::string>& command_line();
 // Whether this process is a rank of an MPI job (started by mpirun, srun or the like).
 bool under_mpi();
 // Replaces this process with `mpirun -np N <this program> <same arguments>` on this host
-// (oversubscribed, unbound, OPENBLAS_NUM_THREADS=1 in every rank); throws UsageError when
-// mpirun cannot be started.
-[[noreturn]] void relaunch_under_mpirun(int ranks);
+// (oversubscribed, unbound, OPENBLAS_NUM_THREADS=1 in every rank) and exits with the job's
+// status; throws UsageError when mpirun cannot be started. With a stall timeout, the ranks'
+// heartbeats are watched (exec/watchdog.hpp) and a rank that stops ends the job, named.
+[[noreturn]] void relaunch_under_mpirun(int ranks, double stall_seconds = 0.0);
 
 // Subcommands.
 void add_topo(CLI::App& app);

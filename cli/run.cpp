@@ -24,6 +24,7 @@
 #include "plan/limits.hpp"
 #include "exec/backend.hpp"
 #include "exec/shard.hpp"
+#include "exec/watchdog.hpp"
 #include "plan/memory.hpp"
 #include "report/chrome_trace.hpp"
 #include "report/compare.hpp"
@@ -113,6 +114,8 @@ struct Job {
 Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   // The CPU backend holds the device preset's memory; a GPU its own (or the preset's, if less).
   const auto capacity = static_cast<std::size_t>(s.cluster.device.memory_bytes);
+  exec::watchdog::start(a.stall);  // from here every phase is watched, MPI start-up included
+  exec::watchdog::phase("start-up");
   std::unique_ptr<exec::Device> owned;
   try {
     owned = exec::make_device(s.run.backend, capacity);
@@ -167,6 +170,7 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
     std::cerr << fmt::format("error: rank {}: {}\n", dev.rank(), e.what());
     dev.abort_all(exit_failure);
   }
+  exec::watchdog::stop();
   job.root = root;
   return job;
 }
@@ -212,7 +216,7 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
 Job launch_and_run(const plan::Scenario& s, const RunArgs& a) {
   if (!under_mpi()) {
     precheck(s);
-    if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world());
+    if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world(), a.stall);
   }
   Job job = run_job(s, a, false);
   if (job.root) print_summary(s, job.measured);

@@ -10,6 +10,7 @@
 
 #include "exec/runner.hpp"
 #include "exec/shard.hpp"
+#include "exec/watchdog.hpp"
 
 namespace parasim::exec {
 
@@ -41,14 +42,17 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
   std::vector<StepTiming> kept;  // measured steps
   std::vector<std::pair<std::int64_t, std::int64_t>> bounds;  // global start, end per measured step
   const int total = options.warmup + options.steps;
+  watchdog::phase("clock alignment");
   dev.align_clock();
   dev.reset_peak();
   for (int i = 0; i < total; ++i) {
+    watchdog::phase("step", i);
     if (dev.rank() == options.fault_rank && i == options.fault_step) {
       if (options.fault_kind == "exit") std::_Exit(3);
       throw std::runtime_error(fmt::format("injected fault at step {}", i));
     }
     StepTiming t = runner.step(i);
+    watchdog::phase("between steps", i);
     std::vector<double> ext{-static_cast<double>(t.start_ns), static_cast<double>(t.end_ns)};
     dev.max_to_all(ext);
     std::vector<double> sums{shard.loss_sum(), shard.loss_tokens(), t.flops};
@@ -69,6 +73,7 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
     }
   }
 
+  watchdog::phase("final gather");
   std::vector<double> peaks(static_cast<std::size_t>(dev.world()), 0.0);
   peaks[static_cast<std::size_t>(dev.rank())] = static_cast<double>(dev.peak());
   dev.sum_to_all(peaks);

@@ -1,4 +1,5 @@
 #include "exec/runner.hpp"
+#include "exec/watchdog.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -244,6 +245,7 @@ StepTiming Runner::step(std::int64_t index) {
     const std::int64_t now = dev_.now_ns();
     if (progressed) {
       last_progress = now;
+      watchdog::progress();
     } else if (now - last_progress > stall_ns) {
       stalled(flying, next);
     }

@@ -50,6 +50,24 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
+// The line of a '---' that starts a document after content (a second document), or 0. A
+// '---' before any content only opens the first.
+int second_document_line(std::string_view text) {
+  bool content = false;
+  int line = 1;
+  for (std::size_t at = 0; at < text.size(); ++line) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view l = text.substr(at, end - at);
+    const bool marker = l.starts_with("---") && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+    if (marker && content) return line;
+    const auto first = l.find_first_not_of(" \t\r");
+    if (!marker && first != std::string_view::npos && l[first] != '#') content = true;
+    at = end + 1;
+  }
+  return 0;
+}
+
 struct Converter {
   const std::string& file;
   long long nodes = 0;
@@ -129,17 +147,18 @@ Value parse_yaml(std::string_view text, const std::string& file) {
                         fmt::format("the text is {} bytes, past the limit of {} for one document", text.size(),
                                     limits::file_bytes));
   }
-  std::vector<YAML::Node> docs;
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    // YAML::Load reads the first document only; yaml-cpp 0.7's LoadAll can loop forever on
+    // malformed input, so a second document is found from the text (a '---' line).
+    root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     throw ScenarioError(location(e.mark, file), "", fmt::format("YAML syntax error: {}", e.msg));
   }
-  if (docs.size() > 1) {
-    throw ScenarioError(location(docs[1].Mark(), file), "",
+  if (const int line = second_document_line(text); line > 0) {
+    throw ScenarioError(Location{file, line, 1}, "",
                         "a second YAML document (after '---'); a scenario file holds one document");
   }
-  const YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
   Converter conv{file};
   Value v = conv.convert(root, "");
   if (v.kind == Value::Kind::null) {  // an empty document is an empty map

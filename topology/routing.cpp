@@ -102,7 +102,9 @@ Route Router::compute(int src, int dst) {
   heap.emplace(0, s);
   bool reached = false;
   while (!heap.empty()) {
-    auto [d, u] = heap.top();
+    // Plain variables: a lambda below uses them (clang 14 cannot capture a structured binding).
+    const auto d = heap.top().first;
+    const auto u = heap.top().second;
     heap.pop();
     if (d != dist_[u]) continue;  // stale entry
     if (u == t) {

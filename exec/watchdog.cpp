@@ -1,0 +1,183 @@
+#include "exec/watchdog.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace parasim::exec::watchdog {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+}
+
+struct State {
+  std::atomic<const char*> phase{"start-up"};
+  std::atomic<int> step{-1};
+  std::atomic<std::int64_t> last_progress_ms{0};
+  std::atomic<bool> running{false};
+  std::atomic<int> fd{-1};  // the heartbeat file
+  std::thread thread;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+int rank_from_environment() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    if (const char* r = std::getenv(v); r != nullptr) return std::atoi(r);
+  }
+  return -1;
+}
+
+std::string describe(const char* phase, int step) {
+  return step >= 0 ? fmt::format("{} (step {})", phase, step + 1) : std::string(phase);
+}
+
+// Writes the heartbeat: pid, step, phase. From the thread every 200 ms and at each phase
+// change, so a rank that stops as it enters a phase is seen in that phase.
+void beat(State& s) {
+  const int fd = s.fd.load();
+  if (fd < 0) return;
+  const std::string line = fmt::format("{} {} {}\n", ::getpid(), s.step.load(), s.phase.load());
+  [[maybe_unused]] const ssize_t n = ::pwrite(fd, line.data(), line.size(), 0);
+  [[maybe_unused]] const int t = ::ftruncate(fd, static_cast<off_t>(line.size()));
+  ::futimens(fd, nullptr);
+}
+
+}  // namespace
+
+void start(double stall_seconds) {
+  State& s = state();
+  if (s.running.exchange(true)) return;
+  s.last_progress_ms = now_ms();
+  const char* dir = std::getenv("PARASIM_JOB_DIR");
+  const int rank = rank_from_environment();
+  const std::string file = dir != nullptr && rank >= 0 ? fmt::format("{}/rank-{}", dir, rank) : std::string();
+  const auto stall_ms = static_cast<std::int64_t>(stall_seconds * 1000.0);
+  if (!file.empty()) s.fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  beat(s);
+  s.thread = std::thread([&s, rank, stall_ms] {
+    while (s.running.load()) {
+      const char* phase = s.phase.load();
+      const int step = s.step.load();
+      beat(s);
+      // The step loop watches its own ops and names them; this catches every other phase
+      // (and a step loop blocked inside a call), a little later.
+      if (now_ms() - s.last_progress_ms.load() > stall_ms + 2000) {
+        std::fprintf(stderr, "error: rank %d made no progress for %.0f s in %s (a peer rank died or stopped)\n", rank,
+                     static_cast<double>(stall_ms) / 1000.0, describe(phase, step).c_str());
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+}
+
+void phase(const char* name, int step) {
+  State& s = state();
+  s.phase = name;
+  s.step = step;
+  s.last_progress_ms = now_ms();
+  beat(s);
+  // PARASIM_STOP=RANK:PHASE[:STEP] stops this rank (SIGSTOP) as it enters the phase: the
+  // fault test (tests/exec/stopped_rank_test.sh) stops a rank in every phase this way.
+  if (const char* spec = std::getenv("PARASIM_STOP"); spec != nullptr) {
+    int rank = -1;
+    int at_step = -1;
+    char which[32] = {};
+    const int n = std::sscanf(spec, "%d:%31[^:]:%d", &rank, which, &at_step);
+    if (n >= 2 && rank == rank_from_environment() && std::strcmp(which, name) == 0 && (n < 3 || at_step == step)) {
+      ::raise(SIGSTOP);
+    }
+  }
+}
+
+void progress() { state().last_progress_ms = now_ms(); }
+
+void stop() {
+  State& s = state();
+  if (!s.running.exchange(false)) return;
+  if (s.thread.joinable()) s.thread.join();
+  if (const int fd = s.fd.exchange(-1); fd >= 0) ::close(fd);
+}
+
+int watch_job(pid_t child, const std::string& dir, int ranks, double stall_seconds) {
+  // Half the stall timeout: the launcher names the stopped rank before the others' own
+  // watchdogs give up on it.
+  const std::int64_t stale_ms = std::max<std::int64_t>(1000, static_cast<std::int64_t>(stall_seconds * 500.0));
+  const std::int64_t started = now_ms();
+  std::vector<pid_t> pids(static_cast<std::size_t>(ranks), 0);
+  while (true) {
+    int status = 0;
+    const pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child) return status;
+    if (done < 0 && errno != EINTR) return status;
+    for (int r = 0; r < ranks; ++r) {
+      const std::string file = fmt::format("{}/rank-{}", dir, r);
+      struct stat st {};
+      std::int64_t age = 0;
+      std::string what;
+      if (::stat(file.c_str(), &st) != 0) {
+        age = now_ms() - started;
+        what = "never started (no heartbeat since the job began)";
+      } else {
+        const auto mtime_ms = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+        timespec wall{};
+        ::clock_gettime(CLOCK_REALTIME, &wall);
+        age = static_cast<std::int64_t>(wall.tv_sec) * 1000 + wall.tv_nsec / 1000000 - mtime_ms;
+        if (std::FILE* f = std::fopen(file.c_str(), "r"); f != nullptr) {
+          long pid = 0;
+          int step = -1;
+          char phase[64] = {};
+          if (std::fscanf(f, "%ld %d %63[^\n]", &pid, &step, phase) == 3) {
+            pids[static_cast<std::size_t>(r)] = static_cast<pid_t>(pid);
+            what = fmt::format("stopped responding in {}", describe(phase, step));
+          }
+          std::fclose(f);
+        }
+        if (what.empty()) what = "stopped responding";
+      }
+      if (age <= stale_ms) continue;
+      std::fprintf(stderr, "error: rank %d %s: no heartbeat for %.1f s; ending the job\n", r, what.c_str(),
+                   static_cast<double>(age) / 1000.0);
+      std::fflush(stderr);
+      for (pid_t p : pids) {
+        if (p > 0) ::kill(p, SIGKILL);  // a stopped rank too: SIGKILL needs no SIGCONT
+      }
+      // mpirun ends the ranks it still has (those that never wrote a heartbeat), then itself.
+      ::kill(child, SIGTERM);
+      const std::int64_t asked = now_ms();
+      while (::waitpid(child, &status, WNOHANG) == 0) {
+        if (now_ms() - asked > 3000) {
+          ::kill(child, SIGKILL);
+          ::waitpid(child, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      return 1 << 8;  // as if exited with 1
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+}  // namespace parasim::exec::watchdog
