@@ -67,6 +67,10 @@ void beat(State& s) {
 void start(double stall_seconds) {
   State& s = state();
   if (s.running.exchange(true)) return;
+  // A rank that exits early (std::exit on an error) stops the thread before the static
+  // State is destroyed: atexit handlers registered later run first.
+  static const bool registered = std::atexit([] { stop(); }) == 0;
+  (void)registered;
   s.last_progress_ms = now_ms();
   const char* dir = std::getenv("PARASIM_JOB_DIR");
   const int rank = rank_from_environment();

@@ -201,8 +201,10 @@ expect 2 "unknown key 'tpp'" -- "$parasim" sweep "$q" --vary plan.tpp=1,2
 expect 2 "not in range 1 to 1000000" -- "$parasim" run "$q" --steps 2147483647 --warmup 5
 expect 2 "expected seconds from 0.1 to 86400, got 'nan'" -- "$parasim" run "$q" --stall-timeout nan
 expect 2 "not in range 1 to 65536" -- "$parasim" plan "$q" --gpus 1000000000
-expect 2 "at most 4GiB" -- "$parasim" calibrate --max-size 1TiB
-expect 2 "need .* together, and this host has" -- "$parasim" run "$q" --set model.hidden=65536 --set cluster.device.memory=64TiB
+if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
+  expect 2 "at most 4GiB" -- "$parasim" calibrate --max-size 1TiB
+  expect 2 "need .* together, and this host has" -- "$parasim" run "$q" --set model.hidden=65536 --set cluster.device.memory=64TiB
+fi
 printf 'device: cpu-core\nmemory_bandwidth: nan GB/s\n' >"$work/nan-profile.yaml"
 expect 2 "nan-profile.yaml:2:19: memory_bandwidth: .*not a finite number" -- "$parasim" check "$q" --set hardware.profile="$work/nan-profile.yaml"
 
