@@ -2,6 +2,7 @@
 // run panel (a real `parasim validate`), saving a scenario, opening traces and run folders,
 // and exporting the views as images.
 #include <QAbstractItemModelTester>
+#include <QApplication>
 #include <QFile>
 #include <QGraphicsPathItem>
 #include <QImage>
@@ -283,6 +284,14 @@ TEST_CASE("the window saves the edited scenario, opens traces and run folders, a
   REQUIRE(broken.open(QIODevice::WriteOnly));
   broken.write("[");
   broken.close();
+  // In batch use (--screenshot, --export) a broken trace reports on the signal and
+  // standard error; a modal dialog there would wait forever for a click.
+  w.setBatch(true);
+  QSignalSpy failed(&w, &gui::MainWindow::traceFailed);
+  w.openTrace(broken.fileName());
+  REQUIRE(waitFor([&] { return failed.count() == 1; }));
+  CHECK(QApplication::activeModalWidget() == nullptr);
+  w.setBatch(false);
   CHECK(w.openRunFolder(dir.path()).contains(QStringLiteral("comparison.json")));
 
   // Every tab becomes a non-blank PNG.
