@@ -139,9 +139,13 @@ int watch_job(pid_t child, const std::string& dir, int ranks, double stall_secon
       const std::string file = fmt::format("{}/rank-{}", dir, r);
       struct stat st {};
       std::int64_t age = 0;
+      std::int64_t limit = stale_ms;
       std::string what;
       if (::stat(file.c_str(), &st) != 0) {
+        // mpirun may take seconds to start the ranks on a loaded host: a rank is "never
+        // started" only after the stall timeout, and at least 10 s.
         age = now_ms() - started;
+        limit = std::max<std::int64_t>(10000, static_cast<std::int64_t>(stall_seconds * 1000.0));
         what = "never started (no heartbeat since the job began)";
       } else {
         const auto mtime_ms = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
@@ -160,7 +164,7 @@ int watch_job(pid_t child, const std::string& dir, int ranks, double stall_secon
         }
         if (what.empty()) what = "stopped responding";
       }
-      if (age <= stale_ms) continue;
+      if (age <= limit) continue;
       std::fprintf(stderr, "error: rank %d %s: no heartbeat for %.1f s; ending the job\n", r, what.c_str(),
                    static_cast<double>(age) / 1000.0);
       std::fflush(stderr);
