@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
@@ -64,6 +65,17 @@ plan::Scenario load_for_run(const RunArgs& a) {
   return s;
 }
 
+// The memory each rank's tensors need, as the executor's allocator holds them: the
+// stage's total less the runtime's workspace (MPI or NCCL buffers, BLAS scratch).
+std::vector<double> rank_tensor_memory(const plan::Scenario& s, const plan::MemoryReport& mem) {
+  std::vector<double> out;
+  for (int r = 0; r < s.plan.world(); ++r) {
+    const plan::MemoryBreakdown& b = mem.stages[static_cast<std::size_t>(plan::coord_of(s.plan, r).pp)];
+    out.push_back(b.total() - b.workspace);
+  }
+  return out;
+}
+
 // MemAvailable from /proc/meminfo, in bytes; 0 where unknown.
 double host_available_memory() {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
@@ -89,11 +101,8 @@ void precheck(const plan::Scenario& s) {
   if (!mem.fits()) throw UsageError("the plan does not fit in memory: " + plan::describe_memory(mem));
   // CPU ranks share this host's memory, whatever the device preset declares.
   if (s.run.backend == plan::Backend::cpu) {
-    double need = 0.0;
-    for (int r = 0; r < s.plan.world(); ++r) {
-      const plan::MemoryBreakdown& m = mem.stages[static_cast<std::size_t>(plan::coord_of(s.plan, r).pp)];
-      need += m.total() - m.workspace;
-    }
+    const std::vector<double> ranks = rank_tensor_memory(s, mem);
+    const double need = std::accumulate(ranks.begin(), ranks.end(), 0.0);
     const double available = host_available_memory();
     if (available > 0.0 && need > available) {
       throw UsageError(fmt::format("the plan's {} CPU ranks need {} together, and this host has {} available; "
@@ -287,14 +296,9 @@ void run_validate(const RunArgs& a) {
   const report::StepFigures pf = report::step_figures(s, prediction.trace, cluster);
   const report::StepFigures mf = report::step_figures(s, m.trace, cluster);
   const plan::MemoryReport mem = plan::memory_per_rank(s);
-  // The executor's allocator holds the model's tensors; the runtime's own share (the
-  // profile's workspace: MPI or NCCL buffers, BLAS scratch) is outside it, so the
-  // comparison leaves it out of the prediction too.
-  std::vector<double> predicted_memory;
-  for (int r = 0; r < s.plan.world(); ++r) {
-    const plan::MemoryBreakdown& b = mem.stages[static_cast<std::size_t>(plan::coord_of(s.plan, r).pp)];
-    predicted_memory.push_back(b.total() - b.workspace);
-  }
+  // The executor's allocator holds the model's tensors; the runtime's workspace is outside
+  // it, so the comparison leaves it out of the prediction too.
+  const std::vector<double> predicted_memory = rank_tensor_memory(s, mem);
   const std::vector<report::ComparisonRow> rows =
       report::compare(pf, prediction.trace, mf, m.trace, predicted_memory, m.peak_memory);
 

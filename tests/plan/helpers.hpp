@@ -1,6 +1,11 @@
 // Scenario texts for the plan tests.
 #pragma once
 
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace parasim::plan::test {
@@ -35,5 +40,22 @@ plan:
   tp: 2
   pp: 2
 )";
+
+// A scratch directory removed at the end of the test.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir()
+      : path(std::filesystem::temp_directory_path() /
+             ("parasim-test-" + std::to_string(::getpid()) + "-" + std::to_string(reinterpret_cast<std::uintptr_t>(this)))) {
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path / name, std::ios::binary) << text;
+    return (path / name).string();
+  }
+};
 
 }  // namespace parasim::plan::test

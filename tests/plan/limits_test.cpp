@@ -19,6 +19,7 @@
 
 using namespace parasim::plan;
 using parasim::plan::test::good;
+using parasim::plan::test::TempDir;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
@@ -30,18 +31,6 @@ std::string replace(std::string text, const std::string& from, const std::string
   return text.replace(at, from.size(), to);
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / fs::path("parasim-limits-" + std::to_string(::getpid()) + "-" +
-                                                      std::to_string(reinterpret_cast<std::uintptr_t>(this)))) {
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name, std::ios::binary) << text;
-    return (path / name).string();
-  }
-};
 
 // The error loading `text` (with overrides), or a failed test if it loads.
 ScenarioError error_of(const std::string& text, std::vector<std::string> overrides = {}) {

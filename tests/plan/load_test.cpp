@@ -9,24 +9,12 @@
 
 using namespace parasim::plan;
 using parasim::plan::test::good;
+using parasim::plan::test::TempDir;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A scratch directory removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / fs::path("parasim-test-" + std::to_string(::getpid()) + "-" +
-                                                      std::to_string(reinterpret_cast<std::uintptr_t>(this)))) {
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name) << text;
-    return (path / name).string();
-  }
-};
 
 }  // namespace
 
