@@ -196,6 +196,21 @@ expect 0 "" -- "$parasim" simulate "$q" --trace "$work/link.json"
 check "a symlinked output is replaced, its target untouched" grep -qx precious "$work/victim"
 expect 1 "cannot write to standard output: No space left" -- bash -c "'$parasim' simulate '$q' >/dev/full"
 check "no temporary files left by any of these" test -z "$(find "$work" -name '.*')"
+# A signal mid-write: the CSV's temporary exists while the plot goes to a FIFO nobody
+# reads yet (the open blocks); SIGTERM then must remove the temporary and write nothing.
+mkfifo "$work/sig.svg"
+"$parasim" sweep "$q" --vary plan.dp=1,2 --csv "$work/sig.csv" --plot "$work/sig.svg" >/dev/null 2>&1 &
+writer=$!
+for _ in $(seq 300); do
+  [ -n "$(find "$work" -name '.sig.csv.*')" ] && break
+  sleep 0.1
+done
+check "the CSV's temporary exists while the set is written" test -n "$(find "$work" -name '.sig.csv.*')"
+kill -TERM "$writer"
+wait "$writer"
+check "SIGTERM mid-write ends the command by that signal" test $? -eq 143
+check "a signal mid-write leaves no temporary" test -z "$(find "$work" -name '.sig.csv.*')"
+check "a signal mid-write writes none of the set" test ! -e "$work/sig.csv"
 # Arguments past their range, and a sweep over a key no scenario has.
 expect 2 "unknown key 'tpp'" -- "$parasim" sweep "$q" --vary plan.tpp=1,2
 expect 2 "not in range 1 to 1000000" -- "$parasim" run "$q" --steps 2147483647 --warmup 5
