@@ -120,7 +120,7 @@ double max_over_ranks(Device& dev, double v) {
 
 void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
   for (const Shape& s : gemm_grid(o.quick, o.large_shapes)) {
-    const auto [m, n, k] = s;
+    const int m = s[0], n = s[1], k = s[2];  // not a structured binding: lambdas below capture them
     const std::size_t a_n = static_cast<std::size_t>(m) * k;
     const std::size_t b_n = static_cast<std::size_t>(k) * n;
     const std::size_t c_n = static_cast<std::size_t>(m) * n;

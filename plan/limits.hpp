@@ -9,6 +9,7 @@ namespace parasim::plan::limits {
 // Files.
 inline constexpr long long file_bytes = 4LL << 20;  // a scenario, preset, base or profile file
 inline constexpr long long yaml_nodes = 200'000;    // values in one document, aliases expanded
+inline constexpr int yaml_depth = 64;               // sections and lists inside each other
 inline constexpr int extends_depth = 16;            // a chain of extends: from the scenario down
 inline constexpr int extends_files = 64;            // files read through extends:, all told
 

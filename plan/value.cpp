@@ -50,27 +50,44 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-// The line of a '---' that starts a document after content (a second document), or 0. A
-// '---' before any content only opens the first.
-int second_document_line(std::string_view text) {
+// Where a second document starts, or 0: a '---' line after content, or anything but a
+// comment after a '...' line (the end of the first document). A '---' before any content,
+// after directives such as '%YAML 1.2', only opens the first.
+struct SecondDocument {
+  int line = 0;
+  bool after_end = false;  // found after '...'
+};
+
+SecondDocument second_document(std::string_view text) {
+  auto starts_marker = [](std::string_view l, std::string_view m) {
+    return l.starts_with(m) && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+  };
   bool content = false;
+  bool ended = false;
   int line = 1;
   for (std::size_t at = 0; at < text.size(); ++line) {
     std::size_t end = text.find('\n', at);
     if (end == std::string_view::npos) end = text.size();
     const std::string_view l = text.substr(at, end - at);
-    const bool marker = l.starts_with("---") && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
-    if (marker && content) return line;
     const auto first = l.find_first_not_of(" \t\r");
-    if (!marker && first != std::string_view::npos && l[first] != '#') content = true;
+    const bool blank = first == std::string_view::npos || l[first] == '#';
+    if (starts_marker(l, "---")) {
+      if (content || ended) return {line, ended};
+    } else if (starts_marker(l, "...")) {
+      ended = true;
+    } else if (!blank) {
+      if (ended) return {line, true};
+      if (l[0] != '%') content = true;  // a directive belongs to the document it opens
+    }
     at = end + 1;
   }
-  return 0;
+  return {};
 }
 
 struct Converter {
   const std::string& file;
   long long nodes = 0;
+  int depth = 0;
 
   Value convert(const YAML::Node& n, const std::string& path);
 };
@@ -86,6 +103,21 @@ Value Converter::convert(const YAML::Node& n, const std::string& path) {
                                     "scenario needs a few hundred",
                                     limits::yaml_nodes));
   }
+  // An alias inside its own anchor ('a: &a [*a]') makes the node graph a cycle; deep
+  // nesting would exhaust the stack. A scenario nests a handful of levels.
+  if (depth >= limits::yaml_depth) {
+    throw ScenarioError(v.loc, path,
+                        fmt::format("values nested more than {} levels deep (an alias inside its own anchor?); "
+                                    "a scenario nests a few",
+                                    limits::yaml_depth));
+  }
+  struct Deeper {
+    int& d;
+    explicit Deeper(int& counter) : d(++counter) {}
+    ~Deeper() { --d; }
+    Deeper(const Deeper&) = delete;
+    Deeper& operator=(const Deeper&) = delete;
+  } deeper{depth};
   switch (n.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -155,9 +187,11 @@ Value parse_yaml(std::string_view text, const std::string& file) {
   } catch (const YAML::Exception& e) {
     throw ScenarioError(location(e.mark, file), "", fmt::format("YAML syntax error: {}", e.msg));
   }
-  if (const int line = second_document_line(text); line > 0) {
-    throw ScenarioError(Location{file, line, 1}, "",
-                        "a second YAML document (after '---'); a scenario file holds one document");
+  if (const SecondDocument second = second_document(text); second.line > 0) {
+    throw ScenarioError(Location{file, second.line, 1}, "",
+                        second.after_end ? "a second YAML document (after the end marker '...'); a scenario file "
+                                           "holds one document"
+                                         : "a second YAML document (after '---'); a scenario file holds one document");
   }
   Converter conv{file};
   Value v = conv.convert(root, "");

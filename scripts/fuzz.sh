@@ -2,10 +2,12 @@
 # Fuzzes scenario loading, checking, the memory model and the simulator with libFuzzer
 # under AddressSanitizer and UndefinedBehaviorSanitizer (docs/reliability.md).
 #   scripts/fuzz.sh [SECONDS]     default 60; CI runs it for a fixed time
-# Installs clang if missing, builds the fuzz preset, seeds the corpus from scenarios/ and
-# tests/data/fuzz, and stops at the first crash, timeout or memory blow-up: the input is
-# saved under build/fuzz/findings/ (add it to tests/data/fuzz once fixed, so every test
-# run replays it). Environment: PARASIM_NO_INSTALL=1 skips the package step.
+# Installs clang if missing, builds the libFuzzer target of the asan preset (build/asan,
+# the build whose whole suite also runs under the sanitizers), seeds the corpus from
+# scenarios/ and tests/data/fuzz, and stops at the first crash, timeout or memory blow-up:
+# the input is saved under build/asan/fuzz-findings/ (add it to tests/data/fuzz once
+# fixed, so every test run replays it). Environment: PARASIM_NO_INSTALL=1 skips the
+# package step.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -18,12 +20,12 @@ if [ "${PARASIM_NO_INSTALL:-0}" != 1 ] && ! command -v clang++ >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends clang
 fi
 
-cmake --preset fuzz >/dev/null
+cmake --preset asan >/dev/null
 cmake --build --preset fuzz -j "$(nproc 2>/dev/null || echo 2)"
 
-work=build/fuzz
-corpus=$work/corpus
-findings=$work/findings
+work=build/asan
+corpus=$work/fuzz-corpus
+findings=$work/fuzz-findings
 mkdir -p "$corpus" "$findings"
 cp -n scenarios/*.yaml tests/data/fuzz/* "$corpus"/ 2>/dev/null || true
 

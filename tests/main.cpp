@@ -1,2 +1,4 @@
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// The plain test runner.
+#include "catch_runner.hpp"
+
+int main(int argc, char** argv) { return parasim::test::run_catch(argc, argv); }

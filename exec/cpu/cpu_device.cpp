@@ -30,11 +30,16 @@ float round_fp16(float x) {
 #ifdef __FLT16_MAX__
   return static_cast<float>(static_cast<_Float16>(x));
 #else
-  // 10 mantissa bits within fp16's normal range (subnormals and overflow aside).
+  // Without _Float16 (clang 14 on x86): IEEE round-to-nearest-even in software. 11
+  // significant bits for normals, a fixed step of 2^-24 for subnormals, and infinity from
+  // 65520 (half an ulp past the largest value, 65504) on, as a loss-scaled overflow needs.
   if (!std::isfinite(x) || x == 0.0F) return x;
+  const float a = std::fabs(x);
+  if (a >= 65520.0F) return std::copysign(std::numeric_limits<float>::infinity(), x);
   int e = 0;
-  const float m = std::frexp(x, &e);
-  return std::ldexp(std::nearbyint(std::ldexp(m, 11)), e - 11);
+  (void)std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
+  const int ulp = std::max(e - 11, -24);
+  return std::copysign(std::ldexp(std::nearbyint(std::ldexp(a, -ulp)), ulp), x);
 #endif
 }
 

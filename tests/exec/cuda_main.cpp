@@ -1,8 +1,7 @@
 // The CUDA kernel tests' runner: without a usable GPU it says why and exits 77, which ctest
 // reports as skipped (SKIP_RETURN_CODE), so the tests are compiled and linked everywhere
 // and run wherever a GPU is.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "tests/catch_runner.hpp"
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -15,5 +14,5 @@ int main(int argc, char** argv) {
                 e != cudaSuccess ? cudaGetErrorString(e) : "no device");
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return parasim::test::run_catch(argc, argv);
 }

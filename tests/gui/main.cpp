@@ -1,13 +1,12 @@
 // Test main for the GUI: forces the offscreen platform so widgets render without a display.
-#define CATCH_CONFIG_RUNNER
 #include <QApplication>
 #include <QTemporaryDir>
-#include <catch2/catch.hpp>
+#include "tests/catch_runner.hpp"
 
 int main(int argc, char** argv) {
   qputenv("QT_QPA_PLATFORM", "offscreen");
   QTemporaryDir runtime;  // Qt wants a private runtime directory; CI machines have none
   if (qEnvironmentVariableIsEmpty("XDG_RUNTIME_DIR")) qputenv("XDG_RUNTIME_DIR", runtime.path().toUtf8());
   QApplication app(argc, argv);
-  return Catch::Session().run(argc, argv);
+  return parasim::test::run_catch(argc, argv);
 }

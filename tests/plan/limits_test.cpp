@@ -113,6 +113,15 @@ TEST_CASE("YAML that would grow or hide input is refused", "[load][limits]") {
     const ScenarioError e = error_of(bomb);
     CHECK_THAT(e.what(), Contains(fmt::format("more than {} values", limits::yaml_nodes)));
   }
+  SECTION("an alias inside its own anchor is a cycle, refused before the stack runs out") {
+    const ScenarioError e = error_of(good + "description: &d [x, *d]\n");
+    CHECK_THAT(e.what(), Contains(fmt::format("nested more than {} levels deep", limits::yaml_depth)));
+  }
+  SECTION("lists nested 100 deep") {
+    const ScenarioError e = error_of(good + "description: " + std::string(100, '[') + std::string(100, ']') + "\n");
+    CHECK(e.where().line == 29);
+    CHECK_THAT(e.what(), Contains("levels deep"));
+  }
   SECTION("text past 4 MiB") {
     const ScenarioError e = error_of(good + "description: \"" + std::string(5 << 20, 'x') + "\"\n");
     CHECK_THAT(e.what(), Contains("past the limit"));
@@ -121,6 +130,18 @@ TEST_CASE("YAML that would grow or hide input is refused", "[load][limits]") {
     const ScenarioError e = error_of(good + "---\nname: other\n");
     CHECK(e.where().line == 29);  // the --- line
     CHECK_THAT(e.what(), Contains("a second YAML document"));
+  }
+  SECTION("content after the end marker '...' is a second document") {
+    const ScenarioError e = error_of(good + "...\nname: other\n");
+    CHECK(e.where().line == 30);  // the first line after the '...' line
+    CHECK_THAT(e.what(), Contains("after the end marker '...'"));
+    const ScenarioError first = error_of("...\n" + good);  // an empty first document
+    CHECK(first.where().line == 2);
+    CHECK_THAT(first.what(), Contains("a second YAML document"));
+  }
+  SECTION("directives, an opening '---' and a closing '...' frame the one document") {
+    CHECK_NOTHROW(load_text("%YAML 1.2\n---\n" + good + "...\n# done\n", "framed.yaml"));
+    CHECK_NOTHROW(load_text("# a scenario\n---\n" + good, "opened.yaml"));
   }
   SECTION("--set extends= is refused, not ignored") {
     const ScenarioError e = error_of(good, {"extends=/etc/passwd"});
