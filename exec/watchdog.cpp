@@ -62,6 +62,22 @@ void beat(State& s) {
   ::futimens(fd, nullptr);
 }
 
+// A rank's heartbeat file: its pid and "phase (step N)"; false when unreadable.
+bool read_heartbeat(const std::string& file, pid_t& pid, std::string& where) {
+  std::FILE* f = std::fopen(file.c_str(), "r");
+  if (f == nullptr) return false;
+  long p = 0;
+  int step = -1;
+  char phase[64] = {};
+  const bool ok = std::fscanf(f, "%ld %d %63[^\n]", &p, &step, phase) == 3;
+  std::fclose(f);
+  if (ok) {
+    pid = static_cast<pid_t>(p);
+    where = describe(phase, step);
+  }
+  return ok;
+}
+
 }  // namespace
 
 void start(double stall_seconds) {
@@ -102,15 +118,17 @@ void phase(const char* name, int step) {
   s.step = step;
   s.last_progress_ms = now_ms();
   beat(s);
-  // PARASIM_STOP=RANK:PHASE[:STEP] stops this rank (SIGSTOP) as it enters the phase: the
-  // fault test (tests/exec/stopped_rank_test.sh) stops a rank in every phase this way.
+  // PARASIM_STOP=RANK:PHASE[:STEP] stops this rank (SIGSTOP) as it enters the phase, or
+  // kills it (SIGKILL) under PARASIM_STOP_SIGNAL=KILL: the fault test
+  // (tests/exec/stopped_rank_test.sh) stops and kills a rank in every phase this way.
   if (const char* spec = std::getenv("PARASIM_STOP"); spec != nullptr) {
     int rank = -1;
     int at_step = -1;
     char which[32] = {};
     const int n = std::sscanf(spec, "%d:%31[^:]:%d", &rank, which, &at_step);
     if (n >= 2 && rank == rank_from_environment() && std::strcmp(which, name) == 0 && (n < 3 || at_step == step)) {
-      ::raise(SIGSTOP);
+      const char* sig = std::getenv("PARASIM_STOP_SIGNAL");
+      ::raise(sig != nullptr && std::strcmp(sig, "KILL") == 0 ? SIGKILL : SIGSTOP);
     }
   }
 }
@@ -130,11 +148,31 @@ int watch_job(pid_t child, const std::string& dir, int ranks, double stall_secon
   const std::int64_t stale_ms = std::max<std::int64_t>(1000, static_cast<std::int64_t>(stall_seconds * 500.0));
   const std::int64_t started = now_ms();
   std::vector<pid_t> pids(static_cast<std::size_t>(ranks), 0);
+  // The ranks first seen gone while mpirun still ran: killed or crashed, as mpirun's
+  // status (128 + signal) alone does not say which rank or where.
+  std::string gone;
   while (true) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
-    if (done == child) return status;
-    if (done < 0 && errno != EINTR) return status;
+    if (done == child || (done < 0 && errno != EINTR)) {
+      const bool own_code = WIFEXITED(status) && WEXITSTATUS(status) <= 2;  // a rank's own 0, 1 or 2
+      if (own_code || gone.empty()) return status;
+      std::fprintf(stderr, "error: %s (killed or crashed); mpirun ended the job with status %d\n", gone.c_str(),
+                   WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+      std::fflush(stderr);
+      return 1 << 8;
+    }
+    if (gone.empty()) {
+      for (int r = 0; r < ranks; ++r) {
+        const pid_t p = pids[static_cast<std::size_t>(r)];
+        if (p <= 0 || ::kill(p, 0) == 0 || errno != ESRCH) continue;
+        // Read again: its last beat, at the phase it entered, may be newer than our last look.
+        pid_t again = 0;
+        std::string where = "an unknown phase";
+        read_heartbeat(fmt::format("{}/rank-{}", dir, r), again, where);
+        gone += fmt::format("{}rank {} ended in {}", gone.empty() ? "" : ", ", r, where);
+      }
+    }
     for (int r = 0; r < ranks; ++r) {
       const std::string file = fmt::format("{}/rank-{}", dir, r);
       struct stat st {};
@@ -152,17 +190,9 @@ int watch_job(pid_t child, const std::string& dir, int ranks, double stall_secon
         timespec wall{};
         ::clock_gettime(CLOCK_REALTIME, &wall);
         age = static_cast<std::int64_t>(wall.tv_sec) * 1000 + wall.tv_nsec / 1000000 - mtime_ms;
-        if (std::FILE* f = std::fopen(file.c_str(), "r"); f != nullptr) {
-          long pid = 0;
-          int step = -1;
-          char phase[64] = {};
-          if (std::fscanf(f, "%ld %d %63[^\n]", &pid, &step, phase) == 3) {
-            pids[static_cast<std::size_t>(r)] = static_cast<pid_t>(pid);
-            what = fmt::format("stopped responding in {}", describe(phase, step));
-          }
-          std::fclose(f);
-        }
-        if (what.empty()) what = "stopped responding";
+        std::string where;
+        what = read_heartbeat(file, pids[static_cast<std::size_t>(r)], where) ? "stopped responding in " + where
+                                                                              : "stopped responding";
       }
       if (age <= limit) continue;
       std::fprintf(stderr, "error: rank %d %s: no heartbeat for %.1f s; ending the job\n", r, what.c_str(),
@@ -184,7 +214,7 @@ int watch_job(pid_t child, const std::string& dir, int ranks, double stall_secon
       }
       return 1 << 8;  // as if exited with 1
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 

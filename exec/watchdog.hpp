@@ -8,7 +8,9 @@
 //
 // In the launcher (parasim itself, having started mpirun): watch_job reads the heartbeats,
 // and a rank whose heartbeat is stale (or never came) for half the stall timeout is named
-// as the one that stopped; mpirun and every rank are then killed.
+// as the one that stopped; mpirun and every rank are then killed. A rank whose process is
+// gone while mpirun still runs (killed, crashed) is named with the phase it was in when
+// mpirun ends the job.
 #pragma once
 
 #include <sys/types.h>
@@ -29,7 +31,9 @@ void stop();
 
 // Launcher side: waits for `child` (mpirun), watching the heartbeats in `dir` of `ranks`
 // ranks. Returns the child's wait status; when a rank stopped, prints which and why,
-// kills the child's process group and every rank, and returns a status of exit 1.
+// kills the child's process group and every rank, and returns a status of exit 1; when a
+// rank died and mpirun ended with a status of its own (not a rank's 0, 1 or 2), prints
+// which rank and in which phase, and returns a status of exit 1.
 int watch_job(pid_t child, const std::string& dir, int ranks, double stall_seconds);
 
 }  // namespace parasim::exec::watchdog

@@ -1,7 +1,7 @@
 // libFuzzer target: any bytes as a scenario, through load, check, the memory model, the
 // Program and the event simulator. A ScenarioError (bad input, exit 2) and a step past the
 // simulated clock's range are answers; anything else escaping, a sanitizer report, a
-// timeout or a memory blow-up is a bug. Built with clang (preset fuzz, scripts/fuzz.sh);
+// timeout or a memory blow-up is a bug. Built with clang (preset asan, scripts/fuzz.sh);
 // the same function replays the saved corpus in every test build (fuzz/replay.cpp).
 #include <cstddef>
 #include <cstdint>

@@ -1,35 +1,42 @@
 #!/usr/bin/env bash
-# A rank stopped (SIGSTOP) in each phase of a run: start-up (MPI), clock alignment, a step,
-# between steps, the final gather. Every time, the job must end, every rank and the
-# launcher, within the stall timeout + 5 s, with exit 1 and a message naming the rank that
-# stopped and the phase. Usage: stopped_rank_test.sh PARASIM SOURCE_DIR [TRIALS]
-# (docs/reliability.md records a run of 50 trials per phase).
+# A rank stopped (SIGSTOP) or killed (SIGKILL) in each phase of a run: start-up (MPI),
+# clock alignment, a step, between steps, the final gather. Every time, the job must end,
+# every rank and the launcher, within the stall timeout + 5 s, with exit 1 and a message
+# naming the rank that stopped or died and the phase.
+# Usage: stopped_rank_test.sh PARASIM SOURCE_DIR [TRIALS] [SIGNALS]
+# (SIGNALS: "STOP KILL" by default; docs/reliability.md records a run of 50 trials per
+# phase).
 set -u
 parasim=$1
 src=$2
 trials=${3:-1}
+signals=${4:-STOP KILL}
 stall=3
 q=$src/scenarios/quickstart.yaml
 pass=0
 fail=0
 for trial in $(seq "$trials"); do
-  for rank in 0 1; do
-    for phase in "start-up" "clock alignment" "step:2" "between steps:2" "final gather"; do
-      start=$(date +%s%N)
-      out=$(PARASIM_STOP="$rank:$phase" timeout 60 "$parasim" run "$q" --steps 4 --warmup 1 --stall-timeout $stall 2>&1)
-      rc=$?
-      ms=$((($(date +%s%N) - start) / 1000000))
-      name=${phase%%:*}
-      leftover=$(pgrep -f "parasim run $q" || true)
-      if [ "$rc" -eq 1 ] && grep -q "rank $rank stopped responding in $name" <<<"$out" &&
-        [ "$ms" -lt $(((stall + 5) * 1000)) ] && [ -z "$leftover" ]; then
-        pass=$((pass + 1))
-      else
-        fail=$((fail + 1))
-        printf 'FAILED: rank %s stopped in %s (trial %s): exit %s after %s ms, leftover [%s]\n%s\n' \
-          "$rank" "$phase" "$trial" "$rc" "$ms" "$leftover" "$(tail -5 <<<"$out")"
-        [ -n "$leftover" ] && kill -9 $leftover 2>/dev/null
-      fi
+  for signal in $signals; do
+    for rank in 0 1; do
+      for phase in "start-up" "clock alignment" "step:2" "between steps:2" "final gather"; do
+        start=$(date +%s%N)
+        out=$(PARASIM_STOP="$rank:$phase" PARASIM_STOP_SIGNAL=$signal timeout 60 "$parasim" run "$q" --steps 4 --warmup 1 --stall-timeout $stall 2>&1)
+        rc=$?
+        ms=$((($(date +%s%N) - start) / 1000000))
+        name=${phase%%:*}
+        said="stopped responding in $name"
+        [ "$signal" = KILL ] && said="ended in $name"
+        leftover=$(pgrep -f "parasim run $q" || true)
+        if [ "$rc" -eq 1 ] && grep -q "rank $rank $said" <<<"$out" &&
+          [ "$ms" -lt $(((stall + 5) * 1000)) ] && [ -z "$leftover" ]; then
+          pass=$((pass + 1))
+        else
+          fail=$((fail + 1))
+          printf 'FAILED: rank %s SIG%s in %s (trial %s): exit %s after %s ms, leftover [%s]\n%s\n' \
+            "$rank" "$signal" "$phase" "$trial" "$rc" "$ms" "$leftover" "$(tail -5 <<<"$out")"
+          [ -n "$leftover" ] && kill -9 $leftover 2>/dev/null
+        fi
+      done
     done
   done
 done
