@@ -74,6 +74,7 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
   }
 
   watchdog::phase("final gather");
+  runner.gather_parameters();
   std::vector<double> peaks(static_cast<std::size_t>(dev.world()), 0.0);
   peaks[static_cast<std::size_t>(dev.rank())] = static_cast<double>(dev.peak());
   dev.sum_to_all(peaks);

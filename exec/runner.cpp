@@ -179,6 +179,20 @@ void Runner::stalled(const std::vector<InFlight>& flying, const std::vector<std:
   std::abort();  // not reached
 }
 
+void Runner::gather_parameters() {
+  const plan::ParallelPlan& p = s_.plan;
+  if (!p.overlap_param_gather || p.zero != 1 || p.dp == 1) return;
+  for (std::int64_t id : prog_.order[static_cast<std::size_t>(rank_)]) {
+    const Op& o = prog_.ops[static_cast<std::size_t>(id)];
+    if (o.category != Category::dp_comm || o.collective != CollectiveOp::all_gather) continue;
+    const Shard::View v = shard_.bucket(o.layer, true);
+    dev_.set_stream(Stream::dp);
+    dev_.wait(dev_.all_gather(v.data, shard_.bucket_parts(o.layer), comm_of_group_[static_cast<std::size_t>(o.group)]));
+    dev_.set_stream(Stream::compute);
+    shard_.bucket_gathered(o.layer);
+  }
+}
+
 StepTiming Runner::step(std::int64_t index) {
   shard_.begin_step(index);
   for (std::int64_t id : prog_.order[static_cast<std::size_t>(rank_)]) state_[static_cast<std::size_t>(id)] = 0;

@@ -50,6 +50,10 @@ class Runner {
   Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, Shard& shard, double stall_seconds = 60.0);
 
   StepTiming step(std::int64_t index);
+  // With overlap_param_gather each step opens with the previous step's parameter
+  // all-gathers: after the last step they run once more, so that every rank ends with the
+  // whole updated model. A no-op otherwise.
+  void gather_parameters();
 
  private:
   struct InFlight {

@@ -68,10 +68,12 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addInteger(QStringLiteral("plan.virtual_stages"), tr("Virtual stages"), 1, 1024);
   addChoice(QStringLiteral("plan.schedule"), tr("Schedule"), {"1f1b", "gpipe", "interleaved-1f1b"});
   addChoice(QStringLiteral("plan.sequence_parallel"), tr("Sequence parallel"), {"false", "true"});
-  addChoice(QStringLiteral("plan.zero"), tr("ZeRO stage"), {"0", "1", "2", "3"});
+  addChoice(QStringLiteral("plan.zero"), tr("ZeRO stage"), {"0", "1"});
   addChoice(QStringLiteral("plan.placement"), tr("Placement (inner first)"),
             {"tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp"});
   addText(QStringLiteral("plan.bucket_size"), tr("DP bucket size"));
+  addChoice(QStringLiteral("plan.overlap_dp"), tr("Overlap gradient reduce"), {"true", "false"});
+  addChoice(QStringLiteral("plan.overlap_param_gather"), tr("Overlap parameter gather (ZeRO 1)"), {"false", "true"});
   addChoice(QStringLiteral("plan.collective"), tr("Collective algorithm"),
             {"auto", "ring", "tree", "hierarchical", "nvls", "direct"});
 }
@@ -170,6 +172,9 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("plan.zero")] = count(s.plan.zero);
   v[QStringLiteral("plan.placement")] = QString::fromStdString(plan::placement_string(s.plan));
   v[QStringLiteral("plan.bucket_size")] = bytesText(s.plan.bucket_bytes);
+  v[QStringLiteral("plan.overlap_dp")] = s.plan.overlap_dp ? QStringLiteral("true") : QStringLiteral("false");
+  v[QStringLiteral("plan.overlap_param_gather")] =
+      s.plan.overlap_param_gather ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.collective")] = q(plan::to_string(s.plan.collective));
   return v;
 }

@@ -12,7 +12,9 @@
 //   then              data-parallel gradient buckets in reverse layer order, each after the
 //                     last backward of its layers (after the whole backward when overlap is
 //                     off): all-reduce, or reduce-scatter with ZeRO-1; the optimizer; with
-//                     ZeRO-1 an all-gather of the updated parameters per bucket.
+//                     ZeRO-1 an all-gather of the updated parameters per bucket (or, with
+//                     overlap_param_gather, the same gathers first in the step, each
+//                     layer's first forward waiting for its own).
 // Tensor parallel collectives are all-reduces of the s·b·h activation (two forward, two
 // backward per layer), or with sequence parallelism all-gather / reduce-scatter pairs. The
 // embedding and LM head are vocabulary-parallel (Megatron): the embedding's output and the
@@ -22,7 +24,9 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <utility>
 
+#include "plan/buckets.hpp"
 #include "plan/program.hpp"
 #include "plan/schedule.hpp"
 
@@ -141,8 +145,13 @@ class Builder {
     op.gemm_repeat = set >= 0 ? 1 : 0;
     op.kernels = next_kernels_;
     next_kernels_ = -1;
-    last_compute_ = add(op, deps);
-    return last_compute_;
+    // The first forward touching a layer's parameters waits for their deferred all-gather.
+    if (const auto at = static_cast<std::size_t>(layer + 1); cat == Category::forward && gather_before_[at] >= 0) {
+      std::vector<std::int64_t> d(deps.begin(), deps.end());
+      d.push_back(std::exchange(gather_before_[at], -1));
+      return last_compute_ = add(op, d);
+    }
+    return last_compute_ = add(op, deps);
   }
 
   // A collective on this rank's group of dimension `d`; members get the same instance id
@@ -314,6 +323,7 @@ class Builder {
     const double hidden_bytes = transformer ? activation_bytes_ : 0.0;
     std::int64_t head_grad = -1;
     std::int64_t embed_grad = -1;
+    param_gathers_first();
 
     for (const PipelineStep& st : stage_schedule(p_.schedule, shape_, stage)) {
       const auto [first, last] = chunk_layers(m_.layer_count(), p_.pp, v, stage, st.chunk);
@@ -448,41 +458,48 @@ class Builder {
     return m_.generic_layers[static_cast<std::size_t>(l)].activations * t_.micro_batch * e_;
   }
 
-  double layer_params(int l) const { return layer_params_on_rank(m_, l, p_.tp); }
+  // This rank's gradient sources and buckets (plan/buckets.hpp).
+  std::vector<GradientSource> sources() const {
+    const bool head = m_.kind == ModelKind::transformer && coord_.pp == p_.pp - 1;
+    return gradient_sources(scenario_, coord_.pp, head, coord_.pp == 0);
+  }
+  bool deferred_param_gather() const { return p_.zero == 1 && p_.dp > 1 && p_.overlap_param_gather; }
+
+  // With the distributed optimizer's gather overlapped (Megatron's --overlap-param-gather),
+  // the previous step's all-gathers open this one, in forward order, and the first forward
+  // of each layer waits for its bucket's (compute() adds the dependency).
+  void param_gathers_first() {
+    gather_before_.assign(static_cast<std::size_t>(m_.layer_count()) + 2, -1);
+    if (!deferred_param_gather()) return;
+    const std::vector<GradientSource> src = sources();
+    const std::vector<GradientBucket> buckets = gradient_buckets(src, e_, p_.bucket_bytes);
+    for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
+      const std::int64_t g = collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, b->params * e_,
+                                        -1, b->lowest, b->above, {});
+      for (std::size_t i = b->first; i < b->end; ++i) gather_before_[static_cast<std::size_t>(src[i].layer + 1)] = g;
+    }
+  }
 
   void data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad) {
     const int stage = coord_.pp;
-    // Gradient sources in the order they complete: LM head, then layers from the last.
-    struct Source {
-      double params;
-      std::int64_t ready;
-      int layer;
-    };
-    std::vector<Source> sources;
     const bool transformer = m_.kind == ModelKind::transformer;
     const double word = transformer ? static_cast<double>(m_.vocab) * m_.hidden / p_.tp : 0.0;
-    // The last stage also holds the final norm, the first the learned positions (GPT), both
-    // whole on every tp rank.
     const double final_norm = transformer ? 2.0 * m_.hidden : 0.0;
-    const double positions = transformer && m_.mlp == Mlp::gelu ? static_cast<double>(m_.seq_len) * m_.hidden : 0.0;
-    if (head_grad >= 0) {
-      const bool own_head = !m_.tie_embeddings || p_.pp > 1;
-      sources.push_back({(own_head ? word : 0.0) + final_norm, head_grad, m_.layer_count()});
-    }
-    std::vector<int> layers;
-    for (int c = 0; c < p_.virtual_stages; ++c) {
-      const auto [first, last] = chunk_layers(m_.layer_count(), p_.pp, p_.virtual_stages, stage, c);
-      for (int l = first; l < last; ++l) layers.push_back(l);
-    }
-    std::sort(layers.rbegin(), layers.rend());
-    for (int l : layers) sources.push_back({layer_params(l), grad_ready_[static_cast<std::size_t>(l)], l});
-    if (embed_grad >= 0) sources.push_back({word + positions, embed_grad, -1});
-
+    // Gradient sources in the order they complete (LM head, layers from the last): when ready.
+    const std::vector<GradientSource> src = sources();
+    std::vector<std::int64_t> ready_of;
     double params = 0.0;
-    for (const Source& s : sources) params += s.params;
+    int layers = 0;
+    for (const GradientSource& g : src) {
+      const bool layer = g.layer >= 0 && g.layer < m_.layer_count();
+      layers += layer ? 1 : 0;
+      params += g.params;
+      ready_of.push_back(layer ? grad_ready_[static_cast<std::size_t>(g.layer)] : g.layer < 0 ? embed_grad : head_grad);
+    }
     const std::int64_t end_of_backward = last_compute_;
     std::vector<std::int64_t> synced;
-    std::vector<std::pair<double, std::pair<int, int>>> buckets;  // params, layer range
+    const std::vector<GradientBucket> buckets =
+        p_.dp > 1 ? gradient_buckets(src, e_, p_.bucket_bytes) : std::vector<GradientBucket>{};
     // The tied embedding's gradient is summed between the first and last stage (Megatron's
     // embedding group): after the data-parallel sync, or with ZeRO-1, whose reduce-scatter
     // leaves each rank only its share summed, before the bucket that holds it.
@@ -492,37 +509,24 @@ class Builder {
       return collective_in(embedding_groups, CollectiveOp::all_reduce, Category::pp_comm, Stream::dp, word * e_, -1,
                            stage == 0 ? -1 : m_.layer_count(), stage == 0 ? 0 : m_.layer_count() + 1, deps);
     };
-    if (p_.dp > 1) {
+    for (const GradientBucket& b : buckets) {
       std::vector<std::int64_t> deps;
-      double bucket = 0.0;
-      int lo = 0;
-      int hi = 0;
-      for (std::size_t i = 0; i < sources.size(); ++i) {
-        const Source& s = sources[i];
-        if (bucket == 0.0) hi = s.layer + 1;
-        lo = s.layer;
-        bucket += s.params;
-        std::int64_t ready = p_.overlap_dp ? s.ready : end_of_backward;
-        if (tied_first && (s.layer == -1 || s.layer == m_.layer_count())) ready = tied_sum(std::span(&ready, 1));
+      for (std::size_t i = b.first; i < b.end; ++i) {
+        std::int64_t ready = p_.overlap_dp ? ready_of[i] : end_of_backward;
+        if (tied_first && (src[i].layer == -1 || src[i].layer == m_.layer_count())) ready = tied_sum(std::span(&ready, 1));
         deps.push_back(ready);
-        const bool full = bucket * e_ >= p_.bucket_bytes || i + 1 == sources.size();
-        if (!full) continue;
-        std::sort(deps.begin(), deps.end());
-        deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-        synced.push_back(collective(Dim::dp, p_.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
-                                    Category::dp_comm, Stream::dp, bucket * e_, -1, lo, hi, deps));
-        buckets.push_back({bucket, {lo, hi}});
-        bucket = 0.0;
-        deps.clear();
       }
-    } else {
-      synced.push_back(end_of_backward);
+      std::sort(deps.begin(), deps.end());
+      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      synced.push_back(collective(Dim::dp, p_.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
+                                  Category::dp_comm, Stream::dp, b.params * e_, -1, b.lowest, b.above, deps));
     }
+    if (p_.dp == 1) synced.push_back(end_of_backward);
     // Sequence parallelism computes the norms and the biases added after a row-parallel
     // sum on each rank's sequence shard: their gradients are partial and are summed over tp
     // once the data-parallel sync is done (Megatron's layer-norm gradient all-reduce).
     if (transformer && p_.tp > 1 && p_.sequence_parallel) {
-      double whole = static_cast<double>(layers.size()) * (m_.mlp == Mlp::gelu ? 6.0 : 5.0) * m_.hidden;
+      double whole = static_cast<double>(layers) * (m_.mlp == Mlp::gelu ? 6.0 : 5.0) * m_.hidden;
       if (stage == p_.pp - 1) whole += final_norm;
       std::sort(synced.begin(), synced.end());
       const std::int64_t sp = collective(Dim::tp, CollectiveOp::all_reduce, Category::tp_comm, Stream::tp, whole * e_, -1,
@@ -546,10 +550,10 @@ class Builder {
     next_kernels(it->second);
     const std::int64_t opt = compute(ComputeWhat::optimizer, Category::optimizer, -1, 12.0 * shard, opt_bytes, -1, -1,
                                      -1, synced);
-    if (p_.zero == 1 && p_.dp > 1) {
-      for (const auto& [bucket, range] : buckets) {
-        collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, bucket * e_, -1, range.first,
-                   range.second, std::span<const std::int64_t>(&opt, 1));
+    if (p_.zero == 1 && !deferred_param_gather()) {  // no buckets with dp 1
+      for (const GradientBucket& b : buckets) {
+        collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, b.params * e_, -1, b.lowest, b.above,
+                   std::span<const std::int64_t>(&opt, 1));
       }
     }
   }
@@ -585,6 +589,7 @@ class Builder {
   std::int64_t last_compute_ = -1;
   std::int64_t pending_ = -1;
   std::vector<std::int64_t> grad_ready_;
+  std::vector<std::int64_t> gather_before_;  // per layer + 1: its deferred parameter all-gather
   std::vector<std::int64_t> loss_ready_;  // per micro-batch: the loss statistics' all-gather
 };
 

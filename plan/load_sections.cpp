@@ -304,7 +304,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
 ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   Reader r(v, "plan",
            {"dp", "tp", "pp", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "zero", "bucket_size",
-            "overlap_dp", "collective", "placement"},
+            "overlap_dp", "overlap_param_gather", "collective", "placement"},
            &where);
   ParallelPlan p;
   p.tp = r.integer("tp", 1);
@@ -325,6 +325,11 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   p.zero = r.integer("zero", 0, 0, 1);
   p.bucket_bytes = r.bytes("bucket_size", 25.0 * 1024 * 1024);
   p.overlap_dp = r.boolean("overlap_dp", true);
+  p.overlap_param_gather = r.boolean("overlap_param_gather", false);
+  if (p.overlap_param_gather && p.zero != 1) {
+    r.fail("overlap_param_gather", "overlapping the parameter all-gather needs the distributed optimizer (plan.zero: 1), "
+                                   "whose all-gather it moves");
+  }
   p.collective = r.choice<Collective>("collective", Collective::automatic,
                                       {{"auto", Collective::automatic},
                                        {"ring", Collective::ring},

@@ -65,6 +65,10 @@ struct ParallelPlan {
   int zero = 0;
   double bucket_bytes = 25.0 * 1024 * 1024;
   bool overlap_dp = true;
+  // Megatron's --overlap-param-gather (with the distributed optimizer, zero 1): the
+  // updated parameters' all-gathers run under the next step's forward, each layer waiting
+  // for its bucket, instead of after the optimizer.
+  bool overlap_param_gather = false;
   Collective collective = Collective::automatic;
   std::array<Dim, 3> placement{Dim::tp, Dim::dp, Dim::pp};  // innermost first
 

@@ -55,6 +55,7 @@ Scenario with_candidate(const Scenario& base, const Candidate& c) {
   s.plan = c.plan;
   s.plan.bucket_bytes = base.plan.bucket_bytes;
   s.plan.overlap_dp = base.plan.overlap_dp;
+  s.plan.overlap_param_gather = base.plan.overlap_param_gather && s.plan.zero == 1;
   s.plan.collective = base.plan.collective;
   s.training.micro_batch = c.micro_batch;
   s.training.recompute = c.recompute;

@@ -387,7 +387,16 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
                                : op_seconds(prof, {}, 1.0, 12.0 * shard, (24.0 + 2.0 * e) * shard, true, dtype);
     double end = free + opt;
     if (p.zero == 1 && p.dp > 1) {
-      for (double bucket : buckets) end += im.collective(s, Dim::dp, CollectiveOp::all_gather, bucket * e, st);
+      double gathers = 0.0;
+      double first = 0.0;  // the last bucket holds the stage's lowest layers: needed first
+      for (double bucket : buckets) {
+        first = im.collective(s, Dim::dp, CollectiveOp::all_gather, bucket * e, st);
+        gathers += first;
+      }
+      // Deferred to the next step's forward, the stage waits for its first bucket; the rest
+      // hide behind one micro-batch's forward as far as it lasts.
+      const double forward = work[sti] - back[sti];
+      end += p.overlap_param_gather ? first + std::max(0.0, gathers - first - forward) : gathers;
     }
     if (end > step) {
       step = end;

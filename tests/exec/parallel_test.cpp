@@ -138,6 +138,7 @@ Outcome parallel(const plan::Scenario& s, int steps) {
     out.skipped.push_back(shard.last_step_skipped());
     out.scales.push_back(shard.loss_scale());
   }
+  runner.gather_parameters();  // as execute() does after the last step
   for (bool grads : {true, false}) {
     std::vector<float> full(static_cast<std::size_t>(shard.full_param_count()), 0.0F);
     shard.add_to_full(full, grads);
@@ -210,6 +211,9 @@ TEST_CASE("data parallel 2: the all-reduced gradient is the full mini-batch's", 
   matches_serial({"plan.dp=2", "plan.overlap_dp=false"});
   matches_serial({"plan.dp=2", "plan.bucket_size=16KiB"});  // several buckets
   matches_serial({"plan.dp=2", "plan.zero=1", "plan.bucket_size=16KiB"}, false);
+  // The parameter all-gathers deferred to the next step's forward: step 2's loss needs
+  // them before each layer, the final parameters the last step's gathers.
+  matches_serial({"plan.dp=2", "plan.zero=1", "plan.bucket_size=16KiB", "plan.overlap_param_gather=true"}, false);
 }
 
 TEST_CASE("tensor parallel 2: sharded layers equal the unsharded model", "[exec][np2]") {
@@ -250,6 +254,8 @@ TEST_CASE("combined dp x tp x pp plans equal the serial run", "[exec][np4]") {
   matches_serial({"plan.tp=2", "plan.pp=2", "plan.schedule=interleaved-1f1b", "plan.virtual_stages=2"});
   matches_serial({"plan.tp=2", "plan.pp=2", "plan.sequence_parallel=true"});
   matches_serial({"plan.dp=2", "plan.tp=2", "plan.sequence_parallel=true", "plan.zero=1"}, false);
+  matches_serial({"plan.dp=2", "plan.pp=2", "plan.zero=1", "plan.overlap_param_gather=true"}, false);
+  matches_serial({"plan.dp=2", "plan.tp=2", "plan.zero=1", "plan.overlap_param_gather=true"}, false);
 }
 
 TEST_CASE("dp x tp x pp training learns: the loss falls over 50 steps", "[exec][np4]") {

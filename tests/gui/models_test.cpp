@@ -134,6 +134,7 @@ TEST_CASE("the plan editor shows a scenario's values and turns edits into --set 
   CHECK(editor.value("plan.schedule").toStdString() == "1f1b");
   CHECK(editor.value("plan.collective").toStdString() == "auto");
   CHECK(editor.value("plan.bucket_size").toStdString() == "25MiB");
+  CHECK(editor.value("plan.overlap_param_gather").toStdString() == "false");
   CHECK(editor.overrides().isEmpty());
   int edits = 0;
   QObject::connect(&editor, &gui::PlanEditor::edited, [&] { ++edits; });

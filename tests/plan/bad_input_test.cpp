@@ -121,6 +121,8 @@ std::vector<Case> make_cases() {
     {"nvls without an NVSwitch", after("  pp: 2", "  collective: nvls\n"), "plan.collective", 29,
      {"collective nvls reduces inside an NVSwitch", "fabric is pcie"}, {"cluster.intra_node.fabric=pcie"}},
     {"ZeRO stage 2", after("  pp: 2", "  zero: 2\n"), "plan.zero", 29, {"expected an integer from 0 to 1, got '2'"}},
+    {"parameter gather overlap without the distributed optimizer", after("  pp: 2", "  overlap_param_gather: true\n"),
+     "plan.overlap_param_gather", 29, {"needs the distributed optimizer (plan.zero: 1)"}},
     {"not a boolean", after("  pp: 2", "  sequence_parallel: maybe\n"), "plan.sequence_parallel", 29,
      {"expected true or false"}},
     {"placement missing a dimension", after("  pp: 2", "  placement: tp,dp\n"), "plan.placement", 29,

@@ -275,6 +275,42 @@ TEST_CASE("data-parallel buckets follow reverse layer order and wait for their g
   CHECK(rs == 5);
   CHECK(ag == 5);
   CHECK(unfinished(zero) == 0);
+  // overlap_param_gather: the same five gathers open the step, in forward order (the
+  // embedding's bucket first), before any compute and waiting on nothing; the first
+  // forward touching a bucket's layers waits for its gather, and nothing follows the
+  // optimizer.
+  const Program early = compile(gpt({"plan.dp=4", "plan.bucket_size=2MiB", "plan.zero=1", "plan.overlap_param_gather=true"}));
+  std::vector<std::int64_t> gathers;
+  bool computed = false;
+  for (std::int64_t id : early.order[0]) {
+    const Op& o = early.ops[static_cast<std::size_t>(id)];
+    if (o.kind == OpKind::compute) computed = true;
+    if (o.category != Category::dp_comm || o.collective != CollectiveOp::all_gather) continue;
+    CHECK_FALSE(computed);
+    CHECK(o.deps_count == 0);
+    gathers.push_back(id);
+  }
+  REQUIRE(gathers.size() == 5);
+  CHECK(early.ops[static_cast<std::size_t>(gathers.front())].layer == -1);
+  CHECK(early.ops[static_cast<std::size_t>(gathers.back())].layer == 6);
+  const Op& last = early.ops[static_cast<std::size_t>(early.order[0].back())];
+  CHECK(last.what == ComputeWhat::optimizer);
+  std::map<std::int64_t, int> waiting;  // gather -> forward ops that wait on it
+  for (std::int64_t id : early.order[0]) {
+    const Op& o = early.ops[static_cast<std::size_t>(id)];
+    if (o.kind != OpKind::compute || o.category != Category::forward) continue;
+    for (std::int64_t d : early.deps_of(id)) {
+      if (std::find(gathers.begin(), gathers.end(), d) != gathers.end()) {
+        ++waiting[d];
+        CHECK(o.micro_batch == 0);  // the first forward of its layers
+        const Op& g = early.ops[static_cast<std::size_t>(d)];
+        CHECK(o.layer >= g.layer);
+        CHECK(o.layer < g.layer_end);
+      }
+    }
+  }
+  CHECK(waiting.size() == 5);
+  CHECK(unfinished(early) == 0);
 }
 
 TEST_CASE("generic models compile to GEMM-equivalent layers of the same FLOPs", "[compile]") {

@@ -104,6 +104,30 @@ TEST_CASE("DP buckets expose exactly the remainder when backward is shorter", "[
   CHECK(step(s) == Approx(22e-3 + optimizer(4 * P)).epsilon(1e-5));
 }
 
+TEST_CASE("ZeRO-1's parameter all-gathers hide under the next forward with overlap_param_gather",
+          "[sim][simulate][dp]") {
+  // dp 2, zero 1, 4 layers of P = 25M: a bucket per layer of 100 MB, whose reduce-scatter
+  // and all-gather each move 50 MB per rank, 0.5 ms. Without the overlap: 4 + 8 ms of
+  // compute, the last reduce-scatter's 0.5 ms, the optimizer on half the parameters, then
+  // the four gathers, 4 x 0.5 ms.
+  const double P = 25e6;
+  const auto after = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, zero: 1, bucket_size: 100MB");
+  CHECK(step(after) == Approx(12.5e-3 + optimizer(2 * P) + 2e-3).epsilon(1e-5));
+  // With it the gathers open the step in forward order: the first layer waits 0.5 ms for
+  // its own, the other three finish under the forward (1 ms a layer); the step is 1.5 ms
+  // shorter.
+  const auto under = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1",
+                                  "dp: 2, zero: 1, bucket_size: 100MB, overlap_param_gather: true");
+  CHECK(step(under) == Approx(0.5e-3 + 12.5e-3 + optimizer(2 * P)).epsilon(1e-5));
+  // Gathers longer than a layer's forward (P = 100M: 2 ms each) leave the forward waiting
+  // on each: the last gather ends at 8 ms, then the last layer's 1 ms forward and the
+  // backward's 8 ms, the last reduce-scatter's 2 ms.
+  const double Q = 100e6;
+  const auto slow = equal_layers(2, 4, Q, "global_batch: 2, micro_batch: 1",
+                                 "dp: 2, zero: 1, bucket_size: 400MB, overlap_param_gather: true");
+  CHECK(step(slow) == Approx(8e-3 + 1e-3 + 8e-3 + 2e-3 + optimizer(2 * Q)).epsilon(1e-5));
+}
+
 TEST_CASE("simulating the same scenario twice gives the same trace bit for bit", "[sim][simulate]") {
   const auto s = plan::load_text(R"(cluster: {preset: hgx-h100, nodes: 2}
 model: {layers: 8, hidden: 1024, heads: 16, vocab: 32000, seq_len: 1024}

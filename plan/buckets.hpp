@@ -1,0 +1,39 @@
+// Data-parallel gradient buckets (Megatron's DDP): the parameters a rank of a pipeline
+// stage holds, in the order their gradients complete in the backward, grouped into buckets
+// of plan.bucket_size. The Program (compile), the estimate and the executor's shard all
+// follow this one layout; each bucket is one reduce-scatter (or all-reduce) and, with the
+// distributed optimizer, one all-gather of the updated parameters.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "plan/scenario.hpp"
+
+namespace parasim::plan {
+
+// Parameters whose gradient completes at once: the LM head with the final norm (layer =
+// the layer count), one layer, or the embedding with the learned positions (layer -1).
+struct GradientSource {
+  double params = 0.0;  // on this rank: 1/tp of a split weight
+  int layer = 0;
+};
+
+// The sources of a rank of pipeline stage `stage`, LM head first, embedding last. `head`
+// and `embedding`: whether the rank computes them (it holds the last or the first chunk).
+std::vector<GradientSource> gradient_sources(const Scenario& s, int stage, bool head, bool embedding);
+
+struct GradientBucket {
+  double params = 0.0;
+  int lowest = 0;          // the lowest layer of its sources (-1: the embedding)
+  int above = 0;           // one past the highest
+  std::size_t first = 0;   // its sources: [first, end)
+  std::size_t end = 0;
+};
+
+// Consecutive sources, a bucket closing once it holds `bucket_bytes` at `bytes_per_param`;
+// the last takes what is left.
+std::vector<GradientBucket> gradient_buckets(const std::vector<GradientSource>& sources, double bytes_per_param,
+                                             double bucket_bytes);
+
+}  // namespace parasim::plan
