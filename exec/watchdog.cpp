@@ -139,6 +139,10 @@ void stop() {
   State& s = state();
   if (!s.running.exchange(false)) return;
   if (s.thread.joinable()) s.thread.join();
+  // The last beat says the rank ended its part: a rank gone after this did not die.
+  s.phase = "finished";
+  s.step = -1;
+  beat(s);
   if (const int fd = s.fd.exchange(-1); fd >= 0) ::close(fd);
 }
 
@@ -170,6 +174,7 @@ int watch_job(pid_t child, const std::string& dir, int ranks, double stall_secon
         pid_t again = 0;
         std::string where = "an unknown phase";
         read_heartbeat(fmt::format("{}/rank-{}", dir, r), again, where);
+        if (where == "finished") continue;  // it ended its part of the run: not the one that died
         gone += fmt::format("{}rank {} ended in {}", gone.empty() ? "" : ", ", r, where);
       }
     }

@@ -63,7 +63,8 @@ case "$mode" in
     echo "setup: this build has no CPU executor (preset $preset); predicting only" >&2
     exec "$parasim" simulate scenarios/quickstart.yaml ;;
   test)
-    exec ctest --preset "$preset" ;;
+    # One test per core (tests that need more cores or the whole machine say so).
+    CTEST_PARALLEL_LEVEL=${CTEST_PARALLEL_LEVEL:-$jobs} exec ctest --preset "$preset" ;;
   *)
     echo "setup: unknown mode '$mode' (expected build, demo or test)" >&2
     exit 2 ;;
