@@ -180,8 +180,7 @@ void Runner::stalled(const std::vector<InFlight>& flying, const std::vector<std:
 }
 
 void Runner::gather_parameters() {
-  const plan::ParallelPlan& p = s_.plan;
-  if (!p.overlap_param_gather || p.zero != 1 || p.dp == 1) return;
+  if (!s_.plan.defers_param_gather()) return;
   for (std::int64_t id : prog_.order[static_cast<std::size_t>(rank_)]) {
     const Op& o = prog_.ops[static_cast<std::size_t>(id)];
     if (o.category != Category::dp_comm || o.collective != CollectiveOp::all_gather) continue;

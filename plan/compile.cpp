@@ -463,14 +463,13 @@ class Builder {
     const bool head = m_.kind == ModelKind::transformer && coord_.pp == p_.pp - 1;
     return gradient_sources(scenario_, coord_.pp, head, coord_.pp == 0);
   }
-  bool deferred_param_gather() const { return p_.zero == 1 && p_.dp > 1 && p_.overlap_param_gather; }
 
   // With the distributed optimizer's gather overlapped (Megatron's --overlap-param-gather),
   // the previous step's all-gathers open this one, in forward order, and the first forward
   // of each layer waits for its bucket's (compute() adds the dependency).
   void param_gathers_first() {
     gather_before_.assign(static_cast<std::size_t>(m_.layer_count()) + 2, -1);
-    if (!deferred_param_gather()) return;
+    if (!p_.defers_param_gather()) return;
     const std::vector<GradientSource> src = sources();
     const std::vector<GradientBucket> buckets = gradient_buckets(src, e_, p_.bucket_bytes);
     for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
@@ -550,7 +549,7 @@ class Builder {
     next_kernels(it->second);
     const std::int64_t opt = compute(ComputeWhat::optimizer, Category::optimizer, -1, 12.0 * shard, opt_bytes, -1, -1,
                                      -1, synced);
-    if (p_.zero == 1 && !deferred_param_gather()) {  // no buckets with dp 1
+    if (p_.zero == 1 && !p_.defers_param_gather()) {  // no buckets with dp 1
       for (const GradientBucket& b : buckets) {
         collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, b.params * e_, -1, b.lowest, b.above,
                    std::span<const std::int64_t>(&opt, 1));

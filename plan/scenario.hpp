@@ -73,6 +73,8 @@ struct ParallelPlan {
   std::array<Dim, 3> placement{Dim::tp, Dim::dp, Dim::pp};  // innermost first
 
   [[nodiscard]] int world() const { return dp * tp * pp; }
+  // ZeRO-1's parameter all-gathers open the next step (overlap_param_gather with dp > 1).
+  [[nodiscard]] bool defers_param_gather() const { return overlap_param_gather && zero == 1 && dp > 1; }
 };
 
 struct HardwareSpec {

@@ -87,12 +87,11 @@ SecondDocument second_document(std::string_view text) {
 struct Converter {
   const std::string& file;
   long long nodes = 0;
-  int depth = 0;
 
-  Value convert(const YAML::Node& n, const std::string& path);
+  Value convert(const YAML::Node& n, const std::string& path, int depth = 0);
 };
 
-Value Converter::convert(const YAML::Node& n, const std::string& path) {
+Value Converter::convert(const YAML::Node& n, const std::string& path, int depth) {
   Value v;
   v.loc = location(n.Mark(), file);
   // Aliases are expanded into copies: a few hundred bytes of nested aliases would grow
@@ -111,13 +110,6 @@ Value Converter::convert(const YAML::Node& n, const std::string& path) {
                                     "a scenario nests a few",
                                     limits::yaml_depth));
   }
-  struct Deeper {
-    int& d;
-    explicit Deeper(int& counter) : d(++counter) {}
-    ~Deeper() { --d; }
-    Deeper(const Deeper&) = delete;
-    Deeper& operator=(const Deeper&) = delete;
-  } deeper{depth};
   switch (n.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -130,7 +122,7 @@ Value Converter::convert(const YAML::Node& n, const std::string& path) {
       break;
     case YAML::NodeType::Sequence:
       v.kind = Value::Kind::sequence;
-      for (const auto& item : n) v.items.push_back(convert(item, fmt::format("{}[{}]", path, v.items.size())));
+      for (const auto& item : n) v.items.push_back(convert(item, fmt::format("{}[{}]", path, v.items.size()), depth + 1));
       break;
     case YAML::NodeType::Map:
       v.kind = Value::Kind::map;
@@ -143,7 +135,7 @@ Value Converter::convert(const YAML::Node& n, const std::string& path) {
         if (const Entry* dup = v.find(key)) {
           throw ScenarioError(key_loc, key_path, fmt::format("duplicate key (first set on line {})", dup->key_loc.line));
         }
-        v.entries.push_back(Entry{std::move(key), key_loc, convert(kv.second, key_path)});
+        v.entries.push_back(Entry{std::move(key), key_loc, convert(kv.second, key_path, depth + 1)});
       }
       break;
   }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "plan/accounting.hpp"
+#include "plan/buckets.hpp"
 #include "plan/kernels.hpp"
 #include "plan/program.hpp"
 #include "plan/schedule.hpp"
@@ -321,7 +322,6 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // Gradient synchronisation, optimizer and ZeRO-1's all-gathers, per stage.
   const double word = transformer ? static_cast<double>(m.vocab) * m.hidden / p.tp : 0.0;
   const double final_norm = transformer ? 2.0 * m.hidden : 0.0;
-  const double positions = transformer && m.mlp == plan::Mlp::gelu ? static_cast<double>(m.seq_len) * m.hidden : 0.0;
   double step = pipeline;
   double dp_exposed = 0.0;
   double optimizer = 0.0;
@@ -330,48 +330,38 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     const auto sti = static_cast<std::size_t>(st);
     const double end_bwd = pipeline - ahead - st * t_p2p;
     ahead += back[sti];
-    // Sources in completion order with their ready times during the last backward.
-    struct Source {
-      double params;
-      double ready;
-    };
-    std::vector<Source> sources;
-    double clock = end_bwd - back[sti];
-    if (st == p.pp - 1 && transformer) {
-      clock += head_b;
-      const bool own_head = !m.tie_embeddings || p.pp > 1;
-      sources.push_back({(own_head ? word : 0.0) + final_norm, clock});
-    }
-    std::vector<int> ls = stage_layers[sti];
-    std::sort(ls.rbegin(), ls.rend());
-    for (int l : ls) {
-      clock += rec[static_cast<std::size_t>(l)] + bwd[static_cast<std::size_t>(l)];
-      sources.push_back({plan::layer_params_on_rank(m, l, p.tp), clock});
-    }
-    if (st == 0 && transformer) sources.push_back({word + positions, end_bwd});
+    // Gradient sources in completion order and buckets (plan/buckets.hpp, the Program's
+    // layout), with each source's ready time during the last backward.
+    const std::vector<plan::GradientSource> sources =
+        plan::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer);
+    std::vector<double> ready_at;
     double params = 0.0;
-    for (const Source& x : sources) params += x.params;
+    double clock = end_bwd - back[sti];
+    for (const plan::GradientSource& x : sources) {
+      params += x.params;
+      if (x.layer == layers) clock += head_b;
+      if (x.layer >= 0 && x.layer < layers) {
+        const auto l = static_cast<std::size_t>(x.layer);
+        clock += rec[l] + bwd[l];
+      }
+      ready_at.push_back(x.layer < 0 ? end_bwd : clock);
+    }
     double free = end_bwd;  // when the dp stream and the stage are done
-    std::vector<double> buckets;
+    std::vector<plan::GradientBucket> buckets;
     if (p.dp > 1) {
-      double bucket = 0.0;
-      double ready = 0.0;
+      buckets = plan::gradient_buckets(sources, e, p.bucket_bytes);
       double stream = 0.0;
-      for (std::size_t i = 0; i < sources.size(); ++i) {
-        bucket += sources[i].params;
-        ready = std::max(ready, p.overlap_dp ? sources[i].ready : end_bwd);
-        if (bucket * e < p.bucket_bytes && i + 1 < sources.size()) continue;
+      for (const plan::GradientBucket& b : buckets) {
+        double ready = 0.0;
+        for (std::size_t i = b.first; i < b.end; ++i) ready = std::max(ready, p.overlap_dp ? ready_at[i] : end_bwd);
         const double d = im.collective(s, Dim::dp, p.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
-                                       bucket * e, st);
+                                       b.params * e, st);
         stream = std::max(stream, ready) + d;
-        buckets.push_back(bucket);
-        bucket = 0.0;
-        ready = 0.0;
       }
       free = std::max(free, stream);
     }
     if (sp && transformer) {
-      double whole = static_cast<double>(ls.size()) * (m.mlp == plan::Mlp::gelu ? 6.0 : 5.0) * m.hidden;
+      double whole = static_cast<double>(stage_layers[sti].size()) * (m.mlp == plan::Mlp::gelu ? 6.0 : 5.0) * m.hidden;
       if (st == p.pp - 1) whole += final_norm;
       free += im.collective(s, Dim::tp, CollectiveOp::all_reduce, whole * e, st);
     }
@@ -389,14 +379,14 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     if (p.zero == 1 && p.dp > 1) {
       double gathers = 0.0;
       double first = 0.0;  // the last bucket holds the stage's lowest layers: needed first
-      for (double bucket : buckets) {
-        first = im.collective(s, Dim::dp, CollectiveOp::all_gather, bucket * e, st);
+      for (const plan::GradientBucket& b : buckets) {
+        first = im.collective(s, Dim::dp, CollectiveOp::all_gather, b.params * e, st);
         gathers += first;
       }
       // Deferred to the next step's forward, the stage waits for its first bucket; the rest
       // hide behind one micro-batch's forward as far as it lasts.
       const double forward = work[sti] - back[sti];
-      end += p.overlap_param_gather ? first + std::max(0.0, gathers - first - forward) : gathers;
+      end += p.defers_param_gather() ? first + std::max(0.0, gathers - first - forward) : gathers;
     }
     if (end > step) {
       step = end;
