@@ -38,6 +38,7 @@ class Builder {
  public:
   explicit Builder(const Scenario& s) : scenario_(s), p_(s.plan), m_(s.model), t_(s.training), kernel_plan_(kernel_plan(s)) {
     e_ = topology::dtype_bytes(t_.precision);
+    g_ = topology::dtype_bytes(t_.grad_dtype);
     shape_ = PipelineShape{p_.pp, s.micro_batches(), p_.virtual_stages};
     prog_.world = p_.world();
     prog_.order.resize(static_cast<std::size_t>(prog_.world));
@@ -471,7 +472,7 @@ class Builder {
     gather_before_.assign(static_cast<std::size_t>(m_.layer_count()) + 2, -1);
     if (!p_.defers_param_gather()) return;
     const std::vector<GradientSource> src = sources();
-    const std::vector<GradientBucket> buckets = gradient_buckets(src, e_, p_.bucket_bytes);
+    const std::vector<GradientBucket> buckets = gradient_buckets(src, g_, p_.bucket_bytes);
     for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
       const std::int64_t g = collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, b->params * e_,
                                         -1, b->lowest, b->above, {});
@@ -498,14 +499,14 @@ class Builder {
     const std::int64_t end_of_backward = last_compute_;
     std::vector<std::int64_t> synced;
     const std::vector<GradientBucket> buckets =
-        p_.dp > 1 ? gradient_buckets(src, e_, p_.bucket_bytes) : std::vector<GradientBucket>{};
+        p_.dp > 1 ? gradient_buckets(src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
     // The tied embedding's gradient is summed between the first and last stage (Megatron's
     // embedding group): after the data-parallel sync, or with ZeRO-1, whose reduce-scatter
     // leaves each rank only its share summed, before the bucket that holds it.
     const bool tied = group_of_[embedding_groups][static_cast<std::size_t>(rank_)] >= 0;
     const bool tied_first = tied && p_.zero == 1 && p_.dp > 1;
     auto tied_sum = [&](std::span<const std::int64_t> deps) {
-      return collective_in(embedding_groups, CollectiveOp::all_reduce, Category::pp_comm, Stream::dp, word * e_, -1,
+      return collective_in(embedding_groups, CollectiveOp::all_reduce, Category::pp_comm, Stream::dp, word * g_, -1,
                            stage == 0 ? -1 : m_.layer_count(), stage == 0 ? 0 : m_.layer_count() + 1, deps);
     };
     for (const GradientBucket& b : buckets) {
@@ -518,7 +519,7 @@ class Builder {
       std::sort(deps.begin(), deps.end());
       deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
       synced.push_back(collective(Dim::dp, p_.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
-                                  Category::dp_comm, Stream::dp, b.params * e_, -1, b.lowest, b.above, deps));
+                                  Category::dp_comm, Stream::dp, b.params * g_, -1, b.lowest, b.above, deps));
     }
     if (p_.dp == 1) synced.push_back(end_of_backward);
     // Sequence parallelism computes the norms and the biases added after a row-parallel
@@ -528,7 +529,7 @@ class Builder {
       double whole = static_cast<double>(layers) * (m_.mlp == Mlp::gelu ? 6.0 : 5.0) * m_.hidden;
       if (stage == p_.pp - 1) whole += final_norm;
       std::sort(synced.begin(), synced.end());
-      const std::int64_t sp = collective(Dim::tp, CollectiveOp::all_reduce, Category::tp_comm, Stream::tp, whole * e_, -1,
+      const std::int64_t sp = collective(Dim::tp, CollectiveOp::all_reduce, Category::tp_comm, Stream::tp, whole * g_, -1,
                                          -1, m_.layer_count() + 1, synced);
       tag_tp(sp, TpRole::replicated_grads, ComputeWhat::optimizer, Category::backward);
       synced.assign(1, sp);
@@ -562,7 +563,7 @@ class Builder {
   const ModelSpec& m_;
   const TrainingSpec& t_;
   KernelPlan kernel_plan_;
-  int e_ = 2;
+  int e_ = 2, g_ = 4;  // bytes of a weight or activation; of a main gradient, which reductions carry
   PipelineShape shape_;
   Program prog_;
   static constexpr std::size_t embedding_groups = tied_embedding_groups;

@@ -143,6 +143,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const DeviceProfile& prof = im.profile;
   const topology::Dtype dtype = t.precision;
   const int e = topology::dtype_bytes(dtype);
+  const int ge = topology::dtype_bytes(t.grad_dtype);  // what the gradient reductions carry
   const bool transformer = m.kind == plan::ModelKind::transformer;
   const bool sp = p.sequence_parallel && p.tp > 1;
   const int layers = m.layer_count();
@@ -349,13 +350,13 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     double free = end_bwd;  // when the dp stream and the stage are done
     std::vector<plan::GradientBucket> buckets;
     if (p.dp > 1) {
-      buckets = plan::gradient_buckets(sources, e, p.bucket_bytes);
+      buckets = plan::gradient_buckets(sources, ge, p.bucket_bytes);
       double stream = 0.0;
       for (const plan::GradientBucket& b : buckets) {
         double ready = 0.0;
         for (std::size_t i = b.first; i < b.end; ++i) ready = std::max(ready, p.overlap_dp ? ready_at[i] : end_bwd);
         const double d = im.collective(s, Dim::dp, p.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
-                                       b.params * e, st);
+                                       b.params * ge, st, 1.0);
         stream = std::max(stream, ready) + d;
       }
       free = std::max(free, stream);
@@ -363,11 +364,11 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     if (sp && transformer) {
       double whole = static_cast<double>(stage_layers[sti].size()) * (m.mlp == plan::Mlp::gelu ? 6.0 : 5.0) * m.hidden;
       if (st == p.pp - 1) whole += final_norm;
-      free += im.collective(s, Dim::tp, CollectiveOp::all_reduce, whole * e, st);
+      free += im.collective(s, Dim::tp, CollectiveOp::all_reduce, whole * ge, st);
     }
     if (transformer && m.tie_embeddings && p.pp > 1 && (st == 0 || st == p.pp - 1)) {
       // The embedding group: first and last stage, a pp-dimension pair; as one transfer each way.
-      free += 2.0 * im.transfer(p, p.pp - 1, word * e);
+      free += 2.0 * im.transfer(p, p.pp - 1, word * ge);
     }
     const double shard = params / (p.zero == 1 ? p.dp : 1);
     // The host waits for the gradients before the step (the overflow and norm checks), then
@@ -380,7 +381,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       double gathers = 0.0;
       double first = 0.0;  // the last bucket holds the stage's lowest layers: needed first
       for (const plan::GradientBucket& b : buckets) {
-        first = im.collective(s, Dim::dp, CollectiveOp::all_gather, b.params * e, st);
+        first = im.collective(s, Dim::dp, CollectiveOp::all_gather, b.params * e, st, 1.0);
         gathers += first;
       }
       // Deferred to the next step's forward, the stage waits for its first bucket; the rest

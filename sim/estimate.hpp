@@ -25,8 +25,9 @@
 // Collectives over a group that leaves its node share the NICs with the other groups of
 // their dimension running at once: the estimate's transfer part (not its latency) is
 // stretched by the most loaded link's count of concurrent ring edges over the group's own
-// (1 inside a node). Concurrent: for dp the stage's groups (its buckets go out as its
-// last backward ends); for pp every pipeline's; for tp the stage's, plus the other
+// (1 inside a node). Concurrent: for dp every stage's groups (the stages' gradient
+// reductions, fp32 under bf16 and long on a NIC, meet at the end of the step whatever
+// their buckets' order); for pp every pipeline's; for tp the stage's, plus the other
 // stages' in proportion to the time they spend in tp collectives while the pipeline is
 // full.
 //

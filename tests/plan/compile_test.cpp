@@ -213,7 +213,7 @@ TEST_CASE("tensor parallel layers issue two all-reduces forward and two backward
   CHECK(count(sp, CollectiveOp::all_reduce, false) == 1);
   for (const Op& o : sp.ops) {
     if (o.kind == OpKind::collective && o.tp_role == TpRole::replicated_grads && o.rank == 0) {
-      CHECK(o.bytes == (8 * 6 * 256 + 2 * 256) * 2);
+      CHECK(o.bytes == (8 * 6 * 256 + 2 * 256) * 4);  // fp32 main gradients
       CHECK(op_name(sp, static_cast<std::int64_t>(&o - sp.ops.data())) == "tp all-reduce norm gradients");
     }
   }
@@ -230,11 +230,11 @@ TEST_CASE("tensor parallel layers issue two all-reduces forward and two backward
 }
 
 TEST_CASE("data-parallel buckets follow reverse layer order and wait for their gradients", "[compile][dp]") {
-  // 8 layers of 12·256² + 13·256 = 789,760 parameters at 2 bytes: a 2 MiB bucket closes once
-  // it reaches the size, after 2 layers; four such buckets, then the embedding alone. The
+  // 8 layers of 12·256² + 13·256 = 789,760 parameters, reduced as fp32 main gradients (4
+  // bytes, Megatron's under bf16): a 4 MiB bucket closes once it reaches the size, after 2 layers; four such buckets, then the embedding alone. The
   // first also carries the final norm (2·256, "layer 8", the tied head has no weights of
   // its own).
-  const Scenario s = gpt({"plan.dp=4", "plan.bucket_size=2MiB"});
+  const Scenario s = gpt({"plan.dp=4", "plan.bucket_size=4MiB"});
   const Program prog = compile(s);
   std::vector<const Op*> buckets;
   for (std::int64_t id : prog.order[0]) {
@@ -246,8 +246,8 @@ TEST_CASE("data-parallel buckets follow reverse layer order and wait for their g
   CHECK(buckets[0]->layer_end == 9);
   CHECK(buckets[3]->layer == 0);
   CHECK(buckets[4]->layer == -1);  // the embedding, whose gradient is ready last
-  CHECK(buckets[0]->bytes == Approx((2 * 789760.0 + 2 * 256) * 2));
-  CHECK(buckets[4]->bytes == Approx((1024 + 128) * 256 * 2.0));  // token and position embeddings
+  CHECK(buckets[0]->bytes == Approx((2 * 789760.0 + 2 * 256) * 4));
+  CHECK(buckets[4]->bytes == Approx((1024 + 128) * 256 * 4.0));  // token and position embeddings
   CHECK(buckets[0]->collective == CollectiveOp::all_reduce);
   // Overlap: the first bucket waits for layer 6's backward of the last micro-batch, long
   // before the end of the backward pass.
@@ -256,7 +256,7 @@ TEST_CASE("data-parallel buckets follow reverse layer order and wait for their g
   CHECK(dep.category == Category::backward);
   CHECK(dep.micro_batch == s.micro_batches() - 1);
   // Without overlap every bucket waits for the end of the backward pass.
-  const Program flat = compile(gpt({"plan.dp=4", "plan.bucket_size=2MiB", "plan.overlap_dp=false"}));
+  const Program flat = compile(gpt({"plan.dp=4", "plan.bucket_size=4MiB", "plan.overlap_dp=false"}));
   std::set<std::int64_t> waits;
   for (std::int64_t id : flat.order[0]) {
     const Op& o = flat.ops[static_cast<std::size_t>(id)];
@@ -264,7 +264,7 @@ TEST_CASE("data-parallel buckets follow reverse layer order and wait for their g
   }
   CHECK(waits.size() == 1);
   // ZeRO-1: reduce-scatter the gradients, all-gather the parameters after the optimizer.
-  const Program zero = compile(gpt({"plan.dp=4", "plan.bucket_size=2MiB", "plan.zero=1"}));
+  const Program zero = compile(gpt({"plan.dp=4", "plan.bucket_size=4MiB", "plan.zero=1"}));
   int rs = 0;
   int ag = 0;
   for (const Op& o : zero.ops) {
@@ -279,7 +279,7 @@ TEST_CASE("data-parallel buckets follow reverse layer order and wait for their g
   // embedding's bucket first), before any compute and waiting on nothing; the first
   // forward touching a bucket's layers waits for its gather, and nothing follows the
   // optimizer.
-  const Program early = compile(gpt({"plan.dp=4", "plan.bucket_size=2MiB", "plan.zero=1", "plan.overlap_param_gather=true"}));
+  const Program early = compile(gpt({"plan.dp=4", "plan.bucket_size=4MiB", "plan.zero=1", "plan.overlap_param_gather=true"}));
   std::vector<std::int64_t> gathers;
   bool computed = false;
   for (std::int64_t id : early.order[0]) {
@@ -363,7 +363,7 @@ TEST_CASE("op names read as a trace would show them", "[compile]") {
 
 TEST_CASE("tied embeddings over several stages all-reduce their gradient between the first and last stage", "[compile][pp]") {
   // tp 2 x dp 2 x pp 4: one embedding group per (tp, dp) position, {stage 0, stage 3}, each
-  // summing the V·h/tp = 1024·256/2 parameters at 2 bytes, after the rank's data-parallel
+  // summing the V·h/tp = 1024·256/2 fp32 main gradients, after the rank's data-parallel
   // sync and before its optimizer step (Megatron's order).
   const Scenario s = gpt({"plan.tp=2", "plan.dp=2", "plan.pp=4"});
   const Program prog = compile(s);
@@ -372,7 +372,7 @@ TEST_CASE("tied embeddings over several stages all-reduce their gradient between
     const Op& o = prog.ops[i];
     if (o.kind != OpKind::collective || o.category != Category::pp_comm) continue;
     instances[o.match].push_back(o.rank);
-    CHECK(o.bytes == 1024.0 * 256 / 2 * 2);
+    CHECK(o.bytes == 1024.0 * 256 / 2 * 4);
     CHECK(op_name(prog, static_cast<std::int64_t>(i)) == "embedding-gradient all-reduce");
     // Its rank's optimizer waits for it; it waits for the rank's last dp bucket.
     bool before_optimizer = false;

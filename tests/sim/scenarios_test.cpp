@@ -73,8 +73,10 @@ TEST_CASE("scenario 1: data parallel scales on one node, not over a slow network
   const double s8 = eight.figures.samples_per_s / one.figures.samples_per_s;
   const double s16 = sixteen.figures.samples_per_s / one.figures.samples_per_s;
   CHECK(s8 > 7.6);  // near 8x: the all-reduce hides behind backward on NVSwitch
-  CHECK(s16 > 8.0);
-  CHECK(s16 < 12.0);  // far from 16x: about 10x
+  // Far from 16x (about 6.5x): the fp32 main gradients (4 bytes x 1.3B) cross one 56 Gb/s
+  // NIC per node every step.
+  CHECK(s16 > 5.0);
+  CHECK(s16 < 8.0);
   CHECK_THAT(sixteen.figures.bottleneck, Catch::Matchers::Contains("exposed data-parallel gradient synchronisation") &&
                                              Catch::Matchers::Contains("inter-node"));
   CHECK_THAT(eight.figures.bottleneck, Catch::Matchers::Contains("compute-bound"));
@@ -241,8 +243,11 @@ TEST_CASE("scenario 8: across a slow link between two sites, pipeline parallel b
   CHECK(pp.figures.samples_per_s > 2.0 * dp.figures.samples_per_s);
   CHECK(exposed(dp, report::Dimension::dp) > 0.5 * dp.figures.step_time);
   CHECK_THAT(dp.figures.bottleneck, Catch::Matchers::Contains("data-parallel") && Catch::Matchers::Contains("wan-gateway"));
-  // Pipeline parallel sends only boundary activations over the link: little is exposed.
-  CHECK(exposed(pp, report::Dimension::pp) < 0.1 * pp.figures.step_time);
+  // Pipeline parallel sends only boundary activations over the link, and once a step the
+  // tied embedding's fp32 gradient sum (8 tp ranks x 129 MB, about 80 ms each way): little
+  // is exposed.
+  CHECK(exposed(pp, report::Dimension::pp) < 0.15 * pp.figures.step_time);
+  CHECK(exposed(pp, report::Dimension::pp) < 0.2 * exposed(dp, report::Dimension::dp));
 }
 
 TEST_CASE("scenario 9: a hardware refresh changes which plan is best", "[scenarios]") {
@@ -262,8 +267,8 @@ TEST_CASE("scenario 9: a hardware refresh changes which plan is best", "[scenari
   };
   const auto a100 = best("refresh-a100.yaml");
   const auto h100 = best("refresh-h100.yaml");
-  CHECK(a100.first == "tp4 pp1 dp4");
-  CHECK(h100.first == "tp2 pp2 dp4");
+  CHECK(a100.first == "tp2 pp2 dp4");
+  CHECK(h100.first == "tp1 pp4 dp4");
   CHECK(h100.second / a100.second > 2.0);
   // Each scenario file holds its cluster's best plan.
   CHECK(run("refresh-a100.yaml").figures.samples_per_s == Approx(a100.second));
