@@ -86,6 +86,9 @@ sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& devi
   p.memory_bandwidth = f.memory_bandwidth;
   p.optimizer_bandwidth = f.optimizer_bandwidth;
   p.launch_overhead = f.launch_overhead;
+  // What the executor's host pays per kernel and per call (it issues from C++, not from
+  // Python as the presets' Megatron-LM figures assume).
+  if (f.host_kernel > 0.0) p.host = {f.host_kernel, f.host_kernel, f.host_communication};
   if (f.link_bandwidth > 0.0) p.intra_node = sim::LinkFigures{f.link_bandwidth, f.link_latency};
   for (const exec::ProfileFit::Collective& c : f.collectives) {
     plan::CollectiveOp op = plan::CollectiveOp::all_reduce;
@@ -111,6 +114,10 @@ std::string measurements_yaml(const exec::Calibration& c) {
     y += fmt::format("    - [{}, {}, {:.4g}, {:.4g}, {:.4g}]\n", k.kernel, k.elements, k.bytes, k.seconds, k.bandwidth());
   }
   y += fmt::format("  launch_seconds: {:.4g}\n", c.launch_seconds);
+  if (c.sms > 0) {
+    y += fmt::format("  multiprocessors: {}\n  issue_seconds: {:.4g}\n  device_launch_seconds: {:.4g}\n  post_seconds: {:.4g}\n",
+                     c.sms, c.issue_seconds, c.device_launch_seconds, c.post_seconds);
+  }
   y += "  communication:  # [op, ranks, bytes, seconds, algbw bytes/s, busbw bytes/s]\n";
   for (const auto& s : c.comms) {
     y += fmt::format("    - [{}, {}, {:.0f}, {:.4g}, {:.4g}, {:.4g}]\n", s.op, s.group, s.bytes, s.seconds, s.algbw(),
@@ -151,11 +158,22 @@ nlohmann::ordered_json calibration_json(const exec::Calibration& c, const sim::D
                                  {"memory_bandwidth", p.memory_bandwidth},
                                  {"optimizer_bandwidth", p.optimizer_bandwidth},
                                  {"launch_overhead", p.launch_overhead}};
+  if (c.sms > 0) {
+    profile["host"] = {{"forward", p.host.forward}, {"backward", p.host.backward}, {"communication", p.host.communication}};
+  }
   if (p.intra_node) {
     profile["intra_node"] = {{"bandwidth", p.intra_node->bandwidth}, {"latency", p.intra_node->latency}};
   }
-  return {{"backend", c.backend}, {"ranks", c.ranks}, {"profile", profile}, {"gemm", gemm},
-          {"kernels", kernels},   {"launch_seconds", c.launch_seconds},   {"communication", comm}};
+  nlohmann::ordered_json out{{"backend", c.backend}, {"ranks", c.ranks}, {"profile", profile}, {"gemm", gemm},
+                             {"kernels", kernels},   {"launch_seconds", c.launch_seconds}};
+  if (c.sms > 0) {
+    out["multiprocessors"] = c.sms;
+    out["issue_seconds"] = c.issue_seconds;
+    out["device_launch_seconds"] = c.device_launch_seconds;
+    out["post_seconds"] = c.post_seconds;
+  }
+  out["communication"] = comm;
+  return out;
 }
 
 void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
@@ -176,6 +194,12 @@ void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
   }
   fmt::print("\nelement-wise kernels (bytes read and written per second)\n{}", k.render());
   fmt::print("kernel call overhead: {}\n", u::format_duration(c.launch_seconds));
+  if (c.sms > 0) {
+    fmt::print("{} multiprocessors; a kernel costs the host {} to issue and the device {} back to back; "
+               "posting a collective costs the host {}\n",
+               c.sms, u::format_duration(c.issue_seconds), u::format_duration(c.device_launch_seconds),
+               c.post_seconds > 0.0 ? u::format_duration(c.post_seconds) : std::string("(one rank: not measured)"));
+  }
   if (!c.comms.empty()) {
     report::Table m({"op", "ranks", "size", "time", "algbw", "busbw"},
                     {A::left, A::right, A::right, A::right, A::right, A::right});

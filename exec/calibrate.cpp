@@ -201,6 +201,63 @@ void measure_kernels(Device& dev, const CalibrateOptions& o, Calibration& c) {
                                      }));
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// On a device that queues its kernels: each round keeps the device busy for a few ms with
+// large additions, then issues `n` tiny kernels between two events. The host's clock
+// around the issuing gives the issue time (the calls return before the kernels run); the
+// events, with the tiny kernels queued behind the busy work, give the device's time per
+// kernel run back to back. Then `n` one-float all-reduces over every rank, their posting
+// timed on the host. Medians over the rounds.
+void measure_issue(Device& dev, Calibration& c) {
+  c.sms = dev.multiprocessors();
+  if (c.sms <= 0) return;
+  constexpr int n = 256;
+  constexpr int rounds = 7;
+  constexpr std::int64_t half = std::int64_t{1} << 24;  // 2 x 64 MiB: past any L2
+  Buffer busy = dev.allocate_floats(static_cast<std::size_t>(2 * half));
+  Buffer tiny = dev.allocate_floats(16);
+  dev.zero(busy.f(), 2 * half);
+  dev.zero(tiny.f(), 16);
+  dev.align_clock();  // the events' time base
+  std::vector<double> issue;
+  std::vector<double> device;
+  for (int r = 0; r < rounds; ++r) {
+    dev.synchronize();
+    for (int i = 0; i < 32; ++i) dev.accumulate(busy.f(), busy.f() + half, half);
+    const std::int64_t t0 = dev.now_ns();
+    const Event e0 = dev.record();
+    for (int i = 0; i < n; ++i) dev.accumulate(tiny.f(), tiny.f() + 8, 1);
+    const Event e1 = dev.record();
+    const std::int64_t t1 = dev.now_ns();
+    dev.synchronize();
+    issue.push_back(static_cast<double>(t1 - t0) * 1e-9 / n);
+    device.push_back(static_cast<double>(dev.event_time_ns(e1) - dev.event_time_ns(e0)) * 1e-9 / n);
+    dev.forget_events();
+  }
+  c.issue_seconds = mean_over_ranks(dev, median(issue));
+  c.device_launch_seconds = mean_over_ranks(dev, median(device));
+  if (dev.world() < 2) return;
+  std::vector<int> all(static_cast<std::size_t>(dev.world()));
+  std::iota(all.begin(), all.end(), 0);
+  const Comm comm = dev.comm_create(all, 899);
+  std::vector<double> post;
+  std::vector<Request> posted;
+  for (int r = 0; r < rounds; ++r) {
+    dev.barrier();
+    const std::int64_t t0 = dev.now_ns();
+    for (int i = 0; i < n / 8; ++i) posted.push_back(dev.all_reduce(tiny.f() + (i % 8), 1, comm));
+    post.push_back(static_cast<double>(dev.now_ns() - t0) * 1e-9 / (n / 8));
+    for (Request q : posted) dev.wait(q);
+    posted.clear();
+  }
+  c.post_seconds = mean_over_ranks(dev, median(post));
+}
+
 std::vector<int> group_sizes(int world) {
   std::vector<int> g;
   for (int n = 2; n < world; n *= 2) g.push_back(n);
@@ -270,12 +327,6 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
   }
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace
 
 Calibration calibrate(Device& dev, const CalibrateOptions& options,
@@ -293,6 +344,8 @@ Calibration calibrate(Device& dev, const CalibrateOptions& options,
   measure_gemms(dev, options, c);
   say("element-wise kernels");
   measure_kernels(dev, options, c);
+  say("the host's and the device's part of a kernel");
+  measure_issue(dev, c);
   measure_comms(dev, options, c, [&](std::string_view what) { say(what); });
   return c;
 }
@@ -322,19 +375,23 @@ ProfileFit fit_profile(const Calibration& c) {
   }
   std::int64_t largest = 0;
   for (const KernelSample& k : c.kernels) largest = std::max(largest, k.elements);
-  double bytes = 0.0;
-  double seconds = 0.0;
+  std::vector<double> rates;
   for (const KernelSample& k : c.kernels) {
-    if (k.elements != largest) continue;
+    if (k.elements != largest || k.seconds <= 0.0) continue;
     if (k.kernel == "adamw") {
       f.optimizer_bandwidth = 32.0 * static_cast<double>(k.elements) / k.seconds;
       continue;
     }
-    bytes += k.bytes;
-    seconds += k.seconds;
+    rates.push_back(k.bandwidth());
   }
-  if (seconds > 0.0) f.memory_bandwidth = bytes / seconds;
+  f.memory_bandwidth = median(rates);
   f.launch_overhead = c.launch_seconds;
+  if (c.sms > 0) {
+    if (c.device_launch_seconds > 0.0) f.launch_overhead = c.device_launch_seconds;
+    f.host_kernel = c.issue_seconds;
+    // One rank posts no collective: a call costs at least the kernel it launches.
+    f.host_communication = c.post_seconds > 0.0 ? c.post_seconds : c.issue_seconds;
+  }
 
   double best_large = 0.0;
   double best_any = 0.0;

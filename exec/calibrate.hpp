@@ -6,6 +6,10 @@
 //     attention) in the three forms a layer runs (NN, NT, TN), with cold caches, as FLOP/s;
 //   * the decoder's element-wise kernels (layer norm, GELU, causal softmax, residual adds,
 //     AdamW), as bytes moved per second;
+//   * on a device that queues its kernels (a GPU), the host's and the device's part of a
+//     kernel apart: the host's time to issue one (the calls return before the kernel
+//     runs) and the device's time per kernel when tiny ones run back to back, and the
+//     host's time to post a collective;
 //   * point-to-point (ping-pong between ranks 0 and 1, one-way time) and every collective
 //     the Program uses (all-reduce, reduce-scatter, all-gather) on groups of 2, 4, ... up
 //     to every rank, from 1 KiB to 256 MiB in steps of 4, with the algorithm bandwidth
@@ -16,7 +20,7 @@
 //
 // fit_profile() turns the measurements into the figures a device profile holds: the best
 // GEMM rate as the peak, efficiency against size (the cube root of m·n·k), the effective
-// element-wise bandwidth, the cost of a launch, and the link's bandwidth and latency as
+// element-wise bandwidth, the cost of a launch, the host's costs, and the link's bandwidth and latency as
 // one-way point-to-point time = latency + bytes / bandwidth.
 #pragma once
 
@@ -82,7 +86,13 @@ struct Calibration {
   int ranks = 1;
   std::vector<GemmSample> gemms;
   std::vector<KernelSample> kernels;
-  double launch_seconds = 0.0;  // an empty-sized kernel call
+  double launch_seconds = 0.0;  // an empty-sized kernel call, back to back: host or device, the slower
+  // A device that queues its kernels (multiprocessors() > 0; 0 elsewhere, and the three
+  // figures below are not measured):
+  int sms = 0;
+  double issue_seconds = 0.0;         // host time to issue one tiny kernel (medians over rounds)
+  double device_launch_seconds = 0.0;  // device time per tiny kernel queued back to back
+  double post_seconds = 0.0;          // host time to post a collective (0: one rank, none)
   std::vector<CommSample> comms;
 };
 
@@ -97,6 +107,10 @@ struct ProfileFit {
   double memory_bandwidth = 0.0;                        // bytes/s over the element-wise kernels
   double optimizer_bandwidth = 0.0;                     // AdamW at 32 bytes per parameter
   double launch_overhead = 0.0;                         // seconds
+  // The host's time per kernel and per communication call (the profile's `host`); 0 when
+  // the device runs kernels on the calling thread.
+  double host_kernel = 0.0;
+  double host_communication = 0.0;
   double link_bandwidth = 0.0;                          // bytes/s; 0 when nothing was measured
   double link_latency = 0.0;                            // seconds
   // Every collective measured, as (op, group, bytes, busbw): the profile's curves.
@@ -113,9 +127,13 @@ struct ProfileFit {
 //   peak: per dtype, the best GEMM rate measured in it;
 //   efficiency: each sample's rate over its dtype's peak, binned by half-octaves of size,
 //     each bin's median efficiency at the bin's geometric-mean size;
-//   memory_bandwidth: the activation kernels' bytes over their time at the largest size
-//     measured; optimizer_bandwidth: AdamW's parameters at that size times 32 bytes (the
+//   memory_bandwidth: the median over the activation kernels at the largest size measured
+//     of each one's bytes over its time (one slow kernel does not set every kernel's
+//     rate); optimizer_bandwidth: AdamW's parameters at that size times 32 bytes (the
 //     Program's count for an fp32 update: 24 + 2·4) over its time;
+//   launch_overhead: the device's time per queued tiny kernel where measured (sms > 0),
+//     else the back-to-back call; host_kernel and host_communication: the issue and post
+//     times (sms > 0; with one rank, posting counts as issuing a kernel);
 //   link: bandwidth = the best send/recv algorithm bandwidth at 1 MiB or more (any size
 //     when none is that large), latency = the smallest message's time less its bytes over
 //     that bandwidth (not below zero);

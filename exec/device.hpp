@@ -82,6 +82,9 @@ class Device {
   [[nodiscard]] virtual std::string name() const = 0;
   [[nodiscard]] virtual int rank() const = 0;
   [[nodiscard]] virtual int world() const = 0;
+  // Streaming multiprocessors of a device that queues kernels and runs them apart from the
+  // host (a GPU); 0 where the calling thread runs each kernel to its end (CPU ranks).
+  [[nodiscard]] virtual int multiprocessors() const { return 0; }
 
   // --- memory ---------------------------------------------------------------------------
   // Zero-filled. Throws OutOfMemory past the device's capacity.

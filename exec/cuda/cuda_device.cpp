@@ -48,6 +48,7 @@ CudaDevice::CudaDevice(std::size_t capacity_bytes) {
   MPI_Comm_rank(local, &local_rank);
   MPI_Comm_free(&local);
   check_cuda(cudaSetDevice(local_rank % count), "set device");
+  check_cuda(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, local_rank % count), "multiprocessors");
   std::size_t free_bytes = 0, total_bytes = 0;
   check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "memory info");
   capacity_ = capacity_bytes == 0 ? free_bytes : std::min(capacity_bytes, free_bytes);

@@ -51,6 +51,7 @@ class CudaDevice final : public Device {
   [[nodiscard]] std::string name() const override { return "cuda"; }
   [[nodiscard]] int rank() const override { return job_.rank(); }
   [[nodiscard]] int world() const override { return job_.world(); }
+  [[nodiscard]] int multiprocessors() const override { return sms_; }
 
   void upload(void* dst, const void* src, std::size_t bytes) override;
   void download(void* dst, const void* src, std::size_t bytes) override;
@@ -149,6 +150,7 @@ class CudaDevice final : public Device {
   unsigned long long* counter_ = nullptr;  // count_nonfinite's result
   cudaStream_t current_ = nullptr;
   cublasHandle_t blas_ = nullptr;
+  int sms_ = 0;
   ncclComm_t world_comm_ = nullptr;
   std::vector<ncclComm_t> comms_;
   std::unordered_map<std::size_t, std::vector<void*>> cache_;

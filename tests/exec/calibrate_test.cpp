@@ -47,7 +47,8 @@ TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
   };
   c.gemms = {gemm(64, 64, 64, 50e9, "NN"), gemm(64, 64, 64, 60e9, "NT"), gemm(32, 128, 64, 70e9, "NN"),
              gemm(128, 128, 128, 100e9, "NN"), gemm(512, 512, 512, 80e9, "TN")};
-  // Kernels: only the largest size counts: (8 MB + 16 MB) / (1 ms + 3 ms) = 6 GB/s; AdamW
+  // Kernels: only the largest size counts, the median of 8 MB / 1 ms = 8 GB/s and
+  // 16 MB / 3 ms = 5.33 GB/s (two: their mean), 6.67 GB/s; AdamW
   // on 2^20 parameters in 4 ms is 32 B x 2^20 / 4 ms for the optimizer.
   c.kernels = {{"gelu_forward", 1 << 16, 1e5, 1e-3},
                {"gelu_forward", 1 << 20, 8e6, 1e-3},
@@ -73,7 +74,9 @@ TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
   CHECK(f.efficiency[1].second == Approx(1.0));
   CHECK(f.efficiency[2].first == Approx(512.0));
   CHECK(f.efficiency[2].second == Approx(0.8));
-  CHECK(f.memory_bandwidth == Approx(6e9));
+  CHECK(f.memory_bandwidth == Approx((8e9 + 16e9 / 3) / 2));
+  CHECK(f.host_kernel == 0.0);  // CPU ranks run each kernel on the calling thread: no host figures
+  CHECK(f.host_communication == 0.0);
   CHECK(f.optimizer_bandwidth == Approx(32.0 * (1 << 20) / 4e-3));
   CHECK(f.launch_overhead == 4e-9);
   const double bw = double(1 << 20) / 110e-6;
@@ -97,4 +100,30 @@ TEST_CASE("a profile without communication has no link figures", "[exec][calibra
   REQUIRE(f.efficiency.size() == 1);
   CHECK(f.efficiency[0].first == Approx(64.0));
   CHECK(f.efficiency[0].second == 1.0);
+}
+
+TEST_CASE("on a device that queues kernels, the host's costs and the device's launch are fitted apart",
+          "[exec][calibrate]") {
+  Calibration c;
+  c.gemms = {{64, 64, 64, parasim::plan::Dtype::fp32, 1e-5, "NN"}};
+  // Three kernels at the largest size: 1, 2 and 10 GB/s; the slow one does not drag the
+  // median (2 GB/s), where the bytes over the time would be 13e6 / 7.1e-3 = 1.83 GB/s.
+  c.kernels = {{"gelu_forward", 1 << 20, 1e6, 1e-3},
+               {"residual_add", 1 << 20, 2e6, 1e-3},
+               {"layer_norm_backward", 1 << 20, 10e6, 1e-3},
+               {"causal_softmax_forward", 1 << 16, 1e3, 1e-3}};
+  c.launch_seconds = 6e-6;  // back to back from the host: the host's pace, not the device's
+  c.sms = 132;
+  c.issue_seconds = 5.5e-6;
+  c.device_launch_seconds = 2.2e-6;
+  c.post_seconds = 9e-6;
+  ProfileFit f = fit_profile(c);
+  CHECK(f.memory_bandwidth == Approx(2e9));
+  CHECK(f.launch_overhead == 2.2e-6);
+  CHECK(f.host_kernel == 5.5e-6);
+  CHECK(f.host_communication == 9e-6);
+  // One rank posts no collective: a call costs at least issuing the kernel it launches.
+  c.post_seconds = 0.0;
+  f = fit_profile(c);
+  CHECK(f.host_communication == 5.5e-6);
 }
