@@ -1,5 +1,7 @@
 #include "plan/kernels.hpp"
 
+#include <algorithm>
+
 namespace parasim::plan {
 
 double Kernel::flops() const {
@@ -30,6 +32,16 @@ double Kernel::io_bytes() const {
   return 0.0;
 }
 
+bool fused_softmax_available(int element_bytes, int seq_len, long long attention_batches) {
+  if (element_bytes != 2) return true;
+  if (seq_len <= 16 || seq_len > 16384 || seq_len % 4 != 0 || attention_batches % 4 != 0) return false;
+  int pow2 = 1;
+  while (pow2 < seq_len) pow2 *= 2;
+  const int warp = std::min(pow2, 32);
+  const int batches_per_block = (128 / warp) * (pow2 <= 128 ? 2 : 1);
+  return attention_batches % batches_per_block == 0;
+}
+
 KernelPlan kernel_plan(const Scenario& s) {
   KernelPlan p;
   p.model = s.model;
@@ -40,6 +52,8 @@ KernelPlan kernel_plan(const Scenario& s) {
   p.grad_element = topology::dtype_bytes(s.training.grad_dtype);
   p.flash = s.training.attention == Attention::flash;
   p.dropout = s.model.mlp == Mlp::gelu;
+  p.fused_softmax = fused_softmax_available(p.element, s.model.seq_len,
+                                            static_cast<long long>(p.micro_batch) * (s.model.heads / s.plan.tp));
   return p;
 }
 
@@ -106,7 +120,14 @@ void attention_core_forward(Emit& k, const KernelPlan& p, const Dims& x) {
   }
   k.memory("qk-layout-copy", 2.0 * x.T * (x.q + x.kv) * x.e);
   k.gemm("attention-scores", x.si, x.si, x.di, x.bh);
-  k.memory("scale-mask-softmax", 2.0 * x.A * x.e);
+  if (p.fused_softmax) {
+    k.memory("scale-mask-softmax", 2.0 * x.A * x.e);
+  } else {  // PyTorch: to fp32, mask, softmax, back to 16 bits
+    k.memory("scores-to-fp32", x.A * (x.e + 4.0));
+    k.memory("mask-fill", 8.0 * x.A);
+    k.memory("softmax", 8.0 * x.A);
+    k.memory("probs-to-16-bit", x.A * (4.0 + x.e));
+  }
   if (p.dropout) k.memory("attention-dropout", 2.0 * x.A * x.e + x.A);
   k.gemm("attention-values", x.si, x.di, x.si, x.bh);
   k.memory("context-permute", 2.0 * x.T * x.q * x.e);
@@ -180,7 +201,14 @@ void attention_backward(Emit& k, const KernelPlan& p, const Dims& x) {
     k.gemm("attention-probs-grad", x.si, x.si, x.di, x.bh);
     k.gemm("attention-values-grad", x.si, x.di, x.si, x.bh);
     if (p.dropout) k.memory("attention-dropout-bwd", 2.0 * x.A * x.e + x.A);
-    k.memory("softmax-bwd", 3.0 * x.A * x.e);
+    if (p.fused_softmax) {
+      k.memory("softmax-bwd", 3.0 * x.A * x.e);
+    } else {
+      k.memory("probs-grad-to-fp32", x.A * (x.e + 4.0));
+      k.memory("softmax-bwd", 12.0 * x.A);
+      k.memory("mask-fill-bwd", 8.0 * x.A);
+      k.memory("scores-grad-to-16-bit", x.A * (4.0 + x.e));
+    }
     k.gemm("attention-q-grad", x.si, x.di, x.si, x.bh);
     k.gemm("attention-k-grad", x.si, x.di, x.si, x.bh);
     k.memory("qkv-grad-layout", 2.0 * x.T * static_cast<double>(qkv) * x.e);

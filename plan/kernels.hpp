@@ -64,10 +64,19 @@ struct KernelPlan {
   int element = 2;          // activation bytes
   int grad_element = 2;     // main-gradient bytes (weight gradients accumulate into them)
   bool flash = true;        // FlashAttention rather than the unfused attention core
+  // Unfused attention: Megatron's fused scale-mask-softmax kernel takes the shape (see
+  // fused_softmax_available); else PyTorch's softmax runs, in fp32 with casts around it.
+  bool fused_softmax = true;
   bool dropout = true;      // GPT layers (GeLU MLP) train with dropout; LLaMA layers without
 };
 
 KernelPlan kernel_plan(const Scenario& s);
+// Megatron's FusedScaleMaskSoftmax.is_kernel_available for a causal mask: 16-bit input,
+// 16 < s <= 16384, s % 4 == 0, and b·heads/tp a multiple of 4 and of the kernel's batches
+// per block (4 for s > 128: 128 threads, one warp per row; 8 at or below). Elsewhere (fp32
+// too, which Megatron never fuses) the model keeps one fused kernel, as parasim's executor
+// runs it.
+bool fused_softmax_available(int element_bytes, int seq_len, long long attention_batches);
 
 enum class LayerPart : std::uint8_t { whole, attention, mlp, attention_core };
 // The kernels of one pass over a layer part; `backward` false is the forward (and a

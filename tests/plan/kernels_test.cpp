@@ -60,6 +60,46 @@ TEST_CASE("Megatron's GPT layer launches 15 kernels forward and 29 backward (unf
   CHECK(layer_kernels(fa, LayerPart::whole, true).size() == 24);
 }
 
+TEST_CASE("Megatron's fused softmax runs where its kernel takes the shape, else PyTorch's in fp32", "[plan][kernels]") {
+  // is_kernel_available, causal: 16-bit, 16 < s <= 16384, s % 4 == 0, b·np % 4 == 0 and a
+  // multiple of the batches per block: 128 threads / 32 lanes x 1 row per warp = 4 for
+  // s > 128; at s = 128, 4 warps x 2 rows = 8.
+  CHECK(fused_softmax_available(2, 1024, 4));
+  CHECK_FALSE(fused_softmax_available(2, 1024, 2));   // tp 8 of 16 heads at micro-batch 1
+  CHECK_FALSE(fused_softmax_available(2, 1024, 6));
+  CHECK_FALSE(fused_softmax_available(2, 128, 4));
+  CHECK(fused_softmax_available(2, 128, 8));
+  CHECK_FALSE(fused_softmax_available(2, 16, 4));
+  CHECK_FALSE(fused_softmax_available(2, 1022, 4));
+  CHECK_FALSE(fused_softmax_available(2, 32768, 4));
+  CHECK(fused_softmax_available(4, 1024, 2));  // fp32: one kernel, as the executor runs it
+  // 16 heads over tp 8 at micro-batch 1: 2 attention batches. Forward the one kernel becomes
+  // four (to fp32, mask, softmax, back), backward four too; the s x s tensors then move in
+  // fp32: A (2 + 4) + 8A + 8A + A (4 + 2) = 28 A bytes forward instead of 4 A.
+  const Scenario s = gpt("global_batch: 8, micro_batch: 1, precision: fp16, attention: naive");
+  Scenario t8 = s;
+  t8.plan.tp = 8;
+  const KernelPlan fused = kernel_plan(s);
+  const KernelPlan torch = kernel_plan(t8);
+  CHECK(fused.fused_softmax);
+  CHECK_FALSE(torch.fused_softmax);
+  CHECK(layer_kernels(torch, LayerPart::whole, false).size() == 15 + 3);
+  CHECK(layer_kernels(torch, LayerPart::whole, true).size() == 29 + 3);
+  const double A = 2.0 * 1024 * 1024;
+  auto softmax_bytes = [](const std::vector<Kernel>& ks) {
+    double b = 0.0;
+    for (const Kernel& k : ks) {
+      const std::string n(k.name);
+      if (n.find("fp32") != std::string::npos || n.find("mask") != std::string::npos || n == "softmax" ||
+          n.find("16-bit") != std::string::npos) {
+        b += k.bytes;
+      }
+    }
+    return b;
+  };
+  CHECK(softmax_bytes(layer_kernels(torch, LayerPart::attention_core, false)) == Approx(28 * A));
+}
+
 TEST_CASE("FlashAttention computes half the causal scores; the unfused core streams the s x s tensors", "[plan][kernels]") {
   const KernelPlan fa = kernel_plan(gpt("global_batch: 8, micro_batch: 2, precision: bf16"));
   const KernelPlan naive = kernel_plan(gpt("global_batch: 8, micro_batch: 2, precision: bf16, attention: naive"));
