@@ -37,8 +37,24 @@ check_language(CUDA)
 if(CMAKE_CUDA_COMPILER)
   find_package(CUDAToolkit QUIET)
   if(CUDAToolkit_FOUND)
-    find_path(PARASIM_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
-    find_library(PARASIM_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME PATH_SUFFIXES lib lib64)
+    # NCCL: beside the toolkit, under $NCCL_HOME, or a Python wheel's nvidia/nccl (what a
+    # machine with PyTorch has, often only as libnccl.so.2 with no unversioned link).
+    set(_nccl_hints ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_INCLUDE_DIRS}/..)
+    find_package(Python3 QUIET COMPONENTS Interpreter)
+    if(Python3_Interpreter_FOUND)
+      execute_process(COMMAND ${Python3_EXECUTABLE} -c "import nvidia.nccl as n; print(list(n.__path__)[0])"
+                      OUTPUT_VARIABLE _nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+      if(_nccl_wheel)
+        list(APPEND _nccl_hints ${_nccl_wheel})
+      endif()
+    endif()
+    file(GLOB _nccl_wheels /opt/*/.venv/lib/python3*/site-packages/nvidia/nccl /usr/local/lib/python3*/dist-packages/nvidia/nccl
+         /usr/lib/python3/dist-packages/nvidia/nccl)
+    list(APPEND _nccl_hints ${_nccl_wheels})
+    find_path(PARASIM_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME ${_nccl_hints}
+              PATH_SUFFIXES include)
+    find_library(PARASIM_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME ${_nccl_hints}
+                 PATH_SUFFIXES lib lib64)
     if(TARGET CUDA::cublas AND PARASIM_NCCL_INCLUDE_DIR AND PARASIM_NCCL_LIBRARY)
       set(_cuda_found ON)
     endif()

@@ -60,7 +60,10 @@ case "${1:-}" in
       -DMPI_C_HEADER_DIR="$lib/openmpi/include" -DMPI_C_LIB_NAMES=mpi -DMPI_mpi_LIBRARY="$lib/openmpi/lib/libmpi.so" \
       -DBLAS_LIBRARIES="$lib/openblas-pthread/libblas.so" \
       -DPARASIM_CBLAS_INCLUDE_DIR="$deps/usr/include/$arch/openblas-pthread"
-    cmake --build "$dir" -j "$(nproc)"
+    # PARASIM_BUILD_TARGETS: only these (the GPU check's: parasim cuda_kernel_tests
+    # parasim_gpu_gemm_bench), else everything.
+    # shellcheck disable=SC2086
+    cmake --build "$dir" -j "$(nproc)" ${PARASIM_BUILD_TARGETS:+--target $PARASIM_BUILD_TARGETS}
     echo "gpu-host: built $dir; in a new shell: eval \"\$(scripts/gpu-host.sh env)\""
     ;;
   env) environment ;;
