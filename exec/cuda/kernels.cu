@@ -93,19 +93,58 @@ __global__ void layer_norm_backward_dx_kernel(float* dx, const float* dy, const 
   }
 }
 
-__global__ void layer_norm_backward_params_kernel(float* dgamma, float* dbeta, const float* dy, const float* x,
-                                                  const float* mean, const float* rstd, int n, int c) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= c) return;
-  float g = 0.0F, b = 0.0F;
-  for (int i = 0; i < n; ++i) {
-    const float d = dy[static_cast<std::int64_t>(i) * c + j];
-    g += d * (x[static_cast<std::int64_t>(i) * c + j] - mean[i]) * rstd[i];
+// Column sums of n x c row-major terms, 32 columns per block of 32 x 32 threads: thread
+// (x, y) adds rows y, y + 32, ... of column 32·block + x, so each warp reads 32 neighbouring
+// floats of a row (coalesced) and every block streams its own columns; then the block adds
+// its 32 partial sums of each column in row order. Deterministic: the same order every run.
+// `term(i, j, a, b)` adds row i, column j's two terms to a and b (b unused by one-sum terms).
+constexpr int column_tile = 32;
+
+template <class Term>
+__global__ void column_sums_kernel(float* dst_a, float* dst_b, int n, int c, Term term) {
+  __shared__ float part_a[column_tile][column_tile + 1];
+  __shared__ float part_b[column_tile][column_tile + 1];
+  const int j = blockIdx.x * column_tile + threadIdx.x;
+  float a = 0.0F, b = 0.0F;
+  if (j < c) {
+    for (int i = threadIdx.y; i < n; i += column_tile) term(i, j, a, b);
+  }
+  part_a[threadIdx.y][threadIdx.x] = a;
+  part_b[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= c) return;
+  a = 0.0F;
+  b = 0.0F;
+  for (int y = 0; y < column_tile; ++y) {
+    a += part_a[y][threadIdx.x];
+    b += part_b[y][threadIdx.x];
+  }
+  dst_a[j] += a;
+  if (dst_b != nullptr) dst_b[j] += b;
+}
+
+struct LayerNormParamTerms {  // dgamma += dy · x̂, dbeta += dy
+  const float* dy;
+  const float* x;
+  const float* mean;
+  const float* rstd;
+  int c;
+  __device__ void operator()(int i, int j, float& g, float& b) const {
+    const std::int64_t at = static_cast<std::int64_t>(i) * c + j;
+    const float d = dy[at];
+    g += d * (x[at] - mean[i]) * rstd[i];
     b += d;
   }
-  dgamma[j] += g;
-  dbeta[j] += b;
-}
+};
+
+struct ColumnTerms {  // a bias gradient: the plain column sum
+  const float* src;
+  int c;
+  __device__ void operator()(int i, int j, float& a, float&) const { a += src[static_cast<std::int64_t>(i) * c + j]; }
+};
+
+dim3 column_grid(int c) { return dim3(static_cast<unsigned>((c + column_tile - 1) / column_tile)); }
+const dim3 column_block(column_tile, column_tile);
 
 // --- GELU -------------------------------------------------------------------------------------
 
@@ -162,13 +201,6 @@ __global__ void add_bias_kernel(float* out, const float* bias, std::int64_t coun
   PARASIM_FOR_EACH(i, count) out[i] += bias[i % c];
 }
 
-__global__ void column_sum_kernel(float* dst, const float* src, int n, int c) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= c) return;
-  float s = 0.0F;
-  for (int i = 0; i < n; ++i) s += src[static_cast<std::int64_t>(i) * c + j];
-  dst[j] += s;
-}
 
 __global__ void add_kernel(float* y, const float* a, const float* b, std::int64_t count) {
   PARASIM_FOR_EACH(i, count) y[i] = a[i] + b[i];
@@ -353,8 +385,8 @@ void layer_norm_backward(cudaStream_t s, float* dx, float* dgamma, float* dbeta,
                          const float* mean, const float* rstd, const float* gamma, int n, int c) {
   if (n == 0) return;
   layer_norm_backward_dx_kernel<<<n, row_threads(c), 0, s>>>(dx, dy, x, mean, rstd, gamma, c);
-  layer_norm_backward_params_kernel<<<(c + threads - 1) / threads, threads, 0, s>>>(dgamma, dbeta, dy, x, mean, rstd, n,
-                                                                                     c);
+  column_sums_kernel<<<column_grid(c), column_block, 0, s>>>(dgamma, dbeta, n, c,
+                                                             LayerNormParamTerms{dy, x, mean, rstd, c});
   check_launch("layer_norm_backward");
 }
 
@@ -389,7 +421,8 @@ void add_bias(cudaStream_t s, float* out, const float* bias, int n, int c) {
 }
 
 void bias_backward(cudaStream_t s, float* dbias, const float* dout, int n, int c) {
-  column_sum_kernel<<<(c + threads - 1) / threads, threads, 0, s>>>(dbias, dout, n, c);
+  if (c == 0) return;
+  column_sums_kernel<<<column_grid(c), column_block, 0, s>>>(dbias, nullptr, n, c, ColumnTerms{dout, c});
   check_launch("bias_backward");
 }
 

@@ -165,6 +165,39 @@ TEST_CASE("CUDA GELU, softmax, bias and element-wise kernels equal the host kern
   CHECK(relative(y2_d.get(), sum) < 1e-6);
 }
 
+TEST_CASE("CUDA column sums over wide and tall matrices equal the host's, the same bit for bit each run", "[cuda]") {
+  // Widths and heights that are no multiple of the 32-column tiles, as a 4h bias of a
+  // partitioned MLP or a norm over thousands of tokens has.
+  for (const auto& [n, c] : {std::pair{1031, 3001}, std::pair{4099, 257}, std::pair{3, 5000}}) {
+    INFO("n " << n << " c " << c);
+    const auto out = random_values(static_cast<std::size_t>(n) * c, 41);
+    std::vector<double> want(static_cast<std::size_t>(c), 0.0);
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < c; ++j) want[j] += out[static_cast<std::size_t>(i) * c + j];
+    }
+    std::vector<float> expected(want.begin(), want.end());
+    On<float> out_d(out), first(zeros(c)), second(zeros(c));
+    cu::bias_backward(nullptr, first.p, out_d.p, n, c);
+    cu::bias_backward(nullptr, second.p, out_d.p, n, c);
+    const std::vector<float> a = first.get();
+    // Thousands of fp32 terms summed in another order than the host's: within 1e-4 of the
+    // largest sum.
+    CHECK(relative(a, expected) < 1e-4);
+    CHECK(a == second.get());
+    // The layer norm's parameter gradients, the same reduction with two sums.
+    const auto x = random_values(static_cast<std::size_t>(n) * c, 42), dy = random_values(x.size(), 43);
+    const auto gamma = random_values(c, 44), beta = random_values(c, 45);
+    std::vector<float> y(x.size()), mean(n), rstd(n), dx(x.size(), 0.0F), dg(c, 0.0F), db(c, 0.0F);
+    k::layer_norm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), n, c);
+    k::layer_norm_backward(dx.data(), dg.data(), db.data(), dy.data(), x.data(), mean.data(), rstd.data(), gamma.data(),
+                           n, c);
+    On<float> x_d(x), dy_d(dy), m_d(mean), r_d(rstd), g_d(gamma), dx_d(zeros(x.size())), dg_d(zeros(c)), db_d(zeros(c));
+    cu::layer_norm_backward(nullptr, dx_d.p, dg_d.p, db_d.p, dy_d.p, x_d.p, m_d.p, r_d.p, g_d.p, n, c);
+    CHECK(relative(dg_d.get(), dg) < 1e-4);
+    CHECK(relative(db_d.get(), db) < 1e-4);
+  }
+}
+
 TEST_CASE("CUDA embedding and vocabulary-parallel cross-entropy equal the CPU definitions", "[cuda]") {
   const int b = 3, t = 7, c = 40, vocab = 50, v0 = 20, vn = 25;
   std::vector<std::int32_t> tokens(b * t);
