@@ -166,6 +166,11 @@ class Device {
   // A communicator over `ranks` (world ranks, in order); every listed rank calls it with
   // the same list and key, a number no other group being created at the same time uses.
   virtual Comm comm_create(std::span<const int> ranks, int key) = 0;
+  // A backend whose communicator orders every transfer on it (NCCL) carries the transfers
+  // with `peer` over `comm`, a communicator of the two ranks, lower rank first, instead of
+  // one shared by all: transfers to different peers then never wait on each other.
+  [[nodiscard]] virtual bool wants_pair_comms() const { return false; }
+  virtual void pair_with(int /*peer*/, Comm /*comm*/) {}
   virtual Request send(const float* data, std::int64_t count, int peer, int tag) = 0;
   virtual Request recv(float* data, std::int64_t count, int peer, int tag) = 0;
   // Point-to-point calls between group_begin() and group_end() are issued as one (an NCCL

@@ -2,6 +2,7 @@
 #include "exec/watchdog.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <iostream>
 
@@ -39,6 +40,23 @@ Runner::Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, 
     const auto& ranks = prog.groups[g].ranks;
     if (ranks.size() < 2 || std::find(ranks.begin(), ranks.end(), rank_) == ranks.end()) continue;
     comm_of_group_[g] = dev_.comm_create(ranks, static_cast<int>(g));
+  }
+  // A communicator per pipeline pair where the backend wants one, created in the order of
+  // (lower rank, higher rank) on every rank, so that creations never wait on each other.
+  if (dev_.wants_pair_comms()) {
+    std::vector<std::pair<int, int>> pairs;
+    for (std::int64_t id : prog.order[static_cast<std::size_t>(rank_)]) {
+      const Op& o = prog.ops[static_cast<std::size_t>(id)];
+      if (o.kind != OpKind::send && o.kind != OpKind::recv) continue;
+      pairs.emplace_back(std::min(rank_, o.peer), std::max(rank_, o.peer));
+    }
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    const int key = static_cast<int>(prog.groups.size());  // one at a time: one key serves
+    for (const auto& [lo, hi] : pairs) {
+      const std::array<int, 2> members{lo, hi};
+      dev_.pair_with(lo == rank_ ? hi : lo, dev_.comm_create(members, key));
+    }
   }
 }
 

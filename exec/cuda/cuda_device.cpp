@@ -71,8 +71,14 @@ CudaDevice::CudaDevice(std::size_t capacity_bytes) {
 CudaDevice::~CudaDevice() {
   cudaDeviceSynchronize();
   for (auto& [size, blocks] : cache_) {
-    for (void* p : blocks) cudaFree(p);
+    for (const Cached& b : blocks) {
+      cudaFree(b.p);
+      for (cudaEvent_t e : {b.compute, b.other}) {
+        if (e != nullptr) cudaEventDestroy(e);
+      }
+    }
   }
+  for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
   for (ncclComm_t c : comms_) ncclCommDestroy(c);
   if (world_comm_ != nullptr) ncclCommDestroy(world_comm_);
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
@@ -89,32 +95,99 @@ CudaDevice::~CudaDevice() {
 
 // --- memory ------------------------------------------------------------------------------------
 
+// A released block may still be read by kernels queued before its release: on the compute
+// stream, or on the tp / dp stream where the host was issuing (the shard lays out a
+// collective's input there). Its release records an event on each such stream, and the
+// stream that is handed the block again waits for them on the device (the host does not).
+// Waiting is safe: the compute stream only ever waits for compute and for communication
+// already complete, and the tp and dp streams run one collective at a time, issued after
+// its input is laid out, so neither tail at a release waits on a peer. Buffers of
+// transfers and collectives are released after their completion is seen on the host.
+cudaEvent_t CudaDevice::spare_event() {
+  if (spare_events_.empty()) {
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
+    return e;
+  }
+  cudaEvent_t e = spare_events_.back();
+  spare_events_.pop_back();
+  return e;
+}
+
+void CudaDevice::reuse(const Cached& b) {
+  for (cudaEvent_t e : {b.compute, b.other}) {
+    if (e == nullptr) continue;
+    check_cuda(cudaStreamWaitEvent(current_, e, 0), "wait for release");
+    spare_events_.push_back(e);
+  }
+}
+
+bool CudaDevice::released_done(const Cached& b) {
+  for (cudaEvent_t e : {b.compute, b.other}) {
+    if (e == nullptr) continue;
+    const cudaError_t r = cudaEventQuery(e);
+    if (r == cudaErrorNotReady) return false;
+    check_cuda(r, "event");
+  }
+  return true;
+}
+
 void* CudaDevice::raw_allocate(std::size_t bytes) {
   const std::size_t size = block_size(bytes);
   void* p = nullptr;
   if (auto it = cache_.find(size); it != cache_.end() && !it->second.empty()) {
-    p = it->second.back();
+    const Cached b = it->second.back();
     it->second.pop_back();
+    reuse(b);
+    p = b.p;
   } else if (cudaMalloc(&p, size) != cudaSuccess) {
+    // Give back the cached blocks whose readers are done, then try once more. (cudaFree
+    // waits for the device; a rank stuck there on a peer is ended by the stall watchdog.)
     cudaGetLastError();
-    throw OutOfMemory(fmt::format("rank {}: cudaMalloc of {:.1f} MiB failed ({:.1f} MiB in use)", rank(),
-                                  static_cast<double>(size) / 1048576.0, static_cast<double>(in_use()) / 1048576.0));
+    for (auto& [bytes_of, blocks] : cache_) {
+      std::erase_if(blocks, [&](const Cached& b) {
+        if (!released_done(b)) return false;
+        for (cudaEvent_t e : {b.compute, b.other}) {
+          if (e != nullptr) spare_events_.push_back(e);
+        }
+        cudaFree(b.p);
+        return true;
+      });
+    }
+    if (cudaMalloc(&p, size) != cudaSuccess) {
+      cudaGetLastError();
+      throw OutOfMemory(fmt::format("rank {}: cudaMalloc of {:.1f} MiB failed ({:.1f} MiB in use)", rank(),
+                                    static_cast<double>(size) / 1048576.0, static_cast<double>(in_use()) / 1048576.0));
+    }
   }
   // Zero-filled, in order with the current stream's work.
   check_cuda(cudaMemsetAsync(p, 0, bytes, current_), "memset");
   return p;
 }
 
-void CudaDevice::raw_release(void* p, std::size_t bytes) { cache_[block_size(bytes)].push_back(p); }
+void CudaDevice::raw_release(void* p, std::size_t bytes) {
+  Cached b{p, spare_event(), nullptr};
+  const cudaStream_t compute = streams_[static_cast<std::size_t>(plan::Stream::compute)];
+  check_cuda(cudaEventRecord(b.compute, compute), "release");
+  if (current_ == streams_[static_cast<std::size_t>(plan::Stream::tp)] ||
+      current_ == streams_[static_cast<std::size_t>(plan::Stream::dp)]) {
+    b.other = spare_event();
+    check_cuda(cudaEventRecord(b.other, current_), "release");
+  }
+  cache_[block_size(bytes)].push_back(b);
+}
 
+// Copies in order with the current stream's work, waiting for that stream alone: a whole-
+// device wait would also wait for transfers posted ahead on the other streams, whose peers
+// may be waiting for this rank.
 void CudaDevice::upload(void* dst, const void* src, std::size_t bytes) {
-  synchronize();
-  check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "upload");
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, current_), "upload");
+  check_cuda(cudaStreamSynchronize(current_), "upload");
 }
 
 void CudaDevice::download(void* dst, const void* src, std::size_t bytes) {
-  synchronize();
-  check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "download");
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, current_), "download");
+  check_cuda(cudaStreamSynchronize(current_), "download");
 }
 
 // --- GEMM ----------------------------------------------------------------------------------------
@@ -285,15 +358,23 @@ cudaStream_t CudaDevice::p2p_stream() {
 
 // Inside a group every call goes on the group's stream and its event is recorded once the
 // group is issued (NCCL enqueues a group's work only at ncclGroupEnd).
+// A pipeline pair's own communicator when the runner made one (ranks: lower, higher), else
+// the world's.
 Request CudaDevice::point_to_point(bool send, float* data, std::int64_t count, int peer) {
   cudaStream_t s = p2p_stream();
-  if (send) {
-    check_nccl(ncclSend(data, nccl_count(count), ncclFloat, peer, world_comm_, s), "send");
-  } else {
-    check_nccl(ncclRecv(data, nccl_count(count), ncclFloat, peer, world_comm_, s), "recv");
+  ncclComm_t comm = world_comm_;
+  int to = peer;
+  if (auto it = pair_comm_.find(peer); it != pair_comm_.end()) {
+    comm = comms_[static_cast<std::size_t>(it->second)];
+    to = peer < rank() ? 0 : 1;
   }
-  if (!grouping_) return post(s, world_comm_);
-  const Request r = post(nullptr, world_comm_);
+  if (send) {
+    check_nccl(ncclSend(data, nccl_count(count), ncclFloat, to, comm, s), "send");
+  } else {
+    check_nccl(ncclRecv(data, nccl_count(count), ncclFloat, to, comm, s), "recv");
+  }
+  if (!grouping_) return post(s, comm);
+  const Request r = post(nullptr, comm);
   group_requests_.push_back(r);
   return r;
 }
@@ -394,7 +475,14 @@ bool CudaDevice::poll(Pending& p) {
     return false;
   }
   check_cuda(e, "communication");
-  p.done_ns = now_ns();
+  // When the device ended it, not when the host noticed.
+  float ms = 0.0F;
+  if (cudaEventElapsedTime(&ms, origin_, p.event) == cudaSuccess) {
+    p.done_ns = origin_ns_ + static_cast<std::int64_t>(static_cast<double>(ms) * 1e6);
+  } else {
+    cudaGetLastError();
+    p.done_ns = now_ns();
+  }
   return true;
 }
 
@@ -438,6 +526,15 @@ std::int64_t CudaDevice::event_time_ns(Event e) {
   float ms = 0.0F;
   check_cuda(cudaEventElapsedTime(&ms, origin_, events_[static_cast<std::size_t>(e)]), "event time");
   return origin_ns_ + static_cast<std::int64_t>(static_cast<double>(ms) * 1e6);
+}
+
+// Also re-anchors the events' clock on the idle stream: cudaEventElapsedTime gives float
+// milliseconds, which lose resolution far from the reference (about 8 us at 100 s).
+void CudaDevice::forget_events() {
+  used_events_ = 0;
+  check_cuda(cudaEventRecord(origin_, current_), "record");
+  check_cuda(cudaEventSynchronize(origin_), "synchronize");
+  origin_ns_ = now_ns();
 }
 
 void CudaDevice::wait_event(Event e) {

@@ -52,6 +52,8 @@ class CudaDevice final : public Device {
   [[nodiscard]] int rank() const override { return job_.rank(); }
   [[nodiscard]] int world() const override { return job_.world(); }
   [[nodiscard]] int multiprocessors() const override { return sms_; }
+  [[nodiscard]] bool wants_pair_comms() const override { return true; }
+  void pair_with(int peer, Comm comm) override { pair_comm_[peer] = comm; }
 
   void upload(void* dst, const void* src, std::size_t bytes) override;
   void download(void* dst, const void* src, std::size_t bytes) override;
@@ -115,7 +117,7 @@ class CudaDevice final : public Device {
   bool done(Event e) override;
   std::int64_t event_time_ns(Event e) override;
   void wait_event(Event e) override;
-  void forget_events() override { used_events_ = 0; }
+  void forget_events() override;
   void synchronize() override;
   std::int64_t now_ns() override { return job_.now_ns(); }
   void align_clock() override;
@@ -153,7 +155,18 @@ class CudaDevice final : public Device {
   int sms_ = 0;
   ncclComm_t world_comm_ = nullptr;
   std::vector<ncclComm_t> comms_;
-  std::unordered_map<std::size_t, std::vector<void*>> cache_;
+  std::unordered_map<int, Comm> pair_comm_;  // pipeline peer -> its pair's communicator
+  // Released blocks by size, each with events after its last possible readers (raw_release).
+  struct Cached {
+    void* p = nullptr;
+    cudaEvent_t compute = nullptr;  // on the compute stream at the release
+    cudaEvent_t other = nullptr;    // on the tp or dp stream, when the host was issuing there
+  };
+  cudaEvent_t spare_event();
+  void reuse(const Cached& b);  // the current stream waits for b's readers; its events go spare
+  bool released_done(const Cached& b);
+  std::unordered_map<std::size_t, std::vector<Cached>> cache_;
+  std::vector<cudaEvent_t> spare_events_;
   std::vector<Pending> pending_;
   std::vector<Request> free_;
   // Events for record(), reused after forget_events(); their times are measured from a
