@@ -1,5 +1,5 @@
 // GEMM rates on one GPU at the shapes of a transformer layer, against the device preset's
-// datasheet peak: for each hidden size h (4096 to 12288) and 8192 tokens, the layer's four
+// datasheet peak: for each hidden size h (2048 to 12288) and 8192 tokens, the layer's four
 // GEMMs (QKV: tokens x 3h x h, projection: tokens x h x h, MLP up: tokens x 4h x h, MLP
 // down: tokens x h x 4h), each in
 //   * native 16-bit storage: bf16 / fp16 operands and output, fp32 accumulation (what a
@@ -7,12 +7,17 @@
 //   * the executor's call: fp32 operands and output, cuBLAS allowed to down-convert them
 //     (CUBLAS_COMPUTE_32F_FAST_16BF / _16F / _TF32) — what CudaDevice::gemm runs;
 //   * fp32 (CUBLAS_COMPUTE_32F), for reference.
-// Each: 3 untimed calls, then the mean of `--reps` calls between CUDA events.
+// Operands hold random values in [-1, 1] (all-zero operands run 10 to 15 % fast: the
+// tensor cores draw less power). Each: 3 untimed calls, then the mean of `--reps` calls
+// between CUDA events.
 // Usage: parasim_gpu_gemm_bench [--device PRESET] [--tokens N] [--reps N] [--json]
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <random>
 #include <cstdlib>
 #include <array>
 #include <cstring>
@@ -27,6 +32,46 @@
 using namespace parasim;
 
 namespace {
+
+// 16-bit patterns of a float in [-1, 1] (normal or zero; no rounding needed for a benchmark).
+std::uint16_t bf16_bits(float f) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+std::uint16_t fp16_bits(float f) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  const std::uint32_t sign = (u >> 16) & 0x8000U;
+  const int exponent = static_cast<int>((u >> 23) & 0xffU) - 127 + 15;
+  if (exponent <= 0) return static_cast<std::uint16_t>(sign);
+  return static_cast<std::uint16_t>(sign | (static_cast<std::uint32_t>(exponent) << 10) | ((u >> 13) & 0x3ffU));
+}
+
+// Fills `bytes` of device memory with random values of type `t`: a 16 MiB host block,
+// copied over and over.
+void fill_random(void* dst, std::size_t bytes, cudaDataType t, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0F, 1.0F);
+  std::vector<std::uint8_t> block(std::min<std::size_t>(bytes, std::size_t{16} << 20));
+  for (std::size_t i = 0; i + 4 <= block.size(); i += t == CUDA_R_32F ? 4 : 2) {
+    const float v = u(gen);
+    if (t == CUDA_R_32F) {
+      std::memcpy(&block[i], &v, 4);
+    } else {
+      const std::uint16_t h = t == CUDA_R_16BF ? bf16_bits(v) : fp16_bits(v);
+      std::memcpy(&block[i], &h, 2);
+    }
+  }
+  auto* out = static_cast<std::uint8_t*>(dst);
+  for (std::size_t at = 0; at < bytes; at += block.size()) {
+    const std::size_t n = std::min(block.size(), bytes - at);
+    if (cudaMemcpy(out + at, block.data(), n, cudaMemcpyHostToDevice) != cudaSuccess) {
+      std::fprintf(stderr, "error: filling the operands failed\n");
+      std::exit(1);
+    }
+  }
+}
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
@@ -111,7 +156,7 @@ int main(int argc, char** argv) {
                tokens);
     fmt::print("{:<14} {:>6} {:<10} {:>22} {:>12} {:>8}\n", "path", "hidden", "gemm", "m x n x k", "TFLOP/s", "of peak");
   }
-  for (const int hidden : {4096, 5120, 8192, 12288}) {
+  for (const int hidden : {2048, 4096, 5120, 8192, 12288}) {
     const int m = tokens;
     const std::vector<std::pair<const char*, std::array<int, 2>>> gemms{
         {"qkv", {3 * hidden, hidden}}, {"proj", {hidden, hidden}}, {"mlp-up", {4 * hidden, hidden}}, {"mlp-down", {hidden, 4 * hidden}}};
@@ -123,8 +168,8 @@ int main(int argc, char** argv) {
         check(cudaMalloc(&a, elem * m * static_cast<std::size_t>(k)), "malloc");
         check(cudaMalloc(&b, elem * k * static_cast<std::size_t>(n)), "malloc");
         check(cudaMalloc(&c, elem * m * static_cast<std::size_t>(n)), "malloc");
-        check(cudaMemset(a, 0, elem * m * static_cast<std::size_t>(k)), "memset");
-        check(cudaMemset(b, 0, elem * k * static_cast<std::size_t>(n)), "memset");
+        fill_random(a, elem * m * static_cast<std::size_t>(k), p.store, 1);
+        fill_random(b, elem * k * static_cast<std::size_t>(n), p.store, 2);
         const float one = 1.0F, zero = 0.0F;
         // Row-major C[m x n] = A[m x k] B[k x n], as the executor's forward GEMMs.
         const exec::ColumnMajorGemm g = exec::column_major(false, false, m, n, k);
