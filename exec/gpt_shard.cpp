@@ -68,19 +68,20 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   param_count_ = static_cast<std::int64_t>(at);
 
   // Where each local tensor comes from in the full model.
+  // Each rank draws only what it holds (GptInitialValues), the values Gpt<float> has.
   const GptConfig cfg{vocab_, t_, layers_, h_, heads_};
-  Gpt<float> full(cfg, seed_);
-  full_count_ = full.param_count();
+  const GptLayout full(cfg);
+  full_count_ = static_cast<std::int64_t>(full.count);
   const bool tp_owner = tp_index_ == 0;  // of replicated tensors
   auto vector_piece = [&](std::size_t local, std::size_t from, std::size_t n, bool canonical) {
     add_piece(local, n, from, n, 1, n, canonical);
   };
   if (first_stage_) {
-    add_piece(wte_, H, full.wte_offset() + static_cast<std::size_t>(v0_) * H, H, static_cast<std::size_t>(vl_), H, true);
-    vector_piece(wpe_, full.wpe_offset(), static_cast<std::size_t>(t_) * H, tp_owner);
+    add_piece(wte_, H, full.wte + static_cast<std::size_t>(v0_) * H, H, static_cast<std::size_t>(vl_), H, true);
+    vector_piece(wpe_, full.wpe, static_cast<std::size_t>(t_) * H, tp_owner);
   }
   for (const auto& [l, lp] : layer_params_) {
-    const auto& f = full.layer_offsets(l);
+    const auto& f = full.layers[static_cast<std::size_t>(l)];
     const std::size_t h0 = static_cast<std::size_t>(tp_index_) * CL;  // first q/k/v column of this rank
     const std::size_t f0 = static_cast<std::size_t>(tp_index_) * FL;
     vector_piece(lp.ln1w, f.ln1w, H, tp_owner);
@@ -99,13 +100,14 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
     vector_piece(lp.fcprojb, f.fcprojb, H, tp_owner);
   }
   if (last_stage_) {
-    vector_piece(lnfw_, full.lnfw_offset(), H, tp_owner);
-    vector_piece(lnfb_, full.lnfb_offset(), H, tp_owner);
+    vector_piece(lnfw_, full.lnfw, H, tp_owner);
+    vector_piece(lnfb_, full.lnfb, H, tp_owner);
     // The head's own copy of the slice (pp > 1) is the first stage's, reported there.
-    if (pp_ > 1) add_piece(head_, H, full.wte_offset() + static_cast<std::size_t>(v0_) * H, H, static_cast<std::size_t>(vl_), H, false);
+    if (pp_ > 1) add_piece(head_, H, full.wte + static_cast<std::size_t>(v0_) * H, H, static_cast<std::size_t>(vl_), H, false);
   }
 
-  init_parameters(full.params());
+  const GptInitialValues initial(cfg, seed_);
+  init_parameters([&initial](std::size_t i) { return static_cast<float>(initial(i)); });
 }
 
 

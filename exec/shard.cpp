@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -66,15 +68,33 @@ std::unique_ptr<Shard> make_shard(Device& dev, const plan::Scenario& s, int rank
   return std::make_unique<GptShard>(dev, s, rank);
 }
 
-void Shard::init_parameters(std::span<const float> full) {
+void Shard::init_parameters(const std::function<float(std::size_t)>& value) {
   params_ = dev_.allocate_floats(static_cast<std::size_t>(param_count_));
   grads_ = dev_.allocate_floats(static_cast<std::size_t>(param_count_));
+  // The rows of every piece, split over up to 8 threads when there are millions of values
+  // (each value depends on its index alone, so any split gives the same shard).
+  std::vector<float> host(static_cast<std::size_t>(param_count_), 0.0F);
+  std::vector<std::pair<const Piece*, std::size_t>> rows;
   for (const Piece& pc : pieces_) {
-    for (std::size_t r = 0; r < pc.rows; ++r) {
-      dev_.upload(params_.f() + pc.local + r * pc.local_stride, full.data() + pc.full + r * pc.full_stride,
-                  pc.cols * sizeof(float));
-    }
+    for (std::size_t r = 0; r < pc.rows; ++r) rows.emplace_back(&pc, r);
   }
+  auto fill = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      const auto [pc, r] = rows[i];
+      float* out = host.data() + pc->local + r * pc->local_stride;
+      const std::size_t from = pc->full + r * pc->full_stride;
+      for (std::size_t j = 0; j < pc->cols; ++j) out[j] = value(from + j);
+    }
+  };
+  const unsigned threads =
+      param_count_ < (std::int64_t{1} << 22) ? 1U : std::clamp(std::thread::hardware_concurrency(), 1U, 8U);
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < threads; ++t) {
+    workers.emplace_back(fill, rows.size() * t / threads, rows.size() * (t + 1) / threads);
+  }
+  fill(0, rows.size() / threads);
+  for (std::thread& w : workers) w.join();
+  dev_.upload(params_.f(), host.data(), host.size() * sizeof(float));
   if (precision_ == plan::Dtype::bf16 || precision_ == plan::Dtype::fp16) {
     rounded_ = dev_.allocate_floats(static_cast<std::size_t>(param_count_));
     weights_ = &rounded_;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -108,9 +109,13 @@ class Shard {
                  std::size_t rows, std::size_t cols, bool canonical) {
     pieces_.push_back({local, local_stride, from, from_stride, rows, cols, canonical && dp_index_ == 0});
   }
-  // Allocates param_count_ parameters and gradients, fills the parameters from the full
-  // model's through pieces_, and the 16-bit copy under mixed precision.
-  void init_parameters(std::span<const float> full);
+  // Allocates param_count_ parameters and gradients, fills the parameters through pieces_
+  // with `value(i)`, the full model's parameter i (on several threads for a large shard,
+  // one upload), and the 16-bit copy under mixed precision.
+  void init_parameters(const std::function<float(std::size_t)>& value);
+  void init_parameters(std::span<const float> full) {
+    init_parameters([full](std::size_t i) { return full[i]; });
+  }
   virtual void load_batch(std::int64_t step) = 0;
 
   float* w(std::size_t offset) const { return weights_->f() + offset; }

@@ -33,41 +33,69 @@ LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, 
   return ly;
 }
 
-template <class T>
-Gpt<T>::Gpt(const GptConfig& config, std::uint64_t seed) : cfg_(config) {
-  const auto c = static_cast<std::size_t>(cfg_.hidden);
-  if (cfg_.hidden % cfg_.heads != 0) throw std::invalid_argument("GPT: hidden must be a multiple of heads");
+GptLayout::GptLayout(const GptConfig& config) {
+  const auto c = static_cast<std::size_t>(config.hidden);
   std::size_t at = 0;
   auto take = [&](std::size_t n) {
     const std::size_t o = at;
     at += n;
     return o;
   };
-  wte_ = take(static_cast<std::size_t>(cfg_.vocab) * c);
-  wpe_ = take(static_cast<std::size_t>(cfg_.seq_len) * c);
-  for (int l = 0; l < cfg_.layers; ++l) layers_.push_back(lay_out_layer(at, c, c, 4 * c));
-  lnfw_ = take(c);
-  lnfb_ = take(c);
-  params_.assign(at, T(0));
-  grads_.assign(at, T(0));
+  wte = take(static_cast<std::size_t>(config.vocab) * c);
+  wpe = take(static_cast<std::size_t>(config.seq_len) * c);
+  for (int l = 0; l < config.layers; ++l) layers.push_back(lay_out_layer(at, c, c, 4 * c));
+  lnfw = take(c);
+  lnfb = take(c);
+  count = at;
+}
 
-  std::uint64_t state = seed;
-  auto fill_normal = [&](std::size_t offset, std::size_t n, double stddev) {
-    for (std::size_t i = 0; i < n; ++i) params_[offset + i] = static_cast<T>(stddev * normal(state));
+GptInitialValues::GptInitialValues(const GptConfig& config, std::uint64_t seed) : seed_(seed) {
+  const GptLayout lay(config);
+  const auto c = static_cast<std::size_t>(config.hidden);
+  std::size_t draws = 0;
+  auto normal_range = [&](std::size_t offset, std::size_t n, double stddev) {
+    ranges_.push_back({offset, offset + n, draws, stddev});
+    draws += n;
   };
-  auto fill_ones = [&](std::size_t offset) { std::fill_n(params_.begin() + static_cast<std::ptrdiff_t>(offset), c, T(1)); };
-  const double residual = 0.02 / std::sqrt(2.0 * cfg_.layers);
-  fill_normal(wte_, static_cast<std::size_t>(cfg_.vocab) * c, 0.02);
-  fill_normal(wpe_, static_cast<std::size_t>(cfg_.seq_len) * c, 0.02);
-  for (const Layer& ly : layers_) {
-    fill_ones(ly.ln1w);
-    fill_normal(ly.qkvw, c * 3 * c, 0.02);
-    fill_normal(ly.projw, c * c, residual);
-    fill_ones(ly.ln2w);
-    fill_normal(ly.fcw, c * 4 * c, 0.02);
-    fill_normal(ly.fcprojw, 4 * c * c, residual);
+  auto ones = [&](std::size_t offset) { ranges_.push_back({offset, offset + c, 0, 0.0}); };
+  const double residual = 0.02 / std::sqrt(2.0 * config.layers);
+  normal_range(lay.wte, static_cast<std::size_t>(config.vocab) * c, 0.02);
+  normal_range(lay.wpe, static_cast<std::size_t>(config.seq_len) * c, 0.02);
+  for (const LayerOffsets& ly : lay.layers) {
+    ones(ly.ln1w);
+    normal_range(ly.qkvw, c * 3 * c, 0.02);
+    normal_range(ly.projw, c * c, residual);
+    ones(ly.ln2w);
+    normal_range(ly.fcw, c * 4 * c, 0.02);
+    normal_range(ly.fcprojw, 4 * c * c, residual);
   }
-  fill_ones(lnfw_);
+  ones(lay.lnfw);
+}
+
+double GptInitialValues::operator()(std::size_t i) const {
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), i, [](std::size_t v, const Range& r) { return v < r.begin; });
+  if (it == ranges_.begin()) return 0.0;
+  --it;
+  if (i >= it->end) return 0.0;
+  if (it->stddev == 0.0) return 1.0;
+  // Draw k starts after 2k splitmix steps (splitmix adds a constant to its state).
+  std::uint64_t state = seed_ + 2 * (it->first + (i - it->begin)) * 0x9e3779b97f4a7c15ULL;
+  return it->stddev * normal(state);
+}
+
+template <class T>
+Gpt<T>::Gpt(const GptConfig& config, std::uint64_t seed) : cfg_(config) {
+  if (cfg_.hidden % cfg_.heads != 0) throw std::invalid_argument("GPT: hidden must be a multiple of heads");
+  const GptLayout lay(cfg_);
+  wte_ = lay.wte;
+  wpe_ = lay.wpe;
+  layers_ = lay.layers;
+  lnfw_ = lay.lnfw;
+  lnfb_ = lay.lnfb;
+  params_.assign(lay.count, T(0));
+  grads_.assign(lay.count, T(0));
+  const GptInitialValues initial(cfg_, seed);
+  for (std::size_t i = 0; i < params_.size(); ++i) params_[i] = static_cast<T>(initial(i));
 }
 
 template <class T>

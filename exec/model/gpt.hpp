@@ -31,6 +31,30 @@ struct GptConfig {
   int heads = 4;
 };
 
+// Where each tensor of a Gpt starts in its flat parameter vector.
+struct GptLayout {
+  explicit GptLayout(const GptConfig& config);
+  std::size_t wte = 0, wpe = 0, lnfw = 0, lnfb = 0, count = 0;
+  std::vector<LayerOffsets> layers;
+};
+
+// The value Gpt(config, seed) gives parameter i, found without drawing the others: the
+// normal draws take two splitmix steps each, in layout order, so a weight's draw follows
+// from how many normal-drawn weights precede it. A shard draws only what it holds.
+class GptInitialValues {
+ public:
+  GptInitialValues(const GptConfig& config, std::uint64_t seed);
+  [[nodiscard]] double operator()(std::size_t i) const;
+
+ private:
+  struct Range {  // [begin, end): normal(0, stddev) from draw `first`, or (stddev 0) ones
+    std::size_t begin = 0, end = 0, first = 0;
+    double stddev = 0.0;
+  };
+  std::vector<Range> ranges_;  // by begin; parameters in none are 0
+  std::uint64_t seed_ = 0;
+};
+
 template <class T>
 class Gpt {
  public:

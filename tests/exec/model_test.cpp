@@ -11,6 +11,7 @@
 #include "exec/model/generic.hpp"
 #include "exec/model/gpt.hpp"
 #include "exec/model/kernels.hpp"
+#include "exec/model/random.hpp"
 
 using namespace parasim::exec;
 
@@ -135,6 +136,41 @@ TEST_CASE("the same seed gives the same model and the same batches", "[exec][mod
   CHECK_FALSE(std::equal(a.params().begin(), a.params().end(), c.params().begin()));
   CHECK(synthetic_batch(16, 2, 8, 5, 3).tokens == synthetic_batch(16, 2, 8, 5, 3).tokens);
   CHECK(synthetic_batch(16, 2, 8, 5, 3).tokens != synthetic_batch(16, 2, 8, 5, 4).tokens);
+}
+
+TEST_CASE("a parameter's initial value is found alone, equal to the sequential draw", "[exec][model]") {
+  // The draw as one sequence: one splitmix stream through the normal-drawn tensors in
+  // layout order (wte, wpe, then per layer qkv, projection, fc, fc projection), norms' gains
+  // at 1, everything else 0.
+  const GptConfig cfg{24, 8, 3, 16, 2};
+  const std::uint64_t seed = 1234;
+  const auto c = static_cast<std::size_t>(cfg.hidden);
+  const GptLayout lay(cfg);
+  std::vector<float> want(lay.count, 0.0F);
+  std::uint64_t state = seed;
+  auto draw = [&](std::size_t at, std::size_t n, double sd) {
+    for (std::size_t i = 0; i < n; ++i) want[at + i] = static_cast<float>(sd * parasim::exec::normal(state));
+  };
+  const double residual = 0.02 / std::sqrt(2.0 * cfg.layers);
+  draw(lay.wte, 24 * c, 0.02);
+  draw(lay.wpe, 8 * c, 0.02);
+  for (const LayerOffsets& ly : lay.layers) {
+    std::fill_n(want.begin() + static_cast<std::ptrdiff_t>(ly.ln1w), c, 1.0F);
+    draw(ly.qkvw, 3 * c * c, 0.02);
+    draw(ly.projw, c * c, residual);
+    std::fill_n(want.begin() + static_cast<std::ptrdiff_t>(ly.ln2w), c, 1.0F);
+    draw(ly.fcw, 4 * c * c, 0.02);
+    draw(ly.fcprojw, 4 * c * c, residual);
+  }
+  std::fill_n(want.begin() + static_cast<std::ptrdiff_t>(lay.lnfw), c, 1.0F);
+  const GptInitialValues initial(cfg, seed);
+  Gpt<float> model(cfg, seed);
+  REQUIRE(static_cast<std::size_t>(model.param_count()) == want.size());
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    same += static_cast<float>(initial(i)) == want[i] && model.params()[i] == want[i] ? 1 : 0;
+  }
+  CHECK(same == want.size());
 }
 
 TEST_CASE("the float GELU (exp-based tanh) against the double reference", "[exec][model]") {
