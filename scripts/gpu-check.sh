@@ -7,8 +7,9 @@
 #      and in tf32 (memory like for like)
 #   2  calibrate (one rank per GPU, at most 2), validate bf16 again with the measured
 #      profile, the GEMM benchmark
-#   3  validate in fp16 (loss scaling) and with full recompute; with 2 or more GPUs an
-#      8-layer version under dp 2, tp 2, tp 2 with sequence parallelism, and pp 2
+#   3  validate in fp16 (loss scaling) and with full recompute, a tiny model run under
+#      compute-sanitizer's memcheck; with 2 or more GPUs an 8-layer version under dp 2,
+#      tp 2, tp 2 with sequence parallelism, and pp 2
 #
 # Each step runs under `timeout` with its own limit and fails softly (the phase goes on).
 # A phase ends by its deadline: PARASIM_CHECK_DEADLINE (seconds since the epoch, for a
@@ -112,6 +113,16 @@ run_phase() {
     3)
       validate validate-fp16 240 --set training.precision=fp16
       validate validate-recompute 240 --set training.precision=bf16 --set training.recompute=full
+      # A tiny model under compute-sanitizer's memcheck: out-of-bounds and misaligned
+      # accesses in the executor's kernels and copies.
+      if command -v compute-sanitizer >/dev/null; then
+        step sanitizer 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$parasim" run "$scenario" "${sets[@]}" \
+          --set model.layers=2 --set model.hidden=256 --set model.heads=4 --set model.vocab=512 \
+          --set model.seq_len=64 --set training.global_batch=4 --set training.micro_batch=2 \
+          --steps 2 --warmup 1 --json "$work/sanitizer.json"
+      else
+        note "sanitizer: skipped, no compute-sanitizer on the PATH"
+      fi
       if [ "$gpus" -ge 2 ]; then
         validate validate-dp2 180 "${multi[@]}" --set plan.dp=2
         validate validate-tp2 180 "${multi[@]}" --set plan.tp=2

@@ -1,0 +1,129 @@
+// The CUDA Device on one GPU as one rank (no mpirun): its GEMMs in every transpose form and
+// strided-batched, one-rank NCCL collectives, and a whole training run against the CPU
+// executor's losses. Two ranks cannot share one GPU under NCCL, so the parallel modes are
+// checked by gpu-check.sh on hosts with more GPUs.
+#include <catch2/catch.hpp>
+
+#ifdef PARASIM_HAVE_CUDA_DEVICE
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "exec/cpu/cpu_device.hpp"
+#include "exec/cuda/cuda_device.hpp"
+#include "exec/execute.hpp"
+#include "exec/model/kernels.hpp"
+#include "plan/load.hpp"
+
+using namespace parasim;
+
+namespace {
+
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0F, 1.0F);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(gen);
+  return v;
+}
+
+exec::Buffer on(exec::Device& dev, const std::vector<float>& host) {
+  exec::Buffer b = dev.allocate_floats(host.size());
+  dev.upload(b.f(), host.data(), host.size() * sizeof(float));
+  return b;
+}
+
+std::vector<float> back(exec::Device& dev, const exec::Buffer& b, std::size_t n) {
+  std::vector<float> h(n);
+  dev.download(h.data(), b.f(), n * sizeof(float));
+  return h;
+}
+
+double relative(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0.0, scale = 1e-30;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(got[i] - want[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(want[i])));
+  }
+  return diff / scale;
+}
+
+}  // namespace
+
+TEST_CASE("the CUDA device's GEMMs in every transpose form and strided-batched equal the host's", "[cuda][device]") {
+  exec::CudaDevice dev;
+  const int m = 37, n = 53, k = 71;  // no multiple of a tile
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      INFO("trans_a " << ta << " trans_b " << tb);
+      const auto a = random_floats(static_cast<std::size_t>(m) * k, 1);
+      const auto b = random_floats(static_cast<std::size_t>(k) * n, 2);
+      std::vector<float> want(static_cast<std::size_t>(m) * n);
+      exec::kernels::gemm<float>(ta, tb, m, n, k, 1.0F, a.data(), b.data(), 0.0F, want.data());
+      const exec::Buffer ad = on(dev, a), bd = on(dev, b), cd = dev.allocate_floats(want.size());
+      dev.gemm(ta, tb, m, n, k, 1.0F, ad.f(), ta ? m : k, bd.f(), tb ? k : n, 0.0F, cd.f(), n);
+      CHECK(relative(back(dev, cd, want.size()), want) < 1e-5);
+    }
+  }
+  // Attention's scores per head: Q Kᵀ over 3 heads whose rows interleave in one buffer
+  // (leading dimension 3d, head stride d), as the shard calls it.
+  const int t = 29, d = 16, heads = 3;
+  const auto qk = random_floats(static_cast<std::size_t>(t) * 2 * heads * d, 3);
+  std::vector<float> want(static_cast<std::size_t>(heads) * t * t);
+  for (int hd = 0; hd < heads; ++hd) {
+    for (int i = 0; i < t; ++i) {
+      for (int j = 0; j < t; ++j) {
+        double s = 0.0;
+        for (int e = 0; e < d; ++e) {
+          s += static_cast<double>(qk[static_cast<std::size_t>(i) * 2 * heads * d + hd * d + e]) *
+               qk[static_cast<std::size_t>(j) * 2 * heads * d + heads * d + hd * d + e];
+        }
+        want[(static_cast<std::size_t>(hd) * t + i) * t + j] = static_cast<float>(s);
+      }
+    }
+  }
+  const exec::Buffer qkd = on(dev, qk), sd = dev.allocate_floats(want.size());
+  dev.gemm_batched(false, true, t, t, d, 1.0F, qkd.f(), 2 * heads * d, d, qkd.f() + heads * d, 2 * heads * d, d, 0.0F,
+                   sd.f(), t, static_cast<std::int64_t>(t) * t, heads);
+  CHECK(relative(back(dev, sd, want.size()), want) < 1e-5);
+}
+
+TEST_CASE("one-rank NCCL collectives complete and leave the data as it is", "[cuda][device][nccl]") {
+  exec::CudaDevice dev;
+  const std::vector<int> me{0};
+  const exec::Comm comm = dev.comm_create(me, 0);
+  const auto v = random_floats(1000, 4);
+  const exec::Buffer b = on(dev, v);
+  dev.wait(dev.all_reduce(b.f(), 1000, comm));
+  const std::vector<std::int64_t> whole{1000};
+  dev.wait(dev.reduce_scatter(b.f(), whole, comm));
+  dev.wait(dev.all_gather(b.f(), whole, comm));
+  CHECK(back(dev, b, v.size()) == v);
+}
+
+TEST_CASE("the CUDA executor on one GPU trains as the CPU executor does", "[cuda][device][executor]") {
+  // fp32 on both (cuBLAS's GEMMs in true fp32), 6 steps of AdamW: the same losses to about
+  // 4 digits (GEMMs and reductions sum in other orders).
+  const plan::Scenario s = plan::load_text(
+      "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 1}\n"
+      "model: {layers: 2, hidden: 64, heads: 4, vocab: 128, seq_len: 32}\n"
+      "training: {global_batch: 8, micro_batch: 2, precision: fp32, attention: naive}\n"
+      "plan: {dp: 1}\nrun: {steps: 4, warmup: 2, seed: 7}\n",
+      "one-gpu.yaml");
+  exec::RunOptions options;
+  options.steps = 4;
+  options.warmup = 2;
+  exec::CpuDevice cpu;
+  const exec::Measurement want = exec::execute(s, cpu, options);
+  exec::CudaDevice gpu;
+  const exec::Measurement got = exec::execute(s, gpu, options);
+  REQUIRE(got.steps.size() == want.steps.size());
+  for (std::size_t i = 0; i < got.steps.size(); ++i) {
+    INFO("step " << i << ": cuda " << got.steps[i].loss << ", cpu " << want.steps[i].loss);
+    CHECK(got.steps[i].loss == Approx(want.steps[i].loss).epsilon(2e-4));
+  }
+  CHECK(got.steps.back().loss < got.steps.front().loss);  // it learns
+  CHECK(got.peak_memory.at(0) > 0.0);
+}
+#endif
