@@ -62,6 +62,9 @@ plan::Scenario load_for_run(const RunArgs& a) {
   if (s.run.steps < 1) throw UsageError("--steps must be at least 1");
   if (s.run.warmup < 0) throw UsageError("--warmup must not be negative");
   if (!a.backend.empty()) s.run.backend = a.backend == "cuda" ? plan::Backend::cuda : plan::Backend::cpu;
+  // The executor's GPT trains without dropout (deterministic, comparable across plans):
+  // what runs, and what validate predicts, is the model without it (no masks, no kernels).
+  s.model.dropout = 0.0;
   return s;
 }
 

@@ -236,6 +236,9 @@ void GptShard::finish_mlp_forward(int layer, int mb, bool recompute) {
   dev_.add(out.f(), a.x1.f(), a.part.f() + own_rows(), static_cast<std::int64_t>(ns_) * h_);
   dev_.add_bias(out.f(), w(p.fcprojb), ns_, h_);
   round(out.f(), out.floats());
+  // The partial sums are scratch (Megatron keeps none between passes): backward takes its
+  // own, so a layer's stored activations are those memory.hpp counts.
+  a.part = Buffer();
   // Full recompute keeps only the layer's input until its backward runs the forward again.
   if (recompute_ == plan::Recompute::full && !recompute) {
     Buffer x = std::move(a.x);
@@ -253,6 +256,7 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
   if (part == ComputeWhat::layer || part == ComputeWhat::layer_mlp) {
     // The output's gradient, every row (under SP gathered from the ranks' blocks).
     const float* dy = sp_ ? dfull_.f() : dx_.at({layer + 1, mb}).f();
+    need(a.part, N * static_cast<std::size_t>(h_));
     need(scratch_a_, N * std::max<std::size_t>(fl_, 3 * cl_));
     need(scratch_b_, N * std::max<std::size_t>(fl_, 3 * cl_));
     float* dfcg = scratch_a_.f();
@@ -277,6 +281,7 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
     float* dqkv = scratch_b_.f();
     const Buffer& datt = need(scratch_att_, static_cast<std::size_t>(hl) * t_ * t_);
     const float* dx1 = sp_ ? dfull_.f() : a.dx1.f();
+    need(a.part, N * static_cast<std::size_t>(h_));
     dev_.bias_backward(g(p.projb), dx1 + own_rows(), ns_, h_);
     dev_.gemm(true, false, cl_, h_, n_, 1.0F, a.atty.f(), cl_, dx1, h_, 1.0F, g(p.projw), h_);
     dev_.gemm(false, true, n_, cl_, h_, 1.0F, dx1, h_, w(p.projw), h_, 0.0F, datty, cl_);

@@ -57,7 +57,7 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
 }
 
 std::string model_description(const plan::Scenario& s) {
-  if (s.model.kind == plan::ModelKind::transformer) return "GPT decoder";
+  if (s.model.kind == plan::ModelKind::transformer) return "GPT decoder, no dropout";
   const GenericConfig cfg = generic_config(s);
   return fmt::format("GEMM equivalents of {}'s {} layers (same FLOPs and parameters; synthetic {}-value inputs, {} classes)",
                      s.model.name, cfg.layers.size(), cfg.input_width, cfg.classes());

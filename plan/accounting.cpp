@@ -85,14 +85,18 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
       {"q", sbh, e, true, false},
       {"k", sbh * kv_share, e, true, false},
       {"softmax-output", attn, e, true, true},
-      {"softmax-dropout-mask", attn, 1, true, true},
-      {"attention-dropout-output", attn, e, true, true},
       {"v", sbh * kv_share, e, true, false},
       {"attention-out-input", sbh, e, true, false},
-      {"attention-dropout-mask", sbh, 1, false, false},
       {"ln2-input", sbh, e, false, false},
       {"mlp-input", sbh, e, false, false},
   };
+  // Dropout keeps its masks (a byte each) and, on the attention probabilities, its output.
+  const bool dropout = m.dropout > 0.0;
+  if (dropout) {
+    t.push_back({"softmax-dropout-mask", attn, 1, true, true});
+    t.push_back({"attention-dropout-output", attn, e, true, true});
+    t.push_back({"attention-dropout-mask", sbh, 1, false, false});
+  }
   if (m.mlp == Mlp::gelu) {
     t.push_back({"gelu-input", sbh * f_share, e, true, false});
     t.push_back({"mlp-down-input", sbh * f_share, e, true, false});
@@ -101,7 +105,7 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
     t.push_back({"up", sbh * f_share, e, true, false});
     t.push_back({"mlp-down-input", sbh * f_share, e, true, false});
   }
-  t.push_back({"mlp-dropout-mask", sbh, 1, false, false});
+  if (dropout) t.push_back({"mlp-dropout-mask", sbh, 1, false, false});
   return t;
 }
 

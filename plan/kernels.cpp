@@ -51,7 +51,8 @@ KernelPlan kernel_plan(const Scenario& s) {
   p.element = topology::dtype_bytes(s.training.precision);
   p.grad_element = topology::dtype_bytes(s.training.grad_dtype);
   p.flash = s.training.attention == Attention::flash;
-  p.dropout = s.model.mlp == Mlp::gelu;
+  p.dropout = s.model.dropout > 0.0;
+  p.biases = s.model.mlp == Mlp::gelu;
   p.fused_softmax = fused_softmax_available(p.element, s.model.seq_len,
                                             static_cast<long long>(p.micro_batch) * (s.model.heads / s.plan.tp));
   return p;
@@ -133,15 +134,17 @@ void attention_core_forward(Emit& k, const KernelPlan& p, const Dims& x) {
   k.memory("context-permute", 2.0 * x.T * x.q * x.e);
 }
 
-// The residual add after a block, with the bias and dropout before it (GPT).
+// The residual add after a block, with the bias and dropout before it (GPT: one fused
+// kernel), writing the dropout mask.
 void residual_forward(Emit& k, const KernelPlan& p, const Dims& x) {
-  k.memory(p.dropout ? "bias-dropout-add" : "residual-add", 3.0 * x.Tl * x.h * x.e + (p.dropout ? x.Tl * x.h : 0.0));
+  const char* name = p.dropout ? "bias-dropout-add" : p.biases ? "bias-add" : "residual-add";
+  k.memory(name, 3.0 * x.Tl * x.h * x.e + (p.dropout ? x.Tl * x.h : 0.0));
 }
 
+// Without dropout or bias the gradient passes through the add unchanged.
 void residual_backward(Emit& k, const KernelPlan& p, const Dims& x) {
-  if (!p.dropout) return;  // the gradient passes through the add unchanged
-  k.memory("dropout-bwd", 2.0 * x.Tl * x.h * x.e + x.Tl * x.h);
-  k.memory("bias-grad", x.Tl * x.h * x.e);
+  if (p.dropout) k.memory("dropout-bwd", 2.0 * x.Tl * x.h * x.e + x.Tl * x.h);
+  if (p.biases) k.memory("bias-grad", x.Tl * x.h * x.e);
 }
 
 void layer_norm_backward(Emit& k, const Dims& x) {
@@ -219,7 +222,7 @@ void attention_backward(Emit& k, const KernelPlan& p, const Dims& x) {
   }
   k.gemm("qkv-dgrad", x.Ti, x.hi, qkv);
   k.wgrad("qkv-wgrad", qkv, x.hi, x.Ti);
-  if (p.dropout) k.memory("bias-grad", x.T * static_cast<double>(qkv) * x.e);
+  if (p.biases) k.memory("bias-grad", x.T * static_cast<double>(qkv) * x.e);
   layer_norm_backward(k, x);
 }
 

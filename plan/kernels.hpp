@@ -67,7 +67,8 @@ struct KernelPlan {
   // Unfused attention: Megatron's fused scale-mask-softmax kernel takes the shape (see
   // fused_softmax_available); else PyTorch's softmax runs, in fp32 with casts around it.
   bool fused_softmax = true;
-  bool dropout = true;      // GPT layers (GeLU MLP) train with dropout; LLaMA layers without
+  bool dropout = true;      // model.dropout > 0 (GPT's default; LLaMA trains without)
+  bool biases = true;       // GPT's linear layers have biases (GeLU MLP); LLaMA's none
 };
 
 KernelPlan kernel_plan(const Scenario& s);

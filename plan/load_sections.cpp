@@ -246,7 +246,7 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
 
   Reader r(v, "model",
            {"preset", "name", "kind", "layers", "hidden", "heads", "kv_heads", "ffn_multiplier", "ffn_hidden", "vocab",
-            "seq_len", "mlp", "tie_embeddings"},
+            "seq_len", "mlp", "tie_embeddings", "dropout"},
            &where);
   m.name = r.string("name", std::string("custom"));
   m.layers = r.integer("layers", std::nullopt, 1, limits::layers);
@@ -257,6 +257,7 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
   m.seq_len = r.integer("seq_len", std::nullopt, 1, limits::seq_len);
   m.mlp = r.choice<Mlp>("mlp", Mlp::gelu, {{"gelu", Mlp::gelu}, {"swiglu", Mlp::swiglu}});
   m.tie_embeddings = r.boolean("tie_embeddings", true);
+  m.dropout = r.number("dropout", m.mlp == Mlp::gelu ? 0.1 : 0.0, 0.0, 0.99);
   if (r.has("ffn_hidden") && r.has("ffn_multiplier")) {
     r.fail("ffn_multiplier", "give either ffn_hidden or ffn_multiplier, not both");
   }

@@ -15,6 +15,36 @@ const MemoryBreakdown& MemoryReport::peak() const {
                            [](const MemoryBreakdown& a, const MemoryBreakdown& b) { return a.total() < b.total(); });
 }
 
+namespace {
+
+// What one layer's backward holds besides the stored activations, at the step's peak (the
+// start of a backward): the gradient coming in and the one going out (T·h each, T/tp under
+// sequence parallelism), and the MLP's two intermediate gradients (T·f/tp each: the down
+// projection's input gradient, then the activation function's); under full recompute also
+// the layer's activations, recomputed for its backward. A generic model: twice its
+// largest layer's activations.
+double backward_transient(const Scenario& s) {
+  const ModelSpec& m = s.model;
+  const TrainingSpec& t = s.training;
+  const ParallelPlan& p = s.plan;
+  const int e = topology::dtype_bytes(t.precision);
+  if (m.kind != ModelKind::transformer) {
+    double largest = 0.0;
+    for (const GenericLayer& g : m.generic_layers) largest = std::max(largest, g.activations);
+    return 2.0 * largest * t.micro_batch * e;
+  }
+  const double tokens = static_cast<double>(t.micro_batch) * m.seq_len;
+  const bool sp = p.sequence_parallel && p.tp > 1;
+  double bytes = 2.0 * tokens / (sp ? p.tp : 1) * m.hidden * e + 2.0 * tokens * m.ffn_hidden / p.tp * e;
+  if (t.recompute == Recompute::full) {
+    bytes += layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, Recompute::none, e,
+                                    t.attention == Attention::flash);
+  }
+  return bytes;
+}
+
+}  // namespace
+
 MemoryReport memory_per_rank(const Scenario& s) {
   const ModelSpec& m = s.model;
   const ParallelPlan& p = s.plan;
@@ -75,7 +105,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
         b.logits_in_flight = logits_per_micro_batch > 0.0 ? holding_logits : 0;
       }
     }
-    b.activations = chunk_activation * b.in_flight;
+    b.activations = chunk_activation * b.in_flight + backward_transient(s);
     b.logits = logits_per_micro_batch * b.logits_in_flight;
     b.weights = b.parameters * e;
     b.gradients = b.parameters * topology::dtype_bytes(t.grad_dtype);

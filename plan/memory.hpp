@@ -16,7 +16,10 @@
 // and on the last stage the fp32 logits (sharded over tp) of each micro-batch between its
 // LM head's forward and backward. Both are counted by walking the stage's own schedule
 // order, and the peak of their sum is reported: under 1F1B the last stage holds one
-// micro-batch's logits, under GPipe all m. Workspace is the device's runtime
+// micro-batch's logits, under GPipe all m. At that peak a layer's backward also holds its
+// transients, counted with the activations: the gradient in and out (T·h each, T·h/tp
+// under sequence parallelism) and the MLP's two intermediate gradients (T·f/tp each), and
+// under full recompute the layer's recomputed activations. Workspace is the device's runtime
 // reserve. Layer-norm weights are counted as sharded with their layer (h of 12h² per layer).
 #pragma once
 

@@ -40,6 +40,9 @@ struct ModelSpec {
   int seq_len = 0;
   Mlp mlp = Mlp::gelu;
   bool tie_embeddings = true;  // LM head shares the embedding matrix
+  // Dropout probability (GPT's 0.1 on the attention probabilities and after each block;
+  // LLaMA trains without): with 0 no masks are kept and no dropout kernels run.
+  double dropout = 0.1;
   // generic
   std::vector<GenericLayer> generic_layers;
 

@@ -63,13 +63,21 @@ TEST_CASE("activations are a layer's Korthikanti bytes x layers x micro-batches 
       "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 32, attention: naive}\nplan: {dp: 2, pp: 4}\n";
   const Scenario s = scenario(text);
   const double per_layer = layer_activation_bytes(s.model, 1, 1, false, Recompute::none, 2);
+  // Plus one layer's backward transients: the gradient in and out (2 s·h) and the MLP's two
+  // intermediate gradients (2 s·4h), in 2 bytes.
+  const double transient = (2.0 * 2048 * 5120 + 2.0 * 2048 * 4 * 5120) * 2;
   const MemoryReport one_f = memory_per_rank(s);
   CHECK(one_f.stages[0].in_flight == 4);
-  CHECK(one_f.stages[0].activations == Approx(4 * 10 * per_layer));
+  CHECK(one_f.stages[0].activations == Approx(4 * 10 * per_layer + transient));
   CHECK(one_f.stages[3].in_flight == 1);
   const MemoryReport gpipe = memory_per_rank(scenario(text, {"plan.schedule=gpipe"}));
   CHECK(gpipe.stages[0].in_flight == 16);
-  CHECK(gpipe.stages[0].activations == Approx(16 * 10 * per_layer));
+  CHECK(gpipe.stages[0].activations == Approx(16 * 10 * per_layer + transient));
+  // Full recompute keeps each layer's input, and during a layer's backward its recomputed
+  // activations as well.
+  const MemoryReport full = memory_per_rank(scenario(text, {"training.recompute=full"}));
+  CHECK(full.stages[0].activations ==
+        Approx(4 * 10 * (2048.0 * 5120 * 2) + per_layer + transient));
   // Only the last stage holds the logits; only the first the position embedding.
   CHECK(one_f.stages[0].logits == 0.0);
   CHECK(one_f.stages[3].logits == Approx(2048.0 * 51200 * 4));
@@ -84,7 +92,8 @@ TEST_CASE("FlashAttention keeps no s x s tensors, only the softmax statistics", 
   const double sbh = 2048.0 * 5120;
   const double per_layer = sbh * 34 + 4.0 * 40 * 2048;
   CHECK(layer_activation_bytes(s.model, 1, 1, false, Recompute::none, 2, true) == Approx(per_layer));
-  CHECK(memory_per_rank(s).stages[0].activations == Approx(4 * 10 * per_layer));
+  const double transient = (2.0 * 2048 * 5120 + 2.0 * 2048 * 4 * 5120) * 2;
+  CHECK(memory_per_rank(s).stages[0].activations == Approx(4 * 10 * per_layer + transient));
 }
 
 TEST_CASE("a 30B model does not fit one 80 GB GPU; tensor parallelism over 8 does", "[memory][scenario]") {
