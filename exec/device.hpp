@@ -122,6 +122,13 @@ class Device {
   // above the diagonal: p = softmax(scale · s) in place of p (s and p may alias).
   virtual void causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) = 0;
   // ds = scale · p ⊙ (dp − rowsum(p ⊙ dp)) (writes).
+  // FlashAttention (training.attention: flash): causal attention over qkv [b, t, 3, heads, d]
+  // into out [b, t, heads, d] keeping only lse [b, heads, t], each row's log-sum-exp, not the
+  // t x t probabilities; the backward writes every entry of dqkv from dout, out, qkv and lse
+  // (kernels::flash_attention_*, whose algorithm the backends follow).
+  virtual void flash_attention_forward(float* out, float* lse, const float* qkv, int b, int t, int heads, int d) = 0;
+  virtual void flash_attention_backward(float* dqkv, const float* dout, const float* out, const float* qkv,
+                                        const float* lse, int b, int t, int heads, int d) = 0;
   virtual void causal_softmax_backward(float* ds, const float* p, const float* dp, int batch, int t, float scale) = 0;
   // out[n x c] += bias (per column); dbias += column sums of dout.
   virtual void add_bias(float* out, const float* bias, int n, int c) = 0;

@@ -33,6 +33,7 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   // Sequence parallelism: each tp rank holds a block of ns_ of the n_ token rows outside
   // the tensor-parallel GEMMs (norms, residuals, biases after the sums).
   sp_ = p.sequence_parallel && tp_ > 1;
+  flash_ = s.training.attention == plan::Attention::flash;
   ns_ = sp_ ? n_ / tp_ : n_;
   r0_ = sp_ ? tp_index_ * ns_ : 0;
   // Megatron's scatter-gather: pipeline transfers carry this rank's 1/tp of the boundary,
@@ -160,8 +161,14 @@ void GptShard::attention_core_forward(Acts& a) {
   const auto T = static_cast<std::int64_t>(t_);
   const int hl = heads_ / tp_;
   const float scale = 1.0F / std::sqrt(static_cast<float>(d_));
-  need(a.att, static_cast<std::size_t>(b_) * hl * t_ * t_);
   need(a.atty, static_cast<std::size_t>(n_) * cl_);
+  if (flash_) {  // no t x t tensor: the rows' log-sum-exp for the backward
+    need(a.lse, static_cast<std::size_t>(b_) * hl * t_);
+    dev_.flash_attention_forward(a.atty.f(), a.lse.f(), a.qkv.f(), b_, t_, hl, d_);
+    round(a.atty.f(), a.atty.floats());
+    return;
+  }
+  need(a.att, static_cast<std::size_t>(b_) * hl * t_ * t_);
   for (int bi = 0; bi < b_; ++bi) {
     const float* q = a.qkv.f() + bi * T * 3 * cl_;
     float* att = a.att.f() + bi * hl * T * T;
@@ -279,13 +286,14 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
     need(scratch_b_, N * std::max<std::size_t>(fl_, 3 * cl_));
     float* datty = scratch_a_.f();
     float* dqkv = scratch_b_.f();
-    const Buffer& datt = need(scratch_att_, static_cast<std::size_t>(hl) * t_ * t_);
     const float* dx1 = sp_ ? dfull_.f() : a.dx1.f();
     need(a.part, N * static_cast<std::size_t>(h_));
     dev_.bias_backward(g(p.projb), dx1 + own_rows(), ns_, h_);
     dev_.gemm(true, false, cl_, h_, n_, 1.0F, a.atty.f(), cl_, dx1, h_, 1.0F, g(p.projw), h_);
     dev_.gemm(false, true, n_, cl_, h_, 1.0F, dx1, h_, w(p.projw), h_, 0.0F, datty, cl_);
-    for (int bi = 0; bi < b_; ++bi) {
+    if (flash_) dev_.flash_attention_backward(dqkv, datty, a.atty.f(), a.qkv.f(), a.lse.f(), b_, t_, hl, d_);
+    const Buffer& datt = flash_ ? scratch_att_ : need(scratch_att_, static_cast<std::size_t>(hl) * t_ * t_);
+    for (int bi = 0; bi < b_ && !flash_; ++bi) {
       const float* q = a.qkv.f() + bi * T * 3 * cl_;
       const float* att = a.att.f() + bi * hl * T * T;
       const float* dout = datty + bi * T * cl_;

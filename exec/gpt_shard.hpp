@@ -51,7 +51,8 @@ class GptShard final : public Shard {
   struct Acts {
     // x, x1, dx1, mean and rstd hold this rank's rows (all n rows without SP); emb: the
     // embedding's rows before the SP reduce-scatter.
-    Buffer x, ln1, mean1, rstd1, qkv, att, atty, part, x1, ln2, mean2, rstd2, fch, fcg, dx1, emb;
+    // att: the t x t probabilities (naive attention); lse: each row's log-sum-exp (flash).
+    Buffer x, ln1, mean1, rstd1, qkv, att, lse, atty, part, x1, ln2, mean2, rstd2, fch, fcg, dx1, emb;
     Buffer lnf, meanf, rstdf, logits, stats;  // the head's (layer index L)
   };
 
@@ -74,6 +75,7 @@ class GptShard final : public Shard {
   int cl_ = 1, fl_ = 1, vl_ = 1, v0_ = 0;  // local widths: heads x d, MLP, vocabulary slice
   int n_ = 1;                              // token rows per micro-batch
   bool sp_ = false;                        // sequence parallel (tp > 1)
+  bool flash_ = false;                     // training.attention: flash (the fused kernel)
   bool scatter_ = false;                   // pipeline transfers split over tp (scatter-gather)
   int ns_ = 1, r0_ = 0;                    // this rank's rows: [r0_, r0_ + ns_)
 

@@ -43,6 +43,9 @@ class CpuDevice final : public Device {
   void gelu_forward(float* y, const float* x, std::int64_t count) override;
   void gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) override;
   void causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) override;
+  void flash_attention_forward(float* out, float* lse, const float* qkv, int b, int t, int heads, int d) override;
+  void flash_attention_backward(float* dqkv, const float* dout, const float* out, const float* qkv, const float* lse,
+                                int b, int t, int heads, int d) override;
   void causal_softmax_backward(float* ds, const float* p, const float* dp, int batch, int t, float scale) override;
   void add_bias(float* out, const float* bias, int n, int c) override;
   void bias_backward(float* dbias, const float* dout, int n, int c) override;

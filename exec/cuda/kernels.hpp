@@ -24,6 +24,11 @@ void gelu_forward(cudaStream_t s, float* y, const float* x, std::int64_t count);
 void gelu_backward(cudaStream_t s, float* dx, const float* x, const float* dy, std::int64_t count);
 void causal_softmax_forward(cudaStream_t s, float* p, const float* in, int batch, int t, float scale);
 void causal_softmax_backward(cudaStream_t s, float* ds, const float* p, const float* dp, int batch, int t, float scale);
+// FlashAttention's algorithm (kernels::flash_attention_*): a warp per query row (forward,
+// dq) or key row (dk, dv), the other side's rows walked in order; head size at most 256.
+void flash_attention_forward(cudaStream_t s, float* out, float* lse, const float* qkv, int b, int t, int h, int d);
+void flash_attention_backward(cudaStream_t s, float* dqkv, const float* dout, const float* out, const float* qkv,
+                              const float* lse, int b, int t, int h, int d);
 void add_bias(cudaStream_t s, float* out, const float* bias, int n, int c);
 void bias_backward(cudaStream_t s, float* dbias, const float* dout, int n, int c);
 void add(cudaStream_t s, float* y, const float* a, const float* b, std::int64_t count);

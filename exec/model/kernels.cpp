@@ -234,6 +234,101 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int 
 }
 
 template <class T>
+void flash_attention_forward(T* out, T* lse, const T* qkv, int b, int t, int h, int d) {
+  const int c = h * d;
+  const T scale = T(1) / std::sqrt(static_cast<T>(d));
+  std::vector<T> acc(static_cast<std::size_t>(d));
+  for (int bi = 0; bi < b; ++bi) {
+    for (int hi = 0; hi < h; ++hi) {
+      for (int i = 0; i < t; ++i) {
+        const T* q = qkv + (static_cast<std::size_t>(bi) * t + i) * 3 * c + static_cast<std::size_t>(hi) * d;
+        T m = -std::numeric_limits<T>::infinity();
+        T l = 0;
+        std::fill(acc.begin(), acc.end(), T(0));
+        for (int j = 0; j <= i; ++j) {
+          const T* row = qkv + (static_cast<std::size_t>(bi) * t + j) * 3 * c + static_cast<std::size_t>(hi) * d;
+          const T* k = row + c;
+          const T* v = row + 2 * c;
+          T s = 0;
+          for (int e = 0; e < d; ++e) s += q[e] * k[e];
+          s *= scale;
+          const T m_new = std::max(m, s);
+          const T correction = std::exp(m - m_new);
+          const T p = std::exp(s - m_new);
+          l = l * correction + p;
+          for (int e = 0; e < d; ++e) acc[static_cast<std::size_t>(e)] = acc[static_cast<std::size_t>(e)] * correction + p * v[e];
+          m = m_new;
+        }
+        T* o = out + (static_cast<std::size_t>(bi) * t + i) * c + static_cast<std::size_t>(hi) * d;
+        for (int e = 0; e < d; ++e) o[e] = acc[static_cast<std::size_t>(e)] / l;
+        lse[(static_cast<std::size_t>(bi) * h + hi) * t + i] = m + std::log(l);
+      }
+    }
+  }
+}
+
+template <class T>
+void flash_attention_backward(T* dqkv, const T* dout, const T* out, const T* qkv, const T* lse, int b, int t, int h,
+                              int d) {
+  const int c = h * d;
+  const T scale = T(1) / std::sqrt(static_cast<T>(d));
+  auto row = [&](const T* base, int bi, int pos, int part, int hi) {
+    return base + (static_cast<std::size_t>(bi) * t + pos) * 3 * c + static_cast<std::size_t>(part) * c +
+           static_cast<std::size_t>(hi) * d;
+  };
+  auto orow = [&](const T* base, int bi, int pos, int hi) {
+    return base + (static_cast<std::size_t>(bi) * t + pos) * c + static_cast<std::size_t>(hi) * d;
+  };
+  auto grad = [&](int bi, int pos, int part, int hi) {
+    return dqkv + (static_cast<std::size_t>(bi) * t + pos) * 3 * c + static_cast<std::size_t>(part) * c +
+           static_cast<std::size_t>(hi) * d;
+  };
+  auto dot = [d](const T* x, const T* y) {
+    T s = 0;
+    for (int e = 0; e < d; ++e) s += x[e] * y[e];
+    return s;
+  };
+  std::vector<T> delta(static_cast<std::size_t>(t));  // D_i = dO_i . O_i
+  for (int bi = 0; bi < b; ++bi) {
+    for (int hi = 0; hi < h; ++hi) {
+      const T* l = lse + (static_cast<std::size_t>(bi) * h + hi) * t;
+      for (int i = 0; i < t; ++i) delta[static_cast<std::size_t>(i)] = dot(orow(dout, bi, i, hi), orow(out, bi, i, hi));
+      // p_ij = exp(scale q_i . k_j - lse_i); ds_ij = p_ij (dO_i . v_j - D_i)
+      auto p_ds = [&](int i, int j, T& p, T& ds) {
+        p = std::exp(scale * dot(row(qkv, bi, i, 0, hi), row(qkv, bi, j, 1, hi)) - l[i]);
+        ds = p * (dot(orow(dout, bi, i, hi), row(qkv, bi, j, 2, hi)) - delta[static_cast<std::size_t>(i)]);
+      };
+      for (int i = 0; i < t; ++i) {  // dq_i = scale sum_{j <= i} ds_ij k_j
+        T* dq = grad(bi, i, 0, hi);
+        std::fill(dq, dq + d, T(0));
+        for (int j = 0; j <= i; ++j) {
+          T p = 0, ds = 0;
+          p_ds(i, j, p, ds);
+          const T* k = row(qkv, bi, j, 1, hi);
+          for (int e = 0; e < d; ++e) dq[e] += scale * ds * k[e];
+        }
+      }
+      for (int j = 0; j < t; ++j) {  // dk_j = scale sum_{i >= j} ds_ij q_i; dv_j = sum_{i >= j} p_ij dO_i
+        T* dk = grad(bi, j, 1, hi);
+        T* dv = grad(bi, j, 2, hi);
+        std::fill(dk, dk + d, T(0));
+        std::fill(dv, dv + d, T(0));
+        for (int i = j; i < t; ++i) {
+          T p = 0, ds = 0;
+          p_ds(i, j, p, ds);
+          const T* q = row(qkv, bi, i, 0, hi);
+          const T* go = orow(dout, bi, i, hi);
+          for (int e = 0; e < d; ++e) {
+            dk[e] += scale * ds * q[e];
+            dv[e] += p * go[e];
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
 void embedding_forward(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, int b, int t, int c) {
   for (int bi = 0; bi < b; ++bi) {
     for (int i = 0; i < t; ++i) {
@@ -399,6 +494,8 @@ void cyclic_backward(T* dbias, std::int64_t nb, const T* dy, std::int64_t count)
   template void gelu_forward<T>(T*, const T*, std::int64_t);                                                    \
   template void gelu_backward<T>(T*, const T*, const T*, std::int64_t);                                         \
   template void attention_forward<T>(T*, T*, const T*, int, int, int, int);                                     \
+  template void flash_attention_forward<T>(T*, T*, const T*, int, int, int, int);                               \
+  template void flash_attention_backward<T>(T*, const T*, const T*, const T*, const T*, int, int, int, int);    \
   template void attention_backward<T>(T*, const T*, const T*, const T*, int, int, int, int);                    \
   template void embedding_forward<T>(T*, const std::int32_t*, const T*, const T*, int, int, int);               \
   template void embedding_backward<T>(T*, T*, const T*, const std::int32_t*, int, int, int);                    \

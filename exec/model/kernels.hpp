@@ -95,6 +95,17 @@ void attention_forward(T* out, T* att, const T* qkv, int b, int t, int h, int d)
 template <class T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int b, int t, int h, int d);
 
+// The same attention as FlashAttention computes it: per query row the keys in order with a
+// running maximum and sum (the online softmax), so no T x T tensor is kept; lse [B, H, T]
+// holds each row's log-sum-exp of the scaled scores. The backward recomputes each
+// probability from q, k and lse and writes every entry of dqkv: dq row by row over its keys,
+// dk and dv key by key over their queries (no accumulation across threads: deterministic).
+template <class T>
+void flash_attention_forward(T* out, T* lse, const T* qkv, int b, int t, int h, int d);
+template <class T>
+void flash_attention_backward(T* dqkv, const T* dout, const T* out, const T* qkv, const T* lse, int b, int t, int h,
+                              int d);
+
 // x[N x C] = wte[token] + wpe[position]; positions run 0..T-1 within each of B sequences.
 template <class T>
 void embedding_forward(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, int b, int t, int c);

@@ -206,6 +206,13 @@ TEST_CASE("one rank equals the serial model, with and without recompute", "[exec
   matches_serial({"training.global_batch=2"});  // a single micro-batch
 }
 
+TEST_CASE("the fused (flash) attention trains as the unfused one does", "[exec][np1]") {
+  // The serial reference runs the unfused attention; the shard the fused kernel, which keeps
+  // no t x t tensor: the same losses, gradients and weights to float rounding.
+  matches_serial({"training.attention=flash"});
+  matches_serial({"training.attention=flash", "training.recompute=selective"});
+}
+
 TEST_CASE("data parallel 2: the all-reduced gradient is the full mini-batch's", "[exec][np2]") {
   matches_serial({"plan.dp=2"});
   matches_serial({"plan.dp=2", "plan.overlap_dp=false"});
@@ -224,6 +231,7 @@ TEST_CASE("tensor parallel 2: sharded layers equal the unsharded model", "[exec]
 
 TEST_CASE("sequence parallel tp 2: sharded rows and gathered inputs equal the unsharded model", "[exec][np2]") {
   matches_serial({"plan.tp=2", "plan.sequence_parallel=true"});
+  matches_serial({"plan.tp=2", "plan.sequence_parallel=true", "training.attention=flash"});
   matches_serial({"plan.tp=2", "plan.sequence_parallel=true", "training.recompute=full"});
   matches_serial({"plan.tp=2", "plan.sequence_parallel=true", "training.recompute=selective"});
 }
