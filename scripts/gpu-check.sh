@@ -7,7 +7,8 @@
 #      and in tf32 (memory like for like)
 #   2  calibrate (one rank per GPU, at most 2), validate bf16 again with the measured
 #      profile, the GEMM benchmark
-#   3  validate in fp16 (loss scaling) and with full recompute, a tiny model run under
+#   3  validate in fp16 (loss scaling), with full recompute and with the fused (flash)
+#      attention, a tiny model run under
 #      compute-sanitizer's memcheck; with 2 or more GPUs an 8-layer version under dp 2,
 #      tp 2, tp 2 with sequence parallelism, and pp 2
 #
@@ -113,6 +114,7 @@ run_phase() {
     3)
       validate validate-fp16 240 --set training.precision=fp16
       validate validate-recompute 240 --set training.precision=bf16 --set training.recompute=full
+      validate validate-flash 240 --set training.precision=bf16 --set training.attention=flash
       # A tiny model under compute-sanitizer's memcheck: out-of-bounds and misaligned
       # accesses in the executor's kernels and copies.
       if command -v compute-sanitizer >/dev/null; then
