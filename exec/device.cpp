@@ -1,6 +1,8 @@
 #include "exec/device.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -8,6 +10,14 @@ namespace parasim::exec {
 
 Buffer::~Buffer() {
   if (owner_ != nullptr && data_ != nullptr) owner_->release(data_, bytes_);
+}
+
+bool Device::poison_memory() {
+  static const bool on = [] {
+    const char* v = std::getenv("PARASIM_POISON_MEMORY");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return on;
 }
 
 Buffer Device::allocate(std::size_t bytes) {

@@ -89,7 +89,16 @@ class Device {
   // --- memory ---------------------------------------------------------------------------
   // Zero-filled. Throws OutOfMemory past the device's capacity.
   Buffer allocate(std::size_t bytes);
+  // Not zeroed: what a buffer holds before it is written is undefined (NaN under
+  // PARASIM_POISON_MEMORY=1, which the tests set); zeroed_floats() when zeros are wanted.
   Buffer allocate_floats(std::size_t count) { return allocate(count * sizeof(float)); }
+  Buffer zeroed_floats(std::size_t count) {
+    Buffer b = allocate_floats(count);
+    zero(b.f(), static_cast<std::int64_t>(count));
+    return b;
+  }
+  // Whether fresh allocations are filled with NaN (PARASIM_POISON_MEMORY=1).
+  [[nodiscard]] static bool poison_memory();
   virtual void upload(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void download(void* dst, const void* src, std::size_t bytes) = 0;
   [[nodiscard]] std::size_t in_use() const { return in_use_; }

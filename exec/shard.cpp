@@ -142,8 +142,8 @@ void Shard::set_buckets(std::vector<int> lows) {
   }
   std::size_t state = 0;
   for (const auto& [b, e] : owned_) state += e - b;
-  adam_m_ = dev_.allocate_floats(state);
-  adam_v_ = dev_.allocate_floats(state);
+  adam_m_ = dev_.zeroed_floats(state);
+  adam_v_ = dev_.zeroed_floats(state);
 }
 
 

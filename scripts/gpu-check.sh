@@ -96,7 +96,7 @@ run_phase() {
   case "$p" in
     1)
       step backends 60 "$parasim" backends
-      step kernel-tests 180 "$build/tests/cuda_kernel_tests"
+      step kernel-tests 180 env PARASIM_POISON_MEMORY=1 "$build/tests/cuda_kernel_tests"
       validate validate-bf16 240 --set training.precision=bf16
       validate validate-tf32 240
       ;;

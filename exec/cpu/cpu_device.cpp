@@ -66,7 +66,9 @@ void* CpuDevice::raw_allocate(std::size_t bytes) {
     p = std::aligned_alloc(64, size);
     if (p == nullptr) throw std::bad_alloc();
   }
-  std::memset(p, 0, bytes);
+  // Not zeroed (callers that need zeros ask for them); filled with NaN under
+  // PARASIM_POISON_MEMORY=1, so that a read of memory never written shows in the tests.
+  if (poison_memory()) std::memset(p, 0xff, bytes);
   return p;
 }
 

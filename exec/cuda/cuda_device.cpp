@@ -160,8 +160,8 @@ void* CudaDevice::raw_allocate(std::size_t bytes) {
                                     static_cast<double>(size) / 1048576.0, static_cast<double>(in_use()) / 1048576.0));
     }
   }
-  // Zero-filled, in order with the current stream's work.
-  check_cuda(cudaMemsetAsync(p, 0, bytes, current_), "memset");
+  // Not zeroed; NaN under PARASIM_POISON_MEMORY=1 (Device::poison_memory), in stream order.
+  if (poison_memory()) check_cuda(cudaMemsetAsync(p, 0xff, bytes, current_), "memset");
   return p;
 }
 
