@@ -125,9 +125,9 @@ void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
     const std::size_t b_n = static_cast<std::size_t>(k) * n;
     const std::size_t c_n = static_cast<std::size_t>(m) * n;
     const std::size_t copies = std::clamp<std::size_t>(cold_cache_bytes / ((a_n + b_n + c_n) * sizeof(float)), 1, 256);
-    Buffer a = dev.allocate_floats(a_n * copies);
+    Buffer a = dev.allocate_floats(a_n * copies);  // filled below
     Buffer b = dev.allocate_floats(b_n * copies);
-    Buffer out = dev.allocate_floats(c_n * copies);
+    Buffer out = dev.zeroed_floats(c_n * copies);
     fill(dev, a, [](std::size_t i) { return static_cast<float>(i % 7) * 0.01F; });
     fill(dev, b, [](std::size_t i) { return static_cast<float>(i % 5) * 0.01F; });
     // The three forms a layer runs: forward (NN), input gradient (NT), weight gradient (TN).
@@ -158,13 +158,13 @@ void measure_kernels(Device& dev, const CalibrateOptions& o, Calibration& c) {
       o.quick ? std::vector<std::int64_t>{1 << 16} : std::vector<std::int64_t>{1 << 16, 1 << 20, 1 << 22};
   if (o.large_shapes) sizes.push_back(1 << 26);  // 256 MiB: beyond a GPU's L2
   for (const std::int64_t n : sizes) {
-    Buffer x = dev.allocate_floats(static_cast<std::size_t>(n));
-    Buffer y = dev.allocate_floats(static_cast<std::size_t>(n));
-    Buffer z = dev.allocate_floats(static_cast<std::size_t>(n));
-    Buffer w = dev.allocate_floats(static_cast<std::size_t>(n));
-    Buffer stats = dev.allocate_floats(static_cast<std::size_t>(2 * n / width));
-    Buffer gamma = dev.allocate_floats(width);
-    Buffer beta = dev.allocate_floats(width);
+    Buffer x = dev.zeroed_floats(static_cast<std::size_t>(n));
+    Buffer y = dev.zeroed_floats(static_cast<std::size_t>(n));
+    Buffer z = dev.zeroed_floats(static_cast<std::size_t>(n));
+    Buffer w = dev.zeroed_floats(static_cast<std::size_t>(n));
+    Buffer stats = dev.zeroed_floats(static_cast<std::size_t>(2 * n / width));
+    Buffer gamma = dev.zeroed_floats(width);
+    Buffer beta = dev.zeroed_floats(width);
     fill(dev, x, [](std::size_t i) { return static_cast<float>(i % 13) * 0.1F - 0.6F; });
     fill(dev, y, [](std::size_t i) { return static_cast<float>(i % 11) * 0.05F; });
     fill(dev, gamma, [](std::size_t) { return 1.0F; });
@@ -195,7 +195,7 @@ void measure_kernels(Device& dev, const CalibrateOptions& o, Calibration& c) {
     add("adamw", 7 * e * nd,
         [&] { dev.adamw(w.f(), y.f(), z.f(), x.f(), n, 1e-9, 0.9, 0.999, 1e-8, 0.0, ++step); });
   }
-  Buffer tiny = dev.allocate_floats(16);
+  Buffer tiny = dev.zeroed_floats(16);
   c.launch_seconds = mean_over_ranks(dev, time_call(dev, o.seconds_per_point, [&] {
                                        dev.accumulate(tiny.f(), tiny.f(), 1);
                                      }));
@@ -219,10 +219,8 @@ void measure_issue(Device& dev, Calibration& c) {
   constexpr int n = 256;
   constexpr int rounds = 7;
   constexpr std::int64_t half = std::int64_t{1} << 24;  // 2 x 64 MiB: past any L2
-  Buffer busy = dev.allocate_floats(static_cast<std::size_t>(2 * half));
-  Buffer tiny = dev.allocate_floats(16);
-  dev.zero(busy.f(), 2 * half);
-  dev.zero(tiny.f(), 16);
+  Buffer busy = dev.zeroed_floats(static_cast<std::size_t>(2 * half));
+  Buffer tiny = dev.zeroed_floats(16);
   dev.align_clock();  // the events' time base
   std::vector<double> issue;
   std::vector<double> device;
@@ -273,7 +271,7 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
   // call meets memory a training step's gradients or activations would: not in cache.
   const std::int64_t max_floats = o.max_comm_bytes / 4;
   const std::int64_t region = std::max<std::int64_t>(max_floats, static_cast<std::int64_t>(cold_cache_bytes / 4));
-  Buffer pool = dev.allocate_floats(static_cast<std::size_t>(region));
+  Buffer pool = dev.zeroed_floats(static_cast<std::size_t>(region));
   std::int64_t next = 0;
   auto cold = [&](std::int64_t count) {
     if (next + count > region) next = 0;
