@@ -126,6 +126,10 @@ class Device {
   virtual void layer_norm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
                                    const float* mean, const float* rstd, const float* gamma, int n, int c) = 0;
   virtual void gelu_forward(float* y, const float* x, std::int64_t count) = 0;
+  // The MLP's chain in one pass over n x c values: pre = round(pre + bias per column), then
+  // act = round(gelu(pre)), rounding to `dtype` (bf16, fp16; none for fp32 and tf32). The
+  // same values as add_bias, round_to, gelu_forward, round_to one after another.
+  virtual void bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, plan::Dtype dtype) = 0;
   virtual void gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) = 0;
   // rows x t scores per batch entry, `batch` of them, each row i of a t x t block masked
   // above the diagonal: p = softmax(scale · s) in place of p (s and p may alias).

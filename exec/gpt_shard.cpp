@@ -217,10 +217,7 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
       round(a.ln2.f(), N * H);
     }
     dev_.gemm(false, false, n_, fl_, h_, 1.0F, a.ln2.f(), h_, w(p.fcw), fl_, 0.0F, a.fch.f(), fl_);
-    dev_.add_bias(a.fch.f(), w(p.fcb), n_, fl_);
-    round(a.fch.f(), a.fch.floats());
-    dev_.gelu_forward(a.fcg.f(), a.fch.f(), static_cast<std::int64_t>(N * fl_));
-    round(a.fcg.f(), a.fcg.floats());
+    dev_.bias_gelu_forward(a.fch.f(), a.fcg.f(), w(p.fcb), n_, fl_, precision_);
     dev_.gemm(false, false, n_, h_, fl_, 1.0F, a.fcg.f(), fl_, w(p.fcprojw), h_, 0.0F, a.part.f(), h_);
     if (part == ComputeWhat::layer) finish_mlp_forward(layer, mb, recompute);
   }

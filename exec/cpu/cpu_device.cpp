@@ -110,6 +110,21 @@ void CpuDevice::layer_norm_backward(float* dx, float* dgamma, float* dbeta, cons
 }
 
 void CpuDevice::gelu_forward(float* y, const float* x, std::int64_t count) { progress(); kernels::gelu_forward(y, x, count); }
+// The four passes over blocks of rows that stay in cache (about 64 KiB each): the same
+// operations in the same order as the unfused calls, so the same values.
+void CpuDevice::bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, plan::Dtype dtype) {
+  const int rows = std::max(1, 16384 / std::max(c, 1));
+  for (int r0 = 0; r0 < n; r0 += rows) {
+    const int r = std::min(rows, n - r0);
+    const std::size_t at = static_cast<std::size_t>(r0) * c;
+    const std::int64_t count = static_cast<std::int64_t>(r) * c;
+    add_bias(pre + at, bias, r, c);
+    round_to(dtype, pre + at, count);
+    gelu_forward(act + at, pre + at, count);
+    round_to(dtype, act + at, count);
+  }
+}
+
 void CpuDevice::gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) {
   progress();
   kernels::gelu_backward(dx, x, dy, count);

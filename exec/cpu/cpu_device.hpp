@@ -41,6 +41,7 @@ class CpuDevice final : public Device {
   void layer_norm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x, const float* mean,
                            const float* rstd, const float* gamma, int n, int c) override;
   void gelu_forward(float* y, const float* x, std::int64_t count) override;
+  void bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, plan::Dtype dtype) override;
   void gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) override;
   void causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) override;
   void flash_attention_forward(float* out, float* lse, const float* qkv, int b, int t, int heads, int d) override;

@@ -240,6 +240,10 @@ void CudaDevice::gelu_forward(float* y, const float* x, std::int64_t count) { cu
 void CudaDevice::gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) {
   cuda::gelu_backward(current_, dx, x, dy, count);
 }
+void CudaDevice::bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, plan::Dtype dtype) {
+  cuda::bias_gelu_forward(current_, pre, act, bias, n, c,
+                          dtype == plan::Dtype::bf16 ? 1 : dtype == plan::Dtype::fp16 ? 2 : 0);
+}
 void CudaDevice::flash_attention_forward(float* out, float* lse, const float* qkv, int b, int t, int heads, int d) {
   cuda::flash_attention_forward(current_, out, lse, qkv, b, t, heads, d);
   count_flops(4.0 * b * heads * static_cast<double>(t) * t * d);  // the unfused GEMMs', as CpuDevice counts

@@ -487,18 +487,33 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
   }
 }
 
-__global__ void round_bf16_kernel(float* y, std::int64_t count) {
-  PARASIM_FOR_EACH(i, count) {
-    const float x = y[i];
-    if (isnan(x)) continue;
+// Round to nearest even bf16 (NaN kept), or fp16; format 0 leaves x as it is.
+__device__ float round_to_format(float x, int format) {
+  if (format == 1) {
+    if (isnan(x)) return x;
     unsigned bits = __float_as_uint(x);
     bits += 0x7fffU + ((bits >> 16) & 1U);
-    y[i] = __uint_as_float(bits & 0xffff0000U);
+    return __uint_as_float(bits & 0xffff0000U);
   }
+  if (format == 2) return __half2float(__float2half_rn(x));
+  return x;
+}
+
+__global__ void round_bf16_kernel(float* y, std::int64_t count) {
+  PARASIM_FOR_EACH(i, count) y[i] = round_to_format(y[i], 1);
 }
 
 __global__ void round_fp16_kernel(float* y, std::int64_t count) {
-  PARASIM_FOR_EACH(i, count) y[i] = __half2float(__float2half_rn(y[i]));
+  PARASIM_FOR_EACH(i, count) y[i] = round_to_format(y[i], 2);
+}
+
+__global__ void bias_gelu_forward_kernel(float* pre, float* act, const float* bias, std::int64_t count, int c,
+                                         int format) {
+  PARASIM_FOR_EACH(i, count) {
+    const float v = round_to_format(pre[i] + bias[i % c], format);
+    pre[i] = v;
+    act[i] = round_to_format(0.5F * v * (1.0F + tanhf(gelu_inner(v))), format);
+  }
 }
 
 __global__ void count_nonfinite_kernel(unsigned long long* n, const float* x, std::int64_t count) {
@@ -534,6 +549,13 @@ void layer_norm_backward(cudaStream_t s, float* dx, float* dgamma, float* dbeta,
 void gelu_forward(cudaStream_t s, float* y, const float* x, std::int64_t count) {
   gelu_forward_kernel<<<blocks_for(count), threads, 0, s>>>(y, x, count);
   check_launch("gelu_forward");
+}
+
+void bias_gelu_forward(cudaStream_t s, float* pre, float* act, const float* bias, int n, int c, int format) {
+  const std::int64_t count = static_cast<std::int64_t>(n) * c;
+  if (count == 0) return;
+  bias_gelu_forward_kernel<<<blocks_for(count), threads, 0, s>>>(pre, act, bias, count, c, format);
+  check_launch("bias_gelu_forward");
 }
 
 void gelu_backward(cudaStream_t s, float* dx, const float* x, const float* dy, std::int64_t count) {

@@ -23,6 +23,9 @@ void layer_norm_backward(cudaStream_t s, float* dx, float* dgamma, float* dbeta,
 void gelu_forward(cudaStream_t s, float* y, const float* x, std::int64_t count);
 void gelu_backward(cudaStream_t s, float* dx, const float* x, const float* dy, std::int64_t count);
 void causal_softmax_forward(cudaStream_t s, float* p, const float* in, int batch, int t, float scale);
+// pre = round(pre + bias[column]), act = round(gelu(pre)) in one pass; format 0: no
+// rounding, 1: bf16, 2: fp16 (as round_bf16 / round_fp16).
+void bias_gelu_forward(cudaStream_t s, float* pre, float* act, const float* bias, int n, int c, int format);
 void causal_softmax_backward(cudaStream_t s, float* ds, const float* p, const float* dp, int batch, int t, float scale);
 // FlashAttention's algorithm (kernels::flash_attention_*): a warp per query row (forward,
 // dq) or key row (dk, dv), the other side's rows walked in order; head size at most 256.

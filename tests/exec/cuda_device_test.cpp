@@ -89,6 +89,25 @@ TEST_CASE("the CUDA device's GEMMs in every transpose form and strided-batched e
   CHECK(relative(back(dev, sd, want.size()), want) < 1e-5);
 }
 
+TEST_CASE("the CUDA device's fused bias, rounding and GELU equal the unfused calls", "[cuda][device]") {
+  exec::CudaDevice dev;
+  const int n = 301, c = 97;
+  const auto count = static_cast<std::size_t>(n) * c;
+  const auto pre = random_floats(count, 7), bias = random_floats(static_cast<std::size_t>(c), 8);
+  for (const plan::Dtype dtype : {plan::Dtype::fp32, plan::Dtype::bf16, plan::Dtype::fp16}) {
+    INFO(topology::to_string(dtype));
+    const exec::Buffer p1 = on(dev, pre), p2 = on(dev, pre), b = on(dev, bias);
+    const exec::Buffer a1 = dev.allocate_floats(count), a2 = dev.allocate_floats(count);
+    dev.add_bias(p1.f(), b.f(), n, c);
+    dev.round_to(dtype, p1.f(), static_cast<std::int64_t>(count));
+    dev.gelu_forward(a1.f(), p1.f(), static_cast<std::int64_t>(count));
+    dev.round_to(dtype, a1.f(), static_cast<std::int64_t>(count));
+    dev.bias_gelu_forward(p2.f(), a2.f(), b.f(), n, c, dtype);
+    CHECK(relative(back(dev, p2, count), back(dev, p1, count)) < 1e-6);
+    CHECK(relative(back(dev, a2, count), back(dev, a1, count)) < 1e-6);
+  }
+}
+
 TEST_CASE("one-rank NCCL collectives complete and leave the data as it is", "[cuda][device][nccl]") {
   exec::CudaDevice dev;
   const std::vector<int> me{0};
