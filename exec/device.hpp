@@ -239,6 +239,11 @@ class Device {
   virtual void* raw_allocate(std::size_t bytes) = 0;
   virtual void raw_release(void* p, std::size_t bytes) = 0;
   void count_flops(double f) { flops_ += f; }
+  // The fused attention's FLOPs counted as the unfused attention's GEMMs (the Program's
+  // count): Q·Kᵀ and P·V forward, four such products backward, 2·t²·d per sequence and head.
+  void count_attention_flops(int b, int t, int heads, int d, bool backward) {
+    count_flops((backward ? 4.0 : 2.0) * 2.0 * b * heads * static_cast<double>(t) * t * d);
+  }
   std::size_t capacity_ = 0;  // 0: unlimited
   plan::Dtype gemm_precision_ = plan::Dtype::fp32;
 

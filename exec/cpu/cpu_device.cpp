@@ -130,23 +130,17 @@ void CpuDevice::gelu_backward(float* dx, const float* x, const float* dy, std::i
   kernels::gelu_backward(dx, x, dy, count);
 }
 
-// FLOPs counted as the unfused attention's GEMMs (the Program's count, the model's FLOPs):
-// Q·Kᵀ and P·V forward, four such products backward, each 2·t²·d per sequence and head.
-namespace {
-double attention_gemm_flops(int b, int t, int heads, int d) { return 2.0 * b * heads * static_cast<double>(t) * t * d; }
-}  // namespace
-
 void CpuDevice::flash_attention_forward(float* out, float* lse, const float* qkv, int b, int t, int heads, int d) {
   progress();
   kernels::flash_attention_forward(out, lse, qkv, b, t, heads, d);
-  count_flops(2.0 * attention_gemm_flops(b, t, heads, d));
+  count_attention_flops(b, t, heads, d, false);
 }
 
 void CpuDevice::flash_attention_backward(float* dqkv, const float* dout, const float* out, const float* qkv,
                                          const float* lse, int b, int t, int heads, int d) {
   progress();
   kernels::flash_attention_backward(dqkv, dout, out, qkv, lse, b, t, heads, d);
-  count_flops(4.0 * attention_gemm_flops(b, t, heads, d));
+  count_attention_flops(b, t, heads, d, true);
 }
 
 void CpuDevice::causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) {

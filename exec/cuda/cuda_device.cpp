@@ -246,12 +246,12 @@ void CudaDevice::bias_gelu_forward(float* pre, float* act, const float* bias, in
 }
 void CudaDevice::flash_attention_forward(float* out, float* lse, const float* qkv, int b, int t, int heads, int d) {
   cuda::flash_attention_forward(current_, out, lse, qkv, b, t, heads, d);
-  count_flops(4.0 * b * heads * static_cast<double>(t) * t * d);  // the unfused GEMMs', as CpuDevice counts
+  count_attention_flops(b, t, heads, d, false);
 }
 void CudaDevice::flash_attention_backward(float* dqkv, const float* dout, const float* out, const float* qkv,
                                           const float* lse, int b, int t, int heads, int d) {
   cuda::flash_attention_backward(current_, dqkv, dout, out, qkv, lse, b, t, heads, d);
-  count_flops(8.0 * b * heads * static_cast<double>(t) * t * d);
+  count_attention_flops(b, t, heads, d, true);
 }
 void CudaDevice::causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) {
   cuda::causal_softmax_forward(current_, p, s, batch, t, scale);

@@ -1,4 +1,5 @@
 #include "exec/cuda/kernels.hpp"
+#include "exec/cuda/launch.hpp"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -11,11 +12,6 @@ namespace parasim::exec::cuda {
 namespace {
 
 constexpr int threads = 256;
-
-void check_launch(const char* what) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA kernel ") + what + ": " + cudaGetErrorString(e));
-}
 
 unsigned blocks_for(std::int64_t count) {
   const std::int64_t b = (count + threads - 1) / threads;
@@ -145,147 +141,6 @@ struct ColumnTerms {  // a bias gradient: the plain column sum
 
 dim3 column_grid(int c) { return dim3(static_cast<unsigned>((c + column_tile - 1) / column_tile)); }
 const dim3 column_block(column_tile, column_tile);
-
-// --- FlashAttention ------------------------------------------------------------------------------
-// A warp per row; lane l holds elements l, l + 32, ... of a head's d (at most 256: 8 each).
-constexpr int flash_max_per_lane = 8;
-
-__device__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffU, v, o);
-  return v;
-}
-
-struct FlashRow {  // where row `pos` of head `hi` of sequence `bi` lies
-  int t, h, d;
-  __device__ std::int64_t qkv(int bi, int pos, int part, int hi) const {
-    return (static_cast<std::int64_t>(bi) * t + pos) * 3 * h * d + static_cast<std::int64_t>(part) * h * d +
-           static_cast<std::int64_t>(hi) * d;
-  }
-  __device__ std::int64_t out(int bi, int pos, int hi) const {
-    return (static_cast<std::int64_t>(bi) * t + pos) * h * d + static_cast<std::int64_t>(hi) * d;
-  }
-};
-
-__device__ void load_row(float (&r)[flash_max_per_lane], const float* src, int d, int lane) {
-#pragma unroll
-  for (int k = 0; k < flash_max_per_lane; ++k) {
-    const int e = lane + 32 * k;
-    r[k] = e < d ? src[e] : 0.0F;
-  }
-}
-
-__device__ float row_dot(const float (&r)[flash_max_per_lane], const float* x, int d, int lane) {
-  float s = 0.0F;
-#pragma unroll
-  for (int k = 0; k < flash_max_per_lane; ++k) {
-    const int e = lane + 32 * k;
-    if (e < d) s += r[k] * x[e];
-  }
-  return warp_sum(s);
-}
-
-__global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, int b, int t, int h, int d, float scale) {
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (row >= static_cast<std::int64_t>(b) * h * t) return;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int i = static_cast<int>(row % t), hi = static_cast<int>(row / t % h), bi = static_cast<int>(row / t / h);
-  const FlashRow at{t, h, d};
-  float q[flash_max_per_lane], acc[flash_max_per_lane] = {};
-  load_row(q, qkv + at.qkv(bi, i, 0, hi), d, lane);
-  float m = -INFINITY, l = 0.0F;
-  for (int j = 0; j <= i; ++j) {
-    const float s = row_dot(q, qkv + at.qkv(bi, j, 1, hi), d, lane) * scale;
-    const float m_new = fmaxf(m, s);
-    const float correction = expf(m - m_new);
-    const float p = expf(s - m_new);
-    l = l * correction + p;
-    const float* v = qkv + at.qkv(bi, j, 2, hi);
-#pragma unroll
-    for (int k = 0; k < flash_max_per_lane; ++k) {
-      const int e = lane + 32 * k;
-      if (e < d) acc[k] = acc[k] * correction + p * v[e];
-    }
-    m = m_new;
-  }
-  float* o = out + at.out(bi, i, hi);
-#pragma unroll
-  for (int k = 0; k < flash_max_per_lane; ++k) {
-    const int e = lane + 32 * k;
-    if (e < d) o[e] = acc[k] / l;
-  }
-  if (lane == 0) lse[(static_cast<std::int64_t>(bi) * h + hi) * t + i] = m + logf(l);
-}
-
-// dq_i = scale sum_{j <= i} ds_ij k_j, ds_ij = p_ij (dO_i . v_j - dO_i . O_i).
-__global__ void flash_backward_dq_kernel(float* dqkv, const float* dout, const float* out, const float* qkv,
-                                         const float* lse, int b, int t, int h, int d, float scale) {
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (row >= static_cast<std::int64_t>(b) * h * t) return;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int i = static_cast<int>(row % t), hi = static_cast<int>(row / t % h), bi = static_cast<int>(row / t / h);
-  const FlashRow at{t, h, d};
-  float q[flash_max_per_lane], go[flash_max_per_lane], dq[flash_max_per_lane] = {};
-  load_row(q, qkv + at.qkv(bi, i, 0, hi), d, lane);
-  load_row(go, dout + at.out(bi, i, hi), d, lane);
-  const float delta = row_dot(go, out + at.out(bi, i, hi), d, lane);
-  const float li = lse[(static_cast<std::int64_t>(bi) * h + hi) * t + i];
-  for (int j = 0; j <= i; ++j) {
-    const float* k = qkv + at.qkv(bi, j, 1, hi);
-    const float p = expf(scale * row_dot(q, k, d, lane) - li);
-    const float ds = p * (row_dot(go, qkv + at.qkv(bi, j, 2, hi), d, lane) - delta);
-#pragma unroll
-    for (int x = 0; x < flash_max_per_lane; ++x) {
-      const int e = lane + 32 * x;
-      if (e < d) dq[x] += scale * ds * k[e];
-    }
-  }
-  float* dst = dqkv + at.qkv(bi, i, 0, hi);
-#pragma unroll
-  for (int x = 0; x < flash_max_per_lane; ++x) {
-    const int e = lane + 32 * x;
-    if (e < d) dst[e] = dq[x];
-  }
-}
-
-// dk_j = scale sum_{i >= j} ds_ij q_i, dv_j = sum_{i >= j} p_ij dO_i.
-__global__ void flash_backward_dkdv_kernel(float* dqkv, const float* dout, const float* out, const float* qkv,
-                                           const float* lse, int b, int t, int h, int d, float scale) {
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (row >= static_cast<std::int64_t>(b) * h * t) return;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int j = static_cast<int>(row % t), hi = static_cast<int>(row / t % h), bi = static_cast<int>(row / t / h);
-  const FlashRow at{t, h, d};
-  float k[flash_max_per_lane], v[flash_max_per_lane], dk[flash_max_per_lane] = {}, dv[flash_max_per_lane] = {};
-  load_row(k, qkv + at.qkv(bi, j, 1, hi), d, lane);
-  load_row(v, qkv + at.qkv(bi, j, 2, hi), d, lane);
-  for (int i = j; i < t; ++i) {
-    const float* q = qkv + at.qkv(bi, i, 0, hi);
-    const float* go = dout + at.out(bi, i, hi);
-    float gor[flash_max_per_lane];
-    load_row(gor, go, d, lane);
-    const float delta = row_dot(gor, out + at.out(bi, i, hi), d, lane);
-    const float p = expf(scale * row_dot(k, q, d, lane) - lse[(static_cast<std::int64_t>(bi) * h + hi) * t + i]);
-    const float ds = p * (row_dot(v, go, d, lane) - delta);
-#pragma unroll
-    for (int x = 0; x < flash_max_per_lane; ++x) {
-      const int e = lane + 32 * x;
-      if (e < d) {
-        dk[x] += scale * ds * q[e];
-        dv[x] += p * gor[x];
-      }
-    }
-  }
-  float* dkd = dqkv + at.qkv(bi, j, 1, hi);
-  float* dvd = dqkv + at.qkv(bi, j, 2, hi);
-#pragma unroll
-  for (int x = 0; x < flash_max_per_lane; ++x) {
-    const int e = lane + 32 * x;
-    if (e < d) {
-      dkd[e] = dk[x];
-      dvd[e] = dv[x];
-    }
-  }
-}
 
 // --- GELU -------------------------------------------------------------------------------------
 
@@ -575,27 +430,6 @@ void causal_softmax_backward(cudaStream_t s, float* ds, const float* p, const fl
   if (rows == 0) return;
   causal_softmax_backward_kernel<<<static_cast<unsigned>(rows), row_threads(t), 0, s>>>(ds, p, dp, t, scale);
   check_launch("causal_softmax_backward");
-}
-
-void flash_attention_forward(cudaStream_t s, float* out, float* lse, const float* qkv, int b, int t, int h, int d) {
-  if (d > 32 * flash_max_per_lane) throw std::invalid_argument("flash attention: head size above 256");
-  const std::int64_t rows = static_cast<std::int64_t>(b) * h * t;
-  if (rows == 0) return;
-  const float scale = 1.0F / std::sqrt(static_cast<float>(d));
-  flash_forward_kernel<<<static_cast<unsigned>((rows + 3) / 4), 128, 0, s>>>(out, lse, qkv, b, t, h, d, scale);
-  check_launch("flash_attention_forward");
-}
-
-void flash_attention_backward(cudaStream_t s, float* dqkv, const float* dout, const float* out, const float* qkv,
-                              const float* lse, int b, int t, int h, int d) {
-  if (d > 32 * flash_max_per_lane) throw std::invalid_argument("flash attention: head size above 256");
-  const std::int64_t rows = static_cast<std::int64_t>(b) * h * t;
-  if (rows == 0) return;
-  const float scale = 1.0F / std::sqrt(static_cast<float>(d));
-  const auto blocks = static_cast<unsigned>((rows + 3) / 4);
-  flash_backward_dq_kernel<<<blocks, 128, 0, s>>>(dqkv, dout, out, qkv, lse, b, t, h, d, scale);
-  flash_backward_dkdv_kernel<<<blocks, 128, 0, s>>>(dqkv, dout, out, qkv, lse, b, t, h, d, scale);
-  check_launch("flash_attention_backward");
 }
 
 void add_bias(cudaStream_t s, float* out, const float* bias, int n, int c) {

@@ -7,7 +7,6 @@
 #ifdef PARASIM_HAVE_CUDA_DEVICE
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "exec/cpu/cpu_device.hpp"
@@ -15,18 +14,14 @@
 #include "exec/execute.hpp"
 #include "exec/model/kernels.hpp"
 #include "plan/load.hpp"
+#include "tests/exec/host_vectors.hpp"
 
 using namespace parasim;
 
-namespace {
+using test::random_values;
+using test::relative;
 
-std::vector<float> random_floats(std::size_t n, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> u(-1.0F, 1.0F);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(gen);
-  return v;
-}
+namespace {
 
 exec::Buffer on(exec::Device& dev, const std::vector<float>& host) {
   exec::Buffer b = dev.allocate_floats(host.size());
@@ -40,15 +35,6 @@ std::vector<float> back(exec::Device& dev, const exec::Buffer& b, std::size_t n)
   return h;
 }
 
-double relative(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0.0, scale = 1e-30;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(got[i] - want[i])));
-    scale = std::max(scale, static_cast<double>(std::abs(want[i])));
-  }
-  return diff / scale;
-}
-
 }  // namespace
 
 TEST_CASE("the CUDA device's GEMMs in every transpose form and strided-batched equal the host's", "[cuda][device]") {
@@ -57,8 +43,8 @@ TEST_CASE("the CUDA device's GEMMs in every transpose form and strided-batched e
   for (const bool ta : {false, true}) {
     for (const bool tb : {false, true}) {
       INFO("trans_a " << ta << " trans_b " << tb);
-      const auto a = random_floats(static_cast<std::size_t>(m) * k, 1);
-      const auto b = random_floats(static_cast<std::size_t>(k) * n, 2);
+      const auto a = random_values(static_cast<std::size_t>(m) * k, 1, -1.0F, 1.0F);
+      const auto b = random_values(static_cast<std::size_t>(k) * n, 2, -1.0F, 1.0F);
       std::vector<float> want(static_cast<std::size_t>(m) * n);
       exec::kernels::gemm<float>(ta, tb, m, n, k, 1.0F, a.data(), b.data(), 0.0F, want.data());
       const exec::Buffer ad = on(dev, a), bd = on(dev, b), cd = dev.allocate_floats(want.size());
@@ -69,7 +55,7 @@ TEST_CASE("the CUDA device's GEMMs in every transpose form and strided-batched e
   // Attention's scores per head: Q Kᵀ over 3 heads whose rows interleave in one buffer
   // (leading dimension 3d, head stride d), as the shard calls it.
   const int t = 29, d = 16, heads = 3;
-  const auto qk = random_floats(static_cast<std::size_t>(t) * 2 * heads * d, 3);
+  const auto qk = random_values(static_cast<std::size_t>(t) * 2 * heads * d, 3, -1.0F, 1.0F);
   std::vector<float> want(static_cast<std::size_t>(heads) * t * t);
   for (int hd = 0; hd < heads; ++hd) {
     for (int i = 0; i < t; ++i) {
@@ -93,7 +79,8 @@ TEST_CASE("the CUDA device's fused bias, rounding and GELU equal the unfused cal
   exec::CudaDevice dev;
   const int n = 301, c = 97;
   const auto count = static_cast<std::size_t>(n) * c;
-  const auto pre = random_floats(count, 7), bias = random_floats(static_cast<std::size_t>(c), 8);
+  const auto pre = random_values(count, 7, -1.0F, 1.0F);
+  const auto bias = random_values(static_cast<std::size_t>(c), 8, -1.0F, 1.0F);
   for (const plan::Dtype dtype : {plan::Dtype::fp32, plan::Dtype::bf16, plan::Dtype::fp16}) {
     INFO(topology::to_string(dtype));
     const exec::Buffer p1 = on(dev, pre), p2 = on(dev, pre), b = on(dev, bias);
@@ -112,7 +99,7 @@ TEST_CASE("one-rank NCCL collectives complete and leave the data as it is", "[cu
   exec::CudaDevice dev;
   const std::vector<int> me{0};
   const exec::Comm comm = dev.comm_create(me, 0);
-  const auto v = random_floats(1000, 4);
+  const auto v = random_values(1000, 4, -1.0F, 1.0F);
   const exec::Buffer b = on(dev, v);
   dev.wait(dev.all_reduce(b.f(), 1000, comm));
   const std::vector<std::int64_t> whole{1000};

@@ -10,11 +10,11 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "exec/cuda/kernels.hpp"
 #include "exec/model/kernels.hpp"
+#include "tests/exec/host_vectors.hpp"
 #ifdef PARASIM_HAVE_CUDA_DEVICE
 #include <cublas_v2.h>
 
@@ -26,13 +26,8 @@ namespace cu = parasim::exec::cuda;
 
 namespace {
 
-std::vector<float> random_values(std::size_t n, std::uint32_t seed, float lo = -2.0F, float hi = 2.0F) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
+using parasim::test::random_values;
+using parasim::test::relative;
 
 std::vector<float> zeros(std::size_t n, float value = 0.0F) { return std::vector<float>(n, value); }
 
@@ -68,17 +63,6 @@ float to_bf16(float f) {
   return f;
 }
 float to_fp16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
-
-// Largest difference relative to the largest reference magnitude.
-double relative(const std::vector<float>& got, const std::vector<float>& want) {
-  REQUIRE(got.size() == want.size());
-  double diff = 0.0, scale = 1e-30;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(got[i] - want[i])));
-    scale = std::max(scale, static_cast<double>(std::abs(want[i])));
-  }
-  return diff / scale;
-}
 
 }  // namespace
 
