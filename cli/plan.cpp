@@ -45,6 +45,7 @@ nlohmann::ordered_json plan_json(const sim::PlanScore& p, std::size_t rank) {
           {"recompute", plan::to_string(p.candidate.recompute)},
           {"zero", pl.zero},
           {"sequence_parallel", pl.sequence_parallel},
+          {"tp_comm_overlap", pl.tp_comm_overlap},
           {"placement", plan::placement_string(pl)},
           {"step_time", p.step_time},
           {"tokens_per_s", p.tokens_per_s},
@@ -58,15 +59,15 @@ nlohmann::ordered_json plan_json(const sim::PlanScore& p, std::size_t rank) {
 
 std::string csv_text(const sim::PlanReport& r) {
   std::string out =
-      "rank,dp,tp,pp,virtual_stages,schedule,micro_batch,recompute,zero,sequence_parallel,placement,step_time_s,"
+      "rank,dp,tp,pp,virtual_stages,schedule,micro_batch,recompute,zero,sequence_parallel,tp_comm_overlap,placement,step_time_s,"
       "tokens_per_s,mfu,memory_bytes,tier,estimated_step_time_s,bottleneck\n";
   for (std::size_t i = 0; i < r.ranked.size(); ++i) {
     const sim::PlanScore& p = r.ranked[i];
     const plan::ParallelPlan& pl = p.candidate.plan;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},\"{}\",{:.9g},{:.9g},{:.6g},{:.0f},{},{:.9g},\"{}\"\n", i + 1, pl.dp,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},\"{}\",{:.9g},{:.9g},{:.6g},{:.0f},{},{:.9g},\"{}\"\n", i + 1, pl.dp,
                        pl.tp, pl.pp, pl.virtual_stages, plan::to_string(pl.schedule), p.candidate.micro_batch,
                        plan::to_string(p.candidate.recompute), pl.zero, pl.sequence_parallel ? "true" : "false",
-                       plan::placement_string(pl), p.step_time, p.tokens_per_s, p.mfu, p.memory, tier(p), p.estimate,
+                       pl.tp_comm_overlap ? "true" : "false", plan::placement_string(pl), p.step_time, p.tokens_per_s, p.mfu, p.memory, tier(p), p.estimate,
                        p.bottleneck);
   }
   return out;
@@ -152,7 +153,8 @@ void run_plan(const PlanArgs& a) {
     t.add_row({std::to_string(i + 1), std::to_string(pl.dp), std::to_string(pl.tp), std::to_string(pl.pp),
                std::to_string(pl.virtual_stages), std::string(plan::to_string(pl.schedule)),
                std::to_string(p.candidate.micro_batch), std::string(plan::to_string(p.candidate.recompute)),
-               std::to_string(pl.zero), pl.sequence_parallel ? "yes" : "no", plan::placement_string(pl),
+               std::to_string(pl.zero), pl.tp_comm_overlap ? "overlap" : pl.sequence_parallel ? "yes" : "no",
+               plan::placement_string(pl),
                u::format_duration(p.step_time), u::format_count(p.tokens_per_s), fmt::format("{:.1f} %", 100 * p.mfu),
                u::format_bytes(p.memory), tier(p), p.bottleneck});
   }

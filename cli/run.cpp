@@ -22,6 +22,7 @@
 
 #include "cli/common.hpp"
 #include "cli/output.hpp"
+#include "plan/describe.hpp"
 #include "plan/limits.hpp"
 #include "exec/backend.hpp"
 #include "exec/shard.hpp"
@@ -145,8 +146,8 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   }
   const bool root = dev.rank() == 0;
   if (root && !quiet) {
-    fmt::print("running {}: {} rank{} (dp {} x tp {} x pp {}), backend {}, {}, {}, {} + {} warm-up steps\n",
-               s.name, s.plan.world(), s.plan.world() == 1 ? "" : "s", s.plan.dp, s.plan.tp, s.plan.pp,
+    fmt::print("running {}: {} rank{} ({}), backend {}, {}, {}, {} + {} warm-up steps\n",
+               s.name, s.plan.world(), s.plan.world() == 1 ? "" : "s", plan::layout_string(s.plan),
                plan::to_string(s.run.backend), exec::model_description(s), topology::to_string(s.training.precision),
                s.run.steps, s.run.warmup);
   }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "plan/describe.hpp"
 #include "plan/memory.hpp"
 #include "plan/program.hpp"
 #include "report/chrome_trace.hpp"
@@ -131,8 +132,7 @@ void run_simulate(const SimulateArgs& a) {
     std::cout << j.dump(2) << '\n';
   } else {
     const bool colour = ::isatty(STDOUT_FILENO) != 0;
-    fmt::print("scenario {}: {} devices, dp {} x tp {} x pp {}{}, {} {}\n\n", s.name, s.plan.world(), s.plan.dp,
-               s.plan.tp, s.plan.pp, s.plan.virtual_stages > 1 ? fmt::format(" (v {})", s.plan.virtual_stages) : "",
+    fmt::print("scenario {}: {} devices, {}, {} {}\n\n", s.name, s.plan.world(), plan::layout_string(s.plan),
                plan::to_string(s.plan.schedule), topology::to_string(s.training.precision));
     fmt::print("device profile     {}\n", s.hardware.profile.empty()
                                                ? s.cluster.device.name + " datasheet figures (not calibrated)"

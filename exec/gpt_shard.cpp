@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "exec/model/gpt.hpp"
+#include "plan/kernels.hpp"
 #include "plan/schedule.hpp"
 
 namespace parasim::exec {
@@ -36,6 +37,7 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   flash_ = s.training.attention == plan::Attention::flash;
   ns_ = sp_ ? n_ / tp_ : n_;
   r0_ = sp_ ? tp_index_ * ns_ : 0;
+  splits_ = plan::overlap_splits(plan::kernel_plan(s));
   // Megatron's scatter-gather: pipeline transfers carry this rank's 1/tp of the boundary,
   // and a tp all-gather (TpRole::pp_gather) completes it on the receiver.
   scatter_ = tp_ > 1 && !sp_ && p.pp_scatter_gather;
@@ -204,7 +206,7 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
     // Selective recompute keeps Q, K, V and the attention output, not the s x s scores.
     if (recompute_ == plan::Recompute::selective) a.att = Buffer();
     dev_.gemm(false, false, n_, h_, cl_, 1.0F, a.atty.f(), cl_, w(p.projw), h_, 0.0F, a.part.f(), h_);
-    if (part == ComputeWhat::layer) finish_attention_forward(layer, mb);
+    if (part == ComputeWhat::layer) finish_attention_forward(layer, mb, a.part.f() + own_rows());
   }
   if (part == ComputeWhat::layer || part == ComputeWhat::layer_mlp) {
     need(a.fch, N * fl_);
@@ -219,25 +221,25 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
     dev_.gemm(false, false, n_, fl_, h_, 1.0F, a.ln2.f(), h_, w(p.fcw), fl_, 0.0F, a.fch.f(), fl_);
     dev_.bias_gelu_forward(a.fch.f(), a.fcg.f(), w(p.fcb), n_, fl_, precision_);
     dev_.gemm(false, false, n_, h_, fl_, 1.0F, a.fcg.f(), fl_, w(p.fcprojw), h_, 0.0F, a.part.f(), h_);
-    if (part == ComputeWhat::layer) finish_mlp_forward(layer, mb, recompute);
+    if (part == ComputeWhat::layer) finish_mlp_forward(layer, mb, recompute, a.part.f() + own_rows());
   }
 }
 
-void GptShard::finish_attention_forward(int layer, int mb) {
+void GptShard::finish_attention_forward(int layer, int mb, const float* sum) {
   const LayerParams& p = layer_params_.at(layer);
   Acts& a = acts(layer, mb);
   // This rank's rows (all of them without SP) of the summed projection.
   need(a.x1, static_cast<std::size_t>(ns_) * h_);
-  dev_.add(a.x1.f(), a.x.f(), a.part.f() + own_rows(), static_cast<std::int64_t>(ns_) * h_);
+  dev_.add(a.x1.f(), a.x.f(), sum, static_cast<std::int64_t>(ns_) * h_);
   dev_.add_bias(a.x1.f(), w(p.projb), ns_, h_);
   round(a.x1.f(), a.x1.floats());
 }
 
-void GptShard::finish_mlp_forward(int layer, int mb, bool recompute) {
+void GptShard::finish_mlp_forward(int layer, int mb, bool recompute, const float* sum) {
   const LayerParams& p = layer_params_.at(layer);
   Acts& a = acts(layer, mb);
   Buffer& out = need(acts(layer + 1, mb).x, static_cast<std::size_t>(ns_) * h_);
-  dev_.add(out.f(), a.x1.f(), a.part.f() + own_rows(), static_cast<std::int64_t>(ns_) * h_);
+  dev_.add(out.f(), a.x1.f(), sum, static_cast<std::int64_t>(ns_) * h_);
   dev_.add_bias(out.f(), w(p.fcprojb), ns_, h_);
   round(out.f(), out.floats());
   // The partial sums are scratch (Megatron keeps none between passes): backward takes its
@@ -276,9 +278,6 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
     if (part == ComputeWhat::layer) finish_mlp_backward(layer, mb);
   }
   if (part == ComputeWhat::layer || part == ComputeWhat::layer_attention) {
-    const auto T = static_cast<std::int64_t>(t_);
-    const int hl = heads_ / tp_;
-    const float scale = 1.0F / std::sqrt(static_cast<float>(d_));
     need(scratch_a_, N * std::max<std::size_t>(fl_, 3 * cl_));
     need(scratch_b_, N * std::max<std::size_t>(fl_, 3 * cl_));
     float* datty = scratch_a_.f();
@@ -288,28 +287,36 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
     dev_.bias_backward(g(p.projb), dx1 + own_rows(), ns_, h_);
     dev_.gemm(true, false, cl_, h_, n_, 1.0F, a.atty.f(), cl_, dx1, h_, 1.0F, g(p.projw), h_);
     dev_.gemm(false, true, n_, cl_, h_, 1.0F, dx1, h_, w(p.projw), h_, 0.0F, datty, cl_);
-    if (flash_) dev_.flash_attention_backward(dqkv, datty, a.atty.f(), a.qkv.f(), a.lse.f(), b_, t_, hl, d_);
-    const Buffer& datt = flash_ ? scratch_att_ : need(scratch_att_, static_cast<std::size_t>(hl) * t_ * t_);
-    for (int bi = 0; bi < b_ && !flash_; ++bi) {
-      const float* q = a.qkv.f() + bi * T * 3 * cl_;
-      const float* att = a.att.f() + bi * hl * T * T;
-      const float* dout = datty + bi * T * cl_;
-      float* dq = dqkv + bi * T * 3 * cl_;
-      // dP = dO V^T; dV = P^T dO; dS = softmax backward; dQ = dS K; dK = dS^T Q
-      dev_.gemm_batched(false, true, t_, t_, d_, 1.0F, dout, cl_, d_, q + 2 * cl_, 3 * cl_, d_, 0.0F, datt.f(), t_,
-                        T * T, hl);
-      dev_.gemm_batched(true, false, t_, d_, t_, 1.0F, att, t_, T * T, dout, cl_, d_, 0.0F, dq + 2 * cl_, 3 * cl_, d_,
-                        hl);
-      dev_.causal_softmax_backward(datt.f(), att, datt.f(), hl, t_, scale);
-      dev_.gemm_batched(false, false, t_, d_, t_, 1.0F, datt.f(), t_, T * T, q + cl_, 3 * cl_, d_, 0.0F, dq, 3 * cl_,
-                        d_, hl);
-      dev_.gemm_batched(true, false, t_, d_, t_, 1.0F, datt.f(), t_, T * T, q, 3 * cl_, d_, 0.0F, dq + cl_, 3 * cl_,
-                        d_, hl);
-    }
+    attention_core_backward(a, datty, dqkv);
     dev_.gemm(true, false, h_, 3 * cl_, n_, 1.0F, a.ln1.f(), h_, dqkv, 3 * cl_, 1.0F, g(p.qkvw), 3 * cl_);
     dev_.bias_backward(g(p.qkvb), dqkv, n_, 3 * cl_);
     dev_.gemm(false, true, n_, h_, 3 * cl_, 1.0F, dqkv, 3 * cl_, w(p.qkvw), 3 * cl_, 0.0F, a.part.f(), h_);
     if (part == ComputeWhat::layer) finish_attention_backward(layer, mb);
+  }
+}
+
+// The attention core's backward: dQ, dK, dV (into dqkv) from the output's gradient datty.
+void GptShard::attention_core_backward(Acts& a, const float* datty, float* dqkv) {
+  const auto T = static_cast<std::int64_t>(t_);
+  const int hl = heads_ / tp_;
+  const float scale = 1.0F / std::sqrt(static_cast<float>(d_));
+  if (flash_) dev_.flash_attention_backward(dqkv, datty, a.atty.f(), a.qkv.f(), a.lse.f(), b_, t_, hl, d_);
+  const Buffer& datt = flash_ ? scratch_att_ : need(scratch_att_, static_cast<std::size_t>(hl) * t_ * t_);
+  for (int bi = 0; bi < b_ && !flash_; ++bi) {
+    const float* q = a.qkv.f() + bi * T * 3 * cl_;
+    const float* att = a.att.f() + bi * hl * T * T;
+    const float* dout = datty + bi * T * cl_;
+    float* dq = dqkv + bi * T * 3 * cl_;
+    // dP = dO V^T; dV = P^T dO; dS = softmax backward; dQ = dS K; dK = dS^T Q
+    dev_.gemm_batched(false, true, t_, t_, d_, 1.0F, dout, cl_, d_, q + 2 * cl_, 3 * cl_, d_, 0.0F, datt.f(), t_,
+                      T * T, hl);
+    dev_.gemm_batched(true, false, t_, d_, t_, 1.0F, att, t_, T * T, dout, cl_, d_, 0.0F, dq + 2 * cl_, 3 * cl_, d_,
+                      hl);
+    dev_.causal_softmax_backward(datt.f(), att, datt.f(), hl, t_, scale);
+    dev_.gemm_batched(false, false, t_, d_, t_, 1.0F, datt.f(), t_, T * T, q + cl_, 3 * cl_, d_, 0.0F, dq, 3 * cl_,
+                      d_, hl);
+    dev_.gemm_batched(true, false, t_, d_, t_, 1.0F, datt.f(), t_, T * T, q, 3 * cl_, d_, 0.0F, dq + cl_, 3 * cl_,
+                      d_, hl);
   }
 }
 
@@ -394,6 +401,7 @@ void GptShard::finish_head_backward(int mb) {
 // --- tensor parallel sums -------------------------------------------------------------------------
 
 Shard::View GptShard::tp_buffer(const plan::Op& c) {
+  if (c.piece == plan::LayerPiece::row && c.step >= 0) return block_sum_buffer(c);
   const int mb = c.micro_batch;
   const std::int64_t rows = static_cast<std::int64_t>(n_) * h_;
   switch (c.tp_role) {
@@ -413,7 +421,8 @@ Shard::View GptShard::tp_buffer(const plan::Op& c) {
         default: break;
       }
       break;
-    case TpRole::none: break;
+    case TpRole::none:
+    case TpRole::ring: break;
   }
   throw std::logic_error("a tensor parallel collective this model does not have");
 }
@@ -503,6 +512,10 @@ void GptShard::finish_embedding_forward(int mb) {
 }
 
 void GptShard::tp_finish(const plan::Op& c) {
+  if (c.piece == plan::LayerPiece::row && c.step >= 0) {
+    block_sum_finish(c);
+    return;
+  }
   const int mb = c.micro_batch;
   const bool backward = c.pass == plan::Category::backward;
   switch (c.tp_role) {
@@ -518,20 +531,21 @@ void GptShard::tp_finish(const plan::Op& c) {
           if (backward) {
             finish_attention_backward(c.layer, mb);
           } else {
-            finish_attention_forward(c.layer, mb);
+            finish_attention_forward(c.layer, mb, acts(c.layer, mb).part.f() + own_rows());
           }
           return;
         case ComputeWhat::layer_mlp:
           if (backward) {
             finish_mlp_backward(c.layer, mb);
           } else {
-            finish_mlp_forward(c.layer, mb, c.pass == plan::Category::recompute);
+            finish_mlp_forward(c.layer, mb, c.pass == plan::Category::recompute, acts(c.layer, mb).part.f() + own_rows());
           }
           return;
         default: break;
       }
       break;
-    case TpRole::none: break;
+    case TpRole::none:
+    case TpRole::ring: break;
   }
   throw std::logic_error("a tensor parallel collective this model does not have");
 }

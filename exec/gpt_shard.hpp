@@ -33,11 +33,13 @@ class GptShard final : public Shard {
   void layer_forward(int layer, int mb, plan::ComputeWhat part, bool recompute) override;
   void layer_backward(int layer, int mb, plan::ComputeWhat part) override;
   void recompute_attention_core(int layer, int mb) override;
+  void layer_piece(const plan::Op& op) override;
   void head_forward(int mb) override;
   void head_backward(int mb) override;
 
   View tp_buffer(const plan::Op& collective) override;
   void tp_finish(const plan::Op& collective) override;
+  View ring_block(const plan::Op& transfer) override;
   // The residual stream entering layer `boundary`, or its gradient: what a transfer carries
   // (this rank's 1/tp slice under scatter-gather).
   View boundary(int boundary, int mb, bool gradient) override;
@@ -59,13 +61,24 @@ class GptShard final : public Shard {
   void load_batch(std::int64_t step) override;
   Acts& acts(int layer, int mb);
   void attention_core_forward(Acts& a);
-  void finish_attention_forward(int layer, int mb);
-  void finish_mlp_forward(int layer, int mb, bool recompute);
+  // `sum`: this rank's rows of the summed output (a.part's, or under the overlap's pipelined
+  // reduce-scatter the rows gathered from its blocks).
+  void finish_attention_forward(int layer, int mb, const float* sum);
+  void finish_mlp_forward(int layer, int mb, bool recompute, const float* sum);
+  void attention_core_backward(Acts& a, const float* datty, float* dqkv);
   void finish_mlp_backward(int layer, int mb);
   void finish_attention_backward(int layer, int mb);
   void finish_head_backward(int mb);
   void finish_embedding_forward(int mb);
   View gather_input(const plan::Op& c);
+  // Tensor-parallel overlap (gpt_overlap.cpp): the pieces of each half, and the blocks of
+  // the forward's pipelined reduce-scatter.
+  void attention_piece(const plan::Op& op);
+  void mlp_piece(const plan::Op& op);
+  void row_block(const plan::Op& op, const float* in, int k, std::size_t weight);
+  View block_sum_buffer(const plan::Op& c);
+  void block_sum_finish(const plan::Op& c);
+  int splits_ = 1;  // blocks of the forward's pipelined reduce-scatter (plan::overlap_splits)
   View replicated_grads(bool gather);
   // Offset of this rank's first row in an n x h tensor (0 without SP).
   [[nodiscard]] std::size_t own_rows() const { return static_cast<std::size_t>(r0_) * static_cast<std::size_t>(h_); }
@@ -88,6 +101,7 @@ class GptShard final : public Shard {
   Buffer scratch_a_, scratch_b_, scratch_att_;  // backward temporaries, reused
   Buffer dfull_;       // SP backward: the gathered gradient the next compute op consumes
   Buffer replicated_;  // SP: the gradients summed over tp once a step
+  Buffer summed_;      // overlap: this rank's rows of a pipelined reduce-scatter's sum
   std::vector<float> loss_rows_;
 };
 

@@ -96,7 +96,9 @@ void Runner::run_compute(const Op& o) {
     case ComputeWhat::layer:
     case ComputeWhat::layer_attention:
     case ComputeWhat::layer_mlp:
-      if (o.category == Category::backward) {
+      if (o.piece != plan::LayerPiece::whole) {
+        shard_.layer_piece(o);
+      } else if (o.category == Category::backward) {
         shard_.layer_backward(o.layer, o.micro_batch, o.what);
       } else {
         shard_.layer_forward(o.layer, o.micro_batch, o.what, o.category == Category::recompute);
@@ -137,8 +139,13 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
   }
   Request r = -1;
   if (o.kind == OpKind::send || o.kind == OpKind::recv) {
-    const Shard::View v = shard_.boundary(boundary_of(o), o.micro_batch, o.gradient);
-    r = o.kind == OpKind::send ? dev_.send(v.data, v.count, o.peer, tag_of(o)) : dev_.recv(v.data, v.count, o.peer, tag_of(o));
+    // A pipeline transfer, or a block of a tensor-parallel overlap's ring (whose tag is
+    // its own: the ring's neighbours are never pipeline neighbours, and a pair's messages
+    // of one tag match in the order posted, which is the Program's on both ends).
+    const bool ring = o.tp_role == plan::TpRole::ring;
+    const Shard::View v = ring ? shard_.ring_block(o) : shard_.boundary(boundary_of(o), o.micro_batch, o.gradient);
+    const int tag = ring ? ring_tag : tag_of(o);
+    r = o.kind == OpKind::send ? dev_.send(v.data, v.count, o.peer, tag) : dev_.recv(v.data, v.count, o.peer, tag);
   } else {
     const Comm comm = comm_of_group_[static_cast<std::size_t>(o.group)];
     const int members = static_cast<int>(prog_.groups[static_cast<std::size_t>(o.group)].ranks.size());
@@ -169,7 +176,7 @@ void Runner::finish(std::int64_t id, std::int64_t end_ns) {
   if (o.kind == OpKind::collective) {
     if (o.category == Category::tp_comm) shard_.tp_finish(o);
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) shard_.bucket_gathered(o.layer);
-  } else if (o.kind == OpKind::send) {
+  } else if (o.kind == OpKind::send && o.tp_role != plan::TpRole::ring) {
     shard_.release_boundary(boundary_of(o), o.micro_batch, o.gradient);
   }
   state_[static_cast<std::size_t>(id)] = 2;

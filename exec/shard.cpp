@@ -117,6 +117,8 @@ void Shard::head_forward(int) { throw std::logic_error("this model has no separa
 void Shard::head_backward(int) { throw std::logic_error("this model has no separate head"); }
 Shard::View Shard::tp_buffer(const plan::Op&) { throw std::logic_error("this model has no tensor parallel sums"); }
 void Shard::tp_finish(const plan::Op&) { throw std::logic_error("this model has no tensor parallel sums"); }
+void Shard::layer_piece(const plan::Op&) { throw std::logic_error("this model has no tensor parallel overlap"); }
+Shard::View Shard::ring_block(const plan::Op&) { throw std::logic_error("this model has no tensor parallel overlap"); }
 Shard::View Shard::tied_embedding_grads() { throw std::logic_error("this model has no tied embedding"); }
 
 

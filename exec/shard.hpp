@@ -61,6 +61,9 @@ class Shard {
   virtual void layer_forward(int layer, int mb, plan::ComputeWhat part, bool recompute) = 0;
   virtual void layer_backward(int layer, int mb, plan::ComputeWhat part) = 0;
   virtual void recompute_attention_core(int layer, int mb);
+  // Under tensor-parallel communication overlap: one piece of a layer half (Op::piece,
+  // step, what, category, layer, micro_batch; plan/kernels.hpp, OverlapKernels).
+  virtual void layer_piece(const plan::Op& op);
   virtual void head_forward(int mb);
   virtual void head_backward(int mb);
   void optimizer_step();
@@ -70,6 +73,8 @@ class Shard {
   // what, pass, layer, micro_batch): its buffer, and what to do once it completes.
   virtual View tp_buffer(const plan::Op& collective);
   virtual void tp_finish(const plan::Op& collective);
+  // The sequence block a ring transfer of the overlap sends or receives.
+  virtual View ring_block(const plan::Op& transfer);
   // What enters layer `boundary` (activations), or its gradient.
   virtual View boundary(int boundary, int mb, bool gradient) = 0;
   virtual void release_boundary(int boundary, int mb, bool gradient) = 0;

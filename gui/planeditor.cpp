@@ -68,6 +68,7 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addInteger(QStringLiteral("plan.virtual_stages"), tr("Virtual stages"), 1, 1024);
   addChoice(QStringLiteral("plan.schedule"), tr("Schedule"), {"1f1b", "gpipe", "interleaved-1f1b"});
   addChoice(QStringLiteral("plan.sequence_parallel"), tr("Sequence parallel"), {"false", "true"});
+  addChoice(QStringLiteral("plan.tp_comm_overlap"), tr("TP comm overlap"), {"false", "true"});
   addChoice(QStringLiteral("plan.zero"), tr("ZeRO stage"), {"0", "1"});
   addChoice(QStringLiteral("plan.placement"), tr("Placement (inner first)"),
             {"tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp"});
@@ -169,6 +170,7 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("plan.virtual_stages")] = count(s.plan.virtual_stages);
   v[QStringLiteral("plan.schedule")] = q(plan::to_string(s.plan.schedule));
   v[QStringLiteral("plan.sequence_parallel")] = s.plan.sequence_parallel ? QStringLiteral("true") : QStringLiteral("false");
+  v[QStringLiteral("plan.tp_comm_overlap")] = s.plan.tp_comm_overlap ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.zero")] = count(s.plan.zero);
   v[QStringLiteral("plan.placement")] = QString::fromStdString(plan::placement_string(s.plan));
   v[QStringLiteral("plan.bucket_size")] = bytesText(s.plan.bucket_bytes);

@@ -70,11 +70,17 @@ void check(const Scenario& s) {
     c.require(!p.sequence_parallel || m.seq_len % p.tp == 0, "plan.sequence_parallel",
               fmt::format("sequence parallelism splits the sequence over tp: seq_len {} is not divisible by tp {}",
                           m.seq_len, p.tp));
+    c.require(!p.tp_comm_overlap || (p.tp > 1 && p.sequence_parallel), "plan.tp_comm_overlap",
+              fmt::format("overlapping tensor-parallel communication with the GEMMs needs tp > 1 and "
+                          "plan.sequence_parallel: true (it overlaps sequence parallelism's all-gathers and "
+                          "reduce-scatters); the plan has tp {}{}",
+                          p.tp, p.sequence_parallel ? "" : " without sequence parallelism"));
   } else {
     c.require(p.tp == 1, "plan.tp",
               fmt::format("tensor parallelism needs a transformer model; '{}' is a generic layer list (use tp: 1)",
                           m.name));
     c.require(!p.sequence_parallel, "plan.sequence_parallel", "sequence parallelism needs a transformer model");
+    c.require(!p.tp_comm_overlap, "plan.tp_comm_overlap", "tensor-parallel communication overlap needs a transformer model");
     c.require(m.layer_count() >= static_cast<long long>(p.pp) * p.virtual_stages, "plan.pp",
               fmt::format("{} layers cannot fill pp x virtual_stages = {} stages", m.layer_count(),
                           static_cast<long long>(p.pp) * p.virtual_stages));

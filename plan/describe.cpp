@@ -1,6 +1,9 @@
 #include "plan/describe.hpp"
 
+#include <vector>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "topology/units.hpp"
 
@@ -52,6 +55,15 @@ std::string_view to_string(Attention a) { return a == Attention::flash ? "flash"
 
 std::string placement_string(const ParallelPlan& p) {
   return fmt::format("{},{},{}", to_string(p.placement[0]), to_string(p.placement[1]), to_string(p.placement[2]));
+}
+
+std::string layout_string(const ParallelPlan& p) {
+  std::vector<std::string> notes;
+  if (p.virtual_stages > 1) notes.push_back(fmt::format("v {}", p.virtual_stages));
+  if (p.sequence_parallel && p.tp > 1) notes.emplace_back("sequence parallel");
+  if (p.tp_comm_overlap && p.tp > 1) notes.emplace_back("tp comm overlap");
+  return fmt::format("dp {} x tp {} x pp {}{}", p.dp, p.tp, p.pp,
+                     notes.empty() ? "" : fmt::format(" ({})", fmt::join(notes, ", ")));
 }
 
 nlohmann::ordered_json to_json(const Scenario& s) {
@@ -113,7 +125,7 @@ nlohmann::ordered_json to_json(const Scenario& s) {
       {"plan",
        {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"virtual_stages", p.virtual_stages},
         {"schedule", to_string(p.schedule)}, {"sequence_parallel", p.sequence_parallel},
-        {"pp_scatter_gather", p.pp_scatter_gather}, {"zero", p.zero},
+        {"pp_scatter_gather", p.pp_scatter_gather}, {"tp_comm_overlap", p.tp_comm_overlap}, {"zero", p.zero},
         {"bucket_bytes", p.bucket_bytes}, {"overlap_dp", p.overlap_dp}, {"overlap_param_gather", p.overlap_param_gather}, {"collective", to_string(p.collective)},
         {"placement", placement_string(p)}, {"world", p.world()}}},
       {"hardware", {{"profile", s.hardware.profile}}},

@@ -14,5 +14,7 @@ nlohmann::ordered_json to_json(const Scenario& s);
 std::string describe(const Scenario& s);
 // "tp,dp,pp": the placement as the scenario key writes it.
 std::string placement_string(const ParallelPlan& p);
+// "dp 2 x tp 8 x pp 2 (v 2, sequence parallel, tp comm overlap)": the plan's shape in one line.
+std::string layout_string(const ParallelPlan& p);
 
 }  // namespace parasim::plan

@@ -247,6 +247,45 @@ std::vector<Kernel> layer_kernels(const KernelPlan& p, LayerPart part, bool back
   return k.take();
 }
 
+int overlap_splits(const KernelPlan& p) {
+  const long long rows = static_cast<long long>(p.micro_batch) * p.model.seq_len / std::max(1, p.tp);
+  for (int s : {4, 2}) {
+    if (rows % s == 0) return s;
+  }
+  return 1;
+}
+
+OverlapKernels overlap_kernels(const KernelPlan& p, LayerPart half, bool backward, int splits) {
+  const bool attention = half == LayerPart::attention;
+  const bool swiglu = p.model.mlp == Mlp::swiglu;
+  const std::string_view column = backward ? (attention ? "attention-out-dgrad" : "mlp-down-dgrad")
+                                           : (attention ? "qkv" : swiglu ? "mlp-gate-up" : "mlp-up");
+  const std::string_view row = backward ? (attention ? "qkv-dgrad" : "mlp-up-dgrad") : (attention ? "attention-out" : "mlp-down");
+  OverlapKernels o;
+  std::vector<Kernel> after;
+  int seen = 0;  // 0 before the column GEMM, 1 between, 2 after the row GEMM
+  for (Kernel k : layer_kernels(p, half, backward)) {
+    if (k.name == column) {
+      k.m /= p.tp;
+      o.column.push_back(k);
+      seen = 1;
+    } else if (k.name == row) {
+      if (!backward) k.m /= splits;
+      o.row.push_back(k);
+      seen = 2;
+    } else {
+      (seen == 0 ? o.prepare : seen == 1 ? o.middle : after).push_back(k);
+    }
+  }
+  if (backward) {
+    o.wgrad = std::move(after);
+  } else {
+    o.row_last = o.row;
+    o.row_last.insert(o.row_last.end(), after.begin(), after.end());
+  }
+  return o;
+}
+
 std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward) {
   Emit k(p);
   const Gemm g = generic_layer_gemm(layer, p.micro_batch);

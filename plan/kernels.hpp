@@ -83,6 +83,28 @@ enum class LayerPart : std::uint8_t { whole, attention, mlp, attention_core };
 // The kernels of one pass over a layer part; `backward` false is the forward (and a
 // recompute). attention_core is what selective recompute runs again (forward only).
 std::vector<Kernel> layer_kernels(const KernelPlan& p, LayerPart part, bool backward);
+// A layer half (attention or MLP) split for tensor-parallel communication overlap
+// (ParallelPlan::tp_comm_overlap) as Transformer Engine's defaults run it: the all-gathers
+// as ring exchanges (forward before QKV and MLP-up; backward before the projection's and
+// MLP-down's data gradients), the forward reduce-scatters pipelined over `splits` blocks of
+// the projection and MLP-down GEMMs, the backward ones in bulk under the weight gradients.
+//   prepare    before the ring: the layer norm of this rank's rows forward; the dropout's
+//              and bias's backward on them
+//   column     one ring block (1/tp of the tokens) of the GEMM the ring feeds
+//   middle     between: the attention core or the activation; backward also the
+//              row-parallel layer's weight and bias gradients
+//   row        forward one of the `splits` blocks of the projection or MLP-down GEMM;
+//              backward the QKV's or MLP-up's whole data gradient
+//   row_last   forward the last block, with what follows the sum (the residual add)
+//   wgrad      backward, under the reduce-scatter: the QKV's or MLP-up's weight and bias
+//              gradients, then what follows the sum (the layer norm's backward)
+struct OverlapKernels {
+  std::vector<Kernel> prepare, column, middle, row, row_last, wgrad;
+};
+OverlapKernels overlap_kernels(const KernelPlan& p, LayerPart half, bool backward, int splits);
+// Transformer Engine's pipelined reduce-scatter splits (4), fewer where they would not
+// divide a rank's b·s/tp rows evenly.
+int overlap_splits(const KernelPlan& p);
 // A generic layer as its GEMM equivalent (accounting.hpp): the GEMM and its activations
 // written; backward, the data and weight gradients and the activations' gradient.
 std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward);

@@ -304,7 +304,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
 
 ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   Reader r(v, "plan",
-           {"dp", "tp", "pp", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "zero", "bucket_size",
+           {"dp", "tp", "pp", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "tp_comm_overlap", "zero", "bucket_size",
             "overlap_dp", "overlap_param_gather", "collective", "placement"},
            &where);
   ParallelPlan p;
@@ -323,6 +323,7 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
                                    {"interleaved-1f1b", Schedule::interleaved_1f1b}});
   p.sequence_parallel = r.boolean("sequence_parallel", false);
   p.pp_scatter_gather = r.boolean("pp_scatter_gather", true);
+  p.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
   p.zero = r.integer("zero", 0, 0, 1);
   p.bucket_bytes = r.bytes("bucket_size", 25.0 * 1024 * 1024);
   p.overlap_dp = r.boolean("overlap_dp", true);

@@ -69,10 +69,19 @@ std::string op_name(const Program& p, std::int64_t id) {
                           : o.category == Category::backward ? "bwd "
                           : o.category == Category::recompute ? "recompute "
                                                                : "";
-      return std::string(phase) + what[static_cast<int>(o.what)] + layer + mb;
+      static constexpr const char* piece[] = {"", " prepare", " column", " middle", " row", " wgrad"};
+      const std::string step = o.step >= 0 ? " #" + std::to_string(o.step) : "";
+      return std::string(phase) + what[static_cast<int>(o.what)] + piece[static_cast<int>(o.piece)] + step + layer + mb;
     }
     case OpKind::send:
     case OpKind::recv:
+      if (o.tp_role == TpRole::ring) {  // "tp ring #2 send mlp L3 mb0 -> 5"
+        static constexpr const char* part[] = {"layer", "attention", "mlp", "core", "embedding", "head", "optimizer"};
+        const char* grad = o.pass == Category::backward ? "-grad" : "";
+        return std::string("tp ring #") + std::to_string(o.step) + (o.kind == OpKind::send ? " send " : " recv ") +
+               part[static_cast<int>(o.what)] +
+               grad + layer + mb + (o.kind == OpKind::send ? " -> " : " <- ") + std::to_string(o.peer);
+      }
       return std::string(o.kind == OpKind::send ? "send " : "recv ") + (o.gradient ? "grad" : "act") + mb +
              (o.kind == OpKind::send ? " -> " : " <- ") + std::to_string(o.peer);
     case OpKind::collective: {
@@ -93,7 +102,9 @@ std::string op_name(const Program& p, std::int64_t id) {
         return dim + " " + std::string(to_string(o.collective)) + " " + part[static_cast<int>(o.what)] + grad + "-in" +
                layer + mb;
       }
-      return dim + " " + std::string(to_string(o.collective)) + layer + mb;
+      // A block of a pipelined reduce-scatter (tensor-parallel overlap): "tp reduce-scatter #1 L3 mb0".
+      const std::string block = o.step >= 0 ? " #" + std::to_string(o.step) : "";
+      return dim + " " + std::string(to_string(o.collective)) + block + layer + mb;
     }
   }
   return "?";

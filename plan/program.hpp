@@ -38,7 +38,16 @@ enum class ComputeWhat : std::uint8_t { layer, layer_attention, layer_mlp, atten
 // the tensors every tp rank holds whole but computes on its sequence shard only (one per
 // step, sequence parallelism), or gathers a pipeline transfer that arrived in tp slices (Megatron's scatter-gather; the op's
 // `layer` and `gradient` name the boundary, as the transfer's do).
-enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicated_grads, pp_gather };
+// Under tensor-parallel communication overlap the layer halves' all-gathers are rings of
+// point-to-point transfers instead (ring: a send or receive of one sequence block, Op::step
+// saying which step).
+enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicated_grads, pp_gather, ring };
+// Which part of a layer half a compute op runs: all of it, or under tensor-parallel
+// communication overlap one of its pieces (plan/kernels.hpp, OverlapKernels): prepare, one
+// block of the column GEMM (Op::step: the ring's step), middle, the row GEMM (forward one of
+// its blocks, Op::step), the weight gradients under the reduce-scatter (backward). A
+// reduce-scatter of the overlap carries the piece it sums (row) and forward its block.
+enum class LayerPiece : std::uint8_t { whole, prepare, column, middle, row, wgrad };
 
 inline constexpr int stream_count = 4;
 std::string_view to_string(Stream s);
@@ -56,6 +65,8 @@ struct Op {
   std::int32_t rank = 0;
   std::int32_t micro_batch = -1;
   std::int16_t chunk = -1;
+  LayerPiece piece = LayerPiece::whole;  // layer-half compute ops and ring transfers
+  std::int16_t step = -1;                // ring step of a column or row piece, or of a transfer
   std::int32_t layer = -1;       // model layer (compute / tp collectives), or first layer of a bucket
   std::int32_t layer_end = -1;   // one past the last layer covered
   double flops = 0.0;            // compute

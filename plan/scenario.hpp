@@ -62,6 +62,11 @@ struct ParallelPlan {
   // parallelism, which already shards them) each tp rank sends 1/tp of the activation and
   // the receivers all-gather it over tp.
   bool pp_scatter_gather = true;
+  // Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers; needs sequence
+  // parallelism): each layer half's all-gather runs as a ring exchange of sequence blocks,
+  // each block's GEMM running while the next block travels, and its reduce-scatter as a
+  // ring of partial sums, each block's GEMM running while the previous block's sum travels.
+  bool tp_comm_overlap = false;
   int zero = 0;
   double bucket_bytes = 25.0 * 1024 * 1024;
   bool overlap_dp = true;

@@ -106,7 +106,8 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
             if (r == Recompute::selective && !transformer) continue;
             for (int zero : {0, 1}) {
               if (zero == 1 && dp == 1) continue;
-              for (bool sp : {false, true}) {
+              for (int sp_mode = 0; sp_mode < 3; ++sp_mode) {  // no SP, SP, SP with tp communication overlap
+                const bool sp = sp_mode > 0;
                 if (sp && (tp == 1 || !transformer)) continue;
                 Candidate c;
                 c.plan.dp = dp;
@@ -115,6 +116,7 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
                 c.plan.virtual_stages = shape.v;
                 c.plan.schedule = shape.schedule;
                 c.plan.sequence_parallel = sp;
+                c.plan.tp_comm_overlap = sp_mode == 2;
                 c.plan.zero = zero;
                 c.micro_batch = mb;
                 c.recompute = r;
@@ -134,10 +136,10 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
 
 std::string describe(const Candidate& c) {
   const ParallelPlan& p = c.plan;
-  return fmt::format("dp {} tp {} pp {}{} {} mb {} recompute {} zero {}{} placement {}", p.dp, p.tp, p.pp,
+  return fmt::format("dp {} tp {} pp {}{} {} mb {} recompute {} zero {}{}{} placement {}", p.dp, p.tp, p.pp,
                      p.virtual_stages > 1 ? fmt::format(" x{}", p.virtual_stages) : "", to_string(p.schedule),
                      c.micro_batch, to_string(c.recompute), p.zero, p.sequence_parallel ? " sp" : "",
-                     placement_string(p));
+                     p.tp_comm_overlap ? " overlap" : "", placement_string(p));
 }
 
 std::vector<std::string> overrides_of(const Candidate& c) {
@@ -148,6 +150,7 @@ std::vector<std::string> overrides_of(const Candidate& c) {
           fmt::format("plan.virtual_stages={}", p.virtual_stages),
           fmt::format("plan.schedule={}", to_string(p.schedule)),
           fmt::format("plan.sequence_parallel={}", p.sequence_parallel ? "true" : "false"),
+          fmt::format("plan.tp_comm_overlap={}", p.tp_comm_overlap ? "true" : "false"),
           fmt::format("plan.zero={}", p.zero),
           fmt::format("plan.placement={}", placement_string(p)),
           fmt::format("training.micro_batch={}", c.micro_batch),

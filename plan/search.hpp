@@ -1,6 +1,7 @@
 // The planner's search space: every valid plan for a scenario's model and training batch on
 // a number of devices. A candidate sets dp, tp, pp, virtual stages, schedule, micro-batch
-// size, recompute, ZeRO, sequence parallelism and placement; the rest of the scenario
+// size, recompute, ZeRO, sequence parallelism (with or without tp communication overlap)
+// and placement; the rest of the scenario
 // (cluster, model, global batch, precision, bucket size, collective) stays. Valid means
 // what `parasim check` accepts (check.hpp); whether it fits in memory is the planner's
 // next question (memory.hpp).
@@ -9,7 +10,8 @@
 // micro-batches dividing the batch per replica; 1F1B, GPipe (when it differs: several
 // stages and micro-batches), and interleaved 1F1B with every virtual stage count that
 // divides the layers per stage; recompute none, selective
-// (transformers) and full; ZeRO 0 and 1 (dp > 1); sequence parallelism off and on (tp > 1);
+// (transformers) and full; ZeRO 0 and 1 (dp > 1); sequence parallelism off, on, and on with
+// tp communication overlap (tp > 1);
 // placements that map ranks differently (orders of the dimensions larger than 1).
 #pragma once
 

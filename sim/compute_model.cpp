@@ -365,13 +365,25 @@ double dispatch_seconds(const DeviceProfile& p, plan::Category c) {
   return c == plan::Category::backward ? p.host.backward : p.host.forward;
 }
 
+std::size_t host_issued(const plan::Op& op, std::size_t kernels) {
+  const bool loop = op.piece == plan::LayerPiece::column || op.piece == plan::LayerPiece::row;
+  if (op.step <= 0 || !loop || kernels == 0) return kernels;
+  return kernels - 1;  // the block's GEMM
+}
+
+double op_dispatch_seconds(const DeviceProfile& p, const plan::Op& op, std::size_t kernels) {
+  if (kernels == 0) return 0.0;
+  return dispatch_seconds(p, op.category) * static_cast<double>(host_issued(op, kernels)) / static_cast<double>(kernels);
+}
+
 double compute_seconds(const DeviceProfile& p, const plan::Program& program, const plan::Op& op,
                        topology::Dtype dtype) {
   if (p.kernel_model() && op.kernels >= 0) {
-    return kernels_seconds(p, program.kernel_sets[static_cast<std::size_t>(op.kernels)], dtype, 0.0,
-                           dispatch_seconds(p, op.category));
+    const auto& ks = program.kernel_sets[static_cast<std::size_t>(op.kernels)];
+    return kernels_seconds(p, ks, dtype, 0.0, op_dispatch_seconds(p, op, ks.size()));
   }
-  const double passes = op.category == plan::Category::backward ? 2.0 : 1.0;
+  // A whole backward op runs each GEMM twice; a piece's GEMM set lists what it runs.
+  const double passes = op.category == plan::Category::backward && op.piece == plan::LayerPiece::whole ? 2.0 : 1.0;
   std::span<const plan::Gemm> gemms;
   if (op.gemms >= 0) gemms = program.gemm_sets[static_cast<std::size_t>(op.gemms)];
   return op_seconds(p, gemms, passes, op.flops, op.bytes, op.category == plan::Category::optimizer, dtype);

@@ -126,5 +126,12 @@ double kernels_seconds(std::span<const double> durations, double first_issue, do
 std::vector<double> kernel_durations(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype);
 // Host seconds to issue one kernel of an op of category `c`.
 double dispatch_seconds(const DeviceProfile& p, plan::Category c);
+// Of a compute op's `kernels`, those the host issues from Python, each costing it a
+// dispatch: all, except in the GEMM blocks of a tensor-parallel overlap after the first,
+// which Transformer Engine's C++ loop issues, as it does the overlap's transfers and
+// reduce-scatters (which cost the host nothing here).
+std::size_t host_issued(const plan::Op& op, std::size_t kernels);
+// Host seconds per kernel of `op`: its host_issued share of dispatch_seconds.
+double op_dispatch_seconds(const DeviceProfile& p, const plan::Op& op, std::size_t kernels);
 
 }  // namespace parasim::sim

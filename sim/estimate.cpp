@@ -207,7 +207,50 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     double f = 0.0, b = 0.0, tp_comm = 0.0;
     const int calls = p.tp == 1 ? 0 : sp ? 4 : 2;  // tp collectives per layer pass
     if (p.tp > 1) tp_comm = 2.0 * (sum + gather);
-    if (kernels) {
+    const bool overlapped = kernels && sp && p.tp_comm_overlap;
+    if (overlapped) {
+      // Tensor-parallel overlap (plan/kernels.hpp, OverlapKernels): per half, the ring's
+      // steps each take the longer of a block's GEMM and a block's transfer (an all-gather's
+      // step); forward the pipelined sums the longer of a block's GEMM and its
+      // reduce-scatter; backward the sum runs under the weight gradients. The ring's blocks
+      // after the first and its communication cost the host nothing (host_issued).
+      const int splits = plan::overlap_splits(kp);
+      const double step = gather / (p.tp - 1);
+      const double block_sum = im.collective(s, Dim::tp, sum_op, act / splits, 0, overlap);
+      double exposed = 0.0;  // forward and backward, per layer
+      auto overlapped_pass = [&](bool backward, double* host) {
+        double time = 0.0, work = 0.0;
+        *host = 0.0;
+        for (plan::LayerPart half : {plan::LayerPart::attention, plan::LayerPart::mlp}) {
+          const plan::OverlapKernels k = plan::overlap_kernels(kp, half, backward, splits);
+          const double column = device(k.column);
+          const double row = device(k.row);
+          time += device(k.prepare) + column + (p.tp - 1) * std::max(column, step) + device(k.middle);
+          work += device(k.prepare) + p.tp * column + device(k.middle);
+          if (backward) {
+            const double w = device(k.wgrad);
+            time += row + std::max(w, sum);
+            work += row + w;
+          } else {
+            time += row + (splits - 1) * std::max(row, block_sum) + block_sum + device(k.row_last) - row;
+            work += (splits - 1) * row + device(k.row_last);
+          }
+          const std::size_t issued = k.prepare.size() + 1 + k.middle.size() + 1 + (backward ? k.wgrad.size() : k.row_last.size() - 1);
+          *host += static_cast<double>(issued) * dispatch_seconds(prof, backward ? plan::Category::backward : plan::Category::forward);
+        }
+        exposed += time - work;
+        return time;
+      };
+      double host_f = 0.0, host_b = 0.0;
+      const double dev_f = overlapped_pass(false, &host_f);
+      const double dev_b = overlapped_pass(true, &host_b);
+      f = std::max(dev_f, host_f);
+      b = std::max(dev_b, host_b);
+      tp_comm = exposed / 2.0;  // per pass, as reported
+      // A chunk's first pass waits for the host's first kernel at least.
+      start_f = p.pp > 1 ? dispatch_seconds(prof, plan::Category::forward) : 0.0;
+      start_b = p.pp > 1 ? dispatch_seconds(prof, plan::Category::backward) : 0.0;
+    } else if (kernels) {
       const auto kf = plan::layer_kernels(kp, plan::LayerPart::whole, false);
       const auto kb = plan::layer_kernels(kp, plan::LayerPart::whole, true);
       f = pass(kf, plan::Category::forward, tp_comm, calls);

@@ -195,6 +195,7 @@ class Runner {
   }
 
   std::int64_t dispatch_ps(const Op& o) const {
+    if (o.kind != OpKind::compute && o.piece != plan::LayerPiece::whole) return 0;  // the overlap's (host_issued)
     return Time::seconds(o.kind == OpKind::compute ? dispatch_seconds(profile_, o.category) : profile_.host.communication)
         .picoseconds();
   }
@@ -215,7 +216,9 @@ class Runner {
       // empty embedding step), a communication op one call.
       std::int64_t count = 1;
       if (o.kind == OpKind::compute) {
-        count = o.kernels >= 0 ? static_cast<std::int64_t>(prog_.kernel_sets[static_cast<std::size_t>(o.kernels)].size()) : 0;
+        count = o.kernels >= 0 ? static_cast<std::int64_t>(
+                                     host_issued(o, prog_.kernel_sets[static_cast<std::size_t>(o.kernels)].size()))
+                               : 0;
       }
       const std::int64_t each = dispatch_ps(o);
       issue_[static_cast<std::size_t>(id)] = h.clock + (count > 0 ? each : 0);
@@ -261,7 +264,8 @@ class Runner {
         if (host_model_ && profile_.kernel_model() && o.kernels >= 0) {
           // The first kernel is issued (now or earlier); the rest follow at the host's pace.
           const double first = Time::ps(issue_[static_cast<std::size_t>(id)] - engine_.now().picoseconds()).to_seconds();
-          secs = kernels_seconds(durations(o.kernels), first, dispatch_seconds(profile_, o.category));
+          const auto& d = durations(o.kernels);
+          secs = kernels_seconds(d, first, op_dispatch_seconds(profile_, o, d.size()));
         } else {
           secs = compute_seconds(profile_, prog_, o, s_.training.precision);
         }
@@ -283,7 +287,7 @@ class Runner {
           } else {
             arrived_[static_cast<std::size_t>(recv)] = 1;
           }
-        }, report::dimension_of(plan::Category::pp_comm));
+        }, report::dimension_of(o.category));
         break;
       case OpKind::collective: {
         const std::int64_t instance = partner_[static_cast<std::size_t>(id)];

@@ -63,7 +63,7 @@ QVariant PlanModel::data(const QModelIndex& index, int role) const {
   switch (c) {
     case Schedule: return q(plan::to_string(pl.schedule));
     case Recompute: return q(plan::to_string(p.candidate.recompute));
-    case Sp: return pl.sequence_parallel ? tr("yes") : tr("no");
+    case Sp: return pl.tp_comm_overlap ? tr("overlap") : pl.sequence_parallel ? tr("yes") : tr("no");
     case Placement: return QString::fromStdString(plan::placement_string(pl));
     case StepTime: return QString::fromStdString(units::format_duration(p.step_time));
     case Tokens: return QString::fromStdString(units::format_count(p.tokens_per_s));

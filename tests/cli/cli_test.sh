@@ -82,7 +82,10 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 0 "prediction against measurement" -- "$parasim" validate "$q" --steps 2 --warmup 1 --out "$work/val"
   check "validate wrote both traces" test -s "$work/val/predicted.trace.json" -a -s "$work/val/measured.trace.json"
   check "validate wrote the comparison" grep -q '"metric": "step time"' "$work/val/comparison.json"
-  expect 0 "dp 1 x tp 2 x pp 1" -- "$parasim" run "$q" --set plan.dp=1 --set plan.tp=2 --set plan.sequence_parallel=true --steps 1 --warmup 0
+  expect 0 "dp 1 x tp 2 x pp 1 \(sequence parallel\)" -- "$parasim" run "$q" --set plan.dp=1 --set plan.tp=2 --set plan.sequence_parallel=true --steps 1 --warmup 0
+  # Tensor-parallel communication overlap, run for real: the ring's blocks and pipelined sums.
+  expect 0 "\(sequence parallel, tp comm overlap\)" -- "$parasim" validate "$q" --set plan.dp=1 --set plan.tp=2 --set plan.sequence_parallel=true --set plan.tp_comm_overlap=true --steps 2 --warmup 1 --out "$work/overlap"
+  check "the overlap's measured trace has its ring transfers" grep -q 'tp ring #0 send' "$work/overlap/measured.trace.json"
   expect 2 "GELU MLP" -- "$parasim" run "$q" --set model.mlp=swiglu
   # fp16 with a loss scale far too large: the steps overflow, are skipped and say so.
   expect 0 "loss scale +2.5e\+11 \(from 1e\+12; 2 steps skipped for overflow\)" -- "$parasim" run "$q" --set plan.dp=1 --set training.precision=fp16 --set training.loss_scale=1e12 --steps 1 --warmup 1 --json "$work/fp16.json"
@@ -118,17 +121,17 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 2 "other.yaml:[0-9]+:9: device: the profile was measured for device 'h100-sxm'" -- "$parasim" simulate "$q" --set hardware.profile="$work/other.yaml"
 fi
 
-# The planner: every valid plan of the quickstart's model on its 2 ranks (93, counted by
+# The planner: every valid plan of the quickstart's model on its 2 ranks (108, counted by
 # hand in tests/sim/planner_test.cpp), the best re-simulated; JSON and CSV for scripts.
-expect 0 "93 valid plans: 93 fit, 0 rejected" -- "$parasim" plan "$q"
+expect 0 "108 valid plans: 108 fit, 0 rejected" -- "$parasim" plan "$q"
 expect 0 "^1 .* simulated " -- "$parasim" plan "$q" --top 3
 expect 0 "best: parasim simulate .* --set plan.dp=" -- "$parasim" plan "$q"
-expect 0 "\"valid_plans\": 93" -- "$parasim" plan "$q" --json
+expect 0 "\"valid_plans\": 108" -- "$parasim" plan "$q" --json
 expect 0 "\"tier\": \"estimate\"" -- "$parasim" plan "$q" --json --top 30 --resimulate 2
 expect 0 "on 4 devices" -- "$parasim" plan "$q" --gpus 4
 expect 0 "best: .*--set cluster.nodes=2 " -- "$parasim" plan "$q" --gpus 4
 expect 0 "" -- "$parasim" plan "$q" --csv "$work/plans.csv"
-check "plan --csv writes every plan that fits, ranked" test "$(wc -l <"$work/plans.csv")" -eq 94
+check "plan --csv writes every plan that fits, ranked" test "$(wc -l <"$work/plans.csv")" -eq 109
 expect 2 "gpus" -- "$parasim" plan "$q" --gpus 0
 expect 2 "top" -- "$parasim" plan "$q" --top -1
 expect 0 "12 valid plans: 0 fit, 12 rejected \(12 model state exceeds memory\)" -- "$parasim" plan "$src/scenarios/memory-30b-one-gpu.yaml"

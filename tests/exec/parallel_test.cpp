@@ -236,6 +236,18 @@ TEST_CASE("sequence parallel tp 2: sharded rows and gathered inputs equal the un
   matches_serial({"plan.tp=2", "plan.sequence_parallel=true", "training.recompute=selective"});
 }
 
+TEST_CASE("tp communication overlap, tp 2: ring-exchanged blocks and pipelined sums equal the unsharded model",
+          "[exec][np2]") {
+  const std::string on = "plan.tp_comm_overlap=true";
+  matches_serial({"plan.tp=2", "plan.sequence_parallel=true", on});
+  matches_serial({"plan.tp=2", "plan.sequence_parallel=true", on, "training.attention=flash"});
+  matches_serial({"plan.tp=2", "plan.sequence_parallel=true", on, "training.recompute=full"});
+  matches_serial({"plan.tp=2", "plan.sequence_parallel=true", on, "training.recompute=selective"});
+  // 18 rows per rank: two blocks in the pipelined reduce-scatter; 7: one.
+  matches_serial({"plan.tp=2", "plan.sequence_parallel=true", on, "model.seq_len=18"});
+  matches_serial({"plan.tp=2", "plan.sequence_parallel=true", on, "model.seq_len=14", "training.micro_batch=1"});
+}
+
 TEST_CASE("pipeline 2 under each schedule equals gradient accumulation on one rank", "[exec][np2]") {
   matches_serial({"plan.pp=2", "plan.schedule=gpipe"});
   matches_serial({"plan.pp=2", "plan.schedule=1f1b"});
@@ -246,6 +258,8 @@ TEST_CASE("pipeline 2 under each schedule equals gradient accumulation on one ra
 TEST_CASE("tensor parallel 4 equals the unsharded model", "[exec][np4]") {
   matches_serial({"plan.tp=4"});
   matches_serial({"plan.tp=4", "plan.sequence_parallel=true"});
+  matches_serial({"plan.tp=4", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"});
+  matches_serial({"plan.tp=4", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true", "training.micro_batch=1"});
 }
 
 TEST_CASE("pipeline 4 under each schedule equals gradient accumulation on one rank", "[exec][np4]") {
@@ -262,6 +276,10 @@ TEST_CASE("combined dp x tp x pp plans equal the serial run", "[exec][np4]") {
   matches_serial({"plan.tp=2", "plan.pp=2", "plan.schedule=interleaved-1f1b", "plan.virtual_stages=2"});
   matches_serial({"plan.tp=2", "plan.pp=2", "plan.sequence_parallel=true"});
   matches_serial({"plan.dp=2", "plan.tp=2", "plan.sequence_parallel=true", "plan.zero=1"}, false);
+  matches_serial({"plan.tp=2", "plan.pp=2", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"});
+  matches_serial({"plan.tp=2", "plan.pp=2", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true",
+                  "plan.schedule=interleaved-1f1b", "plan.virtual_stages=2", "training.recompute=full"});
+  matches_serial({"plan.dp=2", "plan.tp=2", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"});
   matches_serial({"plan.dp=2", "plan.pp=2", "plan.zero=1", "plan.overlap_param_gather=true"}, false);
   matches_serial({"plan.dp=2", "plan.tp=2", "plan.zero=1", "plan.overlap_param_gather=true"}, false);
 }

@@ -148,6 +148,9 @@ TEST_CASE("the program's FLOPs equal the published per-step formula for every pl
       {"plan.pp=2", "plan.virtual_stages=2", "plan.dp=2"},
       {"plan.pp=2", "plan.schedule=gpipe", "training.recompute=full"},
       {"plan.tp=2", "training.recompute=selective", "plan.dp=2", "plan.zero=1"},
+      {"plan.tp=4", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true", "plan.pp=2", "training.recompute=full"},
+      {"plan.tp=2", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true", "plan.pp=2", "plan.virtual_stages=2",
+       "plan.dp=2", "plan.zero=1"},
   };
   for (const auto& sets : plans) {
     const Scenario s = gpt(sets);
@@ -227,6 +230,81 @@ TEST_CASE("tensor parallel layers issue two all-reduces forward and two backward
     }
   }
   for (const auto& [m, n] : members) CHECK(n == 2);
+}
+
+TEST_CASE("tp communication overlap: ring blocks and pipelined sums replace the layers' gathers and sums", "[compile][tp]") {
+  // 8 layers, tp 4, 16 micro-batches of 2 x 128 tokens: 64 rows per rank, so the forward's
+  // reduce-scatter runs in 4 blocks. Per half-layer pass: a ring of 3 steps (3 sends and
+  // 3 receives of one 1/4 block), 4 column blocks; forward 4 row blocks, each with its
+  // reduce-scatter of 1/4 of the activation; backward one row GEMM, one reduce-scatter
+  // and the weight gradients.
+  const Scenario s = gpt({"plan.tp=4", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"});
+  const Program prog = compile(s);
+  const Program plain = compile(gpt({"plan.tp=4", "plan.sequence_parallel=true"}));
+  const double act = 128.0 * 2 * 256 * 2;
+  std::map<LayerPiece, int> pieces[2];  // rank 0, forward / backward
+  int sends = 0, recvs = 0, forward_sums = 0, backward_sums = 0, layer_gathers = 0;
+  std::map<std::int64_t, std::vector<const Op*>> transfers;
+  for (const Op& o : prog.ops) {
+    const bool layer = o.layer >= 0 && o.layer < 8;
+    if (o.kind == OpKind::send || o.kind == OpKind::recv) {
+      REQUIRE(o.tp_role == TpRole::ring);
+      CHECK(o.category == Category::tp_comm);
+      CHECK(o.bytes == act / 4);
+      transfers[o.match].push_back(&o);
+      if (o.rank == 0) (o.kind == OpKind::send ? sends : recvs) += 1;
+    }
+    if (o.rank != 0) continue;
+    if (o.kind == OpKind::compute && layer) ++pieces[o.category == Category::backward ? 1 : 0][o.piece];
+    if (o.kind == OpKind::collective && layer && o.collective == CollectiveOp::reduce_scatter) {
+      CHECK(o.piece == LayerPiece::row);
+      if (o.pass == Category::backward) {
+        ++backward_sums;
+        CHECK(o.bytes == act);
+      } else {
+        ++forward_sums;
+        CHECK(o.bytes == act / 4);
+      }
+    }
+    if (o.kind == OpKind::collective && layer && o.collective == CollectiveOp::all_gather) ++layer_gathers;
+  }
+  const int passes = 2 * 8 * 16;  // halves x layers x micro-batches, each direction
+  CHECK(layer_gathers == 0);
+  CHECK(sends == 2 * passes * 3);
+  CHECK(recvs == 2 * passes * 3);
+  CHECK(forward_sums == passes * 4);
+  CHECK(backward_sums == passes);
+  CHECK(pieces[0][LayerPiece::whole] == 0);
+  CHECK(pieces[0][LayerPiece::prepare] == passes);
+  CHECK(pieces[0][LayerPiece::column] == passes * 4);
+  CHECK(pieces[0][LayerPiece::middle] == passes);
+  CHECK(pieces[0][LayerPiece::row] == passes * 4);
+  CHECK(pieces[1][LayerPiece::row] == passes);
+  CHECK(pieces[1][LayerPiece::wgrad] == passes);
+  // Each transfer goes from a rank to its ring successor (tp index + 1) and back pairs up.
+  for (const auto& [match, pair] : transfers) {
+    REQUIRE(pair.size() == 2);
+    const Op& send = pair[0]->kind == OpKind::send ? *pair[0] : *pair[1];
+    const Op& recv = pair[0]->kind == OpKind::send ? *pair[1] : *pair[0];
+    CHECK(recv.kind == OpKind::recv);
+    CHECK(send.peer == recv.rank);
+    CHECK(coord_of(s.plan, send.peer).tp == (coord_of(s.plan, send.rank).tp + 1) % 4);
+    CHECK(send.step == recv.step);
+  }
+  // The same arithmetic as without the overlap, split into pieces.
+  CHECK(compute_flops(prog) == Approx(compute_flops(plain)).epsilon(1e-12));
+  CHECK(unfinished(prog) == 0);
+  // A column block past the first waits for the block it computes, received the step before.
+  for (std::size_t i = 0; i < prog.ops.size(); ++i) {
+    const Op& o = prog.ops[i];
+    if (o.kind != OpKind::compute || o.piece != LayerPiece::column || o.step <= 0) continue;
+    const auto deps = prog.deps_of(static_cast<std::int64_t>(i));
+    REQUIRE(deps.size() == 1);
+    const Op& d = prog.ops[static_cast<std::size_t>(deps[0])];
+    CHECK(d.kind == OpKind::recv);
+    CHECK(d.step == o.step - 1);
+  }
+  CHECK(op_name(prog, prog.order[0][3]).find("tp ring #0") == 0);
 }
 
 TEST_CASE("data-parallel buckets follow reverse layer order and wait for their gradients", "[compile][dp]") {

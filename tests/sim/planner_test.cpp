@@ -32,13 +32,14 @@ TEST_CASE("the search space of the quickstart on 2 devices is the hand count", "
   //   tp 1 pp 1 dp 2: micro-batch 1, 2, 4, 8 x 3 recompute x ZeRO 0/1                       = 24
   //   tp 1 pp 2 dp 1: micro-batch 1, 2, 4, 8 (an even count of micro-batches: 1F1B, GPipe,
   //                   interleaved x2) and 16 (one micro-batch: 1F1B) = 13 x 3 recompute      = 39
-  //   tp 2 pp 1 dp 1: micro-batch 1, 2, 4, 8, 16 x 3 recompute x SP off/on                   = 30
+  //   tp 2 pp 1 dp 1: micro-batch 1, 2, 4, 8, 16 x 3 recompute x SP off, on, on with tp
+  //                   communication overlap                                                 = 45
   const plan::Scenario s = plan::load(scenarios + "quickstart.yaml");
   const std::vector<plan::Candidate> all = plan::enumerate_plans(s);
-  CHECK(all.size() == 93);
+  CHECK(all.size() == 108);
   std::set<std::string> seen;
   for (const plan::Candidate& c : all) CHECK(seen.insert(plan::describe(c)).second);  // no duplicates
-  CHECK(plan::enumerate_plans(s, 2).size() == 93);
+  CHECK(plan::enumerate_plans(s, 2).size() == 108);
 }
 
 TEST_CASE("every candidate loads back from its --set overrides as the same scenario", "[planner]") {

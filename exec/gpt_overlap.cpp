@@ -1,0 +1,208 @@
+// Tensor-parallel communication overlap on the executor: the pieces a layer half is split
+// into (plan/kernels.hpp, OverlapKernels; plan/compile_layers.cpp emits them with their
+// ring transfers and reduce-scatters), on the buffers of the unsplit half, so that the
+// pieces together compute exactly what layer_forward / layer_backward do under sequence
+// parallelism.
+//
+// The ring: at step j rank i holds sequence block (i - j) mod tp of the gathered input (the
+// layer norm's output forward, the output's gradient backward), in its place in the full
+// buffer, so the blocks gather there as the ring turns. Forward, the row GEMM's block j
+// computes rows j·sub .. (j+1)·sub of every rank's block (sub = rows per rank / splits),
+// packed rank by rank so that the block's reduce-scatter leaves each rank its own rows.
+#include <algorithm>
+#include <stdexcept>
+
+#include "exec/gpt_shard.hpp"
+
+namespace parasim::exec {
+
+using plan::Category;
+using plan::ComputeWhat;
+using plan::LayerPiece;
+
+namespace {
+
+std::size_t block_of(int tp_index, int step, int tp) { return static_cast<std::size_t>(((tp_index - step) % tp + tp) % tp); }
+
+}  // namespace
+
+void GptShard::layer_piece(const plan::Op& op) {
+  if (op.what == ComputeWhat::layer_attention) {
+    attention_piece(op);
+  } else {
+    mlp_piece(op);
+  }
+}
+
+Shard::View GptShard::ring_block(const plan::Op& t) {
+  const int sender = t.kind == plan::OpKind::send ? tp_index_ : (tp_index_ + tp_ - 1) % tp_;
+  const std::size_t rows = static_cast<std::size_t>(ns_) * static_cast<std::size_t>(h_);
+  float* base = nullptr;
+  if (t.pass == Category::backward) {
+    base = dfull_.f();
+  } else {
+    Acts& a = acts(t.layer, t.micro_batch);
+    base = (t.what == ComputeWhat::layer_attention ? a.ln1 : a.ln2).f();
+  }
+  return {base + block_of(sender, t.step, tp_) * rows, static_cast<std::int64_t>(rows)};
+}
+
+void GptShard::attention_piece(const plan::Op& op) {
+  const LayerParams& p = layer_params_.at(op.layer);
+  Acts& a = acts(op.layer, op.micro_batch);
+  const auto N = static_cast<std::size_t>(n_);
+  const auto H = static_cast<std::size_t>(h_);
+  const auto Q = static_cast<std::size_t>(3 * cl_);
+  const bool backward = op.category == Category::backward;
+  const std::size_t r = op.piece == LayerPiece::column ? block_of(tp_index_, op.step, tp_) * static_cast<std::size_t>(ns_) : 0;
+  float* datty = scratch_a_.f();
+  float* dqkv = scratch_b_.f();
+  switch (op.piece) {
+    case LayerPiece::prepare: {
+      plan::Op gather = op;
+      gather.pass = backward ? Category::backward : Category::forward;
+      gather_input(gather);
+      need(a.part, N * H);
+      if (backward) {
+        need(scratch_a_, N * std::max<std::size_t>(fl_, Q));
+        need(scratch_b_, N * std::max<std::size_t>(fl_, Q));
+      } else {
+        need(a.qkv, N * Q);
+      }
+      return;
+    }
+    case LayerPiece::column:
+      if (backward) {
+        dev_.gemm(false, true, ns_, cl_, h_, 1.0F, dfull_.f() + r * H, h_, w(p.projw), h_, 0.0F, datty + r * cl_, cl_);
+      } else {
+        float* qkv = a.qkv.f() + r * Q;
+        dev_.gemm(false, false, ns_, 3 * cl_, h_, 1.0F, a.ln1.f() + r * H, h_, w(p.qkvw), 3 * cl_, 0.0F, qkv, 3 * cl_);
+        dev_.add_bias(qkv, w(p.qkvb), ns_, 3 * cl_);
+        round(qkv, static_cast<std::size_t>(ns_) * Q);
+      }
+      return;
+    case LayerPiece::middle:
+      if (backward) {
+        dev_.bias_backward(g(p.projb), dfull_.f() + own_rows(), ns_, h_);
+        dev_.gemm(true, false, cl_, h_, n_, 1.0F, a.atty.f(), cl_, dfull_.f(), h_, 1.0F, g(p.projw), h_);
+        attention_core_backward(a, datty, dqkv);
+      } else {
+        attention_core_forward(a);
+        if (recompute_ == plan::Recompute::selective) a.att = Buffer();
+      }
+      return;
+    case LayerPiece::row:
+      if (backward) {
+        dev_.gemm(false, true, n_, h_, 3 * cl_, 1.0F, dqkv, 3 * cl_, w(p.qkvw), 3 * cl_, 0.0F, a.part.f(), h_);
+      } else {
+        row_block(op, a.atty.f(), cl_, p.projw);
+      }
+      return;
+    case LayerPiece::wgrad:
+      dev_.gemm(true, false, h_, 3 * cl_, n_, 1.0F, a.ln1.f(), h_, dqkv, 3 * cl_, 1.0F, g(p.qkvw), 3 * cl_);
+      dev_.bias_backward(g(p.qkvb), dqkv, n_, 3 * cl_);
+      return;
+    case LayerPiece::whole: break;
+  }
+  throw std::logic_error("not a piece of a layer half");
+}
+
+void GptShard::mlp_piece(const plan::Op& op) {
+  const LayerParams& p = layer_params_.at(op.layer);
+  Acts& a = acts(op.layer, op.micro_batch);
+  const auto N = static_cast<std::size_t>(n_);
+  const auto H = static_cast<std::size_t>(h_);
+  const auto F = static_cast<std::size_t>(fl_);
+  const bool backward = op.category == Category::backward;
+  const std::size_t r = op.piece == LayerPiece::column ? block_of(tp_index_, op.step, tp_) * static_cast<std::size_t>(ns_) : 0;
+  float* dfcg = scratch_a_.f();
+  float* dfch = scratch_b_.f();
+  switch (op.piece) {
+    case LayerPiece::prepare: {
+      plan::Op gather = op;
+      gather.pass = backward ? Category::backward : Category::forward;
+      gather_input(gather);
+      need(a.part, N * H);
+      if (backward) {
+        need(scratch_a_, N * std::max<std::size_t>(F, 3 * static_cast<std::size_t>(cl_)));
+        need(scratch_b_, N * std::max<std::size_t>(F, 3 * static_cast<std::size_t>(cl_)));
+      } else {
+        need(a.fch, N * F);
+        need(a.fcg, N * F);
+      }
+      return;
+    }
+    case LayerPiece::column:
+      if (backward) {
+        dev_.gemm(false, true, ns_, fl_, h_, 1.0F, dfull_.f() + r * H, h_, w(p.fcprojw), h_, 0.0F, dfcg + r * F, fl_);
+      } else {
+        dev_.gemm(false, false, ns_, fl_, h_, 1.0F, a.ln2.f() + r * H, h_, w(p.fcw), fl_, 0.0F, a.fch.f() + r * F, fl_);
+      }
+      return;
+    case LayerPiece::middle:
+      if (backward) {
+        const float* dy = dfull_.f();
+        dev_.bias_backward(g(p.fcprojb), dy + own_rows(), ns_, h_);
+        dev_.gemm(true, false, fl_, h_, n_, 1.0F, a.fcg.f(), fl_, dy, h_, 1.0F, g(p.fcprojw), h_);
+        dev_.zero(dfch, static_cast<std::int64_t>(N * F));
+        dev_.gelu_backward(dfch, a.fch.f(), dfcg, static_cast<std::int64_t>(N * F));
+      } else {
+        dev_.bias_gelu_forward(a.fch.f(), a.fcg.f(), w(p.fcb), n_, fl_, precision_);
+      }
+      return;
+    case LayerPiece::row:
+      if (backward) {
+        dev_.gemm(false, true, n_, h_, fl_, 1.0F, dfch, fl_, w(p.fcw), fl_, 0.0F, a.part.f(), h_);
+      } else {
+        row_block(op, a.fcg.f(), fl_, p.fcprojw);
+      }
+      return;
+    case LayerPiece::wgrad:
+      dev_.gemm(true, false, h_, fl_, n_, 1.0F, a.ln2.f(), h_, dfch, fl_, 1.0F, g(p.fcw), fl_);
+      dev_.bias_backward(g(p.fcb), dfch, n_, fl_);
+      return;
+    case LayerPiece::whole: break;
+  }
+  throw std::logic_error("not a piece of a layer half");
+}
+
+// Block j of the forward's row GEMM: `in` (n x k) times the weight (k x h), the rows
+// j·sub .. (j+1)·sub of every rank's block, packed rank by rank at the block's place in
+// a.part (its reduce-scatter's buffer).
+void GptShard::row_block(const plan::Op& op, const float* in, int k, std::size_t weight) {
+  Acts& a = acts(op.layer, op.micro_batch);
+  const auto sub = static_cast<std::size_t>(ns_ / splits_);
+  const auto j = static_cast<std::size_t>(op.step);
+  const auto K = static_cast<std::size_t>(k);
+  const auto H = static_cast<std::size_t>(h_);
+  dev_.gemm_batched(false, false, static_cast<int>(sub), h_, k, 1.0F, in + j * sub * K, k,
+                    static_cast<std::int64_t>(ns_) * k, w(weight), h_, 0, 0.0F, a.part.f() + j * tp_ * sub * H, h_,
+                    static_cast<std::int64_t>(sub * H), tp_);
+}
+
+Shard::View GptShard::block_sum_buffer(const plan::Op& c) {
+  const auto sub = static_cast<std::size_t>(ns_ / splits_);
+  const auto rows = static_cast<std::size_t>(tp_) * sub;
+  return {acts(c.layer, c.micro_batch).part.f() + static_cast<std::size_t>(c.step) * rows * static_cast<std::size_t>(h_),
+          static_cast<std::int64_t>(rows * static_cast<std::size_t>(h_))};
+}
+
+// A block's sum: this rank's rows of it into their place among its own rows; after the
+// last block, what follows the sum.
+void GptShard::block_sum_finish(const plan::Op& c) {
+  const auto sub = static_cast<std::size_t>(ns_ / splits_);
+  const auto H = static_cast<std::size_t>(h_);
+  const auto j = static_cast<std::size_t>(c.step);
+  need(summed_, static_cast<std::size_t>(ns_) * H);
+  const View block = block_sum_buffer(c);
+  dev_.copy(summed_.f() + j * sub * H, block.data + static_cast<std::size_t>(tp_index_) * sub * H,
+            static_cast<std::int64_t>(sub * H));
+  if (c.step + 1 < splits_) return;
+  if (c.what == ComputeWhat::layer_attention) {
+    finish_attention_forward(c.layer, c.micro_batch, summed_.f());
+  } else {
+    finish_mlp_forward(c.layer, c.micro_batch, c.pass == Category::recompute, summed_.f());
+  }
+}
+
+}  // namespace parasim::exec

@@ -1,0 +1,286 @@
+// The compiler's state while it builds one Program (compile.cpp): the groups, the shared
+// GEMM and kernel sets, and per rank the ops emitted so far. Its methods are split by what
+// they emit: compile.cpp the schedule of a rank and its pipeline transfers,
+// compile_layers.cpp a layer's passes with their tensor-parallel communication,
+// compile_sync.cpp the data-parallel synchronisation and the optimizer step.
+// Internal to the plan library.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "plan/buckets.hpp"
+#include "plan/program.hpp"
+#include "plan/schedule.hpp"
+
+namespace parasim::plan::detail {
+
+class Builder {
+ public:
+  explicit Builder(const Scenario& s) : scenario_(s), p_(s.plan), m_(s.model), t_(s.training), kernel_plan_(kernel_plan(s)) {
+    e_ = topology::dtype_bytes(t_.precision);
+    g_ = topology::dtype_bytes(t_.grad_dtype);
+    shape_ = PipelineShape{p_.pp, s.micro_batches(), p_.virtual_stages};
+    prog_.world = p_.world();
+    prog_.order.resize(static_cast<std::size_t>(prog_.world));
+    make_groups();
+    make_gemm_sets();
+  }
+
+  Program build(const CompileOptions& options) {
+    const bool fold = options.one_replica && p_.dp > 1;
+    for (int r = 0; r < prog_.world; ++r) {
+      Coord c = coord_of(p_, r);
+      if (fold) {
+        c.dp = 0;
+        prog_.mirror_of.push_back(rank_of(p_, c));
+        if (prog_.mirror_of.back() != r) continue;
+      }
+      compile_rank(r);
+    }
+    return std::move(prog_);
+  }
+
+ private:
+  // --- groups and shapes ---------------------------------------------------------------
+  void make_groups() {
+    group_of_ = add_groups(p_, m_, prog_);
+    // A rank is in one group per dimension and at most one embedding group: one collective
+    // counter per (rank, kind of group).
+    counters_.assign(4 * static_cast<std::size_t>(prog_.world), 0);
+  }
+
+  static std::size_t dim_index(Dim d) { return static_cast<std::size_t>(d); }
+
+  void make_gemm_sets();
+
+  template <typename T>
+  static int append(std::vector<std::vector<T>>& sets, std::vector<T> set) {
+    sets.push_back(std::move(set));
+    return static_cast<int>(sets.size()) - 1;
+  }
+  int add_set(std::vector<Gemm> g) { return append(prog_.gemm_sets, std::move(g)); }
+  int add_kernels(std::vector<Kernel> k) { return append(prog_.kernel_sets, std::move(k)); }
+  // The kernel set of the op about to be emitted (compute() attaches it).
+  void next_kernels(int set) { next_kernels_ = set; }
+
+  // --- emitting ops -------------------------------------------------------------------
+  std::int64_t add(Op op, std::span<const std::int64_t> deps) {
+    op.deps_begin = static_cast<std::uint32_t>(prog_.deps.size());
+    op.deps_count = static_cast<std::uint32_t>(deps.size());
+    prog_.deps.insert(prog_.deps.end(), deps.begin(), deps.end());
+    const auto id = static_cast<std::int64_t>(prog_.ops.size());
+    prog_.ops.push_back(op);
+    prog_.order[static_cast<std::size_t>(op.rank)].push_back(id);
+    return id;
+  }
+  std::int64_t add(Op op, std::initializer_list<std::int64_t> deps = {}) {
+    return add(op, std::span<const std::int64_t>(deps.begin(), deps.size()));
+  }
+
+  std::int64_t compute(ComputeWhat what, Category cat, int set, double flops, double bytes, int mb, int chunk,
+                       int layer, std::span<const std::int64_t> deps = {}) {
+    Op op;
+    op.kind = OpKind::compute;
+    op.category = cat;
+    op.stream = Stream::compute;
+    op.what = what;
+    op.rank = rank_;
+    op.micro_batch = mb;
+    op.chunk = static_cast<std::int16_t>(chunk);
+    op.layer = layer;
+    op.layer_end = layer + 1;
+    op.flops = flops;
+    op.bytes = bytes;
+    op.gemms = set;
+    op.gemm_repeat = set >= 0 ? 1 : 0;
+    op.kernels = next_kernels_;
+    next_kernels_ = -1;
+    // The first forward touching a layer's parameters waits for their deferred all-gather.
+    if (const auto at = static_cast<std::size_t>(layer + 1); cat == Category::forward && gather_before_[at] >= 0) {
+      std::vector<std::int64_t> d(deps.begin(), deps.end());
+      d.push_back(std::exchange(gather_before_[at], -1));
+      return last_compute_ = add(op, d);
+    }
+    return last_compute_ = add(op, deps);
+  }
+
+  // A collective on this rank's group of dimension `d`; members get the same instance id
+  // because every member issues the same sequence of collectives on their group.
+  std::int64_t collective(Dim d, CollectiveOp what, Category cat, Stream stream, double bytes, int mb, int layer,
+                          int layer_end, std::span<const std::int64_t> deps) {
+    return collective_in(dim_index(d), what, cat, stream, bytes, mb, layer, layer_end, deps);
+  }
+
+  // `kind`: dim_index() of a dimension's groups, or embedding_groups.
+  std::int64_t collective_in(std::size_t kind, CollectiveOp what, Category cat, Stream stream, double bytes, int mb,
+                             int layer, int layer_end, std::span<const std::int64_t> deps) {
+    const int group = group_of_[kind][static_cast<std::size_t>(rank_)];
+    std::int64_t& counter = counters_[4 * static_cast<std::size_t>(rank_) + kind];
+    Op op;
+    op.kind = OpKind::collective;
+    op.category = cat;
+    op.stream = stream;
+    op.collective = what;
+    op.rank = rank_;
+    op.micro_batch = mb;
+    op.layer = layer;
+    op.layer_end = layer_end;
+    op.bytes = bytes;
+    op.group = group;
+    op.match = (static_cast<std::int64_t>(group) << 32) | counter++;
+    if (rank_ == prog_.groups[static_cast<std::size_t>(group)].ranks.front()) ++prog_.collectives;
+    return add(op, deps);
+  }
+
+  // One TP collective after the last compute op (and after a pending receive, when it
+  // opens a layer); the next compute waits for it. `part` and `pass` name the compute op it
+  // serves, `role` what it does for it.
+  void tp_collective(CollectiveOp what, int mb, int layer, TpRole role, ComputeWhat part, Category pass) {
+    std::vector<std::int64_t> deps = take_pending();
+    if (last_compute_ >= 0) deps.push_back(last_compute_);
+    pending_ = collective(Dim::tp, what, Category::tp_comm, Stream::tp, activation_bytes_, mb, layer, layer + 1, deps);
+    tag_tp(pending_, role, part, pass);
+  }
+
+  void tag_tp(std::int64_t op, TpRole role, ComputeWhat part, Category pass) {
+    Op& o = prog_.ops[static_cast<std::size_t>(op)];
+    o.tp_role = role;
+    o.what = part;
+    o.pass = pass;
+  }
+
+  std::int64_t p2p(OpKind kind, int peer, double bytes, int mb, int chunk, bool gradient,
+                   std::span<const std::int64_t> deps) {
+    const int sender = kind == OpKind::send ? rank_ : peer;
+    const int receiver = kind == OpKind::send ? peer : rank_;
+    Op op;
+    op.kind = kind;
+    op.category = Category::pp_comm;
+    op.stream = Stream::pp;
+    op.rank = rank_;
+    op.peer = peer;
+    op.micro_batch = mb;
+    op.chunk = static_cast<std::int16_t>(chunk);
+    op.bytes = bytes;
+    op.gradient = gradient;
+    op.host_sync = true;  // Megatron synchronises the device after its batched transfers
+    op.match = (((static_cast<std::int64_t>(sender) * prog_.world + receiver) * 2 + (gradient ? 1 : 0)) *
+                    shape_.micro_batches + mb) * shape_.virtual_stages + chunk;
+    if (kind == OpKind::send) ++prog_.transfers;
+    return add(op, deps);
+  }
+
+  // Dependencies for the next compute op: what it waits for besides stream order.
+  std::vector<std::int64_t> take_pending() {
+    std::vector<std::int64_t> d;
+    if (pending_ >= 0) d.push_back(pending_);
+    pending_ = -1;
+    return d;
+  }
+
+  // --- one layer ------------------------------------------------------------------------
+  void layer_forward(int layer, int mb, int chunk, Category cat);
+
+  void layer_backward(int layer, int mb, int chunk);
+  // Tensor-parallel communication overlap (ParallelPlan::tp_comm_overlap): the pieces' sets,
+  // and one layer half's pass as its two rings.
+  void make_overlap_sets(const std::vector<Gemm>& layer);
+  void overlapped_half(int layer, int mb, int chunk, Category cat, ComputeWhat part);
+  std::int64_t piece(ComputeWhat part, Category cat, LayerPiece which, int step, int kernels, int gemms, double flops,
+                     double bytes, int mb, int chunk, int layer, std::span<const std::int64_t> deps);
+  std::int64_t ring_transfer(OpKind kind, int peer, std::int64_t ring, int step, ComputeWhat part, Category cat, int mb,
+                             int layer, std::span<const std::int64_t> deps);
+
+  // --- one rank ----------------------------------------------------------------------------
+  int peer_stage_rank(int stage) const {
+    Coord c = coord_;
+    c.pp = stage;
+    return rank_of(p_, c);
+  }
+
+  void compile_rank(int rank);
+
+  // Megatron's scatter-gather: transfers carry 1/tp of the activation, gathered over tp.
+  bool scatter_gather() const {
+    return m_.kind == ModelKind::transformer && p_.tp > 1 && !p_.sequence_parallel && p_.pp_scatter_gather;
+  }
+
+  // After a received transfer split over tp: the all-gather of the boundary at `layer`
+  // (the receiver's first layer, or for gradients the one after its last), which the next
+  // compute waits for.
+  void gather_transfer(int layer, int mb, bool gradient);
+
+  // Bytes crossing the boundary after layer `l` for one micro-batch, per rank.
+  double boundary_bytes(int l) const {
+    if (m_.kind == ModelKind::transformer) return activation_bytes_ / (p_.sequence_parallel || scatter_gather() ? p_.tp : 1);
+    if (l < 0) return 0.0;
+    return m_.generic_layers[static_cast<std::size_t>(l)].activations * t_.micro_batch * e_;
+  }
+
+  // This rank's gradient sources and buckets (plan/buckets.hpp).
+  std::vector<GradientSource> sources() const;
+
+  // With the distributed optimizer's gather overlapped (Megatron's --overlap-param-gather),
+  // the previous step's all-gathers open this one, in forward order, and the first forward
+  // of each layer waits for its bucket's (compute() adds the dependency).
+  void param_gathers_first();
+
+  void data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad);
+
+  const Scenario& scenario_;
+  const ParallelPlan& p_;
+  const ModelSpec& m_;
+  const TrainingSpec& t_;
+  KernelPlan kernel_plan_;
+  int e_ = 2, g_ = 4;  // bytes of a weight or activation; of a main gradient, which reductions carry
+  PipelineShape shape_;
+  Program prog_;
+  static constexpr std::size_t embedding_groups = tied_embedding_groups;
+  std::vector<std::vector<int>> group_of_;
+  std::vector<std::int64_t> counters_;
+  int attention_set_ = -1, mlp_set_ = -1, core_set_ = -1, layer_set_ = -1, head_set_ = -1;
+  std::vector<int> generic_sets_;
+  // Kernel sets: [forward, backward] x [whole layer, attention, MLP]; embedding and head
+  // [forward, backward]; the attention core; per generic layer [forward, backward]; the
+  // optimizer's per shard size.
+  int layer_kernels_[2][3] = {{-1, -1, -1}, {-1, -1, -1}};
+  int embedding_kernels_[2] = {-1, -1};
+  int head_kernels_[2] = {-1, -1};
+  int core_kernels_ = -1;
+  std::vector<std::array<int, 2>> generic_kernels_;
+  std::map<double, int> optimizer_kernels_;
+  int next_kernels_ = -1;
+  // Per pass (forward, backward) and half (attention, MLP) under tp communication overlap:
+  // kernel sets of the pieces (plan/kernels.hpp, OverlapKernels), GEMM sets and FLOPs of
+  // the column block, the middle and the row block, and the middle's other traffic.
+  struct Pieces {
+    int prepare = -1, column = -1, middle = -1, row = -1, row_last = -1, wgrad = -1;
+    int column_gemms = -1, middle_gemms = -1, row_gemms = -1, wgrad_gemms = -1;
+    double column_flops = 0.0, middle_flops = 0.0, row_flops = 0.0, wgrad_flops = 0.0, middle_bytes = 0.0;
+  };
+  Pieces pieces_[2][2];
+  bool overlap_ = false;
+  int splits_ = 1;  // blocks of the forward's pipelined reduce-scatter
+  double activation_bytes_ = 0.0;
+  double elementwise_bytes_ = 0.0;
+  // Per rank being compiled.
+  int rank_ = 0;
+  Coord coord_;
+  std::int64_t last_compute_ = -1;
+  std::int64_t pending_ = -1;
+  std::int64_t rings_ = 0;  // rings emitted: every tp member emits the same ones in the same order
+  std::vector<std::int64_t> grad_ready_;
+  // Per layer, under tp communication overlap: the last reduce-scatter of its backward,
+  // which may end after grad_ready_ (its weight gradients run under it); else -1.
+  std::vector<std::int64_t> grad_also_;
+  std::vector<std::int64_t> gather_before_;  // per layer + 1: its deferred parameter all-gather
+  std::vector<std::int64_t> loss_ready_;  // per micro-batch: the loss statistics' all-gather
+};
+
+}  // namespace parasim::plan::detail

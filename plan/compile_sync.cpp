@@ -1,0 +1,110 @@
+// The end of a rank's step as ops: the data-parallel gradient buckets, the tied
+// embedding's and sequence-parallel norms' sums, the optimizer, the parameter gathers.
+#include "plan/compile_builder.hpp"
+
+namespace parasim::plan::detail {
+
+std::vector<GradientSource> Builder::sources() const {
+  const bool head = m_.kind == ModelKind::transformer && coord_.pp == p_.pp - 1;
+  return gradient_sources(scenario_, coord_.pp, head, coord_.pp == 0);
+}
+
+void Builder::param_gathers_first() {
+  gather_before_.assign(static_cast<std::size_t>(m_.layer_count()) + 2, -1);
+  if (!p_.defers_param_gather()) return;
+  const std::vector<GradientSource> src = sources();
+  const std::vector<GradientBucket> buckets = gradient_buckets(src, g_, p_.bucket_bytes);
+  for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
+    const std::int64_t g = collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, b->params * e_,
+                                      -1, b->lowest, b->above, {});
+    for (std::size_t i = b->first; i < b->end; ++i) gather_before_[static_cast<std::size_t>(src[i].layer + 1)] = g;
+  }
+}
+
+void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad) {
+  const int stage = coord_.pp;
+  const bool transformer = m_.kind == ModelKind::transformer;
+  const double word = transformer ? static_cast<double>(m_.vocab) * m_.hidden / p_.tp : 0.0;
+  const double final_norm = transformer ? 2.0 * m_.hidden : 0.0;
+  // Gradient sources in the order they complete (LM head, layers from the last): when ready.
+  const std::vector<GradientSource> src = sources();
+  std::vector<std::int64_t> ready_of;
+  std::vector<std::int64_t> also_of;  // a second op the source's gradient waits for, or -1
+  std::vector<std::int64_t> tails;    // every such op
+  double params = 0.0;
+  int layers = 0;
+  for (const GradientSource& g : src) {
+    const bool layer = g.layer >= 0 && g.layer < m_.layer_count();
+    layers += layer ? 1 : 0;
+    params += g.params;
+    ready_of.push_back(layer ? grad_ready_[static_cast<std::size_t>(g.layer)] : g.layer < 0 ? embed_grad : head_grad);
+    also_of.push_back(layer ? grad_also_[static_cast<std::size_t>(g.layer)] : -1);
+    if (also_of.back() >= 0) tails.push_back(also_of.back());
+  }
+  const std::int64_t end_of_backward = last_compute_;
+  std::vector<std::int64_t> synced;
+  const std::vector<GradientBucket> buckets =
+      p_.dp > 1 ? gradient_buckets(src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
+  // The tied embedding's gradient is summed between the first and last stage (Megatron's
+  // embedding group): after the data-parallel sync, or with ZeRO-1, whose reduce-scatter
+  // leaves each rank only its share summed, before the bucket that holds it.
+  const bool tied = group_of_[embedding_groups][static_cast<std::size_t>(rank_)] >= 0;
+  const bool tied_first = tied && p_.zero == 1 && p_.dp > 1;
+  auto tied_sum = [&](std::span<const std::int64_t> deps) {
+    return collective_in(embedding_groups, CollectiveOp::all_reduce, Category::pp_comm, Stream::dp, word * g_, -1,
+                         stage == 0 ? -1 : m_.layer_count(), stage == 0 ? 0 : m_.layer_count() + 1, deps);
+  };
+  for (const GradientBucket& b : buckets) {
+    std::vector<std::int64_t> deps;
+    for (std::size_t i = b.first; i < b.end; ++i) {
+      std::int64_t ready = p_.overlap_dp ? ready_of[i] : end_of_backward;
+      if (tied_first && (src[i].layer == -1 || src[i].layer == m_.layer_count())) ready = tied_sum(std::span(&ready, 1));
+      deps.push_back(ready);
+      if (also_of[i] >= 0) deps.push_back(also_of[i]);
+    }
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    synced.push_back(collective(Dim::dp, p_.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
+                                Category::dp_comm, Stream::dp, b.params * g_, -1, b.lowest, b.above, deps));
+  }
+  if (p_.dp == 1) {
+    synced.push_back(end_of_backward);
+    synced.insert(synced.end(), tails.begin(), tails.end());
+  }
+  // Sequence parallelism computes the norms and the biases added after a row-parallel
+  // sum on each rank's sequence shard: their gradients are partial and are summed over tp
+  // once the data-parallel sync is done (Megatron's layer-norm gradient all-reduce).
+  if (transformer && p_.tp > 1 && p_.sequence_parallel) {
+    double whole = static_cast<double>(layers) * (m_.mlp == Mlp::gelu ? 6.0 : 5.0) * m_.hidden;
+    if (stage == p_.pp - 1) whole += final_norm;
+    std::sort(synced.begin(), synced.end());
+    const std::int64_t sp = collective(Dim::tp, CollectiveOp::all_reduce, Category::tp_comm, Stream::tp, whole * g_, -1,
+                                       -1, m_.layer_count() + 1, synced);
+    tag_tp(sp, TpRole::replicated_grads, ComputeWhat::optimizer, Category::backward);
+    synced.assign(1, sp);
+  }
+  if (tied && !tied_first) {
+    std::sort(synced.begin(), synced.end());
+    synced.assign(1, tied_sum(synced));
+  }
+  const double shard = params / (p_.zero == 1 ? p_.dp : 1);
+  const double opt_bytes = (24.0 + 2.0 * e_) * shard;
+  // The host reads the overflow flag and the gradient norm before the step: it waits for
+  // every gradient to be synchronised.
+  for (std::int64_t op : synced) {
+    if (op >= 0) prog_.ops[static_cast<std::size_t>(op)].host_sync = true;
+  }
+  auto [it, fresh] = optimizer_kernels_.try_emplace(shard, -1);
+  if (fresh) it->second = add_kernels(optimizer_kernels(scenario_, shard));
+  next_kernels(it->second);
+  const std::int64_t opt = compute(ComputeWhat::optimizer, Category::optimizer, -1, 12.0 * shard, opt_bytes, -1, -1,
+                                   -1, synced);
+  if (p_.zero == 1 && !p_.defers_param_gather()) {  // no buckets with dp 1
+    for (const GradientBucket& b : buckets) {
+      collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, b.params * e_, -1, b.lowest, b.above,
+                 std::span<const std::int64_t>(&opt, 1));
+    }
+  }
+}
+
+}  // namespace parasim::plan::detail
