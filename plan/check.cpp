@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "plan/describe.hpp"
 #include "plan/limits.hpp"
+#include "plan/program.hpp"
 
 namespace parasim::plan {
 namespace {
@@ -75,6 +77,23 @@ void check(const Scenario& s) {
                           "plan.sequence_parallel: true (it overlaps sequence parallelism's all-gathers and "
                           "reduce-scatters); the plan has tp {}{}",
                           p.tp, p.sequence_parallel ? "" : " without sequence parallelism"));
+    if (p.tp_comm_overlap && p.world() <= gpus) {
+      // Transformer Engine's userbuffers exchange the blocks over NVLink (CUDA IPC): every
+      // tp group inside one node. Groups have the same shape, so rank 0's tells.
+      const int per_node = s.cluster.gpus_per_node;
+      int first_node = -1;
+      bool inside = true;
+      for (int i = 0; i < p.tp; ++i) {
+        const int node = rank_of(p, Coord{i, 0, 0}) / per_node;
+        if (first_node < 0) first_node = node;
+        inside = inside && node == first_node;
+      }
+      c.require(inside, "plan.tp_comm_overlap",
+                fmt::format("tensor-parallel communication overlap exchanges its blocks over NVLink inside a node "
+                            "(Transformer Engine's userbuffers), but the tp groups of this plan span nodes (tp {} on "
+                            "{} devices per node, placement {}); keep tp within a node or turn the overlap off",
+                            p.tp, per_node, placement_string(p)));
+    }
   } else {
     c.require(p.tp == 1, "plan.tp",
               fmt::format("tensor parallelism needs a transformer model; '{}' is a generic layer list (use tp: 1)",
