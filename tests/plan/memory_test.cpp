@@ -40,7 +40,8 @@ TEST_CASE("mixed-precision AdamW holds 16 bytes per parameter, 18 with fp32 main
 
 TEST_CASE("fp32 needs no master copy; SGD keeps one moment", "[memory]") {
   const Scenario s = scenario(one_gpu, {"training.precision=fp32", "training.optimizer=sgd"});
-  const MemoryBreakdown& b = memory_per_rank(s).stages[0];
+  const MemoryReport r = memory_per_rank(s);
+  const MemoryBreakdown& b = r.stages[0];
   const double P = s.model.parameter_count();
   CHECK(b.master == 0.0);
   CHECK(b.weights + b.gradients + b.optimizer == Approx((4 + 4 + 4) * P));
