@@ -154,7 +154,7 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
                {"nics_per_node", "nic_bandwidth", "latency", "shape", "oversubscription", "leaf_downlinks",
                 "attach_bandwidth", "efficiency"},
                &where);
-    c.inter.nics_per_node = net.integer("nics_per_node", 1, 1, 64);
+    c.inter.nics_per_node = net.integer("nics_per_node", 1, 1, 1024);
     c.inter.nic_bandwidth = net.bandwidth("nic_bandwidth", std::nullopt);
     c.inter.latency = net.duration("latency", 5e-6);
     c.inter.shape = net.choice<NetworkShape>("shape", NetworkShape::single_switch,

@@ -18,11 +18,14 @@ Scenario with(const std::string& cluster, const std::string& model, int batch = 
 }  // namespace
 
 TEST_CASE("every preset named in the scenario format exists", "[presets]") {
-  for (const char* d : {"a100-80gb", "h100-sxm", "h200", "l40s", "cpu-core"}) CHECK(find_preset(PresetKind::device, d));
-  for (const char* c : {"dgx-a100", "dgx-h100", "hgx-h100", "hgx-h200", "pcie-node", "cpu-host"}) {
+  for (const char* d : {"a100-80gb", "a100-40gb", "h100-sxm", "h200", "b200", "gb200", "l40s", "cpu-core"}) {
+    CHECK(find_preset(PresetKind::device, d));
+  }
+  for (const char* c : {"dgx-a100", "dgx-h100", "hgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "pcie-node", "cpu-host"}) {
     CHECK(find_preset(PresetKind::cluster, c));
   }
-  for (const char* m : {"gpt3-175b", "gpt3-13b", "llama2-7b", "llama2-70b", "gpt-30b", "lenet", "resnet18", "tiny-gpt"}) {
+  for (const char* m : {"gpt3-175b", "gpt3-13b", "llama2-7b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3.1-8b",
+                        "llama3.1-70b", "llama3.1-405b", "gpt-30b", "lenet", "resnet18", "tiny-gpt"}) {
     CHECK(find_preset(PresetKind::model, m));
   }
 }
@@ -66,6 +69,13 @@ TEST_CASE("model presets match their published parameter counts", "[presets][mod
   // checkpoints); our layout has no biases for LLaMA except the attention ones, < 0.1 %.
   CHECK(with("dgx-h100", "llama2-7b", 8).model.parameter_count() == Approx(6.738e9).epsilon(0.001));
   CHECK(with("dgx-h100", "llama2-70b", 8).model.parameter_count() == Approx(68.977e9).epsilon(0.001));
+  // Llama 3 / 3.1 (Meta, "The Llama 3 Herd of Models", 2024), the released checkpoints'
+  // tensor sizes summed: 8,030,261,248; 70,553,706,496; 405,853,388,800.
+  CHECK(with("dgx-h100", "llama3-8b", 8).model.parameter_count() == Approx(8030261248.0).epsilon(0.001));
+  CHECK(with("dgx-h100", "llama3.1-8b", 8).model.parameter_count() == Approx(8030261248.0).epsilon(0.001));
+  CHECK(with("dgx-h100", "llama3-70b", 8).model.parameter_count() == Approx(70553706496.0).epsilon(0.001));
+  CHECK(with("dgx-h100", "llama3.1-70b", 8).model.parameter_count() == Approx(70553706496.0).epsilon(0.001));
+  CHECK(with("dgx-h100", "llama3.1-405b", 8).model.parameter_count() == Approx(405853388800.0).epsilon(0.001));
   CHECK(with("dgx-h100", "gpt-30b", 8).model.parameter_count() == Approx(29.97e9).epsilon(0.01));
   CHECK(with("dgx-h100", "gpt3-13b", 8).model.parameter_count() == Approx(12.85e9).epsilon(0.01));
   CHECK(with("dgx-h100", "lenet", 8).model.parameter_count() == 61706.0);

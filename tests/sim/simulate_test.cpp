@@ -8,6 +8,7 @@
 #include "plan/load.hpp"
 #include "plan/memory.hpp"
 #include "sim/simulate.hpp"
+#include "topology/cluster.hpp"
 
 using namespace parasim;
 
@@ -259,6 +260,34 @@ plan: {{tp: 4, sequence_parallel: true, tp_comm_overlap: true}}
       INFO(fmt::format("{} GB/s, block {}", gbps, j));
       CHECK(end[static_cast<std::size_t>(j)] - start[static_cast<std::size_t>(j)] == Approx(gemm).epsilon(1e-6));
       CHECK(start[static_cast<std::size_t>(j)] - ring_begins == Approx(j * std::max(gemm, hop)).margin(1e-12));
+    }
+  }
+}
+
+TEST_CASE("GB200 NVL72: a tensor-parallel group of 16 stays in the NVLink domain, on DGX B200 it leaves the node", "[simulate][presets]") {
+  // The same GPT-3 175B plan (2 layers, tp 16) on one NVL72 rack and on two DGX B200 nodes:
+  // its tp traffic crosses only NVLink in the first, NICs too in the second.
+  for (const char* cluster : {"gb200-nvl72", "dgx-b200"}) {
+    const std::string text = fmt::format(R"(cluster: {{preset: {}, nodes: {}}}
+model: {{preset: gpt3-175b, layers: 2}}
+training: {{global_batch: 2, micro_batch: 1, precision: bf16}}
+plan: {{tp: 16, dp: 1, pp: 1, sequence_parallel: true}}
+)",
+                                         cluster, std::string(cluster) == "dgx-b200" ? 2 : 1);
+    const plan::Scenario s = plan::load_text(text, "blackwell.yaml");
+    const report::Trace t = sim::predict(s).trace;
+    const topology::Cluster c(s.cluster);
+    double intra = 0.0, inter = 0.0;
+    for (const report::LinkUse& l : t.links) {
+      const double tp = l.by_dimension[0];
+      (c.link(l.link).cls == topology::LinkClass::intra ? intra : inter) += tp;
+    }
+    INFO(cluster);
+    CHECK(intra > 0.0);
+    if (std::string(cluster) == "gb200-nvl72") {
+      CHECK(inter == 0.0);
+    } else {
+      CHECK(inter > 0.0);
     }
   }
 }
