@@ -313,10 +313,15 @@ void run_validate(const RunArgs& a) {
   }
   fmt::print("\nprediction against measurement (median step; profile: {})\n{}",
              s.hardware.profile.empty() ? "datasheet defaults, not calibrated" : s.hardware.profile, t.render());
-  if (s.training.precision == plan::Dtype::bf16 || s.training.precision == plan::Dtype::fp16) {
+  if (const plan::Dtype stored = topology::storage_dtype(s.training.precision);
+      stored == plan::Dtype::bf16 || stored == plan::Dtype::fp16) {
     fmt::print("note: the executor keeps {} tensors as rounded fp32 values, so it holds more memory than the\n"
                "      prediction's 2-byte tensors; compare memory with training.precision fp32 or tf32\n",
-               topology::to_string(s.training.precision));
+               topology::to_string(stored));
+  }
+  if (s.training.precision == plan::Dtype::fp8) {
+    fmt::print("note: fp8 runs here as FP8 values in fp32 GEMMs (each linear layer's operands rounded to E4M3 or\n"
+               "      E5M2 under current scaling), at the bf16 rate, whatever training.fp8_recipe says\n");
   }
 
   OutputSet out;

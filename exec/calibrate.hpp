@@ -102,7 +102,7 @@ Calibration calibrate(Device& dev, const CalibrateOptions& options,
                       const std::function<void(std::string_view)>& progress = {});
 
 struct ProfileFit {
-  std::array<double, 4> peak{};                         // FLOP/s, the best GEMM per dtype; 0: not measured
+  std::array<double, topology::dtype_count> peak{};                         // FLOP/s, the best GEMM per dtype; 0: not measured
   std::vector<std::pair<double, double>> efficiency;    // (size, fraction of peak), ascending
   double memory_bandwidth = 0.0;                        // bytes/s over the element-wise kernels
   double optimizer_bandwidth = 0.0;                     // AdamW at 32 bytes per parameter

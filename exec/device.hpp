@@ -181,6 +181,10 @@ class Device {
   // Rounds fp32 values to the nearest bf16 / fp16 value (round to nearest even); no-op for
   // fp32 and tf32 (TF32 rounding happens inside GEMMs on devices that have it).
   virtual void round_to(plan::Dtype dtype, float* y, std::int64_t count) = 0;
+  // fp8 training's GEMM operands: y = x scaled by the FP8 format's largest value over x's
+  // largest magnitude, rounded to the format, scaled back (exec/model/fp8.hpp; E5M2 for
+  // gradients, E4M3 otherwise). y may be x.
+  virtual void fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) = 0;
 
   // --- communication --------------------------------------------------------------------------
   // A communicator over `ranks` (world ranks, in order); every listed rank calls it with

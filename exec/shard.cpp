@@ -33,6 +33,7 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   const plan::ParallelPlan& p = s.plan;
   const plan::Coord c = plan::coord_of(p, rank);
   precision_ = s.training.precision;
+  storage_ = topology::storage_dtype(precision_);
   dp_ = p.dp;
   dp_index_ = c.dp;
   pp_ = p.pp;
@@ -95,7 +96,7 @@ void Shard::init_parameters(const std::function<float(std::size_t)>& value) {
   fill(0, rows.size() / threads);
   for (std::thread& w : workers) w.join();
   dev_.upload(params_.f(), host.data(), host.size() * sizeof(float));
-  if (precision_ == plan::Dtype::bf16 || precision_ == plan::Dtype::fp16) {
+  if (storage_ == plan::Dtype::bf16 || storage_ == plan::Dtype::fp16) {
     rounded_ = dev_.allocate_floats(static_cast<std::size_t>(param_count_));
     weights_ = &rounded_;
     refresh_weights(0, static_cast<std::size_t>(param_count_));
@@ -155,7 +156,16 @@ Buffer& Shard::need(Buffer& b, std::size_t floats) {
 }
 
 
-void Shard::round(float* p, std::size_t n) { dev_.round_to(precision_, p, static_cast<std::int64_t>(n)); }
+void Shard::round(float* p, std::size_t n) { dev_.round_to(storage_, p, static_cast<std::int64_t>(n)); }
+
+const float* Shard::fp8_in(const float* x, int rows, int cols, bool gradient, int slot) {
+  if (precision_ != plan::Dtype::fp8) return x;
+  const auto count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  Buffer& b = fp8_scratch_[slot];
+  if (b.floats() < count) b = dev_.allocate_floats(count);  // the largest operand so far
+  dev_.fake_quantize_fp8(b.f(), x, static_cast<std::int64_t>(count), gradient);
+  return b.f();
+}
 
 
 void Shard::refresh_weights(std::size_t begin, std::size_t end) {

@@ -126,12 +126,18 @@ class Shard {
   float* w(std::size_t offset) const { return weights_->f() + offset; }
   float* g(std::size_t offset) const { return grads_.f() + offset; }
   Buffer& need(Buffer& b, std::size_t floats);
+  // Rounds to the stored type (bf16 / fp16; bf16 under fp8).
   void round(float* p, std::size_t n);
+  // fp8: a linear layer's GEMM operand (rows x cols, contiguous) as Transformer Engine feeds
+  // it (Device::fake_quantize_fp8, E5M2 for a gradient), in scratch `slot` (0 or 1: the
+  // GEMM's first or second operand); other precisions: x itself.
+  const float* fp8_in(const float* x, int rows, int cols, bool gradient, int slot);
   // The factor of the loss gradient: the loss scale over the step's tokens (samples).
   [[nodiscard]] float loss_gradient_scale(double count) const { return static_cast<float>(loss_scale_ / count); }
 
   Device& dev_;
   plan::Dtype precision_;
+  plan::Dtype storage_;  // what tensors are stored in: the precision, or bf16 under fp8
   int dp_ = 1, dp_index_ = 0, stage_ = 0, pp_ = 1;
   int micro_batches_ = 1, b_ = 1;
   bool first_stage_ = false, last_stage_ = false;
@@ -154,6 +160,7 @@ class Shard {
   std::pair<std::size_t, std::size_t> bucket_range(int lowest_layer) const;
 
   Buffer adam_m_, adam_v_, rounded_;
+  Buffer fp8_scratch_[2];
   std::vector<int> bucket_lows_;                            // this rank's dp buckets, highest first
   std::vector<std::pair<std::size_t, std::size_t>> owned_;  // ZeRO-1: ranges this rank updates
   int step_ = 0;

@@ -59,7 +59,7 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addSection(tr("Training"));
   addInteger(QStringLiteral("training.global_batch"), tr("Global batch"), 1, plan::limits::global_batch);
   addInteger(QStringLiteral("training.micro_batch"), tr("Micro-batch"), 1, 1 << 20);
-  addChoice(QStringLiteral("training.precision"), tr("Precision"), {"fp32", "tf32", "bf16", "fp16"});
+  addChoice(QStringLiteral("training.precision"), tr("Precision"), {"fp32", "tf32", "bf16", "fp16", "fp8"});
   addChoice(QStringLiteral("training.recompute"), tr("Recompute"), {"none", "selective", "full"});
   addSection(tr("Parallelism"));
   addInteger(QStringLiteral("plan.dp"), tr("Data parallel (dp)"), 1, 1 << 20);

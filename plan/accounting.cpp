@@ -73,22 +73,24 @@ double step_flops(const ModelSpec& m, int global_batch, Recompute recompute) {
   return m.layers * per_layer + head * 3.0;
 }
 
-std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_batch, int activation_bytes) {
+std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_batch, int activation_bytes,
+                                               int linear_bytes) {
   const double sbh = static_cast<double>(m.seq_len) * micro_batch * m.hidden;
   const double kv_share = static_cast<double>(m.kv_heads) / m.heads;
   const double attn = static_cast<double>(m.heads) * m.seq_len * m.seq_len * micro_batch;  // a·s²·b
   const double f_share = static_cast<double>(m.ffn_hidden) / m.hidden;
   const int e = activation_bytes;
+  const int li = linear_bytes > 0 ? linear_bytes : e;
   std::vector<StoredTensor> t{
       {"ln1-input", sbh, e, false, false},
-      {"qkv-input", sbh, e, false, false},
+      {"qkv-input", sbh, li, false, false},
       {"q", sbh, e, true, false},
       {"k", sbh * kv_share, e, true, false},
       {"softmax-output", attn, e, true, true},
       {"v", sbh * kv_share, e, true, false},
-      {"attention-out-input", sbh, e, true, false},
+      {"attention-out-input", sbh, li, true, false},
       {"ln2-input", sbh, e, false, false},
-      {"mlp-input", sbh, e, false, false},
+      {"mlp-input", sbh, li, false, false},
   };
   // Dropout keeps its masks (a byte each) and, on the attention probabilities, its output.
   const bool dropout = m.dropout > 0.0;
@@ -99,25 +101,25 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
   }
   if (m.mlp == Mlp::gelu) {
     t.push_back({"gelu-input", sbh * f_share, e, true, false});
-    t.push_back({"mlp-down-input", sbh * f_share, e, true, false});
+    t.push_back({"mlp-down-input", sbh * f_share, li, true, false});
   } else {
     t.push_back({"gate", sbh * f_share, e, true, false});
     t.push_back({"up", sbh * f_share, e, true, false});
-    t.push_back({"mlp-down-input", sbh * f_share, e, true, false});
+    t.push_back({"mlp-down-input", sbh * f_share, li, true, false});
   }
   if (dropout) t.push_back({"mlp-dropout-mask", sbh, 1, false, false});
   return t;
 }
 
 double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel,
-                              Recompute recompute, int activation_bytes, bool flash) {
+                              Recompute recompute, int activation_bytes, bool flash, int linear_bytes) {
   if (recompute == Recompute::full) {
     // Only the layer input stays; sequence parallelism shards it too.
     const double input = static_cast<double>(m.seq_len) * micro_batch * m.hidden * activation_bytes;
     return sequence_parallel ? input / tp : input;
   }
   double bytes = flash ? 4.0 * m.heads / tp * m.seq_len * micro_batch : 0.0;
-  for (const StoredTensor& t : layer_stored_tensors(m, micro_batch, activation_bytes)) {
+  for (const StoredTensor& t : layer_stored_tensors(m, micro_batch, activation_bytes, linear_bytes)) {
     if ((flash || recompute == Recompute::selective) && t.attention_core) continue;
     const double b = t.elements * t.bytes_per_element;
     bytes += t.tp_sharded || sequence_parallel ? b / tp : b;

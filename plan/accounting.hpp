@@ -72,12 +72,15 @@ struct StoredTensor {
   bool attention_core = false;  // the s^2 terms that selective recompute drops
 };
 
-std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_batch, int activation_bytes);
+// `linear_bytes`: bytes per element of the four linear layers' inputs (1 under fp8, where
+// Transformer Engine keeps their FP8 copy for the weight gradient; 0: activation_bytes).
+std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_batch, int activation_bytes,
+                                               int linear_bytes = 0);
 
 // Bytes one layer keeps for backward per micro-batch on one rank. Under FlashAttention
 // (`flash`) the s² tensors are never stored, as with selective recompute; the kernel keeps
 // the softmax's log-sum-exp instead (4 bytes per head and token).
 double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel,
-                              Recompute recompute, int activation_bytes, bool flash = false);
+                              Recompute recompute, int activation_bytes, bool flash = false, int linear_bytes = 0);
 
 }  // namespace parasim::plan

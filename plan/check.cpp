@@ -52,7 +52,9 @@ void check(const Scenario& s) {
             fmt::format("dp x tp x pp = {} x {} x {} = {} devices, but the cluster has {} ({} nodes x {})", p.dp, p.tp,
                         p.pp, world, gpus, s.cluster.nodes, s.cluster.gpus_per_node));
   c.require(s.cluster.device.supports(t.precision), "training.precision",
-            fmt::format("device {} has no {} rate in its peak table", s.cluster.device.name, to_string(t.precision)));
+            fmt::format("device {} has no {} rate in its peak table{}", s.cluster.device.name, to_string(t.precision),
+                        t.precision == Dtype::fp8 ? " (FP8 tensor cores came with Hopper and Ada: H100, H200, L40S, B200)"
+                                                  : ""));
 
   if (m.kind == ModelKind::transformer) {
     c.require(m.hidden % m.heads == 0, "model.hidden",

@@ -35,6 +35,21 @@ void Builder::make_gemm_sets() {
       layer_kernels_[b][0] = add_kernels(layer_kernels(kp, LayerPart::whole, b == 1));
       layer_kernels_[b][1] = add_kernels(layer_kernels(kp, LayerPart::attention, b == 1));
       layer_kernels_[b][2] = add_kernels(layer_kernels(kp, LayerPart::mlp, b == 1));
+    }
+    // fp8: a step's first forward of each layer also casts its weights (weight_cast_kernels).
+    const LayerPart parts[] = {LayerPart::whole, LayerPart::attention, LayerPart::mlp};
+    for (int i = 0; i < 3; ++i) {
+      const std::vector<Kernel> casts = weight_cast_kernels(kp, parts[i]);
+      if (casts.empty()) {
+        first_kernels_[i] = layer_kernels_[0][i];
+        continue;
+      }
+      std::vector<Kernel> k = casts;
+      const std::vector<Kernel> rest = layer_kernels(kp, parts[i], false);
+      k.insert(k.end(), rest.begin(), rest.end());
+      first_kernels_[i] = add_kernels(std::move(k));
+    }
+    for (int b = 0; b < 2; ++b) {
       embedding_kernels_[b] = add_kernels(embedding_kernels(kp, b == 1));
       head_kernels_[b] = add_kernels(head_kernels(kp, b == 1));
     }

@@ -23,7 +23,7 @@ namespace parasim::plan::detail {
 class Builder {
  public:
   explicit Builder(const Scenario& s) : scenario_(s), p_(s.plan), m_(s.model), t_(s.training), kernel_plan_(kernel_plan(s)) {
-    e_ = topology::dtype_bytes(t_.precision);
+    e_ = topology::dtype_bytes(topology::storage_dtype(t_.precision));
     g_ = topology::dtype_bytes(t_.grad_dtype);
     shape_ = PipelineShape{p_.pp, s.micro_batches(), p_.virtual_stages};
     prog_.world = p_.world();
@@ -250,6 +250,7 @@ class Builder {
   // [forward, backward]; the attention core; per generic layer [forward, backward]; the
   // optimizer's per shard size.
   int layer_kernels_[2][3] = {{-1, -1, -1}, {-1, -1, -1}};
+  int first_kernels_[3] = {-1, -1, -1};  // forward of a step's first micro-batch (fp8: with the weight casts)
   int embedding_kernels_[2] = {-1, -1};
   int head_kernels_[2] = {-1, -1};
   int core_kernels_ = -1;
@@ -260,7 +261,7 @@ class Builder {
   // kernel sets of the pieces (plan/kernels.hpp, OverlapKernels), GEMM sets and FLOPs of
   // the column block, the middle and the row block, and the middle's other traffic.
   struct Pieces {
-    int prepare = -1, column = -1, middle = -1, row = -1, row_last = -1, wgrad = -1;
+    int prepare = -1, prepare_first = -1, column = -1, middle = -1, row = -1, row_last = -1, wgrad = -1;
     int column_gemms = -1, middle_gemms = -1, row_gemms = -1, wgrad_gemms = -1;
     double column_flops = 0.0, middle_flops = 0.0, row_flops = 0.0, wgrad_flops = 0.0, middle_bytes = 0.0;
   };

@@ -18,7 +18,7 @@ void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
   const auto& sets = prog_.gemm_sets;
   if (p_.tp == 1) {
     auto deps = take_pending();
-    next_kernels(layer_kernels_[0][0]);
+    next_kernels(cat == Category::forward && mb == 0 ? first_kernels_[0] : layer_kernels_[0][0]);
     compute(ComputeWhat::layer, cat, layer_set_, sum_flops(sets[static_cast<std::size_t>(layer_set_)]),
             gemm_io_bytes(sets[static_cast<std::size_t>(layer_set_)], e_) + elementwise_bytes_, mb, chunk, layer, deps);
     return;
@@ -33,7 +33,7 @@ void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
     }
     if (sp) tp_collective(CollectiveOp::all_gather, mb, layer, TpRole::gather_input, part, cat);
     auto deps = take_pending();
-    next_kernels(layer_kernels_[0][half == 0 ? 1 : 2]);
+    next_kernels(cat == Category::forward && mb == 0 ? first_kernels_[half + 1] : layer_kernels_[0][half + 1]);
     compute(part, cat, set, sum_flops(sets[static_cast<std::size_t>(set)]),
             gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer, deps);
     tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer, TpRole::sum, part, cat);
@@ -100,6 +100,10 @@ void Builder::make_overlap_sets(const std::vector<Gemm>& layer) {
           overlap_kernels(kernel_plan_, half == 0 ? LayerPart::attention : LayerPart::mlp, b == 1, splits_);
       Pieces& pc = pieces_[b][half];
       pc.prepare = add_kernels(k.prepare);
+      // fp8: the forward's first micro-batch casts the half's weights first.
+      std::vector<Kernel> casts = weight_cast_kernels(kernel_plan_, half == 0 ? LayerPart::attention : LayerPart::mlp);
+      casts.insert(casts.end(), k.prepare.begin(), k.prepare.end());
+      pc.prepare_first = b == 0 && casts.size() > k.prepare.size() ? add_kernels(std::move(casts)) : pc.prepare;
       pc.column = add_kernels(k.column);
       pc.middle = add_kernels(k.middle);
       pc.row = add_kernels(k.row);
@@ -184,7 +188,8 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
   const int prev = rank_of(p_, c);
   const std::int64_t ring = rings_++;
   const std::vector<std::int64_t> deps = take_pending();
-  const std::int64_t prepare = piece(part, cat, LayerPiece::prepare, -1, pc.prepare, -1, 0.0, 0.0, mb, chunk, layer, deps);
+  const int prepare_set = cat == Category::forward && mb == 0 ? pc.prepare_first : pc.prepare;
+  const std::int64_t prepare = piece(part, cat, LayerPiece::prepare, -1, prepare_set, -1, 0.0, 0.0, mb, chunk, layer, deps);
   const double column_bytes = gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(pc.column_gemms)], e_);
   const double row_bytes = gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(pc.row_gemms)], e_);
   std::int64_t have = prepare;  // where block j's input comes from

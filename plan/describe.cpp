@@ -52,6 +52,7 @@ std::string_view to_string(Dim d) {
 
 std::string_view to_string(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
 std::string_view to_string(Attention a) { return a == Attention::flash ? "flash" : "naive"; }
+std::string_view to_string(Fp8Recipe r) { return r == Fp8Recipe::delayed ? "delayed" : "current"; }
 
 std::string placement_string(const ParallelPlan& p) {
   return fmt::format("{},{},{}", to_string(p.placement[0]), to_string(p.placement[1]), to_string(p.placement[2]));
@@ -121,7 +122,7 @@ nlohmann::ordered_json to_json(const Scenario& s) {
        {{"global_batch", t.global_batch}, {"micro_batch", t.micro_batch}, {"micro_batches", s.micro_batches()},
         {"precision", topology::to_string(t.precision)}, {"optimizer", to_string(t.optimizer)},
         {"recompute", to_string(t.recompute)}, {"attention", to_string(t.attention)},
-        {"grad_dtype", topology::to_string(t.grad_dtype)}}},
+        {"grad_dtype", topology::to_string(t.grad_dtype)}, {"fp8_recipe", to_string(t.fp8_recipe)}}},
       {"plan",
        {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"virtual_stages", p.virtual_stages},
         {"schedule", to_string(p.schedule)}, {"sequence_parallel", p.sequence_parallel},

@@ -22,8 +22,10 @@ double Kernel::io_bytes() const {
   const auto dk = static_cast<double>(k);
   const auto db = static_cast<double>(batch);
   switch (kind) {
-    case KernelKind::gemm:
-      return db * ((dm * dk + dk * dn) * element + dm * dn * (accumulate > 0 ? 2.0 * accumulate : element));
+    case KernelKind::gemm: {
+      const double operand = fp8 ? 1.0 : element;
+      return db * ((dm * dk + dk * dn) * operand + dm * dn * (accumulate > 0 ? 2.0 * accumulate : element));
+    }
     // Q, K, V in and O out (forward); Q, K, V, O, dO in and dQ, dK, dV out (backward).
     case KernelKind::flash_forward: return db * dm * dk * element * 4.0;
     case KernelKind::flash_backward: return db * dm * dk * element * 8.0;
@@ -48,7 +50,9 @@ KernelPlan kernel_plan(const Scenario& s) {
   p.micro_batch = s.training.micro_batch;
   p.tp = s.plan.tp;
   p.sequence_parallel = s.plan.sequence_parallel && s.plan.tp > 1;
-  p.element = topology::dtype_bytes(s.training.precision);
+  p.element = topology::dtype_bytes(topology::storage_dtype(s.training.precision));
+  p.fp8 = s.training.precision == Dtype::fp8;
+  p.fp8_current = p.fp8 && s.training.fp8_recipe == Fp8Recipe::current;
   p.grad_element = topology::dtype_bytes(s.training.grad_dtype);
   p.flash = s.training.attention == Attention::flash;
   p.dropout = s.model.dropout > 0.0;
@@ -71,6 +75,24 @@ class Emit {
   // A weight gradient, accumulated into the main gradient.
   void wgrad(std::string_view name, long long m, long long n, long long k) {
     out_.push_back({KernelKind::gemm, name, m, n, k, 1, p_.element, p_.grad_element, 0.0, false});
+  }
+  // A transformer linear layer's GEMM (its forward, data gradient or weight gradient): in
+  // FP8 under fp8 precision, as Transformer Engine runs them.
+  void linear(std::string_view name, long long m, long long n, long long k) {
+    gemm(name, m, n, k);
+    out_.back().fp8 = p_.fp8;
+  }
+  void linear_wgrad(std::string_view name, long long m, long long n, long long k) {
+    wgrad(name, m, n, k);
+    out_.back().fp8 = p_.fp8;
+  }
+  // fp8: a cast of `elements` 16-bit values to FP8 in both layouts (TE's cast-transpose:
+  // 2 bytes read, 1 + 1 written), after an amax pass over them under current scaling.
+  // Casts TE fuses into the kernel before (a layer norm, the activation) cost only that pass.
+  void fp8_cast(std::string_view name, double elements, bool fused) {
+    if (!p_.fp8) return;
+    if (p_.fp8_current) memory("fp8-amax", 2.0 * elements);
+    if (!fused) memory(name, 4.0 * elements);
   }
   void memory(std::string_view name, double bytes) { out_.push_back({KernelKind::memory, name, 0, 0, 0, 1, p_.element, 0, bytes, false}); }
   void flash(bool backward, long long s, long long d, long long batch) {
@@ -156,22 +178,26 @@ void layer_norm_backward(Emit& k, const Dims& x) {
 void attention_forward(Emit& k, const KernelPlan& p, const Dims& x) {
   const bool rotary = p.model.mlp == Mlp::swiglu;
   k.memory("layer-norm", 2.0 * x.Tl * x.h * x.e);
-  k.gemm("qkv", x.Ti, x.qi + 2 * x.kvi, x.hi);
+  k.fp8_cast("qkv-input-cast", x.Tl * x.h, true);  // TE's LayerNormLinear writes FP8
+  k.linear("qkv", x.Ti, x.qi + 2 * x.kvi, x.hi);
   if (rotary) {
     k.memory("rotary-q", 2.0 * x.T * x.q * x.e);
     k.memory("rotary-k", 2.0 * x.T * x.kv * x.e);
   }
   attention_core_forward(k, p, x);
-  k.gemm("attention-out", x.Ti, x.hi, x.qi);
+  k.fp8_cast("attention-out-input-cast", x.T * x.q, false);
+  k.linear("attention-out", x.Ti, x.hi, x.qi);
   residual_forward(k, p, x);
 }
 
 void mlp_forward(Emit& k, const KernelPlan& p, const Dims& x) {
   const bool swiglu = p.model.mlp == Mlp::swiglu;
   k.memory("layer-norm", 2.0 * x.Tl * x.h * x.e);
-  k.gemm(swiglu ? "mlp-gate-up" : "mlp-up", x.Ti, swiglu ? 2 * x.fi : x.fi, x.hi);
+  k.fp8_cast("mlp-input-cast", x.Tl * x.h, true);
+  k.linear(swiglu ? "mlp-gate-up" : "mlp-up", x.Ti, swiglu ? 2 * x.fi : x.fi, x.hi);
   k.memory(swiglu ? "swiglu" : "bias-gelu", (swiglu ? 3.0 : 2.0) * x.T * x.f * x.e);
-  k.gemm("mlp-down", x.Ti, x.hi, x.fi);
+  k.fp8_cast("mlp-down-input-cast", x.T * x.f, true);  // fused into the activation (LayerNormMLP)
+  k.linear("mlp-down", x.Ti, x.hi, x.fi);
   residual_forward(k, p, x);
 }
 
@@ -179,12 +205,14 @@ void mlp_backward(Emit& k, const KernelPlan& p, const Dims& x) {
   const bool swiglu = p.model.mlp == Mlp::swiglu;
   const long long up = swiglu ? 2 * x.fi : x.fi;
   residual_backward(k, p, x);
-  k.gemm("mlp-down-dgrad", x.Ti, x.fi, x.hi);
-  k.wgrad("mlp-down-wgrad", x.fi, x.hi, x.Ti);
+  k.fp8_cast("mlp-down-grad-cast", x.T * x.h, false);  // the output's gradient, E5M2
+  k.linear("mlp-down-dgrad", x.Ti, x.fi, x.hi);
+  k.linear_wgrad("mlp-down-wgrad", x.fi, x.hi, x.Ti);
   k.memory(swiglu ? "swiglu-bwd" : "bias-gelu-bwd", (swiglu ? 5.0 : 3.0) * x.T * x.f * x.e);
   if (!swiglu) k.memory("bias-grad", x.T * x.f * x.e);
-  k.gemm("mlp-up-dgrad", x.Ti, x.hi, up);
-  k.wgrad("mlp-up-wgrad", up, x.hi, x.Ti);
+  k.fp8_cast("mlp-up-grad-cast", x.T * static_cast<double>(up), true);  // fused into the activation's backward
+  k.linear("mlp-up-dgrad", x.Ti, x.hi, up);
+  k.linear_wgrad("mlp-up-wgrad", up, x.hi, x.Ti);
   layer_norm_backward(k, x);
 }
 
@@ -192,8 +220,9 @@ void attention_backward(Emit& k, const KernelPlan& p, const Dims& x) {
   const bool rotary = p.model.mlp == Mlp::swiglu;
   const long long qkv = x.qi + 2 * x.kvi;
   residual_backward(k, p, x);
-  k.gemm("attention-out-dgrad", x.Ti, x.qi, x.hi);
-  k.wgrad("attention-out-wgrad", x.qi, x.hi, x.Ti);
+  k.fp8_cast("attention-out-grad-cast", x.T * x.h, false);
+  k.linear("attention-out-dgrad", x.Ti, x.qi, x.hi);
+  k.linear_wgrad("attention-out-wgrad", x.qi, x.hi, x.Ti);
   if (p.flash) {
     // FlashAttention-2's backward: the dO·O row sums, the kernel, dQ from fp32 to 16 bits.
     k.memory("flash-bwd-preprocess", 2.0 * x.T * x.q * x.e);
@@ -220,8 +249,9 @@ void attention_backward(Emit& k, const KernelPlan& p, const Dims& x) {
     k.memory("rotary-q-bwd", 2.0 * x.T * x.q * x.e);
     k.memory("rotary-k-bwd", 2.0 * x.T * x.kv * x.e);
   }
-  k.gemm("qkv-dgrad", x.Ti, x.hi, qkv);
-  k.wgrad("qkv-wgrad", qkv, x.hi, x.Ti);
+  k.fp8_cast("qkv-grad-cast", x.T * static_cast<double>(qkv), false);
+  k.linear("qkv-dgrad", x.Ti, x.hi, qkv);
+  k.linear_wgrad("qkv-wgrad", qkv, x.hi, x.Ti);
   if (p.biases) k.memory("bias-grad", x.T * static_cast<double>(qkv) * x.e);
   layer_norm_backward(k, x);
 }
@@ -284,6 +314,21 @@ OverlapKernels overlap_kernels(const KernelPlan& p, LayerPart half, bool backwar
     o.row_last.insert(o.row_last.end(), after.begin(), after.end());
   }
   return o;
+}
+
+std::vector<Kernel> weight_cast_kernels(const KernelPlan& p, LayerPart part) {
+  Emit k(p);
+  const Dims x = dims_of(p);
+  const bool swiglu = p.model.mlp == Mlp::swiglu;
+  if (part != LayerPart::mlp) {
+    k.fp8_cast("qkv-weight-cast", (x.q + 2.0 * x.kv) * x.h, false);
+    k.fp8_cast("attention-out-weight-cast", x.q * x.h, false);
+  }
+  if (part != LayerPart::attention) {
+    k.fp8_cast("mlp-up-weight-cast", (swiglu ? 2.0 : 1.0) * x.f * x.h, false);
+    k.fp8_cast("mlp-down-weight-cast", x.f * x.h, false);
+  }
+  return k.take();
 }
 
 std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward) {

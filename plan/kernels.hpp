@@ -23,6 +23,15 @@
 // gradient's add. GPT (GeLU) layers have dropout and biases; LLaMA (SwiGLU) layers have
 // neither and use rotary embeddings.
 //
+// fp8 (Transformer Engine): the four linear layers' GEMMs (forward, data and weight
+// gradients) take FP8 operands at the device's fp8 rate and write 16-bit outputs; each
+// GEMM input is cast to FP8 in both layouts (the transpose feeds the weight gradient):
+// fused into the layer norm and the activation (and its backward), a cast-transpose kernel
+// of its own for the attention output and the gradients entering the projection, MLP-down
+// and QKV backward; current scaling adds an amax pass before every cast. The weights are
+// cast once per step (weight_cast_kernels). Attention, the LM head and everything else
+// stay in bf16.
+//
 // The LM head computes logits (T, V/tp, h) and Megatron's vocabulary-parallel
 // cross-entropy on an fp32 copy of them (cast, max, subtract, exp, sum, divide: 38 bytes
 // per logit forward from 16-bit logits, 14 backward). The optimizer is Megatron's mixed
@@ -46,10 +55,11 @@ struct Kernel {
   // gemm: C[m x n] = A[m x k] · B[k x n], `batch` times. flash_*: m = n = s (query and key
   // lengths), k = head dim, batch = b·heads.
   long long m = 0, n = 0, k = 0, batch = 1;
-  int element = 2;         // bytes per A, B (and C unless accumulating) element
+  int element = 2;         // bytes per A, B (and C unless accumulating or `out`) element
   int accumulate = 0;      // gemm: C is read and written in this many bytes per element (0: written in `element`)
   double bytes = 0.0;      // memory: bytes moved
   bool causal = false;     // flash_*: only the lower triangle is computed
+  bool fp8 = false;        // gemm: FP8 operands (1 byte each) at the device's fp8 rate, C in `element`
 
   [[nodiscard]] double flops() const;      // the arithmetic the kernel performs
   [[nodiscard]] double io_bytes() const;   // its minimum memory traffic
@@ -68,6 +78,10 @@ struct KernelPlan {
   // fused_softmax_available); else PyTorch's softmax runs, in fp32 with casts around it.
   bool fused_softmax = true;
   bool dropout = true;      // model.dropout > 0 (GPT's default; LLaMA trains without)
+  // fp8 (Transformer Engine): the linear layers' GEMMs in FP8; current scaling adds an amax
+  // pass before each cast.
+  bool fp8 = false;
+  bool fp8_current = false;
   bool biases = true;       // GPT's linear layers have biases (GeLU MLP); LLaMA's none
 };
 
@@ -105,6 +119,9 @@ OverlapKernels overlap_kernels(const KernelPlan& p, LayerPart half, bool backwar
 // Transformer Engine's pipelined reduce-scatter splits (4), fewer where they would not
 // divide a rank's b·s/tp rows evenly.
 int overlap_splits(const KernelPlan& p);
+// fp8: the layer part's linear weights cast to FP8 (both layouts), which Transformer Engine
+// does in a step's first micro-batch and caches for the others; empty in other precisions.
+std::vector<Kernel> weight_cast_kernels(const KernelPlan& p, LayerPart part);
 // A generic layer as its GEMM equivalent (accounting.hpp): the GEMM and its activations
 // written; backward, the data and weight gradients and the activations' gradient.
 std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward);

@@ -99,14 +99,14 @@ DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& whe
   d.name = r.string("name", std::string("custom"));
   const Value* peak = r.get("peak");
   if (peak == nullptr) r.fail("peak", "missing required key 'peak' (FLOP/s per data type, e.g. bf16: 989 TFLOPS)");
-  Reader p(*peak, r.key_path("peak"), {"fp32", "tf32", "bf16", "fp16"}, &where);
+  Reader p(*peak, r.key_path("peak"), {"fp32", "tf32", "bf16", "fp16", "fp8"}, &where);
   bool any = false;
   for (topology::Dtype t : topology::all_dtypes) {
     const double rate = p.flop_rate(topology::to_string(t), 0.0);
     d.peak_flops[static_cast<std::size_t>(t)] = rate;
     any = any || rate > 0.0;
   }
-  if (!any) r.fail("peak", "give the peak FLOP rate of at least one data type (fp32, tf32, bf16 or fp16)");
+  if (!any) r.fail("peak", "give the peak FLOP rate of at least one data type (fp32, tf32, bf16, fp16 or fp8)");
   d.memory_bytes = r.bytes("memory", std::nullopt);
   d.memory_bandwidth = r.bandwidth("memory_bandwidth", std::nullopt);
   d.workspace_bytes = r.bytes("workspace", 1024.0 * 1024 * 1024, true);
@@ -276,13 +276,16 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
 
 TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   Reader r(v, "training", {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate", "loss_scale",
-            "loss_scale_window", "attention", "grad_dtype"},
+            "loss_scale_window", "attention", "grad_dtype", "fp8_recipe"},
            &where);
   TrainingSpec t;
   t.global_batch = r.integer("global_batch", std::nullopt, 1, limits::global_batch);
   t.micro_batch = r.integer("micro_batch", 1);
   t.precision = r.choice<Dtype>("precision", Dtype::bf16,
-                                {{"fp32", Dtype::fp32}, {"tf32", Dtype::tf32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}});
+                                {{"fp32", Dtype::fp32}, {"tf32", Dtype::tf32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16},
+                                 {"fp8", Dtype::fp8}});
+  t.fp8_recipe = r.choice<Fp8Recipe>("fp8_recipe", Fp8Recipe::delayed,
+                                     {{"delayed", Fp8Recipe::delayed}, {"current", Fp8Recipe::current}});
   t.optimizer = r.choice<Optimizer>("optimizer", Optimizer::adamw, {{"adamw", Optimizer::adamw}, {"sgd", Optimizer::sgd}});
   t.recompute = r.choice<Recompute>(
       "recompute", Recompute::none,
@@ -292,11 +295,13 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   t.loss_scale_window = r.integer("loss_scale_window", 1000);
   t.attention = r.choice<Attention>("attention", gpu ? Attention::flash : Attention::naive,
                                     {{"flash", Attention::flash}, {"naive", Attention::naive}});
-  // Megatron-LM keeps fp32 main gradients under bf16 (forced) and the compute type's otherwise.
-  const Dtype storage = t.precision == Dtype::tf32 ? Dtype::fp32 : t.precision;
-  t.grad_dtype = r.choice<Dtype>("grad_dtype", t.precision == Dtype::bf16 ? Dtype::fp32 : storage,
+  // Megatron-LM keeps fp32 main gradients under bf16 (forced; fp8 trains on bf16 weights)
+  // and the compute type's otherwise.
+  const Dtype weights = topology::storage_dtype(t.precision);
+  const Dtype storage = weights == Dtype::tf32 ? Dtype::fp32 : weights;
+  t.grad_dtype = r.choice<Dtype>("grad_dtype", weights == Dtype::bf16 ? Dtype::fp32 : storage,
                                  {{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}});
-  if (topology::dtype_bytes(t.grad_dtype) < topology::dtype_bytes(t.precision)) {
+  if (topology::dtype_bytes(t.grad_dtype) < topology::dtype_bytes(weights)) {
     r.fail("grad_dtype", fmt::format("the main gradients cannot be narrower than the {} weights", topology::to_string(t.precision)));
   }
   return t;

@@ -27,7 +27,8 @@ double backward_transient(const Scenario& s) {
   const ModelSpec& m = s.model;
   const TrainingSpec& t = s.training;
   const ParallelPlan& p = s.plan;
-  const int e = topology::dtype_bytes(t.precision);
+  const int e = topology::dtype_bytes(topology::storage_dtype(t.precision));
+  const int linear = t.precision == Dtype::fp8 ? 1 : 0;
   if (m.kind != ModelKind::transformer) {
     double largest = 0.0;
     for (const GenericLayer& g : m.generic_layers) largest = std::max(largest, g.activations);
@@ -38,7 +39,7 @@ double backward_transient(const Scenario& s) {
   double bytes = 2.0 * tokens / (sp ? p.tp : 1) * m.hidden * e + 2.0 * tokens * m.ffn_hidden / p.tp * e;
   if (t.recompute == Recompute::full) {
     bytes += layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, Recompute::none, e,
-                                    t.attention == Attention::flash);
+                                    t.attention == Attention::flash, linear);
   }
   return bytes;
 }
@@ -49,8 +50,9 @@ MemoryReport memory_per_rank(const Scenario& s) {
   const ModelSpec& m = s.model;
   const ParallelPlan& p = s.plan;
   const TrainingSpec& t = s.training;
-  const int e = topology::dtype_bytes(t.precision);
+  const int e = topology::dtype_bytes(topology::storage_dtype(t.precision));
   const bool mixed = e == 2;
+  const bool fp8 = t.precision == Dtype::fp8;
   const double optimizer_bytes = t.optimizer == Optimizer::adamw ? 8.0 : 4.0;
   const int v = p.virtual_stages;
   const PipelineShape shape{p.pp, s.micro_batches(), v};
@@ -61,13 +63,16 @@ MemoryReport memory_per_rank(const Scenario& s) {
     MemoryBreakdown b;
     b.stage = stage;
     double chunk_activation = 0.0;  // the largest chunk's bytes per micro-batch
+    double fp8_weights = 0.0;
     for (int c = 0; c < v; ++c) {
       const auto [first, last] = chunk_layers(m.layer_count(), p.pp, v, stage, c);
       double act = 0.0;
       if (m.kind == ModelKind::transformer) {
         b.parameters += (last - first) * m.params_per_layer() / p.tp;
         act = (last - first) * layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
-                                                      t.attention == Attention::flash);
+                                                      t.attention == Attention::flash, fp8 ? 1 : 0);
+        // fp8: Transformer Engine's FP8 copies of the linear weights, in both layouts.
+        if (fp8) fp8_weights += 2.0 * (last - first) * m.linear_params_per_layer() / p.tp;
       } else {
         for (int l = first; l < last; ++l) {
           const GenericLayer& g = m.generic_layers[static_cast<std::size_t>(l)];
@@ -107,7 +112,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
     }
     b.activations = chunk_activation * b.in_flight + backward_transient(s);
     b.logits = logits_per_micro_batch * b.logits_in_flight;
-    b.weights = b.parameters * e;
+    b.weights = b.parameters * e + fp8_weights;
     b.gradients = b.parameters * topology::dtype_bytes(t.grad_dtype);
     b.master = mixed ? b.parameters * 4.0 / (p.zero == 1 ? p.dp : 1) : 0.0;
     b.optimizer = b.parameters * optimizer_bytes / (p.zero == 1 ? p.dp : 1);

@@ -11,6 +11,13 @@ double ModelSpec::params_per_layer() const {
   return attention + mlp_params + 4 * h;
 }
 
+double ModelSpec::linear_params_per_layer() const {
+  const double h = hidden;
+  const double kv = static_cast<double>(kv_heads) * head_dim();
+  const double f = ffn_hidden;
+  return h * (h + 2 * kv) + h * h + (mlp == Mlp::gelu ? 2.0 : 3.0) * h * f;
+}
+
 double ModelSpec::embedding_params() const {
   const double positions = mlp == Mlp::gelu ? static_cast<double>(seq_len) : 0.0;
   const double head = tie_embeddings ? 0.0 : static_cast<double>(vocab);

@@ -51,6 +51,7 @@ struct ModelSpec {
   }
   [[nodiscard]] int head_dim() const { return heads > 0 ? hidden / heads : 0; }
   [[nodiscard]] double params_per_layer() const;  // transformer
+  [[nodiscard]] double linear_params_per_layer() const;  // transformer: the four linear layers' weights
   [[nodiscard]] double embedding_params() const;  // transformer
   [[nodiscard]] double parameter_count() const;
   // Tokens per sample: the sequence length for a transformer, 1 for a generic model.

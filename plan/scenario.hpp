@@ -34,6 +34,9 @@ std::string_view to_string(Dim d);
 std::string_view to_string(Backend b);
 std::string_view to_string(Attention a);
 
+enum class Fp8Recipe : std::uint8_t { delayed, current };
+std::string_view to_string(Fp8Recipe r);
+
 struct TrainingSpec {
   int global_batch = 1;  // samples per optimizer step
   int micro_batch = 1;   // samples per micro-batch
@@ -49,6 +52,10 @@ struct TrainingSpec {
   // overflow-free steps after which it doubles.
   double loss_scale = 65536.0;
   int loss_scale_window = 1000;
+  // fp8: Transformer Engine's scaling recipe. delayed: each tensor's scale from the amax
+  // history of earlier steps, the amax taken inside the cast kernels; current: from the
+  // tensor's own amax, one more pass over it before each cast.
+  Fp8Recipe fp8_recipe = Fp8Recipe::delayed;
 };
 
 struct ParallelPlan {

@@ -80,7 +80,9 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
     f.tokens_per_s = f.samples_per_s * s.model.tokens_per_sample();
     f.model_flops = model_flops_per_step(s);
     f.flops_per_device = f.model_flops / f.step_time / trace.world;
-    f.mfu = f.flops_per_device / s.cluster.device.peak(s.training.precision);
+    // Against the 16-bit peak under fp8 too, as FP8 training's MFU is usually quoted, so
+    // that fp8 and bf16 plans compare on one scale.
+    f.mfu = f.flops_per_device / s.cluster.device.peak(topology::storage_dtype(s.training.precision));
   }
 
   std::vector<Intervals> compute(static_cast<std::size_t>(trace.world));

@@ -123,7 +123,7 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
   p.optimizer_bandwidth = r.bandwidth("optimizer_bandwidth", 0.0);
   p.launch_overhead = r.duration("launch_overhead", p.launch_overhead);
   if (const plan::Value* peak = r.get("peak")) {
-    plan::Reader pr(*peak, "peak", {"fp32", "tf32", "bf16", "fp16"}, &where);
+    plan::Reader pr(*peak, "peak", {"fp32", "tf32", "bf16", "fp16", "fp8"}, &where);
     for (topology::Dtype d : topology::all_dtypes) {
       p.peak[static_cast<std::size_t>(d)] = pr.flop_rate(topology::to_string(d), p.peak[static_cast<std::size_t>(d)]);
     }
@@ -252,13 +252,13 @@ double gemm_seconds(const DeviceProfile& p, const plan::Gemm& g, topology::Dtype
   const double size = std::cbrt(static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k));
   const double flops = g.flops();
   const double io = g.io_bytes(element_bytes);
-  const double peak = p.peak[static_cast<std::size_t>(dtype)];
+  const double peak = p.peak[static_cast<std::size_t>(topology::storage_dtype(dtype))];
   return std::max(flops / (peak * p.efficiency(size)), io / p.memory_bandwidth) + p.launch_overhead;
 }
 
 double op_seconds(const DeviceProfile& p, std::span<const plan::Gemm> gemms, double passes, double flops, double bytes,
                   bool optimizer, topology::Dtype dtype) {
-  const int e = topology::dtype_bytes(dtype);
+  const int e = topology::dtype_bytes(topology::storage_dtype(dtype));
   double t = 0.0;
   double gemm_io = 0.0;
   if (!gemms.empty()) {
@@ -294,8 +294,9 @@ double gemm_tile_seconds(const DeviceProfile& p, const plan::Kernel& g, double p
   const auto k = static_cast<double>(g.k);
   const auto batch = static_cast<double>(g.batch);
   double best = std::numeric_limits<double>::infinity();
+  const double operand = g.fp8 ? 1.0 : g.element;  // bytes per A or B element the tiles load
   for (const Tile& t : tiles) {
-    const double intensity = 2.0 * t.m * t.n / ((t.m + t.n) * g.element);
+    const double intensity = 2.0 * t.m * t.n / ((t.m + t.n) * operand);
     const double rate = sm_rate * (ridge > 0.0 ? std::min(1.0, intensity / ridge) : 1.0);
     const double count = ceil_div(m, t.m) * ceil_div(n, t.n) * batch;
     for (double split : {1.0, 2.0, 4.0, 8.0}) {
@@ -319,7 +320,9 @@ double flash_seconds(const DeviceProfile& p, const plan::Kernel& k, double peak)
 }  // namespace
 
 double kernel_work_seconds(const DeviceProfile& p, const plan::Kernel& k, topology::Dtype dtype) {
-  const double peak = p.peak[static_cast<std::size_t>(dtype)];
+  // fp8 precision: FP8 GEMMs at the fp8 rate, everything else at bf16's.
+  const double fp8 = p.peak[static_cast<std::size_t>(topology::Dtype::fp8)];
+  const double peak = k.fp8 && fp8 > 0.0 ? fp8 : p.peak[static_cast<std::size_t>(topology::storage_dtype(dtype))];
   const double stream = k.io_bytes() / p.memory_bandwidth;
   switch (k.kind) {
     case plan::KernelKind::memory: return stream;

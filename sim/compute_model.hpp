@@ -67,7 +67,7 @@ struct CollectiveCurve {
 struct DeviceProfile {
   std::string name;
   std::string device;                                   // the device preset it describes
-  std::array<double, 4> peak{};                         // FLOP/s per dtype
+  std::array<double, topology::dtype_count> peak{};                         // FLOP/s per dtype
   std::vector<std::pair<double, double>> gemm_efficiency;  // (size, fraction of peak), ascending size
   double memory_bandwidth = 0.0;                        // achievable bytes/s
   // The optimizer's bytes per second (the Program counts 24 + 2e bytes per parameter);

@@ -447,7 +447,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   out.dp_exposed = dp_exposed;
   out.optimizer = optimizer;
   out.tokens_per_s = step > 0 ? static_cast<double>(t.global_batch) * m.tokens_per_sample() / step : 0.0;
-  const double peak = s.cluster.device.peak(dtype);
+  const double peak = s.cluster.device.peak(topology::storage_dtype(dtype));
   out.mfu = step > 0 && peak > 0 ? report::model_flops_per_step(s) / (step * p.world() * peak) : 0.0;
   // The largest loss of at least 5 % of the step names the bottleneck.
   const std::pair<double, const char*> losses[] = {

@@ -8,6 +8,7 @@ std::string_view to_string(Dtype d) {
     case Dtype::tf32: return "tf32";
     case Dtype::bf16: return "bf16";
     case Dtype::fp16: return "fp16";
+    case Dtype::fp8: return "fp8";
   }
   return "?";
 }
@@ -19,6 +20,8 @@ std::optional<Dtype> dtype_from_string(std::string_view s) {
   return std::nullopt;
 }
 
-int dtype_bytes(Dtype d) { return d == Dtype::bf16 || d == Dtype::fp16 ? 2 : 4; }
+int dtype_bytes(Dtype d) { return d == Dtype::fp8 ? 1 : d == Dtype::bf16 || d == Dtype::fp16 ? 2 : 4; }
+
+Dtype storage_dtype(Dtype precision) { return precision == Dtype::fp8 ? Dtype::bf16 : precision; }
 
 }  // namespace parasim::topology

@@ -10,13 +10,20 @@
 
 namespace parasim::topology {
 
-enum class Dtype { fp32, tf32, bf16, fp16 };
-inline constexpr std::array<Dtype, 4> all_dtypes{Dtype::fp32, Dtype::tf32, Dtype::bf16, Dtype::fp16};
+// fp8, as a training precision, is Transformer Engine's FP8 training: the linear layers'
+// GEMMs in FP8 (E4M3 forward, E5M2 for gradients), everything else, and what is stored,
+// in bf16 (storage_dtype).
+enum class Dtype { fp32, tf32, bf16, fp16, fp8 };
+inline constexpr std::array<Dtype, 5> all_dtypes{Dtype::fp32, Dtype::tf32, Dtype::bf16, Dtype::fp16, Dtype::fp8};
+inline constexpr std::size_t dtype_count = all_dtypes.size();
 
 std::string_view to_string(Dtype d);
 std::optional<Dtype> dtype_from_string(std::string_view s);
-// Bytes of one element stored in this type (tf32 is stored as fp32).
+// Bytes of one element stored in this type (tf32 is stored as fp32, fp8 in one byte).
 int dtype_bytes(Dtype d);
+// The type a training precision keeps its weights, activations and element-wise work in:
+// bf16 under fp8, else the precision itself.
+Dtype storage_dtype(Dtype precision);
 
 // How the device runs kernels, for the kernel-level compute model (sim/compute_model.hpp).
 // sms = 0 means no such model (a CPU core): ops are then timed from their GEMMs and bytes.
@@ -43,7 +50,7 @@ struct HostSpec {
 
 struct DeviceSpec {
   std::string name;
-  std::array<double, 4> peak_flops{};  // FLOP/s per Dtype; 0 = not supported
+  std::array<double, dtype_count> peak_flops{};  // FLOP/s per Dtype; 0 = not supported
   double memory_bytes = 0.0;
   double memory_bandwidth = 0.0;  // bytes/s
   // Memory the runtime takes before the model: CUDA context, cuBLAS workspace, NCCL buffers.

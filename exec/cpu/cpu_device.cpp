@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "exec/model/fp8.hpp"
 #include "exec/model/kernels.hpp"
 
 namespace parasim::exec {
@@ -305,6 +306,15 @@ void CpuDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
   } else if (dtype == plan::Dtype::fp16) {
     for (std::int64_t i = 0; i < count; ++i) y[i] = round_fp16(y[i]);
   }
+}
+
+void CpuDevice::fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) {
+  progress();
+  const fp8::Format f = e5m2 ? fp8::e5m2 : fp8::e4m3;
+  float amax = 0.0F;
+  for (std::int64_t i = 0; i < count; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float scale = fp8::scale_for(amax, f);
+  for (std::int64_t i = 0; i < count; ++i) y[i] = fp8::fake_quantize(x[i], scale, f);
 }
 
 std::int64_t CpuDevice::count_nonfinite(const float* x, std::int64_t count) {

@@ -70,6 +70,7 @@ class CpuDevice final : public Device {
   void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr, double beta1,
              double beta2, double eps, double weight_decay, int step) override;
   void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;
+  void fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) override;
   std::int64_t count_nonfinite(const float* x, std::int64_t count) override;
 
   Comm comm_create(std::span<const int> ranks, int key) override;

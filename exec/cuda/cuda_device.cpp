@@ -61,6 +61,7 @@ CudaDevice::CudaDevice(std::size_t capacity_bytes) {
   check_blas(cublasCreate(&blas_), "create");
   check_cuda(cudaEventCreate(&origin_), "event");
   check_cuda(cudaMalloc(&counter_, sizeof *counter_), "counter");
+  check_cuda(cudaMalloc(&amax_, sizeof *amax_), "amax");
   // The world communicator for pipeline transfers: rank 0's id, broadcast over MPI.
   ncclUniqueId id{};
   if (job_.rank() == 0) check_nccl(ncclGetUniqueId(&id), "unique id");
@@ -87,6 +88,7 @@ CudaDevice::~CudaDevice() {
   }
   if (origin_ != nullptr) cudaEventDestroy(origin_);
   if (counter_ != nullptr) cudaFree(counter_);
+  if (amax_ != nullptr) cudaFree(amax_);
   if (blas_ != nullptr) cublasDestroy(blas_);
   for (cudaStream_t s : streams_) cudaStreamDestroy(s);
   for (cudaStream_t s : p2p_streams_) cudaStreamDestroy(s);
@@ -198,6 +200,8 @@ cublasComputeType_t gemm_compute_type(plan::Dtype precision) {
     case plan::Dtype::tf32: return CUBLAS_COMPUTE_32F_FAST_TF32;
     case plan::Dtype::bf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
     case plan::Dtype::fp16: return CUBLAS_COMPUTE_32F_FAST_16F;
+    // FP8 operands (the shard quantizes them) are exact in bf16: bf16 tensor cores.
+    case plan::Dtype::fp8: return CUBLAS_COMPUTE_32F_FAST_16BF;
   }
   return CUBLAS_COMPUTE_32F;
 }
@@ -312,6 +316,10 @@ void CudaDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
   if (dtype == plan::Dtype::bf16) cuda::round_bf16(current_, y, count);
   if (dtype == plan::Dtype::fp16) cuda::round_fp16(current_, y, count);
 }
+void CudaDevice::fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) {
+  cuda::fake_quantize_fp8(current_, amax_, y, x, count, e5m2);
+}
+
 std::int64_t CudaDevice::count_nonfinite(const float* x, std::int64_t count) {
   cuda::count_nonfinite(current_, counter_, x, count);
   unsigned long long n = 0;

@@ -98,6 +98,7 @@ class CudaDevice final : public Device {
   void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr, double beta1,
              double beta2, double eps, double weight_decay, int step) override;
   void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;
+  void fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) override;
   std::int64_t count_nonfinite(const float* x, std::int64_t count) override;
 
   Comm comm_create(std::span<const int> ranks, int key) override;
@@ -154,6 +155,7 @@ class CudaDevice final : public Device {
   cudaStream_t group_stream_ = nullptr;
   std::vector<Request> group_requests_;
   unsigned long long* counter_ = nullptr;  // count_nonfinite's result
+  unsigned int* amax_ = nullptr;           // fake_quantize_fp8's largest magnitude (float bits)
   cudaStream_t current_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   int sms_ = 0;

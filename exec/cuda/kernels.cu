@@ -1,5 +1,6 @@
 #include "exec/cuda/kernels.hpp"
 #include "exec/cuda/launch.hpp"
+#include "exec/model/fp8.hpp"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -371,6 +372,19 @@ __global__ void bias_gelu_forward_kernel(float* pre, float* act, const float* bi
   }
 }
 
+// Non-negative floats order as their bits do: the largest magnitude by an integer max.
+__global__ void amax_kernel(unsigned int* amax, const float* x, std::int64_t count) {
+  float mine = 0.0F;
+  PARASIM_FOR_EACH(i, count) mine = fmaxf(mine, fabsf(x[i]));
+  if (mine > 0.0F) atomicMax(amax, __float_as_uint(mine));
+}
+
+__global__ void fake_quantize_fp8_kernel(const unsigned int* amax, float* y, const float* x, std::int64_t count, bool e5m2) {
+  const fp8::Format f = e5m2 ? fp8::e5m2 : fp8::e4m3;
+  const float scale = fp8::scale_for(__uint_as_float(*amax), f);
+  PARASIM_FOR_EACH(i, count) y[i] = fp8::fake_quantize(x[i], scale, f);
+}
+
 __global__ void count_nonfinite_kernel(unsigned long long* n, const float* x, std::int64_t count) {
   unsigned long long mine = 0;
   PARASIM_FOR_EACH(i, count) mine += isfinite(x[i]) ? 0ULL : 1ULL;
@@ -533,6 +547,15 @@ void round_bf16(cudaStream_t s, float* y, std::int64_t count) {
 void round_fp16(cudaStream_t s, float* y, std::int64_t count) {
   round_fp16_kernel<<<blocks_for(count), threads, 0, s>>>(y, count);
   check_launch("round_fp16");
+}
+
+void fake_quantize_fp8(cudaStream_t s, unsigned int* amax, float* y, const float* x, std::int64_t count, bool e5m2) {
+  if (cudaMemsetAsync(amax, 0, sizeof *amax, s) != cudaSuccess) throw std::runtime_error("CUDA: memset failed");
+  if (count <= 0) return;
+  amax_kernel<<<blocks_for(count), threads, 0, s>>>(amax, x, count);
+  check_launch("amax");
+  fake_quantize_fp8_kernel<<<blocks_for(count), threads, 0, s>>>(amax, y, x, count, e5m2);
+  check_launch("fake_quantize_fp8");
 }
 
 void count_nonfinite(cudaStream_t s, unsigned long long* counter, const float* x, std::int64_t count) {

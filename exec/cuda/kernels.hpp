@@ -56,6 +56,9 @@ void adamw(cudaStream_t s, float* param, const float* grad, float* m, float* v, 
 // Rounds to the nearest bf16 / fp16 value (ties to even), kept in fp32.
 void round_bf16(cudaStream_t s, float* y, std::int64_t count);
 void round_fp16(cudaStream_t s, float* y, std::int64_t count);
+// Device::fake_quantize_fp8: the largest magnitude into *amax (as float bits), then the
+// quantization; `amax` is device scratch of one word.
+void fake_quantize_fp8(cudaStream_t s, unsigned int* amax, float* y, const float* x, std::int64_t count, bool e5m2);
 // *counter = how many of x[0, count) are infinite or NaN (counter in device memory).
 void count_nonfinite(cudaStream_t s, unsigned long long* counter, const float* x, std::int64_t count);
 

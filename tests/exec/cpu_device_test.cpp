@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "exec/cpu/cpu_device.hpp"
+#include "exec/model/fp8.hpp"
 #include "exec/model/random.hpp"
 
 using namespace parasim;
@@ -40,4 +41,33 @@ TEST_CASE("the fused bias, rounding and GELU give the unfused calls' values exac
     CHECK(y1 == y2);
     CHECK(x1 != pre);  // the bias was added
   }
+}
+
+TEST_CASE("FP8 rounding and current scaling, by hand", "[exec][np1][fp8]") {
+  using exec::fp8::e4m3;
+  using exec::fp8::e5m2;
+  // E4M3: 3 mantissa bits. Between 128 and 256 the step is 16; 134.4 rounds to 128 and 136
+  // (a tie) to the even 128; 449 saturates to 448; the smallest subnormal is 2^-9.
+  CHECK(exec::fp8::round(134.4F, e4m3) == 128.0F);
+  CHECK(exec::fp8::round(136.0F, e4m3) == 128.0F);
+  CHECK(exec::fp8::round(152.0F, e4m3) == 160.0F);
+  CHECK(exec::fp8::round(-449.0F, e4m3) == -448.0F);
+  CHECK(exec::fp8::round(0.0019531F, e4m3) == 0.001953125F);  // 2^-9
+  CHECK(exec::fp8::round(0.0009F, e4m3) == 0.0F);
+  // E5M2: 2 mantissa bits, up to 57344; between 16384 and 32768 the step is 4096.
+  CHECK(exec::fp8::round(17203.2F, e5m2) == 16384.0F);
+  CHECK(exec::fp8::round(1e6F, e5m2) == 57344.0F);
+  // Current scaling: amax 1 maps to 448 (E4M3): 0.5 -> 224 (exact), 0.3 -> 134.4 -> 128,
+  // scaled back 128 / 448; under E5M2 0.3 -> 17203.2 -> 16384, back 16384 / 57344.
+  exec::CpuDevice dev;
+  const std::vector<float> x{1.0F, -0.5F, 0.3F, 0.0F};
+  std::vector<float> y(x.size());
+  dev.fake_quantize_fp8(y.data(), x.data(), 4, false);
+  CHECK(y == std::vector<float>{1.0F, -0.5F, 128.0F / 448.0F, 0.0F});
+  dev.fake_quantize_fp8(y.data(), x.data(), 4, true);
+  CHECK(y[2] == 16384.0F / 57344.0F);
+  // An all-zero tensor stays zero (scale 1).
+  const std::vector<float> zeros(3, 0.0F);
+  dev.fake_quantize_fp8(y.data(), zeros.data(), 3, false);
+  CHECK(y[0] == 0.0F);
 }

@@ -138,3 +138,50 @@ TEST_CASE("weight gradients accumulate into the main gradients in their dtype", 
     CHECK(wgrads == 4);  // QKV, output, up, down
   }
 }
+
+TEST_CASE("fp8: the four linear layers' GEMMs run in FP8 with their casts, the rest in bf16", "[plan][kernels][fp8]") {
+  // On an H100 node (which has an fp8 rate): forward 4 FP8 GEMMs (QKV, projection, MLP up and
+  // down), backward 8 (data and weight gradients); the attention core and LM head stay
+  // 16-bit. Casts: forward one of its own (the attention output, T x h: 4 bytes per element,
+  // both layouts), the others fused into the layer norms and GeLU; backward three (the
+  // gradients entering the projection, MLP-down and QKV). Current scaling adds an amax pass
+  // (2 bytes per element) before each of the 4 + 4 casts.
+  auto fp8 = [](const std::string& recipe) {
+    return load_text("cluster: dgx-h100\nmodel: {layers: 4, hidden: 1024, heads: 16, vocab: 51200, seq_len: 1024}\n"
+                     "training: {global_batch: 8, micro_batch: 2, precision: fp8, fp8_recipe: " +
+                         recipe + "}\nplan: {dp: 1}\n",
+                     "fp8.yaml");
+  };
+  const KernelPlan kp = kernel_plan(fp8("delayed"));
+  CHECK(kp.element == 2);  // stored in bf16
+  const double T = 2.0 * 1024, h = 1024, f = 4096;
+  auto count = [](const std::vector<Kernel>& ks, bool want_fp8) {
+    int n = 0;
+    for (const Kernel& k : ks) n += k.kind == KernelKind::gemm && k.fp8 == want_fp8 ? 1 : 0;
+    return n;
+  };
+  auto named = [](const std::vector<Kernel>& ks, std::string_view what) {
+    double b = 0.0;
+    for (const Kernel& k : ks) b += k.name.find(what) != std::string_view::npos ? k.bytes : 0.0;
+    return b;
+  };
+  const auto fwd = layer_kernels(kp, LayerPart::whole, false);
+  const auto bwd = layer_kernels(kp, LayerPart::whole, true);
+  CHECK(count(fwd, true) == 4);
+  CHECK(count(bwd, true) == 8);
+  for (const Kernel& k : head_kernels(kp, false)) CHECK_FALSE(k.fp8);
+  CHECK(named(fwd, "cast") == Approx(4.0 * T * h));
+  CHECK(named(bwd, "cast") == Approx(4.0 * (T * h + T * h + T * 3 * h)));
+  CHECK(named(fwd, "amax") == 0.0);
+  // An FP8 GEMM reads 1-byte operands and writes bf16: QKV, T x 3h x h.
+  for (const Kernel& k : fwd) {
+    if (k.name == "qkv") CHECK(k.io_bytes() == Approx((T * h + h * 3 * h) * 1.0 + T * 3 * h * 2.0));
+  }
+  const KernelPlan current = kernel_plan(fp8("current"));
+  CHECK(named(layer_kernels(current, LayerPart::whole, false), "amax") ==
+        Approx(2.0 * (T * h + T * h + T * h + T * f)));  // QKV, projection, MLP-up, MLP-down inputs
+  CHECK(named(layer_kernels(current, LayerPart::whole, true), "amax") == Approx(2.0 * (T * h + T * h + T * f + T * 3 * h)));
+  // The weights, cast once per step: 4 bytes per linear parameter (12h² + ... with f = 4h: 12h²).
+  CHECK(bytes(weight_cast_kernels(kp, LayerPart::whole)) == Approx(4.0 * 12 * h * h));
+  CHECK(weight_cast_kernels(kernel_plan(gpt("global_batch: 8, precision: bf16")), LayerPart::whole).empty());
+}

@@ -237,6 +237,37 @@ TEST_CASE("scenario 7: fp32, bf16 and fp16 on the same plan: memory and step tim
   CHECK(fp16.figures.step_time == Approx(bf16.figures.step_time).epsilon(0.05));
 }
 
+TEST_CASE("scenario 7 on H100: fp8 speeds the GEMMs, not the rest, and costs FP8 weight copies", "[scenarios][fp8]") {
+  // The same plan on a DGX H100 (FP8 tensor cores at twice the bf16 rate). A100 has none:
+  // the scenario is refused at the key.
+  CHECK_THROWS_WITH(run("precision.yaml", {"training.precision=fp8"}),
+                    Catch::Matchers::Contains("training.precision") && Catch::Matchers::Contains("fp8"));
+  const std::vector<std::string> h100{"cluster.preset=dgx-h100"};
+  auto with = [&](const char* precision) {
+    std::vector<std::string> sets = h100;
+    sets.push_back(std::string("training.precision=") + precision);
+    return sets;
+  };
+  const Outcome bf16 = run("precision.yaml", with("bf16"));
+  const Outcome fp8 = run("precision.yaml", with("fp8"));
+  // The linear layers' GEMMs are most of the work but not all of it (attention, element-wise
+  // kernels, the casts, communication): faster, by less than the 2x of the peaks.
+  const double speedup = bf16.figures.step_time / fp8.figures.step_time;
+  CHECK(speedup > 1.15);
+  CHECK(speedup < 2.0);
+  // Weights: the bf16 copy plus FP8 copies of the linear weights in both layouts (2 bytes
+  // per linear parameter on the rank); the rest of the model state as bf16's.
+  const plan::MemoryBreakdown m16 = memory("precision.yaml", with("bf16")).peak();
+  const plan::MemoryBreakdown m8 = memory("precision.yaml", with("fp8")).peak();
+  const plan::ModelSpec& model = fp8.scenario.model;
+  CHECK(m8.weights - m16.weights == Approx(2.0 * model.layers * model.linear_params_per_layer() / 4));
+  CHECK(m8.gradients == m16.gradients);
+  CHECK(m8.optimizer == m16.optimizer);
+  // Activations: the four linear layers' inputs kept in FP8.
+  CHECK(m8.activations < m16.activations);
+  CHECK(m8.activations > 0.7 * m16.activations);
+}
+
 TEST_CASE("scenario 8: across a slow link between two sites, pipeline parallel beats data parallel", "[scenarios]") {
   const Outcome dp = run("two-sites.yaml");
   const Outcome pp = run("two-sites.yaml", {"plan.dp=1", "plan.pp=2"});

@@ -1,0 +1,79 @@
+// FP8 as Transformer Engine's current scaling runs a GEMM operand: the tensor is scaled so
+// that its largest magnitude lands on the format's largest value, rounded to the format,
+// and (here) scaled back, so a GEMM on the result multiplies exactly the FP8 values TE's
+// would and the caller needs no separate descale ("fake quantization"). The formats (OCP
+// 8-bit floating point, as NVIDIA's E4M3 / E5M2):
+//   E4M3  3 mantissa bits, smallest normal exponent -6, largest value 448 (no infinity)
+//   E5M2  2 mantissa bits, smallest normal exponent -14, largest value 57344
+// Rounding is to nearest, ties to even, with subnormals; values past the largest saturate
+// to it (TE casts saturating). Host and CUDA code share these functions.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define PARASIM_HOST_DEVICE __host__ __device__
+#else
+#define PARASIM_HOST_DEVICE
+#endif
+
+namespace parasim::exec::fp8 {
+
+struct Format {
+  int mantissa_bits;
+  float min_normal;  // the smallest normal value: 2^min_exponent
+  float quantum;     // the subnormals' step: min_normal / 2^mantissa_bits
+  float max;
+};
+
+inline constexpr Format e4m3{3, 0.015625F, 0.001953125F, 448.0F};         // 2^-6, 2^-9
+inline constexpr Format e5m2{2, 6.103515625e-05F, 1.52587890625e-05F, 57344.0F};  // 2^-14, 2^-16
+
+PARASIM_HOST_DEVICE inline unsigned int float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  unsigned int u = 0;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+
+PARASIM_HOST_DEVICE inline float bits_float(unsigned int u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x = 0.0F;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+// x rounded to the nearest value of the format (saturating; NaN stays NaN). Normal values
+// keep `mantissa_bits` of fp32's 23, rounded to nearest even on the bits (as bf16 rounding
+// does with 7); below the smallest normal the step is the fixed subnormal quantum.
+PARASIM_HOST_DEVICE inline float round(float x, Format f) {
+  if (!(x == x)) return x;
+  const float a = fabsf(x);
+  float r = 0.0F;
+  if (a < f.min_normal) {
+    r = rintf(a / f.quantum) * f.quantum;  // to nearest, ties to even
+  } else {
+    const int drop = 23 - f.mantissa_bits;
+    unsigned int bits = float_bits(a);
+    bits += ((1U << (drop - 1)) - 1U) + ((bits >> drop) & 1U);
+    r = bits_float(bits & ~((1U << drop) - 1U));
+  }
+  if (r > f.max) r = f.max;  // also catches infinity
+  return copysignf(r, x);
+}
+
+// The scale that maps `amax` onto the format's largest value (1 for an all-zero tensor).
+PARASIM_HOST_DEVICE inline float scale_for(float amax, Format f) {
+  return amax > 0.0F && amax == amax ? f.max / amax : 1.0F;
+}
+
+PARASIM_HOST_DEVICE inline float fake_quantize(float x, float scale, Format f) { return round(x * scale, f) / scale; }
+
+}  // namespace parasim::exec::fp8
