@@ -110,6 +110,8 @@ void run_plan(const PlanArgs& a) {
   for (const auto& [reason, n] : r.rejected) rejected += n;
   if (!a.csv.empty()) write_output(a.csv, csv_text(r));
   const std::size_t shown = std::min(r.ranked.size(), static_cast<std::size_t>(std::max(0, a.top)));
+  // Nothing fits: the smallest cluster on which something does (by memory alone).
+  const int bigger = r.ranked.empty() && !under_mpi() ? sim::smallest_fitting_devices(s, r.devices) : 0;
   if (a.json) {
     nlohmann::ordered_json plans = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json(r.ranked[i], i + 1));
@@ -123,7 +125,9 @@ void run_plan(const PlanArgs& a) {
                                    {"rejected", reasons},
                                    {"resimulated", r.simulated},
                                    {"plans", plans}};
-    std::cout << j.dump(2) << "\n";
+    nlohmann::ordered_json out = j;
+    if (r.ranked.empty()) out["smallest_fitting_devices"] = bigger;  // 0: none up to the limit
+    std::cout << out.dump(2) << "\n";
     return;
   }
   namespace u = units;
@@ -140,6 +144,16 @@ void run_plan(const PlanArgs& a) {
              r.simulated, u::format_duration(r.resimulate_seconds));
   if (r.ranked.empty()) {
     fmt::print("no plan fits in {} per device\n", u::format_bytes(r.capacity));
+    if (bigger == 0) {
+      if (!under_mpi()) fmt::print("nor on any cluster of this node up to {} devices\n", plan::limits::gpus);
+      return;
+    }
+    const plan::Scenario grown = plan::on_devices(s, bigger);
+    fmt::print("the smallest cluster where one fits: {} devices ({} node{} of {}); its plans:\n\n", bigger,
+               grown.cluster.nodes, grown.cluster.nodes == 1 ? "" : "s", grown.cluster.gpus_per_node);
+    PlanArgs more = a;
+    more.gpus = bigger;
+    run_plan(more);
     return;
   }
   using A = report::Table::Align;

@@ -9,7 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plan/limits.hpp"
 #include "plan/memory.hpp"
+#include "plan/search.hpp"
 #include "report/metrics.hpp"
 #include "sim/estimate.hpp"
 #include "sim/simulate.hpp"
@@ -197,6 +199,24 @@ double from_bits(std::uint64_t b) {
 }
 
 }  // namespace
+
+int smallest_fitting_devices(const plan::Scenario& s, int devices) {
+  std::vector<long long> sizes;
+  for (long long p = 1; p <= plan::limits::gpus; p *= 2) {
+    for (long long d : {p, 3 * p}) {
+      if (d > devices && d <= plan::limits::gpus) sizes.push_back(d);
+    }
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  for (long long d : sizes) {
+    const plan::Scenario grown = plan::on_devices(s, static_cast<int>(d));
+    for (const plan::Candidate& c : plan::enumerate_plans(grown, static_cast<int>(d))) {
+      if (plan::memory_per_rank(plan::with_candidate(grown, c)).fits()) return static_cast<int>(d);
+    }
+  }
+  return 0;
+}
 
 PlanReport plan_search(const plan::Scenario& scenario, const PlanOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -136,6 +136,8 @@ expect 2 "gpus" -- "$parasim" plan "$q" --gpus 0
 expect 2 "top" -- "$parasim" plan "$q" --top -1
 expect 0 "12 valid plans: 0 fit, 12 rejected \(12 model state exceeds memory\)" -- "$parasim" plan "$src/scenarios/memory-30b-one-gpu.yaml"
 expect 0 "no plan fits in 80 GiB per device" -- "$parasim" plan "$src/scenarios/memory-30b-one-gpu.yaml"
+expect 0 "the smallest cluster where one fits: 8 devices" -- "$parasim" plan "$src/scenarios/memory-30b-one-gpu.yaml"
+expect 0 "\"smallest_fitting_devices\": 8" -- "$parasim" plan "$src/scenarios/memory-30b-one-gpu.yaml" --json
 expect 2 "plan.schedule" -- "$parasim" plan "$q" --set plan.schedule=zigzag --csv "$work/bad.csv"
 check "a failed plan writes no CSV" test ! -e "$work/bad.csv"
 # Under mpirun the ranks split the candidates and rank 0 prints the one ranking, the same

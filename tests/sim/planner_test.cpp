@@ -175,3 +175,23 @@ TEST_CASE("the planner's choice for every seed scenario matches its golden outpu
     }
   }
 }
+
+TEST_CASE("a model that fits nowhere gets the smallest cluster where a plan fits", "[planner]") {
+  // GPT 30B in bf16 with AdamW: 18 bytes of model state per parameter, about 540 GB. One
+  // 80 GB device cannot hold it; tried 2, 3, 4 and 6 devices hold no plan either (tp must
+  // divide the 56 heads, pp the 48 layers, and 540 GB / 6 is past 80 GB); 8 do.
+  const plan::Scenario s = plan::load(scenarios + "memory-30b-one-gpu.yaml");
+  auto any_fits = [&](int devices) {
+    const plan::Scenario grown = plan::on_devices(s, devices);
+    for (const plan::Candidate& c : plan::enumerate_plans(grown, devices)) {
+      if (plan::memory_per_rank(plan::with_candidate(grown, c)).fits()) return true;
+    }
+    return false;
+  };
+  CHECK(sim::smallest_fitting_devices(s, 1) == 8);
+  for (int d : {1, 2, 3, 4, 6}) CHECK_FALSE(any_fits(d));
+  CHECK(any_fits(8));
+  // Only larger clusters are tried: above the quickstart's 2, 3 devices have no valid plan
+  // (3 divides neither its 4 heads, its 4 layers nor its batch of 16); 4 do.
+  CHECK(sim::smallest_fitting_devices(plan::load(scenarios + "quickstart.yaml"), 2) == 4);
+}
