@@ -47,6 +47,28 @@ Shard::View GptShard::ring_block(const plan::Op& t) {
   return {base + block_of(sender, t.step, tp_) * rows, static_cast<std::int64_t>(rows)};
 }
 
+// What both halves' first piece does: its input gathered (forward: the layer norm of this
+// rank's rows into its block; backward: this rank's block of the output's gradient, see
+// gather_input), and the buffers the half writes.
+void GptShard::prepare_piece(const plan::Op& op) {
+  const auto N = static_cast<std::size_t>(n_);
+  const bool backward = op.category == Category::backward;
+  plan::Op gather = op;
+  gather.pass = backward ? Category::backward : Category::forward;
+  gather_input(gather);
+  need(acts(op.layer, op.micro_batch).part, N * static_cast<std::size_t>(h_));
+  if (backward) {
+    const std::size_t widest = std::max<std::size_t>(fl_, 3 * static_cast<std::size_t>(cl_));
+    need(scratch_a_, N * widest);
+    need(scratch_b_, N * widest);
+  }
+}
+
+// A column piece's first row: its block's, (tp index - step) mod tp.
+std::size_t GptShard::column_row(const plan::Op& op) const {
+  return op.piece == LayerPiece::column ? block_of(tp_index_, op.step, tp_) * static_cast<std::size_t>(ns_) : 0;
+}
+
 void GptShard::attention_piece(const plan::Op& op) {
   const LayerParams& p = layer_params_.at(op.layer);
   Acts& a = acts(op.layer, op.micro_batch);
@@ -54,23 +76,14 @@ void GptShard::attention_piece(const plan::Op& op) {
   const auto H = static_cast<std::size_t>(h_);
   const auto Q = static_cast<std::size_t>(3 * cl_);
   const bool backward = op.category == Category::backward;
-  const std::size_t r = op.piece == LayerPiece::column ? block_of(tp_index_, op.step, tp_) * static_cast<std::size_t>(ns_) : 0;
+  const std::size_t r = column_row(op);
   float* datty = scratch_a_.f();
   float* dqkv = scratch_b_.f();
   switch (op.piece) {
-    case LayerPiece::prepare: {
-      plan::Op gather = op;
-      gather.pass = backward ? Category::backward : Category::forward;
-      gather_input(gather);
-      need(a.part, N * H);
-      if (backward) {
-        need(scratch_a_, N * std::max<std::size_t>(fl_, Q));
-        need(scratch_b_, N * std::max<std::size_t>(fl_, Q));
-      } else {
-        need(a.qkv, N * Q);
-      }
+    case LayerPiece::prepare:
+      prepare_piece(op);
+      if (!backward) need(a.qkv, N * Q);
       return;
-    }
     case LayerPiece::column:
       if (backward) {
         dev_.gemm(false, true, ns_, cl_, h_, 1.0F, fp8_in(dfull_.f() + r * H, ns_, h_, true, 0), h_,
@@ -119,24 +132,17 @@ void GptShard::mlp_piece(const plan::Op& op) {
   const auto H = static_cast<std::size_t>(h_);
   const auto F = static_cast<std::size_t>(fl_);
   const bool backward = op.category == Category::backward;
-  const std::size_t r = op.piece == LayerPiece::column ? block_of(tp_index_, op.step, tp_) * static_cast<std::size_t>(ns_) : 0;
+  const std::size_t r = column_row(op);
   float* dfcg = scratch_a_.f();
   float* dfch = scratch_b_.f();
   switch (op.piece) {
-    case LayerPiece::prepare: {
-      plan::Op gather = op;
-      gather.pass = backward ? Category::backward : Category::forward;
-      gather_input(gather);
-      need(a.part, N * H);
-      if (backward) {
-        need(scratch_a_, N * std::max<std::size_t>(F, 3 * static_cast<std::size_t>(cl_)));
-        need(scratch_b_, N * std::max<std::size_t>(F, 3 * static_cast<std::size_t>(cl_)));
-      } else {
+    case LayerPiece::prepare:
+      prepare_piece(op);
+      if (!backward) {
         need(a.fch, N * F);
         need(a.fcg, N * F);
       }
       return;
-    }
     case LayerPiece::column:
       if (backward) {
         dev_.gemm(false, true, ns_, fl_, h_, 1.0F, fp8_in(dfull_.f() + r * H, ns_, h_, true, 0), h_,

@@ -73,6 +73,8 @@ class GptShard final : public Shard {
   View gather_input(const plan::Op& c);
   // Tensor-parallel overlap (gpt_overlap.cpp): the pieces of each half, and the blocks of
   // the forward's pipelined reduce-scatter.
+  void prepare_piece(const plan::Op& op);
+  [[nodiscard]] std::size_t column_row(const plan::Op& op) const;
   void attention_piece(const plan::Op& op);
   void mlp_piece(const plan::Op& op);
   void row_block(const plan::Op& op, const float* in, int k, std::size_t weight);
