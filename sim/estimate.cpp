@@ -142,7 +142,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const plan::TrainingSpec& t = s.training;
   const DeviceProfile& prof = im.profile;
   const topology::Dtype dtype = t.precision;
-  const int e = topology::dtype_bytes(dtype);
+  const int e = topology::dtype_bytes(topology::storage_dtype(dtype));  // bf16 under fp8
   const int ge = topology::dtype_bytes(t.grad_dtype);  // what the gradient reductions carry
   const bool transformer = m.kind == plan::ModelKind::transformer;
   const bool sp = p.sequence_parallel && p.tp > 1;

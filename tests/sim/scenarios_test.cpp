@@ -334,6 +334,24 @@ TEST_CASE("scenario 11: tp communication overlap takes most tensor-parallel time
   CHECK(saved < exposed(off, report::Dimension::tp) - exposed(on, report::Dimension::tp));
 }
 
+TEST_CASE("scenario 12: Llama 3 8B in fp8 against bf16 on the same plan", "[scenarios][fp8]") {
+  const Outcome fp8 = run("llama3-8b-fp8.yaml");
+  const Outcome bf16 = run("llama3-8b-fp8.yaml", {"training.precision=bf16"});
+  const double speedup = bf16.figures.step_time / fp8.figures.step_time;
+  CHECK(speedup > 1.15);
+  CHECK(speedup < 2.0);
+  // The same communication: tp traffic stays bf16 (TE's all-gathers of FP8 inputs aside,
+  // which parasim does not model).
+  const auto tp = static_cast<std::size_t>(report::Dimension::tp);
+  CHECK(fp8.figures.comm_mean[tp] == Approx(bf16.figures.comm_mean[tp]).epsilon(0.01));
+  // Weights: 2 more bytes per linear parameter on the rank (tp 2), nothing else.
+  const plan::MemoryBreakdown m8 = memory("llama3-8b-fp8.yaml").peak();
+  const plan::MemoryBreakdown m16 = memory("llama3-8b-fp8.yaml", {"training.precision=bf16"}).peak();
+  const plan::ModelSpec& model = fp8.scenario.model;
+  CHECK(m8.weights - m16.weights == Approx(2.0 * model.layers * model.linear_params_per_layer() / 2));
+  CHECK(m8.optimizer == m16.optimizer);
+}
+
 TEST_CASE("every scenario's prediction matches its golden output", "[scenarios][golden]") {
   const std::vector<fs::path> files = test::seed_scenarios();
   REQUIRE_FALSE(files.empty());
