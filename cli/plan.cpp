@@ -117,7 +117,7 @@ void run_plan(const PlanArgs& a) {
     for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json(r.ranked[i], i + 1));
     nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
     for (const auto& [reason, n] : r.rejected) reasons[reason] = n;
-    const nlohmann::ordered_json j{{"scenario", s.name},
+    nlohmann::ordered_json j{{"scenario", s.name},
                                    {"devices", r.devices},
                                    {"capacity", r.capacity},
                                    {"valid_plans", r.candidates},
@@ -125,9 +125,8 @@ void run_plan(const PlanArgs& a) {
                                    {"rejected", reasons},
                                    {"resimulated", r.simulated},
                                    {"plans", plans}};
-    nlohmann::ordered_json out = j;
-    if (r.ranked.empty()) out["smallest_fitting_devices"] = bigger;  // 0: none up to the limit
-    std::cout << out.dump(2) << "\n";
+    if (r.ranked.empty()) j["smallest_fitting_devices"] = bigger;  // 0: none up to the limit
+    std::cout << j.dump(2) << "\n";
     return;
   }
   namespace u = units;

@@ -263,7 +263,8 @@ class Builder {
   struct Pieces {
     int prepare = -1, prepare_first = -1, column = -1, middle = -1, row = -1, row_last = -1, wgrad = -1;
     int column_gemms = -1, middle_gemms = -1, row_gemms = -1, wgrad_gemms = -1;
-    double column_flops = 0.0, middle_flops = 0.0, row_flops = 0.0, wgrad_flops = 0.0, middle_bytes = 0.0;
+    double column_flops = 0.0, middle_flops = 0.0, row_flops = 0.0, wgrad_flops = 0.0;
+    double column_bytes = 0.0, middle_bytes = 0.0, row_bytes = 0.0, wgrad_bytes = 0.0;  // the GEMMs' traffic (middle: and the rest)
   };
   Pieces pieces_[2][2];
   bool overlap_ = false;

@@ -132,6 +132,9 @@ void Builder::make_overlap_sets(const std::vector<Gemm>& layer) {
       pc.middle_flops = sum_flops(middle);
       pc.wgrad_flops = b == 1 ? first.flops() : 0.0;
       pc.middle_bytes = gemm_io_bytes(middle, e_) + elementwise_bytes_ / 2;
+      pc.column_bytes = column.io_bytes(e_);
+      pc.row_bytes = row.io_bytes(e_);
+      pc.wgrad_bytes = b == 1 ? first.io_bytes(e_) : 0.0;
     }
   }
 }
@@ -148,26 +151,23 @@ std::int64_t Builder::piece(ComputeWhat part, Category cat, LayerPiece which, in
 
 std::int64_t Builder::ring_transfer(OpKind kind, int peer, std::int64_t ring, int step, ComputeWhat part, Category cat,
                                     int mb, int layer, std::span<const std::int64_t> deps) {
+  // A point-to-point transfer of one sequence block on the pp-comm stream (posted in order,
+  // completing independently), made the ring's.
+  const std::int64_t id = p2p(kind, peer, activation_bytes_ / p_.tp, mb, -1, false, deps);
+  Op& op = prog_.ops[static_cast<std::size_t>(id)];
   const int sender = kind == OpKind::send ? rank_ : peer;
-  Op op;
-  op.kind = kind;
   op.category = Category::tp_comm;
-  op.stream = Stream::pp;  // posted in order, completing independently, as pipeline transfers are
+  op.host_sync = false;  // TE's loop issues it without a host synchronisation
   op.tp_role = TpRole::ring;
   op.what = part;
   op.pass = cat;
   op.piece = LayerPiece::column;
   op.step = static_cast<std::int16_t>(step);
-  op.rank = rank_;
-  op.peer = peer;
-  op.micro_batch = mb;
   op.layer = layer;
   op.layer_end = layer + 1;
-  op.bytes = activation_bytes_ / p_.tp;  // one sequence block
   // Apart from the pipeline transfers' ids (bit 62); the same on both ends.
   op.match = (std::int64_t{1} << 62) + (ring * prog_.world + sender) * p_.tp + step;
-  if (kind == OpKind::send) ++prog_.transfers;
-  return add(op, deps);
+  return id;
 }
 
 // The ring: rank i (tp index) holds at step j the sequence block (i - j) mod tp of the
@@ -190,8 +190,6 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
   const std::vector<std::int64_t> deps = take_pending();
   const int prepare_set = cat == Category::forward && mb == 0 ? pc.prepare_first : pc.prepare;
   const std::int64_t prepare = piece(part, cat, LayerPiece::prepare, -1, prepare_set, -1, 0.0, 0.0, mb, chunk, layer, deps);
-  const double column_bytes = gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(pc.column_gemms)], e_);
-  const double row_bytes = gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(pc.row_gemms)], e_);
   std::int64_t have = prepare;  // where block j's input comes from
   for (int j = 0; j < tp; ++j) {
     std::int64_t arrived = -1;
@@ -199,7 +197,7 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
       ring_transfer(OpKind::send, next, ring, j, part, cat, mb, layer, std::span(&have, 1));
       arrived = ring_transfer(OpKind::recv, prev, ring, j, part, cat, mb, layer, std::span(&prepare, 1));
     }
-    piece(part, cat, LayerPiece::column, j, pc.column, pc.column_gemms, pc.column_flops, column_bytes, mb, chunk, layer,
+    piece(part, cat, LayerPiece::column, j, pc.column, pc.column_gemms, pc.column_flops, pc.column_bytes, mb, chunk, layer,
           std::span(&have, 1));
     have = arrived;
   }
@@ -209,7 +207,7 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
   for (int j = 0; j < blocks; ++j) {
     const int kernels = backward || j + 1 < blocks ? pc.row : pc.row_last;
     const std::int64_t gemm = piece(part, cat, LayerPiece::row, backward ? -1 : j, kernels, pc.row_gemms, pc.row_flops,
-                                    row_bytes, mb, chunk, layer, {});
+                                    pc.row_bytes, mb, chunk, layer, {});
     const std::int64_t rs = collective(Dim::tp, CollectiveOp::reduce_scatter, Category::tp_comm, Stream::tp,
                                        activation_bytes_ / blocks, mb, layer, layer + 1, std::span(&gemm, 1));
     tag_tp(rs, TpRole::sum, part, cat);
@@ -219,8 +217,8 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
     pending_ = rs;  // the half's output is complete with its last block's sum
   }
   if (backward) {
-    piece(part, cat, LayerPiece::wgrad, -1, pc.wgrad, pc.wgrad_gemms, pc.wgrad_flops,
-          gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(pc.wgrad_gemms)], e_), mb, chunk, layer, {});
+    piece(part, cat, LayerPiece::wgrad, -1, pc.wgrad, pc.wgrad_gemms, pc.wgrad_flops, pc.wgrad_bytes, mb, chunk, layer,
+          {});
   }
 }
 
