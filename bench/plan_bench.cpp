@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   int threads = 1;
   int resimulate = 20;
   bool json = false;
+  std::string model = "gpt3-175b";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
       gpus = std::atoi(argv[++i]);
@@ -30,10 +31,12 @@ int main(int argc, char** argv) {
       threads = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--resimulate") == 0 && i + 1 < argc) {
       resimulate = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+      model = argv[++i];
     } else if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--gpus N] [--threads T] [--resimulate R] [--json]   (N a multiple of 64)\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--gpus N] [--threads T] [--resimulate R] [--model PRESET] [--json]   (N a multiple of 64)\n", argv[0]);
       return 2;
     }
   }
@@ -42,13 +45,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Any valid plan to start from: the planner replaces it.
-  const std::string text = fmt::format(R"(name: gpt3-175b-{0}
+  const std::string text = fmt::format(R"(name: {3}-{0}
 cluster: {{preset: dgx-h100, nodes: {1}}}
-model: gpt3-175b
+model: {3}
 training: {{global_batch: 1536, micro_batch: 1, precision: bf16}}
-plan: {{tp: 8, pp: 8, dp: {2}}}
+plan: {{tp: 8, pp: 2, dp: {2}}}
 )",
-                                       gpus, gpus / 8, gpus / 64);
+                                       gpus, gpus / 8, gpus / 16, model);
   const plan::Scenario s = plan::load_text(text, "bench.yaml");
   sim::PlanOptions o;
   o.threads = threads;
@@ -69,7 +72,7 @@ plan: {{tp: 8, pp: 8, dp: {2}}}
                static_cast<double>(r.candidates) / r.score_seconds, r.simulated, r.resimulate_seconds, rss,
                plan::describe(best.candidate), best.step_time);
   } else {
-    fmt::print("GPT-3 175B on {} GPUs, {} thread(s)\n", gpus, threads);
+    fmt::print("{} on {} GPUs, {} thread(s)\n", model, gpus, threads);
     fmt::print("valid plans        {} ({} fit, {} rejected)\n", r.candidates, r.ranked.size(), rejected);
     fmt::print("analytical tier    {:.2f} s ({:.0f} plans/s)\n", r.score_seconds, static_cast<double>(r.candidates) / r.score_seconds);
     fmt::print("re-simulated       {} (the best {} and any whose estimate beat them) in {:.2f} s\n", r.simulated, resimulate,

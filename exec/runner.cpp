@@ -176,6 +176,7 @@ void Runner::finish(std::int64_t id, std::int64_t end_ns) {
   if (o.kind == OpKind::collective) {
     if (o.category == Category::tp_comm) shard_.tp_finish(o);
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) shard_.bucket_gathered(o.layer);
+    if (o.category == Category::dp_comm && o.collective == CollectiveOp::reduce_scatter) shard_.bucket_reduced(o.layer);
   } else if (o.kind == OpKind::send && o.tp_role != plan::TpRole::ring) {
     shard_.release_boundary(boundary_of(o), o.micro_batch, o.gradient);
   }
@@ -205,10 +206,15 @@ void Runner::stalled(const std::vector<InFlight>& flying, const std::vector<std:
 }
 
 void Runner::gather_parameters() {
-  if (!s_.plan.defers_param_gather()) return;
+  // ZeRO-3 holds only its share after the optimizer: one gather of each unit.
+  const bool sharded = s_.plan.zero == 3 && s_.plan.dp > 1;
+  if (!s_.plan.defers_param_gather() && !sharded) return;
+  std::vector<int> gathered;
   for (std::int64_t id : prog_.order[static_cast<std::size_t>(rank_)]) {
     const Op& o = prog_.ops[static_cast<std::size_t>(id)];
     if (o.category != Category::dp_comm || o.collective != CollectiveOp::all_gather) continue;
+    if (std::find(gathered.begin(), gathered.end(), o.layer) != gathered.end()) continue;
+    gathered.push_back(o.layer);
     const Shard::View v = shard_.bucket(o.layer, true);
     dev_.set_stream(Stream::dp);
     dev_.wait(dev_.all_gather(v.data, shard_.bucket_parts(o.layer), comm_of_group_[static_cast<std::size_t>(o.group)]));

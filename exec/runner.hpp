@@ -51,8 +51,9 @@ class Runner {
 
   StepTiming step(std::int64_t index);
   // With overlap_param_gather each step opens with the previous step's parameter
-  // all-gathers: after the last step they run once more, so that every rank ends with the
-  // whole updated model. A no-op otherwise.
+  // all-gathers, and ZeRO-3 gathers each unit before its use: after the last step they run
+  // once more (a unit once), so that every rank ends with the whole updated model. A no-op
+  // otherwise.
   void gather_parameters();
 
  private:

@@ -1,6 +1,7 @@
 #include "exec/shard.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -16,7 +17,6 @@ namespace parasim::exec {
 std::string unsupported_reason(const plan::Scenario& s) {
   const plan::ModelSpec& m = s.model;
   if (s.training.optimizer != plan::Optimizer::adamw) return "the executor trains with AdamW (training.optimizer: adamw)";
-  if (s.plan.zero > 1) return "the executor runs ZeRO stage 0 or 1";
   if (m.kind == plan::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
   if (m.mlp != plan::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
@@ -128,10 +128,10 @@ void Shard::set_buckets(std::vector<int> lows) {
   std::sort(lows.rbegin(), lows.rend());
   lows.erase(std::unique(lows.begin(), lows.end()), lows.end());
   bucket_lows_ = std::move(lows);
-  // The optimizer state covers what this rank updates: everything, or under ZeRO-1 its
+  // The optimizer state covers what this rank updates: everything, or under ZeRO its
   // share of each bucket.
   owned_.clear();
-  if (zero_ == 1 && dp_ > 1) {
+  if (zero_ >= 1 && dp_ > 1) {
     for (int lo : bucket_lows_) {
       const auto [begin, end] = bucket_range(lo);
       const std::vector<std::int64_t> parts = bucket_parts(lo);
@@ -208,6 +208,17 @@ void Shard::bucket_gathered(int lowest_layer) {
 }
 
 
+void Shard::bucket_reduced(int lowest_layer) {
+  if (zero_ < 2 || dp_ == 1) return;
+  const std::vector<std::int64_t> parts = bucket_parts(lowest_layer);
+  std::size_t at = bucket_range(lowest_layer).first;
+  for (int i = 0; i < dp_; ++i) {
+    const auto n = static_cast<std::size_t>(parts[static_cast<std::size_t>(i)]);
+    if (i != dp_index_) dev_.zero(grads_.f() + at, static_cast<std::int64_t>(n));
+    at += n;
+  }
+}
+
 void Shard::optimizer_step() {
   last_skipped_ = false;
   if (precision_ == plan::Dtype::fp16) {
@@ -240,6 +251,22 @@ void Shard::optimizer_step() {
     state += end - begin;
   }
   if (zero_ == 0 || dp_ == 1) refresh_weights(0, static_cast<std::size_t>(param_count_));
+  // ZeRO-3 keeps only its share between uses: the rest is made NaN, so that a unit used
+  // without its all-gather shows in the loss.
+  if (zero_ == 3 && dp_ > 1) {
+    std::size_t at = 0;
+    auto poison = [&](std::size_t begin, std::size_t end) {
+      if (end <= begin) return;
+      const auto n = static_cast<std::int64_t>(end - begin);
+      dev_.scale(params_.f() + begin, std::numeric_limits<float>::quiet_NaN(), n);
+      if (weights_ != &params_) dev_.scale(rounded_.f() + begin, std::numeric_limits<float>::quiet_NaN(), n);
+    };
+    for (const auto& [begin, end] : owned_) {
+      poison(at, begin);
+      at = end;
+    }
+    poison(at, static_cast<std::size_t>(param_count_));
+  }
 }
 
 void Shard::add_to_full(std::span<float> full, bool grads) const {

@@ -49,7 +49,8 @@ class Shard {
   Shard& operator=(const Shard&) = delete;
 
   // The lowest layer of each of this rank's data-parallel buckets (the Program's dp
-  // collectives); allocates the optimizer state, which ZeRO-1 shards by bucket. Call once.
+  // collectives: under ZeRO-2/3 one per unit); allocates the optimizer state, which ZeRO
+  // shards by bucket. Call once.
   void set_buckets(std::vector<int> lowest_layers);
   // Zeroes gradients and loads the step's synthetic batch.
   void begin_step(std::int64_t step);
@@ -83,6 +84,10 @@ class Shard {
   View bucket(int lowest_layer, bool params);
   [[nodiscard]] std::vector<std::int64_t> bucket_parts(int lowest_layer) const;
   void bucket_gathered(int lowest_layer);
+  // After a bucket's reduce-scatter: under ZeRO-2/3 (a unit's, every micro-batch) the other
+  // ranks' shares are zeroed, so that the next micro-batch's gradients accumulate into
+  // them afresh and this rank's share holds the running sum alone.
+  void bucket_reduced(int lowest_layer);
   // The tied embedding's gradient (first stage: the embedding, last stage: the head copy).
   virtual View tied_embedding_grads();
 
@@ -162,7 +167,7 @@ class Shard {
   Buffer adam_m_, adam_v_, rounded_;
   Buffer fp8_scratch_[2];
   std::vector<int> bucket_lows_;                            // this rank's dp buckets, highest first
-  std::vector<std::pair<std::size_t, std::size_t>> owned_;  // ZeRO-1: ranges this rank updates
+  std::vector<std::pair<std::size_t, std::size_t>> owned_;  // ZeRO: ranges this rank updates
   int step_ = 0;
   double loss_scale_ = 1.0;
   int scale_window_ = 1000, good_steps_ = 0;

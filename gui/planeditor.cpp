@@ -69,7 +69,7 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addChoice(QStringLiteral("plan.schedule"), tr("Schedule"), {"1f1b", "gpipe", "interleaved-1f1b"});
   addChoice(QStringLiteral("plan.sequence_parallel"), tr("Sequence parallel"), {"false", "true"});
   addChoice(QStringLiteral("plan.tp_comm_overlap"), tr("TP comm overlap"), {"false", "true"});
-  addChoice(QStringLiteral("plan.zero"), tr("ZeRO stage"), {"0", "1"});
+  addChoice(QStringLiteral("plan.zero"), tr("ZeRO stage"), {"0", "1", "2", "3"});
   addChoice(QStringLiteral("plan.placement"), tr("Placement (inner first)"),
             {"tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp"});
   addText(QStringLiteral("plan.bucket_size"), tr("DP bucket size"));

@@ -140,6 +140,15 @@ void check(const Scenario& s) {
                           seconds));
   }
 
+  // ZeRO-2/3 shard the gradients unit by unit; a tied embedding on two stages would need
+  // its two halves' shards summed between them (Megatron's embedding group), which the
+  // sharded units do not model.
+  c.require(p.zero < 2 || p.pp == 1 || m.kind != ModelKind::transformer || !m.tie_embeddings, "plan.zero",
+            fmt::format("ZeRO-{} with pp {} needs an untied LM head (model.tie_embeddings: false, as Llama's): the "
+                        "tied embedding's gradient is summed between the first and last stages, which sharded units "
+                        "do not do; or use plan.zero: 1",
+                        p.zero, p.pp));
+
   c.require(p.collective != Collective::nvls || s.cluster.intra.fabric == topology::IntraFabric::nvswitch, "plan.collective",
             fmt::format("collective nvls reduces inside an NVSwitch, but the cluster's intra_node fabric is {}",
                         topology::to_string(s.cluster.intra.fabric)));

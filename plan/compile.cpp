@@ -14,7 +14,10 @@
 //                     off): all-reduce, or reduce-scatter with ZeRO-1; the optimizer; with
 //                     ZeRO-1 an all-gather of the updated parameters per bucket (or, with
 //                     overlap_param_gather, the same gathers first in the step, each
-//                     layer's first forward waiting for its own).
+//                     layer's first forward waiting for its own). ZeRO-2 and -3 instead
+//                     reduce-scatter each unit's gradients (embedding, layer, head)
+//                     after every backward of it, and ZeRO-3 all-gathers a unit's
+//                     parameters before each pass over it, one unit ahead.
 // Tensor parallel collectives are all-reduces of the s·b·h activation (two forward, two
 // backward per layer), or with sequence parallelism all-gather / reduce-scatter pairs. The
 // embedding and LM head are vocabulary-parallel (Megatron): the embedding's output and the
@@ -95,6 +98,12 @@ void Builder::compile_rank(int rank) {
   std::int64_t head_grad = -1;
   std::int64_t embed_grad = -1;
   param_gathers_first();
+  const auto units = static_cast<std::size_t>(m_.layer_count()) + 2;
+  unit_params_.assign(units, 0.0);
+  for (const GradientSource& g : sources()) unit_params_[static_cast<std::size_t>(g.layer + 1)] += g.params;
+  prefetched_.assign(units, -1);
+  unit_synced_.assign(units, -1);
+  unit_waits_.clear();
 
   for (const PipelineStep& st : stage_schedule(p_.schedule, shape_, stage)) {
     const auto [first, last] = chunk_layers(m_.layer_count(), p_.pp, v, stage, st.chunk);
@@ -107,9 +116,28 @@ void Builder::compile_rank(int rank) {
     const int next_rank = peer_stage_rank(stage == last_stage ? 0 : stage + 1);
     const int next_chunk = stage == last_stage ? st.chunk + 1 : st.chunk;
     const double boundary = boundary_bytes(first - 1);  // into this chunk, one micro-batch
+    // The units whose parameters this pass computes with, in order (ZeRO-3 gathers each).
+    std::vector<int> uses;
+    if (st.kind == PipelineStep::Kind::forward) {
+      if (first_chunk) uses.push_back(-1);
+      for (int l = first; l < last; ++l) uses.push_back(l);
+      if (last_chunk && transformer) uses.push_back(m_.layer_count());
+    } else {
+      if (last_chunk && transformer) uses.push_back(m_.layer_count());
+      if (t_.recompute == Recompute::full) {
+        for (int l = first; l < last; ++l) uses.push_back(l);
+      }
+      for (int l = last - 1; l >= first; --l) uses.push_back(l);
+    }
+    std::size_t use = 0;
+    auto gather = [&] {
+      gather_params(uses[use], use + 1 < uses.size() ? uses[use + 1] : no_unit);
+      ++use;
+    };
 
     if (st.kind == PipelineStep::Kind::forward) {
       if (first_chunk) {
+        gather();
         if (transformer) next_kernels(embedding_kernels_[0]);
         compute(ComputeWhat::embedding, Category::forward, -1, 0.0, hidden_bytes, st.micro_batch, st.chunk, -1);
         // Vocabulary-parallel embedding: each tp rank looks up its slice of the vocabulary
@@ -122,7 +150,10 @@ void Builder::compile_rank(int rank) {
         pending_ = p2p(OpKind::recv, prev_rank, boundary, st.micro_batch, prev_chunk, false, {});
         gather_transfer(first, st.micro_batch, false);
       }
-      for (int l = first; l < last; ++l) layer_forward(l, st.micro_batch, st.chunk, Category::forward);
+      for (int l = first; l < last; ++l) {
+        gather();
+        layer_forward(l, st.micro_batch, st.chunk, Category::forward);
+      }
       if (last_chunk) {
         if (transformer && p_.tp > 1 && p_.sequence_parallel) {
           tp_collective(CollectiveOp::all_gather, st.micro_batch, m_.layer_count(), TpRole::gather_input,
@@ -130,6 +161,7 @@ void Builder::compile_rank(int rank) {
         }
         auto deps = take_pending();
         if (transformer) {
+          gather();
           const auto& g = prog_.gemm_sets[static_cast<std::size_t>(head_set_)];
           next_kernels(head_kernels_[0]);
           const std::int64_t head = compute(ComputeWhat::lm_head, Category::forward, head_set_, sum_flops(g),
@@ -158,6 +190,8 @@ void Builder::compile_rank(int rank) {
           const auto& g = prog_.gemm_sets[static_cast<std::size_t>(head_set_)];
           std::vector<std::int64_t> deps;
           if (p_.tp > 1) deps.push_back(loss_ready_[static_cast<std::size_t>(st.micro_batch)]);
+          gather();
+          wait_for_grad_sync(m_.layer_count());
           next_kernels(head_kernels_[1]);
           head_grad = compute(ComputeWhat::lm_head, Category::backward, head_set_, 2 * sum_flops(g),
                               2 * gemm_io_bytes(g, e_), st.micro_batch, st.chunk, m_.layer_count(), deps);
@@ -167,13 +201,17 @@ void Builder::compile_rank(int rank) {
                           st.micro_batch, m_.layer_count(), TpRole::sum, ComputeWhat::lm_head, Category::backward);
             head_grad = pending_;  // the final norm's gradient follows the sum
           }
+          shard_grads(m_.layer_count(), st.micro_batch, std::span<const std::int64_t>(&head_grad, 1));
         }
       } else {
         pending_ = p2p(OpKind::recv, next_rank, boundary_bytes(last - 1), st.micro_batch, next_chunk, true, {});
         gather_transfer(last, st.micro_batch, true);
       }
       if (t_.recompute == Recompute::full) {
-        for (int l = first; l < last; ++l) layer_forward(l, st.micro_batch, st.chunk, Category::recompute);
+        for (int l = first; l < last; ++l) {
+          gather();
+          layer_forward(l, st.micro_batch, st.chunk, Category::recompute);
+        }
       } else if (t_.recompute == Recompute::selective && transformer) {
         for (int l = first; l < last; ++l) {
           const auto& g = prog_.gemm_sets[static_cast<std::size_t>(core_set_)];
@@ -183,7 +221,13 @@ void Builder::compile_rank(int rank) {
                   st.micro_batch, st.chunk, l, deps);
         }
       }
-      for (int l = last - 1; l >= first; --l) layer_backward(l, st.micro_batch, st.chunk);
+      for (int l = last - 1; l >= first; --l) {
+        gather();
+        wait_for_grad_sync(l);
+        layer_backward(l, st.micro_batch, st.chunk);
+        const std::int64_t ready[] = {grad_ready_[static_cast<std::size_t>(l)], grad_also_[static_cast<std::size_t>(l)]};
+        shard_grads(l, st.micro_batch, ready);
+      }
       if (first_chunk) {
         // Under sequence parallelism the embedding's output was scattered by sequence; its
         // backward gathers the gradient first (the scatter's backward).
@@ -192,9 +236,11 @@ void Builder::compile_rank(int rank) {
                         Category::backward);
         }
         auto deps = take_pending();
+        wait_for_grad_sync(-1);
         if (transformer) next_kernels(embedding_kernels_[1]);
         embed_grad = compute(ComputeWhat::embedding, Category::backward, -1, 0.0, hidden_bytes, st.micro_batch,
                              st.chunk, -1, deps);
+        shard_grads(-1, st.micro_batch, std::span<const std::int64_t>(&embed_grad, 1));
       } else {
         auto deps = take_pending();
         deps.push_back(last_compute_);

@@ -101,10 +101,15 @@ class Builder {
     op.gemm_repeat = set >= 0 ? 1 : 0;
     op.kernels = next_kernels_;
     next_kernels_ = -1;
-    // The first forward touching a layer's parameters waits for their deferred all-gather.
-    if (const auto at = static_cast<std::size_t>(layer + 1); cat == Category::forward && gather_before_[at] >= 0) {
+    // The first forward touching a layer's parameters waits for their deferred all-gather;
+    // under ZeRO-3 the first compute of a unit's pass for its parameters' gather.
+    const auto at = static_cast<std::size_t>(layer + 1);
+    const bool deferred = cat == Category::forward && gather_before_[at] >= 0;
+    if (deferred || !unit_waits_.empty()) {
       std::vector<std::int64_t> d(deps.begin(), deps.end());
-      d.push_back(std::exchange(gather_before_[at], -1));
+      if (deferred) d.push_back(std::exchange(gather_before_[at], -1));
+      d.insert(d.end(), unit_waits_.begin(), unit_waits_.end());
+      unit_waits_.clear();
       return last_compute_ = add(op, d);
     }
     return last_compute_ = add(op, deps);
@@ -233,6 +238,33 @@ class Builder {
 
   void data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad);
 
+  // ZeRO-2 and -3 (plan.zero, with dp > 1), as DeepSpeed and FSDP run them: each unit (the
+  // embedding -1, a layer, the LM head = the layer count) has its gradients reduce-scattered
+  // over dp after every micro-batch's backward of it, and under ZeRO-3 its parameters
+  // all-gathered before each pass over it (forward, recompute, backward), the next unit's
+  // gather prefetched while this one computes.
+  [[nodiscard]] bool sharded_grads() const { return p_.zero >= 2 && p_.dp > 1; }
+  [[nodiscard]] bool sharded_params() const { return p_.zero == 3 && p_.dp > 1; }
+  // Before the first compute op of `unit`'s pass: its gather (the next compute waits for it),
+  // and the prefetch of `next` (no_unit: none) once the compute before this one is done.
+  static constexpr int no_unit = -2;
+  void gather_params(int unit, int next);
+  // The all-gather(s) of the parameters `unit`'s compute uses: its own, and for a head tied
+  // to the embedding on one stage the embedding's first (which holds the word matrix).
+  // Returns the last, which ends after the first on the in-order dp stream.
+  std::int64_t param_gather(int unit, std::span<const std::int64_t> deps);
+  [[nodiscard]] bool head_uses_embedding(int unit) const {
+    return unit == m_.layer_count() && m_.kind == ModelKind::transformer && m_.tie_embeddings && p_.pp == 1;
+  }
+  [[nodiscard]] double gathered_params(int unit) const {
+    return unit_params_[static_cast<std::size_t>(unit + 1)] + (head_uses_embedding(unit) ? unit_params_[0] : 0.0);
+  }
+  // Before the backward of `unit`: its gradients (and a tied head's, the embedding's) are
+  // accumulated again only once the previous micro-batch's reduce-scatter has read them.
+  void wait_for_grad_sync(int unit);
+  // After `unit`'s backward of micro-batch `mb`: its gradients' reduce-scatter.
+  void shard_grads(int unit, int mb, std::span<const std::int64_t> deps);
+
   const Scenario& scenario_;
   const ParallelPlan& p_;
   const ModelSpec& m_;
@@ -282,6 +314,12 @@ class Builder {
   // which may end after grad_ready_ (its weight gradients run under it); else -1.
   std::vector<std::int64_t> grad_also_;
   std::vector<std::int64_t> gather_before_;  // per layer + 1: its deferred parameter all-gather
+  // ZeRO-2/3, per unit + 1: its parameters on this rank, its prefetched gather not yet
+  // waited for (-1: none), its last gradient reduce-scatter.
+  std::vector<double> unit_params_;
+  std::vector<std::int64_t> prefetched_;
+  std::vector<std::int64_t> unit_synced_;
+  std::vector<std::int64_t> unit_waits_;  // what the next compute op waits for (ZeRO-2/3)
   std::vector<std::int64_t> loss_ready_;  // per micro-batch: the loss statistics' all-gather
 };
 

@@ -1,5 +1,6 @@
 // The end of a rank's step as ops: the data-parallel gradient buckets, the tied
-// embedding's and sequence-parallel norms' sums, the optimizer, the parameter gathers.
+// embedding's and sequence-parallel norms' sums, the optimizer, the parameter gathers;
+// and ZeRO-2/3's per-unit gathers and reduce-scatters, which the passes emit.
 #include "plan/compile_builder.hpp"
 
 namespace parasim::plan::detail {
@@ -19,6 +20,46 @@ void Builder::param_gathers_first() {
                                       -1, b->lowest, b->above, {});
     for (std::size_t i = b->first; i < b->end; ++i) gather_before_[static_cast<std::size_t>(src[i].layer + 1)] = g;
   }
+}
+
+std::int64_t Builder::param_gather(int unit, std::span<const std::int64_t> deps) {
+  auto gather = [&](int u) {
+    return collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp,
+                      unit_params_[static_cast<std::size_t>(u + 1)] * e_, -1, u, u + 1, deps);
+  };
+  if (head_uses_embedding(unit) && unit_params_[0] > 0.0) gather(-1);
+  return gather(unit);
+}
+
+void Builder::gather_params(int unit, int next) {
+  if (!sharded_params() || gathered_params(unit) <= 0.0) return;
+  std::int64_t& ahead = prefetched_[static_cast<std::size_t>(unit + 1)];
+  unit_waits_.push_back(ahead >= 0 ? std::exchange(ahead, -1) : param_gather(unit, {}));
+  if (next == no_unit || gathered_params(next) <= 0.0 || prefetched_[static_cast<std::size_t>(next + 1)] >= 0) return;
+  // At most two units gathered at once: the next one's gather starts when the compute
+  // before this unit's is done (FSDP's limit on all-gathers in flight).
+  std::vector<std::int64_t> deps;
+  if (last_compute_ >= 0) deps.push_back(last_compute_);
+  prefetched_[static_cast<std::size_t>(next + 1)] = param_gather(next, deps);
+}
+
+void Builder::wait_for_grad_sync(int unit) {
+  if (!sharded_grads()) return;
+  for (int u : {unit, head_uses_embedding(unit) ? -1 : no_unit}) {
+    if (u == no_unit) continue;
+    if (const std::int64_t rs = unit_synced_[static_cast<std::size_t>(u + 1)]; rs >= 0) unit_waits_.push_back(rs);
+  }
+}
+
+void Builder::shard_grads(int unit, int mb, std::span<const std::int64_t> deps) {
+  const double params = unit_params_[static_cast<std::size_t>(unit + 1)];
+  if (!sharded_grads() || params <= 0.0) return;
+  std::vector<std::int64_t> d;
+  for (std::int64_t op : deps) {
+    if (op >= 0) d.push_back(op);
+  }
+  unit_synced_[static_cast<std::size_t>(unit + 1)] =
+      collective(Dim::dp, CollectiveOp::reduce_scatter, Category::dp_comm, Stream::dp, params * g_, mb, unit, unit + 1, d);
 }
 
 void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad) {
@@ -54,7 +95,15 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     return collective_in(embedding_groups, CollectiveOp::all_reduce, Category::pp_comm, Stream::dp, word * g_, -1,
                          stage == 0 ? -1 : m_.layer_count(), stage == 0 ? 0 : m_.layer_count() + 1, deps);
   };
-  for (const GradientBucket& b : buckets) {
+  // ZeRO-2/3: the units' gradients were reduce-scattered after each backward; the step
+  // waits for the last of each.
+  if (sharded_grads()) {
+    // The dp stream runs them in order: the last one emitted ends after all of them (and
+    // only it makes the host wait, the backward's others running under the compute).
+    const std::int64_t last = *std::max_element(unit_synced_.begin(), unit_synced_.end());
+    if (last >= 0) synced.push_back(last);
+  }
+  for (const GradientBucket& b : sharded_grads() ? std::vector<GradientBucket>{} : buckets) {
     std::vector<std::int64_t> deps;
     for (std::size_t i = b.first; i < b.end; ++i) {
       std::int64_t ready = p_.overlap_dp ? ready_of[i] : end_of_backward;
@@ -77,6 +126,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   if (transformer && p_.tp > 1 && p_.sequence_parallel) {
     double whole = static_cast<double>(layers) * (m_.mlp == Mlp::gelu ? 6.0 : 5.0) * m_.hidden;
     if (stage == p_.pp - 1) whole += final_norm;
+    if (sharded_grads()) whole /= p_.dp;  // each rank sums its shard of them
     std::sort(synced.begin(), synced.end());
     const std::int64_t sp = collective(Dim::tp, CollectiveOp::all_reduce, Category::tp_comm, Stream::tp, whole * g_, -1,
                                        -1, m_.layer_count() + 1, synced);
@@ -87,7 +137,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     std::sort(synced.begin(), synced.end());
     synced.assign(1, tied_sum(synced));
   }
-  const double shard = params / (p_.zero == 1 ? p_.dp : 1);
+  const double shard = params / (p_.zero >= 1 ? p_.dp : 1);
   const double opt_bytes = (24.0 + 2.0 * e_) * shard;
   // The host reads the overflow flag and the gradient norm before the step: it waits for
   // every gradient to be synchronised.
@@ -99,10 +149,20 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   next_kernels(it->second);
   const std::int64_t opt = compute(ComputeWhat::optimizer, Category::optimizer, -1, 12.0 * shard, opt_bytes, -1, -1,
                                    -1, synced);
+  // ZeRO-1 gathers the updated parameters by bucket, ZeRO-2 by unit (ZeRO-3 gathers them
+  // before each use).
   if (p_.zero == 1 && !p_.defers_param_gather()) {  // no buckets with dp 1
     for (const GradientBucket& b : buckets) {
       collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, b.params * e_, -1, b.lowest, b.above,
                  std::span<const std::int64_t>(&opt, 1));
+    }
+  } else if (sharded_grads() && !sharded_params()) {
+    for (int u = -1; u <= m_.layer_count(); ++u) {
+      const double n = unit_params_[static_cast<std::size_t>(u + 1)];
+      if (n > 0.0) {
+        collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, n * e_, -1, u, u + 1,
+                   std::span<const std::int64_t>(&opt, 1));
+      }
     }
   }
 }

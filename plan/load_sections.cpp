@@ -329,7 +329,7 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   p.sequence_parallel = r.boolean("sequence_parallel", false);
   p.pp_scatter_gather = r.boolean("pp_scatter_gather", true);
   p.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
-  p.zero = r.integer("zero", 0, 0, 1);
+  p.zero = r.integer("zero", 0, 0, 3);
   p.bucket_bytes = r.bytes("bucket_size", 25.0 * 1024 * 1024);
   p.overlap_dp = r.boolean("overlap_dp", true);
   p.overlap_param_gather = r.boolean("overlap_param_gather", false);

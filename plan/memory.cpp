@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "plan/accounting.hpp"
+#include "plan/buckets.hpp"
 #include "plan/schedule.hpp"
 #include "topology/units.hpp"
 
@@ -112,10 +113,22 @@ MemoryReport memory_per_rank(const Scenario& s) {
     }
     b.activations = chunk_activation * b.in_flight + backward_transient(s);
     b.logits = logits_per_micro_batch * b.logits_in_flight;
+    const int g = topology::dtype_bytes(t.grad_dtype);
+    const int sharded = p.dp > 1 ? p.zero : 0;  // ZeRO stage in effect
+    // ZeRO-2/3's units (gradient_sources): at most two are whole at once, the one computing
+    // and the one in its reduce-scatter (gradients) or gather (ZeRO-3's parameters).
+    double largest_unit = 0.0;
+    if (sharded >= 2) {
+      const bool transformer = m.kind == ModelKind::transformer;
+      for (const GradientSource& u : gradient_sources(s, stage, transformer && stage == p.pp - 1, stage == 0)) {
+        largest_unit = std::max(largest_unit, u.params);
+      }
+    }
     b.weights = b.parameters * e + fp8_weights;
-    b.gradients = b.parameters * topology::dtype_bytes(t.grad_dtype);
-    b.master = mixed ? b.parameters * 4.0 / (p.zero == 1 ? p.dp : 1) : 0.0;
-    b.optimizer = b.parameters * optimizer_bytes / (p.zero == 1 ? p.dp : 1);
+    if (sharded == 3) b.weights = b.weights / p.dp + 2.0 * largest_unit * e;
+    b.gradients = sharded >= 2 ? b.parameters * g / p.dp + 2.0 * largest_unit * g : b.parameters * g;
+    b.master = mixed ? b.parameters * 4.0 / (sharded >= 1 ? p.dp : 1) : 0.0;
+    b.optimizer = b.parameters * optimizer_bytes / (sharded >= 1 ? p.dp : 1);
     b.workspace = s.cluster.device.workspace_bytes;
     report.stages.push_back(b);
   }

@@ -7,7 +7,11 @@
 //                fp32 main gradients), else the weights' size (2 or 4)
 //   master       4 bytes of fp32 master weights when training in 16 bits, else none
 //   optimizer    AdamW 8 bytes (two fp32 moments); SGD 4 (fp32 momentum)
-// ZeRO-1 divides master weights and optimizer state over the dp ranks. Mixed-precision
+// ZeRO-1 divides master weights and optimizer state over the dp ranks; ZeRO-2 also the
+// gradients, plus two units whole (plan/buckets.hpp's sources: a layer, the embedding or
+// the LM head; the largest counted), one being computed and one in its reduce-scatter;
+// ZeRO-3 also the weights, plus two units whole (the one computing and the one prefetched).
+// Mixed-precision
 // AdamW is then 2 + 2 + 4 + 8 = 16 bytes per parameter without ZeRO with 16-bit gradients
 // (fp16), 2 + 4 + 4 + 8 = 18 with fp32 ones (bf16).
 //

@@ -104,8 +104,11 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
         for (const Shape& shape : shapes) {
           for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
             if (r == Recompute::selective && !transformer) continue;
-            for (int zero : {0, 1}) {
-              if (zero == 1 && dp == 1) continue;
+            for (int zero = 0; zero <= 3; ++zero) {  // ZeRO stages shard nothing without dp
+              if (zero >= 1 && dp == 1) continue;
+              // check() refuses ZeRO-2/3 with a tied embedding over stages: skip them here
+              // rather than have it throw for each.
+              if (zero >= 2 && pp > 1 && transformer && base.model.tie_embeddings) continue;
               for (int sp_mode = 0; sp_mode < 3; ++sp_mode) {  // no SP, SP, SP with tp communication overlap
                 const bool sp = sp_mode > 0;
                 if (sp && (tp == 1 || !transformer)) continue;

@@ -336,6 +336,39 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     work[static_cast<std::size_t>(st)] = f + b;
     back[static_cast<std::size_t>(st)] = b;
   }
+  // ZeRO-2/3 (dp > 1): every micro-batch reduce-scatters each unit's gradients after its
+  // backward and, under ZeRO-3, gathers each unit's parameters before each pass, one unit
+  // ahead. They run under the stage's compute: the stage takes the longer of its work and
+  // that traffic, plus the gather of each pass's first unit, which nothing hides.
+  const int sharded = p.dp > 1 ? p.zero : 0;
+  std::vector<double> sharded_loss(work.size(), 0.0);  // per micro-batch, what the traffic adds
+  if (sharded >= 2) {
+    const double passes = t.recompute == plan::Recompute::full ? 3.0 : 2.0;
+    for (int st = 0; st < p.pp; ++st) {
+      const auto sti = static_cast<std::size_t>(st);
+      double traffic = 0.0;
+      double first = 0.0;
+      for (const plan::GradientSource& u :
+           plan::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer)) {
+        traffic += im.collective(s, Dim::dp, CollectiveOp::reduce_scatter, u.params * ge, st, 1.0);
+        if (sharded == 3) {
+          const double gather = im.collective(s, Dim::dp, CollectiveOp::all_gather, u.params * e, st, 1.0);
+          traffic += passes * gather;
+          if (u.layer >= 0 && u.layer < layers) first = gather;
+        }
+      }
+      const double exposed = passes * v * first;
+      const double slower = std::max(work[sti] + exposed, traffic) - work[sti];
+      sharded_loss[sti] = slower;
+      // Spread over the passes as their share of the work.
+      if (work[sti] > 0.0) {
+        back[sti] += slower * back[sti] / work[sti];
+        work[sti] += slower;
+      } else {
+        work[sti] += slower;
+      }
+    }
+  }
   const double w_max = *std::max_element(work.begin(), work.end());
   double w_sum = 0.0;
   for (double w : work) w_sum += w;
@@ -392,7 +425,13 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     }
     double free = end_bwd;  // when the dp stream and the stage are done
     std::vector<plan::GradientBucket> buckets;
-    if (p.dp > 1) {
+    if (sharded >= 2) {
+      // The last unit's reduce-scatter (the stage's lowest) follows the last backward.
+      if (!sources.empty()) {
+        free += im.collective(s, Dim::dp, CollectiveOp::reduce_scatter, sources.back().params * ge, st, 1.0);
+      }
+      if (sharded == 2) buckets = plan::gradient_buckets(sources, ge, 0.0);  // the parameters' gathers, a unit each
+    } else if (p.dp > 1) {
       buckets = plan::gradient_buckets(sources, ge, p.bucket_bytes);
       double stream = 0.0;
       for (const plan::GradientBucket& b : buckets) {
@@ -407,20 +446,21 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     if (sp && transformer) {
       double whole = static_cast<double>(stage_layers[sti].size()) * (m.mlp == plan::Mlp::gelu ? 6.0 : 5.0) * m.hidden;
       if (st == p.pp - 1) whole += final_norm;
+      if (sharded >= 2) whole /= p.dp;
       free += im.collective(s, Dim::tp, CollectiveOp::all_reduce, whole * ge, st);
     }
     if (transformer && m.tie_embeddings && p.pp > 1 && (st == 0 || st == p.pp - 1)) {
       // The embedding group: first and last stage, a pp-dimension pair; as one transfer each way.
       free += 2.0 * im.transfer(p, p.pp - 1, word * ge);
     }
-    const double shard = params / (p.zero == 1 ? p.dp : 1);
+    const double shard = params / (p.zero >= 1 ? p.dp : 1);
     // The host waits for the gradients before the step (the overflow and norm checks), then
     // issues the optimizer's kernels.
     const double d_opt = dispatch_seconds(prof, plan::Category::optimizer);
     const double opt = kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
                                : op_seconds(prof, {}, 1.0, 12.0 * shard, (24.0 + 2.0 * e) * shard, true, dtype);
     double end = free + opt;
-    if (p.zero == 1 && p.dp > 1) {
+    if ((sharded == 1 || sharded == 2) && !buckets.empty()) {
       double gathers = 0.0;
       double first = 0.0;  // the last bucket holds the stage's lowest layers: needed first
       for (const plan::GradientBucket& b : buckets) {
@@ -434,7 +474,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     }
     if (end > step) {
       step = end;
-      dp_exposed = free - end_bwd;
+      dp_exposed = free - end_bwd + mbs * sharded_loss[sti];
       optimizer = opt;
     }
   }

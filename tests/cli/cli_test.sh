@@ -121,17 +121,17 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 2 "other.yaml:[0-9]+:9: device: the profile was measured for device 'h100-sxm'" -- "$parasim" simulate "$q" --set hardware.profile="$work/other.yaml"
 fi
 
-# The planner: every valid plan of the quickstart's model on its 2 ranks (108, counted by
+# The planner: every valid plan of the quickstart's model on its 2 ranks (132, counted by
 # hand in tests/sim/planner_test.cpp), the best re-simulated; JSON and CSV for scripts.
-expect 0 "108 valid plans: 108 fit, 0 rejected" -- "$parasim" plan "$q"
+expect 0 "132 valid plans: 132 fit, 0 rejected" -- "$parasim" plan "$q"
 expect 0 "^1 .* simulated " -- "$parasim" plan "$q" --top 3
 expect 0 "best: parasim simulate .* --set plan.dp=" -- "$parasim" plan "$q"
-expect 0 "\"valid_plans\": 108" -- "$parasim" plan "$q" --json
+expect 0 "\"valid_plans\": 132" -- "$parasim" plan "$q" --json
 expect 0 "\"tier\": \"estimate\"" -- "$parasim" plan "$q" --json --top 30 --resimulate 2
 expect 0 "on 4 devices" -- "$parasim" plan "$q" --gpus 4
 expect 0 "best: .*--set cluster.nodes=2 " -- "$parasim" plan "$q" --gpus 4
 expect 0 "" -- "$parasim" plan "$q" --csv "$work/plans.csv"
-check "plan --csv writes every plan that fits, ranked" test "$(wc -l <"$work/plans.csv")" -eq 109
+check "plan --csv writes every plan that fits, ranked" test "$(wc -l <"$work/plans.csv")" -eq 133
 expect 2 "gpus" -- "$parasim" plan "$q" --gpus 0
 expect 2 "top" -- "$parasim" plan "$q" --top -1
 expect 0 "12 valid plans: 0 fit, 12 rejected \(12 model state exceeds memory\)" -- "$parasim" plan "$src/scenarios/memory-30b-one-gpu.yaml"

@@ -223,6 +223,19 @@ TEST_CASE("data parallel 2: the all-reduced gradient is the full mini-batch's", 
   matches_serial({"plan.dp=2", "plan.zero=1", "plan.bucket_size=16KiB", "plan.overlap_param_gather=true"}, false);
 }
 
+TEST_CASE("ZeRO-2 and ZeRO-3, dp 2: sharded gradients and gathered parameters equal the serial model", "[exec][np2]") {
+  // Two micro-batches per step: each unit's gradient is reduce-scattered after each, its
+  // share accumulating the sum. ZeRO-3 also gathers each unit before each pass over it:
+  // the other share is NaN between uses, so a missed gather shows in the losses.
+  for (const char* zero : {"plan.zero=2", "plan.zero=3"}) {
+    matches_serial({"plan.dp=2", zero}, false);
+    matches_serial({"plan.dp=2", zero, "training.recompute=full"}, false);
+    matches_serial({"plan.dp=2", zero, "training.recompute=selective", "training.attention=flash"}, false);
+    matches_serial({"plan.dp=2", zero, "training.global_batch=4"}, false);  // one micro-batch
+    cnn_matches_serial({"plan.dp=2", zero}, false);
+  }
+}
+
 TEST_CASE("tensor parallel 2: sharded layers equal the unsharded model", "[exec][np2]") {
   matches_serial({"plan.tp=2"});
   matches_serial({"plan.tp=2", "training.recompute=full"});
@@ -282,6 +295,12 @@ TEST_CASE("combined dp x tp x pp plans equal the serial run", "[exec][np4]") {
   matches_serial({"plan.dp=2", "plan.tp=2", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"});
   matches_serial({"plan.dp=2", "plan.pp=2", "plan.zero=1", "plan.overlap_param_gather=true"}, false);
   matches_serial({"plan.dp=2", "plan.tp=2", "plan.zero=1", "plan.overlap_param_gather=true"}, false);
+  // ZeRO-2/3 units sharded over dp while tp splits them, with the sequence-parallel norms'
+  // gradient sum over tp on the shards.
+  matches_serial({"plan.dp=2", "plan.tp=2", "plan.zero=2"}, false);
+  matches_serial({"plan.dp=2", "plan.tp=2", "plan.sequence_parallel=true", "plan.zero=3"}, false);
+  matches_serial({"plan.dp=2", "plan.tp=2", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true", "plan.zero=3",
+                  "training.recompute=full"}, false);
 }
 
 TEST_CASE("dp x tp x pp training learns: the loss falls over 50 steps", "[exec][np4]") {
@@ -422,6 +441,9 @@ TEST_CASE("generic models, data parallel 2 and pipeline 2, equal the serial run"
 TEST_CASE("generic models over dp 2 x pp 2 and pp 4 equal the serial run", "[exec][np4][generic]") {
   cnn_matches_serial({"plan.dp=2", "plan.pp=2"});
   cnn_matches_serial({"plan.pp=4", "plan.schedule=1f1b"});
+  // No tied embedding: ZeRO-2/3 with pipeline stages.
+  cnn_matches_serial({"plan.dp=2", "plan.pp=2", "plan.zero=2"}, false);
+  cnn_matches_serial({"plan.dp=2", "plan.pp=2", "plan.zero=3"}, false);
 }
 
 TEST_CASE("a rank out of device memory stops with OutOfMemory naming the rank and the sizes", "[exec][np1]") {

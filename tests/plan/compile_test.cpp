@@ -391,6 +391,87 @@ TEST_CASE("data-parallel buckets follow reverse layer order and wait for their g
   CHECK(unfinished(early) == 0);
 }
 
+TEST_CASE("ZeRO-2 and ZeRO-3 reduce-scatter each unit every micro-batch; ZeRO-3 gathers it before each pass",
+          "[compile][dp]") {
+  // dp 4, global batch 32, micro-batch 2: 4 micro-batches. Units of the one stage: the
+  // embedding (token and position rows, (1024 + 128)·256), 8 layers of 789,760, the final
+  // norm (2·256; the tied head computes with the embedding's word matrix).
+  const double layer = 789760.0;
+  const double embedding = (1024 + 128) * 256.0;
+  const double norm = 2 * 256.0;
+  auto dp_ops = [](const Program& p, CollectiveOp what) {
+    std::vector<const Op*> out;
+    for (std::int64_t id : p.order[0]) {
+      const Op& o = p.ops[static_cast<std::size_t>(id)];
+      if (o.category == Category::dp_comm && o.collective == what) out.push_back(&o);
+    }
+    return out;
+  };
+  auto sum_bytes = [](const std::vector<const Op*>& ops) {
+    double b = 0.0;
+    for (const Op* o : ops) b += o->bytes;
+    return b;
+  };
+  const double params = embedding + 8 * layer + norm;
+
+  // ZeRO-2: 10 units x 4 micro-batches reduce-scatters of fp32 main gradients (bf16
+  // training), each after its unit's backward of that micro-batch; after the optimizer one
+  // all-gather of the bf16 parameters per unit.
+  const Program two = compile(gpt({"plan.dp=4", "plan.zero=2"}));
+  const auto rs = dp_ops(two, CollectiveOp::reduce_scatter);
+  const auto ag = dp_ops(two, CollectiveOp::all_gather);
+  REQUIRE(rs.size() == 40);
+  CHECK(sum_bytes(rs) == Approx(4 * params * 4.0));
+  REQUIRE(ag.size() == 10);
+  CHECK(sum_bytes(ag) == Approx(params * 2.0));
+  for (const Op* o : rs) {
+    CHECK(o->micro_batch >= 0);
+    CHECK(o->layer_end == o->layer + 1);
+    // It waits for the backward of its unit and micro-batch.
+    bool waits = false;
+    for (std::int64_t d : two.deps_of(o - two.ops.data())) {
+      const Op& b = two.ops[static_cast<std::size_t>(d)];
+      waits = waits || (b.category == Category::backward && b.micro_batch == o->micro_batch &&
+                        (b.layer == o->layer || (o->layer == 8 && b.what == ComputeWhat::lm_head)));
+    }
+    CHECK(waits);
+  }
+  CHECK(unfinished(two) == 0);
+
+  // ZeRO-3: per micro-batch the forward gathers the embedding, 8 layers, and for the tied
+  // head the embedding again and the norm (11); the backward the head's two, 8 layers (10);
+  // nothing after the optimizer. Full recompute adds the 8 layers once more.
+  const Program three = compile(gpt({"plan.dp=4", "plan.zero=3"}));
+  const auto gathers = dp_ops(three, CollectiveOp::all_gather);
+  CHECK(dp_ops(three, CollectiveOp::reduce_scatter).size() == 40);
+  REQUIRE(gathers.size() == 4 * 21);
+  CHECK(sum_bytes(gathers) == Approx(4 * (3 * embedding + 16 * layer + 2 * norm) * 2.0));
+  const Op& last = three.ops[static_cast<std::size_t>(three.order[0].back())];
+  CHECK(last.what == ComputeWhat::optimizer);
+  CHECK(dp_ops(compile(gpt({"plan.dp=4", "plan.zero=3", "training.recompute=full"})), CollectiveOp::all_gather).size() ==
+        4 * 29);
+  // Every layer pass waits for a gather of its own layer, and the gather of the next layer
+  // (the prefetch) waits only for the compute before this one: one layer whole besides.
+  for (std::int64_t id : three.order[0]) {
+    const Op& o = three.ops[static_cast<std::size_t>(id)];
+    if (o.kind != OpKind::compute || o.what != ComputeWhat::layer) continue;
+    int own = 0;
+    for (std::int64_t d : three.deps_of(id)) {
+      const Op& g = three.ops[static_cast<std::size_t>(d)];
+      if (g.category == Category::dp_comm && g.collective == CollectiveOp::all_gather && g.layer == o.layer) ++own;
+    }
+    CHECK(own == 1);
+  }
+  for (const Op* g : gathers) {
+    for (std::int64_t d : three.deps_of(g - three.ops.data())) {
+      CHECK(three.ops[static_cast<std::size_t>(d)].kind == OpKind::compute);
+    }
+  }
+  CHECK(unfinished(three) == 0);
+  // dp 1: nothing to shard, the same Program as without ZeRO.
+  CHECK(compile(gpt({"plan.zero=3"})).ops.size() == compile(gpt({})).ops.size());
+}
+
 TEST_CASE("generic models compile to GEMM-equivalent layers of the same FLOPs", "[compile]") {
   const Scenario s = load_text("cluster: dgx-a100\nmodel: resnet18\ntraining: {global_batch: 256, micro_batch: 32}\n"
                                "plan: {dp: 2, pp: 2}\n",

@@ -57,6 +57,30 @@ TEST_CASE("ZeRO-1 shards master weights and optimizer state over dp", "[memory]"
   CHECK(zero.gradients == plain.gradients);
 }
 
+TEST_CASE("ZeRO-2 also shards gradients, ZeRO-3 also weights, each with two units whole", "[memory]") {
+  // GPT-3 13B over dp 8: the largest unit is a layer, 12·5120² + 13·5120 = 314,639,360
+  // parameters (the embedding's 51,200 + 2,048 rows of 5,120 are fewer). bf16: fp32 main
+  // gradients (4 bytes), 2-byte weights.
+  const std::string text = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 16}\nplan: {dp: 8}\n";
+  const MemoryBreakdown plain = memory_per_rank(scenario(text)).stages[0];
+  const double P = plain.parameters;
+  const double unit = 314639360.0;
+  const MemoryBreakdown two = memory_per_rank(scenario(text, {"plan.zero=2"})).stages[0];
+  CHECK(two.master == Approx(plain.master / 8));
+  CHECK(two.optimizer == Approx(plain.optimizer / 8));
+  CHECK(two.gradients == Approx(P * 4 / 8 + 2 * unit * 4));
+  CHECK(two.weights == plain.weights);
+  const MemoryBreakdown three = memory_per_rank(scenario(text, {"plan.zero=3"})).stages[0];
+  CHECK(three.gradients == Approx(two.gradients));
+  CHECK(three.weights == Approx(P * 2 / 8 + 2 * unit * 2));
+  CHECK(three.total() < two.total());
+  CHECK(two.total() < memory_per_rank(scenario(text, {"plan.zero=1"})).stages[0].total());
+  // dp 1 shards nothing.
+  const std::string alone = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 16}\nplan: {dp: 1}\n";
+  CHECK(memory_per_rank(scenario(alone, {"plan.zero=3"})).stages[0].total() ==
+        Approx(memory_per_rank(scenario(alone)).stages[0].total()));
+}
+
 TEST_CASE("activations are a layer's Korthikanti bytes x layers x micro-batches in flight", "[memory]") {
   // gpt3-13b on 8 GPUs, pp 4, m = 32 / (2 x 1) = 16 micro-batches. Stage 0 holds p = 4
   // micro-batches under 1F1B and all 16 under GPipe; each is 10 layers' activations.

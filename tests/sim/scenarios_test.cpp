@@ -5,6 +5,7 @@
 // tests with PARASIM_UPDATE_GOLDEN=1 to rewrite them after an intended change.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -350,6 +351,33 @@ TEST_CASE("scenario 12: Llama 3 8B in fp8 against bf16 on the same plan", "[scen
   const plan::ModelSpec& model = fp8.scenario.model;
   CHECK(m8.weights - m16.weights == Approx(2.0 * model.layers * model.linear_params_per_layer() / 2));
   CHECK(m8.optimizer == m16.optimizer);
+}
+
+TEST_CASE("scenario 13: Llama 3 8B at 8K context fits dp 8 only with its gradients and weights sharded", "[scenarios][zero]") {
+  const std::string file = "fsdp-llama3-8b.yaml";
+  // ZeRO-0 keeps all 18 bytes per parameter, ZeRO-1 still every weight and gradient; ZeRO-2
+  // shards the gradients, ZeRO-3 the weights too.
+  std::vector<double> bytes;
+  for (int zero = 0; zero <= 3; ++zero) {
+    const plan::MemoryReport m = memory(file, {fmt::format("plan.zero={}", zero)});
+    CHECK(m.fits() == (zero >= 2));
+    bytes.push_back(m.peak().total());
+  }
+  CHECK(std::is_sorted(bytes.rbegin(), bytes.rend()));
+  // Traffic per rank: per micro-batch (2) ZeRO-3 reduce-scatters every fp32 gradient (4P
+  // bytes) and gathers every bf16 weight forward (2P) and all but the embedding's backward
+  // (2(P - E)); ZeRO-1 once per step reduce-scatters them (4P) and gathers the update
+  // (2P). With megabytes per unit, time follows bytes.
+  const Outcome three = run(file);
+  const Outcome one = run(file, {"plan.zero=1"});
+  const auto dp = static_cast<std::size_t>(report::Dimension::dp);
+  const double P = three.scenario.model.parameter_count();
+  const double E = static_cast<double>(three.scenario.model.vocab) * three.scenario.model.hidden;
+  CHECK(three.figures.comm_mean[dp] / one.figures.comm_mean[dp] == Approx((16 * P - 4 * E) / (6 * P)).epsilon(0.05));
+  // Prefetched one layer ahead, the gathers and reduce-scatters run under the compute: what
+  // shows is the first gather of each pass and the last reduce-scatter.
+  CHECK(exposed(three, report::Dimension::dp) < 0.02 * three.figures.step_time);
+  CHECK(three.figures.step_time < one.figures.step_time);
 }
 
 TEST_CASE("every scenario's prediction matches its golden output", "[scenarios][golden]") {
