@@ -176,6 +176,11 @@ class Device {
   virtual void cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) = 0;
   virtual void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count,
                      double lr, double beta1, double beta2, double eps, double weight_decay, int step) = 0;
+  // The same step with 8-bit moments (exec/model/adam8bit.hpp): codes m, v and their
+  // blocks' maxima m_max, v_max (one per 2048 values).
+  virtual void adamw8bit(float* param, const float* grad, std::uint8_t* m, std::uint8_t* v, float* m_max,
+                         float* v_max, std::int64_t count, double lr, double beta1, double beta2, double eps,
+                         double weight_decay, int step) = 0;
   // How many of x[0, count) are infinite or NaN (blocking: waits for the current stream).
   virtual std::int64_t count_nonfinite(const float* x, std::int64_t count) = 0;
   // Rounds fp32 values to the nearest bf16 / fp16 value (round to nearest even); no-op for

@@ -10,13 +10,16 @@
 
 #include "exec/generic_shard.hpp"
 #include "exec/gpt_shard.hpp"
+#include "exec/model/adam8bit.hpp"
 #include "plan/schedule.hpp"
 
 namespace parasim::exec {
 
 std::string unsupported_reason(const plan::Scenario& s) {
   const plan::ModelSpec& m = s.model;
-  if (s.training.optimizer != plan::Optimizer::adamw) return "the executor trains with AdamW (training.optimizer: adamw)";
+  if (s.training.optimizer == plan::Optimizer::sgd) {
+    return "the executor trains with AdamW (training.optimizer: adamw or adamw8bit)";
+  }
   if (m.kind == plan::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
   if (m.mlp != plan::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
@@ -44,6 +47,7 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   b_ = s.training.micro_batch;
   recompute_ = s.training.recompute;
   zero_ = p.zero;
+  eight_bit_ = s.training.optimizer == plan::Optimizer::adamw8bit;
   seed_ = s.run.seed;
   global_batch_ = s.training.global_batch;
   lr_ = s.training.learning_rate;
@@ -144,9 +148,21 @@ void Shard::set_buckets(std::vector<int> lows) {
     owned_.emplace_back(0, static_cast<std::size_t>(param_count_));
   }
   std::size_t state = 0;
-  for (const auto& [b, e] : owned_) state += e - b;
-  adam_m_ = dev_.zeroed_floats(state);
-  adam_v_ = dev_.zeroed_floats(state);
+  std::int64_t blocks = 0;  // 8-bit: each owned range's moments quantized in their own blocks
+  for (const auto& [b, e] : owned_) {
+    state += e - b;
+    blocks += adam8bit::blocks(static_cast<std::int64_t>(e - b));
+  }
+  if (eight_bit_) {
+    // A byte per moment (any code: a block's zero maximum makes it zero), a maximum per block.
+    adam_m_ = dev_.zeroed_floats((state + 3) / 4);
+    adam_v_ = dev_.zeroed_floats((state + 3) / 4);
+    m_max_ = dev_.zeroed_floats(static_cast<std::size_t>(std::max<std::int64_t>(blocks, 1)));
+    v_max_ = dev_.zeroed_floats(static_cast<std::size_t>(std::max<std::int64_t>(blocks, 1)));
+  } else {
+    adam_m_ = dev_.zeroed_floats(state);
+    adam_v_ = dev_.zeroed_floats(state);
+  }
 }
 
 
@@ -244,10 +260,19 @@ void Shard::optimizer_step() {
   }
   ++step_;
   std::size_t state = 0;
+  std::int64_t block = 0;
   for (const auto& [begin, end] : owned_) {
     const auto n = static_cast<std::int64_t>(end - begin);
-    dev_.adamw(params_.f() + begin, grads_.f() + begin, adam_m_.f() + state, adam_v_.f() + state, n, lr_, 0.9, 0.95,
-               1e-8, 0.0, step_);
+    if (eight_bit_) {
+      auto* m = reinterpret_cast<std::uint8_t*>(adam_m_.f()) + state;
+      auto* v = reinterpret_cast<std::uint8_t*>(adam_v_.f()) + state;
+      dev_.adamw8bit(params_.f() + begin, grads_.f() + begin, m, v, m_max_.f() + block, v_max_.f() + block, n, lr_,
+                     0.9, 0.95, 1e-8, 0.0, step_);
+      block += adam8bit::blocks(n);
+    } else {
+      dev_.adamw(params_.f() + begin, grads_.f() + begin, adam_m_.f() + state, adam_v_.f() + state, n, lr_, 0.9, 0.95,
+                 1e-8, 0.0, step_);
+    }
     state += end - begin;
   }
   if (zero_ == 0 || dp_ == 1) refresh_weights(0, static_cast<std::size_t>(param_count_));

@@ -165,6 +165,8 @@ class Shard {
   std::pair<std::size_t, std::size_t> bucket_range(int lowest_layer) const;
 
   Buffer adam_m_, adam_v_, rounded_;
+  bool eight_bit_ = false;  // training.optimizer adamw8bit: adam_m_, adam_v_ hold a byte per value
+  Buffer m_max_, v_max_;    // and these their blocks' maxima
   Buffer fp8_scratch_[2];
   std::vector<int> bucket_lows_;                            // this rank's dp buckets, highest first
   std::vector<std::pair<std::size_t, std::size_t>> owned_;  // ZeRO: ranges this rank updates

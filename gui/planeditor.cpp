@@ -61,6 +61,7 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addInteger(QStringLiteral("training.micro_batch"), tr("Micro-batch"), 1, 1 << 20);
   addChoice(QStringLiteral("training.precision"), tr("Precision"), {"fp32", "tf32", "bf16", "fp16", "fp8"});
   addChoice(QStringLiteral("training.recompute"), tr("Recompute"), {"none", "selective", "full"});
+  addChoice(QStringLiteral("training.optimizer"), tr("Optimizer"), {"adamw", "adamw8bit", "sgd"});
   addSection(tr("Parallelism"));
   addInteger(QStringLiteral("plan.dp"), tr("Data parallel (dp)"), 1, 1 << 20);
   addInteger(QStringLiteral("plan.tp"), tr("Tensor parallel (tp)"), 1, 1024);
@@ -164,6 +165,7 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("training.micro_batch")] = count(s.training.micro_batch);
   v[QStringLiteral("training.precision")] = q(topology::to_string(s.training.precision));
   v[QStringLiteral("training.recompute")] = q(plan::to_string(s.training.recompute));
+  v[QStringLiteral("training.optimizer")] = q(plan::to_string(s.training.optimizer));
   v[QStringLiteral("plan.dp")] = count(s.plan.dp);
   v[QStringLiteral("plan.tp")] = count(s.plan.tp);
   v[QStringLiteral("plan.pp")] = count(s.plan.pp);

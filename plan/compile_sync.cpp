@@ -138,7 +138,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     synced.assign(1, tied_sum(synced));
   }
   const double shard = params / (p_.zero >= 1 ? p_.dp : 1);
-  const double opt_bytes = (24.0 + 2.0 * e_) * shard;
+  const double opt_bytes = (8.0 + 2.0 * optimizer_state_bytes(t_.optimizer) + 2.0 * e_) * shard;
   // The host reads the overflow flag and the gradient norm before the step: it waits for
   // every gradient to be synchronised.
   for (std::int64_t op : synced) {

@@ -9,7 +9,9 @@
 
 namespace parasim::plan {
 
-std::string_view to_string(Optimizer o) { return o == Optimizer::adamw ? "adamw" : "sgd"; }
+std::string_view to_string(Optimizer o) {
+  return o == Optimizer::adamw ? "adamw" : o == Optimizer::sgd ? "sgd" : "adamw8bit";
+}
 
 std::string_view to_string(Recompute r) {
   switch (r) {

@@ -405,8 +405,11 @@ std::vector<Kernel> optimizer_kernels(const Scenario& s, double params) {
   if (g == 2) k.memory("main-grad-to-fp32", params * 6.0);
   if (s.training.precision == Dtype::fp16) k.memory("unscale-check-overflow", params * 8.0);
   k.memory("grad-norm", params * 4.0);
-  k.memory(s.training.optimizer == Optimizer::adamw ? "adamw" : "sgd-momentum",
-           params * (s.training.optimizer == Optimizer::adamw ? 28.0 : 20.0));
+  // fp32 parameter and gradient read, parameter written, each state read and written:
+  // AdamW's two fp32 moments, SGD's momentum, the 8-bit moments (and their blocks' maxima).
+  const Optimizer o = s.training.optimizer;
+  k.memory(o == Optimizer::adamw ? "adamw" : o == Optimizer::sgd ? "sgd-momentum" : "adamw8bit",
+           params * (12.0 + 2.0 * optimizer_state_bytes(o)));
   if (e == 2) k.memory("copy-to-16-bit-weights", params * (4.0 + e));
   k.memory("zero-main-grads", params * g);
   return k.take();

@@ -286,7 +286,8 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
                                  {"fp8", Dtype::fp8}});
   t.fp8_recipe = r.choice<Fp8Recipe>("fp8_recipe", Fp8Recipe::delayed,
                                      {{"delayed", Fp8Recipe::delayed}, {"current", Fp8Recipe::current}});
-  t.optimizer = r.choice<Optimizer>("optimizer", Optimizer::adamw, {{"adamw", Optimizer::adamw}, {"sgd", Optimizer::sgd}});
+  t.optimizer = r.choice<Optimizer>("optimizer", Optimizer::adamw,
+                                    {{"adamw", Optimizer::adamw}, {"sgd", Optimizer::sgd}, {"adamw8bit", Optimizer::adamw8bit}});
   t.recompute = r.choice<Recompute>(
       "recompute", Recompute::none,
       {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}});

@@ -54,7 +54,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
   const int e = topology::dtype_bytes(topology::storage_dtype(t.precision));
   const bool mixed = e == 2;
   const bool fp8 = t.precision == Dtype::fp8;
-  const double optimizer_bytes = t.optimizer == Optimizer::adamw ? 8.0 : 4.0;
+  const double optimizer_bytes = optimizer_state_bytes(t.optimizer);
   const int v = p.virtual_stages;
   const PipelineShape shape{p.pp, s.micro_batches(), v};
 

@@ -6,7 +6,8 @@
 //   gradients    the main gradients in training.grad_dtype: 4 bytes under bf16 (Megatron-LM's
 //                fp32 main gradients), else the weights' size (2 or 4)
 //   master       4 bytes of fp32 master weights when training in 16 bits, else none
-//   optimizer    AdamW 8 bytes (two fp32 moments); SGD 4 (fp32 momentum)
+//   optimizer    AdamW 8 bytes (two fp32 moments); SGD 4 (fp32 momentum); AdamW8bit 2 (two
+//                byte codes) and two fp32 block maxima per 2048
 // ZeRO-1 divides master weights and optimizer state over the dp ranks; ZeRO-2 also the
 // gradients, plus two units whole (plan/buckets.hpp's sources: a layer, the embedding or
 // the LM head; the largest counted), one being computed and one in its reduce-scatter;

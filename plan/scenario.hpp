@@ -16,7 +16,15 @@ namespace parasim::plan {
 
 using topology::Dtype;
 
-enum class Optimizer { adamw, sgd };
+// adamw8bit: AdamW whose two moments are kept in 8 bits, a byte per value plus an fp32
+// maximum per block of 2048 (bitsandbytes' AdamW8bit, blockwise dynamic quantization).
+enum class Optimizer { adamw, sgd, adamw8bit };
+
+// Bytes of optimizer state per parameter: AdamW's two fp32 moments, SGD's fp32 momentum,
+// the 8-bit moments with their blocks' maxima.
+inline double optimizer_state_bytes(Optimizer o) {
+  return o == Optimizer::adamw ? 8.0 : o == Optimizer::sgd ? 4.0 : 2.0 + 8.0 / 2048.0;
+}
 enum class Recompute { none, selective, full };
 enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b };
 enum class Collective { automatic, ring, tree, hierarchical, nvls, direct };

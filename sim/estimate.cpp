@@ -458,7 +458,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     // issues the optimizer's kernels.
     const double d_opt = dispatch_seconds(prof, plan::Category::optimizer);
     const double opt = kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
-                               : op_seconds(prof, {}, 1.0, 12.0 * shard, (24.0 + 2.0 * e) * shard, true, dtype);
+                               : op_seconds(prof, {}, 1.0, 12.0 * shard, (8.0 + 2.0 * plan::optimizer_state_bytes(t.optimizer) + 2.0 * e) * shard, true, dtype);
     double end = free + opt;
     if ((sharded == 1 || sharded == 2) && !buckets.empty()) {
       double gathers = 0.0;

@@ -1,4 +1,5 @@
 #include "exec/cpu/cpu_device.hpp"
+#include "exec/model/adam8bit.hpp"
 
 #include <cblas.h>
 
@@ -297,6 +298,14 @@ void CpuDevice::adamw(float* param, const float* grad, float* m, float* v, std::
                       double beta2, double eps, double weight_decay, int step) {
   progress();
   kernels::adamw(param, grad, m, v, count, kernels::AdamW{lr, beta1, beta2, eps, weight_decay}, step);
+  count_flops(12.0 * static_cast<double>(count));
+}
+
+void CpuDevice::adamw8bit(float* param, const float* grad, std::uint8_t* m, std::uint8_t* v, float* m_max,
+                          float* v_max, std::int64_t count, double lr, double beta1, double beta2, double eps,
+                          double weight_decay, int step) {
+  progress();
+  adam8bit::adamw(param, grad, m, v, m_max, v_max, count, lr, beta1, beta2, eps, weight_decay, step);
   count_flops(12.0 * static_cast<double>(count));
 }
 

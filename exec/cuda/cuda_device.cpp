@@ -312,6 +312,13 @@ void CudaDevice::adamw(float* param, const float* grad, float* m, float* v, std:
               static_cast<float>(beta2), static_cast<float>(eps), static_cast<float>(weight_decay), step);
   count_flops(12.0 * static_cast<double>(count));
 }
+void CudaDevice::adamw8bit(float* param, const float* grad, std::uint8_t* m, std::uint8_t* v, float* m_max,
+                           float* v_max, std::int64_t count, double lr, double beta1, double beta2, double eps,
+                           double weight_decay, int step) {
+  cuda::adamw8bit(current_, param, grad, m, v, m_max, v_max, count, static_cast<float>(lr), static_cast<float>(beta1),
+                  static_cast<float>(beta2), static_cast<float>(eps), static_cast<float>(weight_decay), step);
+  count_flops(12.0 * static_cast<double>(count));
+}
 void CudaDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
   if (dtype == plan::Dtype::bf16) cuda::round_bf16(current_, y, count);
   if (dtype == plan::Dtype::fp16) cuda::round_fp16(current_, y, count);

@@ -97,6 +97,9 @@ class CudaDevice final : public Device {
   void cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) override;
   void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr, double beta1,
              double beta2, double eps, double weight_decay, int step) override;
+  void adamw8bit(float* param, const float* grad, std::uint8_t* m, std::uint8_t* v, float* m_max, float* v_max,
+                 std::int64_t count, double lr, double beta1, double beta2, double eps, double weight_decay,
+                 int step) override;
   void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;
   void fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) override;
   std::int64_t count_nonfinite(const float* x, std::int64_t count) override;

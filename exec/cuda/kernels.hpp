@@ -53,6 +53,10 @@ void cyclic_backward(cudaStream_t s, float* dbias, std::int64_t nb, const float*
 // One AdamW step (bias-corrected, decoupled weight decay; `step` from 1), in fp32.
 void adamw(cudaStream_t s, float* param, const float* grad, float* m, float* v, std::int64_t count, float lr,
            float beta1, float beta2, float eps, float weight_decay, int step);
+// The same with 8-bit moments (exec/model/adam8bit.hpp): one CUDA block per block of 2048.
+void adamw8bit(cudaStream_t s, float* param, const float* grad, std::uint8_t* m, std::uint8_t* v, float* m_max,
+               float* v_max, std::int64_t count, float lr, float beta1, float beta2, float eps, float weight_decay,
+               int step);
 // Rounds to the nearest bf16 / fp16 value (ties to even), kept in fp32.
 void round_bf16(cudaStream_t s, float* y, std::int64_t count);
 void round_fp16(cudaStream_t s, float* y, std::int64_t count);

@@ -1,11 +1,15 @@
 // The CPU device's fused operations against the unfused calls they stand for.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "exec/cpu/cpu_device.hpp"
+#include "exec/model/adam8bit.hpp"
 #include "exec/model/fp8.hpp"
+#include "exec/model/kernels.hpp"
 #include "exec/model/random.hpp"
 
 using namespace parasim;
@@ -70,4 +74,65 @@ TEST_CASE("FP8 rounding and current scaling, by hand", "[exec][np1][fp8]") {
   const std::vector<float> zeros(3, 0.0F);
   dev.fake_quantize_fp8(y.data(), zeros.data(), 3, false);
   CHECK(y[0] == 0.0F);
+}
+
+TEST_CASE("8-bit AdamW: the dynamic maps by hand, and a step against fp32 AdamW", "[exec][np1]") {
+  namespace a8 = exec::adam8bit;
+  // The maps: 256 sorted values holding 0 and 1. The finest signed step is 1e-6 times the
+  // midpoint of linspace(0.1, 1, 2), 0.55; the unsigned one's first interval of
+  // linspace(0.1, 1, 3) has midpoint 0.325. The signed map's most negative value is
+  // -(0.1 + 0.9 * 127.5 / 128) = -0.99296875 (the last of 64 intervals' midpoints at 10^0).
+  const auto& sm = a8::signed_map();
+  const auto& um = a8::unsigned_map();
+  CHECK(std::is_sorted(sm.begin(), sm.end()));
+  CHECK(std::is_sorted(um.begin(), um.end()));
+  CHECK(std::adjacent_find(sm.begin(), sm.end()) == sm.end());  // 256 distinct codes
+  CHECK(std::adjacent_find(um.begin(), um.end()) == um.end());
+  CHECK(sm.back() == 1.0F);
+  CHECK(um.front() == 0.0F);
+  CHECK(um.back() == 1.0F);
+  CHECK(sm[0] == Approx(-0.99296875));
+  const std::int64_t zero = std::find(sm.begin(), sm.end(), 0.0F) - sm.begin();
+  CHECK(sm[static_cast<std::size_t>(zero + 1)] == Approx(5.5e-7));
+  CHECK(um[1] == Approx(3.25e-7));
+  CHECK(a8::quantize(0.0F, sm.data()) == zero);
+  CHECK(a8::quantize(1.0F, um.data()) == 255);
+  CHECK(sm[a8::quantize(0.5F, sm.data())] == Approx(0.5).margin(0.01));
+
+  // Two blocks and a partial third (5000 values), from zero moments: the first step's
+  // update uses the fp32 moments before they are stored, so the parameters equal fp32
+  // AdamW's; the stored moments are within half a code step of them.
+  const std::int64_t n = 5000;
+  std::uint64_t state = 11;
+  std::vector<float> p(static_cast<std::size_t>(n)), g(p.size());
+  for (float& x : p) x = static_cast<float>(exec::normal(state));
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(exec::normal(state) * (i < 2048 ? 1.0 : 1e-3));
+  std::vector<float> p32 = p, m32(p.size(), 0.0F), v32(p.size(), 0.0F);
+  exec::kernels::adamw(p32.data(), g.data(), m32.data(), v32.data(), n, exec::kernels::AdamW{1e-3, 0.9, 0.95, 1e-8, 0.0}, 1);
+  exec::CpuDevice dev;
+  std::vector<std::uint8_t> m(p.size(), 0), v(p.size(), 0);
+  std::vector<float> m_max(3, 0.0F), v_max(3, 0.0F);
+  REQUIRE(a8::blocks(n) == 3);
+  dev.adamw8bit(p.data(), g.data(), m.data(), v.data(), m_max.data(), v_max.data(), n, 1e-3, 0.9, 0.95, 1e-8, 0.0, 1);
+  double worst_p = 0.0;
+  for (std::size_t i = 0; i < p.size(); ++i) worst_p = std::max(worst_p, static_cast<double>(std::abs(p[i] - p32[i])));
+  CHECK(worst_p < 1e-6);
+  for (std::size_t b = 0; b < 3; ++b) {
+    const auto first = b * 2048;
+    const auto last = std::min<std::size_t>(first + 2048, p.size());
+    float top_m = 0.0F, top_v = 0.0F;
+    for (std::size_t i = first; i < last; ++i) {
+      top_m = std::max(top_m, std::abs(m32[i]));
+      top_v = std::max(top_v, v32[i]);
+    }
+    CHECK(m_max[b] == Approx(top_m));  // each block its own maximum: 1e-3 of the first's
+    CHECK(v_max[b] == Approx(top_v));
+    for (std::size_t i = first; i < last; ++i) {
+      // The map's widest gaps are 1/64 of the maximum (its top decade in 64 steps, and
+      // in 128 for the unsigned map): half of that bounds the error.
+      CHECK(std::abs(sm[m[i]] * m_max[b] - m32[i]) <= top_m / 128.0 + 1e-12);
+      CHECK(std::abs(um[v[i]] * v_max[b] - v32[i]) <= top_v / 256.0 + 1e-12);
+    }
+  }
+  CHECK(m_max[2] < 1e-2 * m_max[0]);
 }

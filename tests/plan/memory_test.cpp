@@ -45,6 +45,10 @@ TEST_CASE("fp32 needs no master copy; SGD keeps one moment", "[memory]") {
   const double P = s.model.parameter_count();
   CHECK(b.master == 0.0);
   CHECK(b.weights + b.gradients + b.optimizer == Approx((4 + 4 + 4) * P));
+  // 8-bit AdamW: a byte per moment, two fp32 maxima per block of 2048 values.
+  const Scenario eight = scenario(one_gpu, {"training.optimizer=adamw8bit"});
+  CHECK(memory_per_rank(eight).stages[0].optimizer == Approx(P * (2.0 + 8.0 / 2048)));
+  CHECK(memory_per_rank(eight).stages[0].master == Approx(4 * P));
 }
 
 TEST_CASE("ZeRO-1 shards master weights and optimizer state over dp", "[memory]") {
