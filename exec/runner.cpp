@@ -154,6 +154,9 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
     if (o.category == Category::tp_comm) {
       v = shard_.tp_buffer(o);
       parts.assign(static_cast<std::size_t>(members), v.count / members);
+    } else if (o.category == Category::dp_comm &&
+               prog_.groups[static_cast<std::size_t>(o.group)].part == plan::GroupPart::replica) {
+      v = shard_.owned_part(o.layer);  // hybrid sharding: the shard, summed over the replicas
     } else if (o.category == Category::dp_comm) {
       v = shard_.bucket(o.layer, o.collective == CollectiveOp::all_gather);
       parts = shard_.bucket_parts(o.layer);

@@ -39,6 +39,8 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   storage_ = topology::storage_dtype(precision_);
   dp_ = p.dp;
   dp_index_ = c.dp;
+  shard_ = p.shard_size();
+  shard_index_ = c.dp % shard_;
   pp_ = p.pp;
   stage_ = c.pp;
   first_stage_ = stage_ == 0;
@@ -135,13 +137,11 @@ void Shard::set_buckets(std::vector<int> lows) {
   // The optimizer state covers what this rank updates: everything, or under ZeRO its
   // share of each bucket.
   owned_.clear();
-  if (zero_ >= 1 && dp_ > 1) {
+  if (zero_ >= 1 && shard_ > 1) {
     for (int lo : bucket_lows_) {
-      const auto [begin, end] = bucket_range(lo);
-      const std::vector<std::int64_t> parts = bucket_parts(lo);
-      std::size_t from = begin;
-      for (int i = 0; i < dp_index_; ++i) from += static_cast<std::size_t>(parts[static_cast<std::size_t>(i)]);
-      owned_.emplace_back(from, from + static_cast<std::size_t>(parts[static_cast<std::size_t>(dp_index_)]));
+      const View mine = owned_part(lo);
+      const auto from = static_cast<std::size_t>(mine.data - grads_.f());
+      owned_.emplace_back(from, from + static_cast<std::size_t>(mine.count));
     }
     std::sort(owned_.begin(), owned_.end());
   } else {
@@ -207,8 +207,15 @@ std::vector<std::int64_t> Shard::bucket_parts(int lowest_layer) const {
   const auto [begin, end] = bucket_range(lowest_layer);
   const auto n = static_cast<std::int64_t>(end - begin);
   std::vector<std::int64_t> parts;
-  for (int i = 0; i < dp_; ++i) parts.push_back(n / dp_ + (i < n % dp_ ? 1 : 0));
+  for (int i = 0; i < shard_; ++i) parts.push_back(n / shard_ + (i < n % shard_ ? 1 : 0));
   return parts;
+}
+
+Shard::View Shard::owned_part(int lowest_layer) {
+  const std::vector<std::int64_t> parts = bucket_parts(lowest_layer);
+  std::size_t from = bucket_range(lowest_layer).first;
+  for (int i = 0; i < shard_index_; ++i) from += static_cast<std::size_t>(parts[static_cast<std::size_t>(i)]);
+  return {grads_.f() + from, parts[static_cast<std::size_t>(shard_index_)]};
 }
 
 
@@ -225,12 +232,12 @@ void Shard::bucket_gathered(int lowest_layer) {
 
 
 void Shard::bucket_reduced(int lowest_layer) {
-  if (zero_ < 2 || dp_ == 1) return;
+  if (zero_ < 2 || shard_ == 1) return;
   const std::vector<std::int64_t> parts = bucket_parts(lowest_layer);
   std::size_t at = bucket_range(lowest_layer).first;
-  for (int i = 0; i < dp_; ++i) {
+  for (int i = 0; i < shard_; ++i) {
     const auto n = static_cast<std::size_t>(parts[static_cast<std::size_t>(i)]);
-    if (i != dp_index_) dev_.zero(grads_.f() + at, static_cast<std::int64_t>(n));
+    if (i != shard_index_) dev_.zero(grads_.f() + at, static_cast<std::int64_t>(n));
     at += n;
   }
 }
@@ -278,7 +285,7 @@ void Shard::optimizer_step() {
   if (zero_ == 0 || dp_ == 1) refresh_weights(0, static_cast<std::size_t>(param_count_));
   // ZeRO-3 keeps only its share between uses: the rest is made NaN, so that a unit used
   // without its all-gather shows in the loss.
-  if (zero_ == 3 && dp_ > 1) {
+  if (zero_ == 3 && shard_ > 1) {
     std::size_t at = 0;
     auto poison = [&](std::size_t begin, std::size_t end) {
       if (end <= begin) return;

@@ -82,7 +82,9 @@ class Shard {
   // Data-parallel buckets, named by their lowest layer (-1: the embedding): the gradients
   // (all-reduce, reduce-scatter) or the master parameters (ZeRO-1 all-gather) they cover.
   View bucket(int lowest_layer, bool params);
-  [[nodiscard]] std::vector<std::int64_t> bucket_parts(int lowest_layer) const;
+  [[nodiscard]] std::vector<std::int64_t> bucket_parts(int lowest_layer) const;  // per rank of the shard group
+  // This rank's part of a bucket's gradients: what hybrid sharding sums over the replicas.
+  View owned_part(int lowest_layer);
   void bucket_gathered(int lowest_layer);
   // After a bucket's reduce-scatter: under ZeRO-2/3 (a unit's, every micro-batch) the other
   // ranks' shares are zeroed, so that the next micro-batch's gradients accumulate into
@@ -144,6 +146,7 @@ class Shard {
   plan::Dtype precision_;
   plan::Dtype storage_;  // what tensors are stored in: the precision, or bf16 under fp8
   int dp_ = 1, dp_index_ = 0, stage_ = 0, pp_ = 1;
+  int shard_ = 1, shard_index_ = 0;  // ZeRO's shard group (plan.shard_group; dp without one)
   int micro_batches_ = 1, b_ = 1;
   bool first_stage_ = false, last_stage_ = false;
   plan::Recompute recompute_ = plan::Recompute::none;

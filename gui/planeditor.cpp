@@ -71,6 +71,7 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addChoice(QStringLiteral("plan.sequence_parallel"), tr("Sequence parallel"), {"false", "true"});
   addChoice(QStringLiteral("plan.tp_comm_overlap"), tr("TP comm overlap"), {"false", "true"});
   addChoice(QStringLiteral("plan.zero"), tr("ZeRO stage"), {"0", "1", "2", "3"});
+  addInteger(QStringLiteral("plan.shard_group"), tr("ZeRO shard group (0: all dp)"), 0, plan::limits::gpus);
   addChoice(QStringLiteral("plan.placement"), tr("Placement (inner first)"),
             {"tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp"});
   addText(QStringLiteral("plan.bucket_size"), tr("DP bucket size"));
@@ -174,6 +175,7 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("plan.sequence_parallel")] = s.plan.sequence_parallel ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.tp_comm_overlap")] = s.plan.tp_comm_overlap ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.zero")] = count(s.plan.zero);
+  v[QStringLiteral("plan.shard_group")] = count(s.plan.shard_group);
   v[QStringLiteral("plan.placement")] = QString::fromStdString(plan::placement_string(s.plan));
   v[QStringLiteral("plan.bucket_size")] = bytesText(s.plan.bucket_bytes);
   v[QStringLiteral("plan.overlap_dp")] = s.plan.overlap_dp ? QStringLiteral("true") : QStringLiteral("false");

@@ -140,6 +140,14 @@ void check(const Scenario& s) {
                           seconds));
   }
 
+  if (p.shard_group > 0) {
+    c.require(p.zero >= 1, "plan.shard_group",
+              fmt::format("shard_group {} shards the ZeRO stage's state, but plan.zero is 0", p.shard_group));
+    c.require(p.shard_group >= 2 && p.dp % p.shard_group == 0, "plan.shard_group",
+              fmt::format("shard_group {} must divide dp {} and be at least 2 (the ranks each shard group spans)",
+                          p.shard_group, p.dp));
+  }
+
   // ZeRO-2/3 shard the gradients unit by unit; a tied embedding on two stages would need
   // its two halves' shards summed between them (Megatron's embedding group), which the
   // sharded units do not model.

@@ -50,9 +50,9 @@ class Builder {
   // --- groups and shapes ---------------------------------------------------------------
   void make_groups() {
     group_of_ = add_groups(p_, m_, prog_);
-    // A rank is in one group per dimension and at most one embedding group: one collective
-    // counter per (rank, kind of group).
-    counters_.assign(4 * static_cast<std::size_t>(prog_.world), 0);
+    // A rank is in one group per dimension, at most one embedding group and under hybrid
+    // sharding one shard and one replica group: one collective counter per (rank, kind).
+    counters_.assign(group_kinds * static_cast<std::size_t>(prog_.world), 0);
   }
 
   static std::size_t dim_index(Dim d) { return static_cast<std::size_t>(d); }
@@ -126,7 +126,7 @@ class Builder {
   std::int64_t collective_in(std::size_t kind, CollectiveOp what, Category cat, Stream stream, double bytes, int mb,
                              int layer, int layer_end, std::span<const std::int64_t> deps) {
     const int group = group_of_[kind][static_cast<std::size_t>(rank_)];
-    std::int64_t& counter = counters_[4 * static_cast<std::size_t>(rank_) + kind];
+    std::int64_t& counter = counters_[group_kinds * static_cast<std::size_t>(rank_) + kind];
     Op op;
     op.kind = OpKind::collective;
     op.category = cat;
@@ -238,6 +238,20 @@ class Builder {
 
   void data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad);
 
+  // ZeRO's collectives over the ranks it shards over (the dp group, or under hybrid
+  // sharding the rank's shard group) on the dp stream. After a reduce-scatter, hybrid
+  // sharding sums the shard over the replica group: returns that sum, else `rs`.
+  std::int64_t shard_collective(CollectiveOp what, double bytes, int mb, int layer, int layer_end,
+                                std::span<const std::int64_t> deps) {
+    const std::size_t kind = p_.hybrid_shard() ? shard_groups : dim_index(Dim::dp);
+    return collective_in(kind, what, Category::dp_comm, Stream::dp, bytes, mb, layer, layer_end, deps);
+  }
+  std::int64_t sum_over_replicas(std::int64_t rs, double bytes, int mb, int layer, int layer_end) {
+    if (!p_.hybrid_shard()) return rs;
+    return collective_in(replica_groups, CollectiveOp::all_reduce, Category::dp_comm, Stream::dp,
+                         bytes / p_.shard_size(), mb, layer, layer_end, std::span<const std::int64_t>(&rs, 1));
+  }
+
   // ZeRO-2 and -3 (plan.zero, with dp > 1), as DeepSpeed and FSDP run them: each unit (the
   // embedding -1, a layer, the LM head = the layer count) has its gradients reduce-scattered
   // over dp after every micro-batch's backward of it, and under ZeRO-3 its parameters
@@ -274,6 +288,7 @@ class Builder {
   PipelineShape shape_;
   Program prog_;
   static constexpr std::size_t embedding_groups = tied_embedding_groups;
+  static constexpr std::size_t group_kinds = 6;  // tp, dp, pp, embedding, shard, replica
   std::vector<std::vector<int>> group_of_;
   std::vector<std::int64_t> counters_;
   int attention_set_ = -1, mlp_set_ = -1, core_set_ = -1, layer_set_ = -1, head_set_ = -1;

@@ -16,16 +16,15 @@ void Builder::param_gathers_first() {
   const std::vector<GradientSource> src = sources();
   const std::vector<GradientBucket> buckets = gradient_buckets(src, g_, p_.bucket_bytes);
   for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
-    const std::int64_t g = collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, b->params * e_,
-                                      -1, b->lowest, b->above, {});
+    const std::int64_t g = shard_collective(CollectiveOp::all_gather, b->params * e_, -1, b->lowest, b->above, {});
     for (std::size_t i = b->first; i < b->end; ++i) gather_before_[static_cast<std::size_t>(src[i].layer + 1)] = g;
   }
 }
 
 std::int64_t Builder::param_gather(int unit, std::span<const std::int64_t> deps) {
   auto gather = [&](int u) {
-    return collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp,
-                      unit_params_[static_cast<std::size_t>(u + 1)] * e_, -1, u, u + 1, deps);
+    return shard_collective(CollectiveOp::all_gather, unit_params_[static_cast<std::size_t>(u + 1)] * e_, -1, u, u + 1,
+                            deps);
   };
   if (head_uses_embedding(unit) && unit_params_[0] > 0.0) gather(-1);
   return gather(unit);
@@ -58,8 +57,12 @@ void Builder::shard_grads(int unit, int mb, std::span<const std::int64_t> deps) 
   for (std::int64_t op : deps) {
     if (op >= 0) d.push_back(op);
   }
+  const std::int64_t rs = shard_collective(CollectiveOp::reduce_scatter, params * g_, mb, unit, unit + 1, d);
+  // Hybrid sharding sums the shard over the replicas once, after the last micro-batch's
+  // reduce-scatter (FSDP's all-reduce deferred over gradient accumulation): each shard group
+  // accumulates its own sum until then.
   unit_synced_[static_cast<std::size_t>(unit + 1)] =
-      collective(Dim::dp, CollectiveOp::reduce_scatter, Category::dp_comm, Stream::dp, params * g_, mb, unit, unit + 1, d);
+      mb == shape_.micro_batches - 1 ? sum_over_replicas(rs, params * g_, mb, unit, unit + 1) : rs;
 }
 
 void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad) {
@@ -113,8 +116,13 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     }
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-    synced.push_back(collective(Dim::dp, p_.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
-                                Category::dp_comm, Stream::dp, b.params * g_, -1, b.lowest, b.above, deps));
+    if (p_.zero == 1) {
+      const std::int64_t rs = shard_collective(CollectiveOp::reduce_scatter, b.params * g_, -1, b.lowest, b.above, deps);
+      synced.push_back(sum_over_replicas(rs, b.params * g_, -1, b.lowest, b.above));
+    } else {
+      synced.push_back(collective(Dim::dp, CollectiveOp::all_reduce, Category::dp_comm, Stream::dp, b.params * g_, -1,
+                                  b.lowest, b.above, deps));
+    }
   }
   if (p_.dp == 1) {
     synced.push_back(end_of_backward);
@@ -126,7 +134,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   if (transformer && p_.tp > 1 && p_.sequence_parallel) {
     double whole = static_cast<double>(layers) * (m_.mlp == Mlp::gelu ? 6.0 : 5.0) * m_.hidden;
     if (stage == p_.pp - 1) whole += final_norm;
-    if (sharded_grads()) whole /= p_.dp;  // each rank sums its shard of them
+    if (sharded_grads()) whole /= p_.shard_size();  // each rank sums its shard of them
     std::sort(synced.begin(), synced.end());
     const std::int64_t sp = collective(Dim::tp, CollectiveOp::all_reduce, Category::tp_comm, Stream::tp, whole * g_, -1,
                                        -1, m_.layer_count() + 1, synced);
@@ -137,7 +145,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     std::sort(synced.begin(), synced.end());
     synced.assign(1, tied_sum(synced));
   }
-  const double shard = params / (p_.zero >= 1 ? p_.dp : 1);
+  const double shard = params / (p_.zero >= 1 ? p_.shard_size() : 1);
   const double opt_bytes = (8.0 + 2.0 * optimizer_state_bytes(t_.optimizer) + 2.0 * e_) * shard;
   // The host reads the overflow flag and the gradient norm before the step: it waits for
   // every gradient to be synchronised.
@@ -153,16 +161,12 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   // before each use).
   if (p_.zero == 1 && !p_.defers_param_gather()) {  // no buckets with dp 1
     for (const GradientBucket& b : buckets) {
-      collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, b.params * e_, -1, b.lowest, b.above,
-                 std::span<const std::int64_t>(&opt, 1));
+      shard_collective(CollectiveOp::all_gather, b.params * e_, -1, b.lowest, b.above, std::span<const std::int64_t>(&opt, 1));
     }
   } else if (sharded_grads() && !sharded_params()) {
     for (int u = -1; u <= m_.layer_count(); ++u) {
       const double n = unit_params_[static_cast<std::size_t>(u + 1)];
-      if (n > 0.0) {
-        collective(Dim::dp, CollectiveOp::all_gather, Category::dp_comm, Stream::dp, n * e_, -1, u, u + 1,
-                   std::span<const std::int64_t>(&opt, 1));
-      }
+      if (n > 0.0) shard_collective(CollectiveOp::all_gather, n * e_, -1, u, u + 1, std::span<const std::int64_t>(&opt, 1));
     }
   }
 }

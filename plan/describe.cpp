@@ -128,7 +128,7 @@ nlohmann::ordered_json to_json(const Scenario& s) {
       {"plan",
        {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"virtual_stages", p.virtual_stages},
         {"schedule", to_string(p.schedule)}, {"sequence_parallel", p.sequence_parallel},
-        {"pp_scatter_gather", p.pp_scatter_gather}, {"tp_comm_overlap", p.tp_comm_overlap}, {"zero", p.zero},
+        {"pp_scatter_gather", p.pp_scatter_gather}, {"tp_comm_overlap", p.tp_comm_overlap}, {"zero", p.zero}, {"shard_group", p.shard_size()},
         {"bucket_bytes", p.bucket_bytes}, {"overlap_dp", p.overlap_dp}, {"overlap_param_gather", p.overlap_param_gather}, {"collective", to_string(p.collective)},
         {"placement", placement_string(p)}, {"world", p.world()}}},
       {"hardware", {{"profile", s.hardware.profile}}},
@@ -171,10 +171,11 @@ std::string describe(const Scenario& s) {
                      t.global_batch, t.micro_batch, s.micro_batches(), topology::to_string(t.precision),
                      topology::to_string(t.grad_dtype), to_string(t.optimizer), to_string(t.recompute),
                      to_string(t.attention));
-  out += fmt::format("plan      dp {} x tp {} x pp {} = {} devices, schedule {}{}, ZeRO-{}, buckets {}, collective {}, "
+  out += fmt::format("plan      dp {} x tp {} x pp {} = {} devices, schedule {}{}, ZeRO-{}{}, buckets {}, collective {}, "
                      "placement {}\n",
                      p.dp, p.tp, p.pp, p.world(), to_string(p.schedule),
                      p.virtual_stages > 1 ? fmt::format(" (v = {})", p.virtual_stages) : "", p.zero,
+                     p.hybrid_shard() ? fmt::format(" in shard groups of {}", p.shard_size()) : "",
                      u::format_bytes(p.bucket_bytes), to_string(p.collective), placement_string(p));
   return out;
 }

@@ -310,7 +310,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
 
 ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   Reader r(v, "plan",
-           {"dp", "tp", "pp", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "tp_comm_overlap", "zero", "bucket_size",
+           {"dp", "tp", "pp", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "tp_comm_overlap", "zero", "shard_group", "bucket_size",
             "overlap_dp", "overlap_param_gather", "collective", "placement"},
            &where);
   ParallelPlan p;
@@ -331,6 +331,7 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   p.pp_scatter_gather = r.boolean("pp_scatter_gather", true);
   p.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
   p.zero = r.integer("zero", 0, 0, 3);
+  p.shard_group = r.integer("shard_group", 0, 0, limits::gpus);
   p.bucket_bytes = r.bytes("bucket_size", 25.0 * 1024 * 1024);
   p.overlap_dp = r.boolean("overlap_dp", true);
   p.overlap_param_gather = r.boolean("overlap_param_gather", false);

@@ -115,6 +115,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
     b.logits = logits_per_micro_batch * b.logits_in_flight;
     const int g = topology::dtype_bytes(t.grad_dtype);
     const int sharded = p.dp > 1 ? p.zero : 0;  // ZeRO stage in effect
+    const int n = p.shard_size();               // over this many ranks
     // ZeRO-2/3's units (gradient_sources): at most two are whole at once, the one computing
     // and the one in its reduce-scatter (gradients) or gather (ZeRO-3's parameters).
     double largest_unit = 0.0;
@@ -125,10 +126,10 @@ MemoryReport memory_per_rank(const Scenario& s) {
       }
     }
     b.weights = b.parameters * e + fp8_weights;
-    if (sharded == 3) b.weights = b.weights / p.dp + 2.0 * largest_unit * e;
-    b.gradients = sharded >= 2 ? b.parameters * g / p.dp + 2.0 * largest_unit * g : b.parameters * g;
-    b.master = mixed ? b.parameters * 4.0 / (sharded >= 1 ? p.dp : 1) : 0.0;
-    b.optimizer = b.parameters * optimizer_bytes / (sharded >= 1 ? p.dp : 1);
+    if (sharded == 3) b.weights = b.weights / n + 2.0 * largest_unit * e;
+    b.gradients = sharded >= 2 ? b.parameters * g / n + 2.0 * largest_unit * g : b.parameters * g;
+    b.master = mixed ? b.parameters * 4.0 / (sharded >= 1 ? n : 1) : 0.0;
+    b.optimizer = b.parameters * optimizer_bytes / (sharded >= 1 ? n : 1);
     b.workspace = s.cluster.device.workspace_bytes;
     report.stages.push_back(b);
   }

@@ -143,6 +143,30 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
       prog.groups.push_back(std::move(g));
     }
   }
+  // Hybrid sharding: dp lines cut into shard groups of shard_size() consecutive indices,
+  // and the replica groups across them.
+  auto& shard = group_of.emplace_back(world, -1);
+  auto& replica = group_of.emplace_back(world, -1);
+  if (p.hybrid_shard()) {
+    const int n = p.shard_size();
+    for (int r = 0; r < prog.world; ++r) {
+      const Coord c = coord_of(p, r);
+      if (c.dp % n == 0) {  // the first of its shard group
+        Group g{Dim::dp, {}, GroupPart::shard};
+        for (int i = 0; i < n; ++i) g.ranks.push_back(rank_of(p, Coord{c.tp, c.dp + i, c.pp}));
+        const int id = static_cast<int>(prog.groups.size());
+        for (int member : g.ranks) shard[static_cast<std::size_t>(member)] = id;
+        prog.groups.push_back(std::move(g));
+      }
+      if (c.dp < n) {  // the first of its replica group
+        Group g{Dim::dp, {}, GroupPart::replica};
+        for (int i = c.dp; i < p.dp; i += n) g.ranks.push_back(rank_of(p, Coord{c.tp, i, c.pp}));
+        const int id = static_cast<int>(prog.groups.size());
+        for (int member : g.ranks) replica[static_cast<std::size_t>(member)] = id;
+        prog.groups.push_back(std::move(g));
+      }
+    }
+  }
   return group_of;
 }
 

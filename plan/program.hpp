@@ -85,9 +85,14 @@ struct Op {
   std::uint32_t deps_count = 0;
 };
 
+// A group of ranks: every rank of one dimension's line, or under hybrid sharding
+// (ParallelPlan::hybrid_shard) part of a dp line: a shard group (consecutive dp indices) or
+// a replica group (the ranks holding the same shard in each shard group).
+enum class GroupPart : std::uint8_t { whole, shard, replica };
 struct Group {
   Dim dim = Dim::dp;
   std::vector<int> ranks;
+  GroupPart part = GroupPart::whole;
 };
 
 // A rank's place in the plan.
@@ -134,6 +139,8 @@ Coord coord_of(const ParallelPlan& p, int rank);
 // (tp, dp) position (Megatron's embedding group). Returns, per kind of group (Dim's order,
 // then tied_embedding_groups), each rank's group index, -1 where it has none.
 inline constexpr std::size_t tied_embedding_groups = 3;
+inline constexpr std::size_t shard_groups = 4;    // hybrid sharding's (else every rank -1)
+inline constexpr std::size_t replica_groups = 5;
 std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec& m, Program& prog);
 
 struct CompileOptions {

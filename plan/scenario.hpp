@@ -83,6 +83,10 @@ struct ParallelPlan {
   // ring of partial sums, each block's GEMM running while the previous block's sum travels.
   bool tp_comm_overlap = false;
   int zero = 0;
+  // Hybrid sharding (FSDP's HYBRID_SHARD, Megatron's partial distributed optimizer): the
+  // ZeRO stage shards over groups of this many consecutive dp ranks, each group a replica
+  // of the others, whose shards are summed across the groups. 0: all dp ranks, one group.
+  int shard_group = 0;
   double bucket_bytes = 25.0 * 1024 * 1024;
   bool overlap_dp = true;
   // Megatron's --overlap-param-gather (with the distributed optimizer, zero 1): the
@@ -93,6 +97,9 @@ struct ParallelPlan {
   std::array<Dim, 3> placement{Dim::tp, Dim::dp, Dim::pp};  // innermost first
 
   [[nodiscard]] int world() const { return dp * tp * pp; }
+  // The ranks ZeRO shards over, and whether they are fewer than dp (hybrid sharding).
+  [[nodiscard]] int shard_size() const { return shard_group > 0 && zero >= 1 ? shard_group : dp; }
+  [[nodiscard]] bool hybrid_shard() const { return shard_size() < dp; }
   // ZeRO-1's parameter all-gathers open the next step (overlap_param_gather with dp > 1).
   [[nodiscard]] bool defers_param_gather() const { return overlap_param_gather && zero == 1 && dp > 1; }
 };

@@ -87,6 +87,21 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
       if (pp > layers) break;
       const int dp = n / (tp * pp);
       if (base.training.global_batch % dp != 0) continue;
+      // ZeRO stages with the group each shards over (0: all dp ranks). Without dp they shard
+      // nothing. check() refuses ZeRO-2/3 with a tied embedding over stages: skipped here
+      // rather than have it throw for each. When dp spans nodes, ZeRO-2/3 also shard within
+      // a node's dp ranks alone (hybrid sharding, FSDP's HYBRID_SHARD): the largest divisor
+      // of dp whose shard group fits a node beside its tp ranks.
+      std::vector<std::pair<int, int>> sharding{{0, 0}};
+      int in_node = 1;
+      for (int d : divisors(dp)) {
+        if (d < dp && d * tp <= base.cluster.gpus_per_node) in_node = d;
+      }
+      for (int zero = 1; dp > 1 && zero <= 3; ++zero) {
+        if (zero >= 2 && pp > 1 && transformer && base.model.tie_embeddings) continue;
+        sharding.emplace_back(zero, 0);
+        if (zero >= 2 && in_node >= 2 && dp * tp > base.cluster.gpus_per_node) sharding.emplace_back(zero, in_node);
+      }
       for (int mb : divisors(base.training.global_batch / dp)) {
         const int micro_batches = base.training.global_batch / (dp * mb);
         struct Shape {
@@ -104,11 +119,7 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
         for (const Shape& shape : shapes) {
           for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
             if (r == Recompute::selective && !transformer) continue;
-            for (int zero = 0; zero <= 3; ++zero) {  // ZeRO stages shard nothing without dp
-              if (zero >= 1 && dp == 1) continue;
-              // check() refuses ZeRO-2/3 with a tied embedding over stages: skip them here
-              // rather than have it throw for each.
-              if (zero >= 2 && pp > 1 && transformer && base.model.tie_embeddings) continue;
+            for (const auto& [zero, shard_group] : sharding) {
               for (int sp_mode = 0; sp_mode < 3; ++sp_mode) {  // no SP, SP, SP with tp communication overlap
                 const bool sp = sp_mode > 0;
                 if (sp && (tp == 1 || !transformer)) continue;
@@ -121,6 +132,7 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
                 c.plan.sequence_parallel = sp;
                 c.plan.tp_comm_overlap = sp_mode == 2;
                 c.plan.zero = zero;
+                c.plan.shard_group = shard_group;
                 c.micro_batch = mb;
                 c.recompute = r;
                 for (const auto& place : placements(c.plan)) {
@@ -139,9 +151,10 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
 
 std::string describe(const Candidate& c) {
   const ParallelPlan& p = c.plan;
-  return fmt::format("dp {} tp {} pp {}{} {} mb {} recompute {} zero {}{}{} placement {}", p.dp, p.tp, p.pp,
+  return fmt::format("dp {} tp {} pp {}{} {} mb {} recompute {} zero {}{}{}{} placement {}", p.dp, p.tp, p.pp,
                      p.virtual_stages > 1 ? fmt::format(" x{}", p.virtual_stages) : "", to_string(p.schedule),
-                     c.micro_batch, to_string(c.recompute), p.zero, p.sequence_parallel ? " sp" : "",
+                     c.micro_batch, to_string(c.recompute), p.zero,
+                     p.hybrid_shard() ? fmt::format(" shard {}", p.shard_size()) : "", p.sequence_parallel ? " sp" : "",
                      p.tp_comm_overlap ? " overlap" : "", placement_string(p));
 }
 
@@ -155,6 +168,7 @@ std::vector<std::string> overrides_of(const Candidate& c) {
           fmt::format("plan.sequence_parallel={}", p.sequence_parallel ? "true" : "false"),
           fmt::format("plan.tp_comm_overlap={}", p.tp_comm_overlap ? "true" : "false"),
           fmt::format("plan.zero={}", p.zero),
+          fmt::format("plan.shard_group={}", p.hybrid_shard() ? p.shard_size() : 0),
           fmt::format("plan.placement={}", placement_string(p)),
           fmt::format("training.micro_batch={}", c.micro_batch),
           fmt::format("training.recompute={}", to_string(c.recompute))};

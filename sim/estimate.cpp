@@ -27,14 +27,32 @@ namespace {
 using plan::CollectiveOp;
 using plan::Dim;
 
-// The devices of the group of dimension `d` that holds the rank at `c`.
-std::vector<int> group_of(const plan::ParallelPlan& p, plan::Coord c, Dim d) {
+// The devices of the group of dimension `d` that holds the rank at `c`; of a dp line, under
+// hybrid sharding, its shard group or its replica group (plan/program.hpp).
+std::vector<int> group_of(const plan::ParallelPlan& p, plan::Coord c, Dim d,
+                          plan::GroupPart part = plan::GroupPart::whole) {
   std::vector<int> out;
-  for (int i = 0; i < plan::extent(p, d); ++i) {
+  const int n = p.shard_size();
+  int first = 0, end = plan::extent(p, d), stride = 1;
+  if (part == plan::GroupPart::shard) {
+    first = c.dp / n * n;
+    end = first + n;
+  } else if (part == plan::GroupPart::replica) {
+    first = c.dp % n;
+    stride = n;
+  }
+  for (int i = first; i < end; i += stride) {
     plan::coordinate(c, d) = i;
     out.push_back(plan::rank_of(p, c));
   }
   return out;
+}
+
+// Whether the rank at `c` is the first of its group (one visit per group).
+bool first_of_group(const plan::ParallelPlan& p, const plan::Coord& c, Dim d, plan::GroupPart part) {
+  if (part == plan::GroupPart::shard) return c.dp % p.shard_size() == 0;
+  if (part == plan::GroupPart::replica) return c.dp < p.shard_size();
+  return plan::coordinate(const_cast<plan::Coord&>(c), d) == 0;
 }
 
 int placement_code(const plan::ParallelPlan& p) {
@@ -52,18 +70,21 @@ struct Estimator::Impl {
   Engine engine;
   Network net;
   topology::Router router;
-  std::map<std::tuple<int, int, int, int, int, int, int, int, double, double>, double> collectives;
-  std::map<std::tuple<int, int, int, int, int, int>, double> contention;
+  std::map<std::tuple<int, int, int, int, int, int, int, int, double, double, int>, double> collectives;
+  std::map<std::tuple<int, int, int, int, int, int, int>, double> contention;
 
   // How many ring edges of the concurrent groups of dimension d share the busiest link
   // of the group at stage `stage`, over the group's own edges on it. Concurrent: the
   // stage's groups, or with `all_stages` every stage's.
-  double contention_of(const plan::ParallelPlan& p, Dim d, int stage, bool all_stages) {
-    const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d), stage * 2 + (all_stages ? 1 : 0));
+  double contention_of(const plan::ParallelPlan& p, Dim d, int stage, bool all_stages,
+                       plan::GroupPart part = plan::GroupPart::whole) {
+    const int sub = static_cast<int>(part) * 4096 + (part == plan::GroupPart::whole ? 0 : p.shard_size());
+    const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d),
+                                     stage * 2 + (all_stages ? 1 : 0), sub);
     if (auto it = contention.find(key); it != contention.end()) return it->second;
     plan::Coord c;
     c.pp = stage;
-    const std::vector<int> own = group_of(p, c, d);
+    const std::vector<int> own = group_of(p, c, d, part);
     double factor = 1.0;
     const int node = cluster.node_of(own.front());
     const bool spans = std::any_of(own.begin(), own.end(), [&](int r) { return cluster.node_of(r) != node; });
@@ -71,10 +92,10 @@ struct Estimator::Impl {
       std::vector<int> all(static_cast<std::size_t>(cluster.link_count()), 0);
       std::vector<int> mine(all.size(), 0);
       for (int r = 0; r < p.world(); ++r) {
-        plan::Coord rc = plan::coord_of(p, r);
-        if (plan::coordinate(rc, d) != 0) continue;  // one visit per group
+        const plan::Coord rc = plan::coord_of(p, r);
+        if (!first_of_group(p, rc, d, part)) continue;  // one visit per group
         if (!all_stages && rc.pp != stage) continue;
-        const std::vector<int> g = group_of(p, rc, d);
+        const std::vector<int> g = group_of(p, rc, d, part);
         const bool is_own = g == own;
         for (std::size_t i = 0; i < g.size(); ++i) {
           for (int l : router.route(g[i], g[(i + 1) % g.size()]).links) {
@@ -94,15 +115,18 @@ struct Estimator::Impl {
   // A collective of the group at `stage`, its transfer stretched by the groups that share
   // its links: the stage's, plus the other stages' in proportion to `overlap`, the share of
   // the time the other stages run such collectives too.
-  double collective(const plan::Scenario& s, Dim d, CollectiveOp op, double bytes, int stage, double overlap = 0.0) {
+  double collective(const plan::Scenario& s, Dim d, CollectiveOp op, double bytes, int stage, double overlap = 0.0,
+                    plan::GroupPart part = plan::GroupPart::whole) {
     const plan::ParallelPlan& p = s.plan;
     if (plan::extent(p, d) <= 1 || bytes <= 0.0) return 0.0;
+    const int sub = static_cast<int>(part) * 4096 + (part == plan::GroupPart::whole ? 0 : p.shard_size());
     const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d), stage, static_cast<int>(op),
-                                     static_cast<int>(p.collective), bytes, overlap);
+                                     static_cast<int>(p.collective), bytes, overlap, sub);
     if (auto it = collectives.find(key); it != collectives.end()) return it->second;
     plan::Coord c;
     c.pp = stage;
-    CollectiveCall call{op, group_of(p, c, d), bytes, -1};
+    CollectiveCall call{op, group_of(p, c, d, part), bytes, -1};
+    if (call.devices.size() <= 1) return 0.0;
     const int node = cluster.node_of(call.devices.front());
     if (!profile.collectives.empty() &&
         std::all_of(call.devices.begin(), call.devices.end(), [&](int r) { return cluster.node_of(r) == node; })) {
@@ -114,8 +138,8 @@ struct Estimator::Impl {
     CollectiveCall empty = call;
     empty.bytes = 0.0;
     const double latency = estimate_seconds(a, net, empty);
-    const double own = contention_of(p, d, stage, false);
-    const double all = overlap > 0.0 ? contention_of(p, d, stage, true) : own;
+    const double own = contention_of(p, d, stage, false, part);
+    const double all = overlap > 0.0 ? contention_of(p, d, stage, true, part) : own;
     const double t = latency + (full - latency) * (own + (all - own) * overlap);
     collectives.emplace(key, t);
     return t;
@@ -341,6 +365,18 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // ahead. They run under the stage's compute: the stage takes the longer of its work and
   // that traffic, plus the gather of each pass's first unit, which nothing hides.
   const int sharded = p.dp > 1 ? p.zero : 0;
+  // ZeRO's collectives over its shard group (the dp line, or under hybrid sharding a part
+  // of it); a reduce-scatter's, under hybrid sharding, followed by the sum of the shard
+  // over the replica group.
+  const plan::GroupPart shard_part = p.hybrid_shard() ? plan::GroupPart::shard : plan::GroupPart::whole;
+  // (ZeRO-2/3 sum over the replicas once per step: `per_step` false leaves that sum out.)
+  auto shard_op = [&](CollectiveOp what, double bytes, int st, bool per_step = true) {
+    double secs = im.collective(s, Dim::dp, what, bytes, st, 1.0, shard_part);
+    if (what == CollectiveOp::reduce_scatter && p.hybrid_shard() && per_step) {
+      secs += im.collective(s, Dim::dp, CollectiveOp::all_reduce, bytes / p.shard_size(), st, 1.0, plan::GroupPart::replica);
+    }
+    return secs;
+  };
   std::vector<double> sharded_loss(work.size(), 0.0);  // per micro-batch, what the traffic adds
   if (sharded >= 2) {
     const double passes = t.recompute == plan::Recompute::full ? 3.0 : 2.0;
@@ -350,9 +386,11 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       double first = 0.0;
       for (const plan::GradientSource& u :
            plan::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer)) {
-        traffic += im.collective(s, Dim::dp, CollectiveOp::reduce_scatter, u.params * ge, st, 1.0);
+        traffic += shard_op(CollectiveOp::reduce_scatter, u.params * ge, st, false) +
+                   shard_op(CollectiveOp::reduce_scatter, u.params * ge, st) / mbs -
+                   shard_op(CollectiveOp::reduce_scatter, u.params * ge, st, false) / mbs;
         if (sharded == 3) {
-          const double gather = im.collective(s, Dim::dp, CollectiveOp::all_gather, u.params * e, st, 1.0);
+          const double gather = shard_op(CollectiveOp::all_gather, u.params * e, st);
           traffic += passes * gather;
           if (u.layer >= 0 && u.layer < layers) first = gather;
         }
@@ -428,7 +466,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     if (sharded >= 2) {
       // The last unit's reduce-scatter (the stage's lowest) follows the last backward.
       if (!sources.empty()) {
-        free += im.collective(s, Dim::dp, CollectiveOp::reduce_scatter, sources.back().params * ge, st, 1.0);
+        free += shard_op(CollectiveOp::reduce_scatter, sources.back().params * ge, st);
       }
       if (sharded == 2) buckets = plan::gradient_buckets(sources, ge, 0.0);  // the parameters' gathers, a unit each
     } else if (p.dp > 1) {
@@ -437,8 +475,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       for (const plan::GradientBucket& b : buckets) {
         double ready = 0.0;
         for (std::size_t i = b.first; i < b.end; ++i) ready = std::max(ready, p.overlap_dp ? ready_at[i] : end_bwd);
-        const double d = im.collective(s, Dim::dp, p.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
-                                       b.params * ge, st, 1.0);
+        const double d = p.zero == 1 ? shard_op(CollectiveOp::reduce_scatter, b.params * ge, st)
+                                     : im.collective(s, Dim::dp, CollectiveOp::all_reduce, b.params * ge, st, 1.0);
         stream = std::max(stream, ready) + d;
       }
       free = std::max(free, stream);
@@ -446,14 +484,14 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     if (sp && transformer) {
       double whole = static_cast<double>(stage_layers[sti].size()) * (m.mlp == plan::Mlp::gelu ? 6.0 : 5.0) * m.hidden;
       if (st == p.pp - 1) whole += final_norm;
-      if (sharded >= 2) whole /= p.dp;
+      if (sharded >= 2) whole /= p.shard_size();
       free += im.collective(s, Dim::tp, CollectiveOp::all_reduce, whole * ge, st);
     }
     if (transformer && m.tie_embeddings && p.pp > 1 && (st == 0 || st == p.pp - 1)) {
       // The embedding group: first and last stage, a pp-dimension pair; as one transfer each way.
       free += 2.0 * im.transfer(p, p.pp - 1, word * ge);
     }
-    const double shard = params / (p.zero >= 1 ? p.dp : 1);
+    const double shard = params / (p.zero >= 1 ? p.shard_size() : 1);
     // The host waits for the gradients before the step (the overflow and norm checks), then
     // issues the optimizer's kernels.
     const double d_opt = dispatch_seconds(prof, plan::Category::optimizer);
@@ -464,7 +502,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       double gathers = 0.0;
       double first = 0.0;  // the last bucket holds the stage's lowest layers: needed first
       for (const plan::GradientBucket& b : buckets) {
-        first = im.collective(s, Dim::dp, CollectiveOp::all_gather, b.params * e, st, 1.0);
+        first = shard_op(CollectiveOp::all_gather, b.params * e, st);
         gathers += first;
       }
       // Deferred to the next step's forward, the stage waits for its first bucket; the rest

@@ -90,6 +90,9 @@ class Runner {
   // A one-replica Program: the network folds the other replicas onto replica 0 and learns,
   // before the first transfer, every flow the step will start (network.hpp).
   void fold(bool approximate) {
+    // Hybrid sharding's groups are parts of the dp lines: replica 0's shard group holds
+    // other replicas' ranks, and no shift maps the groups onto one another.
+    if (s_.plan.hybrid_shard()) throw NotFoldable("hybrid sharding's groups differ from replica to replica");
     Replicas r;
     r.count = s_.plan.dp;
     r.next.resize(static_cast<std::size_t>(prog_.world));

@@ -303,6 +303,17 @@ TEST_CASE("combined dp x tp x pp plans equal the serial run", "[exec][np4]") {
                   "training.recompute=full"}, false);
 }
 
+TEST_CASE("hybrid sharding, dp 4 in shard groups of 2: sharded within, summed across, equal the serial model",
+          "[exec][np4]") {
+  // Two micro-batches per step (micro-batch 1): ZeRO-2/3 reduce-scatter within the shard
+  // group after each and sum the shards over the replicas after the last.
+  for (const char* zero : {"plan.zero=1", "plan.zero=2", "plan.zero=3"}) {
+    matches_serial({"plan.dp=4", zero, "plan.shard_group=2", "training.micro_batch=1"}, false);
+    cnn_matches_serial({"plan.dp=4", zero, "plan.shard_group=2", "training.micro_batch=1"}, false);
+  }
+  matches_serial({"plan.dp=4", "plan.zero=3", "plan.shard_group=2", "training.recompute=full"}, false);
+}
+
 TEST_CASE("dp x tp x pp training learns: the loss falls over 50 steps", "[exec][np4]") {
   const plan::Scenario s = tiny({"plan.dp=2", "plan.pp=2", "model.layers=2", "training.learning_rate=0.003"});
   const Outcome got = parallel(s, 50);

@@ -472,6 +472,55 @@ TEST_CASE("ZeRO-2 and ZeRO-3 reduce-scatter each unit every micro-batch; ZeRO-3 
   CHECK(compile(gpt({"plan.zero=3"})).ops.size() == compile(gpt({})).ops.size());
 }
 
+TEST_CASE("hybrid sharding: ZeRO over shard groups of consecutive dp ranks, shards summed over the replicas",
+          "[compile][dp]") {
+  // dp 8 in shard groups of 4 (2 replicas), 2 micro-batches, the 10 units of the test above.
+  const Scenario s = gpt({"plan.dp=8", "plan.zero=3", "plan.shard_group=4"});
+  const Program p = compile(s);
+  int shards = 0, replicas = 0;
+  for (const Group& g : p.groups) {
+    if (g.part == GroupPart::shard) {  // dp indices 4k .. 4k + 3
+      ++shards;
+      REQUIRE(g.ranks.size() == 4);
+      for (std::size_t i = 0; i < 4; ++i) {
+        CHECK(coord_of(s.plan, g.ranks[i]).dp == coord_of(s.plan, g.ranks[0]).dp + static_cast<int>(i));
+      }
+      CHECK(coord_of(s.plan, g.ranks[0]).dp % 4 == 0);
+    } else if (g.part == GroupPart::replica) {  // dp indices i and i + 4
+      ++replicas;
+      REQUIRE(g.ranks.size() == 2);
+      CHECK(coord_of(s.plan, g.ranks[1]).dp == coord_of(s.plan, g.ranks[0]).dp + 4);
+    }
+  }
+  CHECK(shards == 2);
+  CHECK(replicas == 4);
+  int rs = 0, sums = 0, gathers = 0;
+  double sum_bytes = 0.0;
+  for (std::int64_t id : p.order[0]) {
+    const Op& o = p.ops[static_cast<std::size_t>(id)];
+    if (o.category != Category::dp_comm) continue;
+    const Group& g = p.groups[static_cast<std::size_t>(o.group)];
+    if (o.collective == CollectiveOp::reduce_scatter) {
+      ++rs;
+      CHECK(g.part == GroupPart::shard);
+    } else if (o.collective == CollectiveOp::all_reduce) {
+      ++sums;
+      sum_bytes += o.bytes;
+      CHECK(g.part == GroupPart::replica);
+      CHECK(g.ranks.size() == 2);
+      CHECK(o.micro_batch == s.micro_batches() - 1);  // once, after the last micro-batch
+    } else {
+      ++gathers;
+      CHECK(g.part == GroupPart::shard);
+    }
+  }
+  CHECK(rs == 10 * 2);
+  CHECK(sums == 10);
+  CHECK(gathers == 21 * 2);
+  CHECK(sum_bytes == Approx(((1024 + 128) * 256.0 + 8 * 789760.0 + 2 * 256.0) * 4 / 4));  // a quarter of the fp32 grads
+  CHECK(unfinished(p) == 0);
+}
+
 TEST_CASE("generic models compile to GEMM-equivalent layers of the same FLOPs", "[compile]") {
   const Scenario s = load_text("cluster: dgx-a100\nmodel: resnet18\ntraining: {global_batch: 256, micro_batch: 32}\n"
                                "plan: {dp: 2, pp: 2}\n",

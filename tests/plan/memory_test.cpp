@@ -79,6 +79,11 @@ TEST_CASE("ZeRO-2 also shards gradients, ZeRO-3 also weights, each with two unit
   CHECK(three.weights == Approx(P * 2 / 8 + 2 * unit * 2));
   CHECK(three.total() < two.total());
   CHECK(two.total() < memory_per_rank(scenario(text, {"plan.zero=1"})).stages[0].total());
+  // Hybrid sharding over groups of 4: the same, divided by 4 instead of 8.
+  const MemoryBreakdown hybrid = memory_per_rank(scenario(text, {"plan.zero=3", "plan.shard_group=4"})).stages[0];
+  CHECK(hybrid.weights == Approx(P * 2 / 4 + 2 * unit * 2));
+  CHECK(hybrid.gradients == Approx(P * 4 / 4 + 2 * unit * 4));
+  CHECK(hybrid.optimizer == Approx(plain.optimizer / 4));
   // dp 1 shards nothing.
   const std::string alone = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 16}\nplan: {dp: 1}\n";
   CHECK(memory_per_rank(scenario(alone, {"plan.zero=3"})).stages[0].total() ==
