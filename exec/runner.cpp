@@ -263,10 +263,10 @@ StepTiming Runner::step(std::int64_t index) {
         ++i;
       }
     }
-    // Communication: tp and dp one at a time, pp as far as dependencies allow, the
+    // Communication: tp, dp and dp-gather one at a time, pp as far as dependencies allow, the
     // transfers posted together issued as one group (a send and a receive of one 1F1B
     // step progress together).
-    for (Stream s : {Stream::tp, Stream::dp, Stream::pp}) {
+    for (Stream s : {Stream::tp, Stream::dp, Stream::dp_gather, Stream::pp}) {
       auto& q = queue_[static_cast<int>(s)];
       std::size_t& n = next[static_cast<std::size_t>(s)];
       bool grouped = false;

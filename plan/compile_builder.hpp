@@ -50,8 +50,9 @@ class Builder {
   // --- groups and shapes ---------------------------------------------------------------
   void make_groups() {
     group_of_ = add_groups(p_, m_, prog_);
-    // A rank is in one group per dimension, at most one embedding group and under hybrid
-    // sharding one shard and one replica group: one collective counter per (rank, kind).
+    // A rank is in one group per dimension, at most one embedding group, under hybrid
+    // sharding one shard and one replica group, and under ZeRO-3 one gather group: one
+    // collective counter per (rank, kind).
     counters_.assign(group_kinds * static_cast<std::size_t>(prog_.world), 0);
   }
 
@@ -288,7 +289,7 @@ class Builder {
   PipelineShape shape_;
   Program prog_;
   static constexpr std::size_t embedding_groups = tied_embedding_groups;
-  static constexpr std::size_t group_kinds = 6;  // tp, dp, pp, embedding, shard, replica
+  static constexpr std::size_t group_kinds = 7;  // tp, dp, pp, embedding, shard, replica, gather
   std::vector<std::vector<int>> group_of_;
   std::vector<std::int64_t> counters_;
   int attention_set_ = -1, mlp_set_ = -1, core_set_ = -1, layer_set_ = -1, head_set_ = -1;

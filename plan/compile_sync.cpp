@@ -23,8 +23,8 @@ void Builder::param_gathers_first() {
 
 std::int64_t Builder::param_gather(int unit, std::span<const std::int64_t> deps) {
   auto gather = [&](int u) {
-    return shard_collective(CollectiveOp::all_gather, unit_params_[static_cast<std::size_t>(u + 1)] * e_, -1, u, u + 1,
-                            deps);
+    return collective_in(gather_groups, CollectiveOp::all_gather, Category::dp_comm, Stream::dp_gather,
+                         unit_params_[static_cast<std::size_t>(u + 1)] * e_, -1, u, u + 1, deps);
   };
   if (head_uses_embedding(unit) && unit_params_[0] > 0.0) gather(-1);
   return gather(unit);

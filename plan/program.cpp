@@ -10,6 +10,7 @@ std::string_view to_string(Stream s) {
     case Stream::tp: return "tp-comm";
     case Stream::pp: return "pp-comm";
     case Stream::dp: return "dp-comm";
+    case Stream::dp_gather: return "dp-gather";
   }
   return "?";
 }
@@ -145,8 +146,10 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
   }
   // Hybrid sharding: dp lines cut into shard groups of shard_size() consecutive indices,
   // and the replica groups across them.
-  auto& shard = group_of.emplace_back(world, -1);
-  auto& replica = group_of.emplace_back(world, -1);
+  group_of.resize(gather_groups + 1, std::vector<int>(world, -1));  // (no reference held across a resize)
+  auto& shard = group_of[shard_groups];
+  auto& replica = group_of[replica_groups];
+  auto& gather = group_of[gather_groups];
   if (p.hybrid_shard()) {
     const int n = p.shard_size();
     for (int r = 0; r < prog.world; ++r) {
@@ -165,6 +168,21 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
         for (int member : g.ranks) replica[static_cast<std::size_t>(member)] = id;
         prog.groups.push_back(std::move(g));
       }
+    }
+  }
+  // ZeRO-3: its gathers' own copy of each group it shards over (own communicators: the
+  // gathers and the reduce-scatters run on two streams, in an order that differs by rank).
+  if (p.zero == 3 && p.dp > 1) {
+    const std::vector<int>& source = p.hybrid_shard() ? shard : group_of[static_cast<std::size_t>(Dim::dp)];
+    std::vector<int> copy_of(prog.groups.size(), -1);
+    for (int r = 0; r < prog.world; ++r) {
+      const int g = source[static_cast<std::size_t>(r)];
+      if (copy_of[static_cast<std::size_t>(g)] < 0) {
+        copy_of[static_cast<std::size_t>(g)] = static_cast<int>(prog.groups.size());
+        Group dup = prog.groups[static_cast<std::size_t>(g)];
+        prog.groups.push_back(std::move(dup));
+      }
+      gather[static_cast<std::size_t>(r)] = copy_of[static_cast<std::size_t>(g)];
     }
   }
   return group_of;

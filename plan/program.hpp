@@ -2,7 +2,7 @@
 // list of operations, each on a stream of that rank, with explicit dependencies.
 //
 // Execution rules, which the simulator and the executor both follow:
-//   * compute, tp-comm and dp-comm streams run their ops one at a time in program order;
+//   * compute, tp-comm, dp-comm and dp-gather streams run their ops one at a time in program order;
 //   * pp-comm ops (send / recv) are posted in program order but complete independently,
 //     as non-blocking point-to-point does: a send starts once its dependencies are done, a
 //     recv completes when the matching send's data has arrived (pairs share `match`);
@@ -26,7 +26,9 @@
 
 namespace parasim::plan {
 
-enum class Stream : std::uint8_t { compute, tp, pp, dp };
+// dp_gather: ZeRO-3's parameter all-gathers, on their own stream and communicators beside
+// the gradients' reduce-scatters (as FSDP runs them), so that neither waits for the other.
+enum class Stream : std::uint8_t { compute, tp, pp, dp, dp_gather };
 enum class OpKind : std::uint8_t { compute, send, recv, collective };
 enum class Category : std::uint8_t { forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm };
 enum class CollectiveOp : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast };
@@ -49,7 +51,7 @@ enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicat
 // reduce-scatter of the overlap carries the piece it sums (row) and forward its block.
 enum class LayerPiece : std::uint8_t { whole, prepare, column, middle, row, wgrad };
 
-inline constexpr int stream_count = 4;
+inline constexpr int stream_count = 5;
 std::string_view to_string(Stream s);
 std::string_view to_string(Category c);
 std::string_view to_string(CollectiveOp c);
@@ -141,6 +143,7 @@ Coord coord_of(const ParallelPlan& p, int rank);
 inline constexpr std::size_t tied_embedding_groups = 3;
 inline constexpr std::size_t shard_groups = 4;    // hybrid sharding's (else every rank -1)
 inline constexpr std::size_t replica_groups = 5;
+inline constexpr std::size_t gather_groups = 6;   // ZeRO-3's gathers: a copy of each shard group
 std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec& m, Program& prog);
 
 struct CompileOptions {

@@ -171,8 +171,7 @@ void CudaDevice::raw_release(void* p, std::size_t bytes) {
   Cached b{p, spare_event(), nullptr};
   const cudaStream_t compute = streams_[static_cast<std::size_t>(plan::Stream::compute)];
   check_cuda(cudaEventRecord(b.compute, compute), "release");
-  if (current_ == streams_[static_cast<std::size_t>(plan::Stream::tp)] ||
-      current_ == streams_[static_cast<std::size_t>(plan::Stream::dp)]) {
+  if (current_ != compute && current_ != streams_[static_cast<std::size_t>(plan::Stream::pp)]) {
     b.other = spare_event();
     check_cuda(cudaEventRecord(b.other, current_), "release");
   }

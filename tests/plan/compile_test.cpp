@@ -492,7 +492,7 @@ TEST_CASE("hybrid sharding: ZeRO over shard groups of consecutive dp ranks, shar
       CHECK(coord_of(s.plan, g.ranks[1]).dp == coord_of(s.plan, g.ranks[0]).dp + 4);
     }
   }
-  CHECK(shards == 2);
+  CHECK(shards == 2 * 2);  // each with its copy for the gathers, which run on their own stream
   CHECK(replicas == 4);
   int rs = 0, sums = 0, gathers = 0;
   double sum_bytes = 0.0;
@@ -512,10 +512,22 @@ TEST_CASE("hybrid sharding: ZeRO over shard groups of consecutive dp ranks, shar
     } else {
       ++gathers;
       CHECK(g.part == GroupPart::shard);
+      CHECK(o.stream == Stream::dp_gather);
     }
   }
   CHECK(rs == 10 * 2);
   CHECK(sums == 10);
+  std::set<int> rs_groups, gather_groups;
+  for (std::int64_t id : p.order[0]) {
+    const Op& o = p.ops[static_cast<std::size_t>(id)];
+    if (o.collective == CollectiveOp::reduce_scatter) rs_groups.insert(o.group);
+    if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) gather_groups.insert(o.group);
+  }
+  REQUIRE(rs_groups.size() == 1);
+  REQUIRE(gather_groups.size() == 1);
+  CHECK(*rs_groups.begin() != *gather_groups.begin());
+  CHECK(p.groups[static_cast<std::size_t>(*rs_groups.begin())].ranks ==
+        p.groups[static_cast<std::size_t>(*gather_groups.begin())].ranks);
   CHECK(gathers == 21 * 2);
   CHECK(sum_bytes == Approx(((1024 + 128) * 256.0 + 8 * 789760.0 + 2 * 256.0) * 4 / 4));  // a quarter of the fp32 grads
   CHECK(unfinished(p) == 0);
