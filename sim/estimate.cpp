@@ -52,7 +52,7 @@ std::vector<int> group_of(const plan::ParallelPlan& p, plan::Coord c, Dim d,
 bool first_of_group(const plan::ParallelPlan& p, const plan::Coord& c, Dim d, plan::GroupPart part) {
   if (part == plan::GroupPart::shard) return c.dp % p.shard_size() == 0;
   if (part == plan::GroupPart::replica) return c.dp < p.shard_size();
-  return plan::coordinate(const_cast<plan::Coord&>(c), d) == 0;
+  return (d == Dim::tp ? c.tp : d == Dim::dp ? c.dp : c.pp) == 0;
 }
 
 int placement_code(const plan::ParallelPlan& p) {
@@ -386,9 +386,9 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       double first = 0.0;
       for (const plan::GradientSource& u :
            plan::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer)) {
-        traffic += shard_op(CollectiveOp::reduce_scatter, u.params * ge, st, false) +
-                   shard_op(CollectiveOp::reduce_scatter, u.params * ge, st) / mbs -
-                   shard_op(CollectiveOp::reduce_scatter, u.params * ge, st, false) / mbs;
+        // The sum over replicas (hybrid sharding) comes once per step: a share of it here.
+        const double rs = shard_op(CollectiveOp::reduce_scatter, u.params * ge, st, false);
+        traffic += rs + (shard_op(CollectiveOp::reduce_scatter, u.params * ge, st) - rs) / mbs;
         if (sharded == 3) {
           const double gather = shard_op(CollectiveOp::all_gather, u.params * e, st);
           traffic += passes * gather;

@@ -342,6 +342,30 @@ TEST_CASE("mixed precision: 16-bit storage with fp32 master weights tracks the f
   }
 }
 
+namespace {
+
+// The tiny GPT under `plan` trained 30 steps at learning rate 3e-3 with `key` set to
+// `reference`, then to `variant`: both runs and their largest difference in loss.
+struct Compared {
+  Outcome reference, variant;
+  double worst = 0.0;
+};
+Compared train_both(const std::vector<std::string>& plan, const std::string& key, const char* reference,
+                    const char* variant) {
+  auto with = [&](const char* value) {
+    std::vector<std::string> sets = plan;
+    sets.insert(sets.end(), {"training.learning_rate=0.003", key + "=" + value});
+    return tiny(sets);
+  };
+  Compared c{parallel(with(reference), 30), parallel(with(variant), 30), 0.0};
+  for (std::size_t i = 0; i < c.reference.losses.size(); ++i) {
+    c.worst = std::max(c.worst, std::abs(c.variant.losses[i] - c.reference.losses[i]));
+  }
+  return c;
+}
+
+}  // namespace
+
 TEST_CASE("fp8: FP8 GEMM operands on bf16 storage track the bf16 run", "[exec][np2][fp8]") {
   // The linear layers' GEMMs take operands rounded to E4M3 (E5M2 for gradients) under each
   // tensor's current scale; the rest as bf16. Plain tp 2, and tp 2 with sequence
@@ -349,15 +373,10 @@ TEST_CASE("fp8: FP8 GEMM operands on bf16 storage track the bf16 run", "[exec][n
   for (const std::vector<std::string>& plan :
        {std::vector<std::string>{"plan.tp=2"},
         std::vector<std::string>{"plan.tp=2", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"}}) {
-    auto with = [&](const char* precision) {
-      std::vector<std::string> sets = plan;
-      sets.insert(sets.end(), {"training.learning_rate=0.003", std::string("training.precision=") + precision});
-      return tiny(sets);
-    };
-    const Outcome bf16 = parallel(with("bf16"), 30);
-    const Outcome fp8 = parallel(with("fp8"), 30);
-    double worst = 0.0;
-    for (std::size_t i = 0; i < bf16.losses.size(); ++i) worst = std::max(worst, std::abs(fp8.losses[i] - bf16.losses[i]));
+    const Compared c = train_both(plan, "training.precision", "bf16", "fp8");
+    const Outcome& bf16 = c.reference;
+    const Outcome& fp8 = c.variant;
+    const double worst = c.worst;
     INFO(fmt::format("{}: loss {} against bf16 {}, worst difference {}", fmt::join(plan, " "), fp8.losses.back(),
                      bf16.losses.back(), worst));
     CHECK(worst < 0.05);  // the stated tolerance: 0.05 nats over 30 steps
@@ -372,15 +391,10 @@ TEST_CASE("8-bit AdamW: blockwise-quantized moments track fp32 AdamW's training"
   for (const std::vector<std::string>& plan :
        {std::vector<std::string>{"plan.dp=2"}, std::vector<std::string>{"plan.dp=2", "plan.zero=1"},
         std::vector<std::string>{"plan.dp=2", "plan.zero=3"}}) {
-    auto with = [&](const char* optimizer) {
-      std::vector<std::string> sets = plan;
-      sets.insert(sets.end(), {"training.learning_rate=0.003", std::string("training.optimizer=") + optimizer});
-      return tiny(sets);
-    };
-    const Outcome full = parallel(with("adamw"), 30);
-    const Outcome eight = parallel(with("adamw8bit"), 30);
-    double worst = 0.0;
-    for (std::size_t i = 0; i < full.losses.size(); ++i) worst = std::max(worst, std::abs(eight.losses[i] - full.losses[i]));
+    const Compared c = train_both(plan, "training.optimizer", "adamw", "adamw8bit");
+    const Outcome& full = c.reference;
+    const Outcome& eight = c.variant;
+    const double worst = c.worst;
     INFO(fmt::format("{}: loss {} against fp32 moments' {}, worst difference {}", fmt::join(plan, " "),
                      eight.losses.back(), full.losses.back(), worst));
     CHECK(worst < 0.05);  // the stated tolerance: 0.05 nats over 30 steps
