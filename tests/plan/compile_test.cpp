@@ -517,17 +517,17 @@ TEST_CASE("hybrid sharding: ZeRO over shard groups of consecutive dp ranks, shar
   }
   CHECK(rs == 10 * 2);
   CHECK(sums == 10);
-  std::set<int> rs_groups, gather_groups;
+  std::set<int> rs_seen, gathers_seen;
   for (std::int64_t id : p.order[0]) {
     const Op& o = p.ops[static_cast<std::size_t>(id)];
-    if (o.collective == CollectiveOp::reduce_scatter) rs_groups.insert(o.group);
-    if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) gather_groups.insert(o.group);
+    if (o.collective == CollectiveOp::reduce_scatter) rs_seen.insert(o.group);
+    if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) gathers_seen.insert(o.group);
   }
-  REQUIRE(rs_groups.size() == 1);
-  REQUIRE(gather_groups.size() == 1);
-  CHECK(*rs_groups.begin() != *gather_groups.begin());
-  CHECK(p.groups[static_cast<std::size_t>(*rs_groups.begin())].ranks ==
-        p.groups[static_cast<std::size_t>(*gather_groups.begin())].ranks);
+  REQUIRE(rs_seen.size() == 1);
+  REQUIRE(gathers_seen.size() == 1);
+  CHECK(*rs_seen.begin() != *gathers_seen.begin());
+  CHECK(p.groups[static_cast<std::size_t>(*rs_seen.begin())].ranks ==
+        p.groups[static_cast<std::size_t>(*gathers_seen.begin())].ranks);
   CHECK(gathers == 21 * 2);
   CHECK(sum_bytes == Approx(((1024 + 128) * 256.0 + 8 * 789760.0 + 2 * 256.0) * 4 / 4));  // a quarter of the fp32 grads
   CHECK(unfinished(p) == 0);
