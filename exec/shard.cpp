@@ -233,13 +233,12 @@ void Shard::bucket_gathered(int lowest_layer) {
 
 void Shard::bucket_reduced(int lowest_layer) {
   if (zero_ < 2 || shard_ == 1) return;
-  const std::vector<std::int64_t> parts = bucket_parts(lowest_layer);
-  std::size_t at = bucket_range(lowest_layer).first;
-  for (int i = 0; i < shard_; ++i) {
-    const auto n = static_cast<std::size_t>(parts[static_cast<std::size_t>(i)]);
-    if (i != shard_index_) dev_.zero(grads_.f() + at, static_cast<std::int64_t>(n));
-    at += n;
-  }
+  const auto [begin, end] = bucket_range(lowest_layer);
+  const View mine = owned_part(lowest_layer);
+  float* const first = grads_.f() + begin;
+  float* const after_mine = mine.data + mine.count;
+  if (mine.data > first) dev_.zero(first, mine.data - first);
+  if (grads_.f() + end > after_mine) dev_.zero(after_mine, grads_.f() + end - after_mine);
 }
 
 void Shard::optimizer_step() {

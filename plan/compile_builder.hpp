@@ -266,7 +266,7 @@ class Builder {
   void gather_params(int unit, int next);
   // The all-gather(s) of the parameters `unit`'s compute uses: its own, and for a head tied
   // to the embedding on one stage the embedding's first (which holds the word matrix).
-  // Returns the last, which ends after the first on the in-order dp stream.
+  // Returns the last, which ends after the first on the in-order dp-gather stream.
   std::int64_t param_gather(int unit, std::span<const std::int64_t> deps);
   [[nodiscard]] bool head_uses_embedding(int unit) const {
     return unit == m_.layer_count() && m_.kind == ModelKind::transformer && m_.tie_embeddings && p_.pp == 1;

@@ -87,8 +87,9 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   }
   const std::int64_t end_of_backward = last_compute_;
   std::vector<std::int64_t> synced;
+  // (ZeRO-2/3 reduce their gradients by unit, in the passes.)
   const std::vector<GradientBucket> buckets =
-      p_.dp > 1 ? gradient_buckets(src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
+      p_.dp > 1 && !sharded_grads() ? gradient_buckets(src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
   // The tied embedding's gradient is summed between the first and last stage (Megatron's
   // embedding group): after the data-parallel sync, or with ZeRO-1, whose reduce-scatter
   // leaves each rank only its share summed, before the bucket that holds it.
@@ -106,7 +107,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     const std::int64_t last = *std::max_element(unit_synced_.begin(), unit_synced_.end());
     if (last >= 0) synced.push_back(last);
   }
-  for (const GradientBucket& b : sharded_grads() ? std::vector<GradientBucket>{} : buckets) {
+  for (const GradientBucket& b : buckets) {
     std::vector<std::int64_t> deps;
     for (std::size_t i = b.first; i < b.end; ++i) {
       std::int64_t ready = p_.overlap_dp ? ready_of[i] : end_of_backward;

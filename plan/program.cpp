@@ -113,43 +113,38 @@ std::string op_name(const Program& p, std::int64_t id) {
 
 std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec& m, Program& prog) {
   const auto world = static_cast<std::size_t>(prog.world);
-  std::vector<std::vector<int>> group_of(3, std::vector<int>(world, -1));
+  std::vector<std::vector<int>> group_of(gather_groups + 1, std::vector<int>(world, -1));
+  // Adds `g` to the Program and records it as its members' group of kind `kind`.
+  auto add = [&](Group g, std::size_t kind) {
+    const int id = static_cast<int>(prog.groups.size());
+    for (int member : g.ranks) group_of[kind][static_cast<std::size_t>(member)] = id;
+    prog.groups.push_back(std::move(g));
+  };
   for (Dim d : {Dim::tp, Dim::dp, Dim::pp}) {
-    auto& of = group_of[static_cast<std::size_t>(d)];
     for (int r = 0; r < prog.world; ++r) {
-      if (of[static_cast<std::size_t>(r)] >= 0) continue;
+      if (group_of[static_cast<std::size_t>(d)][static_cast<std::size_t>(r)] >= 0) continue;
       Group g{d, {}};
       Coord c = coord_of(p, r);
       for (int i = 0; i < extent(p, d); ++i) {
         coordinate(c, d) = i;
         g.ranks.push_back(rank_of(p, c));
       }
-      const int id = static_cast<int>(prog.groups.size());
-      for (int member : g.ranks) of[static_cast<std::size_t>(member)] = id;
-      prog.groups.push_back(std::move(g));
+      add(std::move(g), static_cast<std::size_t>(d));
     }
   }
   // Tied embeddings over several stages: the first stage's embedding and the last stage's
   // LM head are one matrix held twice; Megatron all-reduces their gradients between the
   // two ranks of each (tp, dp) position (its "embedding group").
-  auto& tied = group_of.emplace_back(world, -1);
   if (m.kind == ModelKind::transformer && m.tie_embeddings && p.pp > 1) {
     for (int r = 0; r < prog.world; ++r) {
       Coord c = coord_of(p, r);
       if (c.pp != 0) continue;
       c.pp = p.pp - 1;
-      Group g{Dim::pp, {r, rank_of(p, c)}};
-      const int id = static_cast<int>(prog.groups.size());
-      for (int member : g.ranks) tied[static_cast<std::size_t>(member)] = id;
-      prog.groups.push_back(std::move(g));
+      add(Group{Dim::pp, {r, rank_of(p, c)}}, tied_embedding_groups);
     }
   }
   // Hybrid sharding: dp lines cut into shard groups of shard_size() consecutive indices,
   // and the replica groups across them.
-  group_of.resize(gather_groups + 1, std::vector<int>(world, -1));  // (no reference held across a resize)
-  auto& shard = group_of[shard_groups];
-  auto& replica = group_of[replica_groups];
-  auto& gather = group_of[gather_groups];
   if (p.hybrid_shard()) {
     const int n = p.shard_size();
     for (int r = 0; r < prog.world; ++r) {
@@ -157,32 +152,22 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
       if (c.dp % n == 0) {  // the first of its shard group
         Group g{Dim::dp, {}, GroupPart::shard};
         for (int i = 0; i < n; ++i) g.ranks.push_back(rank_of(p, Coord{c.tp, c.dp + i, c.pp}));
-        const int id = static_cast<int>(prog.groups.size());
-        for (int member : g.ranks) shard[static_cast<std::size_t>(member)] = id;
-        prog.groups.push_back(std::move(g));
+        add(std::move(g), shard_groups);
       }
       if (c.dp < n) {  // the first of its replica group
         Group g{Dim::dp, {}, GroupPart::replica};
         for (int i = c.dp; i < p.dp; i += n) g.ranks.push_back(rank_of(p, Coord{c.tp, i, c.pp}));
-        const int id = static_cast<int>(prog.groups.size());
-        for (int member : g.ranks) replica[static_cast<std::size_t>(member)] = id;
-        prog.groups.push_back(std::move(g));
+        add(std::move(g), replica_groups);
       }
     }
   }
   // ZeRO-3: its gathers' own copy of each group it shards over (own communicators: the
   // gathers and the reduce-scatters run on two streams, in an order that differs by rank).
   if (p.zero == 3 && p.dp > 1) {
-    const std::vector<int>& source = p.hybrid_shard() ? shard : group_of[static_cast<std::size_t>(Dim::dp)];
-    std::vector<int> copy_of(prog.groups.size(), -1);
+    const std::size_t source = p.hybrid_shard() ? shard_groups : static_cast<std::size_t>(Dim::dp);
     for (int r = 0; r < prog.world; ++r) {
-      const int g = source[static_cast<std::size_t>(r)];
-      if (copy_of[static_cast<std::size_t>(g)] < 0) {
-        copy_of[static_cast<std::size_t>(g)] = static_cast<int>(prog.groups.size());
-        Group dup = prog.groups[static_cast<std::size_t>(g)];
-        prog.groups.push_back(std::move(dup));
-      }
-      gather[static_cast<std::size_t>(r)] = copy_of[static_cast<std::size_t>(g)];
+      if (group_of[gather_groups][static_cast<std::size_t>(r)] >= 0) continue;
+      add(prog.groups[static_cast<std::size_t>(group_of[source][static_cast<std::size_t>(r)])], gather_groups);
     }
   }
   return group_of;

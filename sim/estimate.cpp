@@ -55,6 +55,11 @@ bool first_of_group(const plan::ParallelPlan& p, const plan::Coord& c, Dim d, pl
   return (d == Dim::tp ? c.tp : d == Dim::dp ? c.dp : c.pp) == 0;
 }
 
+// A group part's share of the estimator's cache keys: the part and its group size.
+int part_code(const plan::ParallelPlan& p, plan::GroupPart part) {
+  return static_cast<int>(part) * 4096 + (part == plan::GroupPart::whole ? 0 : p.shard_size());
+}
+
 int placement_code(const plan::ParallelPlan& p) {
   return static_cast<int>(p.placement[0]) * 9 + static_cast<int>(p.placement[1]) * 3 + static_cast<int>(p.placement[2]);
 }
@@ -78,9 +83,8 @@ struct Estimator::Impl {
   // stage's groups, or with `all_stages` every stage's.
   double contention_of(const plan::ParallelPlan& p, Dim d, int stage, bool all_stages,
                        plan::GroupPart part = plan::GroupPart::whole) {
-    const int sub = static_cast<int>(part) * 4096 + (part == plan::GroupPart::whole ? 0 : p.shard_size());
     const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d),
-                                     stage * 2 + (all_stages ? 1 : 0), sub);
+                                     stage * 2 + (all_stages ? 1 : 0), part_code(p, part));
     if (auto it = contention.find(key); it != contention.end()) return it->second;
     plan::Coord c;
     c.pp = stage;
@@ -119,9 +123,8 @@ struct Estimator::Impl {
                     plan::GroupPart part = plan::GroupPart::whole) {
     const plan::ParallelPlan& p = s.plan;
     if (plan::extent(p, d) <= 1 || bytes <= 0.0) return 0.0;
-    const int sub = static_cast<int>(part) * 4096 + (part == plan::GroupPart::whole ? 0 : p.shard_size());
     const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d), stage, static_cast<int>(op),
-                                     static_cast<int>(p.collective), bytes, overlap, sub);
+                                     static_cast<int>(p.collective), bytes, overlap, part_code(p, part));
     if (auto it = collectives.find(key); it != collectives.end()) return it->second;
     plan::Coord c;
     c.pp = stage;
@@ -366,16 +369,15 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // that traffic, plus the gather of each pass's first unit, which nothing hides.
   const int sharded = p.dp > 1 ? p.zero : 0;
   // ZeRO's collectives over its shard group (the dp line, or under hybrid sharding a part
-  // of it); a reduce-scatter's, under hybrid sharding, followed by the sum of the shard
-  // over the replica group.
+  // of it), and under hybrid sharding the sum of a reduce-scatter's shard over the replica
+  // group (per bucket under ZeRO-1, once per step under ZeRO-2/3).
   const plan::GroupPart shard_part = p.hybrid_shard() ? plan::GroupPart::shard : plan::GroupPart::whole;
-  // (ZeRO-2/3 sum over the replicas once per step: `per_step` false leaves that sum out.)
-  auto shard_op = [&](CollectiveOp what, double bytes, int st, bool per_step = true) {
-    double secs = im.collective(s, Dim::dp, what, bytes, st, 1.0, shard_part);
-    if (what == CollectiveOp::reduce_scatter && p.hybrid_shard() && per_step) {
-      secs += im.collective(s, Dim::dp, CollectiveOp::all_reduce, bytes / p.shard_size(), st, 1.0, plan::GroupPart::replica);
-    }
-    return secs;
+  auto shard_op = [&](CollectiveOp what, double bytes, int st) {
+    return im.collective(s, Dim::dp, what, bytes, st, 1.0, shard_part);
+  };
+  auto replica_sum = [&](double bytes, int st) {
+    if (!p.hybrid_shard()) return 0.0;
+    return im.collective(s, Dim::dp, CollectiveOp::all_reduce, bytes / p.shard_size(), st, 1.0, plan::GroupPart::replica);
   };
   std::vector<double> sharded_loss(work.size(), 0.0);  // per micro-batch, what the traffic adds
   if (sharded >= 2) {
@@ -386,9 +388,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       double first = 0.0;
       for (const plan::GradientSource& u :
            plan::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer)) {
-        // The sum over replicas (hybrid sharding) comes once per step: a share of it here.
-        const double rs = shard_op(CollectiveOp::reduce_scatter, u.params * ge, st, false);
-        traffic += rs + (shard_op(CollectiveOp::reduce_scatter, u.params * ge, st) - rs) / mbs;
+        // The sum over replicas comes once per step: a micro-batch's share of it here.
+        traffic += shard_op(CollectiveOp::reduce_scatter, u.params * ge, st) + replica_sum(u.params * ge, st) / mbs;
         if (sharded == 3) {
           const double gather = shard_op(CollectiveOp::all_gather, u.params * e, st);
           traffic += passes * gather;
@@ -399,12 +400,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       const double slower = std::max(work[sti] + exposed, traffic) - work[sti];
       sharded_loss[sti] = slower;
       // Spread over the passes as their share of the work.
-      if (work[sti] > 0.0) {
-        back[sti] += slower * back[sti] / work[sti];
-        work[sti] += slower;
-      } else {
-        work[sti] += slower;
-      }
+      if (work[sti] > 0.0) back[sti] += slower * back[sti] / work[sti];
+      work[sti] += slower;
     }
   }
   const double w_max = *std::max_element(work.begin(), work.end());
@@ -466,7 +463,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     if (sharded >= 2) {
       // The last unit's reduce-scatter (the stage's lowest) follows the last backward.
       if (!sources.empty()) {
-        free += shard_op(CollectiveOp::reduce_scatter, sources.back().params * ge, st);
+        const double bytes = sources.back().params * ge;
+        free += shard_op(CollectiveOp::reduce_scatter, bytes, st) + replica_sum(bytes, st);
       }
       if (sharded == 2) buckets = plan::gradient_buckets(sources, ge, 0.0);  // the parameters' gathers, a unit each
     } else if (p.dp > 1) {
@@ -475,8 +473,9 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       for (const plan::GradientBucket& b : buckets) {
         double ready = 0.0;
         for (std::size_t i = b.first; i < b.end; ++i) ready = std::max(ready, p.overlap_dp ? ready_at[i] : end_bwd);
-        const double d = p.zero == 1 ? shard_op(CollectiveOp::reduce_scatter, b.params * ge, st)
-                                     : im.collective(s, Dim::dp, CollectiveOp::all_reduce, b.params * ge, st, 1.0);
+        const double d =
+            p.zero == 1 ? shard_op(CollectiveOp::reduce_scatter, b.params * ge, st) + replica_sum(b.params * ge, st)
+                        : im.collective(s, Dim::dp, CollectiveOp::all_reduce, b.params * ge, st, 1.0);
         stream = std::max(stream, ready) + d;
       }
       free = std::max(free, stream);
