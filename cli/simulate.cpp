@@ -42,14 +42,15 @@ std::string ranks_line(const plan::Scenario& s, const sim::Prediction& p) {
 
 nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::MemoryReport& mem) {
   nlohmann::ordered_json comm = nlohmann::ordered_json::object();
-  for (int d = 0; d < 3; ++d) {
+  for (std::size_t d = 0; d < report::dimension_count; ++d) {
     comm[report::dimension_names[static_cast<std::size_t>(d)]] = {{"time", f.comm_mean[static_cast<std::size_t>(d)]},
                                                                    {"exposed", f.exposed_mean[static_cast<std::size_t>(d)]}};
   }
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (const auto& r : f.ranks) {
     ranks.push_back({{"rank", r.rank}, {"compute", r.compute}, {"tp", r.comm[0]}, {"pp", r.comm[1]}, {"dp", r.comm[2]},
-                     {"tp_exposed", r.exposed[0]}, {"pp_exposed", r.exposed[1]}, {"dp_exposed", r.exposed[2]},
+                     {"cp", r.comm[3]}, {"tp_exposed", r.exposed[0]}, {"pp_exposed", r.exposed[1]},
+                     {"dp_exposed", r.exposed[2]}, {"cp_exposed", r.exposed[3]},
                      {"bubble", r.bubble * f.step_time}, {"bubble_fraction", r.bubble}});
   }
   nlohmann::ordered_json links = nlohmann::ordered_json::array();
@@ -77,8 +78,12 @@ report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures&
   namespace u = units;
   using A = report::Table::Align;
   const bool each = f.ranks.size() <= 16;
-  report::Table t({each ? "rank" : "stage", "compute", "tp (exposed)", "pp (exposed)", "dp (exposed)", "bubble"},
-                  {A::right, A::right, A::right, A::right, A::right, A::right});
+  // The cp column only under context parallelism.
+  const std::size_t dims = s.plan.cp > 1 ? report::dimension_count : 3;
+  std::vector<std::string> head{each ? "rank" : "stage", "compute", "tp (exposed)", "pp (exposed)", "dp (exposed)"};
+  if (dims > 3) head.emplace_back("cp (exposed)");
+  head.emplace_back("bubble");
+  report::Table t(head, std::vector<A>(head.size(), A::right));
   const int rows = each ? static_cast<int>(f.ranks.size()) : s.plan.pp;
   for (int row = 0; row < rows; ++row) {
     report::RankFigures sum;
@@ -88,14 +93,14 @@ report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures&
       ++n;
       sum.compute += r.compute;
       sum.bubble += r.bubble;
-      for (std::size_t d = 0; d < 3; ++d) {
+      for (std::size_t d = 0; d < dims; ++d) {
         sum.comm[d] += r.comm[d];
         sum.exposed[d] += r.exposed[d];
       }
     }
     if (n == 0) continue;
     std::vector<std::string> cells{std::to_string(row), u::format_duration(sum.compute / n)};
-    for (std::size_t d = 0; d < 3; ++d) {
+    for (std::size_t d = 0; d < dims; ++d) {
       cells.push_back(fmt::format("{} ({})", u::format_duration(sum.comm[d] / n), u::format_duration(sum.exposed[d] / n)));
     }
     // RankFigures::bubble is a fraction of the step: shown as the time it stands for.
@@ -143,8 +148,7 @@ void run_simulate(const SimulateArgs& a) {
     fmt::print("pipeline bubble    {:.1f} % of the step\n\n", 100 * f.bubble_fraction);
     using A = report::Table::Align;
     report::Table comm({"communication", "time per rank", "exposed", "of step"}, {A::left, A::right, A::right, A::right});
-    for (int d = 0; d < 3; ++d) {
-      const auto i = static_cast<std::size_t>(d);
+    for (std::size_t i = 0; i < (s.plan.cp > 1 ? report::dimension_count : 3); ++i) {
       comm.add_row({report::dimension_names[i], u::format_duration(f.comm_mean[i]), u::format_duration(f.exposed_mean[i]),
                     fmt::format("{:.1f} %", f.step_time > 0 ? 100 * f.exposed_mean[i] / f.step_time : 0.0)});
     }

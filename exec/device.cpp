@@ -32,4 +32,26 @@ Buffer Device::allocate(std::size_t bytes) {
   return Buffer(this, p, bytes);
 }
 
+// No ring attention on this backend (the CPU backend overrides these).
+namespace {
+[[noreturn]] void no_ring_attention() {
+  throw std::logic_error("this backend has no ring attention kernels (context parallelism runs on the cpu backend)");
+}
+}  // namespace
+
+void Device::kv_pack(float*, const float*, std::int64_t, int) { no_ring_attention(); }
+void Device::kv_unpack_add(float*, const float*, std::int64_t, int) { no_ring_attention(); }
+void Device::ring_attention_begin(float*, float*, float*, int, int, int, int) { no_ring_attention(); }
+void Device::ring_attention_block(float*, float*, float*, const float*, const float*, std::span<const int>,
+                                  std::span<const int>, int, int, int) {
+  no_ring_attention();
+}
+void Device::ring_attention_end(float*, float*, const float*, const float*, const float*, int, int, int, int) {
+  no_ring_attention();
+}
+void Device::ring_attention_block_backward(float*, float*, const float*, const float*, const float*, const float*,
+                                           const float*, std::span<const int>, std::span<const int>, int, int, int) {
+  no_ring_attention();
+}
+
 }  // namespace parasim::exec

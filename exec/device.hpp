@@ -143,6 +143,21 @@ class Device {
   virtual void flash_attention_backward(float* dqkv, const float* dout, const float* out, const float* qkv,
                                         const float* lse, int b, int t, int heads, int d) = 0;
   virtual void causal_softmax_backward(float* ds, const float* p, const float* dp, int batch, int t, float scale) = 0;
+  // Ring attention (context parallelism): exec/model/ring_attention.hpp, whose algorithm and
+  // layouts these follow (positions on the host). Only the CPU backend has them so far; the
+  // others throw, and the executor refuses plan.cp > 1 on them before it starts
+  // (unsupported_reason).
+  virtual void kv_pack(float* kv, const float* qkv, std::int64_t rows, int c);
+  virtual void kv_unpack_add(float* dqkv, const float* dkv, std::int64_t rows, int c);
+  virtual void ring_attention_begin(float* acc, float* m, float* l, int b, int tq, int heads, int d);
+  virtual void ring_attention_block(float* acc, float* m, float* l, const float* qkv, const float* kv,
+                                    std::span<const int> qpos, std::span<const int> kpos, int b, int heads, int d);
+  virtual void ring_attention_end(float* out, float* lse, const float* acc, const float* m, const float* l, int b,
+                                  int tq, int heads, int d);
+  virtual void ring_attention_block_backward(float* dqkv, float* dkv, const float* dout, const float* out,
+                                             const float* qkv, const float* kv, const float* lse,
+                                             std::span<const int> qpos, std::span<const int> kpos, int b, int heads,
+                                             int d);
   // out[n x c] += bias (per column); dbias += column sums of dout.
   virtual void add_bias(float* out, const float* bias, int n, int c) = 0;
   virtual void bias_backward(float* dbias, const float* dout, int n, int c) = 0;
@@ -250,8 +265,10 @@ class Device {
   void count_flops(double f) { flops_ += f; }
   // The fused attention's FLOPs counted as the unfused attention's GEMMs (the Program's
   // count): Q·Kᵀ and P·V forward, four such products backward, 2·t²·d per sequence and head.
-  void count_attention_flops(int b, int t, int heads, int d, bool backward) {
-    count_flops((backward ? 4.0 : 2.0) * 2.0 * b * heads * static_cast<double>(t) * t * d);
+  void count_attention_flops(int b, int t, int heads, int d, bool backward) { count_attention_flops(b, t, t, heads, d, backward); }
+  // tq queries against tk keys (a ring attention block).
+  void count_attention_flops(int b, int tq, int tk, int heads, int d, bool backward) {
+    count_flops((backward ? 4.0 : 2.0) * 2.0 * b * heads * static_cast<double>(tq) * tk * d);
   }
   std::size_t capacity_ = 0;  // 0: unlimited
   plan::Dtype gemm_precision_ = plan::Dtype::fp32;

@@ -27,7 +27,9 @@ std::size_t block_of(int tp_index, int step, int tp) { return static_cast<std::s
 }  // namespace
 
 void GptShard::layer_piece(const plan::Op& op) {
-  if (op.what == ComputeWhat::layer_attention) {
+  if (cp_ > 1 && op.what == ComputeWhat::layer_attention) {
+    context_piece(op);
+  } else if (op.what == ComputeWhat::layer_attention) {
     attention_piece(op);
   } else {
     mlp_piece(op);
@@ -35,6 +37,7 @@ void GptShard::layer_piece(const plan::Op& op) {
 }
 
 Shard::View GptShard::ring_block(const plan::Op& t) {
+  if (t.category == Category::cp_comm) return context_block(t);
   const int sender = t.kind == plan::OpKind::send ? tp_index_ : (tp_index_ + tp_ - 1) % tp_;
   const std::size_t rows = static_cast<std::size_t>(ns_) * static_cast<std::size_t>(h_);
   float* base = nullptr;
@@ -120,7 +123,10 @@ void GptShard::attention_piece(const plan::Op& op) {
                 fp8_in(dqkv, n_, 3 * cl_, true, 1), 3 * cl_, 1.0F, g(p.qkvw), 3 * cl_);
       dev_.bias_backward(g(p.qkvb), dqkv, n_, 3 * cl_);
       return;
-    case LayerPiece::whole: break;
+    case LayerPiece::whole:
+    case LayerPiece::block:
+    case LayerPiece::finish:
+    case LayerPiece::merge: break;
   }
   throw std::logic_error("not a piece of a layer half");
 }
@@ -177,7 +183,10 @@ void GptShard::mlp_piece(const plan::Op& op) {
                 fl_, 1.0F, g(p.fcw), fl_);
       dev_.bias_backward(g(p.fcb), dfch, n_, fl_);
       return;
-    case LayerPiece::whole: break;
+    case LayerPiece::whole:
+    case LayerPiece::block:
+    case LayerPiece::finish:
+    case LayerPiece::merge: break;
   }
   throw std::logic_error("not a piece of a layer half");
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "exec/model/gpt.hpp"
+#include "exec/model/ring_attention.hpp"
 #include "plan/kernels.hpp"
 #include "plan/schedule.hpp"
 
@@ -30,7 +31,12 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   fl_ = 4 * h_ / tp_;
   vl_ = vocab_ / tp_;
   v0_ = tp_index_ * vl_;
-  n_ = b_ * t_;
+  // Context parallelism: this rank holds tl_ of each sequence's positions (two chunks).
+  cp_ = p.cp;
+  cp_index_ = c.cp;
+  tl_ = t_ / cp_;
+  for (int i = 0; i < cp_; ++i) positions_.push_back(ring::positions(t_, cp_, i));
+  n_ = b_ * tl_;
   // Sequence parallelism: each tp rank holds a block of ns_ of the n_ token rows outside
   // the tensor-parallel GEMMs (norms, residuals, biases after the sums).
   sp_ = p.sequence_parallel && tp_ > 1;
@@ -119,15 +125,26 @@ void GptShard::load_batch(std::int64_t step) {
   const Batch batch = synthetic_batch(vocab_, global_batch_, t_, seed_, step);
   tokens_.resize(static_cast<std::size_t>(micro_batches_));
   targets_.resize(static_cast<std::size_t>(micro_batches_));
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(n_));
+  std::vector<std::int32_t> targets(tokens.size());
+  const std::vector<int>& mine = positions_[static_cast<std::size_t>(cp_index_)];
   for (int mb = 0; mb < micro_batches_; ++mb) {
     const auto row = static_cast<std::size_t>((dp_index_ * micro_batches_ + mb) * b_) * static_cast<std::size_t>(t_);
     const auto bytes = static_cast<std::size_t>(n_) * sizeof(std::int32_t);
+    // This rank's positions of each sequence (all of them without context parallelism).
+    for (int bi = 0; bi < b_; ++bi) {
+      for (int i = 0; i < tl_; ++i) {
+        const std::size_t from = row + static_cast<std::size_t>(bi) * t_ + static_cast<std::size_t>(mine[static_cast<std::size_t>(i)]);
+        tokens[static_cast<std::size_t>(bi * tl_ + i)] = batch.tokens[from];
+        targets[static_cast<std::size_t>(bi * tl_ + i)] = batch.targets[from];
+      }
+    }
     auto& tok = tokens_[static_cast<std::size_t>(mb)];
     auto& tgt = targets_[static_cast<std::size_t>(mb)];
     if (tok.empty()) tok = dev_.allocate(bytes);
     if (tgt.empty()) tgt = dev_.allocate(bytes);
-    dev_.upload(tok.i32(), batch.tokens.data() + row, bytes);
-    dev_.upload(tgt.i32(), batch.targets.data() + row, bytes);
+    dev_.upload(tok.i32(), tokens.data(), bytes);
+    dev_.upload(tgt.i32(), targets.data(), bytes);
   }
 }
 
@@ -140,20 +157,30 @@ void GptShard::embedding_forward(int mb) {
   if (sp_) {
     // The slice's rows, reduce-scattered by sequence; positions added to the rank's block.
     need(a.emb, static_cast<std::size_t>(n_) * h_);
-    dev_.embedding_forward(a.emb.f(), tokens_[static_cast<std::size_t>(mb)].i32(), w(wte_), nullptr, b_, t_, h_, v0_,
+    dev_.embedding_forward(a.emb.f(), tokens_[static_cast<std::size_t>(mb)].i32(), w(wte_), nullptr, b_, tl_, h_, v0_,
                            vl_);
     return;
   }
   need(a.x, static_cast<std::size_t>(n_) * h_);
-  // With tp > 1 the slices' rows are summed first and the positions added after (tp_finish).
-  dev_.embedding_forward(a.x.f(), tokens_[static_cast<std::size_t>(mb)].i32(), w(wte_), tp_ == 1 ? w(wpe_) : nullptr,
-                         b_, t_, h_, v0_, vl_);
+  // With tp > 1 the slices' rows are summed first and the positions added after (tp_finish);
+  // under context parallelism the rank's positions are not 0..tl-1 (add_positions).
+  const bool whole = tp_ == 1 && cp_ == 1;
+  dev_.embedding_forward(a.x.f(), tokens_[static_cast<std::size_t>(mb)].i32(), w(wte_), whole ? w(wpe_) : nullptr,
+                         b_, tl_, h_, v0_, vl_);
+  if (tp_ == 1 && cp_ > 1) add_positions(a.x.f(), 0, n_);
   if (tp_ == 1) round(a.x.f(), a.x.floats());
 }
 
 void GptShard::embedding_backward(int mb) {
   const float* dx = sp_ ? dfull_.f() : dx_.at({0, mb}).f();  // SP: gathered from every rank
-  dev_.embedding_backward(g(wte_), g(wpe_), dx, tokens_[static_cast<std::size_t>(mb)].i32(), b_, t_, h_, v0_, vl_);
+  if (cp_ == 1) {
+    dev_.embedding_backward(g(wte_), g(wpe_), dx, tokens_[static_cast<std::size_t>(mb)].i32(), b_, t_, h_, v0_, vl_);
+  } else {  // the positions' gradients row by row, where the rank's positions are
+    Buffer local = dev_.allocate_floats(static_cast<std::size_t>(tl_) * h_);
+    dev_.zero(local.f(), static_cast<std::int64_t>(tl_) * h_);
+    dev_.embedding_backward(g(wte_), local.f(), dx, tokens_[static_cast<std::size_t>(mb)].i32(), b_, tl_, h_, v0_, vl_);
+    position_grads(local.f());
+  }
   dx_.erase({0, mb});
 }
 
@@ -208,7 +235,7 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
     if (recompute_ == plan::Recompute::selective) a.att = Buffer();
     dev_.gemm(false, false, n_, h_, cl_, 1.0F, fp8_in(a.atty.f(), n_, cl_, false, 0), cl_,
               fp8_in(w(p.projw), cl_, h_, false, 1), h_, 0.0F, a.part.f(), h_);
-    if (part == ComputeWhat::layer) finish_attention_forward(layer, mb, a.part.f() + own_rows());
+    if (part == ComputeWhat::layer || tp_ == 1) finish_attention_forward(layer, mb, a.part.f() + own_rows());
   }
   if (part == ComputeWhat::layer || part == ComputeWhat::layer_mlp) {
     need(a.fch, N * fl_);
@@ -225,7 +252,7 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
     dev_.bias_gelu_forward(a.fch.f(), a.fcg.f(), w(p.fcb), n_, fl_, storage_);
     dev_.gemm(false, false, n_, h_, fl_, 1.0F, fp8_in(a.fcg.f(), n_, fl_, false, 0), fl_,
               fp8_in(w(p.fcprojw), fl_, h_, false, 1), h_, 0.0F, a.part.f(), h_);
-    if (part == ComputeWhat::layer) finish_mlp_forward(layer, mb, recompute, a.part.f() + own_rows());
+    if (part == ComputeWhat::layer || tp_ == 1) finish_mlp_forward(layer, mb, recompute, a.part.f() + own_rows());
   }
 }
 
@@ -283,7 +310,7 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
     dev_.bias_backward(g(p.fcb), dfch, n_, fl_);
     dev_.gemm(false, true, n_, h_, fl_, 1.0F, fp8_in(dfch, n_, fl_, true, 0), fl_, fp8_in(w(p.fcw), fl_, h_, false, 1),
               fl_, 0.0F, a.part.f(), h_);
-    if (part == ComputeWhat::layer) finish_mlp_backward(layer, mb);
+    if (part == ComputeWhat::layer || tp_ == 1) finish_mlp_backward(layer, mb);
   }
   if (part == ComputeWhat::layer || part == ComputeWhat::layer_attention) {
     need(scratch_a_, N * std::max<std::size_t>(fl_, 3 * cl_));
@@ -303,7 +330,7 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
     dev_.bias_backward(g(p.qkvb), dqkv, n_, 3 * cl_);
     dev_.gemm(false, true, n_, h_, 3 * cl_, 1.0F, fp8_in(dqkv, n_, 3 * cl_, true, 0), 3 * cl_,
               fp8_in(w(p.qkvw), 3 * cl_, h_, false, 1), 3 * cl_, 0.0F, a.part.f(), h_);
-    if (part == ComputeWhat::layer) finish_attention_backward(layer, mb);
+    if (part == ComputeWhat::layer || tp_ == 1) finish_attention_backward(layer, mb);
   }
 }
 
@@ -503,24 +530,44 @@ Shard::View GptShard::replicated_grads(bool gather) {
 void GptShard::finish_embedding_forward(int mb) {
   Acts& a = acts(0, mb);
   if (!sp_) {
-    for (int bi = 0; bi < b_; ++bi) {
-      dev_.accumulate(a.x.f() + static_cast<std::size_t>(bi) * t_ * h_, w(wpe_), static_cast<std::int64_t>(t_) * h_);
-    }
+    add_positions(a.x.f(), 0, n_);
     round(a.x.f(), a.x.floats());
     return;
   }
-  // This rank's rows of the summed embedding, plus the position of each (row mod t).
+  // This rank's rows of the summed embedding, plus the position of each.
   need(a.x, static_cast<std::size_t>(ns_) * h_);
   dev_.copy(a.x.f(), a.emb.f() + own_rows(), static_cast<std::int64_t>(ns_) * h_);
-  for (int r = r0_; r < r0_ + ns_;) {
-    const int pos = r % t_;
-    const int run = std::min(t_ - pos, r0_ + ns_ - r);
-    dev_.accumulate(a.x.f() + static_cast<std::size_t>(r - r0_) * h_, w(wpe_) + static_cast<std::size_t>(pos) * h_,
+  add_positions(a.x.f(), r0_, ns_);
+  round(a.x.f(), a.x.floats());
+  a.emb = Buffer();
+}
+
+int GptShard::position(int row) const {
+  return positions_[static_cast<std::size_t>(cp_index_)][static_cast<std::size_t>(row % tl_)];
+}
+
+void GptShard::add_positions(float* x, int r0, int rows) {
+  // Runs of rows whose positions follow one another: one add each.
+  for (int r = r0; r < r0 + rows;) {
+    const int pos = position(r);
+    int run = 1;
+    while (r + run < r0 + rows && (r + run) % tl_ != 0 && position(r + run) == pos + run) ++run;
+    dev_.accumulate(x + static_cast<std::size_t>(r - r0) * h_, w(wpe_) + static_cast<std::size_t>(pos) * h_,
                     static_cast<std::int64_t>(run) * h_);
     r += run;
   }
-  round(a.x.f(), a.x.floats());
-  a.emb = Buffer();
+}
+
+void GptShard::position_grads(const float* dx) {
+  // dx: the gradient of each of the tl_ local positions, summed over the micro-batch's sequences.
+  for (int r = 0; r < tl_;) {
+    const int pos = position(r);
+    int run = 1;
+    while (r + run < tl_ && position(r + run) == pos + run) ++run;
+    dev_.accumulate(g(wpe_) + static_cast<std::size_t>(pos) * h_, dx + static_cast<std::size_t>(r) * h_,
+                    static_cast<std::int64_t>(run) * h_);
+    r += run;
+  }
 }
 
 void GptShard::tp_finish(const plan::Op& c) {

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,7 +55,8 @@ class GptShard final : public Shard {
     // x, x1, dx1, mean and rstd hold this rank's rows (all n rows without SP); emb: the
     // embedding's rows before the SP reduce-scatter.
     // att: the t x t probabilities (naive attention); lse: each row's log-sum-exp (flash).
-    Buffer x, ln1, mean1, rstd1, qkv, att, lse, atty, part, x1, ln2, mean2, rstd2, fch, fcg, dx1, emb;
+    // rm, rl: ring attention's running maximum and sum of each row (context parallelism).
+    Buffer x, ln1, mean1, rstd1, qkv, att, lse, atty, part, x1, ln2, mean2, rstd2, fch, fcg, dx1, emb, rm, rl;
     Buffer lnf, meanf, rstdf, logits, stats;  // the head's (layer index L)
   };
 
@@ -81,12 +83,26 @@ class GptShard final : public Shard {
   View block_sum_buffer(const plan::Op& c);
   void block_sum_finish(const plan::Op& c);
   int splits_ = 1;  // blocks of the forward's pipelined reduce-scatter (plan::overlap_splits)
+  // Context parallelism (gpt_context.cpp): the attention half's pieces around the cp ring,
+  // the ring's blocks, and the positions this rank holds of each sequence.
+  void context_piece(const plan::Op& op);
+  View context_block(const plan::Op& transfer);
+  void release_ring(int layer, int mb);
+  // Adds the position embedding to rows [r0, r0 + rows) of x (x's first row is row r0), and
+  // its backward: the gradient of each row's position += dx.
+  void add_positions(float* x, int r0, int rows);
+  void position_grads(const float* dx);
+  [[nodiscard]] int position(int row) const;  // of a local token row
+  int cp_ = 1, cp_index_ = 0;
+  std::vector<std::vector<int>> positions_;  // per cp rank: its positions of a sequence
+  std::map<std::tuple<int, int, int>, Buffer> ring_;  // (layer, micro-batch, step): a ring block
   View replicated_grads(bool gather);
   // Offset of this rank's first row in an n x h tensor (0 without SP).
   [[nodiscard]] std::size_t own_rows() const { return static_cast<std::size_t>(r0_) * static_cast<std::size_t>(h_); }
 
   int tp_ = 1, tp_index_ = 0;
   int t_ = 1, h_ = 1, heads_ = 1, d_ = 1, vocab_ = 1, layers_ = 0;
+  int tl_ = 1;  // positions of a sequence this rank holds: t / cp
   int cl_ = 1, fl_ = 1, vl_ = 1, v0_ = 0;  // local widths: heads x d, MLP, vocabulary slice
   int n_ = 1;                              // token rows per micro-batch
   bool sp_ = false;                        // sequence parallel (tp > 1)

@@ -139,12 +139,15 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
   }
   Request r = -1;
   if (o.kind == OpKind::send || o.kind == OpKind::recv) {
-    // A pipeline transfer, or a block of a tensor-parallel overlap's ring (whose tag is
-    // its own: the ring's neighbours are never pipeline neighbours, and a pair's messages
-    // of one tag match in the order posted, which is the Program's on both ends).
-    const bool ring = o.tp_role == plan::TpRole::ring;
+    // A pipeline transfer, or a block of a tensor-parallel overlap's ring or of context
+    // parallelism's (whose tag is their own: a ring's neighbours are never pipeline
+    // neighbours nor the other ring's, and a pair's messages of one tag match in the order
+    // posted, which is the Program's on both ends).
+    const bool ring = o.tp_role == plan::TpRole::ring || o.category == Category::cp_comm;
     const Shard::View v = ring ? shard_.ring_block(o) : shard_.boundary(boundary_of(o), o.micro_batch, o.gradient);
-    const int tag = ring ? ring_tag : tag_of(o);
+    // The cp ring's gradients are a stream of their own: posted in another order than the
+    // keys and values they interleave with.
+    const int tag = !ring ? tag_of(o) : o.category == Category::cp_comm && o.gradient ? ring_tag - 1 : ring_tag;
     r = o.kind == OpKind::send ? dev_.send(v.data, v.count, o.peer, tag) : dev_.recv(v.data, v.count, o.peer, tag);
   } else {
     const Comm comm = comm_of_group_[static_cast<std::size_t>(o.group)];
@@ -180,7 +183,7 @@ void Runner::finish(std::int64_t id, std::int64_t end_ns) {
     if (o.category == Category::tp_comm) shard_.tp_finish(o);
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) shard_.bucket_gathered(o.layer);
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::reduce_scatter) shard_.bucket_reduced(o.layer);
-  } else if (o.kind == OpKind::send && o.tp_role != plan::TpRole::ring) {
+  } else if (o.kind == OpKind::send && o.tp_role != plan::TpRole::ring && o.category != Category::cp_comm) {
     shard_.release_boundary(boundary_of(o), o.micro_batch, o.gradient);
   }
   state_[static_cast<std::size_t>(id)] = 2;
@@ -210,7 +213,7 @@ void Runner::stalled(const std::vector<InFlight>& flying, const std::vector<std:
 
 void Runner::gather_parameters() {
   // ZeRO-3 holds only its share after the optimizer: one gather of each unit.
-  const bool sharded = s_.plan.zero == 3 && s_.plan.dp > 1;
+  const bool sharded = s_.plan.zero == 3 && s_.plan.grad_ranks() > 1;
   if (!s_.plan.defers_param_gather() && !sharded) return;
   std::vector<int> gathered;
   for (std::int64_t id : prog_.order[static_cast<std::size_t>(rank_)]) {

@@ -69,7 +69,7 @@ class Runner {
   void run_compute(const plan::Op& o);
   int boundary_of(const plan::Op& o) const;
   int tag_of(const plan::Op& o) const;
-  static constexpr int ring_tag = 32767;  // MPI guarantees tags up to 32767
+  static constexpr int ring_tag = 32767;  // MPI guarantees tags up to 32767; the cp ring's gradients 32766
   [[noreturn]] void stalled(const std::vector<InFlight>& flying, const std::vector<std::size_t>& next) const;
 
   Device& dev_;

@@ -21,6 +21,9 @@ std::string unsupported_reason(const plan::Scenario& s) {
     return "the executor trains with AdamW (training.optimizer: adamw or adamw8bit)";
   }
   if (m.kind == plan::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
+  if (s.plan.cp > 1 && s.run.backend != plan::Backend::cpu) {
+    return "context parallelism (plan.cp > 1) runs on the cpu backend: the CUDA backend has no ring attention kernels yet";
+  }
   if (m.mlp != plan::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
   if (m.ffn_hidden != 4 * m.hidden) return fmt::format("the executor's decoder has an MLP 4 x hidden wide ({}), model.ffn_hidden is {}", 4 * m.hidden, m.ffn_hidden);
@@ -37,10 +40,11 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   const plan::Coord c = plan::coord_of(p, rank);
   precision_ = s.training.precision;
   storage_ = topology::storage_dtype(precision_);
-  dp_ = p.dp;
+  dp_ = p.grad_ranks();
+  grad_index_ = plan::grad_index(p, c);
   dp_index_ = c.dp;
   shard_ = p.shard_size();
-  shard_index_ = c.dp % shard_;
+  shard_index_ = grad_index_ % shard_;
   pp_ = p.pp;
   stage_ = c.pp;
   first_stage_ = stage_ == 0;

@@ -119,7 +119,7 @@ class Shard {
   };
   void add_piece(std::size_t local, std::size_t local_stride, std::size_t from, std::size_t from_stride,
                  std::size_t rows, std::size_t cols, bool canonical) {
-    pieces_.push_back({local, local_stride, from, from_stride, rows, cols, canonical && dp_index_ == 0});
+    pieces_.push_back({local, local_stride, from, from_stride, rows, cols, canonical && grad_index_ == 0});
   }
   // Allocates param_count_ parameters and gradients, fills the parameters through pieces_
   // with `value(i)`, the full model's parameter i (on several threads for a large shard,
@@ -145,8 +145,10 @@ class Shard {
   Device& dev_;
   plan::Dtype precision_;
   plan::Dtype storage_;  // what tensors are stored in: the precision, or bf16 under fp8
-  int dp_ = 1, dp_index_ = 0, stage_ = 0, pp_ = 1;
-  int shard_ = 1, shard_index_ = 0;  // ZeRO's shard group (plan.shard_group; dp without one)
+  // dp_: the ranks whose gradients are summed (dp x cp), grad_index_ this rank's place among
+  // them; dp_index_: its data-parallel replica (which samples it trains on).
+  int dp_ = 1, grad_index_ = 0, dp_index_ = 0, stage_ = 0, pp_ = 1;
+  int shard_ = 1, shard_index_ = 0;  // ZeRO's shard group (plan.shard_group; dp x cp without one)
   int micro_batches_ = 1, b_ = 1;
   bool first_stage_ = false, last_stage_ = false;
   plan::Recompute recompute_ = plan::Recompute::none;

@@ -66,6 +66,7 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addInteger(QStringLiteral("plan.dp"), tr("Data parallel (dp)"), 1, 1 << 20);
   addInteger(QStringLiteral("plan.tp"), tr("Tensor parallel (tp)"), 1, 1024);
   addInteger(QStringLiteral("plan.pp"), tr("Pipeline parallel (pp)"), 1, 1024);
+  addInteger(QStringLiteral("plan.cp"), tr("Context parallel (cp)"), 1, 1024);
   addInteger(QStringLiteral("plan.virtual_stages"), tr("Virtual stages"), 1, 1024);
   addChoice(QStringLiteral("plan.schedule"), tr("Schedule"), {"1f1b", "gpipe", "interleaved-1f1b"});
   addChoice(QStringLiteral("plan.sequence_parallel"), tr("Sequence parallel"), {"false", "true"});
@@ -73,7 +74,10 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addChoice(QStringLiteral("plan.zero"), tr("ZeRO stage"), {"0", "1", "2", "3"});
   addInteger(QStringLiteral("plan.shard_group"), tr("ZeRO shard group (0: all dp)"), 0, plan::limits::gpus);
   addChoice(QStringLiteral("plan.placement"), tr("Placement (inner first)"),
-            {"tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp"});
+            {"tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp", "tp,cp,dp,pp", "tp,dp,cp,pp",
+             "cp,tp,dp,pp", "tp,cp,pp,dp"});
+  // Any order may be typed (cp's place is next to tp when it is left out).
+  if (auto* combo = qobject_cast<QComboBox*>(m_fields.value(QStringLiteral("plan.placement")).editor)) combo->setEditable(true);
   addText(QStringLiteral("plan.bucket_size"), tr("DP bucket size"));
   addChoice(QStringLiteral("plan.overlap_dp"), tr("Overlap gradient reduce"), {"true", "false"});
   addChoice(QStringLiteral("plan.overlap_param_gather"), tr("Overlap parameter gather (ZeRO 1)"), {"false", "true"});
@@ -170,6 +174,7 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("plan.dp")] = count(s.plan.dp);
   v[QStringLiteral("plan.tp")] = count(s.plan.tp);
   v[QStringLiteral("plan.pp")] = count(s.plan.pp);
+  v[QStringLiteral("plan.cp")] = count(s.plan.cp);
   v[QStringLiteral("plan.virtual_stages")] = count(s.plan.virtual_stages);
   v[QStringLiteral("plan.schedule")] = q(plan::to_string(s.plan.schedule));
   v[QStringLiteral("plan.sequence_parallel")] = s.plan.sequence_parallel ? QStringLiteral("true") : QStringLiteral("false");

@@ -17,19 +17,20 @@ double gemm_io_bytes(const std::vector<Gemm>& gemms, int element_bytes) {
   return b;
 }
 
-std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp) {
+std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp, int cp) {
   const long long b = micro_batch;
   const long long s = m.seq_len;
+  const long long sl = s / cp;  // this rank's queries (context parallelism); the keys stay s
   const long long h = m.hidden;
   const long long d = m.head_dim();
   const long long heads = m.heads / tp;
   const long long kv = static_cast<long long>(m.kv_heads) * d / tp;
   const long long f = m.ffn_hidden / tp;
-  const long long tokens = b * s;
+  const long long tokens = b * sl;
   std::vector<Gemm> g{
       {"qkv", tokens, h / tp + 2 * kv, h, 1},
-      {"attention-scores", s, s, d, b * heads},  // Q·K^T per head
-      {"attention-values", s, d, s, b * heads},  // softmax·V per head
+      {"attention-scores", sl, s, d, b * heads},  // Q·K^T per head
+      {"attention-values", sl, d, s, b * heads},  // softmax·V per head
       {"attention-out", tokens, h, h / tp, 1},
   };
   if (m.mlp == Mlp::gelu) {
@@ -41,8 +42,8 @@ std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int t
   return g;
 }
 
-Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp) {
-  return {"lm-head", static_cast<long long>(micro_batch) * m.seq_len, m.vocab / tp, m.hidden, 1};
+Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp, int cp) {
+  return {"lm-head", static_cast<long long>(micro_batch) * (m.seq_len / cp), m.vocab / tp, m.hidden, 1};
 }
 
 Gemm generic_layer_gemm(const GenericLayer& layer, int micro_batch) {
@@ -125,6 +126,13 @@ double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool 
     bytes += t.tp_sharded || sequence_parallel ? b / tp : b;
   }
   return bytes;
+}
+
+double cp_kv_block_bytes(const Scenario& s) {
+  const ModelSpec& m = s.model;
+  const int e = topology::dtype_bytes(topology::storage_dtype(s.training.precision));
+  return static_cast<double>(s.training.micro_batch) * (m.seq_len / s.plan.cp) * 2.0 * m.kv_heads * m.head_dim() /
+         s.plan.tp * e;
 }
 
 }  // namespace parasim::plan

@@ -45,10 +45,11 @@ struct Gemm {
 double sum_flops(const std::vector<Gemm>& gemms);
 double gemm_io_bytes(const std::vector<Gemm>& gemms, int element_bytes);
 
-// Forward GEMMs of one layer for a micro-batch of b samples, on one of tp ranks.
-std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp);
-// Forward GEMM of the LM head (logits) for a micro-batch, on one of tp ranks.
-Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp);
+// Forward GEMMs of one layer for a micro-batch of b samples, on one of tp x cp ranks (each
+// cp rank runs s/cp of the positions: its queries against all s keys).
+std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp, int cp = 1);
+// Forward GEMM of the LM head (logits) for a micro-batch, on one of tp x cp ranks.
+Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp, int cp = 1);
 
 // A generic layer (model.kind: generic) as a GEMM of the same FLOPs and parameters: a
 // square weight of side S = floor(sqrt(params)) and rows = round(forward_flops · b / 2S²)
@@ -82,5 +83,9 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
 // the softmax's log-sum-exp instead (4 bytes per head and token).
 double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel,
                               Recompute recompute, int activation_bytes, bool flash = false, int linear_bytes = 0);
+
+// Context parallelism: the keys and values of one cp rank's positions for a micro-batch on
+// one tp rank (b·s/cp positions, 2·kv_heads·d/tp values each): what one ring step carries.
+double cp_kv_block_bytes(const Scenario& s);
 
 }  // namespace parasim::plan

@@ -47,10 +47,11 @@ void check(const Scenario& s) {
             fmt::format("{} nodes x {} devices = {} devices passes the limit of {}", s.cluster.nodes,
                         s.cluster.gpus_per_node, gpus, limits::gpus));
   // 64-bit products: each degree may be up to 2^30 before this check.
-  const long long world = static_cast<long long>(p.dp) * p.tp * p.pp;
+  const long long world = static_cast<long long>(p.dp) * p.tp * p.pp * p.cp;
   c.require(world <= gpus, "plan.dp",
-            fmt::format("dp x tp x pp = {} x {} x {} = {} devices, but the cluster has {} ({} nodes x {})", p.dp, p.tp,
-                        p.pp, world, gpus, s.cluster.nodes, s.cluster.gpus_per_node));
+            fmt::format("dp x tp x pp{} = {} x {} x {}{} = {} devices, but the cluster has {} ({} nodes x {})",
+                        p.cp > 1 ? " x cp" : "", p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x {}", p.cp) : "", world,
+                        gpus, s.cluster.nodes, s.cluster.gpus_per_node));
   c.require(s.cluster.device.supports(t.precision), "training.precision",
             fmt::format("device {} has no {} rate in its peak table{}", s.cluster.device.name, to_string(t.precision),
                         t.precision == Dtype::fp8 ? " (FP8 tensor cores came with Hopper and Ada: H100, H200, L40S, B200)"
@@ -74,6 +75,25 @@ void check(const Scenario& s) {
     c.require(!p.sequence_parallel || m.seq_len % p.tp == 0, "plan.sequence_parallel",
               fmt::format("sequence parallelism splits the sequence over tp: seq_len {} is not divisible by tp {}",
                           m.seq_len, p.tp));
+    if (p.cp > 1) {
+      // Load-balanced causal chunks: the sequence in 2·cp equal chunks, under sequence
+      // parallelism each rank's b·s/cp rows split again over tp.
+      c.require(m.seq_len % (2 * p.cp) == 0, "plan.cp",
+                fmt::format("context parallelism splits the sequence into 2 x cp = {} chunks: seq_len {} is not "
+                            "divisible by {}",
+                            2 * p.cp, m.seq_len, 2 * p.cp));
+      c.require(!p.sequence_parallel || (m.seq_len / p.cp) % p.tp == 0, "plan.sequence_parallel",
+                fmt::format("sequence parallelism splits each cp rank's {} positions over tp {}: not divisible",
+                            m.seq_len / p.cp, p.tp));
+      c.require(t.attention == Attention::flash, "training.attention",
+                "context parallelism runs ring attention, which is FlashAttention's (Transformer Engine's): "
+                "training.attention must be flash");
+      c.require(!p.tp_comm_overlap, "plan.tp_comm_overlap",
+                "tensor-parallel communication overlap together with context parallelism is not modelled; turn one off");
+      c.require(t.recompute != Recompute::selective, "training.recompute",
+                "selective recompute (the attention core again) is not modelled under context parallelism, where "
+                "FlashAttention keeps no s x s tensors anyway; use none or full");
+    }
     c.require(!p.tp_comm_overlap || (p.tp > 1 && p.sequence_parallel), "plan.tp_comm_overlap",
               fmt::format("overlapping tensor-parallel communication with the GEMMs needs tp > 1 and "
                           "plan.sequence_parallel: true (it overlaps sequence parallelism's all-gathers and "
@@ -86,7 +106,7 @@ void check(const Scenario& s) {
       int first_node = -1;
       bool inside = true;
       for (int i = 0; i < p.tp; ++i) {
-        const int node = rank_of(p, Coord{i, 0, 0}) / per_node;
+        const int node = rank_of(p, Coord{i, 0, 0, 0}) / per_node;
         if (first_node < 0) first_node = node;
         inside = inside && node == first_node;
       }
@@ -102,6 +122,10 @@ void check(const Scenario& s) {
                           m.name));
     c.require(!p.sequence_parallel, "plan.sequence_parallel", "sequence parallelism needs a transformer model");
     c.require(!p.tp_comm_overlap, "plan.tp_comm_overlap", "tensor-parallel communication overlap needs a transformer model");
+    c.require(p.cp == 1, "plan.cp",
+              fmt::format("context parallelism splits sequences, which needs a transformer model; '{}' is a generic "
+                          "layer list (use cp: 1)",
+                          m.name));
     c.require(m.layer_count() >= static_cast<long long>(p.pp) * p.virtual_stages, "plan.pp",
               fmt::format("{} layers cannot fill pp x virtual_stages = {} stages", m.layer_count(),
                           static_cast<long long>(p.pp) * p.virtual_stages));
@@ -143,9 +167,9 @@ void check(const Scenario& s) {
   if (p.shard_group > 0) {
     c.require(p.zero >= 1, "plan.shard_group",
               fmt::format("shard_group {} shards the ZeRO stage's state, but plan.zero is 0", p.shard_group));
-    c.require(p.shard_group >= 2 && p.dp % p.shard_group == 0, "plan.shard_group",
-              fmt::format("shard_group {} must divide dp {} and be at least 2 (the ranks each shard group spans)",
-                          p.shard_group, p.dp));
+    c.require(p.shard_group >= 2 && p.grad_ranks() % p.shard_group == 0, "plan.shard_group",
+              fmt::format("shard_group {} must divide {} {} and be at least 2 (the ranks each shard group spans)",
+                          p.shard_group, p.cp > 1 ? "dp x cp =" : "dp", p.grad_ranks()));
   }
 
   // ZeRO-2/3 shard the gradients unit by unit; a tied embedding on two stages would need

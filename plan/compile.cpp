@@ -57,19 +57,22 @@ void Builder::make_gemm_sets() {
       head_kernels_[b] = add_kernels(head_kernels(kp, b == 1));
     }
     core_kernels_ = add_kernels(layer_kernels(kp, LayerPart::attention_core, false));
-    const std::vector<Gemm> layer = layer_forward_gemms(m_, t_.micro_batch, p_.tp);
+    const std::vector<Gemm> layer = layer_forward_gemms(m_, t_.micro_batch, p_.tp, p_.cp);
     attention_set_ = add_set({layer.begin(), layer.begin() + 4});
     mlp_set_ = add_set({layer.begin() + 4, layer.end()});
     core_set_ = add_set({layer.begin() + 1, layer.begin() + 3});
     layer_set_ = add_set(layer);
     overlap_ = p_.tp_comm_overlap && p_.tp > 1 && p_.sequence_parallel;
-    if (overlap_) make_overlap_sets(layer);
-    head_set_ = add_set({lm_head_gemm(m_, t_.micro_batch, p_.tp)});
-    const double sbh = static_cast<double>(m_.seq_len) * t_.micro_batch * m_.hidden;
+    head_set_ = add_set({lm_head_gemm(m_, t_.micro_batch, p_.tp, p_.cp)});
+    // This rank's positions: s/cp of each sequence under context parallelism.
+    const double sbh = static_cast<double>(m_.seq_len / p_.cp) * t_.micro_batch * m_.hidden;
     activation_bytes_ = sbh * e_;  // one s·b·h tensor: a TP collective's buffer
     // Element-wise traffic (norms, softmax, GELU, dropout): each stored tensor written
     // once forward and read once backward.
-    elementwise_bytes_ = layer_activation_bytes(m_, t_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::none, e_);
+    elementwise_bytes_ =
+        layer_activation_bytes(m_, t_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::none, e_) / p_.cp;
+    if (overlap_) make_overlap_sets(layer);
+    if (p_.cp > 1) make_context_sets(layer);
   } else {
     // A GEMM of the same FLOPs and parameters per layer (generic_layer_gemm): the ops
     // count its FLOPs, which the executor performs.
@@ -170,7 +173,7 @@ void Builder::compile_rank(int rank) {
           // the row maxima, sums of exponentials and target logits (3 fp32 values per
           // token) are gathered so every rank has the loss. Its backward waits for them.
           if (p_.tp > 1) {
-            const double stats = 3.0 * 4.0 * static_cast<double>(m_.seq_len) * t_.micro_batch * p_.tp;
+            const double stats = 3.0 * 4.0 * static_cast<double>(m_.seq_len / p_.cp) * t_.micro_batch * p_.tp;
             loss_ready_[static_cast<std::size_t>(st.micro_batch)] =
                 collective(Dim::tp, CollectiveOp::all_gather, Category::tp_comm, Stream::tp, stats, st.micro_batch,
                            m_.layer_count(), m_.layer_count() + 1, std::span<const std::int64_t>(&head, 1));

@@ -50,13 +50,13 @@ class Builder {
   // --- groups and shapes ---------------------------------------------------------------
   void make_groups() {
     group_of_ = add_groups(p_, m_, prog_);
-    // A rank is in one group per dimension, at most one embedding group, under hybrid
-    // sharding one shard and one replica group, and under ZeRO-3 one gather group: one
-    // collective counter per (rank, kind).
+    // A rank is in one group per dimension (cp too), at most one embedding group, under
+    // hybrid sharding one shard and one replica group, and under ZeRO-3 one gather group:
+    // one collective counter per (rank, kind).
     counters_.assign(group_kinds * static_cast<std::size_t>(prog_.world), 0);
   }
 
-  static std::size_t dim_index(Dim d) { return static_cast<std::size_t>(d); }
+  static std::size_t dim_index(Dim d) { return group_kind(d); }
 
   void make_gemm_sets();
 
@@ -203,6 +203,13 @@ class Builder {
   std::int64_t ring_transfer(OpKind kind, int peer, std::int64_t ring, int step, ComputeWhat part, Category cat, int mb,
                              int layer, std::span<const std::int64_t> deps);
 
+  // Context parallelism (ParallelPlan::cp > 1): the attention half's pieces around its ring
+  // (plan/kernels.hpp, ContextKernels), and one pass over it.
+  void make_context_sets(const std::vector<Gemm>& layer);
+  void context_half(int layer, int mb, int chunk, Category cat);
+  std::int64_t cp_transfer(OpKind kind, int peer, std::int64_t ring, int step, Category cat, int mb, int layer,
+                           double bytes, bool grads, std::span<const std::int64_t> deps);
+
   // --- one rank ----------------------------------------------------------------------------
   int peer_stage_rank(int stage) const {
     Coord c = coord_;
@@ -258,8 +265,8 @@ class Builder {
   // over dp after every micro-batch's backward of it, and under ZeRO-3 its parameters
   // all-gathered before each pass over it (forward, recompute, backward), the next unit's
   // gather prefetched while this one computes.
-  [[nodiscard]] bool sharded_grads() const { return p_.zero >= 2 && p_.dp > 1; }
-  [[nodiscard]] bool sharded_params() const { return p_.zero == 3 && p_.dp > 1; }
+  [[nodiscard]] bool sharded_grads() const { return p_.zero >= 2 && p_.grad_ranks() > 1; }
+  [[nodiscard]] bool sharded_params() const { return p_.zero == 3 && p_.grad_ranks() > 1; }
   // Before the first compute op of `unit`'s pass: its gather (the next compute waits for it),
   // and the prefetch of `next` (no_unit: none) once the compute before this one is done.
   static constexpr int no_unit = -2;
@@ -289,7 +296,7 @@ class Builder {
   PipelineShape shape_;
   Program prog_;
   static constexpr std::size_t embedding_groups = tied_embedding_groups;
-  static constexpr std::size_t group_kinds = 7;  // tp, dp, pp, embedding, shard, replica, gather
+  static constexpr std::size_t group_kinds = 8;  // tp, dp, pp, embedding, shard, replica, gather, cp
   std::vector<std::vector<int>> group_of_;
   std::vector<std::int64_t> counters_;
   int attention_set_ = -1, mlp_set_ = -1, core_set_ = -1, layer_set_ = -1, head_set_ = -1;
@@ -315,6 +322,16 @@ class Builder {
     double column_bytes = 0.0, middle_bytes = 0.0, row_bytes = 0.0, wgrad_bytes = 0.0;  // the GEMMs' traffic (middle: and the rest)
   };
   Pieces pieces_[2][2];
+  // Per pass (forward, backward) under context parallelism: kernel sets, GEMM sets, FLOPs
+  // and traffic of prepare, a ring step's block (the first's kernels: the causal diagonal)
+  // and finish.
+  struct ContextPieces {
+    int prepare = -1, prepare_first = -1, first = -1, block = -1, merge = -1, finish = -1;
+    int prepare_gemms = -1, block_gemms = -1, finish_gemms = -1;
+    double prepare_flops = 0.0, block_flops = 0.0, finish_flops = 0.0;
+    double prepare_bytes = 0.0, block_bytes = 0.0, finish_bytes = 0.0;
+  };
+  ContextPieces context_[2];
   bool overlap_ = false;
   int splits_ = 1;  // blocks of the forward's pipelined reduce-scatter
   double activation_bytes_ = 0.0;

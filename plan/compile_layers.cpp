@@ -16,7 +16,7 @@ void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
     return;
   }
   const auto& sets = prog_.gemm_sets;
-  if (p_.tp == 1) {
+  if (p_.tp == 1 && p_.cp == 1) {
     auto deps = take_pending();
     next_kernels(cat == Category::forward && mb == 0 ? first_kernels_[0] : layer_kernels_[0][0]);
     compute(ComputeWhat::layer, cat, layer_set_, sum_flops(sets[static_cast<std::size_t>(layer_set_)]),
@@ -32,11 +32,17 @@ void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
       continue;
     }
     if (sp) tp_collective(CollectiveOp::all_gather, mb, layer, TpRole::gather_input, part, cat);
-    auto deps = take_pending();
-    next_kernels(cat == Category::forward && mb == 0 ? first_kernels_[half + 1] : layer_kernels_[0][half + 1]);
-    compute(part, cat, set, sum_flops(sets[static_cast<std::size_t>(set)]),
-            gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer, deps);
-    tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer, TpRole::sum, part, cat);
+    if (half == 0 && p_.cp > 1) {
+      context_half(layer, mb, chunk, cat);
+    } else {
+      auto deps = take_pending();
+      next_kernels(cat == Category::forward && mb == 0 ? first_kernels_[half + 1] : layer_kernels_[0][half + 1]);
+      compute(part, cat, set, sum_flops(sets[static_cast<std::size_t>(set)]),
+              gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer, deps);
+    }
+    if (p_.tp > 1) {
+      tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer, TpRole::sum, part, cat);
+    }
   }
 }
 
@@ -54,7 +60,7 @@ void Builder::layer_backward(int layer, int mb, int chunk) {
     return;
   }
   const auto& sets = prog_.gemm_sets;
-  if (p_.tp == 1) {
+  if (p_.tp == 1 && p_.cp == 1) {
     auto deps = take_pending();
     next_kernels(layer_kernels_[1][0]);
     grad_ready_[static_cast<std::size_t>(layer)] =
@@ -76,17 +82,23 @@ void Builder::layer_backward(int layer, int mb, int chunk) {
     const int set = half == 0 ? mlp_set_ : attention_set_;
     const ComputeWhat part = half == 0 ? ComputeWhat::layer_mlp : ComputeWhat::layer_attention;
     if (sp) tp_collective(CollectiveOp::all_gather, mb, layer, TpRole::gather_input, part, Category::backward);
-    auto deps = take_pending();
-    next_kernels(layer_kernels_[1][half == 0 ? 2 : 1]);
-    compute(part, Category::backward, set, 2 * sum_flops(sets[static_cast<std::size_t>(set)]),
-            2 * gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer,
-            deps);
-    tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer, TpRole::sum, part,
-                  Category::backward);
+    if (half == 1 && p_.cp > 1) {
+      context_half(layer, mb, chunk, Category::backward);
+    } else {
+      auto deps = take_pending();
+      next_kernels(layer_kernels_[1][half == 0 ? 2 : 1]);
+      compute(part, Category::backward, set, 2 * sum_flops(sets[static_cast<std::size_t>(set)]),
+              2 * gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer,
+              deps);
+    }
+    if (p_.tp > 1) {
+      tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer, TpRole::sum, part,
+                    Category::backward);
+    }
   }
   // The layer's gradients are complete once its last tp sum is: the first layer norm's
-  // backward needs the summed input gradient.
-  grad_ready_[static_cast<std::size_t>(layer)] = pending_;
+  // backward needs the summed input gradient. Without tp (cp > 1), with its last piece.
+  grad_ready_[static_cast<std::size_t>(layer)] = p_.tp > 1 ? pending_ : last_compute_;
 }
 
 // --- tensor-parallel communication overlap ---------------------------------------------------
@@ -220,6 +232,116 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
     piece(part, cat, LayerPiece::wgrad, -1, pc.wgrad, pc.wgrad_gemms, pc.wgrad_flops, pc.wgrad_bytes, mb, chunk, layer,
           {});
   }
+}
+
+// --- context parallelism ---------------------------------------------------------------------
+
+void Builder::make_context_sets(const std::vector<Gemm>& layer) {
+  const long long cp = p_.cp;
+  Gemm scores = layer[1];  // one ring step: this rank's queries against one cp rank's keys
+  Gemm values = layer[2];
+  scores.n /= cp;
+  values.k /= cp;
+  const std::vector<Gemm> block{scores, values};
+  for (int b = 0; b < 2; ++b) {
+    const ContextKernels k = context_kernels(kernel_plan_, b == 1);
+    ContextPieces& c = context_[b];
+    c.prepare = add_kernels(k.prepare);
+    // fp8: the forward's first micro-batch casts the half's weights first.
+    std::vector<Kernel> casts = weight_cast_kernels(kernel_plan_, LayerPart::attention);
+    casts.insert(casts.end(), k.prepare.begin(), k.prepare.end());
+    c.prepare_first = b == 0 && casts.size() > k.prepare.size() ? add_kernels(std::move(casts)) : c.prepare;
+    c.first = add_kernels(k.first);
+    c.block = add_kernels(k.block);
+    c.finish = add_kernels(k.finish);
+    c.merge = b == 1 ? add_kernels(k.merge) : -1;
+    // Forward: the QKV GEMM, the core's two per step, the projection; backward (each GEMM
+    // twice: data and weight gradients) the projection's, the core's, the QKV's.
+    const std::vector<Gemm> prepare{layer[b == 0 ? 0 : 3]};
+    const std::vector<Gemm> finish{layer[b == 0 ? 3 : 0]};
+    const double x = b == 0 ? 1.0 : 2.0;
+    c.prepare_gemms = add_set(prepare);
+    c.block_gemms = add_set(block);
+    c.finish_gemms = add_set(finish);
+    c.prepare_flops = x * sum_flops(prepare);
+    c.block_flops = x * sum_flops(block);
+    c.finish_flops = x * sum_flops(finish);
+    c.prepare_bytes = x * gemm_io_bytes(prepare, e_) + elementwise_bytes_ / 4;
+    c.block_bytes = x * gemm_io_bytes(block, e_);
+    c.finish_bytes = x * gemm_io_bytes(finish, e_) + elementwise_bytes_ / 4;
+  }
+}
+
+std::int64_t Builder::cp_transfer(OpKind kind, int peer, std::int64_t ring, int step, Category cat, int mb, int layer,
+                                  double bytes, bool grads, std::span<const std::int64_t> deps) {
+  // A point-to-point transfer on the pp-comm stream (posted in order, completing
+  // independently), made the cp ring's. `step`: the sender's step.
+  const std::int64_t id = p2p(kind, peer, bytes, mb, -1, grads, deps);
+  Op& op = prog_.ops[static_cast<std::size_t>(id)];
+  const int sender = kind == OpKind::send ? rank_ : peer;
+  op.category = Category::cp_comm;
+  op.host_sync = false;  // Transformer Engine's loop issues it without a host synchronisation
+  op.what = ComputeWhat::layer_attention;
+  op.pass = cat;
+  op.piece = LayerPiece::block;
+  op.step = static_cast<std::int16_t>(step);
+  op.layer = layer;
+  op.layer_end = layer + 1;
+  // Apart from the pipeline transfers' and the tp rings' ids (bits 62, 61); the same on both ends.
+  op.match = (std::int64_t{1} << 61) + ((ring * prog_.world + sender) * 2 + (grads ? 1 : 0)) * p_.cp + step;
+  return id;
+}
+
+// Ring attention (Transformer Engine's, load-balanced causal chunks): rank i (cp index)
+// holds at step j the keys and values of cp rank (i - j) mod cp and runs its queries
+// against them (step 0: its own, the causal diagonal) while passing them on to rank i + 1
+// and receiving the next from rank i - 1: a block moves on as soon as it is here. Every
+// receive waits for the prepare piece (its buffer is free by then).
+//
+// Backward the keys and values go round the same way, and their gradients follow one step
+// behind: step j's block computes this rank's share of cp rank (i - j)'s gradients, a
+// merge adds the sum the ranks before it sent (which travelled during the block), and the
+// sum moves on; after the last step it goes home to its owner, which the finish waits for.
+void Builder::context_half(int layer, int mb, int chunk, Category cat) {
+  const bool backward = cat == Category::backward;
+  const ContextPieces& pc = context_[backward ? 1 : 0];
+  const int cp = p_.cp;
+  Coord c = coord_;
+  c.cp = (coord_.cp + 1) % cp;
+  const int next = rank_of(p_, c);
+  c.cp = (coord_.cp + cp - 1) % cp;
+  const int prev = rank_of(p_, c);
+  const std::int64_t ring = rings_++;
+  const double kv = cp_kv_block_bytes(scenario_);
+  const ComputeWhat part = ComputeWhat::layer_attention;
+  const std::vector<std::int64_t> deps = take_pending();
+  const int prepare_set = cat == Category::forward && mb == 0 ? pc.prepare_first : pc.prepare;
+  const std::int64_t prepare = piece(part, cat, LayerPiece::prepare, -1, prepare_set, pc.prepare_gemms,
+                                     pc.prepare_flops, pc.prepare_bytes, mb, chunk, layer, deps);
+  std::int64_t have = prepare;  // what step j's block waits for: its keys and values being here
+  for (int j = 0; j < cp; ++j) {
+    std::int64_t arrived = -1;
+    if (j + 1 < cp) {
+      cp_transfer(OpKind::send, next, ring, j, cat, mb, layer, kv, false, std::span(&have, 1));
+      arrived = cp_transfer(OpKind::recv, prev, ring, j, cat, mb, layer, kv, false, std::span(&prepare, 1));
+    }
+    std::int64_t done = piece(part, cat, LayerPiece::block, j, j == 0 ? pc.first : pc.block, pc.block_gemms,
+                              pc.block_flops, pc.block_bytes, mb, chunk, layer, std::span(&have, 1));
+    if (backward) {
+      if (j > 0) {  // the sum so far of this block's gradients, sent by rank i - 1 after its step j - 1
+        const std::int64_t sum =
+            cp_transfer(OpKind::recv, prev, ring, j - 1, cat, mb, layer, kv, true, std::span(&prepare, 1));
+        done = piece(part, cat, LayerPiece::merge, j, pc.merge, -1, 0.0, 3.0 * kv, mb, chunk, layer,
+                     std::span(&sum, 1));
+      }
+      cp_transfer(OpKind::send, next, ring, j, cat, mb, layer, kv, true, std::span(&done, 1));
+    }
+    have = arrived;
+  }
+  std::vector<std::int64_t> home;  // backward: this rank's own gradients, summed over the ring
+  if (backward) home.push_back(cp_transfer(OpKind::recv, prev, ring, cp - 1, cat, mb, layer, kv, true, std::span(&prepare, 1)));
+  piece(part, cat, LayerPiece::finish, -1, pc.finish, pc.finish_gemms, pc.finish_flops, pc.finish_bytes, mb, chunk,
+        layer, home);
 }
 
 }  // namespace parasim::plan::detail

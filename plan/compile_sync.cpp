@@ -89,12 +89,12 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   std::vector<std::int64_t> synced;
   // (ZeRO-2/3 reduce their gradients by unit, in the passes.)
   const std::vector<GradientBucket> buckets =
-      p_.dp > 1 && !sharded_grads() ? gradient_buckets(src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
+      p_.grad_ranks() > 1 && !sharded_grads() ? gradient_buckets(src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
   // The tied embedding's gradient is summed between the first and last stage (Megatron's
   // embedding group): after the data-parallel sync, or with ZeRO-1, whose reduce-scatter
   // leaves each rank only its share summed, before the bucket that holds it.
   const bool tied = group_of_[embedding_groups][static_cast<std::size_t>(rank_)] >= 0;
-  const bool tied_first = tied && p_.zero == 1 && p_.dp > 1;
+  const bool tied_first = tied && p_.zero == 1 && p_.grad_ranks() > 1;
   auto tied_sum = [&](std::span<const std::int64_t> deps) {
     return collective_in(embedding_groups, CollectiveOp::all_reduce, Category::pp_comm, Stream::dp, word * g_, -1,
                          stage == 0 ? -1 : m_.layer_count(), stage == 0 ? 0 : m_.layer_count() + 1, deps);
@@ -125,7 +125,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
                                   b.lowest, b.above, deps));
     }
   }
-  if (p_.dp == 1) {
+  if (p_.grad_ranks() == 1) {
     synced.push_back(end_of_backward);
     synced.insert(synced.end(), tails.begin(), tails.end());
   }

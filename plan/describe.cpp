@@ -48,6 +48,7 @@ std::string_view to_string(Dim d) {
     case Dim::tp: return "tp";
     case Dim::dp: return "dp";
     case Dim::pp: return "pp";
+    case Dim::cp: return "cp";
   }
   return "?";
 }
@@ -57,7 +58,13 @@ std::string_view to_string(Attention a) { return a == Attention::flash ? "flash"
 std::string_view to_string(Fp8Recipe r) { return r == Fp8Recipe::delayed ? "delayed" : "current"; }
 
 std::string placement_string(const ParallelPlan& p) {
-  return fmt::format("{},{},{}", to_string(p.placement[0]), to_string(p.placement[1]), to_string(p.placement[2]));
+  std::string out;
+  for (Dim d : p.placement) {
+    if (d == Dim::cp && p.cp == 1) continue;  // without context parallelism its place is moot
+    if (!out.empty()) out.push_back(',');
+    out.append(to_string(d));
+  }
+  return out;
 }
 
 std::string layout_string(const ParallelPlan& p) {
@@ -65,7 +72,7 @@ std::string layout_string(const ParallelPlan& p) {
   if (p.virtual_stages > 1) notes.push_back(fmt::format("v {}", p.virtual_stages));
   if (p.sequence_parallel && p.tp > 1) notes.emplace_back("sequence parallel");
   if (p.tp_comm_overlap && p.tp > 1) notes.emplace_back("tp comm overlap");
-  return fmt::format("dp {} x tp {} x pp {}{}", p.dp, p.tp, p.pp,
+  return fmt::format("dp {} x tp {} x pp {}{}{}", p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "",
                      notes.empty() ? "" : fmt::format(" ({})", fmt::join(notes, ", ")));
 }
 
@@ -126,7 +133,7 @@ nlohmann::ordered_json to_json(const Scenario& s) {
         {"recompute", to_string(t.recompute)}, {"attention", to_string(t.attention)},
         {"grad_dtype", topology::to_string(t.grad_dtype)}, {"fp8_recipe", to_string(t.fp8_recipe)}}},
       {"plan",
-       {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"virtual_stages", p.virtual_stages},
+       {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp}, {"virtual_stages", p.virtual_stages},
         {"schedule", to_string(p.schedule)}, {"sequence_parallel", p.sequence_parallel},
         {"pp_scatter_gather", p.pp_scatter_gather}, {"tp_comm_overlap", p.tp_comm_overlap}, {"zero", p.zero}, {"shard_group", p.shard_size()},
         {"bucket_bytes", p.bucket_bytes}, {"overlap_dp", p.overlap_dp}, {"overlap_param_gather", p.overlap_param_gather}, {"collective", to_string(p.collective)},
@@ -171,9 +178,9 @@ std::string describe(const Scenario& s) {
                      t.global_batch, t.micro_batch, s.micro_batches(), topology::to_string(t.precision),
                      topology::to_string(t.grad_dtype), to_string(t.optimizer), to_string(t.recompute),
                      to_string(t.attention));
-  out += fmt::format("plan      dp {} x tp {} x pp {} = {} devices, schedule {}{}, ZeRO-{}{}, buckets {}, collective {}, "
+  out += fmt::format("plan      dp {} x tp {} x pp {}{} = {} devices, schedule {}{}, ZeRO-{}{}, buckets {}, collective {}, "
                      "placement {}\n",
-                     p.dp, p.tp, p.pp, p.world(), to_string(p.schedule),
+                     p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "", p.world(), to_string(p.schedule),
                      p.virtual_stages > 1 ? fmt::format(" (v = {})", p.virtual_stages) : "", p.zero,
                      p.hybrid_shard() ? fmt::format(" in shard groups of {}", p.shard_size()) : "",
                      u::format_bytes(p.bucket_bytes), to_string(p.collective), placement_string(p));

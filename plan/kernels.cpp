@@ -27,8 +27,9 @@ double Kernel::io_bytes() const {
       return db * ((dm * dk + dk * dn) * operand + dm * dn * (accumulate > 0 ? 2.0 * accumulate : element));
     }
     // Q, K, V in and O out (forward); Q, K, V, O, dO in and dQ, dK, dV out (backward).
-    case KernelKind::flash_forward: return db * dm * dk * element * 4.0;
-    case KernelKind::flash_backward: return db * dm * dk * element * 8.0;
+    // (m queries, n keys: Q and O of m rows, K and V of n.)
+    case KernelKind::flash_forward: return db * (2.0 * dm + 2.0 * dn) * dk * element;
+    case KernelKind::flash_backward: return db * (4.0 * dm + 4.0 * dn) * dk * element;
     case KernelKind::memory: return bytes;
   }
   return 0.0;
@@ -49,6 +50,7 @@ KernelPlan kernel_plan(const Scenario& s) {
   p.model = s.model;
   p.micro_batch = s.training.micro_batch;
   p.tp = s.plan.tp;
+  p.cp = s.plan.cp;
   p.sequence_parallel = s.plan.sequence_parallel && s.plan.tp > 1;
   p.element = topology::dtype_bytes(topology::storage_dtype(s.training.precision));
   p.fp8 = s.training.precision == Dtype::fp8;
@@ -95,9 +97,10 @@ class Emit {
     if (!fused) memory(name, 4.0 * elements);
   }
   void memory(std::string_view name, double bytes) { out_.push_back({KernelKind::memory, name, 0, 0, 0, 1, p_.element, 0, bytes, false}); }
-  void flash(bool backward, long long s, long long d, long long batch) {
-    out_.push_back({backward ? KernelKind::flash_backward : KernelKind::flash_forward, backward ? "flash-attention-bwd" : "flash-attention",
-                    s, s, d, batch, p_.element, 0, 0.0, true});
+  // FlashAttention over `m` queries and `n` keys (causal: the lower triangle only).
+  void flash(bool backward, long long m, long long n, long long d, long long batch, bool causal) {
+    out_.push_back({backward ? KernelKind::flash_backward : KernelKind::flash_forward,
+                    backward ? "flash-attention-bwd" : "flash-attention", m, n, d, batch, p_.element, 0, 0.0, causal});
   }
   std::vector<Kernel> take() { return std::move(out_); }
 
@@ -117,7 +120,7 @@ Dims dims_of(const KernelPlan& p) {
   x.e = p.element;
   x.si = m.seq_len;
   x.di = m.head_dim();
-  x.Ti = static_cast<long long>(p.micro_batch) * m.seq_len;
+  x.Ti = static_cast<long long>(p.micro_batch) * (m.seq_len / p.cp);  // this rank's positions
   x.hi = m.hidden;
   x.qi = static_cast<long long>(m.hidden) / p.tp;
   x.kvi = static_cast<long long>(m.kv_heads) * m.head_dim() / p.tp;
@@ -137,8 +140,8 @@ Dims dims_of(const KernelPlan& p) {
 }
 
 void attention_core_forward(Emit& k, const KernelPlan& p, const Dims& x) {
-  if (p.flash) {
-    k.flash(false, x.si, x.di, x.bh);
+  if (p.flash) {  // this rank's queries against every key (all s of them under context parallelism)
+    k.flash(false, x.si / p.cp, x.si, x.di, x.bh, true);
     return;
   }
   k.memory("qk-layout-copy", 2.0 * x.T * (x.q + x.kv) * x.e);
@@ -226,7 +229,7 @@ void attention_backward(Emit& k, const KernelPlan& p, const Dims& x) {
   if (p.flash) {
     // FlashAttention-2's backward: the dO·O row sums, the kernel, dQ from fp32 to 16 bits.
     k.memory("flash-bwd-preprocess", 2.0 * x.T * x.q * x.e);
-    k.flash(true, x.si, x.di, x.bh);
+    k.flash(true, x.si / p.cp, x.si, x.di, x.bh, true);
     k.memory("flash-bwd-dq-convert", x.T * x.q * (4.0 + x.e));
   } else {
     k.memory("context-permute-bwd", 2.0 * x.T * x.q * x.e);
@@ -275,6 +278,27 @@ std::vector<Kernel> layer_kernels(const KernelPlan& p, LayerPart part, bool back
     if (attention) attention_backward(k, p, x);
   }
   return k.take();
+}
+
+ContextKernels context_kernels(const KernelPlan& p, bool backward) {
+  ContextKernels c;
+  bool after = false;
+  for (const Kernel& k : layer_kernels(p, LayerPart::attention, backward)) {
+    if (k.kind == KernelKind::flash_forward || k.kind == KernelKind::flash_backward) {
+      const long long q = k.m;  // b·s/cp queries of this rank, in the kernel's batch of b·heads
+      c.first.push_back({k.kind, k.name, q, q, k.k, k.batch, k.element, 0, 0.0, true});
+      c.block.push_back({k.kind, k.name, q, q / 2, k.k, k.batch, k.element, 0, 0.0, false});
+      after = true;
+      continue;
+    }
+    (after ? c.finish : c.prepare).push_back(k);
+  }
+  if (backward) {  // two blocks of b·s/cp keys' and values' gradients in, their sum out
+    const Dims x = dims_of(p);
+    const double kv = x.T * 2.0 * x.kv * x.e;
+    c.merge.push_back({KernelKind::memory, "cp-kv-grad-add", 0, 0, 0, 1, p.element, 0, 3.0 * kv, false});
+  }
+  return c;
 }
 
 int overlap_splits(const KernelPlan& p) {

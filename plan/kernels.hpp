@@ -70,6 +70,7 @@ struct KernelPlan {
   ModelSpec model;
   int micro_batch = 1;
   int tp = 1;
+  int cp = 1;               // context parallelism: this rank runs b·s/cp of the positions
   bool sequence_parallel = false;
   int element = 2;          // activation bytes
   int grad_element = 2;     // main-gradient bytes (weight gradients accumulate into them)
@@ -119,6 +120,23 @@ OverlapKernels overlap_kernels(const KernelPlan& p, LayerPart half, bool backwar
 // Transformer Engine's pipelined reduce-scatter splits (4), fewer where they would not
 // divide a rank's b·s/tp rows evenly.
 int overlap_splits(const KernelPlan& p);
+// The attention half under context parallelism (ParallelPlan::cp > 1, FlashAttention) split
+// around its ring (Transformer Engine's ring attention with load-balanced causal chunks):
+//   prepare  forward everything before the attention core (layer norm, QKV GEMM, rotary);
+//            backward everything after it in forward order, then FlashAttention's dO·O
+//            row sums
+//   first    ring step 0: this rank's queries against its own keys, the causal diagonal
+//            (b·s/cp queries and keys, causal)
+//   block    each later step: a half of one side against the other whole (b·s/cp queries
+//            against s/2cp keys, or half the queries against all; no mask), the same work
+//   merge    backward after each later block: the key and value gradients received added
+//            to this rank's share
+//   finish   forward the projection and residual; backward dQ's conversion, rotary and
+//            the QKV GEMM's gradients, the layer norm's backward
+struct ContextKernels {
+  std::vector<Kernel> prepare, first, block, merge, finish;
+};
+ContextKernels context_kernels(const KernelPlan& p, bool backward);
 // fp8: the layer part's linear weights cast to FP8 (both layouts), which Transformer Engine
 // does in a step's first micro-batch and caches for the others; empty in other precisions.
 std::vector<Kernel> weight_cast_kernels(const KernelPlan& p, LayerPart part);

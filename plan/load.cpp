@@ -152,6 +152,9 @@ Scenario from_document(const Value& root, const std::string& source) {
   s.model = read_model(resolve_preset(section("model"), PresetKind::model, "model"), where);
   s.training = read_training(section("training"), s.cluster.device.kernels.present(), where);
   s.plan = read_plan(optional_section("plan"), s.cluster.total_gpus(), where);
+  // Context parallelism's ring attention is FlashAttention's (Transformer Engine's): its
+  // default on every device.
+  if (s.plan.cp > 1 && section("training").find("attention") == nullptr) s.training.attention = Attention::flash;
   s.hardware = read_hardware(optional_section("hardware"), where);
   s.run = read_run(optional_section("run"), s.cluster.device, where);
   check(s);

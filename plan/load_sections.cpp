@@ -310,16 +310,17 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
 
 ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   Reader r(v, "plan",
-           {"dp", "tp", "pp", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "tp_comm_overlap", "zero", "shard_group", "bucket_size",
+           {"dp", "tp", "pp", "cp", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "tp_comm_overlap", "zero", "shard_group", "bucket_size",
             "overlap_dp", "overlap_param_gather", "collective", "placement"},
            &where);
   ParallelPlan p;
   p.tp = r.integer("tp", 1);
   p.pp = r.integer("pp", 1);
-  const long long tp_pp = static_cast<long long>(p.tp) * p.pp;
+  p.cp = r.integer("cp", 1);
+  const long long tp_pp = static_cast<long long>(p.tp) * p.pp * p.cp;
   if (!r.has("dp") && cluster_gpus % tp_pp != 0) {
-    r.fail("dp", fmt::format("dp is not given and tp x pp = {} does not divide the cluster's {} GPUs; set plan.dp",
-                             tp_pp, cluster_gpus));
+    r.fail("dp", fmt::format("dp is not given and tp x pp{} = {} does not divide the cluster's {} GPUs; set plan.dp",
+                             p.cp > 1 ? " x cp" : "", tp_pp, cluster_gpus));
   }
   p.dp = r.integer("dp", static_cast<int>(std::max(1LL, cluster_gpus / tp_pp)));
   p.virtual_stages = r.integer("virtual_stages", 1);
@@ -355,7 +356,8 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
       if (word == "tp") dims.push_back(Dim::tp);
       else if (word == "dp") dims.push_back(Dim::dp);
       else if (word == "pp") dims.push_back(Dim::pp);
-      else r.fail_value("placement", *pl, fmt::format("unknown dimension '{}': expected tp, dp and pp", word));
+      else if (word == "cp") dims.push_back(Dim::cp);
+      else r.fail_value("placement", *pl, fmt::format("unknown dimension '{}': expected tp, cp, dp and pp", word));
       word.clear();
     };
     for (char ch : text) {
@@ -363,12 +365,16 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
       else word.push_back(ch);
     }
     flush();
-    const bool perm = dims.size() == 3 && std::find(dims.begin(), dims.end(), Dim::tp) != dims.end() &&
-                      std::find(dims.begin(), dims.end(), Dim::dp) != dims.end() &&
-                      std::find(dims.begin(), dims.end(), Dim::pp) != dims.end();
+    // Without cp its place is next to tp (Megatron's order: tp, cp, dp, pp).
+    auto has = [&](Dim d) { return std::find(dims.begin(), dims.end(), d) != dims.end(); };
+    if (dims.size() == 3 && !has(Dim::cp)) {
+      dims.insert(std::find(dims.begin(), dims.end(), Dim::tp) + 1, Dim::cp);
+    }
+    const bool perm = dims.size() == 4 && has(Dim::tp) && has(Dim::dp) && has(Dim::pp) && has(Dim::cp);
     if (!perm) {
       r.fail_value("placement", *pl,
-                   fmt::format("expected tp, dp and pp each once, innermost first (such as tp,dp,pp), got '{}'", text));
+                   fmt::format("expected tp, dp and pp (and cp) each once, innermost first (such as tp,dp,pp), got '{}'",
+                               text));
     }
     std::copy(dims.begin(), dims.end(), p.placement.begin());
   }

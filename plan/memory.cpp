@@ -35,13 +35,16 @@ double backward_transient(const Scenario& s) {
     for (const GenericLayer& g : m.generic_layers) largest = std::max(largest, g.activations);
     return 2.0 * largest * t.micro_batch * e;
   }
-  const double tokens = static_cast<double>(t.micro_batch) * m.seq_len;
+  const double tokens = static_cast<double>(t.micro_batch) * m.seq_len / p.cp;  // this rank's positions
   const bool sp = p.sequence_parallel && p.tp > 1;
   double bytes = 2.0 * tokens / (sp ? p.tp : 1) * m.hidden * e + 2.0 * tokens * m.ffn_hidden / p.tp * e;
   if (t.recompute == Recompute::full) {
     bytes += layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, Recompute::none, e,
-                                    t.attention == Attention::flash, linear);
+                                    t.attention == Attention::flash, linear) / p.cp;
   }
+  // Ring attention's backward: the keys and values with their gradients, one block
+  // travelling out and one coming in.
+  if (p.cp > 1) bytes += 2.0 * 2.0 * cp_kv_block_bytes(s);
   return bytes;
 }
 
@@ -70,8 +73,9 @@ MemoryReport memory_per_rank(const Scenario& s) {
       double act = 0.0;
       if (m.kind == ModelKind::transformer) {
         b.parameters += (last - first) * m.params_per_layer() / p.tp;
+        // Context parallelism: 1/cp of every stored tensor (under FlashAttention none is s x s).
         act = (last - first) * layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
-                                                      t.attention == Attention::flash, fp8 ? 1 : 0);
+                                                      t.attention == Attention::flash, fp8 ? 1 : 0) / p.cp;
         // fp8: Transformer Engine's FP8 copies of the linear weights, in both layouts.
         if (fp8) fp8_weights += 2.0 * (last - first) * m.linear_params_per_layer() / p.tp;
       } else {
@@ -92,7 +96,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
         b.parameters += 2.0 * m.hidden;  // final norm
         // An untied head has its own matrix; a tied one needs a copy when it is on another stage.
         if (!m.tie_embeddings || p.pp > 1) b.parameters += word;
-        logits_per_micro_batch = static_cast<double>(t.micro_batch) * m.seq_len * m.vocab / p.tp * 4.0;
+        logits_per_micro_batch = static_cast<double>(t.micro_batch) * (m.seq_len / p.cp) * m.vocab / p.tp * 4.0;
       }
     }
     // Walk the stage's order: activations are held per (micro-batch, chunk) from forward to
@@ -114,7 +118,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
     b.activations = chunk_activation * b.in_flight + backward_transient(s);
     b.logits = logits_per_micro_batch * b.logits_in_flight;
     const int g = topology::dtype_bytes(t.grad_dtype);
-    const int sharded = p.dp > 1 ? p.zero : 0;  // ZeRO stage in effect
+    const int sharded = p.grad_ranks() > 1 ? p.zero : 0;  // ZeRO stage in effect
     const int n = p.shard_size();               // over this many ranks
     // ZeRO-2/3's units (gradient_sources): at most two are whole at once, the one computing
     // and the one in its reduce-scatter (gradients) or gather (ZeRO-3's parameters).

@@ -24,6 +24,7 @@ std::string_view to_string(Category c) {
     case Category::tp_comm: return "tp";
     case Category::pp_comm: return "pp";
     case Category::dp_comm: return "dp";
+    case Category::cp_comm: return "cp";
   }
   return "?";
 }
@@ -70,12 +71,17 @@ std::string op_name(const Program& p, std::int64_t id) {
                           : o.category == Category::backward ? "bwd "
                           : o.category == Category::recompute ? "recompute "
                                                                : "";
-      static constexpr const char* piece[] = {"", " prepare", " column", " middle", " row", " wgrad"};
+      static constexpr const char* piece[] = {"", " prepare", " column", " middle", " row", " wgrad", " block", " finish", " merge"};
       const std::string step = o.step >= 0 ? " #" + std::to_string(o.step) : "";
       return std::string(phase) + what[static_cast<int>(o.what)] + piece[static_cast<int>(o.piece)] + step + layer + mb;
     }
     case OpKind::send:
     case OpKind::recv:
+      if (o.category == Category::cp_comm) {  // "cp ring #1 send kv L3 mb0 -> 2"; the gradients' "kv-grad"
+        const char* what = o.gradient ? "kv-grad" : "kv";
+        return std::string("cp ring #") + std::to_string(o.step) + (o.kind == OpKind::send ? " send " : " recv ") + what +
+               layer + mb + (o.kind == OpKind::send ? " -> " : " <- ") + std::to_string(o.peer);
+      }
       if (o.tp_role == TpRole::ring) {  // "tp ring #2 send mlp L3 mb0 -> 5"
         static constexpr const char* part[] = {"layer", "attention", "mlp", "core", "embedding", "head", "optimizer"};
         const char* grad = o.pass == Category::backward ? "-grad" : "";
@@ -113,23 +119,29 @@ std::string op_name(const Program& p, std::int64_t id) {
 
 std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec& m, Program& prog) {
   const auto world = static_cast<std::size_t>(prog.world);
-  std::vector<std::vector<int>> group_of(gather_groups + 1, std::vector<int>(world, -1));
+  std::vector<std::vector<int>> group_of(cp_groups + 1, std::vector<int>(world, -1));
   // Adds `g` to the Program and records it as its members' group of kind `kind`.
   auto add = [&](Group g, std::size_t kind) {
     const int id = static_cast<int>(prog.groups.size());
     for (int member : g.ranks) group_of[kind][static_cast<std::size_t>(member)] = id;
     prog.groups.push_back(std::move(g));
   };
-  for (Dim d : {Dim::tp, Dim::dp, Dim::pp}) {
+  for (Dim d : {Dim::tp, Dim::dp, Dim::pp, Dim::cp}) {
+    if (d == Dim::cp && p.cp == 1) continue;
+    const std::size_t kind = group_kind(d);
     for (int r = 0; r < prog.world; ++r) {
-      if (group_of[static_cast<std::size_t>(d)][static_cast<std::size_t>(r)] >= 0) continue;
+      if (group_of[kind][static_cast<std::size_t>(r)] >= 0) continue;
       Group g{d, {}};
       Coord c = coord_of(p, r);
-      for (int i = 0; i < extent(p, d); ++i) {
-        coordinate(c, d) = i;
-        g.ranks.push_back(rank_of(p, c));
+      if (d == Dim::dp) {  // the gradients' group: dp x cp
+        for (int i = 0; i < p.grad_ranks(); ++i) g.ranks.push_back(rank_of(p, at_grad_index(p, c, i)));
+      } else {
+        for (int i = 0; i < extent(p, d); ++i) {
+          coordinate(c, d) = i;
+          g.ranks.push_back(rank_of(p, c));
+        }
       }
-      add(std::move(g), static_cast<std::size_t>(d));
+      add(std::move(g), kind);
     }
   }
   // Tied embeddings over several stages: the first stage's embedding and the last stage's
@@ -149,21 +161,22 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
     const int n = p.shard_size();
     for (int r = 0; r < prog.world; ++r) {
       const Coord c = coord_of(p, r);
-      if (c.dp % n == 0) {  // the first of its shard group
+      const int i = grad_index(p, c);
+      if (i % n == 0) {  // the first of its shard group
         Group g{Dim::dp, {}, GroupPart::shard};
-        for (int i = 0; i < n; ++i) g.ranks.push_back(rank_of(p, Coord{c.tp, c.dp + i, c.pp}));
+        for (int k = 0; k < n; ++k) g.ranks.push_back(rank_of(p, at_grad_index(p, c, i + k)));
         add(std::move(g), shard_groups);
       }
-      if (c.dp < n) {  // the first of its replica group
+      if (i < n) {  // the first of its replica group
         Group g{Dim::dp, {}, GroupPart::replica};
-        for (int i = c.dp; i < p.dp; i += n) g.ranks.push_back(rank_of(p, Coord{c.tp, i, c.pp}));
+        for (int k = i; k < p.grad_ranks(); k += n) g.ranks.push_back(rank_of(p, at_grad_index(p, c, k)));
         add(std::move(g), replica_groups);
       }
     }
   }
   // ZeRO-3: its gathers' own copy of each group it shards over (own communicators: the
   // gathers and the reduce-scatters run on two streams, in an order that differs by rank).
-  if (p.zero == 3 && p.dp > 1) {
+  if (p.zero == 3 && p.grad_ranks() > 1) {
     const std::size_t source = p.hybrid_shard() ? shard_groups : static_cast<std::size_t>(Dim::dp);
     for (int r = 0; r < prog.world; ++r) {
       if (group_of[gather_groups][static_cast<std::size_t>(r)] >= 0) continue;

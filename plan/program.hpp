@@ -30,7 +30,7 @@ namespace parasim::plan {
 // the gradients' reduce-scatters (as FSDP runs them), so that neither waits for the other.
 enum class Stream : std::uint8_t { compute, tp, pp, dp, dp_gather };
 enum class OpKind : std::uint8_t { compute, send, recv, collective };
-enum class Category : std::uint8_t { forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm };
+enum class Category : std::uint8_t { forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm, cp_comm };
 enum class CollectiveOp : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast };
 enum class ComputeWhat : std::uint8_t { layer, layer_attention, layer_mlp, attention_core, embedding, lm_head, optimizer };
 // What a tensor-parallel collective does for the compute op it serves (Op::what, in pass
@@ -49,7 +49,14 @@ enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicat
 // block of the column GEMM (Op::step: the ring's step), middle, the row GEMM (forward one of
 // its blocks, Op::step), the weight gradients under the reduce-scatter (backward). A
 // reduce-scatter of the overlap carries the piece it sums (row) and forward its block.
-enum class LayerPiece : std::uint8_t { whole, prepare, column, middle, row, wgrad };
+//
+// Under context parallelism the attention half runs as prepare (before the attention core:
+// forward the layer norm and QKV GEMM; backward the projection's gradients), one block per
+// ring step (the attention of this rank's queries against the keys and values of one cp
+// rank, Op::step the step), backward after each later block a merge (the key and value
+// gradients the ranks before sent, added to this rank's share), and finish (forward the
+// projection and residual; backward the QKV GEMM's gradients and the layer norm's).
+enum class LayerPiece : std::uint8_t { whole, prepare, column, middle, row, wgrad, block, finish, merge };
 
 inline constexpr int stream_count = 5;
 std::string_view to_string(Stream s);
@@ -87,9 +94,10 @@ struct Op {
   std::uint32_t deps_count = 0;
 };
 
-// A group of ranks: every rank of one dimension's line, or under hybrid sharding
-// (ParallelPlan::hybrid_shard) part of a dp line: a shard group (consecutive dp indices) or
-// a replica group (the ranks holding the same shard in each shard group).
+// A group of ranks: every rank of one dimension's line (a dp line spans dp x cp: the ranks
+// whose gradients are summed), or under hybrid sharding (ParallelPlan::hybrid_shard) part
+// of a dp line: a shard group (consecutive grad_index()es) or a replica group (the ranks
+// holding the same shard in each shard group).
 enum class GroupPart : std::uint8_t { whole, shard, replica };
 struct Group {
   Dim dim = Dim::dp;
@@ -102,6 +110,7 @@ struct Coord {
   int tp = 0;
   int dp = 0;
   int pp = 0;
+  int cp = 0;
 };
 
 struct Program {
@@ -129,8 +138,19 @@ struct Program {
 };
 
 // Size of a dimension under the plan, and a coordinate's index along it.
-inline int extent(const ParallelPlan& p, Dim d) { return d == Dim::tp ? p.tp : d == Dim::dp ? p.dp : p.pp; }
-inline int& coordinate(Coord& c, Dim d) { return d == Dim::tp ? c.tp : d == Dim::dp ? c.dp : c.pp; }
+inline int extent(const ParallelPlan& p, Dim d) {
+  return d == Dim::tp ? p.tp : d == Dim::dp ? p.dp : d == Dim::pp ? p.pp : p.cp;
+}
+inline int& coordinate(Coord& c, Dim d) { return d == Dim::tp ? c.tp : d == Dim::dp ? c.dp : d == Dim::pp ? c.pp : c.cp; }
+
+// A rank's index among the ranks holding the same weights (ParallelPlan::grad_ranks(), the
+// gradients' group: dp x cp, cp innermost), and the coordinate at such an index.
+inline int grad_index(const ParallelPlan& p, const Coord& c) { return c.dp * p.cp + c.cp; }
+inline Coord at_grad_index(const ParallelPlan& p, Coord c, int i) {
+  c.dp = i / p.cp;
+  c.cp = i % p.cp;
+  return c;
+}
 
 // Rank of a coordinate under the plan's placement (innermost dimension first), and back.
 int rank_of(const ParallelPlan& p, const Coord& c);
@@ -144,6 +164,9 @@ inline constexpr std::size_t tied_embedding_groups = 3;
 inline constexpr std::size_t shard_groups = 4;    // hybrid sharding's (else every rank -1)
 inline constexpr std::size_t replica_groups = 5;
 inline constexpr std::size_t gather_groups = 6;   // ZeRO-3's gathers: a copy of each shard group
+inline constexpr std::size_t cp_groups = 7;       // context parallelism's rings
+// The group kind of a dimension's lines: tp, dp (over dp x cp: the gradients' group), pp, cp.
+inline constexpr std::size_t group_kind(Dim d) { return d == Dim::cp ? cp_groups : static_cast<std::size_t>(d); }
 std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec& m, Program& prog);
 
 struct CompileOptions {

@@ -28,7 +28,8 @@ inline double optimizer_state_bytes(Optimizer o) {
 enum class Recompute { none, selective, full };
 enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b };
 enum class Collective { automatic, ring, tree, hierarchical, nvls, direct };
-enum class Dim { tp, dp, pp };
+// cp: context parallelism (each rank of a cp group holds a part of every sequence).
+enum class Dim { tp, dp, pp, cp };
 enum class Backend { cpu, cuda };
 // How the attention core runs: FlashAttention (one fused kernel, no s x s tensors kept) or
 // the unfused GEMMs, softmax and dropout.
@@ -70,6 +71,12 @@ struct ParallelPlan {
   int dp = 1;
   int tp = 1;
   int pp = 1;
+  // Context parallelism (Megatron-Core's --context-parallel-size, Transformer Engine's ring
+  // attention): each sequence split over cp ranks in 2·cp chunks, rank i holding chunks i
+  // and 2·cp-1-i (balanced causal work); the attention's keys and values travel the cp
+  // ring block by block, each block's attention running while the next one arrives. The
+  // cp ranks hold the same weights: gradients are summed over dp x cp.
+  int cp = 1;
   int virtual_stages = 1;
   Schedule schedule = Schedule::one_f_one_b;
   bool sequence_parallel = false;
@@ -94,14 +101,16 @@ struct ParallelPlan {
   // for its bucket, instead of after the optimizer.
   bool overlap_param_gather = false;
   Collective collective = Collective::automatic;
-  std::array<Dim, 3> placement{Dim::tp, Dim::dp, Dim::pp};  // innermost first
+  std::array<Dim, 4> placement{Dim::tp, Dim::cp, Dim::dp, Dim::pp};  // innermost first (Megatron's order)
 
-  [[nodiscard]] int world() const { return dp * tp * pp; }
-  // The ranks ZeRO shards over, and whether they are fewer than dp (hybrid sharding).
-  [[nodiscard]] int shard_size() const { return shard_group > 0 && zero >= 1 ? shard_group : dp; }
-  [[nodiscard]] bool hybrid_shard() const { return shard_size() < dp; }
+  [[nodiscard]] int world() const { return dp * tp * pp * cp; }
+  // The ranks holding the same weights, over which gradients are summed: dp x cp.
+  [[nodiscard]] int grad_ranks() const { return dp * cp; }
+  // The ranks ZeRO shards over, and whether they are fewer than dp x cp (hybrid sharding).
+  [[nodiscard]] int shard_size() const { return shard_group > 0 && zero >= 1 ? shard_group : grad_ranks(); }
+  [[nodiscard]] bool hybrid_shard() const { return shard_size() < grad_ranks(); }
   // ZeRO-1's parameter all-gathers open the next step (overlap_param_gather with dp > 1).
-  [[nodiscard]] bool defers_param_gather() const { return overlap_param_gather && zero == 1 && dp > 1; }
+  [[nodiscard]] bool defers_param_gather() const { return overlap_param_gather && zero == 1 && grad_ranks() > 1; }
 };
 
 struct HardwareSpec {

@@ -22,20 +22,34 @@ std::vector<int> divisors(int n) {
 }
 
 // Placements that map ranks differently: every order of the dimensions larger than 1,
-// innermost first, then the others in tp, dp, pp order.
-std::vector<std::array<Dim, 3>> placements(const ParallelPlan& p) {
+// innermost first, then the others in tp, cp, dp, pp order.
+std::vector<std::array<Dim, 4>> placements(const ParallelPlan& p) {
   std::vector<Dim> big;
   std::vector<Dim> one;
-  for (Dim d : {Dim::tp, Dim::dp, Dim::pp}) (extent(p, d) > 1 ? big : one).push_back(d);
-  std::vector<std::array<Dim, 3>> out;
+  for (Dim d : {Dim::tp, Dim::cp, Dim::dp, Dim::pp}) (extent(p, d) > 1 ? big : one).push_back(d);
+  std::vector<std::array<Dim, 4>> out;
   std::sort(big.begin(), big.end());
   do {
-    std::array<Dim, 3> a{};
+    std::array<Dim, 4> a{};
     std::size_t i = 0;
     for (Dim d : big) a[i++] = d;
     for (Dim d : one) a[i++] = d;
     out.push_back(a);
   } while (std::next_permutation(big.begin(), big.end()));
+  return out;
+}
+
+// Context-parallel degrees worth trying for `ranks` devices left after tp and pp: 1, and
+// for sequences of 16k tokens or more (what context parallelism is for: shorter ones give
+// each rank blocks too small to hide the ring behind) every divisor that keeps at least
+// 4k positions per rank and splits the sequence into 2·cp chunks.
+std::vector<int> context_degrees(const Scenario& base, int ranks) {
+  std::vector<int> out{1};
+  const int s = base.model.seq_len;
+  if (base.model.kind != ModelKind::transformer || s < 16384) return out;
+  for (int cp : divisors(ranks)) {
+    if (cp > 1 && s % (2 * cp) == 0 && s / cp >= 4096) out.push_back(cp);
+  }
   return out;
 }
 
@@ -85,7 +99,8 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
     if (transformer && (base.model.heads % tp != 0 || base.model.hidden % tp != 0)) continue;
     for (int pp : divisors(n / tp)) {
       if (pp > layers) break;
-      const int dp = n / (tp * pp);
+      for (int cp : context_degrees(base, n / (tp * pp))) {
+      const int dp = n / (tp * pp * cp);
       if (base.training.global_batch % dp != 0) continue;
       // ZeRO stages with the group each shards over (0: all dp ranks). Without dp they shard
       // nothing. check() refuses ZeRO-2/3 with a tied embedding over stages: skipped here
@@ -95,12 +110,14 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
       std::vector<std::pair<int, int>> sharding{{0, 0}};
       int in_node = 1;
       for (int d : divisors(dp)) {
-        if (d < dp && d * tp <= base.cluster.gpus_per_node) in_node = d;
+        if (d < dp && d * tp * cp <= base.cluster.gpus_per_node) in_node = d;
       }
-      for (int zero = 1; dp > 1 && zero <= 3; ++zero) {
+      for (int zero = 1; dp * cp > 1 && zero <= 3; ++zero) {
         if (zero >= 2 && pp > 1 && transformer && base.model.tie_embeddings) continue;
         sharding.emplace_back(zero, 0);
-        if (zero >= 2 && in_node >= 2 && dp * tp > base.cluster.gpus_per_node) sharding.emplace_back(zero, in_node);
+        if (zero >= 2 && in_node >= 2 && dp * tp * cp > base.cluster.gpus_per_node) {
+          sharding.emplace_back(zero, in_node * cp);
+        }
       }
       for (int mb : divisors(base.training.global_batch / dp)) {
         const int micro_batches = base.training.global_batch / (dp * mb);
@@ -118,15 +135,17 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
         }
         for (const Shape& shape : shapes) {
           for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
-            if (r == Recompute::selective && !transformer) continue;
+            if (r == Recompute::selective && (!transformer || cp > 1)) continue;
             for (const auto& [zero, shard_group] : sharding) {
               for (int sp_mode = 0; sp_mode < 3; ++sp_mode) {  // no SP, SP, SP with tp communication overlap
                 const bool sp = sp_mode > 0;
                 if (sp && (tp == 1 || !transformer)) continue;
+                if (sp_mode == 2 && cp > 1) continue;  // not modelled together (check)
                 Candidate c;
                 c.plan.dp = dp;
                 c.plan.tp = tp;
                 c.plan.pp = pp;
+                c.plan.cp = cp;
                 c.plan.virtual_stages = shape.v;
                 c.plan.schedule = shape.schedule;
                 c.plan.sequence_parallel = sp;
@@ -144,6 +163,7 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
           }
         }
       }
+      }
     }
   }
   return out;
@@ -151,8 +171,8 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
 
 std::string describe(const Candidate& c) {
   const ParallelPlan& p = c.plan;
-  return fmt::format("dp {} tp {} pp {}{} {} mb {} recompute {} zero {}{}{}{} placement {}", p.dp, p.tp, p.pp,
-                     p.virtual_stages > 1 ? fmt::format(" x{}", p.virtual_stages) : "", to_string(p.schedule),
+  return fmt::format("dp {} tp {} pp {}{}{} {} mb {} recompute {} zero {}{}{}{} placement {}", p.dp, p.tp, p.pp,
+                     p.cp > 1 ? fmt::format(" cp {}", p.cp) : "", p.virtual_stages > 1 ? fmt::format(" x{}", p.virtual_stages) : "", to_string(p.schedule),
                      c.micro_batch, to_string(c.recompute), p.zero,
                      p.hybrid_shard() ? fmt::format(" shard {}", p.shard_size()) : "", p.sequence_parallel ? " sp" : "",
                      p.tp_comm_overlap ? " overlap" : "", placement_string(p));
@@ -163,6 +183,7 @@ std::vector<std::string> overrides_of(const Candidate& c) {
   return {fmt::format("plan.dp={}", p.dp),
           fmt::format("plan.tp={}", p.tp),
           fmt::format("plan.pp={}", p.pp),
+          fmt::format("plan.cp={}", p.cp),
           fmt::format("plan.virtual_stages={}", p.virtual_stages),
           fmt::format("plan.schedule={}", to_string(p.schedule)),
           fmt::format("plan.sequence_parallel={}", p.sequence_parallel ? "true" : "false"),

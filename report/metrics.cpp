@@ -34,6 +34,7 @@ int dimension_of(plan::Category c) {
     case plan::Category::tp_comm: return 0;
     case plan::Category::pp_comm: return 1;
     case plan::Category::dp_comm: return 2;
+    case plan::Category::cp_comm: return 3;
     default: return -1;
   }
 }
@@ -86,7 +87,7 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
   }
 
   std::vector<Intervals> compute(static_cast<std::size_t>(trace.world));
-  std::vector<std::array<Intervals, 3>> comm(static_cast<std::size_t>(trace.world));
+  std::vector<std::array<Intervals, dimension_count>> comm(static_cast<std::size_t>(trace.world));
   for (const Span& sp : trace.spans) {
     if (sp.kind == plan::OpKind::recv) continue;  // waiting for a send, counted by the send
     const int d = dimension_of(sp.category);
@@ -102,7 +103,7 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
       const auto& c = compute[static_cast<std::size_t>(r)];
       rf.compute = static_cast<double>(union_length(c)) * 1e-12;
       Intervals working = c;
-      for (int d = 0; d < 3; ++d) {
+      for (int d = 0; d < static_cast<int>(dimension_count); ++d) {
         const auto& iv = comm[static_cast<std::size_t>(r)][static_cast<std::size_t>(d)];
         rf.comm[static_cast<std::size_t>(d)] = static_cast<double>(union_length(iv)) * 1e-12;
         rf.exposed[static_cast<std::size_t>(d)] = static_cast<double>(uncovered_length(iv, c)) * 1e-12;
@@ -111,7 +112,7 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
       rf.bubble = step_ps > 0 ? (step_ps - static_cast<double>(union_length(working))) / step_ps : 0.0;
     }
     rf.rank = r;
-    for (int d = 0; d < 3; ++d) {
+    for (int d = 0; d < static_cast<int>(dimension_count); ++d) {
       f.comm_mean[static_cast<std::size_t>(d)] += rf.comm[static_cast<std::size_t>(d)] / trace.world;
       f.exposed_mean[static_cast<std::size_t>(d)] += rf.exposed[static_cast<std::size_t>(d)] / trace.world;
     }
@@ -165,6 +166,7 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
       {f.exposed_mean[0], "exposed tensor-parallel communication" + link_hint(0)},
       {f.exposed_mean[1], "exposed pipeline transfers" + link_hint(1)},
       {f.exposed_mean[2], "exposed data-parallel gradient synchronisation" + link_hint(2)},
+      {f.exposed_mean[3], "exposed context-parallel key/value exchange" + link_hint(3)},
   };
   const auto top = std::max_element(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
   const double share = f.step_time > 0 ? top->seconds / f.step_time : 0.0;

@@ -2,9 +2,9 @@
 //
 // Per rank, busy time is the length of the union of its spans of a kind:
 //   compute   forward, backward, recompute, optimizer spans
-//   tp/pp/dp  communication spans of that dimension
+//   tp/pp/dp/cp  communication spans of that dimension
 //   exposed   the part of a dimension's communication not overlapped by compute
-//   bubble    time the rank neither computes nor communicates on tp or dp: it waits for
+//   bubble    time the rank neither computes nor communicates on tp, dp or cp: it waits for
 //             the pipeline (pp transfers in flight count as waiting)
 // A folded trace (trace.hpp) gives each mirrored rank the figures of the rank it mirrors.
 // Throughput: samples/s = global batch / step; tokens/s = samples/s x sequence length.
@@ -25,14 +25,15 @@
 
 namespace parasim::report {
 
-enum class Dimension { tp = 0, pp = 1, dp = 2 };
-inline constexpr std::array<const char*, 3> dimension_names{"tp", "pp", "dp"};
+enum class Dimension { tp = 0, pp = 1, dp = 2, cp = 3 };
+inline constexpr std::size_t dimension_count = 4;
+inline constexpr std::array<const char*, dimension_count> dimension_names{"tp", "pp", "dp", "cp"};
 
 struct RankFigures {
   int rank = 0;
   double compute = 0.0;
-  std::array<double, 3> comm{};     // busy seconds per dimension
-  std::array<double, 3> exposed{};  // not hidden by compute
+  std::array<double, dimension_count> comm{};     // busy seconds per dimension
+  std::array<double, dimension_count> exposed{};  // not hidden by compute
   double bubble = 0.0;               // fraction of the step
 };
 
@@ -52,8 +53,8 @@ struct StepFigures {
   double flops_per_device = 0.0;
   double mfu = 0.0;
   double bubble_fraction = 0.0;          // mean over ranks
-  std::array<double, 3> comm_mean{};     // seconds per rank, mean
-  std::array<double, 3> exposed_mean{};
+  std::array<double, dimension_count> comm_mean{};     // seconds per rank, mean
+  std::array<double, dimension_count> exposed_mean{};
   std::vector<RankFigures> ranks;
   std::vector<LinkFigure> busiest_links;  // by utilisation, top 8
   std::string bottleneck;

@@ -27,32 +27,43 @@ namespace {
 using plan::CollectiveOp;
 using plan::Dim;
 
-// The devices of the group of dimension `d` that holds the rank at `c`; of a dp line, under
-// hybrid sharding, its shard group or its replica group (plan/program.hpp).
+// The devices of the group of dimension `d` that holds the rank at `c`; of a dp line (over
+// dp x cp, the gradients' group), under hybrid sharding, its shard group or its replica
+// group (plan/program.hpp).
 std::vector<int> group_of(const plan::ParallelPlan& p, plan::Coord c, Dim d,
                           plan::GroupPart part = plan::GroupPart::whole) {
   std::vector<int> out;
+  if (d != Dim::dp) {
+    for (int i = 0; i < plan::extent(p, d); ++i) {
+      plan::coordinate(c, d) = i;
+      out.push_back(plan::rank_of(p, c));
+    }
+    return out;
+  }
   const int n = p.shard_size();
-  int first = 0, end = plan::extent(p, d), stride = 1;
+  const int at = plan::grad_index(p, c);
+  int first = 0, end = p.grad_ranks(), stride = 1;
   if (part == plan::GroupPart::shard) {
-    first = c.dp / n * n;
+    first = at / n * n;
     end = first + n;
   } else if (part == plan::GroupPart::replica) {
-    first = c.dp % n;
+    first = at % n;
     stride = n;
   }
-  for (int i = first; i < end; i += stride) {
-    plan::coordinate(c, d) = i;
-    out.push_back(plan::rank_of(p, c));
-  }
+  for (int i = first; i < end; i += stride) out.push_back(plan::rank_of(p, plan::at_grad_index(p, c, i)));
   return out;
 }
 
 // Whether the rank at `c` is the first of its group (one visit per group).
 bool first_of_group(const plan::ParallelPlan& p, const plan::Coord& c, Dim d, plan::GroupPart part) {
-  if (part == plan::GroupPart::shard) return c.dp % p.shard_size() == 0;
-  if (part == plan::GroupPart::replica) return c.dp < p.shard_size();
-  return (d == Dim::tp ? c.tp : d == Dim::dp ? c.dp : c.pp) == 0;
+  if (d == Dim::dp) {
+    const int at = plan::grad_index(p, c);
+    if (part == plan::GroupPart::shard) return at % p.shard_size() == 0;
+    if (part == plan::GroupPart::replica) return at < p.shard_size();
+    return at == 0;
+  }
+  plan::Coord copy = c;
+  return plan::coordinate(copy, d) == 0;
 }
 
 // A group part's share of the estimator's cache keys: the part and its group size.
@@ -60,8 +71,11 @@ int part_code(const plan::ParallelPlan& p, plan::GroupPart part) {
   return static_cast<int>(part) * 4096 + (part == plan::GroupPart::whole ? 0 : p.shard_size());
 }
 
+// The placement and the cp degree, for the caches' keys.
 int placement_code(const plan::ParallelPlan& p) {
-  return static_cast<int>(p.placement[0]) * 9 + static_cast<int>(p.placement[1]) * 3 + static_cast<int>(p.placement[2]);
+  int code = 0;
+  for (Dim d : p.placement) code = code * 4 + static_cast<int>(d);
+  return code + 256 * p.cp;
 }
 
 }  // namespace
@@ -122,7 +136,7 @@ struct Estimator::Impl {
   double collective(const plan::Scenario& s, Dim d, CollectiveOp op, double bytes, int stage, double overlap = 0.0,
                     plan::GroupPart part = plan::GroupPart::whole) {
     const plan::ParallelPlan& p = s.plan;
-    if (plan::extent(p, d) <= 1 || bytes <= 0.0) return 0.0;
+    if ((d == Dim::dp ? p.grad_ranks() : plan::extent(p, d)) <= 1 || bytes <= 0.0) return 0.0;
     const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d), stage, static_cast<int>(op),
                                      static_cast<int>(p.collective), bytes, overlap, part_code(p, part));
     if (auto it = collectives.find(key); it != collectives.end()) return it->second;
@@ -146,6 +160,16 @@ struct Estimator::Impl {
     const double t = latency + (full - latency) * (own + (all - own) * overlap);
     collectives.emplace(key, t);
     return t;
+  }
+
+  // One step of the cp ring: `bytes` from cp rank 0 to cp rank 1 (the tp 0, dp 0 ranks of
+  // stage 0), stretched by the rings of every stage sending at once.
+  double ring_step(const plan::ParallelPlan& p, double bytes) {
+    plan::Coord a;
+    plan::Coord b;
+    b.cp = 1;
+    const topology::Route& r = router.route(plan::rank_of(p, a), plan::rank_of(p, b));
+    return r.latency + (r.bottleneck > 0 ? bytes / r.bottleneck * contention_of(p, Dim::cp, 0, true) : 0.0);
   }
 
   // One boundary's transfer from stage `stage` to the next (the tp 0, dp 0 ranks).
@@ -207,16 +231,19 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   std::vector<double> rec(fwd.size(), 0.0);
   std::vector<double> bwd(fwd.size(), 0.0);
   double tp_per_layer = 0.0;  // seconds per layer per micro-batch, forward + backward (+ recompute)
+  double cp_per_layer = 0.0;  // the cp ring's waits, likewise
+  double cp_f = 0.0, cp_b = 0.0;
   double act = 0.0;           // one s·b·h tensor
   double emb_f = 0.0, emb_b = 0.0, head_f = 0.0, head_b = 0.0, tp_ends = 0.0;
   if (transformer) {
-    const std::vector<plan::Gemm> g = plan::layer_forward_gemms(m, t.micro_batch, p.tp);
+    const std::vector<plan::Gemm> g = plan::layer_forward_gemms(m, t.micro_batch, p.tp, p.cp);
     const std::vector<plan::Gemm> att(g.begin(), g.begin() + 4);
     const std::vector<plan::Gemm> mlp(g.begin() + 4, g.end());
     const std::vector<plan::Gemm> core(g.begin() + 1, g.begin() + 3);
-    const std::vector<plan::Gemm> head{plan::lm_head_gemm(m, t.micro_batch, p.tp)};
-    act = static_cast<double>(m.seq_len) * t.micro_batch * m.hidden * e;
-    const double ew = plan::layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, plan::Recompute::none, e);
+    const std::vector<plan::Gemm> head{plan::lm_head_gemm(m, t.micro_batch, p.tp, p.cp)};
+    act = static_cast<double>(m.seq_len / p.cp) * t.micro_batch * m.hidden * e;  // this rank's positions
+    const double ew =
+        plan::layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, plan::Recompute::none, e) / p.cp;
     // The tp collectives of the other stages share the links for the part of the time
     // that they, too, are in a tp collective: that share, from the stage's own figures.
     const CollectiveOp sum_op = sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
@@ -293,6 +320,31 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       f = op(att, 1.0, plan::gemm_io_bytes(att, e) + ew / 2) + op(mlp, 1.0, plan::gemm_io_bytes(mlp, e) + ew / 2) + tp_comm;
       b = op(att, 2.0, 2.0 * plan::gemm_io_bytes(att, e) + ew / 2) + op(mlp, 2.0, 2.0 * plan::gemm_io_bytes(mlp, e) + ew / 2) + tp_comm;
     }
+    // Context parallelism's ring (plan/compile_layers.cpp, context_half): forward each later
+    // step waits for its keys and values as far as their transfer outlasts the step before;
+    // backward the keys and values travel beside the gradients' sums (twice the bytes on
+    // the link), each merge waits for its sum likewise, and the last sum's hop home is
+    // waited for whole.
+    if (p.cp > 1) {
+      const double kv = plan::cp_kv_block_bytes(s);
+      const double one = im.ring_step(p, kv);
+      const double both = im.ring_step(p, 2.0 * kv);
+      double block_f = 0.0, block_b = 0.0, merge = 0.0;
+      if (kernels) {
+        const plan::ContextKernels ck_f = plan::context_kernels(kp, false);
+        const plan::ContextKernels ck_b = plan::context_kernels(kp, true);
+        block_f = device(ck_f.block);
+        block_b = device(ck_b.block);
+        merge = device(ck_b.merge);
+      } else {
+        block_f = op(core, 1.0, plan::gemm_io_bytes(core, e)) / p.cp;
+        block_b = 2.0 * block_f;
+      }
+      cp_f = (p.cp - 1) * std::max(0.0, one - block_f);
+      cp_b = (p.cp - 1) * (std::max(0.0, both - block_b) + merge) + one;
+      f += cp_f;
+      b += cp_b;
+    }
     double r = 0.0;
     if (t.recompute == plan::Recompute::full) {
       r = f;
@@ -304,8 +356,9 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     std::fill(rec.begin(), rec.end(), r);
     std::fill(bwd.begin(), bwd.end(), b);
     tp_per_layer = tp_comm * (t.recompute == plan::Recompute::full ? 3.0 : 2.0);
+    cp_per_layer = cp_f * (t.recompute == plan::Recompute::full ? 2.0 : 1.0) + cp_b;
     const double stats = p.tp > 1 ? im.collective(s, Dim::tp, CollectiveOp::all_gather,
-                                                  3.0 * 4.0 * m.seq_len * t.micro_batch * p.tp, 0, overlap)
+                                                  3.0 * 4.0 * (m.seq_len / p.cp) * t.micro_batch * p.tp, 0, overlap)
                                   : 0.0;
     if (kernels) {
       emb_f = pass(plan::embedding_kernels(kp, false), plan::Category::forward, 0.0, 0) + (p.tp > 1 ? sum : 0.0);
@@ -367,7 +420,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // backward and, under ZeRO-3, gathers each unit's parameters before each pass, one unit
   // ahead. They run under the stage's compute: the stage takes the longer of its work and
   // that traffic, plus the gather of each pass's first unit, which nothing hides.
-  const int sharded = p.dp > 1 ? p.zero : 0;
+  const int sharded = p.grad_ranks() > 1 ? p.zero : 0;
   // ZeRO's collectives over its shard group (the dp line, or under hybrid sharding a part
   // of it), and under hybrid sharding the sum of a reduce-scatter's shard over the replica
   // group (per bucket under ZeRO-1, once per step under ZeRO-2/3).
@@ -467,7 +520,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
         free += shard_op(CollectiveOp::reduce_scatter, bytes, st) + replica_sum(bytes, st);
       }
       if (sharded == 2) buckets = plan::gradient_buckets(sources, ge, 0.0);  // the parameters' gathers, a unit each
-    } else if (p.dp > 1) {
+    } else if (p.grad_ranks() > 1) {
       buckets = plan::gradient_buckets(sources, ge, p.bucket_bytes);
       double stream = 0.0;
       for (const plan::GradientBucket& b : buckets) {
@@ -522,6 +575,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   out.bubble = step > 0 ? std::max(0.0, pipeline - mbs * work[0]) / step : 0.0;
   out.tp_exposed = mbs * (tp_per_layer * static_cast<double>(stage_layers[0].size()) + tp_ends);
   out.dp_exposed = dp_exposed;
+  out.cp_exposed = mbs * cp_per_layer * static_cast<double>(stage_layers[0].size());
   out.optimizer = optimizer;
   out.tokens_per_s = step > 0 ? static_cast<double>(t.global_batch) * m.tokens_per_sample() / step : 0.0;
   const double peak = s.cluster.device.peak(topology::storage_dtype(dtype));
@@ -529,7 +583,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // The largest loss of at least 5 % of the step names the bottleneck.
   const std::pair<double, const char*> losses[] = {
       {out.bubble * step, "pipeline bubble"}, {out.tp_exposed, "tensor-parallel communication"},
-      {out.dp_exposed, "data-parallel gradient synchronisation"}};
+      {out.dp_exposed, "data-parallel gradient synchronisation"},
+      {out.cp_exposed, "context-parallel key/value exchange"}};
   const auto worst = std::max_element(std::begin(losses), std::end(losses),
                                       [](const auto& a, const auto& b) { return a.first < b.first; });
   out.bottleneck = step > 0 && worst->first >= 0.05 * step

@@ -154,7 +154,7 @@ class Network {
   lmm::MaxMinSolver solver_;
   std::vector<Flow> flows_;         // indexed by solver flow id
   std::vector<double> carried_;     // bytes per link
-  std::array<std::vector<double>, 3> by_traffic_;  // bytes per link of tp, pp, dp traffic
+  std::array<std::vector<double>, 4> by_traffic_;  // bytes per link of tp, pp, dp, cp traffic
   std::vector<std::vector<std::pair<std::int64_t, double>>> rate_deltas_;  // per link, when recording
   bool solve_pending_ = false;
   std::uint64_t flows_started_ = 0;

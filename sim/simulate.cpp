@@ -148,7 +148,8 @@ class Runner {
     for (const report::Span& sp : t.spans) t.step_end = std::max(t.step_end, sp.end);
     for (int l = 0; l < cluster_.link_count(); ++l) {
       if (net_.bytes_carried(l) > 0.0) {
-        t.links.push_back({l, net_.bytes_carried(l), {net_.bytes_carried(l, 0), net_.bytes_carried(l, 1), net_.bytes_carried(l, 2)}});
+        t.links.push_back({l, net_.bytes_carried(l),
+                           {net_.bytes_carried(l, 0), net_.bytes_carried(l, 1), net_.bytes_carried(l, 2), net_.bytes_carried(l, 3)}});
       }
     }
     if (counters_) finish_counters(t);

@@ -44,6 +44,16 @@ class CpuDevice final : public Device {
   void bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, plan::Dtype dtype) override;
   void gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) override;
   void causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) override;
+  void kv_pack(float* kv, const float* qkv, std::int64_t rows, int c) override;
+  void kv_unpack_add(float* dqkv, const float* dkv, std::int64_t rows, int c) override;
+  void ring_attention_begin(float* acc, float* m, float* l, int b, int tq, int heads, int d) override;
+  void ring_attention_block(float* acc, float* m, float* l, const float* qkv, const float* kv, std::span<const int> qpos,
+                            std::span<const int> kpos, int b, int heads, int d) override;
+  void ring_attention_end(float* out, float* lse, const float* acc, const float* m, const float* l, int b, int tq,
+                          int heads, int d) override;
+  void ring_attention_block_backward(float* dqkv, float* dkv, const float* dout, const float* out, const float* qkv,
+                                     const float* kv, const float* lse, std::span<const int> qpos,
+                                     std::span<const int> kpos, int b, int heads, int d) override;
   void flash_attention_forward(float* out, float* lse, const float* qkv, int b, int t, int heads, int d) override;
   void flash_attention_backward(float* dqkv, const float* dout, const float* out, const float* qkv, const float* lse,
                                 int b, int t, int heads, int d) override;

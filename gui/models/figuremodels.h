@@ -50,7 +50,7 @@ class FigureTableModel : public QAbstractTableModel {
 };
 
 namespace breakdown {
-enum Column { Rank, Compute, Tp, Pp, Dp, Bubble, Other, ColumnCount };
+enum Column { Rank, Compute, Tp, Pp, Dp, Cp, Bubble, Other, ColumnCount };
 }
 namespace rankmemory {
 enum Column { Rank, Stage, Predicted, Measured, ColumnCount };

@@ -261,6 +261,14 @@ TEST_CASE("tp communication overlap, tp 2: ring-exchanged blocks and pipelined s
   matches_serial({"plan.tp=2", "plan.sequence_parallel=true", on, "model.seq_len=14", "training.micro_batch=1"});
 }
 
+TEST_CASE("context parallel 2: ring attention over load-balanced chunks equals the whole sequence's", "[exec][np2]") {
+  // Each rank holds chunks i and 3 - i of the sequence's four; keys and values travel the
+  // ring, their gradients come home: the serial model's losses, gradients and weights.
+  matches_serial({"plan.cp=2"});
+  matches_serial({"plan.cp=2", "training.recompute=full"});
+  matches_serial({"plan.cp=2", "training.micro_batch=1", "model.seq_len=12"});
+}
+
 TEST_CASE("pipeline 2 under each schedule equals gradient accumulation on one rank", "[exec][np2]") {
   matches_serial({"plan.pp=2", "plan.schedule=gpipe"});
   matches_serial({"plan.pp=2", "plan.schedule=1f1b"});
@@ -273,6 +281,18 @@ TEST_CASE("tensor parallel 4 equals the unsharded model", "[exec][np4]") {
   matches_serial({"plan.tp=4", "plan.sequence_parallel=true"});
   matches_serial({"plan.tp=4", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"});
   matches_serial({"plan.tp=4", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true", "training.micro_batch=1"});
+}
+
+TEST_CASE("context parallel 4, and cp 2 with tp, dp and pp, equal the serial model", "[exec][np4]") {
+  matches_serial({"plan.cp=4"});
+  matches_serial({"plan.cp=2", "plan.tp=2"});
+  matches_serial({"plan.cp=2", "plan.tp=2", "plan.sequence_parallel=true"});
+  matches_serial({"plan.cp=2", "plan.pp=2"});
+  matches_serial({"plan.cp=2", "plan.dp=2"});
+  // The cp ranks are part of the gradients' group: ZeRO shards over dp x cp.
+  matches_serial({"plan.cp=2", "plan.dp=2", "plan.zero=1"}, false);
+  matches_serial({"plan.cp=2", "plan.dp=2", "plan.zero=3"}, false);
+  matches_serial({"plan.cp=2", "plan.placement=cp,tp,dp,pp", "plan.dp=2"});
 }
 
 TEST_CASE("pipeline 4 under each schedule equals gradient accumulation on one rank", "[exec][np4]") {

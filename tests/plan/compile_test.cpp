@@ -132,7 +132,7 @@ TEST_CASE("ranks map to coordinates with tp innermost", "[compile]") {
   CHECK(coord_of(p, 5).dp == 1);
   CHECK(coord_of(p, 5).pp == 0);
   CHECK(coord_of(p, 8).pp == 1);
-  p.placement = {Dim::dp, Dim::tp, Dim::pp};
+  p.placement = {Dim::dp, Dim::tp, Dim::cp, Dim::pp};
   CHECK(coord_of(p, 1).dp == 1);
   CHECK(coord_of(p, 1).tp == 0);
 }

@@ -45,7 +45,7 @@ TEST_CASE("defaults fill what a scenario leaves out", "[load]") {
   CHECK(s.plan.overlap_dp);
   CHECK(s.plan.zero == 0);
   CHECK(s.plan.collective == Collective::automatic);
-  CHECK(s.plan.placement == std::array<Dim, 3>{Dim::tp, Dim::dp, Dim::pp});
+  CHECK(s.plan.placement == std::array<Dim, 4>{Dim::tp, Dim::cp, Dim::dp, Dim::pp});
   CHECK(s.training.micro_batch == 1);
   CHECK(s.training.optimizer == Optimizer::adamw);
   CHECK(s.training.recompute == Recompute::none);

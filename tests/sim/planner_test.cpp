@@ -60,7 +60,7 @@ TEST_CASE("placements are enumerated only when they map ranks differently", "[pl
   std::map<std::string, int> count;
   for (const plan::Candidate& c : plan::enumerate_plans(base)) {
     plan::Candidate key = c;
-    key.plan.placement = {plan::Dim::tp, plan::Dim::dp, plan::Dim::pp};
+    key.plan.placement = {plan::Dim::tp, plan::Dim::cp, plan::Dim::dp, plan::Dim::pp};
     std::vector<int> map;
     for (int r = 0; r < c.plan.world(); ++r) {
       const plan::Coord x = plan::coord_of(c.plan, r);

@@ -1,0 +1,143 @@
+// Context parallelism on the executor: the attention half's pieces around the cp ring
+// (plan/compile_layers.cpp, context_half, emits them with the ring's transfers), so that
+// together they compute what layer_forward / layer_backward's attention half does, with
+// ring attention (exec/model/ring_attention.hpp) in place of the whole sequence's.
+//
+// The ring's blocks live in ring_, keyed (layer, micro-batch, slot): slot j < cp holds the
+// keys and values of step j (of cp rank (i - j) mod cp; j = 0 this rank's own); backward,
+// slot cp + j this rank's share of step j's gradients, merged with what came from rank
+// i - 1 (slot 2·cp + j - 1, sent at its step j - 1), and slot 3·cp - 1 this rank's own
+// gradients come home.
+#include <stdexcept>
+
+#include "exec/gpt_shard.hpp"
+
+namespace parasim::exec {
+
+using plan::Category;
+using plan::LayerPiece;
+
+namespace {
+
+int owner_of(int index, int step, int cp) { return ((index - step) % cp + cp) % cp; }
+
+}  // namespace
+
+Shard::View GptShard::context_block(const plan::Op& t) {
+  const std::size_t kv = static_cast<std::size_t>(n_) * 2 * static_cast<std::size_t>(cl_);
+  // Op::step is the sender's step: a send carries that step's block (or gradients), a
+  // receive fills the next step's block (or the slot of the gradients rank i - 1 sent).
+  const bool send = t.kind == plan::OpKind::send;
+  const int slot = t.gradient ? (send ? cp_ : 2 * cp_) + t.step : t.step + (send ? 0 : 1);
+  Buffer& b = need(ring_[{t.layer, t.micro_batch, slot}], kv);
+  return {b.f(), static_cast<std::int64_t>(kv)};
+}
+
+void GptShard::release_ring(int layer, int mb) {
+  for (int slot = 0; slot < 3 * cp_; ++slot) ring_.erase({layer, mb, slot});
+}
+
+void GptShard::context_piece(const plan::Op& op) {
+  const LayerParams& p = layer_params_.at(op.layer);
+  Acts& a = acts(op.layer, op.micro_batch);
+  const auto N = static_cast<std::size_t>(n_);
+  const auto H = static_cast<std::size_t>(h_);
+  const auto CL = static_cast<std::size_t>(cl_);
+  const std::size_t kv = N * 2 * CL;
+  const int hl = heads_ / tp_;
+  const std::span<const int> mine = positions_[static_cast<std::size_t>(cp_index_)];
+  const bool backward = op.category == Category::backward;
+  if (!backward) {
+    switch (op.piece) {
+      case LayerPiece::prepare: {  // the layer norm and QKV GEMM, as layer_forward's
+        need(a.qkv, N * 3 * CL);
+        need(a.part, N * H);
+        if (!sp_) {
+          need(a.ln1, N * H);
+          need(a.mean1, N);
+          need(a.rstd1, N);
+          dev_.layer_norm_forward(a.ln1.f(), a.mean1.f(), a.rstd1.f(), a.x.f(), w(p.ln1w), w(p.ln1b), n_, h_);
+          round(a.ln1.f(), N * H);
+        }
+        dev_.gemm(false, false, n_, 3 * cl_, h_, 1.0F, fp8_in(a.ln1.f(), n_, h_, false, 0), h_,
+                  fp8_in(w(p.qkvw), h_, 3 * cl_, false, 1), 3 * cl_, 0.0F, a.qkv.f(), 3 * cl_);
+        dev_.add_bias(a.qkv.f(), w(p.qkvb), n_, 3 * cl_);
+        round(a.qkv.f(), a.qkv.floats());
+        Buffer& own = need(ring_[{op.layer, op.micro_batch, 0}], kv);
+        dev_.kv_pack(own.f(), a.qkv.f(), static_cast<std::int64_t>(N), cl_);
+        need(a.atty, N * CL);  // the running output until the finish
+        need(a.lse, static_cast<std::size_t>(b_) * hl * tl_);
+        need(a.rm, static_cast<std::size_t>(b_) * hl * tl_);
+        need(a.rl, static_cast<std::size_t>(b_) * hl * tl_);
+        dev_.ring_attention_begin(a.atty.f(), a.rm.f(), a.rl.f(), b_, tl_, hl, d_);
+        return;
+      }
+      case LayerPiece::block: {
+        const int owner = owner_of(cp_index_, op.step, cp_);
+        const Buffer& block = ring_.at({op.layer, op.micro_batch, op.step});
+        dev_.ring_attention_block(a.atty.f(), a.rm.f(), a.rl.f(), a.qkv.f(), block.f(), mine,
+                                  positions_[static_cast<std::size_t>(owner)], b_, hl, d_);
+        return;
+      }
+      case LayerPiece::finish:  // the output normalised, the projection (and without tp what follows its sum)
+        dev_.ring_attention_end(a.atty.f(), a.lse.f(), a.atty.f(), a.rm.f(), a.rl.f(), b_, tl_, hl, d_);
+        round(a.atty.f(), a.atty.floats());
+        a.rm = Buffer();
+        a.rl = Buffer();
+        release_ring(op.layer, op.micro_batch);
+        dev_.gemm(false, false, n_, h_, cl_, 1.0F, fp8_in(a.atty.f(), n_, cl_, false, 0), cl_,
+                  fp8_in(w(p.projw), cl_, h_, false, 1), h_, 0.0F, a.part.f(), h_);
+        if (tp_ == 1) finish_attention_forward(op.layer, op.micro_batch, a.part.f());
+        return;
+      default: break;
+    }
+    throw std::logic_error("not a piece of the attention under context parallelism");
+  }
+  const std::size_t widest = std::max<std::size_t>(fl_, 3 * CL);
+  float* datty = need(scratch_a_, N * widest).f();
+  float* dqkv = need(scratch_b_, N * widest).f();
+  switch (op.piece) {
+    case LayerPiece::prepare: {  // the projection's gradients, as layer_backward's
+      const float* dx1 = sp_ ? dfull_.f() : a.dx1.f();
+      need(a.part, N * H);
+      dev_.bias_backward(g(p.projb), dx1 + own_rows(), ns_, h_);
+      dev_.gemm(true, false, cl_, h_, n_, 1.0F, fp8_in(a.atty.f(), cl_, n_, false, 0), cl_, fp8_in(dx1, n_, h_, true, 1),
+                h_, 1.0F, g(p.projw), h_);
+      dev_.gemm(false, true, n_, cl_, h_, 1.0F, fp8_in(dx1, n_, h_, true, 0), h_, fp8_in(w(p.projw), h_, cl_, false, 1),
+                h_, 0.0F, datty, cl_);
+      dev_.zero(dqkv, static_cast<std::int64_t>(N * 3 * CL));
+      // Step 0's block: this rank's own keys and values.
+      Buffer& own = need(ring_[{op.layer, op.micro_batch, 0}], kv);
+      dev_.kv_pack(own.f(), a.qkv.f(), static_cast<std::int64_t>(N), cl_);
+      return;
+    }
+    case LayerPiece::block: {  // this rank's share of the block's gradients, and of dQ
+      const int owner = owner_of(cp_index_, op.step, cp_);
+      const Buffer& block = ring_.at({op.layer, op.micro_batch, op.step});
+      Buffer& grads = need(ring_[{op.layer, op.micro_batch, cp_ + op.step}], kv);
+      dev_.zero(grads.f(), static_cast<std::int64_t>(kv));
+      dev_.ring_attention_block_backward(dqkv, grads.f(), datty, a.atty.f(), a.qkv.f(), block.f(), a.lse.f(), mine,
+                                         positions_[static_cast<std::size_t>(owner)], b_, hl, d_);
+      return;
+    }
+    case LayerPiece::merge:  // + the ranks before's shares, sent by rank i - 1 at its previous step
+      dev_.accumulate(ring_.at({op.layer, op.micro_batch, cp_ + op.step}).f(),
+                      ring_.at({op.layer, op.micro_batch, 2 * cp_ + op.step - 1}).f(), static_cast<std::int64_t>(kv));
+      return;
+    case LayerPiece::finish: {  // this rank's key and value gradients home; the QKV GEMM's gradients
+      dev_.kv_unpack_add(dqkv, ring_.at({op.layer, op.micro_batch, 3 * cp_ - 1}).f(), static_cast<std::int64_t>(N), cl_);
+      release_ring(op.layer, op.micro_batch);
+      dev_.gemm(true, false, h_, 3 * cl_, n_, 1.0F, fp8_in(a.ln1.f(), h_, n_, false, 0), h_,
+                fp8_in(dqkv, n_, 3 * cl_, true, 1), 3 * cl_, 1.0F, g(p.qkvw), 3 * cl_);
+      dev_.bias_backward(g(p.qkvb), dqkv, n_, 3 * cl_);
+      dev_.gemm(false, true, n_, h_, 3 * cl_, 1.0F, fp8_in(dqkv, n_, 3 * cl_, true, 0), 3 * cl_,
+                fp8_in(w(p.qkvw), 3 * cl_, h_, false, 1), 3 * cl_, 0.0F, a.part.f(), h_);
+      if (tp_ == 1) finish_attention_backward(op.layer, op.micro_batch);
+      return;
+    }
+    default: break;
+  }
+  throw std::logic_error("not a piece of the attention under context parallelism");
+}
+
+}  // namespace parasim::exec
