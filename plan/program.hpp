@@ -59,6 +59,7 @@ enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicat
 enum class LayerPiece : std::uint8_t { whole, prepare, column, middle, row, wgrad, block, finish, merge };
 
 inline constexpr int stream_count = 5;
+inline constexpr std::size_t category_count = 8;
 std::string_view to_string(Stream s);
 std::string_view to_string(Category c);
 std::string_view to_string(CollectiveOp c);

@@ -28,7 +28,7 @@ std::string format_error(const ComparisonRow& row) {
 }
 
 std::vector<double> category_seconds(const Trace& t) {
-  constexpr std::size_t categories = 7;
+  constexpr std::size_t categories = plan::category_count;
   std::vector<double> out(categories, 0.0);
   if (t.world == 0) return out;
   // Intervals per (rank with spans, category), gathered in one pass.
@@ -58,7 +58,7 @@ std::vector<ComparisonRow> compare(const StepFigures& predicted, const Trace& pr
     if (p[c] == 0.0 && m[c] == 0.0) continue;
     rows.push_back({names[c], "s", p[c], m[c]});
   }
-  for (std::size_t d = 0; d < 3; ++d) {
+  for (std::size_t d = 0; d < dimension_count; ++d) {
     if (predicted.comm_mean[d] == 0.0 && measured.comm_mean[d] == 0.0) continue;
     rows.push_back({fmt::format("{} communication", dimension_names[d]), "s", predicted.comm_mean[d], measured.comm_mean[d]});
     rows.push_back({fmt::format("{} exposed", dimension_names[d]), "s", predicted.exposed_mean[d], measured.exposed_mean[d]});

@@ -16,7 +16,6 @@
 
 #include "exec/model/fp8.hpp"
 #include "exec/model/kernels.hpp"
-#include "exec/model/ring_attention.hpp"
 
 namespace parasim::exec {
 
@@ -131,54 +130,6 @@ void CpuDevice::bias_gelu_forward(float* pre, float* act, const float* bias, int
 void CpuDevice::gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) {
   progress();
   kernels::gelu_backward(dx, x, dy, count);
-}
-
-void CpuDevice::kv_pack(float* kv, const float* qkv, std::int64_t rows, int c) {
-  progress();
-  ring::kv_pack(kv, qkv, rows, c);
-}
-
-void CpuDevice::kv_unpack_add(float* dqkv, const float* dkv, std::int64_t rows, int c) {
-  progress();
-  ring::kv_unpack_add(dqkv, dkv, rows, c);
-}
-
-void CpuDevice::ring_attention_begin(float* acc, float* m, float* l, int b, int tq, int heads, int d) {
-  ring::forward_begin(acc, m, l, b, tq, heads, d);
-}
-
-void CpuDevice::ring_attention_block(float* acc, float* m, float* l, const float* qkv, const float* kv,
-                                     std::span<const int> qpos, std::span<const int> kpos, int b, int heads, int d) {
-  progress();
-  ring::forward_block(acc, m, l, qkv, kv, qpos, kpos, b, heads, d);
-  count_attention_flops(b, static_cast<int>(qpos.size()), static_cast<int>(kpos.size()), heads, d, false);
-}
-
-void CpuDevice::ring_attention_end(float* out, float* lse, const float* acc, const float* m, const float* l, int b,
-                                   int tq, int heads, int d) {
-  ring::forward_end(out, lse, acc, m, l, b, tq, heads, d);
-}
-
-void CpuDevice::ring_attention_block_backward(float* dqkv, float* dkv, const float* dout, const float* out,
-                                              const float* qkv, const float* kv, const float* lse,
-                                              std::span<const int> qpos, std::span<const int> kpos, int b, int heads,
-                                              int d) {
-  progress();
-  ring::backward_block(dqkv, dkv, dout, out, qkv, kv, lse, qpos, kpos, b, heads, d);
-  count_attention_flops(b, static_cast<int>(qpos.size()), static_cast<int>(kpos.size()), heads, d, true);
-}
-
-void CpuDevice::flash_attention_forward(float* out, float* lse, const float* qkv, int b, int t, int heads, int d) {
-  progress();
-  kernels::flash_attention_forward(out, lse, qkv, b, t, heads, d);
-  count_attention_flops(b, t, heads, d, false);
-}
-
-void CpuDevice::flash_attention_backward(float* dqkv, const float* dout, const float* out, const float* qkv,
-                                         const float* lse, int b, int t, int heads, int d) {
-  progress();
-  kernels::flash_attention_backward(dqkv, dout, out, qkv, lse, b, t, heads, d);
-  count_attention_flops(b, t, heads, d, true);
 }
 
 void CpuDevice::causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) {

@@ -139,6 +139,7 @@ class CpuDevice final : public Device {
   std::unordered_map<std::size_t, std::vector<void*>> cache_;  // released blocks by size
   std::vector<Pending> pending_;
   std::vector<Request> free_;
+  std::vector<float> scores_, grads_, deltas_;  // attention's tiles (cpu/attention.cpp)
 };
 
 }  // namespace parasim::exec

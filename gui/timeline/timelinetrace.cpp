@@ -14,7 +14,7 @@ namespace parasim::gui {
 
 namespace {
 
-constexpr int categoryCount = 7;  // plan::Category
+constexpr int categoryCount = static_cast<int>(plan::category_count);
 
 QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 
@@ -311,6 +311,7 @@ QColor categoryColor(std::int32_t category) {
     case 4: return {234, 67, 53};    // tp
     case 5: return {121, 85, 72};    // pp
     case 6: return {0, 150, 160};    // dp
+    case 7: return {255, 112, 67};   // cp
     case -2: return {110, 110, 110};  // folded, mixed
     default: return {170, 170, 170};
   }

@@ -11,6 +11,7 @@
 #include "exec/model/fp8.hpp"
 #include "exec/model/kernels.hpp"
 #include "exec/model/random.hpp"
+#include "exec/model/ring_attention.hpp"
 
 using namespace parasim;
 
@@ -44,6 +45,86 @@ TEST_CASE("the fused bias, rounding and GELU give the unfused calls' values exac
     CHECK(x1 == x2);
     CHECK(y1 == y2);
     CHECK(x1 != pre);  // the bias was added
+  }
+}
+
+TEST_CASE("the tiled (BLAS) flash and ring attention equal the reference kernels", "[exec][np1]") {
+  // 2 sequences of 300 positions (three tiles of queries and keys, the last partial), 2
+  // heads of 16, against the double reference: the whole sequence's flash attention, and
+  // the ring over cp 3 (chunks of 50), forward and backward.
+  exec::CpuDevice dev;
+  const int b = 2, t = 300, h = 2, d = 16, c = h * d, cp = 3, tl = t / cp;
+  std::uint64_t state = 11;
+  std::vector<double> qkv(static_cast<std::size_t>(b) * t * 3 * c), dout(static_cast<std::size_t>(b) * t * c);
+  for (double& v : qkv) v = exec::normal(state);
+  for (double& v : dout) v = exec::normal(state);
+  std::vector<double> out(dout.size()), lse(static_cast<std::size_t>(b) * h * t), dqkv(qkv.size());
+  exec::kernels::flash_attention_forward(out.data(), lse.data(), qkv.data(), b, t, h, d);
+  exec::kernels::flash_attention_backward(dqkv.data(), dout.data(), out.data(), qkv.data(), lse.data(), b, t, h, d);
+  auto as_float = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
+  auto worst = [](const std::vector<float>& got, const std::vector<double>& want) {
+    double w = 0.0;
+    for (std::size_t i = 0; i < want.size(); ++i) w = std::max(w, std::abs(got[i] - want[i]) / (1.0 + std::abs(want[i])));
+    return w;
+  };
+  const std::vector<float> fq = as_float(qkv), fdout = as_float(dout);
+  std::vector<float> fout(out.size()), flse(lse.size()), fdq(qkv.size(), 7.0F);
+  dev.flash_attention_forward(fout.data(), flse.data(), fq.data(), b, t, h, d);
+  dev.flash_attention_backward(fdq.data(), fdout.data(), fout.data(), fq.data(), flse.data(), b, t, h, d);
+  CHECK(worst(fout, out) < 1e-5);
+  CHECK(worst(flse, lse) < 1e-5);
+  CHECK(worst(fdq, dqkv) < 1e-4);  // the 7s overwritten
+  // The ring: rank r's rows, every block in ring order, the key and value gradients summed
+  // into their owner's rows.
+  auto rows_of = [&](const std::vector<float>& whole, int width, int rank) {
+    std::vector<float> mine;
+    for (int bi = 0; bi < b; ++bi) {
+      for (int pos : exec::ring::positions(t, cp, rank)) {
+        const float* row = whole.data() + (static_cast<std::size_t>(bi) * t + pos) * width;
+        mine.insert(mine.end(), row, row + width);
+      }
+    }
+    return mine;
+  };
+  const auto rows = static_cast<std::size_t>(b) * tl;
+  std::vector<std::vector<float>> lq, kv, lo, ll, dq, dkv;
+  for (int r = 0; r < cp; ++r) {
+    lq.push_back(rows_of(fq, 3 * c, r));
+    kv.emplace_back(rows * 2 * c);
+    dev.kv_pack(kv.back().data(), lq.back().data(), static_cast<std::int64_t>(rows), c);
+    dkv.emplace_back(rows * 2 * c, 0.0F);
+  }
+  for (int r = 0; r < cp; ++r) {
+    std::vector<float> m(rows * h), l(rows * h);
+    lo.emplace_back(rows * c);
+    ll.emplace_back(rows * h);
+    dev.ring_attention_begin(lo.back().data(), m.data(), l.data(), b, tl, h, d);
+    for (int step = 0; step < cp; ++step) {
+      const int owner = (r - step + cp) % cp;
+      dev.ring_attention_block(lo.back().data(), m.data(), l.data(), lq[static_cast<std::size_t>(r)].data(),
+                               kv[static_cast<std::size_t>(owner)].data(), exec::ring::positions(t, cp, r),
+                               exec::ring::positions(t, cp, owner), b, h, d);
+    }
+    dev.ring_attention_end(lo.back().data(), ll.back().data(), lo.back().data(), m.data(), l.data(), b, tl, h, d);
+  }
+  for (int r = 0; r < cp; ++r) {
+    dq.emplace_back(rows * 3 * c, 0.0F);
+    const std::vector<float> ld = rows_of(fdout, c, r);
+    for (int step = 0; step < cp; ++step) {
+      const int owner = (r - step + cp) % cp;
+      dev.ring_attention_block_backward(dq.back().data(), dkv[static_cast<std::size_t>(owner)].data(), ld.data(),
+                                        lo[static_cast<std::size_t>(r)].data(), lq[static_cast<std::size_t>(r)].data(),
+                                        kv[static_cast<std::size_t>(owner)].data(), ll[static_cast<std::size_t>(r)].data(),
+                                        exec::ring::positions(t, cp, r), exec::ring::positions(t, cp, owner), b, h, d);
+    }
+  }
+  const std::vector<float> fo = as_float(out), fd = as_float(dqkv);
+  for (int r = 0; r < cp; ++r) {
+    dev.kv_unpack_add(dq[static_cast<std::size_t>(r)].data(), dkv[static_cast<std::size_t>(r)].data(),
+                      static_cast<std::int64_t>(rows), c);
+    const std::vector<float> want_o = rows_of(fo, c, r), want_d = rows_of(fd, 3 * c, r);
+    CHECK(worst(lo[static_cast<std::size_t>(r)], std::vector<double>(want_o.begin(), want_o.end())) < 1e-5);
+    CHECK(worst(dq[static_cast<std::size_t>(r)], std::vector<double>(want_d.begin(), want_d.end())) < 1e-4);
   }
 }
 

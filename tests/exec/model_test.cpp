@@ -12,6 +12,7 @@
 #include "exec/model/gpt.hpp"
 #include "exec/model/kernels.hpp"
 #include "exec/model/random.hpp"
+#include "exec/model/ring_attention.hpp"
 
 using namespace parasim::exec;
 
@@ -203,6 +204,79 @@ TEST_CASE("the fused (flash) attention equals the unfused one, forward and backw
     sum += std::exp(s / std::sqrt(8.0));
   }
   CHECK(lse[(1 * h + 2) * t + 5] == Approx(std::log(sum)).epsilon(1e-12));
+}
+
+TEST_CASE("ring attention over cp ranks equals the whole sequence's attention, forward and backward", "[exec][model]") {
+  // 2 sequences of 24 positions, 2 heads of 4, over cp 3: six chunks of 4, rank i holding
+  // chunks i and 5 - i. Each rank's queries meet every rank's keys and values block by
+  // block (in ring order from its own), and each block's key and value gradients are
+  // summed over the ranks: the unfused kernels' output and gradients on the whole
+  // sequence, to rounding.
+  namespace ring = parasim::exec::ring;
+  const int b = 2, t = 24, h = 2, d = 4, c = h * d, cp = 3, tl = t / cp;
+  CHECK(ring::positions(t, cp, 1) == std::vector<int>{4, 5, 6, 7, 16, 17, 18, 19});
+  std::uint64_t state = 5;
+  std::vector<double> qkv(static_cast<std::size_t>(b) * t * 3 * c), dout(static_cast<std::size_t>(b) * t * c);
+  for (double& v : qkv) v = parasim::exec::normal(state);
+  for (double& v : dout) v = parasim::exec::normal(state);
+  std::vector<double> out(dout.size()), att(static_cast<std::size_t>(b) * h * t * t), dqkv(qkv.size(), 0.0);
+  parasim::exec::kernels::attention_forward(out.data(), att.data(), qkv.data(), b, t, h, d);
+  parasim::exec::kernels::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), b, t, h, d);
+  // Each rank's rows: its positions of each sequence.
+  auto rows_of = [&](const std::vector<double>& whole, int width, int rank) {
+    std::vector<double> mine;
+    for (int bi = 0; bi < b; ++bi) {
+      for (int pos : ring::positions(t, cp, rank)) {
+        const double* row = whole.data() + (static_cast<std::size_t>(bi) * t + pos) * width;
+        mine.insert(mine.end(), row, row + width);
+      }
+    }
+    return mine;
+  };
+  const auto rowsz = static_cast<std::size_t>(b) * tl;
+  std::vector<std::vector<double>> lqkv, kv, lout, lse, ldq, dkv;
+  for (int r = 0; r < cp; ++r) {
+    lqkv.push_back(rows_of(qkv, 3 * c, r));
+    kv.emplace_back(rowsz * 2 * c);
+    ring::kv_pack(kv.back().data(), lqkv.back().data(), static_cast<std::int64_t>(rowsz), c);
+    dkv.emplace_back(rowsz * 2 * c, 0.0);
+  }
+  double worst = 0.0;
+  for (int r = 0; r < cp; ++r) {
+    std::vector<double> acc(rowsz * c), m(rowsz * h), l(rowsz * h);
+    ring::forward_begin(acc.data(), m.data(), l.data(), b, tl, h, d);
+    const std::vector<int> mine = ring::positions(t, cp, r);
+    for (int step = 0; step < cp; ++step) {
+      const int owner = (r - step + cp) % cp;
+      ring::forward_block(acc.data(), m.data(), l.data(), lqkv[static_cast<std::size_t>(r)].data(),
+                          kv[static_cast<std::size_t>(owner)].data(), mine, ring::positions(t, cp, owner), b, h, d);
+    }
+    lout.emplace_back(rowsz * c);
+    lse.emplace_back(rowsz * h);
+    ring::forward_end(lout.back().data(), lse.back().data(), acc.data(), m.data(), l.data(), b, tl, h, d);
+    const std::vector<double> want = rows_of(out, c, r);
+    for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(lout.back()[i] - want[i]));
+  }
+  CHECK(worst < 1e-12);
+  for (int r = 0; r < cp; ++r) {
+    const std::vector<double> ldout = rows_of(dout, c, r);
+    ldq.emplace_back(rowsz * 3 * c, 0.0);
+    for (int step = 0; step < cp; ++step) {
+      const int owner = (r - step + cp) % cp;
+      ring::backward_block(ldq.back().data(), dkv[static_cast<std::size_t>(owner)].data(), ldout.data(),
+                           lout[static_cast<std::size_t>(r)].data(), lqkv[static_cast<std::size_t>(r)].data(),
+                           kv[static_cast<std::size_t>(owner)].data(), lse[static_cast<std::size_t>(r)].data(),
+                           ring::positions(t, cp, r), ring::positions(t, cp, owner), b, h, d);
+    }
+  }
+  worst = 0.0;
+  for (int r = 0; r < cp; ++r) {
+    std::vector<double>& g = ldq[static_cast<std::size_t>(r)];
+    ring::kv_unpack_add(g.data(), dkv[static_cast<std::size_t>(r)].data(), static_cast<std::int64_t>(rowsz), c);
+    const std::vector<double> want = rows_of(dqkv, 3 * c, r);
+    for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(g[i] - want[i]));
+  }
+  CHECK(worst < 1e-12);
 }
 
 TEST_CASE("the float GELU (exp-based tanh) against the double reference", "[exec][model]") {

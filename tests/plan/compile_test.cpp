@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "plan/load.hpp"
 #include "plan/program.hpp"
@@ -151,10 +152,17 @@ TEST_CASE("the program's FLOPs equal the published per-step formula for every pl
       {"plan.tp=4", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true", "plan.pp=2", "training.recompute=full"},
       {"plan.tp=2", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true", "plan.pp=2", "plan.virtual_stages=2",
        "plan.dp=2", "plan.zero=1"},
+      // Context parallelism: each rank's share of the positions; the ring's blocks and merges.
+      {"plan.cp=2"},
+      {"plan.cp=4", "plan.dp=2", "plan.pp=2", "training.recompute=full"},
+      {"plan.cp=2", "plan.tp=2", "plan.sequence_parallel=true", "plan.pp=2", "plan.virtual_stages=2", "plan.dp=2",
+       "plan.zero=1"},
+      {"plan.cp=2", "plan.dp=2", "plan.zero=3", "model.tie_embeddings=false"},
   };
   for (const auto& sets : plans) {
     const Scenario s = gpt(sets);
-    DYNAMIC_SECTION(fmt::format("dp {} tp {} pp {} v {}", s.plan.dp, s.plan.tp, s.plan.pp, s.plan.virtual_stages)) {
+    DYNAMIC_SECTION(fmt::format("dp {} tp {} pp {} cp {} v {} zero {}", s.plan.dp, s.plan.tp, s.plan.pp, s.plan.cp,
+                                s.plan.virtual_stages, s.plan.zero)) {
       const Program prog = compile(s);
       CHECK(compute_flops(prog) == Approx(step_flops(s.model, s.training.global_batch, s.training.recompute)));
       CHECK(unfinished(prog) == 0);
@@ -305,6 +313,87 @@ TEST_CASE("tp communication overlap: ring blocks and pipelined sums replace the 
     CHECK(d.step == o.step - 1);
   }
   CHECK(op_name(prog, prog.order[0][3]).find("tp ring #0") == 0);
+}
+
+TEST_CASE("context parallelism: keys and values go round the cp ring, their gradients' sums one step behind",
+          "[compile][cp]") {
+  // cp 4 over 128 positions: each rank 32 of each sequence (chunks i and 7 - i of 16).
+  // A block is b x 32 positions x 2 (K and V) x 256 values x 2 bytes = 65,536 bytes.
+  const Scenario s = gpt({"plan.cp=4"});
+  const Program prog = compile(s);
+  const double kv = 2.0 * 32 * 2 * 256 * 2;
+  CHECK(cp_kv_block_bytes(s) == kv);
+  // Per rank, layer, micro-batch and pass: forward 3 sends and 3 receives of keys and
+  // values and 4 blocks; backward the same, 3 merges, 4 sends of gradients' sums and 4
+  // receives (3 from the ranks before, 1 home).
+  struct Count {
+    int kv_send = 0, kv_recv = 0, grad_send = 0, grad_recv = 0, blocks = 0, merges = 0;
+  };
+  std::map<std::tuple<int, int, int, int>, Count> per;  // rank, layer, mb, backward
+  for (const Op& o : prog.ops) {
+    const bool backward = (o.kind == OpKind::compute ? o.category : o.pass) == Category::backward;
+    Count& c = per[{o.rank, o.layer, o.micro_batch, backward ? 1 : 0}];
+    if (o.category == Category::cp_comm) {
+      CHECK(o.bytes == kv);
+      CHECK(o.stream == Stream::pp);
+      const Coord me = coord_of(s.plan, o.rank);
+      Coord peer = me;
+      peer.cp = (me.cp + (o.kind == OpKind::send ? 1 : 3)) % 4;  // to rank i + 1, from rank i - 1
+      CHECK(o.peer == rank_of(s.plan, peer));
+      (o.kind == OpKind::send ? (o.gradient ? c.grad_send : c.kv_send) : (o.gradient ? c.grad_recv : c.kv_recv))++;
+    }
+    if (o.kind == OpKind::compute && o.piece == LayerPiece::block) ++c.blocks;
+    if (o.kind == OpKind::compute && o.piece == LayerPiece::merge) ++c.merges;
+  }
+  int passes = 0;
+  for (const auto& [key, c] : per) {
+    const auto [rank, layer, mb, backward] = key;
+    if (layer < 0 || layer >= 8 || (c.blocks == 0 && c.kv_send == 0)) continue;
+    ++passes;
+    CHECK(c.blocks == 4);
+    CHECK(c.kv_send == 3);
+    CHECK(c.kv_recv == 3);
+    CHECK(c.grad_send == (backward ? 4 : 0));
+    CHECK(c.grad_recv == (backward ? 4 : 0));
+    CHECK(c.merges == (backward ? 3 : 0));
+  }
+  CHECK(passes == 4 * 8 * 16 * 2);  // ranks x layers x micro-batches x passes
+  // The ring's blocks together are the rank's share of the attention core: b x heads GEMMs
+  // of 32 queries against 128 keys, twice (scores and values), 2 FLOPs each, of d = 32.
+  double blocks = 0.0;
+  for (const Op& o : prog.ops) {
+    if (o.rank == 0 && o.layer == 0 && o.micro_batch == 0 && o.category == Category::forward &&
+        o.piece == LayerPiece::block) {
+      blocks += o.flops;
+    }
+  }
+  CHECK(blocks == 2.0 * 2 * (2.0 * 8) * 32 * 128 * 32);
+  // The cp group, and the gradients' group over dp x cp.
+  Program scratch;
+  scratch.world = 4;
+  const std::vector<std::vector<int>> kinds = add_groups(s.plan, s.model, scratch);
+  int cp_groups_seen = 0, dp_size = 0;
+  for (const Group& g : prog.groups) {
+    if (g.dim == Dim::cp) {
+      ++cp_groups_seen;
+      CHECK(g.ranks == std::vector<int>{0, 1, 2, 3});
+    }
+    if (g.dim == Dim::dp) dp_size = static_cast<int>(g.ranks.size());
+  }
+  CHECK(cp_groups_seen == 1);
+  CHECK(dp_size == 4);  // dp 1 x cp 4: the cp ranks' gradients are summed
+  for (int r = 0; r < 4; ++r) CHECK(scratch.groups[static_cast<std::size_t>(kinds[cp_groups][static_cast<std::size_t>(r)])].dim == Dim::cp);
+  CHECK(unfinished(prog) == 0);
+  CHECK(op_name(prog, [&] {
+          for (std::size_t i = 0; i < prog.ops.size(); ++i) {
+            const Op& o = prog.ops[i];
+            if (o.rank == 1 && o.category == Category::cp_comm && o.kind == OpKind::send && o.layer == 3 &&
+                o.micro_batch == 0 && o.pass == Category::backward && o.gradient && o.step == 2) {
+              return static_cast<std::int64_t>(i);
+            }
+          }
+          return std::int64_t{-1};
+        }()) == "cp ring #2 send kv-grad L3 mb0 -> 2");
 }
 
 TEST_CASE("data-parallel buckets follow reverse layer order and wait for their gradients", "[compile][dp]") {

@@ -130,6 +130,26 @@ TEST_CASE("FlashAttention keeps no s x s tensors, only the softmax statistics", 
   CHECK(memory_per_rank(s).stages[0].activations == Approx(4 * 10 * per_layer + transient));
 }
 
+TEST_CASE("context parallelism keeps 1/cp of every activation, plus the ring's blocks in flight", "[memory]") {
+  // The FlashAttention case above over cp 2 (dp 1, pp 4): each rank holds 1,024 of the
+  // 2,048 positions, so every stored tensor and transient halves; the backward's ring
+  // holds the keys and values with their gradients' sum going out and coming in, 4 blocks
+  // of 1,024 positions x 2 x 5,120 values x 2 bytes. Weights, gradients and the optimizer
+  // state are the cp = 1 figures (ZeRO would shard them over dp x cp).
+  const std::string text = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 32}\nplan: {dp: 1, pp: 4, cp: 2}\n";
+  const Scenario s = scenario(text);
+  const double sbh = 2048.0 * 5120;
+  const double per_layer = (sbh * 34 + 4.0 * 40 * 2048) / 2;
+  const double transient = (2.0 * 2048 * 5120 + 2.0 * 2048 * 4 * 5120) * 2 / 2 + 4 * (1024.0 * 2 * 5120 * 2);
+  const MemoryBreakdown b = memory_per_rank(s).stages[0];
+  CHECK(b.activations == Approx(4 * 10 * per_layer + transient));
+  const MemoryBreakdown alone = memory_per_rank(scenario(text, {"plan.cp=1"})).stages[0];
+  CHECK(b.weights == alone.weights);
+  CHECK(b.optimizer == alone.optimizer);
+  CHECK(memory_per_rank(scenario(text, {"plan.zero=1"})).stages[0].optimizer == Approx(alone.optimizer / 2));
+  CHECK(memory_per_rank(s).stages[3].logits == Approx(1024.0 * 51200 * 4));
+}
+
 TEST_CASE("a 30B model does not fit one 80 GB GPU; tensor parallelism over 8 does", "[memory][scenario]") {
   // 30B x 16 bytes = 480 GB on one GPU. TP 8 holds 1/8 of the layers: 60 GB of model
   // state; with full recompute the activations shrink to the layer inputs.
