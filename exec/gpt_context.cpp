@@ -19,7 +19,9 @@ using plan::LayerPiece;
 
 namespace {
 
-int owner_of(int index, int step, int cp) { return ((index - step) % cp + cp) % cp; }
+int owner_of(int index, int step, int cp) {
+  return ((index - step) % cp + cp) % cp;
+}
 
 }  // namespace
 
@@ -38,10 +40,8 @@ void GptShard::release_ring(int layer, int mb) {
 }
 
 void GptShard::context_piece(const plan::Op& op) {
-  const LayerParams& p = layer_params_.at(op.layer);
   Acts& a = acts(op.layer, op.micro_batch);
   const auto N = static_cast<std::size_t>(n_);
-  const auto H = static_cast<std::size_t>(h_);
   const auto CL = static_cast<std::size_t>(cl_);
   const std::size_t kv = N * 2 * CL;
   const int hl = heads_ / tp_;
@@ -50,19 +50,7 @@ void GptShard::context_piece(const plan::Op& op) {
   if (!backward) {
     switch (op.piece) {
       case LayerPiece::prepare: {  // the layer norm and QKV GEMM, as layer_forward's
-        need(a.qkv, N * 3 * CL);
-        need(a.part, N * H);
-        if (!sp_) {
-          need(a.ln1, N * H);
-          need(a.mean1, N);
-          need(a.rstd1, N);
-          dev_.layer_norm_forward(a.ln1.f(), a.mean1.f(), a.rstd1.f(), a.x.f(), w(p.ln1w), w(p.ln1b), n_, h_);
-          round(a.ln1.f(), N * H);
-        }
-        dev_.gemm(false, false, n_, 3 * cl_, h_, 1.0F, fp8_in(a.ln1.f(), n_, h_, false, 0), h_,
-                  fp8_in(w(p.qkvw), h_, 3 * cl_, false, 1), 3 * cl_, 0.0F, a.qkv.f(), 3 * cl_);
-        dev_.add_bias(a.qkv.f(), w(p.qkvb), n_, 3 * cl_);
-        round(a.qkv.f(), a.qkv.floats());
+        qkv_forward(op.layer, op.micro_batch);
         Buffer& own = need(ring_[{op.layer, op.micro_batch, 0}], kv);
         dev_.kv_pack(own.f(), a.qkv.f(), static_cast<std::int64_t>(N), cl_);
         need(a.atty, N * CL);  // the running output until the finish
@@ -85,9 +73,7 @@ void GptShard::context_piece(const plan::Op& op) {
         a.rm = Buffer();
         a.rl = Buffer();
         release_ring(op.layer, op.micro_batch);
-        dev_.gemm(false, false, n_, h_, cl_, 1.0F, fp8_in(a.atty.f(), n_, cl_, false, 0), cl_,
-                  fp8_in(w(p.projw), cl_, h_, false, 1), h_, 0.0F, a.part.f(), h_);
-        if (tp_ == 1) finish_attention_forward(op.layer, op.micro_batch, a.part.f());
+        projection_forward(op.layer, op.micro_batch, tp_ == 1);
         return;
       default: break;
     }
@@ -98,13 +84,7 @@ void GptShard::context_piece(const plan::Op& op) {
   float* dqkv = need(scratch_b_, N * widest).f();
   switch (op.piece) {
     case LayerPiece::prepare: {  // the projection's gradients, as layer_backward's
-      const float* dx1 = sp_ ? dfull_.f() : a.dx1.f();
-      need(a.part, N * H);
-      dev_.bias_backward(g(p.projb), dx1 + own_rows(), ns_, h_);
-      dev_.gemm(true, false, cl_, h_, n_, 1.0F, fp8_in(a.atty.f(), cl_, n_, false, 0), cl_, fp8_in(dx1, n_, h_, true, 1),
-                h_, 1.0F, g(p.projw), h_);
-      dev_.gemm(false, true, n_, cl_, h_, 1.0F, fp8_in(dx1, n_, h_, true, 0), h_, fp8_in(w(p.projw), h_, cl_, false, 1),
-                h_, 0.0F, datty, cl_);
+      projection_backward(op.layer, op.micro_batch, datty);
       dev_.zero(dqkv, static_cast<std::int64_t>(N * 3 * CL));
       // Step 0's block: this rank's own keys and values.
       Buffer& own = need(ring_[{op.layer, op.micro_batch, 0}], kv);
@@ -125,14 +105,10 @@ void GptShard::context_piece(const plan::Op& op) {
                       ring_.at({op.layer, op.micro_batch, 2 * cp_ + op.step - 1}).f(), static_cast<std::int64_t>(kv));
       return;
     case LayerPiece::finish: {  // this rank's key and value gradients home; the QKV GEMM's gradients
-      dev_.kv_unpack_add(dqkv, ring_.at({op.layer, op.micro_batch, 3 * cp_ - 1}).f(), static_cast<std::int64_t>(N), cl_);
+      dev_.kv_unpack_add(dqkv, ring_.at({op.layer, op.micro_batch, 3 * cp_ - 1}).f(), static_cast<std::int64_t>(N),
+                         cl_);
       release_ring(op.layer, op.micro_batch);
-      dev_.gemm(true, false, h_, 3 * cl_, n_, 1.0F, fp8_in(a.ln1.f(), h_, n_, false, 0), h_,
-                fp8_in(dqkv, n_, 3 * cl_, true, 1), 3 * cl_, 1.0F, g(p.qkvw), 3 * cl_);
-      dev_.bias_backward(g(p.qkvb), dqkv, n_, 3 * cl_);
-      dev_.gemm(false, true, n_, h_, 3 * cl_, 1.0F, fp8_in(dqkv, n_, 3 * cl_, true, 0), 3 * cl_,
-                fp8_in(w(p.qkvw), 3 * cl_, h_, false, 1), 3 * cl_, 0.0F, a.part.f(), h_);
-      if (tp_ == 1) finish_attention_backward(op.layer, op.micro_batch);
+      qkv_backward(op.layer, op.micro_batch, dqkv, tp_ == 1);
       return;
     }
     default: break;

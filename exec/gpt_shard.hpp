@@ -62,6 +62,14 @@ class GptShard final : public Shard {
 
   void load_batch(std::int64_t step) override;
   Acts& acts(int layer, int mb);
+  // The attention half's parts around its core, which the whole layer and context
+  // parallelism's pieces share: the layer norm and QKV GEMM; the projection (then, with
+  // `finish`, what follows its sum); the projection's gradients, writing the core's output
+  // gradient datty; the QKV GEMM's gradients from dqkv (then what follows their sum).
+  void qkv_forward(int layer, int mb);
+  void projection_forward(int layer, int mb, bool finish);
+  void projection_backward(int layer, int mb, float* datty);
+  void qkv_backward(int layer, int mb, const float* dqkv, bool finish);
   void attention_core_forward(Acts& a);
   // `sum`: this rank's rows of the summed output (a.part's, or under the overlap's pipelined
   // reduce-scatter the rows gathered from its blocks).

@@ -202,6 +202,10 @@ class Builder {
                      double bytes, int mb, int chunk, int layer, std::span<const std::int64_t> deps);
   std::int64_t ring_transfer(OpKind kind, int peer, std::int64_t ring, int step, ComputeWhat part, Category cat, int mb,
                              int layer, std::span<const std::int64_t> deps);
+  // What ring_transfer and cp_transfer share: a p2p() made a ring's transfer.
+  std::int64_t ring_p2p(OpKind kind, int peer, double bytes, bool gradient, Category category, ComputeWhat part,
+                        Category pass, LayerPiece piece, int step, int mb, int layer, std::int64_t match,
+                        std::span<const std::int64_t> deps);
 
   // Context parallelism (ParallelPlan::cp > 1): the attention half's pieces around its ring
   // (plan/kernels.hpp, ContextKernels), and one pass over it.

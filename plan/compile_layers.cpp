@@ -163,22 +163,32 @@ std::int64_t Builder::piece(ComputeWhat part, Category cat, LayerPiece which, in
 
 std::int64_t Builder::ring_transfer(OpKind kind, int peer, std::int64_t ring, int step, ComputeWhat part, Category cat,
                                     int mb, int layer, std::span<const std::int64_t> deps) {
-  // A point-to-point transfer of one sequence block on the pp-comm stream (posted in order,
-  // completing independently), made the ring's.
-  const std::int64_t id = p2p(kind, peer, activation_bytes_ / p_.tp, mb, -1, false, deps);
-  Op& op = prog_.ops[static_cast<std::size_t>(id)];
+  // A transfer of one sequence block; apart from the pipeline transfers' ids (bit 62).
   const int sender = kind == OpKind::send ? rank_ : peer;
-  op.category = Category::tp_comm;
-  op.host_sync = false;  // TE's loop issues it without a host synchronisation
-  op.tp_role = TpRole::ring;
+  const std::int64_t id = ring_p2p(kind, peer, activation_bytes_ / p_.tp, false, Category::tp_comm, part, cat,
+                                   LayerPiece::column, step, mb, layer,
+                                   (std::int64_t{1} << 62) + (ring * prog_.world + sender) * p_.tp + step, deps);
+  prog_.ops[static_cast<std::size_t>(id)].tp_role = TpRole::ring;
+  return id;
+}
+
+std::int64_t Builder::ring_p2p(OpKind kind, int peer, double bytes, bool gradient, Category category, ComputeWhat part,
+                               Category pass, LayerPiece piece, int step, int mb, int layer, std::int64_t match,
+                               std::span<const std::int64_t> deps) {
+  // A point-to-point transfer on the pp-comm stream (posted in order, completing
+  // independently), made a ring's: of the layer part and pass it serves, `match` the same
+  // on both ends.
+  const std::int64_t id = p2p(kind, peer, bytes, mb, -1, gradient, deps);
+  Op& op = prog_.ops[static_cast<std::size_t>(id)];
+  op.category = category;
+  op.host_sync = false;  // Transformer Engine's loop issues it without a host synchronisation
   op.what = part;
-  op.pass = cat;
-  op.piece = LayerPiece::column;
+  op.pass = pass;
+  op.piece = piece;
   op.step = static_cast<std::int16_t>(step);
   op.layer = layer;
   op.layer_end = layer + 1;
-  // Apart from the pipeline transfers' ids (bit 62); the same on both ends.
-  op.match = (std::int64_t{1} << 62) + (ring * prog_.world + sender) * p_.tp + step;
+  op.match = match;
   return id;
 }
 
@@ -274,22 +284,11 @@ void Builder::make_context_sets(const std::vector<Gemm>& layer) {
 
 std::int64_t Builder::cp_transfer(OpKind kind, int peer, std::int64_t ring, int step, Category cat, int mb, int layer,
                                   double bytes, bool grads, std::span<const std::int64_t> deps) {
-  // A point-to-point transfer on the pp-comm stream (posted in order, completing
-  // independently), made the cp ring's. `step`: the sender's step.
-  const std::int64_t id = p2p(kind, peer, bytes, mb, -1, grads, deps);
-  Op& op = prog_.ops[static_cast<std::size_t>(id)];
+  // `step`: the sender's. Apart from the pipeline transfers' and the tp rings' ids (bits 62, 61).
   const int sender = kind == OpKind::send ? rank_ : peer;
-  op.category = Category::cp_comm;
-  op.host_sync = false;  // Transformer Engine's loop issues it without a host synchronisation
-  op.what = ComputeWhat::layer_attention;
-  op.pass = cat;
-  op.piece = LayerPiece::block;
-  op.step = static_cast<std::int16_t>(step);
-  op.layer = layer;
-  op.layer_end = layer + 1;
-  // Apart from the pipeline transfers' and the tp rings' ids (bits 62, 61); the same on both ends.
-  op.match = (std::int64_t{1} << 61) + ((ring * prog_.world + sender) * 2 + (grads ? 1 : 0)) * p_.cp + step;
-  return id;
+  return ring_p2p(kind, peer, bytes, grads, Category::cp_comm, ComputeWhat::layer_attention, cat, LayerPiece::block, step,
+                  mb, layer, (std::int64_t{1} << 61) + ((ring * prog_.world + sender) * 2 + (grads ? 1 : 0)) * p_.cp + step,
+                  deps);
 }
 
 // Ring attention (Transformer Engine's, load-balanced causal chunks): rank i (cp index)

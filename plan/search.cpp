@@ -100,69 +100,69 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
     for (int pp : divisors(n / tp)) {
       if (pp > layers) break;
       for (int cp : context_degrees(base, n / (tp * pp))) {
-      const int dp = n / (tp * pp * cp);
-      if (base.training.global_batch % dp != 0) continue;
-      // ZeRO stages with the group each shards over (0: all dp ranks). Without dp they shard
-      // nothing. check() refuses ZeRO-2/3 with a tied embedding over stages: skipped here
-      // rather than have it throw for each. When dp spans nodes, ZeRO-2/3 also shard within
-      // a node's dp ranks alone (hybrid sharding, FSDP's HYBRID_SHARD): the largest divisor
-      // of dp whose shard group fits a node beside its tp ranks.
-      std::vector<std::pair<int, int>> sharding{{0, 0}};
-      int in_node = 1;
-      for (int d : divisors(dp)) {
-        if (d < dp && d * tp * cp <= base.cluster.gpus_per_node) in_node = d;
-      }
-      for (int zero = 1; dp * cp > 1 && zero <= 3; ++zero) {
-        if (zero >= 2 && pp > 1 && transformer && base.model.tie_embeddings) continue;
-        sharding.emplace_back(zero, 0);
-        if (zero >= 2 && in_node >= 2 && dp * tp * cp > base.cluster.gpus_per_node) {
-          sharding.emplace_back(zero, in_node * cp);
+        const int dp = n / (tp * pp * cp);
+        if (base.training.global_batch % dp != 0) continue;
+        // ZeRO stages with the group each shards over (0: all dp ranks). Without dp they shard
+        // nothing. check() refuses ZeRO-2/3 with a tied embedding over stages: skipped here
+        // rather than have it throw for each. When dp spans nodes, ZeRO-2/3 also shard within
+        // a node's dp ranks alone (hybrid sharding, FSDP's HYBRID_SHARD): the largest divisor
+        // of dp whose shard group fits a node beside its tp ranks.
+        std::vector<std::pair<int, int>> sharding{{0, 0}};
+        int in_node = 1;
+        for (int d : divisors(dp)) {
+          if (d < dp && d * tp * cp <= base.cluster.gpus_per_node) in_node = d;
         }
-      }
-      for (int mb : divisors(base.training.global_batch / dp)) {
-        const int micro_batches = base.training.global_batch / (dp * mb);
-        struct Shape {
-          Schedule schedule;
-          int v;
-        };
-        // One stage or one micro-batch: GPipe runs what 1F1B runs.
-        std::vector<Shape> shapes{{Schedule::one_f_one_b, 1}};
-        if (pp > 1 && micro_batches > 1) shapes.push_back({Schedule::gpipe, 1});
-        if (pp >= 2 && micro_batches % pp == 0 && layers % pp == 0) {
-          for (int v : divisors(layers / pp)) {
-            if (v >= 2) shapes.push_back({Schedule::interleaved_1f1b, v});
+        for (int zero = 1; dp * cp > 1 && zero <= 3; ++zero) {
+          if (zero >= 2 && pp > 1 && transformer && base.model.tie_embeddings) continue;
+          sharding.emplace_back(zero, 0);
+          if (zero >= 2 && in_node >= 2 && dp * tp * cp > base.cluster.gpus_per_node) {
+            sharding.emplace_back(zero, in_node * cp);
           }
         }
-        for (const Shape& shape : shapes) {
-          for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
-            if (r == Recompute::selective && (!transformer || cp > 1)) continue;
-            for (const auto& [zero, shard_group] : sharding) {
-              for (int sp_mode = 0; sp_mode < 3; ++sp_mode) {  // no SP, SP, SP with tp communication overlap
-                const bool sp = sp_mode > 0;
-                if (sp && (tp == 1 || !transformer)) continue;
-                if (sp_mode == 2 && cp > 1) continue;  // not modelled together (check)
-                Candidate c;
-                c.plan.dp = dp;
-                c.plan.tp = tp;
-                c.plan.pp = pp;
-                c.plan.cp = cp;
-                c.plan.virtual_stages = shape.v;
-                c.plan.schedule = shape.schedule;
-                c.plan.sequence_parallel = sp;
-                c.plan.tp_comm_overlap = sp_mode == 2;
-                c.plan.zero = zero;
-                c.plan.shard_group = shard_group;
-                c.micro_batch = mb;
-                c.recompute = r;
-                for (const auto& place : placements(c.plan)) {
-                  c.plan.placement = place;
-                  if (valid(with_candidate(base, c))) out.push_back(c);
+        for (int mb : divisors(base.training.global_batch / dp)) {
+          const int micro_batches = base.training.global_batch / (dp * mb);
+          struct Shape {
+            Schedule schedule;
+            int v;
+          };
+          // One stage or one micro-batch: GPipe runs what 1F1B runs.
+          std::vector<Shape> shapes{{Schedule::one_f_one_b, 1}};
+          if (pp > 1 && micro_batches > 1) shapes.push_back({Schedule::gpipe, 1});
+          if (pp >= 2 && micro_batches % pp == 0 && layers % pp == 0) {
+            for (int v : divisors(layers / pp)) {
+              if (v >= 2) shapes.push_back({Schedule::interleaved_1f1b, v});
+            }
+          }
+          for (const Shape& shape : shapes) {
+            for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
+              if (r == Recompute::selective && (!transformer || cp > 1)) continue;
+              for (const auto& [zero, shard_group] : sharding) {
+                for (int sp_mode = 0; sp_mode < 3; ++sp_mode) {  // no SP, SP, SP with tp communication overlap
+                  const bool sp = sp_mode > 0;
+                  if (sp && (tp == 1 || !transformer)) continue;
+                  if (sp_mode == 2 && cp > 1) continue;  // not modelled together (check)
+                  Candidate c;
+                  c.plan.dp = dp;
+                  c.plan.tp = tp;
+                  c.plan.pp = pp;
+                  c.plan.cp = cp;
+                  c.plan.virtual_stages = shape.v;
+                  c.plan.schedule = shape.schedule;
+                  c.plan.sequence_parallel = sp;
+                  c.plan.tp_comm_overlap = sp_mode == 2;
+                  c.plan.zero = zero;
+                  c.plan.shard_group = shard_group;
+                  c.micro_batch = mb;
+                  c.recompute = r;
+                  for (const auto& place : placements(c.plan)) {
+                    c.plan.placement = place;
+                    if (valid(with_candidate(base, c))) out.push_back(c);
+                  }
                 }
               }
             }
           }
         }
-      }
       }
     }
   }

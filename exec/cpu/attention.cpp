@@ -4,16 +4,14 @@
 // exec/model/kernels.hpp's flash_attention_* and exec/model/ring_attention.hpp (their
 // reference, which the tests hold these to) at GEMM speed. Tiles all of whose keys come
 // after all of their queries are skipped (causal).
-#include "exec/cpu/cpu_device.hpp"
-
-#include <cblas.h>
-
 #include <algorithm>
+#include <cblas.h>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <vector>
 
+#include "exec/cpu/cpu_device.hpp"
 #include "exec/model/kernels.hpp"
 #include "exec/model/ring_attention.hpp"
 
@@ -34,55 +32,59 @@ struct MutableRows {
   int ld;
 };
 
-// The largest and smallest position of [begin, end).
-int max_of(std::span<const int> pos, int begin, int end) { return *std::max_element(pos.begin() + begin, pos.begin() + end); }
-int min_of(std::span<const int> pos, int begin, int end) { return *std::min_element(pos.begin() + begin, pos.begin() + end); }
+// Calls f(q0, nq, k0, nk) for each tile of up to `tile` queries and keys, skipping those
+// whose first key comes after their last query (nothing of them is attended).
+template <class F>
+void for_each_tile(std::span<const int> qpos, std::span<const int> kpos, F f) {
+  const auto tq = static_cast<int>(qpos.size());
+  const auto tk = static_cast<int>(kpos.size());
+  for (int q0 = 0; q0 < tq; q0 += tile) {
+    const int nq = std::min(tile, tq - q0);
+    const int last = *std::max_element(qpos.begin() + q0, qpos.begin() + q0 + nq);
+    for (int k0 = 0; k0 < tk; k0 += tile) {
+      const int nk = std::min(tile, tk - k0);
+      if (*std::min_element(kpos.begin() + k0, kpos.begin() + k0 + nk) <= last) f(q0, nq, k0, nk);
+    }
+  }
+}
 
 // One head of one sequence: queries q (qpos) against keys k and values v (kpos), merged
 // into the running output acc (rows of d, stride ldacc) and each row's maximum m and sum l.
 void forward_head(Rows q, Rows k, Rows v, MutableRows acc, float* m, float* l, std::span<const int> qpos,
                   std::span<const int> kpos, int d, std::vector<float>& s) {
-  const auto tq = static_cast<int>(qpos.size());
-  const auto tk = static_cast<int>(kpos.size());
   const float scale = 1.0F / std::sqrt(static_cast<float>(d));
   s.resize(static_cast<std::size_t>(tile) * tile);
-  for (int q0 = 0; q0 < tq; q0 += tile) {
-    const int nq = std::min(tile, tq - q0);
-    const int last = max_of(qpos, q0, q0 + nq);
-    for (int k0 = 0; k0 < tk; k0 += tile) {
-      const int nk = std::min(tile, tk - k0);
-      if (min_of(kpos, k0, k0 + nk) > last) continue;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, d, scale, q.row(q0), q.ld, k.row(k0), k.ld, 0.0F,
-                  s.data(), nk);
-      for (int i = 0; i < nq; ++i) {
-        float* row = s.data() + static_cast<std::size_t>(i) * nk;
-        const int at = qpos[static_cast<std::size_t>(q0 + i)];
-        float top = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j < nk; ++j) {
-          if (kpos[static_cast<std::size_t>(k0 + j)] > at) row[j] = -std::numeric_limits<float>::infinity();
-          top = std::max(top, row[j]);
-        }
-        const auto r = static_cast<std::size_t>(q0 + i);
-        if (top == -std::numeric_limits<float>::infinity()) {  // no key of this tile for this row
-          std::fill(row, row + nk, 0.0F);
-          continue;
-        }
-        const float m_new = std::max(m[r], top);
-        const float correction = m[r] == -std::numeric_limits<float>::infinity() ? 0.0F : std::exp(m[r] - m_new);
-        float sum = 0.0F;
-        for (int j = 0; j < nk; ++j) {
-          row[j] = row[j] == -std::numeric_limits<float>::infinity() ? 0.0F : std::exp(row[j] - m_new);
-          sum += row[j];
-        }
-        l[r] = l[r] * correction + sum;
-        m[r] = m_new;
-        float* a = acc.base + r * static_cast<std::size_t>(acc.ld);
-        for (int e = 0; e < d; ++e) a[e] *= correction;
+  for_each_tile(qpos, kpos, [&](int q0, int nq, int k0, int nk) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, d, scale, q.row(q0), q.ld, k.row(k0), k.ld, 0.0F,
+                s.data(), nk);
+    for (int i = 0; i < nq; ++i) {
+      float* row = s.data() + static_cast<std::size_t>(i) * nk;
+      const int at = qpos[static_cast<std::size_t>(q0 + i)];
+      float top = -std::numeric_limits<float>::infinity();
+      for (int j = 0; j < nk; ++j) {
+        if (kpos[static_cast<std::size_t>(k0 + j)] > at) row[j] = -std::numeric_limits<float>::infinity();
+        top = std::max(top, row[j]);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, d, nk, 1.0F, s.data(), nk, v.row(k0), v.ld, 1.0F,
-                  acc.base + static_cast<std::size_t>(q0) * acc.ld, acc.ld);
+      const auto r = static_cast<std::size_t>(q0 + i);
+      if (top == -std::numeric_limits<float>::infinity()) {  // no key of this tile for this row
+        std::fill(row, row + nk, 0.0F);
+        continue;
+      }
+      const float m_new = std::max(m[r], top);
+      const float correction = m[r] == -std::numeric_limits<float>::infinity() ? 0.0F : std::exp(m[r] - m_new);
+      float sum = 0.0F;
+      for (int j = 0; j < nk; ++j) {
+        row[j] = row[j] == -std::numeric_limits<float>::infinity() ? 0.0F : std::exp(row[j] - m_new);
+        sum += row[j];
+      }
+      l[r] = l[r] * correction + sum;
+      m[r] = m_new;
+      float* a = acc.base + r * static_cast<std::size_t>(acc.ld);
+      for (int e = 0; e < d; ++e) a[e] *= correction;
     }
-  }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, d, nk, 1.0F, s.data(), nk, v.row(k0), v.ld, 1.0F,
+                acc.base + static_cast<std::size_t>(q0) * acc.ld, acc.ld);
+  });
 }
 
 // Its backward: dq += (rows of stride dq.ld), dk and dv += from the output's gradient dout,
@@ -91,7 +93,6 @@ void backward_head(Rows q, Rows k, Rows v, Rows dout, Rows out, const float* lse
                    MutableRows dv, std::span<const int> qpos, std::span<const int> kpos, int d, std::vector<float>& s,
                    std::vector<float>& ds, std::vector<float>& delta) {
   const auto tq = static_cast<int>(qpos.size());
-  const auto tk = static_cast<int>(kpos.size());
   const float scale = 1.0F / std::sqrt(static_cast<float>(d));
   s.resize(static_cast<std::size_t>(tile) * tile);
   ds.resize(s.size());
@@ -99,37 +100,31 @@ void backward_head(Rows q, Rows k, Rows v, Rows dout, Rows out, const float* lse
   for (int i = 0; i < tq; ++i) {
     delta[static_cast<std::size_t>(i)] = std::inner_product(dout.row(i), dout.row(i) + d, out.row(i), 0.0F);
   }
-  for (int q0 = 0; q0 < tq; q0 += tile) {
-    const int nq = std::min(tile, tq - q0);
-    const int last = max_of(qpos, q0, q0 + nq);
-    for (int k0 = 0; k0 < tk; k0 += tile) {
-      const int nk = std::min(tile, tk - k0);
-      if (min_of(kpos, k0, k0 + nk) > last) continue;
-      // P = exp(scale Q Kᵀ - lse), 0 where masked; dP = dO Vᵀ; dS = P (dP - D).
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, d, scale, q.row(q0), q.ld, k.row(k0), k.ld, 0.0F,
-                  s.data(), nk);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, d, 1.0F, dout.row(q0), dout.ld, v.row(k0), v.ld,
-                  0.0F, ds.data(), nk);
-      for (int i = 0; i < nq; ++i) {
-        float* p = s.data() + static_cast<std::size_t>(i) * nk;
-        float* g = ds.data() + static_cast<std::size_t>(i) * nk;
-        const int at = qpos[static_cast<std::size_t>(q0 + i)];
-        const float row_lse = lse[q0 + i];
-        const float row_delta = delta[static_cast<std::size_t>(q0 + i)];
-        for (int j = 0; j < nk; ++j) {
-          p[j] = kpos[static_cast<std::size_t>(k0 + j)] > at ? 0.0F : std::exp(p[j] - row_lse);
-          g[j] = p[j] * (g[j] - row_delta);
-        }
+  for_each_tile(qpos, kpos, [&](int q0, int nq, int k0, int nk) {
+    // P = exp(scale Q Kᵀ - lse), 0 where masked; dP = dO Vᵀ; dS = P (dP - D).
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, d, scale, q.row(q0), q.ld, k.row(k0), k.ld, 0.0F,
+                s.data(), nk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, d, 1.0F, dout.row(q0), dout.ld, v.row(k0), v.ld, 0.0F,
+                ds.data(), nk);
+    for (int i = 0; i < nq; ++i) {
+      float* p = s.data() + static_cast<std::size_t>(i) * nk;
+      float* g = ds.data() + static_cast<std::size_t>(i) * nk;
+      const int at = qpos[static_cast<std::size_t>(q0 + i)];
+      const float row_lse = lse[q0 + i];
+      const float row_delta = delta[static_cast<std::size_t>(q0 + i)];
+      for (int j = 0; j < nk; ++j) {
+        p[j] = kpos[static_cast<std::size_t>(k0 + j)] > at ? 0.0F : std::exp(p[j] - row_lse);
+        g[j] = p[j] * (g[j] - row_delta);
       }
-      // dV += Pᵀ dO; dQ += scale dS K; dK += scale dSᵀ Q.
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, d, nq, 1.0F, s.data(), nk, dout.row(q0), dout.ld, 1.0F,
-                  dv.base + static_cast<std::size_t>(k0) * dv.ld, dv.ld);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, d, nk, scale, ds.data(), nk, k.row(k0), k.ld, 1.0F,
-                  dq.base + static_cast<std::size_t>(q0) * dq.ld, dq.ld);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, d, nq, scale, ds.data(), nk, q.row(q0), q.ld, 1.0F,
-                  dk.base + static_cast<std::size_t>(k0) * dk.ld, dk.ld);
     }
-  }
+    // dV += Pᵀ dO; dQ += scale dS K; dK += scale dSᵀ Q.
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, d, nq, 1.0F, s.data(), nk, dout.row(q0), dout.ld, 1.0F,
+                dv.base + static_cast<std::size_t>(k0) * dv.ld, dv.ld);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, d, nk, scale, ds.data(), nk, k.row(k0), k.ld, 1.0F,
+                dq.base + static_cast<std::size_t>(q0) * dq.ld, dq.ld);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, d, nq, scale, ds.data(), nk, q.row(q0), q.ld, 1.0F,
+                dk.base + static_cast<std::size_t>(k0) * dk.ld, dk.ld);
+  });
 }
 
 const std::vector<int>& positions_up_to(int t) {
@@ -169,8 +164,8 @@ void CpuDevice::ring_attention_block(float* acc, float* m, float* l, const float
       const float* k = kv + static_cast<std::size_t>(bi) * tk * 2 * c + static_cast<std::size_t>(hi) * d;
       const std::size_t row = (static_cast<std::size_t>(bi) * heads + hi) * tq;
       forward_head({q, 3 * c}, {k, 2 * c}, {k + c, 2 * c},
-                   {acc + static_cast<std::size_t>(bi) * tq * c + static_cast<std::size_t>(hi) * d, c}, m + row, l + row,
-                   qpos, kpos, d, scores_);
+                   {acc + static_cast<std::size_t>(bi) * tq * c + static_cast<std::size_t>(hi) * d, c}, m + row,
+                   l + row, qpos, kpos, d, scores_);
     }
   }
   count_attention_flops(b, tq, tk, heads, d, false);

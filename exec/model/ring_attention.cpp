@@ -82,7 +82,8 @@ void forward_end(T* out, T* lse, const T* acc, const T* m, const T* l, int b, in
       for (int i = 0; i < tq; ++i) {
         const std::size_t row = (static_cast<std::size_t>(bi) * h + hi) * tq + i;
         const std::size_t at = (static_cast<std::size_t>(bi) * tq + i) * c + static_cast<std::size_t>(hi) * d;
-        for (int e = 0; e < d; ++e) out[at + static_cast<std::size_t>(e)] = acc[at + static_cast<std::size_t>(e)] / l[row];
+        for (int e = 0; e < d; ++e)
+          out[at + static_cast<std::size_t>(e)] = acc[at + static_cast<std::size_t>(e)] / l[row];
         lse[row] = m[row] + std::log(l[row]);
       }
     }
@@ -131,14 +132,14 @@ void backward_block(T* dqkv, T* dkv, const T* dout, const T* out, const T* qkv, 
   }
 }
 
-#define PARASIM_RING(T)                                                                                            \
-  template void kv_pack<T>(T*, const T*, std::int64_t, int);                                                       \
-  template void kv_unpack_add<T>(T*, const T*, std::int64_t, int);                                                 \
-  template void forward_begin<T>(T*, T*, T*, int, int, int, int);                                                  \
-  template void forward_block<T>(T*, T*, T*, const T*, const T*, std::span<const int>, std::span<const int>, int,  \
-                                 int, int);                                                                        \
-  template void forward_end<T>(T*, T*, const T*, const T*, const T*, int, int, int, int);                          \
-  template void backward_block<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, std::span<const int>,  \
+#define PARASIM_RING(T)                                                                                                \
+  template void kv_pack<T>(T*, const T*, std::int64_t, int);                                                           \
+  template void kv_unpack_add<T>(T*, const T*, std::int64_t, int);                                                     \
+  template void forward_begin<T>(T*, T*, T*, int, int, int, int);                                                      \
+  template void forward_block<T>(T*, T*, T*, const T*, const T*, std::span<const int>, std::span<const int>, int, int, \
+                                 int);                                                                                 \
+  template void forward_end<T>(T*, T*, const T*, const T*, const T*, int, int, int, int);                              \
+  template void backward_block<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, std::span<const int>,      \
                                   std::span<const int>, int, int, int);
 
 PARASIM_RING(float)
