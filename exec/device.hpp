@@ -205,6 +205,10 @@ class Device {
   // largest magnitude, rounded to the format, scaled back (exec/model/fp8.hpp; E5M2 for
   // gradients, E4M3 otherwise). y may be x.
   virtual void fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) = 0;
+  // Delayed scaling's cast: y = x at the given scale, rounded to the format, scaled back;
+  // *amax (on the device) = max(*amax, x's largest magnitude).
+  virtual void fake_quantize_fp8_scaled(float* y, const float* x, std::int64_t count, bool e5m2, float scale,
+                                        float* amax) = 0;
 
   // --- communication --------------------------------------------------------------------------
   // A communicator over `ranks` (world ranks, in order); every listed rank calls it with

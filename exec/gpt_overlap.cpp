@@ -89,12 +89,12 @@ void GptShard::attention_piece(const plan::Op& op) {
       return;
     case LayerPiece::column:
       if (backward) {
-        dev_.gemm(false, true, ns_, cl_, h_, 1.0F, fp8_in(dfull_.f() + r * H, ns_, h_, true, 0), h_,
-                  fp8_in(w(p.projw), h_, cl_, false, 1), h_, 0.0F, datty + r * cl_, cl_);
+        dev_.gemm(false, true, ns_, cl_, h_, 1.0F, fp8_in(dfull_.f() + r * H, ns_, h_, true, 0, p.projw), h_,
+                  fp8_in(w(p.projw), h_, cl_, false, 1, p.projw), h_, 0.0F, datty + r * cl_, cl_);
       } else {
         float* qkv = a.qkv.f() + r * Q;
-        dev_.gemm(false, false, ns_, 3 * cl_, h_, 1.0F, fp8_in(a.ln1.f() + r * H, ns_, h_, false, 0), h_,
-                  fp8_in(w(p.qkvw), h_, 3 * cl_, false, 1), 3 * cl_, 0.0F, qkv, 3 * cl_);
+        dev_.gemm(false, false, ns_, 3 * cl_, h_, 1.0F, fp8_in(a.ln1.f() + r * H, ns_, h_, false, 0, p.qkvw), h_,
+                  fp8_in(w(p.qkvw), h_, 3 * cl_, false, 1, p.qkvw), 3 * cl_, 0.0F, qkv, 3 * cl_);
         dev_.add_bias(qkv, w(p.qkvb), ns_, 3 * cl_);
         round(qkv, static_cast<std::size_t>(ns_) * Q);
       }
@@ -102,8 +102,8 @@ void GptShard::attention_piece(const plan::Op& op) {
     case LayerPiece::middle:
       if (backward) {
         dev_.bias_backward(g(p.projb), dfull_.f() + own_rows(), ns_, h_);
-        dev_.gemm(true, false, cl_, h_, n_, 1.0F, fp8_in(a.atty.f(), cl_, n_, false, 0), cl_,
-                  fp8_in(dfull_.f(), n_, h_, true, 1), h_, 1.0F, g(p.projw), h_);
+        dev_.gemm(true, false, cl_, h_, n_, 1.0F, fp8_in(a.atty.f(), cl_, n_, false, 0, p.projw), cl_,
+                  fp8_in(dfull_.f(), n_, h_, true, 1, p.projw), h_, 1.0F, g(p.projw), h_);
         attention_core_backward(a, datty, dqkv);
       } else {
         attention_core_forward(a);
@@ -112,15 +112,15 @@ void GptShard::attention_piece(const plan::Op& op) {
       return;
     case LayerPiece::row:
       if (backward) {
-        dev_.gemm(false, true, n_, h_, 3 * cl_, 1.0F, fp8_in(dqkv, n_, 3 * cl_, true, 0), 3 * cl_,
-                  fp8_in(w(p.qkvw), 3 * cl_, h_, false, 1), 3 * cl_, 0.0F, a.part.f(), h_);
+        dev_.gemm(false, true, n_, h_, 3 * cl_, 1.0F, fp8_in(dqkv, n_, 3 * cl_, true, 0, p.qkvw), 3 * cl_,
+                  fp8_in(w(p.qkvw), 3 * cl_, h_, false, 1, p.qkvw), 3 * cl_, 0.0F, a.part.f(), h_);
       } else {
         row_block(op, a.atty.f(), cl_, p.projw);
       }
       return;
     case LayerPiece::wgrad:
-      dev_.gemm(true, false, h_, 3 * cl_, n_, 1.0F, fp8_in(a.ln1.f(), h_, n_, false, 0), h_,
-                fp8_in(dqkv, n_, 3 * cl_, true, 1), 3 * cl_, 1.0F, g(p.qkvw), 3 * cl_);
+      dev_.gemm(true, false, h_, 3 * cl_, n_, 1.0F, fp8_in(a.ln1.f(), h_, n_, false, 0, p.qkvw), h_,
+                fp8_in(dqkv, n_, 3 * cl_, true, 1, p.qkvw), 3 * cl_, 1.0F, g(p.qkvw), 3 * cl_);
       dev_.bias_backward(g(p.qkvb), dqkv, n_, 3 * cl_);
       return;
     case LayerPiece::whole:
@@ -151,19 +151,19 @@ void GptShard::mlp_piece(const plan::Op& op) {
       return;
     case LayerPiece::column:
       if (backward) {
-        dev_.gemm(false, true, ns_, fl_, h_, 1.0F, fp8_in(dfull_.f() + r * H, ns_, h_, true, 0), h_,
-                  fp8_in(w(p.fcprojw), h_, fl_, false, 1), h_, 0.0F, dfcg + r * F, fl_);
+        dev_.gemm(false, true, ns_, fl_, h_, 1.0F, fp8_in(dfull_.f() + r * H, ns_, h_, true, 0, p.fcprojw), h_,
+                  fp8_in(w(p.fcprojw), h_, fl_, false, 1, p.fcprojw), h_, 0.0F, dfcg + r * F, fl_);
       } else {
-        dev_.gemm(false, false, ns_, fl_, h_, 1.0F, fp8_in(a.ln2.f() + r * H, ns_, h_, false, 0), h_,
-                  fp8_in(w(p.fcw), h_, fl_, false, 1), fl_, 0.0F, a.fch.f() + r * F, fl_);
+        dev_.gemm(false, false, ns_, fl_, h_, 1.0F, fp8_in(a.ln2.f() + r * H, ns_, h_, false, 0, p.fcw), h_,
+                  fp8_in(w(p.fcw), h_, fl_, false, 1, p.fcw), fl_, 0.0F, a.fch.f() + r * F, fl_);
       }
       return;
     case LayerPiece::middle:
       if (backward) {
         const float* dy = dfull_.f();
         dev_.bias_backward(g(p.fcprojb), dy + own_rows(), ns_, h_);
-        dev_.gemm(true, false, fl_, h_, n_, 1.0F, fp8_in(a.fcg.f(), fl_, n_, false, 0), fl_,
-                  fp8_in(dy, n_, h_, true, 1), h_, 1.0F, g(p.fcprojw), h_);
+        dev_.gemm(true, false, fl_, h_, n_, 1.0F, fp8_in(a.fcg.f(), fl_, n_, false, 0, p.fcprojw), fl_,
+                  fp8_in(dy, n_, h_, true, 1, p.fcprojw), h_, 1.0F, g(p.fcprojw), h_);
         dev_.zero(dfch, static_cast<std::int64_t>(N * F));
         dev_.gelu_backward(dfch, a.fch.f(), dfcg, static_cast<std::int64_t>(N * F));
       } else {
@@ -172,14 +172,14 @@ void GptShard::mlp_piece(const plan::Op& op) {
       return;
     case LayerPiece::row:
       if (backward) {
-        dev_.gemm(false, true, n_, h_, fl_, 1.0F, fp8_in(dfch, n_, fl_, true, 0), fl_,
-                  fp8_in(w(p.fcw), fl_, h_, false, 1), fl_, 0.0F, a.part.f(), h_);
+        dev_.gemm(false, true, n_, h_, fl_, 1.0F, fp8_in(dfch, n_, fl_, true, 0, p.fcw), fl_,
+                  fp8_in(w(p.fcw), fl_, h_, false, 1, p.fcw), fl_, 0.0F, a.part.f(), h_);
       } else {
         row_block(op, a.fcg.f(), fl_, p.fcprojw);
       }
       return;
     case LayerPiece::wgrad:
-      dev_.gemm(true, false, h_, fl_, n_, 1.0F, fp8_in(a.ln2.f(), h_, n_, false, 0), h_, fp8_in(dfch, n_, fl_, true, 1),
+      dev_.gemm(true, false, h_, fl_, n_, 1.0F, fp8_in(a.ln2.f(), h_, n_, false, 0, p.fcw), h_, fp8_in(dfch, n_, fl_, true, 1, p.fcw),
                 fl_, 1.0F, g(p.fcw), fl_);
       dev_.bias_backward(g(p.fcb), dfch, n_, fl_);
       return;
@@ -200,9 +200,9 @@ void GptShard::row_block(const plan::Op& op, const float* in, int k, std::size_t
   const auto j = static_cast<std::size_t>(op.step);
   const auto K = static_cast<std::size_t>(k);
   const auto H = static_cast<std::size_t>(h_);
-  const float* x = fp8_in(in, n_, k, false, 0);  // fp8: the whole operand's scale, as unsplit
+  const float* x = fp8_in(in, n_, k, false, 0, weight);  // fp8: the whole operand's scale, as unsplit
   dev_.gemm_batched(false, false, static_cast<int>(sub), h_, k, 1.0F, x + j * sub * K, k,
-                    static_cast<std::int64_t>(ns_) * k, fp8_in(w(weight), k, h_, false, 1), h_, 0, 0.0F,
+                    static_cast<std::int64_t>(ns_) * k, fp8_in(w(weight), k, h_, false, 1, weight), h_, 0, 0.0F,
                     a.part.f() + j * tp_ * sub * H, h_, static_cast<std::int64_t>(sub * H), tp_);
 }
 

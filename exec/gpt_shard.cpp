@@ -171,11 +171,11 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
       dev_.layer_norm_forward(a.ln2.f(), a.mean2.f(), a.rstd2.f(), a.x1.f(), w(p.ln2w), w(p.ln2b), n_, h_);
       round(a.ln2.f(), N * H);
     }
-    dev_.gemm(false, false, n_, fl_, h_, 1.0F, fp8_in(a.ln2.f(), n_, h_, false, 0), h_,
-              fp8_in(w(p.fcw), h_, fl_, false, 1), fl_, 0.0F, a.fch.f(), fl_);
+    dev_.gemm(false, false, n_, fl_, h_, 1.0F, fp8_in(a.ln2.f(), n_, h_, false, 0, p.fcw), h_,
+              fp8_in(w(p.fcw), h_, fl_, false, 1, p.fcw), fl_, 0.0F, a.fch.f(), fl_);
     dev_.bias_gelu_forward(a.fch.f(), a.fcg.f(), w(p.fcb), n_, fl_, storage_);
-    dev_.gemm(false, false, n_, h_, fl_, 1.0F, fp8_in(a.fcg.f(), n_, fl_, false, 0), fl_,
-              fp8_in(w(p.fcprojw), fl_, h_, false, 1), h_, 0.0F, a.part.f(), h_);
+    dev_.gemm(false, false, n_, h_, fl_, 1.0F, fp8_in(a.fcg.f(), n_, fl_, false, 0, p.fcprojw), fl_,
+              fp8_in(w(p.fcprojw), fl_, h_, false, 1, p.fcprojw), h_, 0.0F, a.part.f(), h_);
     if (part == ComputeWhat::layer || tp_ == 1) finish_mlp_forward(layer, mb, recompute, a.part.f() + own_rows());
   }
 }
@@ -194,8 +194,8 @@ void GptShard::qkv_forward(int layer, int mb) {
     dev_.layer_norm_forward(a.ln1.f(), a.mean1.f(), a.rstd1.f(), a.x.f(), w(p.ln1w), w(p.ln1b), n_, h_);
     round(a.ln1.f(), N * H);
   }
-  dev_.gemm(false, false, n_, 3 * cl_, h_, 1.0F, fp8_in(a.ln1.f(), n_, h_, false, 0), h_,
-            fp8_in(w(p.qkvw), h_, 3 * cl_, false, 1), 3 * cl_, 0.0F, a.qkv.f(), 3 * cl_);
+  dev_.gemm(false, false, n_, 3 * cl_, h_, 1.0F, fp8_in(a.ln1.f(), n_, h_, false, 0, p.qkvw), h_,
+            fp8_in(w(p.qkvw), h_, 3 * cl_, false, 1, p.qkvw), 3 * cl_, 0.0F, a.qkv.f(), 3 * cl_);
   dev_.add_bias(a.qkv.f(), w(p.qkvb), n_, 3 * cl_);
   round(a.qkv.f(), a.qkv.floats());
 }
@@ -203,8 +203,8 @@ void GptShard::qkv_forward(int layer, int mb) {
 void GptShard::projection_forward(int layer, int mb, bool finish) {
   const LayerParams& p = layer_params_.at(layer);
   Acts& a = acts(layer, mb);
-  dev_.gemm(false, false, n_, h_, cl_, 1.0F, fp8_in(a.atty.f(), n_, cl_, false, 0), cl_,
-            fp8_in(w(p.projw), cl_, h_, false, 1), h_, 0.0F, a.part.f(), h_);
+  dev_.gemm(false, false, n_, h_, cl_, 1.0F, fp8_in(a.atty.f(), n_, cl_, false, 0, p.projw), cl_,
+            fp8_in(w(p.projw), cl_, h_, false, 1, p.projw), h_, 0.0F, a.part.f(), h_);
   if (finish) finish_attention_forward(layer, mb, a.part.f() + own_rows());
 }
 
@@ -214,20 +214,20 @@ void GptShard::projection_backward(int layer, int mb, float* datty) {
   const float* dx1 = sp_ ? dfull_.f() : a.dx1.f();
   need(a.part, static_cast<std::size_t>(n_) * h_);
   dev_.bias_backward(g(p.projb), dx1 + own_rows(), ns_, h_);
-  dev_.gemm(true, false, cl_, h_, n_, 1.0F, fp8_in(a.atty.f(), cl_, n_, false, 0), cl_, fp8_in(dx1, n_, h_, true, 1),
+  dev_.gemm(true, false, cl_, h_, n_, 1.0F, fp8_in(a.atty.f(), cl_, n_, false, 0, p.projw), cl_, fp8_in(dx1, n_, h_, true, 1, p.projw),
             h_, 1.0F, g(p.projw), h_);
-  dev_.gemm(false, true, n_, cl_, h_, 1.0F, fp8_in(dx1, n_, h_, true, 0), h_, fp8_in(w(p.projw), h_, cl_, false, 1), h_,
+  dev_.gemm(false, true, n_, cl_, h_, 1.0F, fp8_in(dx1, n_, h_, true, 0, p.projw), h_, fp8_in(w(p.projw), h_, cl_, false, 1, p.projw), h_,
             0.0F, datty, cl_);
 }
 
 void GptShard::qkv_backward(int layer, int mb, const float* dqkv, bool finish) {
   const LayerParams& p = layer_params_.at(layer);
   Acts& a = acts(layer, mb);
-  dev_.gemm(true, false, h_, 3 * cl_, n_, 1.0F, fp8_in(a.ln1.f(), h_, n_, false, 0), h_,
-            fp8_in(dqkv, n_, 3 * cl_, true, 1), 3 * cl_, 1.0F, g(p.qkvw), 3 * cl_);
+  dev_.gemm(true, false, h_, 3 * cl_, n_, 1.0F, fp8_in(a.ln1.f(), h_, n_, false, 0, p.qkvw), h_,
+            fp8_in(dqkv, n_, 3 * cl_, true, 1, p.qkvw), 3 * cl_, 1.0F, g(p.qkvw), 3 * cl_);
   dev_.bias_backward(g(p.qkvb), dqkv, n_, 3 * cl_);
-  dev_.gemm(false, true, n_, h_, 3 * cl_, 1.0F, fp8_in(dqkv, n_, 3 * cl_, true, 0), 3 * cl_,
-            fp8_in(w(p.qkvw), 3 * cl_, h_, false, 1), 3 * cl_, 0.0F, a.part.f(), h_);
+  dev_.gemm(false, true, n_, h_, 3 * cl_, 1.0F, fp8_in(dqkv, n_, 3 * cl_, true, 0, p.qkvw), 3 * cl_,
+            fp8_in(w(p.qkvw), 3 * cl_, h_, false, 1, p.qkvw), 3 * cl_, 0.0F, a.part.f(), h_);
   if (finish) finish_attention_backward(layer, mb);
 }
 
@@ -274,16 +274,16 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
     float* dfcg = scratch_a_.f();
     float* dfch = scratch_b_.f();
     dev_.bias_backward(g(p.fcprojb), dy + own_rows(), ns_, h_);  // SP: this rank's rows (summed later)
-    dev_.gemm(true, false, fl_, h_, n_, 1.0F, fp8_in(a.fcg.f(), fl_, n_, false, 0), fl_, fp8_in(dy, n_, h_, true, 1),
+    dev_.gemm(true, false, fl_, h_, n_, 1.0F, fp8_in(a.fcg.f(), fl_, n_, false, 0, p.fcprojw), fl_, fp8_in(dy, n_, h_, true, 1, p.fcprojw),
               h_, 1.0F, g(p.fcprojw), h_);
-    dev_.gemm(false, true, n_, fl_, h_, 1.0F, fp8_in(dy, n_, h_, true, 0), h_, fp8_in(w(p.fcprojw), h_, fl_, false, 1),
+    dev_.gemm(false, true, n_, fl_, h_, 1.0F, fp8_in(dy, n_, h_, true, 0, p.fcprojw), h_, fp8_in(w(p.fcprojw), h_, fl_, false, 1, p.fcprojw),
               h_, 0.0F, dfcg, fl_);
     dev_.zero(dfch, static_cast<std::int64_t>(N * fl_));
     dev_.gelu_backward(dfch, a.fch.f(), dfcg, static_cast<std::int64_t>(N * fl_));
-    dev_.gemm(true, false, h_, fl_, n_, 1.0F, fp8_in(a.ln2.f(), h_, n_, false, 0), h_, fp8_in(dfch, n_, fl_, true, 1),
+    dev_.gemm(true, false, h_, fl_, n_, 1.0F, fp8_in(a.ln2.f(), h_, n_, false, 0, p.fcw), h_, fp8_in(dfch, n_, fl_, true, 1, p.fcw),
               fl_, 1.0F, g(p.fcw), fl_);
     dev_.bias_backward(g(p.fcb), dfch, n_, fl_);
-    dev_.gemm(false, true, n_, h_, fl_, 1.0F, fp8_in(dfch, n_, fl_, true, 0), fl_, fp8_in(w(p.fcw), fl_, h_, false, 1),
+    dev_.gemm(false, true, n_, h_, fl_, 1.0F, fp8_in(dfch, n_, fl_, true, 0, p.fcw), fl_, fp8_in(w(p.fcw), fl_, h_, false, 1, p.fcw),
               fl_, 0.0F, a.part.f(), h_);
     if (part == ComputeWhat::layer || tp_ == 1) finish_mlp_backward(layer, mb);
   }

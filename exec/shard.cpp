@@ -11,6 +11,7 @@
 #include "exec/generic_shard.hpp"
 #include "exec/gpt_shard.hpp"
 #include "exec/model/adam8bit.hpp"
+#include "exec/model/fp8.hpp"
 #include "plan/schedule.hpp"
 
 namespace parasim::exec {
@@ -54,6 +55,7 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   recompute_ = s.training.recompute;
   zero_ = p.zero;
   eight_bit_ = s.training.optimizer == plan::Optimizer::adamw8bit;
+  fp8_delayed_ = precision_ == plan::Dtype::fp8 && s.training.fp8_recipe == plan::Fp8Recipe::delayed;
   seed_ = s.run.seed;
   global_batch_ = s.training.global_batch;
   lr_ = s.training.learning_rate;
@@ -178,13 +180,43 @@ Buffer& Shard::need(Buffer& b, std::size_t floats) {
 
 void Shard::round(float* p, std::size_t n) { dev_.round_to(storage_, p, static_cast<std::int64_t>(n)); }
 
-const float* Shard::fp8_in(const float* x, int rows, int cols, bool gradient, int slot) {
+const float* Shard::fp8_in(const float* x, int rows, int cols, bool gradient, int slot, std::size_t linear) {
   if (precision_ != plan::Dtype::fp8) return x;
   const auto count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   Buffer& b = fp8_scratch_[slot];
   if (b.floats() < count) b = dev_.allocate_floats(count);  // the largest operand so far
-  dev_.fake_quantize_fp8(b.f(), x, static_cast<std::int64_t>(count), gradient);
+  if (!fp8_delayed_) {
+    dev_.fake_quantize_fp8(b.f(), x, static_cast<std::int64_t>(count), gradient);
+    return b.f();
+  }
+  const int role = gradient ? 2 : x == w(linear) ? 1 : 0;  // the output's gradient, the weight, the input
+  const auto [it, fresh] = fp8_slot_.try_emplace({linear, role}, fp8_slot_.size());
+  if (fresh) {
+    if (it->second >= fp8_amax_.floats()) {  // room for more tensors: the amaxes so far kept
+      Buffer more = dev_.zeroed_floats(2 * it->second + 16);
+      if (!fp8_amax_.empty()) dev_.copy(more.f(), fp8_amax_.f(), static_cast<std::int64_t>(fp8_amax_.floats()));
+      fp8_amax_ = std::move(more);
+    }
+    fp8_history_.emplace_back();
+    fp8_scale_.push_back(1.0F);
+  }
+  dev_.fake_quantize_fp8_scaled(b.f(), x, static_cast<std::int64_t>(count), gradient, fp8_scale_[it->second],
+                                fp8_amax_.f() + it->second);
   return b.f();
+}
+
+void Shard::update_fp8_scales() {
+  if (!fp8_delayed_ || fp8_slot_.empty()) return;
+  std::vector<float> amax(fp8_slot_.size());
+  dev_.download(amax.data(), fp8_amax_.f(), amax.size() * sizeof(float));
+  dev_.zero(fp8_amax_.f(), static_cast<std::int64_t>(fp8_amax_.floats()));
+  for (const auto& [key, slot] : fp8_slot_) {
+    std::vector<float>& h = fp8_history_[slot];
+    h.push_back(amax[slot]);
+    if (h.size() > fp8_history_length) h.erase(h.begin());
+    const fp8::Format f = key.second == 2 ? fp8::e5m2 : fp8::e4m3;
+    fp8_scale_[slot] = fp8::scale_for(*std::max_element(h.begin(), h.end()), f);
+  }
 }
 
 
@@ -247,6 +279,7 @@ void Shard::bucket_reduced(int lowest_layer) {
 
 void Shard::optimizer_step() {
   last_skipped_ = false;
+  update_fp8_scales();  // every cast of the step is done
   if (precision_ == plan::Dtype::fp16) {
     // Every rank's overflow count, summed over the job: all skip or none does.
     double overflow[1] = {0.0};

@@ -136,9 +136,11 @@ class Shard {
   // Rounds to the stored type (bf16 / fp16; bf16 under fp8).
   void round(float* p, std::size_t n);
   // fp8: a linear layer's GEMM operand (rows x cols, contiguous) as Transformer Engine feeds
-  // it (Device::fake_quantize_fp8, E5M2 for a gradient), in scratch `slot` (0 or 1: the
-  // GEMM's first or second operand); other precisions: x itself.
-  const float* fp8_in(const float* x, int rows, int cols, bool gradient, int slot);
+  // it (E5M2 for a gradient), in scratch `slot` (0 or 1: the GEMM's first or second
+  // operand); other precisions: x itself. `linear`: the layer's weight (its offset), which
+  // with the operand's role (its input, its weight, the gradient of its output) names the
+  // tensor whose scale delayed scaling keeps.
+  const float* fp8_in(const float* x, int rows, int cols, bool gradient, int slot, std::size_t linear);
   // The factor of the loss gradient: the loss scale over the step's tokens (samples).
   [[nodiscard]] float loss_gradient_scale(double count) const { return static_cast<float>(loss_scale_ / count); }
 
@@ -173,6 +175,18 @@ class Shard {
   bool eight_bit_ = false;  // training.optimizer adamw8bit: adam_m_, adam_v_ hold a byte per value
   Buffer m_max_, v_max_;    // and these their blocks' maxima
   Buffer fp8_scratch_[2];
+  // fp8 delayed scaling (training.fp8_recipe: delayed, Transformer Engine's DelayedScaling
+  // with its defaults: a history of 1,024 amaxes, the scale from their maximum, margin 0):
+  // per tensor, its slot in fp8_amax_ (this step's amax, on the device), its amax history
+  // and its scale (1 until a step has recorded one). The scales change after each step
+  // (update_fp8_scales), from the amaxes of the steps before.
+  void update_fp8_scales();
+  bool fp8_delayed_ = false;
+  std::map<std::pair<std::size_t, int>, std::size_t> fp8_slot_;  // (linear, role) -> slot
+  Buffer fp8_amax_;
+  static constexpr std::size_t fp8_history_length = 1024;
+  std::vector<std::vector<float>> fp8_history_;
+  std::vector<float> fp8_scale_;
   std::vector<int> bucket_lows_;                            // this rank's dp buckets, highest first
   std::vector<std::pair<std::size_t, std::size_t>> owned_;  // ZeRO: ranges this rank updates
   int step_ = 0;

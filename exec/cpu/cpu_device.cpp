@@ -313,6 +313,16 @@ void CpuDevice::fake_quantize_fp8(float* y, const float* x, std::int64_t count, 
   for (std::int64_t i = 0; i < count; ++i) y[i] = fp8::fake_quantize(x[i], scale, f);
 }
 
+void CpuDevice::fake_quantize_fp8_scaled(float* y, const float* x, std::int64_t count, bool e5m2, float scale,
+                                         float* amax) {
+  progress();
+  const fp8::Format f = e5m2 ? fp8::e5m2 : fp8::e4m3;
+  float top = *amax;
+  for (std::int64_t i = 0; i < count; ++i) top = std::max(top, std::fabs(x[i]));
+  *amax = top;
+  for (std::int64_t i = 0; i < count; ++i) y[i] = fp8::fake_quantize(x[i], scale, f);
+}
+
 std::int64_t CpuDevice::count_nonfinite(const float* x, std::int64_t count) {
   std::int64_t n = 0;
   for (std::int64_t i = 0; i < count; ++i) n += std::isfinite(x[i]) ? 0 : 1;

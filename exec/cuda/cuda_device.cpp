@@ -326,6 +326,11 @@ void CudaDevice::fake_quantize_fp8(float* y, const float* x, std::int64_t count,
   cuda::fake_quantize_fp8(current_, amax_, y, x, count, e5m2);
 }
 
+void CudaDevice::fake_quantize_fp8_scaled(float* y, const float* x, std::int64_t count, bool e5m2, float scale,
+                                          float* amax) {
+  cuda::fake_quantize_fp8_scaled(current_, reinterpret_cast<unsigned int*>(amax), y, x, count, e5m2, scale);
+}
+
 std::int64_t CudaDevice::count_nonfinite(const float* x, std::int64_t count) {
   cuda::count_nonfinite(current_, counter_, x, count);
   unsigned long long n = 0;

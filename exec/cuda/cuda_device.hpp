@@ -102,6 +102,8 @@ class CudaDevice final : public Device {
                  int step) override;
   void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;
   void fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) override;
+  void fake_quantize_fp8_scaled(float* y, const float* x, std::int64_t count, bool e5m2, float scale,
+                                float* amax) override;
   std::int64_t count_nonfinite(const float* x, std::int64_t count) override;
 
   Comm comm_create(std::span<const int> ranks, int key) override;

@@ -361,6 +361,11 @@ __global__ void fake_quantize_fp8_kernel(const unsigned int* amax, float* y, con
   PARASIM_FOR_EACH(i, count) y[i] = fp8::fake_quantize(x[i], scale, f);
 }
 
+__global__ void fake_quantize_fp8_scaled_kernel(float* y, const float* x, std::int64_t count, bool e5m2, float scale) {
+  const fp8::Format f = e5m2 ? fp8::e5m2 : fp8::e4m3;
+  PARASIM_FOR_EACH(i, count) y[i] = fp8::fake_quantize(x[i], scale, f);
+}
+
 int row_threads(int width) {
   int t = 32;
   while (t < width && t < 1024) t *= 2;
@@ -517,6 +522,15 @@ void fake_quantize_fp8(cudaStream_t s, unsigned int* amax, float* y, const float
   check_launch("amax");
   fake_quantize_fp8_kernel<<<blocks_for(count), threads, 0, s>>>(amax, y, x, count, e5m2);
   check_launch("fake_quantize_fp8");
+}
+
+void fake_quantize_fp8_scaled(cudaStream_t s, unsigned int* amax, float* y, const float* x, std::int64_t count,
+                              bool e5m2, float scale) {
+  if (count <= 0) return;
+  amax_kernel<<<blocks_for(count), threads, 0, s>>>(amax, x, count);
+  check_launch("amax");
+  fake_quantize_fp8_scaled_kernel<<<blocks_for(count), threads, 0, s>>>(y, x, count, e5m2, scale);
+  check_launch("fake_quantize_fp8_scaled");
 }
 
 }  // namespace parasim::exec::cuda

@@ -63,6 +63,10 @@ void round_fp16(cudaStream_t s, float* y, std::int64_t count);
 // Device::fake_quantize_fp8: the largest magnitude into *amax (as float bits), then the
 // quantization; `amax` is device scratch of one word.
 void fake_quantize_fp8(cudaStream_t s, unsigned int* amax, float* y, const float* x, std::int64_t count, bool e5m2);
+// Device::fake_quantize_fp8_scaled: at a given scale; x's largest magnitude max-ed into
+// *amax (float bits: non-negative floats order as their bits).
+void fake_quantize_fp8_scaled(cudaStream_t s, unsigned int* amax, float* y, const float* x, std::int64_t count,
+                              bool e5m2, float scale);
 // *counter = how many of x[0, count) are infinite or NaN (counter in device memory).
 void count_nonfinite(cudaStream_t s, unsigned long long* counter, const float* x, std::int64_t count);
 

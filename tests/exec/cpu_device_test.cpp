@@ -155,6 +155,19 @@ TEST_CASE("FP8 rounding and current scaling, by hand", "[exec][np1][fp8]") {
   const std::vector<float> zeros(3, 0.0F);
   dev.fake_quantize_fp8(y.data(), zeros.data(), 3, false);
   CHECK(y[0] == 0.0F);
+  // Delayed scaling: the scale given (from earlier steps' amaxes), this tensor's amax kept.
+  // Scale 2 under E4M3: 1 -> 2 (exact); 300 -> 600, past 448, saturates (back 224); -0.01
+  // -> -0.02, subnormal: -10.24 quanta of 2^-9 round to -10 (back -0.009765625).
+  const std::vector<float> late{1.0F, 300.0F, -0.01F};
+  float amax = 5.0F;
+  dev.fake_quantize_fp8_scaled(y.data(), late.data(), 3, false, 2.0F, &amax);
+  CHECK(y[0] == 1.0F);
+  CHECK(y[1] == 224.0F);
+  CHECK(y[2] == -0.009765625F);
+  CHECK(amax == 300.0F);
+  amax = 500.0F;
+  dev.fake_quantize_fp8_scaled(y.data(), late.data(), 3, false, 2.0F, &amax);
+  CHECK(amax == 500.0F);  // a larger amax recorded earlier in the step stays
 }
 
 TEST_CASE("8-bit AdamW: the dynamic maps by hand, and a step against fp32 AdamW", "[exec][np1]") {

@@ -95,6 +95,26 @@ TEST_CASE("the CUDA device's fused bias, rounding and GELU equal the unfused cal
   }
 }
 
+TEST_CASE("the CUDA device's FP8 casts, current and delayed, equal the CPU device's", "[cuda][device][fp8]") {
+  exec::CudaDevice dev;
+  exec::CpuDevice host;
+  const auto x = random_values(10007, 9, -3.0F, 3.0F);
+  for (const bool e5m2 : {false, true}) {
+    std::vector<float> want(x.size());
+    host.fake_quantize_fp8(want.data(), x.data(), static_cast<std::int64_t>(x.size()), e5m2);
+    const exec::Buffer xd = on(dev, x), yd = dev.allocate_floats(x.size());
+    dev.fake_quantize_fp8(yd.f(), xd.f(), static_cast<std::int64_t>(x.size()), e5m2);
+    CHECK(back(dev, yd, x.size()) == want);
+    // Delayed: a given scale (saturating past the format's largest value), the amax kept.
+    float amax = 0.5F;
+    host.fake_quantize_fp8_scaled(want.data(), x.data(), static_cast<std::int64_t>(x.size()), e5m2, 200.0F, &amax);
+    const exec::Buffer ad = on(dev, {0.5F});
+    dev.fake_quantize_fp8_scaled(yd.f(), xd.f(), static_cast<std::int64_t>(x.size()), e5m2, 200.0F, ad.f());
+    CHECK(back(dev, yd, x.size()) == want);
+    CHECK(back(dev, ad, 1)[0] == amax);
+  }
+}
+
 TEST_CASE("one-rank NCCL collectives complete and leave the data as it is", "[cuda][device][nccl]") {
   exec::CudaDevice dev;
   const std::vector<int> me{0};

@@ -388,12 +388,19 @@ Compared train_both(const std::vector<std::string>& plan, const std::string& key
 
 TEST_CASE("fp8: FP8 GEMM operands on bf16 storage track the bf16 run", "[exec][np2][fp8]") {
   // The linear layers' GEMMs take operands rounded to E4M3 (E5M2 for gradients) under each
-  // tensor's current scale; the rest as bf16. Plain tp 2, and tp 2 with sequence
-  // parallelism and the tp communication overlap's blocks.
+  // tensor's scale, current (its own amax) or delayed (the amax history of the steps
+  // before, 1 at first); the rest as bf16. Plain tp 2, and tp 2 with sequence parallelism
+  // and the tp communication overlap's blocks.
+  std::vector<std::vector<double>> losses;
   for (const std::vector<std::string>& plan :
-       {std::vector<std::string>{"plan.tp=2"},
-        std::vector<std::string>{"plan.tp=2", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"}}) {
+       {std::vector<std::string>{"plan.tp=2", "training.fp8_recipe=current"},
+        std::vector<std::string>{"plan.tp=2", "training.fp8_recipe=delayed"},
+        std::vector<std::string>{"plan.tp=2", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true",
+                                 "training.fp8_recipe=current"},
+        std::vector<std::string>{"plan.tp=2", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true",
+                                 "training.fp8_recipe=delayed"}}) {
     const Compared c = train_both(plan, "training.precision", "bf16", "fp8");
+    losses.push_back(c.variant.losses);
     const Outcome& bf16 = c.reference;
     const Outcome& fp8 = c.variant;
     const double worst = c.worst;
@@ -403,6 +410,10 @@ TEST_CASE("fp8: FP8 GEMM operands on bf16 storage track the bf16 run", "[exec][n
     CHECK(worst > 1e-4);  // FP8's 3 mantissa bits are really there
     CHECK(fp8.losses.back() < 0.8 * fp8.losses.front());
   }
+  // The recipes scale differently: the same first loss (forward before any update), then not.
+  CHECK(losses[0].front() != losses[1].front());
+  CHECK(losses[0] != losses[1]);
+  CHECK(losses[2] != losses[3]);
 }
 
 TEST_CASE("8-bit AdamW: blockwise-quantized moments track fp32 AdamW's training", "[exec][np2]") {
