@@ -71,6 +71,7 @@ CudaDevice::CudaDevice(std::size_t capacity_bytes) {
 
 CudaDevice::~CudaDevice() {
   cudaDeviceSynchronize();
+  positions_.clear();  // its buffers go back to the cache while the device is whole
   for (auto& [size, blocks] : cache_) {
     for (const Cached& b : blocks) {
       cudaFree(b.p);
@@ -247,6 +248,50 @@ void CudaDevice::bias_gelu_forward(float* pre, float* act, const float* bias, in
   cuda::bias_gelu_forward(current_, pre, act, bias, n, c,
                           dtype == plan::Dtype::bf16 ? 1 : dtype == plan::Dtype::fp16 ? 2 : 0);
 }
+const int* CudaDevice::positions_on_device(std::span<const int> host) {
+  auto [it, fresh] = positions_.try_emplace(host.data());
+  if (fresh || it->second.bytes() < host.size_bytes()) {
+    it->second = allocate(std::max<std::size_t>(host.size_bytes(), 1));
+    upload(it->second.i32(), host.data(), host.size_bytes());
+  }
+  return it->second.i32();
+}
+
+void CudaDevice::kv_pack(float* kv, const float* qkv, std::int64_t rows, int c) { cuda::kv_pack(current_, kv, qkv, rows, c); }
+
+void CudaDevice::kv_unpack_add(float* dqkv, const float* dkv, std::int64_t rows, int c) {
+  cuda::kv_unpack_add(current_, dqkv, dkv, rows, c);
+}
+
+void CudaDevice::ring_attention_begin(float* acc, float* m, float* l, int b, int tq, int heads, int d) {
+  cuda::ring_attention_begin(current_, acc, m, l, b, tq, heads, d);
+}
+
+void CudaDevice::ring_attention_block(float* acc, float* m, float* l, const float* qkv, const float* kv,
+                                      std::span<const int> qpos, std::span<const int> kpos, int b, int heads, int d) {
+  const auto tq = static_cast<int>(qpos.size());
+  const auto tk = static_cast<int>(kpos.size());
+  cuda::ring_attention_block(current_, acc, m, l, qkv, kv, positions_on_device(qpos), positions_on_device(kpos), b, tq,
+                             tk, heads, d);
+  count_attention_flops(b, tq, tk, heads, d, false);
+}
+
+void CudaDevice::ring_attention_end(float* out, float* lse, const float* acc, const float* m, const float* l, int b,
+                                    int tq, int heads, int d) {
+  cuda::ring_attention_end(current_, out, lse, acc, m, l, b, tq, heads, d);
+}
+
+void CudaDevice::ring_attention_block_backward(float* dqkv, float* dkv, const float* dout, const float* out,
+                                               const float* qkv, const float* kv, const float* lse,
+                                               std::span<const int> qpos, std::span<const int> kpos, int b, int heads,
+                                               int d) {
+  const auto tq = static_cast<int>(qpos.size());
+  const auto tk = static_cast<int>(kpos.size());
+  cuda::ring_attention_block_backward(current_, dqkv, dkv, dout, out, qkv, kv, lse, positions_on_device(qpos),
+                                      positions_on_device(kpos), b, tq, tk, heads, d);
+  count_attention_flops(b, tq, tk, heads, d, true);
+}
+
 void CudaDevice::flash_attention_forward(float* out, float* lse, const float* qkv, int b, int t, int heads, int d) {
   cuda::flash_attention_forward(current_, out, lse, qkv, b, t, heads, d);
   count_attention_flops(b, t, heads, d, false);

@@ -102,6 +102,16 @@ class CudaDevice final : public Device {
                  int step) override;
   void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;
   void fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) override;
+  void kv_pack(float* kv, const float* qkv, std::int64_t rows, int c) override;
+  void kv_unpack_add(float* dqkv, const float* dkv, std::int64_t rows, int c) override;
+  void ring_attention_begin(float* acc, float* m, float* l, int b, int tq, int heads, int d) override;
+  void ring_attention_block(float* acc, float* m, float* l, const float* qkv, const float* kv, std::span<const int> qpos,
+                            std::span<const int> kpos, int b, int heads, int d) override;
+  void ring_attention_end(float* out, float* lse, const float* acc, const float* m, const float* l, int b, int tq,
+                          int heads, int d) override;
+  void ring_attention_block_backward(float* dqkv, float* dkv, const float* dout, const float* out, const float* qkv,
+                                     const float* kv, const float* lse, std::span<const int> qpos,
+                                     std::span<const int> kpos, int b, int heads, int d) override;
   void fake_quantize_fp8_scaled(float* y, const float* x, std::int64_t count, bool e5m2, float scale,
                                 float* amax) override;
   std::int64_t count_nonfinite(const float* x, std::int64_t count) override;
@@ -161,6 +171,10 @@ class CudaDevice final : public Device {
   std::vector<Request> group_requests_;
   unsigned long long* counter_ = nullptr;  // count_nonfinite's result
   unsigned int* amax_ = nullptr;           // fake_quantize_fp8's largest magnitude (float bits)
+  // Ring attention's positions on the device, by their host copy (the shard keeps each
+  // rank's for the run): uploaded at first use.
+  const int* positions_on_device(std::span<const int> host);
+  std::unordered_map<const int*, Buffer> positions_;
   cudaStream_t current_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   int sms_ = 0;

@@ -67,6 +67,18 @@ void fake_quantize_fp8(cudaStream_t s, unsigned int* amax, float* y, const float
 // *amax (float bits: non-negative floats order as their bits).
 void fake_quantize_fp8_scaled(cudaStream_t s, unsigned int* amax, float* y, const float* x, std::int64_t count,
                               bool e5m2, float scale);
+// Ring attention (exec/model/ring_attention.hpp's layouts; cuda/ring_attention.cu), the
+// positions qpos [tq] and kpos [tk] in device memory.
+void kv_pack(cudaStream_t s, float* kv, const float* qkv, std::int64_t rows, int c);
+void kv_unpack_add(cudaStream_t s, float* dqkv, const float* dkv, std::int64_t rows, int c);
+void ring_attention_begin(cudaStream_t s, float* acc, float* m, float* l, int b, int tq, int h, int d);
+void ring_attention_block(cudaStream_t s, float* acc, float* m, float* l, const float* qkv, const float* kv,
+                          const int* qpos, const int* kpos, int b, int tq, int tk, int h, int d);
+void ring_attention_end(cudaStream_t s, float* out, float* lse, const float* acc, const float* m, const float* l, int b,
+                        int tq, int h, int d);
+void ring_attention_block_backward(cudaStream_t s, float* dqkv, float* dkv, const float* dout, const float* out,
+                                   const float* qkv, const float* kv, const float* lse, const int* qpos,
+                                   const int* kpos, int b, int tq, int tk, int h, int d);
 // *counter = how many of x[0, count) are infinite or NaN (counter in device memory).
 void count_nonfinite(cudaStream_t s, unsigned long long* counter, const float* x, std::int64_t count);
 

@@ -14,6 +14,7 @@
 
 #include "exec/cuda/kernels.hpp"
 #include "exec/model/kernels.hpp"
+#include "exec/model/ring_attention.hpp"
 #include "tests/exec/host_vectors.hpp"
 #ifdef PARASIM_HAVE_CUDA_DEVICE
 #include <cublas_v2.h>
@@ -199,6 +200,56 @@ TEST_CASE("CUDA fused (flash) attention equals the host's, forward and backward"
     CHECK(relative(out_d.get(), out) < 1e-5);
     CHECK(relative(lse_d.get(), lse) < 1e-5);
     CHECK(relative(dqkv_d.get(), dqkv) < 1e-4);  // every entry written (the 9s gone)
+  }
+}
+
+TEST_CASE("CUDA ring attention equals the host's: one rank's blocks, forward and backward", "[cuda]") {
+  // cp 3 over 84 positions (chunks of 14), rank 1 (chunks 1 and 4): its queries against
+  // its own block and rank 0's, with the host reference (exec/model/ring_attention.hpp).
+  namespace ring = parasim::exec::ring;
+  for (const int d : {16, 64}) {
+    INFO("head size " << d);
+    const int b = 2, t = 84, h = 2, c = h * d, cp = 3, tl = t / cp;
+    const auto rows = static_cast<std::size_t>(b) * tl;
+    const auto qkv = random_values(rows * 3 * c, 61, -1.0F, 1.0F);
+    const auto other = random_values(rows * 3 * c, 62, -1.0F, 1.0F);
+    const auto dout = random_values(rows * c, 63);
+    const std::vector<int> mine = ring::positions(t, cp, 1), theirs = ring::positions(t, cp, 0);
+    std::vector<float> kv(rows * 2 * c), kv0(rows * 2 * c);
+    ring::kv_pack(kv.data(), qkv.data(), static_cast<std::int64_t>(rows), c);
+    ring::kv_pack(kv0.data(), other.data(), static_cast<std::int64_t>(rows), c);
+    std::vector<float> acc(rows * c), m(rows * h), l(rows * h), out(rows * c), lse(rows * h);
+    ring::forward_begin(acc.data(), m.data(), l.data(), b, tl, h, d);
+    ring::forward_block(acc.data(), m.data(), l.data(), qkv.data(), kv.data(), mine, mine, b, h, d);
+    ring::forward_block(acc.data(), m.data(), l.data(), qkv.data(), kv0.data(), mine, theirs, b, h, d);
+    ring::forward_end(out.data(), lse.data(), acc.data(), m.data(), l.data(), b, tl, h, d);
+    std::vector<float> dq = zeros(rows * 3 * c), dkv = zeros(rows * 2 * c), dkv0 = zeros(rows * 2 * c);
+    ring::backward_block(dq.data(), dkv.data(), dout.data(), out.data(), qkv.data(), kv.data(), lse.data(), mine, mine,
+                         b, h, d);
+    ring::backward_block(dq.data(), dkv0.data(), dout.data(), out.data(), qkv.data(), kv0.data(), lse.data(), mine,
+                         theirs, b, h, d);
+    On<float> qkv_d(qkv), kv_d(zeros(kv.size())), kv0_d(kv0), acc_d(zeros(acc.size())), m_d(zeros(m.size())),
+        l_d(zeros(l.size())), out_d(zeros(out.size())), lse_d(zeros(lse.size())), dout_d(dout), dq_d(zeros(dq.size())),
+        dkv_d(zeros(dkv.size())), dkv0_d(zeros(dkv0.size()));
+    On<int> mine_d(mine), theirs_d(theirs);
+    cu::kv_pack(nullptr, kv_d.p, qkv_d.p, static_cast<std::int64_t>(rows), c);
+    CHECK(kv_d.get() == kv);
+    cu::ring_attention_begin(nullptr, acc_d.p, m_d.p, l_d.p, b, tl, h, d);
+    cu::ring_attention_block(nullptr, acc_d.p, m_d.p, l_d.p, qkv_d.p, kv_d.p, mine_d.p, mine_d.p, b, tl, tl, h, d);
+    cu::ring_attention_block(nullptr, acc_d.p, m_d.p, l_d.p, qkv_d.p, kv0_d.p, mine_d.p, theirs_d.p, b, tl, tl, h, d);
+    cu::ring_attention_end(nullptr, out_d.p, lse_d.p, acc_d.p, m_d.p, l_d.p, b, tl, h, d);
+    CHECK(relative(out_d.get(), out) < 1e-5);
+    CHECK(relative(lse_d.get(), lse) < 1e-5);
+    cu::ring_attention_block_backward(nullptr, dq_d.p, dkv_d.p, dout_d.p, out_d.p, qkv_d.p, kv_d.p, lse_d.p, mine_d.p,
+                                      mine_d.p, b, tl, tl, h, d);
+    cu::ring_attention_block_backward(nullptr, dq_d.p, dkv0_d.p, dout_d.p, out_d.p, qkv_d.p, kv0_d.p, lse_d.p, mine_d.p,
+                                      theirs_d.p, b, tl, tl, h, d);
+    CHECK(relative(dq_d.get(), dq) < 1e-4);
+    CHECK(relative(dkv_d.get(), dkv) < 1e-4);
+    CHECK(relative(dkv0_d.get(), dkv0) < 1e-4);
+    ring::kv_unpack_add(dq.data(), dkv.data(), static_cast<std::int64_t>(rows), c);
+    cu::kv_unpack_add(nullptr, dq_d.p, dkv_d.p, static_cast<std::int64_t>(rows), c);
+    CHECK(relative(dq_d.get(), dq) < 1e-4);
   }
 }
 
