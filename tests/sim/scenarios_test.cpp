@@ -15,8 +15,10 @@
 
 #include "plan/load.hpp"
 #include "plan/memory.hpp"
+#include "plan/search.hpp"
 #include "report/metrics.hpp"
 #include "golden.hpp"
+#include "sim/planner.hpp"
 #include "sim/simulate.hpp"
 
 using namespace parasim;
@@ -409,6 +411,26 @@ TEST_CASE("scenario 14: Llama 3 70B at 32K context fits without recompute only w
   CHECK(cp.figures.comm_mean[ring] > 0.01 * cp.figures.step_time);
   CHECK(exposed(cp, report::Dimension::cp) < 0.01 * cp.figures.step_time);
   CHECK(exposed(dp, report::Dimension::cp) == 0.0);
+}
+
+TEST_CASE("scenario 15: Llama 3 70B fits no plan on one 8 x 80 GB node; two nodes are the smallest that fit", "[scenarios]") {
+  // 70.6B parameters x 18 bytes of model state over 8 devices is 159 GB per device before
+  // any activation: out of memory whatever the plan. The planner's every candidate (tp, pp,
+  // dp, cp, ZeRO stage and shard group, micro-batch, recompute, schedule, placement) is.
+  const std::string file = "llama3-70b-8xh100.yaml";
+  const plan::Scenario s = plan::load((root / "scenarios" / file).string());
+  const plan::MemoryBreakdown own = memory(file).peak();
+  CHECK_FALSE(memory(file).fits());
+  CHECK(own.weights + own.gradients + own.master + own.optimizer ==
+        Approx(18.0 * s.model.parameter_count() / 8).epsilon(0.01));
+  const std::vector<plan::Candidate> all = plan::enumerate_plans(s, 8);
+  CHECK(all.size() > 1000);
+  const bool any = std::any_of(all.begin(), all.end(), [&](const plan::Candidate& c) {
+    return plan::memory_per_rank(plan::with_candidate(s, c)).fits();
+  });
+  CHECK_FALSE(any);
+  // The smallest cluster where one fits: two nodes (ZeRO shards the state over 16).
+  CHECK(sim::smallest_fitting_devices(s, 8) == 16);
 }
 
 TEST_CASE("every scenario's prediction matches its golden output", "[scenarios][golden]") {
