@@ -11,29 +11,23 @@
 
 #include "exec/cuda/kernels.hpp"
 #include "exec/cuda/launch.hpp"
+#include "exec/cuda/warp.cuh"
 
 namespace parasim::exec::cuda {
 namespace {
 
-constexpr int per_lane = 8;
-constexpr int warps_per_block = 4;
-
-__device__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffU, v, o);
-  return v;
-}
-
 // The row this warp serves: position `pos` of head `hi` of sequence `bi`, and where the
 // rows of qkv [b, t, 3, h, d] and of out / dout [b, t, h, d] lie.
-struct WarpRow {
-  int t, h, d;
-  int lane = 0, pos = 0, hi = 0, bi = 0;
+struct WarpRow : Lanes {
+  int t, h;
+  int pos = 0, hi = 0, bi = 0;
   bool valid = false;
 
-  __device__ WarpRow(int b, int t_, int h_, int d_) : t(t_), h(h_), d(d_) {
-    const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-    valid = row < static_cast<std::int64_t>(b) * h * t;
+  __device__ WarpRow(int b, int t_, int h_, int d_) : t(t_), h(h_) {
+    d = d_;
     lane = static_cast<int>(threadIdx.x % 32);
+    const std::int64_t row = warp_row();
+    valid = row < static_cast<std::int64_t>(b) * h * t;
     pos = static_cast<int>(row % t);
     hi = static_cast<int>(row / t % h);
     bi = static_cast<int>(row / t / h);
@@ -46,32 +40,6 @@ struct WarpRow {
     return (static_cast<std::int64_t>(bi) * t + at) * h * d + static_cast<std::int64_t>(hi) * d;
   }
   __device__ std::int64_t lse(int at) const { return (static_cast<std::int64_t>(bi) * h + hi) * t + at; }
-
-  __device__ void load(float (&r)[per_lane], const float* src) const {
-#pragma unroll
-    for (int k = 0; k < per_lane; ++k) r[k] = lane + 32 * k < d ? src[lane + 32 * k] : 0.0F;
-  }
-  __device__ void store(float* dst, const float (&r)[per_lane]) const {
-#pragma unroll
-    for (int k = 0; k < per_lane; ++k) {
-      if (lane + 32 * k < d) dst[lane + 32 * k] = r[k];
-    }
-  }
-  // r += a · x, over this lane's elements.
-  __device__ void add_scaled(float (&r)[per_lane], float a, const float* x) const {
-#pragma unroll
-    for (int k = 0; k < per_lane; ++k) {
-      if (lane + 32 * k < d) r[k] += a * x[lane + 32 * k];
-    }
-  }
-  __device__ float dot(const float (&r)[per_lane], const float* x) const {
-    float s = 0.0F;
-#pragma unroll
-    for (int k = 0; k < per_lane; ++k) {
-      if (lane + 32 * k < d) s += r[k] * x[lane + 32 * k];
-    }
-    return warp_sum(s);
-  }
 };
 
 __global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, int b, int t, int h, int d, float scale) {
@@ -141,8 +109,6 @@ __global__ void flash_backward_dkdv_kernel(float* dqkv, const float* dout, const
   w.store(dqkv + w.qkv(j, 1), dk);
   w.store(dqkv + w.qkv(j, 2), dv);
 }
-
-unsigned blocks_for_rows(std::int64_t rows) { return static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block); }
 
 }  // namespace
 

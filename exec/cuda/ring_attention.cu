@@ -13,60 +13,30 @@
 
 #include "exec/cuda/kernels.hpp"
 #include "exec/cuda/launch.hpp"
+#include "exec/cuda/warp.cuh"
 
 namespace parasim::exec::cuda {
 namespace {
 
-constexpr int per_lane = 8;
-constexpr int warps_per_block = 4;
-
-__device__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffU, v, o);
-  return v;
-}
-
 // A warp's row: row `pos` of head `hi` of sequence `bi`, of `rows` per sequence.
-struct Row {
-  int rows, h, d, lane = 0, pos = 0, hi = 0, bi = 0;
+struct Row : Lanes {
+  int rows, h, pos = 0, hi = 0, bi = 0;
   bool valid = false;
-  __device__ Row(int b, int rows_, int h_, int d_) : rows(rows_), h(h_), d(d_) {
-    const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-    valid = r < static_cast<std::int64_t>(b) * h * rows;
+  __device__ Row(int b, int rows_, int h_, int d_) : rows(rows_), h(h_) {
+    d = d_;
     lane = static_cast<int>(threadIdx.x % 32);
+    const std::int64_t r = warp_row();
+    valid = r < static_cast<std::int64_t>(b) * h * rows;
     pos = static_cast<int>(r % rows);
     hi = static_cast<int>(r / rows % h);
     bi = static_cast<int>(r / rows / h);
   }
-  // Element 0 of this head in row `at` of a [b, n, parts, h, d] tensor, part `part`.
+  // Element 0 of this head in row `row` of a [b, n, parts, h, d] tensor, part `part`.
   __device__ std::int64_t at(int n, int parts, int row, int part) const {
     return (static_cast<std::int64_t>(bi) * n + row) * parts * h * d + static_cast<std::int64_t>(part) * h * d +
            static_cast<std::int64_t>(hi) * d;
   }
   __device__ std::int64_t stat(int n, int row) const { return (static_cast<std::int64_t>(bi) * h + hi) * n + row; }
-  __device__ void load(float (&r)[per_lane], const float* src) const {
-#pragma unroll
-    for (int k = 0; k < per_lane; ++k) r[k] = lane + 32 * k < d ? src[lane + 32 * k] : 0.0F;
-  }
-  __device__ void store(float* dst, const float (&r)[per_lane]) const {
-#pragma unroll
-    for (int k = 0; k < per_lane; ++k) {
-      if (lane + 32 * k < d) dst[lane + 32 * k] = r[k];
-    }
-  }
-  __device__ void add_scaled(float (&r)[per_lane], float a, const float* x) const {
-#pragma unroll
-    for (int k = 0; k < per_lane; ++k) {
-      if (lane + 32 * k < d) r[k] += a * x[lane + 32 * k];
-    }
-  }
-  __device__ float dot(const float (&r)[per_lane], const float* x) const {
-    float s = 0.0F;
-#pragma unroll
-    for (int k = 0; k < per_lane; ++k) {
-      if (lane + 32 * k < d) s += r[k] * x[lane + 32 * k];
-    }
-    return warp_sum(s);
-  }
 };
 
 __global__ void begin_kernel(float* m, std::int64_t rows) {
@@ -178,8 +148,6 @@ __global__ void kv_unpack_add_kernel(float* dqkv, const float* dkv, std::int64_t
     dqkv[r * 3 * c + c + e % (2 * c)] += dkv[e];
   }
 }
-
-unsigned blocks_for_rows(std::int64_t rows) { return static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block); }
 
 void check_head(int d) {
   if (d > 32 * per_lane) throw std::invalid_argument("ring attention: head size above 256");
