@@ -40,15 +40,16 @@ std::vector<std::array<Dim, 4>> placements(const ParallelPlan& p) {
 }
 
 // Context-parallel degrees worth trying for `ranks` devices left after tp and pp: 1, and
-// for sequences of 16k tokens or more (what context parallelism is for: shorter ones give
+// for sequences of 16K tokens or more (what context parallelism is for: shorter ones give
 // each rank blocks too small to hide the ring behind) every divisor that keeps at least
-// 4k positions per rank and splits the sequence into 2·cp chunks.
+// 8K positions per rank (Llama 3's long-context training: 128K over cp 16) and splits the
+// sequence into 2·cp chunks.
 std::vector<int> context_degrees(const Scenario& base, int ranks) {
   std::vector<int> out{1};
   const int s = base.model.seq_len;
   if (base.model.kind != ModelKind::transformer || s < 16384) return out;
   for (int cp : divisors(ranks)) {
-    if (cp > 1 && s % (2 * cp) == 0 && s / cp >= 4096) out.push_back(cp);
+    if (cp > 1 && s % (2 * cp) == 0 && s / cp >= 8192) out.push_back(cp);
   }
   return out;
 }
