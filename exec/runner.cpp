@@ -143,7 +143,7 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
     // parallelism's (whose tag is their own: a ring's neighbours are never pipeline
     // neighbours nor the other ring's, and a pair's messages of one tag match in the order
     // posted, which is the Program's on both ends).
-    const bool ring = o.tp_role == plan::TpRole::ring || o.category == Category::cp_comm;
+    const bool ring = is_ring(o);
     const Shard::View v = ring ? shard_.ring_block(o) : shard_.boundary(boundary_of(o), o.micro_batch, o.gradient);
     // The cp ring's gradients are a stream of their own: posted in another order than the
     // keys and values they interleave with.
@@ -183,7 +183,7 @@ void Runner::finish(std::int64_t id, std::int64_t end_ns) {
     if (o.category == Category::tp_comm) shard_.tp_finish(o);
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) shard_.bucket_gathered(o.layer);
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::reduce_scatter) shard_.bucket_reduced(o.layer);
-  } else if (o.kind == OpKind::send && o.tp_role != plan::TpRole::ring && o.category != Category::cp_comm) {
+  } else if (o.kind == OpKind::send && !is_ring(o)) {
     shard_.release_boundary(boundary_of(o), o.micro_batch, o.gradient);
   }
   state_[static_cast<std::size_t>(id)] = 2;

@@ -69,6 +69,10 @@ class Runner {
   void run_compute(const plan::Op& o);
   int boundary_of(const plan::Op& o) const;
   int tag_of(const plan::Op& o) const;
+  // A transfer of a tp overlap's ring or of the cp ring (not a pipeline boundary's).
+  static bool is_ring(const plan::Op& o) {
+    return o.tp_role == plan::TpRole::ring || o.category == plan::Category::cp_comm;
+  }
   static constexpr int ring_tag = 32767;  // MPI guarantees tags up to 32767; the cp ring's gradients 32766
   [[noreturn]] void stalled(const std::vector<InFlight>& flying, const std::vector<std::size_t>& next) const;
 

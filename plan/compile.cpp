@@ -72,7 +72,10 @@ void Builder::make_gemm_sets() {
     elementwise_bytes_ =
         layer_activation_bytes(m_, t_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::none, e_) / p_.cp;
     if (overlap_) make_overlap_sets(layer);
-    if (p_.cp > 1) make_context_sets(layer);
+    if (p_.cp > 1) {
+      cp_block_bytes_ = cp_kv_block_bytes(scenario_);
+      make_context_sets(layer);
+    }
   } else {
     // A GEMM of the same FLOPs and parameters per layer (generic_layer_gemm): the ops
     // count its FLOPs, which the executor performs.

@@ -215,6 +215,18 @@ class Builder {
                            double bytes, bool grads, std::span<const std::int64_t> deps);
 
   // --- one rank ----------------------------------------------------------------------------
+  // The ranks after and before this one along a ring over dimension `d` (tp or cp).
+  std::pair<int, int> ring_neighbours(Dim d) const {
+    const int n = extent(p_, d);
+    Coord c = coord_;
+    int& i = coordinate(c, d);
+    const int at = i;
+    i = (at + 1) % n;
+    const int next = rank_of(p_, c);
+    i = (at + n - 1) % n;
+    return {next, rank_of(p_, c)};
+  }
+
   int peer_stage_rank(int stage) const {
     Coord c = coord_;
     c.pp = stage;
@@ -339,6 +351,7 @@ class Builder {
   bool overlap_ = false;
   int splits_ = 1;  // blocks of the forward's pipelined reduce-scatter
   double activation_bytes_ = 0.0;
+  double cp_block_bytes_ = 0.0;  // a cp ring step's keys and values (cp_kv_block_bytes)
   double elementwise_bytes_ = 0.0;
   // Per rank being compiled.
   int rank_ = 0;

@@ -203,11 +203,7 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
   const bool backward = cat == Category::backward;
   const Pieces& pc = pieces_[backward ? 1 : 0][part == ComputeWhat::layer_mlp ? 1 : 0];
   const int tp = p_.tp;
-  Coord c = coord_;
-  c.tp = (coord_.tp + 1) % tp;
-  const int next = rank_of(p_, c);
-  c.tp = (coord_.tp + tp - 1) % tp;
-  const int prev = rank_of(p_, c);
+  const auto [next, prev] = ring_neighbours(Dim::tp);
   const std::int64_t ring = rings_++;
   const std::vector<std::int64_t> deps = take_pending();
   const int prepare_set = cat == Category::forward && mb == 0 ? pc.prepare_first : pc.prepare;
@@ -305,13 +301,9 @@ void Builder::context_half(int layer, int mb, int chunk, Category cat) {
   const bool backward = cat == Category::backward;
   const ContextPieces& pc = context_[backward ? 1 : 0];
   const int cp = p_.cp;
-  Coord c = coord_;
-  c.cp = (coord_.cp + 1) % cp;
-  const int next = rank_of(p_, c);
-  c.cp = (coord_.cp + cp - 1) % cp;
-  const int prev = rank_of(p_, c);
+  const auto [next, prev] = ring_neighbours(Dim::cp);
   const std::int64_t ring = rings_++;
-  const double kv = cp_kv_block_bytes(scenario_);
+  const double kv = cp_block_bytes_;
   const ComputeWhat part = ComputeWhat::layer_attention;
   const std::vector<std::int64_t> deps = take_pending();
   const int prepare_set = cat == Category::forward && mb == 0 ? pc.prepare_first : pc.prepare;

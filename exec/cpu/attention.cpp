@@ -204,8 +204,10 @@ void CpuDevice::flash_attention_forward(float* out, float* lse, const float* qkv
   progress();
   const int c = heads * d;
   const std::vector<int>& pos = positions_up_to(t);
-  std::vector<float> m(static_cast<std::size_t>(b) * heads * t);
-  std::vector<float> l(m.size());
+  std::vector<float>& m = row_max_;
+  std::vector<float>& l = row_sum_;
+  m.resize(static_cast<std::size_t>(b) * heads * t);
+  l.resize(m.size());
   ring::forward_begin(out, m.data(), l.data(), b, t, heads, d);
   for (int bi = 0; bi < b; ++bi) {
     for (int hi = 0; hi < heads; ++hi) {

@@ -142,6 +142,7 @@ class CpuDevice final : public Device {
   std::vector<Pending> pending_;
   std::vector<Request> free_;
   std::vector<float> scores_, grads_, deltas_;  // attention's tiles (cpu/attention.cpp)
+  std::vector<float> row_max_, row_sum_;        // flash forward's running maximum and sum per row
 };
 
 }  // namespace parasim::exec
