@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <tuple>
 #include <string>
 #include <utility>
@@ -95,7 +96,11 @@ class GptShard final : public Shard {
   // the ring's blocks, and the positions this rank holds of each sequence.
   void context_piece(const plan::Op& op);
   View context_block(const plan::Op& transfer);
-  void release_ring(int layer, int mb);
+  void ring_sent(const plan::Op& send) override;
+  // Frees a pass's ring blocks now, or once its sends in flight have completed.
+  void release_ring(int layer, int mb, plan::Category pass);
+  void free_ring(int layer, int mb, plan::Category pass);
+  [[nodiscard]] std::tuple<int, int, int> ring_slot(int layer, int mb, plan::Category pass, int slot) const;
   // Adds the position embedding to rows [r0, r0 + rows) of x (x's first row is row r0), and
   // its backward: the gradient of each row's position += dx.
   void add_positions(float* x, int r0, int rows);
@@ -103,7 +108,9 @@ class GptShard final : public Shard {
   [[nodiscard]] int position(int row) const;  // of a local token row
   int cp_ = 1, cp_index_ = 0;
   std::vector<std::vector<int>> positions_;  // per cp rank: its positions of a sequence
-  std::map<std::tuple<int, int, int>, Buffer> ring_;  // (layer, micro-batch, step): a ring block
+  std::map<std::tuple<int, int, int>, Buffer> ring_;  // ring_slot(): a ring block
+  std::map<std::tuple<int, int, int>, int> ring_sends_;  // (layer, micro-batch, pass): sends in flight
+  std::set<std::tuple<int, int, int>> ring_finished_;    // passes whose finish ran before their sends completed
   View replicated_grads(bool gather);
   // Offset of this rank's first row in an n x h tensor (0 without SP).
   [[nodiscard]] std::size_t own_rows() const { return static_cast<std::size_t>(r0_) * static_cast<std::size_t>(h_); }

@@ -183,7 +183,9 @@ void Runner::finish(std::int64_t id, std::int64_t end_ns) {
     if (o.category == Category::tp_comm) shard_.tp_finish(o);
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) shard_.bucket_gathered(o.layer);
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::reduce_scatter) shard_.bucket_reduced(o.layer);
-  } else if (o.kind == OpKind::send && !is_ring(o)) {
+  } else if (o.kind == OpKind::send && is_ring(o)) {
+    shard_.ring_sent(o);
+  } else if (o.kind == OpKind::send) {
     shard_.release_boundary(boundary_of(o), o.micro_batch, o.gradient);
   }
   state_[static_cast<std::size_t>(id)] = 2;

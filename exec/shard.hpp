@@ -79,6 +79,8 @@ class Shard {
   // What enters layer `boundary` (activations), or its gradient.
   virtual View boundary(int boundary, int mb, bool gradient) = 0;
   virtual void release_boundary(int boundary, int mb, bool gradient) = 0;
+  // A ring's transfer sent (ring_block's data is no longer read): its buffer may go.
+  virtual void ring_sent(const plan::Op& /*send*/) {}
   // Data-parallel buckets, named by their lowest layer (-1: the embedding): the gradients
   // (all-reduce, reduce-scatter) or the master parameters (ZeRO-1 all-gather) they cover.
   View bucket(int lowest_layer, bool params);
