@@ -161,13 +161,13 @@ void Builder::compile_rank(int rank) {
         layer_forward(l, st.micro_batch, st.chunk, Category::forward);
       }
       if (last_chunk) {
+        if (transformer) gather();  // the final norm's and the head's parameters
         if (transformer && p_.tp > 1 && p_.sequence_parallel) {
           tp_collective(CollectiveOp::all_gather, st.micro_batch, m_.layer_count(), TpRole::gather_input,
                         ComputeWhat::lm_head, Category::forward);
         }
         auto deps = take_pending();
         if (transformer) {
-          gather();
           const auto& g = prog_.gemm_sets[static_cast<std::size_t>(head_set_)];
           next_kernels(head_kernels_[0]);
           const std::int64_t head = compute(ComputeWhat::lm_head, Category::forward, head_set_, sum_flops(g),

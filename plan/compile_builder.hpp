@@ -147,9 +147,14 @@ class Builder {
   // One TP collective after the last compute op (and after a pending receive, when it
   // opens a layer); the next compute waits for it. `part` and `pass` name the compute op it
   // serves, `role` what it does for it.
+  // Sequence parallelism's gather of a forward (or recompute) input runs the layer norm of
+  // this rank's rows first: under ZeRO-3 it waits for the unit's parameters too.
   void tp_collective(CollectiveOp what, int mb, int layer, TpRole role, ComputeWhat part, Category pass) {
     std::vector<std::int64_t> deps = take_pending();
     if (last_compute_ >= 0) deps.push_back(last_compute_);
+    if (role == TpRole::gather_input && pass != Category::backward) {
+      deps.insert(deps.end(), unit_waits_.begin(), unit_waits_.end());
+    }
     pending_ = collective(Dim::tp, what, Category::tp_comm, Stream::tp, activation_bytes_, mb, layer, layer + 1, deps);
     tag_tp(pending_, role, part, pass);
   }

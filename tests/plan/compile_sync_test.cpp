@@ -263,6 +263,44 @@ TEST_CASE("ZeRO-2 and ZeRO-3 reduce-scatter each unit every micro-batch; ZeRO-3 
   CHECK(compile(gpt({"plan.zero=3"})).ops.size() == compile(gpt({})).ops.size());
 }
 
+TEST_CASE("ZeRO-3 with sequence parallelism: the layer norm run as its input's gather is posted waits for the unit",
+          "[compile][dp]") {
+  // Sequence parallelism's all-gather of a forward (or recompute) input starts with the
+  // layer norm of this rank's rows, which reads the unit's parameters: it must follow an
+  // all-gather of the unit in the step, else it reads the share another rank owns (the
+  // executor's NaN between steps).
+  for (const bool full : {false, true}) {
+    const std::string recompute = full ? "training.recompute=full" : "training.recompute=none";
+    const Program p = compile(gpt({"plan.dp=2", "plan.tp=2", "plan.sequence_parallel=true", "plan.zero=3", recompute}));
+    int checked = 0;
+    for (std::int64_t id : p.order[0]) {
+      const Op& o = p.ops[static_cast<std::size_t>(id)];
+      if (o.tp_role != TpRole::gather_input || o.pass == Category::backward) continue;
+      // Is an all-gather of its unit among the op's dependencies, transitively?
+      std::set<std::int64_t> seen;
+      std::vector<std::int64_t> todo{id};
+      bool reached = false;
+      while (!todo.empty() && !reached) {
+        const std::int64_t at = todo.back();
+        todo.pop_back();
+        for (std::int64_t d : p.deps_of(at)) {
+          const Op& g = p.ops[static_cast<std::size_t>(d)];
+          reached = reached || (g.category == Category::dp_comm && g.collective == CollectiveOp::all_gather &&
+                                g.layer == o.layer);
+          if (seen.insert(d).second) todo.push_back(d);
+        }
+      }
+      INFO(recompute << ": " << op_name(p, id));
+      CHECK(reached);
+      ++checked;
+    }
+    // 8 micro-batches per replica, each: 8 layers x 2 halves and the head (16 more under
+    // recompute).
+    CHECK(checked == (full ? 8 * (17 + 16) : 8 * 17));
+    CHECK(unfinished(p) == 0);
+  }
+}
+
 TEST_CASE("hybrid sharding: ZeRO over shard groups of consecutive dp ranks, shards summed over the replicas",
           "[compile][dp]") {
   // dp 8 in shard groups of 4 (2 replicas), 2 micro-batches, the 10 units of the test above.
