@@ -40,6 +40,7 @@ nlohmann::ordered_json plan_json(const sim::PlanScore& p, std::size_t rank) {
           {"tp", pl.tp},
           {"pp", pl.pp},
           {"cp", pl.cp},
+          {"ep", pl.ep},
           {"virtual_stages", pl.virtual_stages},
           {"schedule", plan::to_string(pl.schedule)},
           {"micro_batch", p.candidate.micro_batch},
@@ -60,13 +61,13 @@ nlohmann::ordered_json plan_json(const sim::PlanScore& p, std::size_t rank) {
 
 std::string csv_text(const sim::PlanReport& r) {
   std::string out =
-      "rank,dp,tp,pp,cp,virtual_stages,schedule,micro_batch,recompute,zero,sequence_parallel,tp_comm_overlap,placement,step_time_s,"
+      "rank,dp,tp,pp,cp,ep,virtual_stages,schedule,micro_batch,recompute,zero,sequence_parallel,tp_comm_overlap,placement,step_time_s,"
       "tokens_per_s,mfu,memory_bytes,tier,estimated_step_time_s,bottleneck\n";
   for (std::size_t i = 0; i < r.ranked.size(); ++i) {
     const sim::PlanScore& p = r.ranked[i];
     const plan::ParallelPlan& pl = p.candidate.plan;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{:.9g},{:.9g},{:.6g},{:.0f},{},{:.9g},\"{}\"\n", i + 1,
-                       pl.dp, pl.tp, pl.pp, pl.cp, pl.virtual_stages, plan::to_string(pl.schedule), p.candidate.micro_batch,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{:.9g},{:.9g},{:.6g},{:.0f},{},{:.9g},\"{}\"\n", i + 1,
+                       pl.dp, pl.tp, pl.pp, pl.cp, pl.ep, pl.virtual_stages, plan::to_string(pl.schedule), p.candidate.micro_batch,
                        plan::to_string(p.candidate.recompute), pl.zero, pl.sequence_parallel ? "true" : "false",
                        pl.tp_comm_overlap ? "true" : "false", plan::placement_string(pl), p.step_time, p.tokens_per_s, p.mfu, p.memory, tier(p), p.estimate,
                        p.bottleneck);
@@ -157,15 +158,15 @@ void run_plan(const PlanArgs& a) {
     return;
   }
   using A = report::Table::Align;
-  report::Table t({"#", "dp", "tp", "pp", "cp", "v", "schedule", "mb", "recompute", "zero", "sp", "placement", "step time",
+  report::Table t({"#", "dp", "tp", "pp", "cp", "ep", "v", "schedule", "mb", "recompute", "zero", "sp", "placement", "step time",
                    "tokens/s", "MFU", "memory", "tier", "bottleneck"},
-                  {A::right, A::right, A::right, A::right, A::right, A::right, A::left, A::right, A::left, A::right, A::left,
+                  {A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left, A::right, A::left, A::right, A::left,
                    A::left, A::right, A::right, A::right, A::right, A::left, A::left});
   for (std::size_t i = 0; i < shown; ++i) {
     const sim::PlanScore& p = r.ranked[i];
     const plan::ParallelPlan& pl = p.candidate.plan;
     t.add_row({std::to_string(i + 1), std::to_string(pl.dp), std::to_string(pl.tp), std::to_string(pl.pp),
-               std::to_string(pl.cp), std::to_string(pl.virtual_stages), std::string(plan::to_string(pl.schedule)),
+               std::to_string(pl.cp), std::to_string(pl.ep), std::to_string(pl.virtual_stages), std::string(plan::to_string(pl.schedule)),
                std::to_string(p.candidate.micro_batch), std::string(plan::to_string(p.candidate.recompute)),
                std::to_string(pl.zero), pl.tp_comm_overlap ? "overlap" : pl.sequence_parallel ? "yes" : "no",
                plan::placement_string(pl),

@@ -49,8 +49,8 @@ nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::Me
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (const auto& r : f.ranks) {
     ranks.push_back({{"rank", r.rank}, {"compute", r.compute}, {"tp", r.comm[0]}, {"pp", r.comm[1]}, {"dp", r.comm[2]},
-                     {"cp", r.comm[3]}, {"tp_exposed", r.exposed[0]}, {"pp_exposed", r.exposed[1]},
-                     {"dp_exposed", r.exposed[2]}, {"cp_exposed", r.exposed[3]},
+                     {"cp", r.comm[3]}, {"ep", r.comm[4]}, {"tp_exposed", r.exposed[0]}, {"pp_exposed", r.exposed[1]},
+                     {"dp_exposed", r.exposed[2]}, {"cp_exposed", r.exposed[3]}, {"ep_exposed", r.exposed[4]},
                      {"bubble", r.bubble * f.step_time}, {"bubble_fraction", r.bubble}});
   }
   nlohmann::ordered_json links = nlohmann::ordered_json::array();
@@ -78,10 +78,14 @@ report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures&
   namespace u = units;
   using A = report::Table::Align;
   const bool each = f.ranks.size() <= 16;
-  // The cp column only under context parallelism.
-  const std::size_t dims = s.plan.cp > 1 ? report::dimension_count : 3;
-  std::vector<std::string> head{each ? "rank" : "stage", "compute", "tp (exposed)", "pp (exposed)", "dp (exposed)"};
-  if (dims > 3) head.emplace_back("cp (exposed)");
+  // The cp and ep columns only where the plan has them.
+  std::vector<std::size_t> dims;
+  std::vector<std::string> head{each ? "rank" : "stage", "compute"};
+  for (std::size_t d = 0; d < report::dimension_count; ++d) {
+    if (!report::dimension_shown(s.plan, d)) continue;
+    dims.push_back(d);
+    head.push_back(fmt::format("{} (exposed)", report::dimension_names[d]));
+  }
   head.emplace_back("bubble");
   report::Table t(head, std::vector<A>(head.size(), A::right));
   const int rows = each ? static_cast<int>(f.ranks.size()) : s.plan.pp;
@@ -93,14 +97,14 @@ report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures&
       ++n;
       sum.compute += r.compute;
       sum.bubble += r.bubble;
-      for (std::size_t d = 0; d < dims; ++d) {
+      for (std::size_t d : dims) {
         sum.comm[d] += r.comm[d];
         sum.exposed[d] += r.exposed[d];
       }
     }
     if (n == 0) continue;
     std::vector<std::string> cells{std::to_string(row), u::format_duration(sum.compute / n)};
-    for (std::size_t d = 0; d < dims; ++d) {
+    for (std::size_t d : dims) {
       cells.push_back(fmt::format("{} ({})", u::format_duration(sum.comm[d] / n), u::format_duration(sum.exposed[d] / n)));
     }
     // RankFigures::bubble is a fraction of the step: shown as the time it stands for.
@@ -148,7 +152,8 @@ void run_simulate(const SimulateArgs& a) {
     fmt::print("pipeline bubble    {:.1f} % of the step\n\n", 100 * f.bubble_fraction);
     using A = report::Table::Align;
     report::Table comm({"communication", "time per rank", "exposed", "of step"}, {A::left, A::right, A::right, A::right});
-    for (std::size_t i = 0; i < (s.plan.cp > 1 ? report::dimension_count : 3); ++i) {
+    for (std::size_t i = 0; i < report::dimension_count; ++i) {
+      if (!report::dimension_shown(s.plan, i)) continue;
       comm.add_row({report::dimension_names[i], u::format_duration(f.comm_mean[i]), u::format_duration(f.exposed_mean[i]),
                     fmt::format("{:.1f} %", f.step_time > 0 ? 100 * f.exposed_mean[i] / f.step_time : 0.0)});
     }

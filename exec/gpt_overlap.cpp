@@ -126,7 +126,8 @@ void GptShard::attention_piece(const plan::Op& op) {
     case LayerPiece::whole:
     case LayerPiece::block:
     case LayerPiece::finish:
-    case LayerPiece::merge: break;
+    case LayerPiece::merge:
+    case LayerPiece::experts: break;
   }
   throw std::logic_error("not a piece of a layer half");
 }
@@ -186,7 +187,8 @@ void GptShard::mlp_piece(const plan::Op& op) {
     case LayerPiece::whole:
     case LayerPiece::block:
     case LayerPiece::finish:
-    case LayerPiece::merge: break;
+    case LayerPiece::merge:
+    case LayerPiece::experts: break;
   }
   throw std::logic_error("not a piece of a layer half");
 }

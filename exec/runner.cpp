@@ -170,7 +170,8 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
       case CollectiveOp::all_reduce: r = dev_.all_reduce(v.data, v.count, comm); break;
       case CollectiveOp::reduce_scatter: r = dev_.reduce_scatter(v.data, parts, comm); break;
       case CollectiveOp::all_gather: r = dev_.all_gather(v.data, parts, comm); break;
-      case CollectiveOp::broadcast: throw std::logic_error("the Program has no broadcast the executor runs");
+      case CollectiveOp::broadcast:
+      case CollectiveOp::all_to_all: throw std::logic_error("the Program has no broadcast or all-to-all the executor runs");
     }
   }
   flying.push_back({id, r, 0});

@@ -22,6 +22,7 @@ std::string unsupported_reason(const plan::Scenario& s) {
     return "the executor trains with AdamW (training.optimizer: adamw or adamw8bit)";
   }
   if (m.kind == plan::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
+  if (m.moe()) return "the executor's decoder has a dense MLP: mixture-of-experts layers (model.experts) are simulated only";
   if (m.mlp != plan::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
   if (m.ffn_hidden != 4 * m.hidden) return fmt::format("the executor's decoder has an MLP 4 x hidden wide ({}), model.ffn_hidden is {}", 4 * m.hidden, m.ffn_hidden);

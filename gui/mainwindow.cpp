@@ -252,7 +252,8 @@ QWidget* MainWindow::makeChartsView() {
   auto* grid = new QGridLayout(page);
   grid->addWidget(barChart(m_breakdown,
                            {tr("Where the time goes, per rank (first %1 ranks)").arg(chartRanks), tr("ms"),
-                            {breakdown::Compute, breakdown::Tp, breakdown::Pp, breakdown::Dp, breakdown::Cp, breakdown::Bubble, breakdown::Other},
+                            {breakdown::Compute, breakdown::Tp, breakdown::Pp, breakdown::Dp, breakdown::Cp, breakdown::Ep, breakdown::Bubble,
+                             breakdown::Other},
                             1e3, true, {}},
                            page),
                   0, 0);

@@ -56,6 +56,9 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addInteger(QStringLiteral("model.heads"), tr("Heads"), 1, plan::limits::heads);
   addInteger(QStringLiteral("model.seq_len"), tr("Sequence length"), 1, plan::limits::seq_len);
   addInteger(QStringLiteral("model.vocab"), tr("Vocabulary"), 1, plan::limits::vocab);
+  addInteger(QStringLiteral("model.experts"), tr("Experts per layer (0: dense)"), 0, plan::limits::experts);
+  addInteger(QStringLiteral("model.top_k"), tr("Experts per token (top-k)"), 0, plan::limits::experts);
+  addText(QStringLiteral("model.moe_imbalance"), tr("Expert load imbalance (busiest / mean)"));
   addSection(tr("Training"));
   addInteger(QStringLiteral("training.global_batch"), tr("Global batch"), 1, plan::limits::global_batch);
   addInteger(QStringLiteral("training.micro_batch"), tr("Micro-batch"), 1, 1 << 20);
@@ -67,6 +70,7 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addInteger(QStringLiteral("plan.tp"), tr("Tensor parallel (tp)"), 1, 1024);
   addInteger(QStringLiteral("plan.pp"), tr("Pipeline parallel (pp)"), 1, 1024);
   addInteger(QStringLiteral("plan.cp"), tr("Context parallel (cp)"), 1, 1024);
+  addInteger(QStringLiteral("plan.ep"), tr("Expert parallel (ep)"), 1, 1024);
   addInteger(QStringLiteral("plan.virtual_stages"), tr("Virtual stages"), 1, 1024);
   addChoice(QStringLiteral("plan.schedule"), tr("Schedule"), {"1f1b", "gpipe", "interleaved-1f1b"});
   addChoice(QStringLiteral("plan.sequence_parallel"), tr("Sequence parallel"), {"false", "true"});
@@ -166,6 +170,9 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("model.heads")] = count(std::max(1, s.model.heads));
   v[QStringLiteral("model.seq_len")] = count(std::max(1, s.model.seq_len));
   v[QStringLiteral("model.vocab")] = count(std::max(1, s.model.vocab));
+  v[QStringLiteral("model.experts")] = count(s.model.experts);
+  v[QStringLiteral("model.top_k")] = count(s.model.top_k);
+  v[QStringLiteral("model.moe_imbalance")] = QString::number(s.model.moe_imbalance);
   v[QStringLiteral("training.global_batch")] = count(s.training.global_batch);
   v[QStringLiteral("training.micro_batch")] = count(s.training.micro_batch);
   v[QStringLiteral("training.precision")] = q(topology::to_string(s.training.precision));
@@ -175,6 +182,7 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("plan.tp")] = count(s.plan.tp);
   v[QStringLiteral("plan.pp")] = count(s.plan.pp);
   v[QStringLiteral("plan.cp")] = count(s.plan.cp);
+  v[QStringLiteral("plan.ep")] = count(s.plan.ep);
   v[QStringLiteral("plan.virtual_stages")] = count(s.plan.virtual_stages);
   v[QStringLiteral("plan.schedule")] = q(plan::to_string(s.plan.schedule));
   v[QStringLiteral("plan.sequence_parallel")] = s.plan.sequence_parallel ? QStringLiteral("true") : QStringLiteral("false");
@@ -196,9 +204,11 @@ void PlanEditor::setScenario(const plan::Scenario& s) {
   for (auto it = v.begin(); it != v.end(); ++it) setShown(it.key(), it.value());
   // A generic model (a layer list) has no transformer dimensions to edit.
   const bool transformer = s.model.kind == plan::ModelKind::transformer;
-  for (const char* k : {"model.layers", "model.hidden", "model.heads", "model.seq_len", "model.vocab"}) {
+  for (const char* k : {"model.layers", "model.hidden", "model.heads", "model.seq_len", "model.vocab", "model.experts"}) {
     m_fields[QString::fromLatin1(k)].editor->setEnabled(transformer);
   }
+  // Routing settings only for a mixture of experts.
+  for (const char* k : {"model.top_k", "model.moe_imbalance"}) m_fields[QString::fromLatin1(k)].editor->setEnabled(s.model.moe());
   m_loading = false;
   clearErrors();
 }

@@ -17,7 +17,12 @@ double gemm_io_bytes(const std::vector<Gemm>& gemms, int element_bytes) {
   return b;
 }
 
-std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp, int cp) {
+long long expert_tokens(const ModelSpec& m, int micro_batch, int cp, int ep, double load) {
+  const double tokens = static_cast<double>(micro_batch) * (m.seq_len / cp);
+  return static_cast<long long>(std::ceil(ep * tokens * m.top_k * load / m.experts - 1e-9));
+}
+
+std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp, int cp, int ep, double load) {
   const long long b = micro_batch;
   const long long s = m.seq_len;
   const long long sl = s / cp;  // this rank's queries (context parallelism); the keys stay s
@@ -33,6 +38,15 @@ std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int t
       {"attention-values", sl, d, s, b * heads},  // softmax·V per head
       {"attention-out", tokens, h, h / tp, 1},
   };
+  if (m.moe()) {
+    const long long fe = m.expert_ffn_hidden / tp;
+    const long long local = m.experts / ep;
+    const long long routed = expert_tokens(m, micro_batch, cp, ep, load);
+    g.push_back({"router", tokens / tp, m.experts, h, 1});  // each tp rank routes its sequence shard
+    g.push_back({m.mlp == Mlp::gelu ? "expert-up" : "expert-gate-up", routed, m.mlp == Mlp::gelu ? fe : 2 * fe, h, local});
+    g.push_back({"expert-down", routed, h, fe, local});
+    return g;
+  }
   if (m.mlp == Mlp::gelu) {
     g.push_back({"mlp-up", tokens, f, h, 1});
   } else {
@@ -100,7 +114,20 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
     t.push_back({"attention-dropout-output", attn, e, true, true});
     t.push_back({"attention-dropout-mask", sbh, 1, false, false});
   }
-  if (m.mlp == Mlp::gelu) {
+  if (m.moe()) {
+    const double routed = sbh * m.top_k * m.expert_load();
+    const double fe_share = static_cast<double>(m.expert_ffn_hidden) / m.hidden;
+    t.push_back({"router-probs", static_cast<double>(m.seq_len) * micro_batch * m.experts, 4, false, false, false});
+    t.push_back({"expert-input", routed, li, false, false, false});
+    if (m.mlp == Mlp::gelu) {
+      t.push_back({"expert-gelu-input", routed * fe_share, e, true, false});
+    } else {
+      t.push_back({"expert-gate", routed * fe_share, e, true, false});
+      t.push_back({"expert-up", routed * fe_share, e, true, false});
+    }
+    t.push_back({"expert-down-input", routed * fe_share, li, true, false});
+    t.push_back({"expert-output", routed, e, false, false, false});
+  } else if (m.mlp == Mlp::gelu) {
     t.push_back({"gelu-input", sbh * f_share, e, true, false});
     t.push_back({"mlp-down-input", sbh * f_share, li, true, false});
   } else {
@@ -123,7 +150,7 @@ double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool 
   for (const StoredTensor& t : layer_stored_tensors(m, micro_batch, activation_bytes, linear_bytes)) {
     if ((flash || recompute == Recompute::selective) && t.attention_core) continue;
     const double b = t.elements * t.bytes_per_element;
-    bytes += t.tp_sharded || sequence_parallel ? b / tp : b;
+    bytes += t.tp_sharded || (sequence_parallel && t.sequence_sharded) ? b / tp : b;
   }
   return bytes;
 }

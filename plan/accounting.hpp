@@ -46,8 +46,15 @@ double sum_flops(const std::vector<Gemm>& gemms);
 double gemm_io_bytes(const std::vector<Gemm>& gemms, int element_bytes);
 
 // Forward GEMMs of one layer for a micro-batch of b samples, on one of tp x cp ranks (each
-// cp rank runs s/cp of the positions: its queries against all s keys).
-std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp, int cp = 1);
+// cp rank runs s/cp of the positions: its queries against all s keys). Mixture of experts:
+// the MLP is the router (T/tp, E, h: with tp, sequence parallelism gives each rank its
+// share of the tokens to route) and the E/ep local experts' GEMMs, batched, each over
+// ceil(ep·T·top_k·load / E) tokens (the tokens the ep ranks route to it, `load` times an
+// even share: ModelSpec::expert_load() on the busiest rank, 1 for the model's FLOPs).
+std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp, int cp = 1, int ep = 1,
+                                      double load = 1.0);
+// Mixture of experts: the tokens one local expert computes (the GEMMs' m above).
+long long expert_tokens(const ModelSpec& m, int micro_batch, int cp, int ep, double load);
 // Forward GEMM of the LM head (logits) for a micro-batch, on one of tp x cp ranks.
 Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp, int cp = 1);
 
@@ -71,8 +78,15 @@ struct StoredTensor {
   int bytes_per_element = 2;
   bool tp_sharded = false;    // split over tp ranks by tensor parallelism
   bool attention_core = false;  // the s^2 terms that selective recompute drops
+  // Split over tp by sequence parallelism (false: every tp rank holds it whole, as the
+  // tokens routed to the experts and the router's probabilities).
+  bool sequence_sharded = true;
 };
 
+// Mixture of experts: the MLP keeps its input (the router's and the permutation's), the
+// router's probabilities (fp32, s·b·E), and per routed token copy (top_k·load of them per
+// token on the busiest rank) the expert's input, its intermediates (tp-sharded) and its
+// output (for the router's gradient).
 // `linear_bytes`: bytes per element of the four linear layers' inputs (1 under fp8, where
 // Transformer Engine keeps their FP8 copy for the weight gradient; 0: activation_bytes).
 std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_batch, int activation_bytes,

@@ -17,6 +17,9 @@ namespace parasim::plan {
 struct GradientSource {
   double params = 0.0;  // on this rank: 1/tp of a split weight
   int layer = 0;
+  // Of params, under expert parallelism: the local experts', whose gradients are summed
+  // over the expert data-parallel group rather than dp x cp.
+  double experts = 0.0;
 };
 
 // The sources of a rank of pipeline stage `stage`, LM head first, embedding last. `head`

@@ -94,6 +94,16 @@ void check(const Scenario& s) {
                 "selective recompute (the attention core again) is not modelled under context parallelism, where "
                 "FlashAttention keeps no s x s tensors anyway; use none or full");
     }
+    if (m.moe()) {
+      c.require(m.expert_ffn_hidden % p.tp == 0, "plan.tp",
+                fmt::format("the experts' MLP width {} is not divisible by tp {}", m.expert_ffn_hidden, p.tp));
+      c.require(!p.tp_comm_overlap, "plan.tp_comm_overlap",
+                "tensor-parallel communication overlap is not modelled for mixture-of-experts layers; turn it off");
+      c.require(p.tp == 1 || p.sequence_parallel, "plan.sequence_parallel",
+                fmt::format("mixture-of-experts layers with tp {} need sequence parallelism (as Megatron-Core requires: "
+                            "each tp rank routes its own share of the tokens); set plan.sequence_parallel: true",
+                            p.tp));
+    }
     c.require(!p.tp_comm_overlap || (p.tp > 1 && p.sequence_parallel), "plan.tp_comm_overlap",
               fmt::format("overlapping tensor-parallel communication with the GEMMs needs tp > 1 and "
                           "plan.sequence_parallel: true (it overlaps sequence parallelism's all-gathers and "
@@ -129,6 +139,28 @@ void check(const Scenario& s) {
     c.require(m.layer_count() >= static_cast<long long>(p.pp) * p.virtual_stages, "plan.pp",
               fmt::format("{} layers cannot fill pp x virtual_stages = {} stages", m.layer_count(),
                           static_cast<long long>(p.pp) * p.virtual_stages));
+  }
+
+  if (p.ep > 1) {
+    c.require(m.moe(), "plan.ep",
+              fmt::format("expert parallelism {} splits the experts of a mixture-of-experts model, but '{}' has none "
+                          "(model.experts); use ep: 1",
+                          p.ep, m.name));
+    c.require(m.experts % p.ep == 0, "plan.ep",
+              fmt::format("ep {} must divide the {} experts of each layer (each rank holds experts / ep of them)", p.ep,
+                          m.experts));
+    c.require(p.grad_ranks() % p.ep == 0, "plan.ep",
+              fmt::format("ep {} must divide {} {} (expert parallelism groups ranks that hold the same dense weights)",
+                          p.ep, p.cp > 1 ? "dp x cp =" : "dp", p.grad_ranks()));
+    c.require(p.zero <= 1, "plan.zero",
+              fmt::format("ZeRO-{} with expert parallelism is not modelled (each expert's gradients are summed over "
+                          "its own group); use plan.zero: 0 or 1 (the distributed optimizer, as Megatron-Core runs "
+                          "mixture-of-experts models)",
+                          p.zero));
+    c.require(!p.overlap_param_gather, "plan.overlap_param_gather",
+              "overlapping the parameter all-gather with expert parallelism is not modelled; turn it off");
+    c.require(p.shard_group == 0, "plan.shard_group", "hybrid sharding with expert parallelism is not modelled; "
+                                                      "remove plan.shard_group");
   }
 
   const long long per_step = static_cast<long long>(p.dp) * t.micro_batch;

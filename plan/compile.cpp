@@ -57,7 +57,7 @@ void Builder::make_gemm_sets() {
       head_kernels_[b] = add_kernels(head_kernels(kp, b == 1));
     }
     core_kernels_ = add_kernels(layer_kernels(kp, LayerPart::attention_core, false));
-    const std::vector<Gemm> layer = layer_forward_gemms(m_, t_.micro_batch, p_.tp, p_.cp);
+    const std::vector<Gemm> layer = layer_forward_gemms(m_, t_.micro_batch, p_.tp, p_.cp, p_.ep, m_.expert_load());
     attention_set_ = add_set({layer.begin(), layer.begin() + 4});
     mlp_set_ = add_set({layer.begin() + 4, layer.end()});
     core_set_ = add_set({layer.begin() + 1, layer.begin() + 3});
@@ -72,6 +72,8 @@ void Builder::make_gemm_sets() {
     elementwise_bytes_ =
         layer_activation_bytes(m_, t_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::none, e_) / p_.cp;
     if (overlap_) make_overlap_sets(layer);
+    moe_split_ = m_.moe() && (p_.ep > 1 || p_.tp > 1);
+    if (moe_split_) make_moe_sets(layer);
     if (p_.cp > 1) {
       cp_block_bytes_ = cp_kv_block_bytes(scenario_);
       make_context_sets(layer);

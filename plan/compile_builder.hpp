@@ -215,6 +215,11 @@ class Builder {
   // Context parallelism (ParallelPlan::cp > 1): the attention half's pieces around its ring
   // (plan/kernels.hpp, ContextKernels), and one pass over it.
   void make_context_sets(const std::vector<Gemm>& layer);
+  // Mixture of experts with ep > 1 or tp > 1 (plan/kernels.hpp, MoeKernels): the MLP half
+  // as prepare, the all-to-all dispatch over ep (then, tp > 1, the tokens' all-gather over
+  // tp), the experts, (the outputs' reduce-scatter over tp,) the all-to-all combine, finish.
+  void make_moe_sets(const std::vector<Gemm>& layer);
+  void moe_half(int layer, int mb, int chunk, Category cat);
   void context_half(int layer, int mb, int chunk, Category cat);
   std::int64_t cp_transfer(OpKind kind, int peer, std::int64_t ring, int step, Category cat, int mb, int layer,
                            double bytes, bool grads, std::span<const std::int64_t> deps);
@@ -317,7 +322,7 @@ class Builder {
   PipelineShape shape_;
   Program prog_;
   static constexpr std::size_t embedding_groups = tied_embedding_groups;
-  static constexpr std::size_t group_kinds = 8;  // tp, dp, pp, embedding, shard, replica, gather, cp
+  static constexpr std::size_t group_kinds = 10;  // tp, dp, pp, embedding, shard, replica, gather, cp, ep, expert dp
   std::vector<std::vector<int>> group_of_;
   std::vector<std::int64_t> counters_;
   int attention_set_ = -1, mlp_set_ = -1, core_set_ = -1, layer_set_ = -1, head_set_ = -1;
@@ -353,6 +358,18 @@ class Builder {
     double prepare_bytes = 0.0, block_bytes = 0.0, finish_bytes = 0.0;
   };
   ContextPieces context_[2];
+  // Per pass under a split mixture-of-experts MLP (moe_split_): the same for prepare, the
+  // experts and finish, and the all-to-alls' bytes per rank.
+  struct MoePieces {
+    int prepare = -1, prepare_first = -1, experts = -1, finish = -1;
+    int prepare_gemms = -1, experts_gemms = -1, finish_gemms = -1;
+    double prepare_flops = 0.0, experts_flops = 0.0, finish_flops = 0.0;
+    double prepare_bytes = 0.0, experts_bytes = 0.0, finish_bytes = 0.0;
+  };
+  MoePieces moe_[2];
+  bool moe_split_ = false;
+  double moe_a2a_bytes_ = 0.0;     // a rank's routed token copies (T/tp·top_k·load·h)
+  double moe_tokens_bytes_ = 0.0;  // all its tp group's: the experts' input (T·top_k·load·h)
   bool overlap_ = false;
   int splits_ = 1;  // blocks of the forward's pipelined reduce-scatter
   double activation_bytes_ = 0.0;

@@ -16,7 +16,7 @@ void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
     return;
   }
   const auto& sets = prog_.gemm_sets;
-  if (p_.tp == 1 && p_.cp == 1) {
+  if (p_.tp == 1 && p_.cp == 1 && !moe_split_) {
     auto deps = take_pending();
     next_kernels(cat == Category::forward && mb == 0 ? first_kernels_[0] : layer_kernels_[0][0]);
     compute(ComputeWhat::layer, cat, layer_set_, sum_flops(sets[static_cast<std::size_t>(layer_set_)]),
@@ -29,6 +29,10 @@ void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
     const ComputeWhat part = half == 0 ? ComputeWhat::layer_attention : ComputeWhat::layer_mlp;
     if (overlap_) {
       overlapped_half(layer, mb, chunk, cat, part);
+      continue;
+    }
+    if (half == 1 && moe_split_) {  // its own exchanges replace the sequence gather and the sum
+      moe_half(layer, mb, chunk, cat);
       continue;
     }
     if (sp) tp_collective(CollectiveOp::all_gather, mb, layer, TpRole::gather_input, part, cat);
@@ -60,7 +64,7 @@ void Builder::layer_backward(int layer, int mb, int chunk) {
     return;
   }
   const auto& sets = prog_.gemm_sets;
-  if (p_.tp == 1 && p_.cp == 1) {
+  if (p_.tp == 1 && p_.cp == 1 && !moe_split_) {
     auto deps = take_pending();
     next_kernels(layer_kernels_[1][0]);
     grad_ready_[static_cast<std::size_t>(layer)] =
@@ -81,6 +85,10 @@ void Builder::layer_backward(int layer, int mb, int chunk) {
   for (int half = 0; half < 2; ++half) {
     const int set = half == 0 ? mlp_set_ : attention_set_;
     const ComputeWhat part = half == 0 ? ComputeWhat::layer_mlp : ComputeWhat::layer_attention;
+    if (half == 0 && moe_split_) {
+      moe_half(layer, mb, chunk, Category::backward);
+      continue;
+    }
     if (sp) tp_collective(CollectiveOp::all_gather, mb, layer, TpRole::gather_input, part, Category::backward);
     if (half == 1 && p_.cp > 1) {
       context_half(layer, mb, chunk, Category::backward);

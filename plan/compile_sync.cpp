@@ -71,7 +71,17 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   const double word = transformer ? static_cast<double>(m_.vocab) * m_.hidden / p_.tp : 0.0;
   const double final_norm = transformer ? 2.0 * m_.hidden : 0.0;
   // Gradient sources in the order they complete (LM head, layers from the last): when ready.
-  const std::vector<GradientSource> src = sources();
+  // Under expert parallelism the dense parameters' buckets leave the experts out; those
+  // have buckets of their own over the ranks holding the same experts.
+  std::vector<GradientSource> src = sources();
+  std::vector<GradientSource> expert_src;
+  double experts = 0.0;
+  for (GradientSource& g : src) {
+    if (g.experts <= 0.0) continue;
+    expert_src.push_back({g.experts, g.layer, g.experts});
+    experts += g.experts;
+    g.params -= g.experts;
+  }
   std::vector<std::int64_t> ready_of;
   std::vector<std::int64_t> also_of;  // a second op the source's gradient waits for, or -1
   std::vector<std::int64_t> tails;    // every such op
@@ -80,7 +90,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   for (const GradientSource& g : src) {
     const bool layer = g.layer >= 0 && g.layer < m_.layer_count();
     layers += layer ? 1 : 0;
-    params += g.params;
+    params += g.params + g.experts;
     ready_of.push_back(layer ? grad_ready_[static_cast<std::size_t>(g.layer)] : g.layer < 0 ? embed_grad : head_grad);
     also_of.push_back(layer ? grad_also_[static_cast<std::size_t>(g.layer)] : -1);
     if (also_of.back() >= 0) tails.push_back(also_of.back());
@@ -125,6 +135,26 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
                                   b.lowest, b.above, deps));
     }
   }
+  // The experts' buckets (expert parallelism with several ranks holding each expert): the
+  // same sums over the expert data-parallel group, ZeRO-1 sharding over it too.
+  const bool expert_sync = !expert_src.empty() && p_.expert_grad_ranks() > 1;
+  const std::vector<GradientBucket> expert_buckets =
+      expert_sync ? gradient_buckets(expert_src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
+  auto expert_collective = [&](CollectiveOp what, double bytes, const GradientBucket& b, std::span<const std::int64_t> deps) {
+    return collective_in(expert_dp_groups, what, Category::dp_comm, Stream::dp, bytes, -1, b.lowest, b.above, deps);
+  };
+  for (const GradientBucket& b : expert_buckets) {
+    std::vector<std::int64_t> deps;
+    for (std::size_t i = b.first; i < b.end; ++i) {
+      const auto at = static_cast<std::size_t>(expert_src[i].layer);
+      deps.push_back(p_.overlap_dp ? grad_ready_[at] : end_of_backward);
+      if (grad_also_[at] >= 0) deps.push_back(grad_also_[at]);
+    }
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    synced.push_back(expert_collective(p_.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
+                                       b.params * g_, b, deps));
+  }
   if (p_.grad_ranks() == 1) {
     synced.push_back(end_of_backward);
     synced.insert(synced.end(), tails.begin(), tails.end());
@@ -146,7 +176,8 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     std::sort(synced.begin(), synced.end());
     synced.assign(1, tied_sum(synced));
   }
-  const double shard = params / (p_.zero >= 1 ? p_.shard_size() : 1);
+  const double shard = p_.zero == 0 ? params
+                       : (params - experts) / p_.shard_size() + experts / p_.expert_grad_ranks();
   const double opt_bytes = (8.0 + 2.0 * optimizer_state_bytes(t_.optimizer) + 2.0 * e_) * shard;
   // The host reads the overflow flag and the gradient norm before the step: it waits for
   // every gradient to be synchronised.
@@ -163,6 +194,9 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   if (p_.zero == 1 && !p_.defers_param_gather()) {  // no buckets with dp 1
     for (const GradientBucket& b : buckets) {
       shard_collective(CollectiveOp::all_gather, b.params * e_, -1, b.lowest, b.above, std::span<const std::int64_t>(&opt, 1));
+    }
+    for (const GradientBucket& b : expert_buckets) {
+      expert_collective(CollectiveOp::all_gather, b.params * e_, b, std::span<const std::int64_t>(&opt, 1));
     }
   } else if (sharded_grads() && !sharded_params()) {
     for (int u = -1; u <= m_.layer_count(); ++u) {

@@ -59,6 +59,8 @@ KernelPlan kernel_plan(const Scenario& s) {
   p.flash = s.training.attention == Attention::flash;
   p.dropout = s.model.dropout > 0.0;
   p.biases = s.model.mlp == Mlp::gelu;
+  p.ep = s.plan.ep;
+  p.expert_load = s.model.expert_load();
   p.fused_softmax = fused_softmax_available(p.element, s.model.seq_len,
                                             static_cast<long long>(p.micro_batch) * (s.model.heads / s.plan.tp));
   return p;
@@ -75,8 +77,17 @@ class Emit {
     out_.push_back({KernelKind::gemm, name, m, n, k, batch, p_.element, 0, 0.0, false});
   }
   // A weight gradient, accumulated into the main gradient.
-  void wgrad(std::string_view name, long long m, long long n, long long k) {
-    out_.push_back({KernelKind::gemm, name, m, n, k, 1, p_.element, p_.grad_element, 0.0, false});
+  void wgrad(std::string_view name, long long m, long long n, long long k, long long batch = 1) {
+    out_.push_back({KernelKind::gemm, name, m, n, k, batch, p_.element, p_.grad_element, 0.0, false});
+  }
+  // The local experts' GEMMs, grouped (one per expert, `batch` of them).
+  void expert(std::string_view name, long long m, long long n, long long k, long long batch) {
+    gemm(name, m, n, k, batch);
+    out_.back().fp8 = p_.fp8;
+  }
+  void expert_wgrad(std::string_view name, long long m, long long n, long long k, long long batch) {
+    wgrad(name, m, n, k, batch);
+    out_.back().fp8 = p_.fp8;
   }
   // A transformer linear layer's GEMM (its forward, data gradient or weight gradient): in
   // FP8 under fp8 precision, as Transformer Engine runs them.
@@ -102,7 +113,11 @@ class Emit {
     out_.push_back({backward ? KernelKind::flash_backward : KernelKind::flash_forward,
                     backward ? "flash-attention-bwd" : "flash-attention", m, n, d, batch, p_.element, 0, 0.0, causal});
   }
-  std::vector<Kernel> take() { return std::move(out_); }
+  std::vector<Kernel> take() {
+    std::vector<Kernel> out = std::move(out_);
+    out_.clear();
+    return out;
+  }
 
  private:
   const KernelPlan& p_;
@@ -193,8 +208,83 @@ void attention_forward(Emit& k, const KernelPlan& p, const Dims& x) {
   residual_forward(k, p, x);
 }
 
+// --- mixture of experts (MoeKernels) ----------------------------------------------------------
+
+struct MoeDims {
+  long long local = 1, routed = 0, fi = 0;  // local experts, tokens per expert, expert width / tp
+  double copies = 0.0;                      // routed token copies on this rank: T·top_k·load
+  double experts = 0.0;                     // E
+};
+
+MoeDims moe_dims(const KernelPlan& p, const Dims& x) {
+  const ModelSpec& m = p.model;
+  MoeDims d;
+  d.local = m.experts / p.ep;
+  d.routed = expert_tokens(m, p.micro_batch, p.cp, p.ep, p.expert_load);
+  d.fi = m.expert_ffn_hidden / p.tp;
+  d.copies = x.T * m.top_k * p.expert_load;
+  d.experts = m.experts;
+  return d;
+}
+
+void moe_prepare(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
+  const MoeDims d = moe_dims(p, x);
+  if (!backward) {
+    k.memory("layer-norm", 2.0 * x.Tl * x.h * x.e);
+    k.gemm("router", p.sequence_parallel ? x.Ti / p.tp : x.Ti, p.model.experts, x.hi);
+    k.memory("router-softmax-topk", 3.0 * x.Tl * d.experts * 4.0);
+    k.memory("moe-permute", (1.0 + d.copies / x.T) * x.Tl * x.h * x.e);
+  } else {
+    residual_backward(k, p, x);
+    k.memory("moe-unpermute-bwd", (1.0 + 2.0 * d.copies / x.T) * x.Tl * x.h * x.e);
+  }
+}
+
+void moe_experts(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
+  const MoeDims d = moe_dims(p, x);
+  const bool swiglu = p.model.mlp == Mlp::swiglu;
+  const long long up = swiglu ? 2 * d.fi : d.fi;
+  const double intermediate = d.copies * static_cast<double>(d.fi);
+  if (!backward) {
+    k.fp8_cast("expert-input-cast", d.copies * x.h, false);
+    k.expert(swiglu ? "expert-gate-up" : "expert-up", d.routed, up, x.hi, d.local);
+    k.memory(swiglu ? "expert-swiglu" : "expert-bias-gelu", (swiglu ? 3.0 : 2.0) * intermediate * x.e);
+    k.fp8_cast("expert-down-input-cast", intermediate, true);
+    k.expert("expert-down", d.routed, x.hi, d.fi, d.local);
+  } else {
+    k.fp8_cast("expert-down-grad-cast", d.copies * x.h, false);
+    k.expert("expert-down-dgrad", d.routed, d.fi, x.hi, d.local);
+    k.expert_wgrad("expert-down-wgrad", d.fi, x.hi, d.routed, d.local);
+    k.memory(swiglu ? "expert-swiglu-bwd" : "expert-bias-gelu-bwd", (swiglu ? 5.0 : 3.0) * intermediate * x.e);
+    k.fp8_cast("expert-up-grad-cast", d.copies * static_cast<double>(up), true);
+    k.expert("expert-up-dgrad", d.routed, x.hi, up, d.local);
+    k.expert_wgrad("expert-up-wgrad", up, x.hi, d.routed, d.local);
+  }
+}
+
+void moe_finish(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
+  const MoeDims d = moe_dims(p, x);
+  if (!backward) {
+    k.memory("moe-unpermute", (1.0 + d.copies / x.T) * x.Tl * x.h * x.e);
+    residual_forward(k, p, x);
+  } else {
+    k.memory("moe-permute-bwd", (1.0 + d.copies / x.T) * x.Tl * x.h * x.e);
+    k.memory("router-softmax-bwd", 3.0 * x.Tl * d.experts * 4.0);
+    const long long routed_here = p.sequence_parallel ? x.Ti / p.tp : x.Ti;
+    k.gemm("router-dgrad", routed_here, x.hi, p.model.experts);
+    k.wgrad("router-wgrad", p.model.experts, x.hi, routed_here);
+    layer_norm_backward(k, x);
+  }
+}
+
 void mlp_forward(Emit& k, const KernelPlan& p, const Dims& x) {
   const bool swiglu = p.model.mlp == Mlp::swiglu;
+  if (p.model.moe()) {
+    moe_prepare(k, p, x, false);
+    moe_experts(k, p, x, false);
+    moe_finish(k, p, x, false);
+    return;
+  }
   k.memory("layer-norm", 2.0 * x.Tl * x.h * x.e);
   k.fp8_cast("mlp-input-cast", x.Tl * x.h, true);
   k.linear(swiglu ? "mlp-gate-up" : "mlp-up", x.Ti, swiglu ? 2 * x.fi : x.fi, x.hi);
@@ -206,6 +296,12 @@ void mlp_forward(Emit& k, const KernelPlan& p, const Dims& x) {
 
 void mlp_backward(Emit& k, const KernelPlan& p, const Dims& x) {
   const bool swiglu = p.model.mlp == Mlp::swiglu;
+  if (p.model.moe()) {
+    moe_prepare(k, p, x, true);
+    moe_experts(k, p, x, true);
+    moe_finish(k, p, x, true);
+    return;
+  }
   const long long up = swiglu ? 2 * x.fi : x.fi;
   residual_backward(k, p, x);
   k.fp8_cast("mlp-down-grad-cast", x.T * x.h, false);  // the output's gradient, E5M2
@@ -280,6 +376,19 @@ std::vector<Kernel> layer_kernels(const KernelPlan& p, LayerPart part, bool back
   return k.take();
 }
 
+MoeKernels moe_kernels(const KernelPlan& p, bool backward) {
+  const Dims x = dims_of(p);
+  MoeKernels out;
+  Emit k(p);
+  moe_prepare(k, p, x, backward);
+  out.prepare = k.take();
+  moe_experts(k, p, x, backward);
+  out.experts = k.take();
+  moe_finish(k, p, x, backward);
+  out.finish = k.take();
+  return out;
+}
+
 ContextKernels context_kernels(const KernelPlan& p, bool backward) {
   ContextKernels c;
   bool after = false;
@@ -349,8 +458,10 @@ std::vector<Kernel> weight_cast_kernels(const KernelPlan& p, LayerPart part) {
     k.fp8_cast("attention-out-weight-cast", x.q * x.h, false);
   }
   if (part != LayerPart::attention) {
-    k.fp8_cast("mlp-up-weight-cast", (swiglu ? 2.0 : 1.0) * x.f * x.h, false);
-    k.fp8_cast("mlp-down-weight-cast", x.f * x.h, false);
+    // Mixture of experts: the local experts' weights.
+    const double f = p.model.moe() ? static_cast<double>(p.model.expert_ffn_hidden / p.tp) * (p.model.experts / p.ep) : x.f;
+    k.fp8_cast("mlp-up-weight-cast", (swiglu ? 2.0 : 1.0) * f * x.h, false);
+    k.fp8_cast("mlp-down-weight-cast", f * x.h, false);
   }
   return k.take();
 }

@@ -84,6 +84,9 @@ struct KernelPlan {
   bool fp8 = false;
   bool fp8_current = false;
   bool biases = true;       // GPT's linear layers have biases (GeLU MLP); LLaMA's none
+  // Mixture of experts: the local experts (experts / ep) and the busiest rank's load.
+  int ep = 1;
+  double expert_load = 1.0;
 };
 
 KernelPlan kernel_plan(const Scenario& s);
@@ -140,6 +143,25 @@ ContextKernels context_kernels(const KernelPlan& p, bool backward);
 // fp8: the layer part's linear weights cast to FP8 (both layouts), which Transformer Engine
 // does in a step's first micro-batch and caches for the others; empty in other precisions.
 std::vector<Kernel> weight_cast_kernels(const KernelPlan& p, LayerPart part);
+// The MLP half of a mixture-of-experts layer (Megatron-Core's MoE layer with its all-to-all
+// token dispatcher) split around its two all-to-alls. With R = ceil(ep·T·top_k·load/E)
+// tokens per local expert and E/ep local experts:
+//   prepare  forward: the layer norm, the router GEMM (T', E, h: T' = T/tp under sequence
+//            parallelism, which tp needs here), its softmax and top-k (fp32), the
+//            permutation of the T' tokens into T'·top_k·load copies in expert order;
+//            backward: the residual's gradient and the output gradient's
+//            permutation into expert order with the router probabilities' gradient (a dot
+//            product per copy with the expert's output)
+//   experts  the local experts' grouped GEMMs, each over R tokens (up / gate-up, the
+//            activation, down; backward their data and weight gradients)
+//   finish   forward: the weighted sum of each token's copies back in token order, the
+//            residual add; backward: the copies' gradients summed back into token order,
+//            the router's softmax, data and weight gradients, the layer norm's backward
+// Without expert parallelism the three run as one op (layer_kernels' MLP).
+struct MoeKernels {
+  std::vector<Kernel> prepare, experts, finish;
+};
+MoeKernels moe_kernels(const KernelPlan& p, bool backward);
 // A generic layer as its GEMM equivalent (accounting.hpp): the GEMM and its activations
 // written; backward, the data and weight gradients and the activations' gradient.
 std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward);

@@ -21,6 +21,7 @@ inline constexpr int layers = 65'536;
 inline constexpr int hidden = 1 << 20;
 inline constexpr int ffn_hidden = 1 << 22;
 inline constexpr int heads = 1 << 16;
+inline constexpr int experts = 1 << 16;
 inline constexpr int vocab = 1 << 24;
 inline constexpr int seq_len = 1 << 22;
 inline constexpr double generic_layer_count = 1e18;  // params, FLOPs, activations of one layer

@@ -246,7 +246,8 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
 
   Reader r(v, "model",
            {"preset", "name", "kind", "layers", "hidden", "heads", "kv_heads", "ffn_multiplier", "ffn_hidden", "vocab",
-            "seq_len", "mlp", "tie_embeddings", "dropout"},
+            "seq_len", "mlp", "tie_embeddings", "dropout", "experts", "top_k", "expert_ffn_hidden", "capacity_factor",
+            "moe_imbalance"},
            &where);
   m.name = r.string("name", std::string("custom"));
   m.layers = r.integer("layers", std::nullopt, 1, limits::layers);
@@ -271,6 +272,27 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
                                          limits::ffn_hidden));
   }
   m.ffn_hidden = r.integer("ffn_hidden", static_cast<int>(ffn), 1, limits::ffn_hidden);
+  m.experts = r.integer("experts", 0, 0, limits::experts);
+  // A dense model takes the routing settings only at their neutral values (what a dense
+  // model's editor shows): top_k, expert_ffn_hidden and capacity_factor 0, moe_imbalance 1.
+  const char* dense = "is a mixture-of-experts setting, but model.experts is 0 (a dense MLP); set model.experts";
+  for (const char* key : {"top_k", "expert_ffn_hidden", "capacity_factor", "moe_imbalance"}) {
+    const double neutral = std::string_view(key) == "moe_imbalance" ? 1.0 : 0.0;
+    if (m.experts == 0 && r.has(key) && r.number(key, neutral, 0.0, 1e12) != neutral) {
+      r.fail(key, fmt::format("model.{} {}", key, dense));
+    }
+  }
+  if (m.experts > 0) {
+    m.top_k = r.integer("top_k", std::min(2, m.experts), 1, m.experts);
+    m.expert_ffn_hidden = r.integer("expert_ffn_hidden", m.ffn_hidden, 1, limits::ffn_hidden);
+    m.capacity_factor = r.number("capacity_factor", 0.0, 0.0, 1024.0);
+    if (m.capacity_factor > 0.0 && m.capacity_factor < 1.0 / m.top_k) {
+      r.fail("capacity_factor", fmt::format("a capacity factor below 1/top_k ({:.3g}) drops more tokens than the "
+                                            "experts can ever take; 0 is dropless, 1 to 2 is usual",
+                                            1.0 / m.top_k));
+    }
+    m.moe_imbalance = r.number("moe_imbalance", 1.0, 1.0, static_cast<double>(m.experts));
+  }
   return m;
 }
 
@@ -310,7 +332,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
 
 ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   Reader r(v, "plan",
-           {"dp", "tp", "pp", "cp", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "tp_comm_overlap", "zero", "shard_group", "bucket_size",
+           {"dp", "tp", "pp", "cp", "ep", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "tp_comm_overlap", "zero", "shard_group", "bucket_size",
             "overlap_dp", "overlap_param_gather", "collective", "placement"},
            &where);
   ParallelPlan p;
@@ -323,6 +345,7 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
                              p.cp > 1 ? " x cp" : "", tp_pp, cluster_gpus));
   }
   p.dp = r.integer("dp", static_cast<int>(std::max(1LL, cluster_gpus / tp_pp)));
+  p.ep = r.integer("ep", 1);
   p.virtual_stages = r.integer("virtual_stages", 1);
   p.schedule = r.choice<Schedule>("schedule", p.virtual_stages > 1 ? Schedule::interleaved_1f1b : Schedule::one_f_one_b,
                                   {{"gpipe", Schedule::gpipe},

@@ -37,7 +37,15 @@ double backward_transient(const Scenario& s) {
   }
   const double tokens = static_cast<double>(t.micro_batch) * m.seq_len / p.cp;  // this rank's positions
   const bool sp = p.sequence_parallel && p.tp > 1;
-  double bytes = 2.0 * tokens / (sp ? p.tp : 1) * m.hidden * e + 2.0 * tokens * m.ffn_hidden / p.tp * e;
+  double bytes = 2.0 * tokens / (sp ? p.tp : 1) * m.hidden * e;
+  if (m.moe()) {
+    // The routed copies' gradients: the expert output's and input's (T·top_k·load·h each)
+    // and the two intermediate ones.
+    const double routed = tokens * m.top_k * m.expert_load();
+    bytes += 2.0 * routed * m.hidden * e + 2.0 * routed * m.expert_ffn_hidden / p.tp * e;
+  } else {
+    bytes += 2.0 * tokens * m.ffn_hidden / p.tp * e;
+  }
   if (t.recompute == Recompute::full) {
     bytes += layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, Recompute::none, e,
                                     t.attention == Attention::flash, linear) / p.cp;
@@ -68,16 +76,23 @@ MemoryReport memory_per_rank(const Scenario& s) {
     b.stage = stage;
     double chunk_activation = 0.0;  // the largest chunk's bytes per micro-batch
     double fp8_weights = 0.0;
+    double experts = 0.0;  // of b.parameters: the experts' (expert parallelism's share)
     for (int c = 0; c < v; ++c) {
       const auto [first, last] = chunk_layers(m.layer_count(), p.pp, v, stage, c);
       double act = 0.0;
       if (m.kind == ModelKind::transformer) {
-        b.parameters += (last - first) * m.params_per_layer() / p.tp;
+        // Expert parallelism holds experts / ep of each layer's experts.
+        const double expert = m.expert_params_per_layer() / p.tp / p.ep;
+        b.parameters += (last - first) * ((m.params_per_layer() - m.expert_params_per_layer()) / p.tp + expert);
+        experts += (last - first) * expert;
         // Context parallelism: 1/cp of every stored tensor (under FlashAttention none is s x s).
         act = (last - first) * layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
                                                       t.attention == Attention::flash, fp8 ? 1 : 0) / p.cp;
         // fp8: Transformer Engine's FP8 copies of the linear weights, in both layouts.
-        if (fp8) fp8_weights += 2.0 * (last - first) * m.linear_params_per_layer() / p.tp;
+        if (fp8) {
+          fp8_weights += 2.0 * (last - first) *
+                         (m.linear_params_per_layer() - m.expert_params_per_layer() * (1.0 - 1.0 / p.ep)) / p.tp;
+        }
       } else {
         for (int l = first; l < last; ++l) {
           const GenericLayer& g = m.generic_layers[static_cast<std::size_t>(l)];
@@ -132,8 +147,13 @@ MemoryReport memory_per_rank(const Scenario& s) {
     b.weights = b.parameters * e + fp8_weights;
     if (sharded == 3) b.weights = b.weights / n + 2.0 * largest_unit * e;
     b.gradients = sharded >= 2 ? b.parameters * g / n + 2.0 * largest_unit * g : b.parameters * g;
-    b.master = mixed ? b.parameters * 4.0 / (sharded >= 1 ? n : 1) : 0.0;
-    b.optimizer = b.parameters * optimizer_bytes / (sharded >= 1 ? n : 1);
+    // The distributed optimizer shards the experts' state over the ranks holding the same
+    // experts (ParallelPlan::expert_grad_ranks), the rest over all.
+    const double state_params = sharded == 0 ? b.parameters
+                                : p.ep > 1    ? (b.parameters - experts) / n + experts / p.expert_grad_ranks()
+                                              : b.parameters / n;
+    b.master = mixed ? state_params * 4.0 : 0.0;
+    b.optimizer = state_params * optimizer_bytes;
     b.workspace = s.cluster.device.workspace_bytes;
     report.stages.push_back(b);
   }

@@ -1,21 +1,39 @@
 #include "plan/model.hpp"
 
+#include <algorithm>
+
 namespace parasim::plan {
+
+double ModelSpec::mlp_params() const {
+  const double h = hidden;
+  const double f = moe() ? expert_ffn_hidden : ffn_hidden;
+  return mlp == Mlp::gelu ? 2 * h * f + f + h : 3 * h * f;
+}
 
 double ModelSpec::params_per_layer() const {
   const double h = hidden;
   const double kv = static_cast<double>(kv_heads) * head_dim();
-  const double f = ffn_hidden;
   const double attention = h * (h + 2 * kv) + (h + 2 * kv) + h * h + h;
-  const double mlp_params = mlp == Mlp::gelu ? 2 * h * f + f + h : 3 * h * f;
-  return attention + mlp_params + 4 * h;
+  const double mlp_all = moe() ? experts * mlp_params() + h * experts : mlp_params();
+  return attention + mlp_all + 4 * h;
 }
 
 double ModelSpec::linear_params_per_layer() const {
   const double h = hidden;
   const double kv = static_cast<double>(kv_heads) * head_dim();
-  const double f = ffn_hidden;
-  return h * (h + 2 * kv) + h * h + (mlp == Mlp::gelu ? 2.0 : 3.0) * h * f;
+  const double f = moe() ? expert_ffn_hidden : ffn_hidden;
+  const double mlp_linear = (mlp == Mlp::gelu ? 2.0 : 3.0) * h * f * (moe() ? experts : 1);
+  return h * (h + 2 * kv) + h * h + mlp_linear + (moe() ? h * experts : 0.0);
+}
+
+double ModelSpec::expert_load() const {
+  if (!moe()) return 1.0;
+  return capacity_factor > 0.0 ? std::min(moe_imbalance, capacity_factor) : moe_imbalance;
+}
+
+double ModelSpec::active_parameter_count() const {
+  if (!moe()) return parameter_count();
+  return parameter_count() - static_cast<double>(layers) * (experts - top_k) * mlp_params();
 }
 
 double ModelSpec::embedding_params() const {
@@ -36,10 +54,11 @@ double ModelSpec::parameter_count() const {
 std::string_view to_string(ModelKind k) { return k == ModelKind::transformer ? "transformer" : "generic"; }
 std::string_view to_string(Mlp m) { return m == Mlp::gelu ? "gelu" : "swiglu"; }
 
-double layer_params_on_rank(const ModelSpec& m, int layer, int tp) {
+double layer_params_on_rank(const ModelSpec& m, int layer, int tp, int ep) {
   if (m.kind == ModelKind::generic) return m.generic_layers[static_cast<std::size_t>(layer)].params;
   const double whole = 4.0 * m.hidden + (m.mlp == Mlp::gelu ? 2.0 : 1.0) * m.hidden;
-  return (m.params_per_layer() - whole) / tp + whole;
+  return (m.params_per_layer() - whole - m.expert_params_per_layer()) / tp + whole +
+         m.expert_params_per_layer() / tp / ep;
 }
 
 }  // namespace parasim::plan

@@ -10,6 +10,12 @@
 //   embedding  V*h (+ s*h learned positions for gelu/GPT; rotary for swiglu/LLaMA),
 //              and V*h more for an LM head not tied to the embedding (LLaMA)
 // With kv = a, f = 4h and gelu this is the familiar 12*l*h^2 + 13*l*h + (V + s)*h + 2h.
+//
+// Mixture of experts (experts E > 0, Mixtral's and Megatron-Core's layout): every layer's
+// MLP is E experts, each an MLP of width f_e (expert_ffn_hidden, the same GeLU or SwiGLU
+// form), and a router h*E (no bias); each token goes to its top_k experts, whose outputs
+// are summed weighted by the router's probabilities. Parameters per layer: attention +
+// E * expert + h*E + norms; a token computes with top_k experts only (active parameters).
 #pragma once
 
 #include <string>
@@ -43,6 +49,16 @@ struct ModelSpec {
   // Dropout probability (GPT's 0.1 on the attention probabilities and after each block;
   // LLaMA trains without): with 0 no masks are kept and no dropout kernels run.
   double dropout = 0.1;
+  // Mixture of experts (0: a dense MLP).
+  int experts = 0;
+  int top_k = 0;              // experts per token (2 by default with experts)
+  int expert_ffn_hidden = 0;  // each expert's MLP width (ffn_hidden by default)
+  // Tokens an expert takes at most, as a multiple of an even share (top_k·tokens/E); those
+  // past it are dropped (GShard, Switch). 0: dropless (Megatron-Core's default).
+  double capacity_factor = 0.0;
+  // The busiest expert-parallel rank's routed tokens over the mean (1: perfectly balanced):
+  // the step waits for it, in its expert GEMMs and its all-to-all. Capped by the capacity.
+  double moe_imbalance = 1.0;
   // generic
   std::vector<GenericLayer> generic_layers;
 
@@ -50,6 +66,16 @@ struct ModelSpec {
     return kind == ModelKind::transformer ? layers : static_cast<int>(generic_layers.size());
   }
   [[nodiscard]] int head_dim() const { return heads > 0 ? hidden / heads : 0; }
+  [[nodiscard]] bool moe() const { return kind == ModelKind::transformer && experts > 0; }
+  // Parameters of one expert (moe()), or of the dense MLP.
+  [[nodiscard]] double mlp_params() const;
+  // The experts' parameters in one layer (0 when dense): what expert parallelism shards.
+  [[nodiscard]] double expert_params_per_layer() const { return moe() ? experts * mlp_params() : 0.0; }
+  // The routed tokens' load on the busiest expert-parallel rank, relative to an even share:
+  // the imbalance, capped by the capacity factor (1 when dense).
+  [[nodiscard]] double expert_load() const;
+  // Parameters a token computes with (top_k experts of each layer; all of them when dense).
+  [[nodiscard]] double active_parameter_count() const;
   [[nodiscard]] double params_per_layer() const;  // transformer
   [[nodiscard]] double linear_params_per_layer() const;  // transformer: the four linear layers' weights
   [[nodiscard]] double embedding_params() const;  // transformer
@@ -63,7 +89,8 @@ std::string_view to_string(Mlp m);
 
 // Parameters of layer `l` on one of tp ranks: the sharded GEMM weights and biases, plus
 // the tensors every tp rank holds whole (two norms, the biases added after the
-// row-parallel sums). A generic layer's own count.
-double layer_params_on_rank(const ModelSpec& m, int layer, int tp);
+// row-parallel sums), and under expert parallelism 1/ep of the experts. A generic layer's
+// own count.
+double layer_params_on_rank(const ModelSpec& m, int layer, int tp, int ep = 1);
 
 }  // namespace parasim::plan

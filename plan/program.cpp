@@ -25,6 +25,7 @@ std::string_view to_string(Category c) {
     case Category::pp_comm: return "pp";
     case Category::dp_comm: return "dp";
     case Category::cp_comm: return "cp";
+    case Category::ep_comm: return "ep";
   }
   return "?";
 }
@@ -35,6 +36,7 @@ std::string_view to_string(CollectiveOp c) {
     case CollectiveOp::reduce_scatter: return "reduce-scatter";
     case CollectiveOp::all_gather: return "all-gather";
     case CollectiveOp::broadcast: return "broadcast";
+    case CollectiveOp::all_to_all: return "all-to-all";
   }
   return "?";
 }
@@ -71,7 +73,8 @@ std::string op_name(const Program& p, std::int64_t id) {
                           : o.category == Category::backward ? "bwd "
                           : o.category == Category::recompute ? "recompute "
                                                                : "";
-      static constexpr const char* piece[] = {"", " prepare", " column", " middle", " row", " wgrad", " block", " finish", " merge"};
+      static constexpr const char* piece[] = {"", " prepare", " column", " middle", " row", " wgrad", " block", " finish", " merge",
+                                              " experts"};
       const std::string step = o.step >= 0 ? " #" + std::to_string(o.step) : "";
       return std::string(phase) + what[static_cast<int>(o.what)] + piece[static_cast<int>(o.piece)] + step + layer + mb;
     }
@@ -92,7 +95,12 @@ std::string op_name(const Program& p, std::int64_t id) {
       return std::string(o.kind == OpKind::send ? "send " : "recv ") + (o.gradient ? "grad" : "act") + mb +
              (o.kind == OpKind::send ? " -> " : " <- ") + std::to_string(o.peer);
     case OpKind::collective: {
-      const std::string dim = std::string(to_string(p.groups[static_cast<std::size_t>(o.group)].dim));
+      const Group& g = p.groups[static_cast<std::size_t>(o.group)];
+      const std::string dim = g.part == GroupPart::expert_data ? "expert-dp" : std::string(to_string(g.dim));
+      if (o.category == Category::ep_comm) {  // "ep all-to-all dispatch L3 mb0", backward "... dispatch-grad ..."
+        const char* grad = o.pass == Category::backward ? "-grad" : "";
+        return std::string("ep all-to-all ") + (o.step == 0 ? "dispatch" : "combine") + grad + layer + mb;
+      }
       if (o.category == Category::dp_comm) {
         return dim + " " + std::string(to_string(o.collective)) + " bucket L" + std::to_string(o.layer) + "-" +
                std::to_string(o.layer_end - 1);
@@ -119,7 +127,7 @@ std::string op_name(const Program& p, std::int64_t id) {
 
 std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec& m, Program& prog) {
   const auto world = static_cast<std::size_t>(prog.world);
-  std::vector<std::vector<int>> group_of(cp_groups + 1, std::vector<int>(world, -1));
+  std::vector<std::vector<int>> group_of(expert_dp_groups + 1, std::vector<int>(world, -1));
   // Adds `g` to the Program and records it as its members' group of kind `kind`.
   auto add = [&](Group g, std::size_t kind) {
     const int id = static_cast<int>(prog.groups.size());
@@ -171,6 +179,24 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
         Group g{Dim::dp, {}, GroupPart::replica};
         for (int k = i; k < p.grad_ranks(); k += n) g.ranks.push_back(rank_of(p, at_grad_index(p, c, k)));
         add(std::move(g), replica_groups);
+      }
+    }
+  }
+  // Expert parallelism: ep consecutive grad indices exchange tokens; every ep-th holds the
+  // same experts (their gradients' group, when there are several).
+  if (p.ep > 1) {
+    for (int r = 0; r < prog.world; ++r) {
+      const Coord c = coord_of(p, r);
+      const int i = grad_index(p, c);
+      if (i % p.ep == 0) {
+        Group g{Dim::dp, {}, GroupPart::expert};
+        for (int k = 0; k < p.ep; ++k) g.ranks.push_back(rank_of(p, at_grad_index(p, c, i + k)));
+        add(std::move(g), ep_groups);
+      }
+      if (i < p.ep && p.expert_grad_ranks() > 1) {
+        Group g{Dim::dp, {}, GroupPart::expert_data};
+        for (int k = i; k < p.grad_ranks(); k += p.ep) g.ranks.push_back(rank_of(p, at_grad_index(p, c, k)));
+        add(std::move(g), expert_dp_groups);
       }
     }
   }

@@ -30,8 +30,10 @@ namespace parasim::plan {
 // the gradients' reduce-scatters (as FSDP runs them), so that neither waits for the other.
 enum class Stream : std::uint8_t { compute, tp, pp, dp, dp_gather };
 enum class OpKind : std::uint8_t { compute, send, recv, collective };
-enum class Category : std::uint8_t { forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm, cp_comm };
-enum class CollectiveOp : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast };
+enum class Category : std::uint8_t { forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm, cp_comm, ep_comm };
+// all_to_all: every member sends each other member an equal share of its buffer (`bytes`,
+// its own share staying), as expert parallelism's token dispatch and combine.
+enum class CollectiveOp : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all };
 enum class ComputeWhat : std::uint8_t { layer, layer_attention, layer_mlp, attention_core, embedding, lm_head, optimizer };
 // What a tensor-parallel collective does for the compute op it serves (Op::what, in pass
 // Op::pass): sums its partial output (all-reduce, or reduce-scatter under sequence
@@ -56,10 +58,17 @@ enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicat
 // rank, Op::step the step), backward after each later block a merge (the key and value
 // gradients the ranks before sent, added to this rank's share), and finish (forward the
 // projection and residual; backward the QKV GEMM's gradients and the layer norm's).
-enum class LayerPiece : std::uint8_t { whole, prepare, column, middle, row, wgrad, block, finish, merge };
+//
+// Under expert parallelism the MLP half runs as prepare (forward the layer norm, router
+// and the tokens' permutation into expert order; backward the residual's gradient and the
+// output gradient's permutation), the all-to-all dispatch (Op::step 0), experts (the local
+// experts' GEMMs), the all-to-all combine (Op::step 1), and finish (forward the weighted
+// sum back into token order; backward the router's and the permutation's gradients and the
+// layer norm's).
+enum class LayerPiece : std::uint8_t { whole, prepare, column, middle, row, wgrad, block, finish, merge, experts };
 
 inline constexpr int stream_count = 5;
-inline constexpr std::size_t category_count = 8;
+inline constexpr std::size_t category_count = 9;
 std::string_view to_string(Stream s);
 std::string_view to_string(Category c);
 std::string_view to_string(CollectiveOp c);
@@ -98,8 +107,10 @@ struct Op {
 // A group of ranks: every rank of one dimension's line (a dp line spans dp x cp: the ranks
 // whose gradients are summed), or under hybrid sharding (ParallelPlan::hybrid_shard) part
 // of a dp line: a shard group (consecutive grad_index()es) or a replica group (the ranks
-// holding the same shard in each shard group).
-enum class GroupPart : std::uint8_t { whole, shard, replica };
+// holding the same shard in each shard group); under expert parallelism an expert group
+// (ep consecutive grad_index()es: the all-to-all's) or an expert data-parallel group (the
+// ranks holding the same experts, every ep-th grad_index()).
+enum class GroupPart : std::uint8_t { whole, shard, replica, expert, expert_data };
 struct Group {
   Dim dim = Dim::dp;
   std::vector<int> ranks;
@@ -166,6 +177,8 @@ inline constexpr std::size_t shard_groups = 4;    // hybrid sharding's (else eve
 inline constexpr std::size_t replica_groups = 5;
 inline constexpr std::size_t gather_groups = 6;   // ZeRO-3's gathers: a copy of each shard group
 inline constexpr std::size_t cp_groups = 7;       // context parallelism's rings
+inline constexpr std::size_t ep_groups = 8;       // expert parallelism's all-to-alls
+inline constexpr std::size_t expert_dp_groups = 9;  // the experts' gradient sums (ParallelPlan::expert_grad_ranks)
 // The group kind of a dimension's lines: tp, dp (over dp x cp: the gradients' group), pp, cp.
 inline constexpr std::size_t group_kind(Dim d) { return d == Dim::cp ? cp_groups : static_cast<std::size_t>(d); }
 std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec& m, Program& prog);

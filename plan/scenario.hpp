@@ -77,6 +77,12 @@ struct ParallelPlan {
   // ring block by block, each block's attention running while the next one arrives. The
   // cp ranks hold the same weights: gradients are summed over dp x cp.
   int cp = 1;
+  // Expert parallelism (mixture of experts, Megatron-Core's --expert-model-parallel-size):
+  // the experts of every layer split over ep ranks among the dp x cp ranks (consecutive
+  // grad_index()es), each token sent to its experts' ranks and back by an all-to-all over
+  // them. Each expert's gradients are summed over the ranks holding it: dp x cp / ep (the
+  // expert data-parallel group). Experts run with the dense layers' tp.
+  int ep = 1;
   int virtual_stages = 1;
   Schedule schedule = Schedule::one_f_one_b;
   bool sequence_parallel = false;
@@ -106,6 +112,8 @@ struct ParallelPlan {
   [[nodiscard]] int world() const { return dp * tp * pp * cp; }
   // The ranks holding the same weights, over which gradients are summed: dp x cp.
   [[nodiscard]] int grad_ranks() const { return dp * cp; }
+  // The ranks holding the same experts, over which their gradients are summed.
+  [[nodiscard]] int expert_grad_ranks() const { return grad_ranks() / ep; }
   // The ranks ZeRO shards over, and whether they are fewer than dp x cp (hybrid sharding).
   [[nodiscard]] int shard_size() const { return shard_group > 0 && zero >= 1 ? shard_group : grad_ranks(); }
   [[nodiscard]] bool hybrid_shard() const { return shard_size() < grad_ranks(); }

@@ -120,6 +120,14 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
             sharding.emplace_back(zero, in_node * cp);
           }
         }
+        // Expert parallelism (mixture of experts): each degree that divides the experts and
+        // dp x cp; it leaves ZeRO-2/3 and hybrid sharding out (check).
+        std::vector<int> eps{1};
+        if (transformer && base.model.moe()) {
+          for (int ep : divisors(dp * cp)) {
+            if (ep > 1 && base.model.experts % ep == 0) eps.push_back(ep);
+          }
+        }
         for (int mb : divisors(base.training.global_batch / dp)) {
           const int micro_batches = base.training.global_batch / (dp * mb);
           struct Shape {
@@ -141,23 +149,28 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
                 for (int sp_mode = 0; sp_mode < 3; ++sp_mode) {  // no SP, SP, SP with tp communication overlap
                   const bool sp = sp_mode > 0;
                   if (sp && (tp == 1 || !transformer)) continue;
-                  if (sp_mode == 2 && cp > 1) continue;  // not modelled together (check)
-                  Candidate c;
-                  c.plan.dp = dp;
-                  c.plan.tp = tp;
-                  c.plan.pp = pp;
-                  c.plan.cp = cp;
-                  c.plan.virtual_stages = shape.v;
-                  c.plan.schedule = shape.schedule;
-                  c.plan.sequence_parallel = sp;
-                  c.plan.tp_comm_overlap = sp_mode == 2;
-                  c.plan.zero = zero;
-                  c.plan.shard_group = shard_group;
-                  c.micro_batch = mb;
-                  c.recompute = r;
-                  for (const auto& place : placements(c.plan)) {
-                    c.plan.placement = place;
-                    if (valid(with_candidate(base, c))) out.push_back(c);
+                  if (sp_mode == 2 && (cp > 1 || base.model.moe())) continue;  // not modelled together (check)
+                  if (!sp && tp > 1 && base.model.moe()) continue;             // MoE with tp needs SP (check)
+                  for (int ep : eps) {
+                    if (ep > 1 && (zero >= 2 || shard_group > 0)) continue;
+                    Candidate c;
+                    c.plan.ep = ep;
+                    c.plan.dp = dp;
+                    c.plan.tp = tp;
+                    c.plan.pp = pp;
+                    c.plan.cp = cp;
+                    c.plan.virtual_stages = shape.v;
+                    c.plan.schedule = shape.schedule;
+                    c.plan.sequence_parallel = sp;
+                    c.plan.tp_comm_overlap = sp_mode == 2;
+                    c.plan.zero = zero;
+                    c.plan.shard_group = shard_group;
+                    c.micro_batch = mb;
+                    c.recompute = r;
+                    for (const auto& place : placements(c.plan)) {
+                      c.plan.placement = place;
+                      if (valid(with_candidate(base, c))) out.push_back(c);
+                    }
                   }
                 }
               }
@@ -172,8 +185,9 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
 
 std::string describe(const Candidate& c) {
   const ParallelPlan& p = c.plan;
-  return fmt::format("dp {} tp {} pp {}{}{} {} mb {} recompute {} zero {}{}{}{} placement {}", p.dp, p.tp, p.pp,
-                     p.cp > 1 ? fmt::format(" cp {}", p.cp) : "", p.virtual_stages > 1 ? fmt::format(" x{}", p.virtual_stages) : "", to_string(p.schedule),
+  return fmt::format("dp {} tp {} pp {}{}{}{} {} mb {} recompute {} zero {}{}{}{} placement {}", p.dp, p.tp, p.pp,
+                     p.cp > 1 ? fmt::format(" cp {}", p.cp) : "", p.ep > 1 ? fmt::format(" ep {}", p.ep) : "",
+                     p.virtual_stages > 1 ? fmt::format(" x{}", p.virtual_stages) : "", to_string(p.schedule),
                      c.micro_batch, to_string(c.recompute), p.zero,
                      p.hybrid_shard() ? fmt::format(" shard {}", p.shard_size()) : "", p.sequence_parallel ? " sp" : "",
                      p.tp_comm_overlap ? " overlap" : "", placement_string(p));
@@ -185,6 +199,7 @@ std::vector<std::string> overrides_of(const Candidate& c) {
           fmt::format("plan.tp={}", p.tp),
           fmt::format("plan.pp={}", p.pp),
           fmt::format("plan.cp={}", p.cp),
+          fmt::format("plan.ep={}", p.ep),
           fmt::format("plan.virtual_stages={}", p.virtual_stages),
           fmt::format("plan.schedule={}", to_string(p.schedule)),
           fmt::format("plan.sequence_parallel={}", p.sequence_parallel ? "true" : "false"),

@@ -35,6 +35,7 @@ int dimension_of(plan::Category c) {
     case plan::Category::pp_comm: return 1;
     case plan::Category::dp_comm: return 2;
     case plan::Category::cp_comm: return 3;
+    case plan::Category::ep_comm: return 4;
     default: return -1;
   }
 }
@@ -167,6 +168,7 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
       {f.exposed_mean[1], "exposed pipeline transfers" + link_hint(1)},
       {f.exposed_mean[2], "exposed data-parallel gradient synchronisation" + link_hint(2)},
       {f.exposed_mean[3], "exposed context-parallel key/value exchange" + link_hint(3)},
+      {f.exposed_mean[4], "exposed expert-parallel token all-to-all" + link_hint(4)},
   };
   const auto top = std::max_element(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
   const double share = f.step_time > 0 ? top->seconds / f.step_time : 0.0;

@@ -450,7 +450,9 @@ double nccl_latency(Algorithm a, Protocol p, const topology::Cluster& cluster, c
   const double intra = (nvlink(spec) ? nvlink_hop : pci_hop)[ai][pi];
   const double inter = net_hop[ai][pi] + network;
   double lat = base[ai][pi];
-  if (a == Algorithm::tree) {
+  if (a == Algorithm::direct) {  // every peer at once (an all-to-all's grouped sends): one hop
+    lat += nodes > 1 ? inter : intra;
+  } else if (a == Algorithm::tree) {
     lat += 2.0 * ((static_cast<double>(n) / nodes - 1.0) * intra + std::log2(static_cast<double>(nodes)) * inter);
   } else {
     const bool all_reduce = c.op == CollectiveOp::all_reduce;
@@ -474,6 +476,15 @@ double estimate_seconds(const Choice& choice, Network& net, const CollectiveCall
 
 Choice choose(plan::Collective setting, Network& net, const CollectiveCall& c) {
   const topology::Cluster& cluster = net.cluster();
+  // An all-to-all is NCCL's grouped point-to-point sends to every peer (Simple protocol),
+  // whatever the setting.
+  if (c.op == CollectiveOp::all_to_all) {
+    Choice ch{Algorithm::direct};
+    if (cluster.spec().library == topology::CollectiveLibrary::nccl) {
+      ch.latency = nccl_latency(Algorithm::direct, Protocol::simple, cluster, c);
+    }
+    return ch;
+  }
   auto or_ring = [&](Algorithm a) { return applicable(a, cluster, c) ? a : Algorithm::ring; };
   std::vector<Algorithm> candidates;
   switch (setting) {

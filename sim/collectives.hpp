@@ -30,6 +30,9 @@
 //               RS / AG: ring.
 // direct        every member sends each other member its 1/n share at once:
 //                 RS / AG  (n-1)/n · S/B + a,  all-reduce = RS then AG.
+//               An all-to-all (S: each member's buffer, 1/n of it to each member) always
+//               runs so, as NCCL's grouped sends: (n-1)/n · S/B + a, and under NCCL the
+//               Simple ring's base latency and one hop (below).
 // auto          as NCCL's tuner: estimate each applicable algorithm among ring, tree,
 //               hierarchical and nvls and take the fastest (ties to the earlier). The
 //               estimate of a phase is its latency steps plus the load of its most

@@ -49,6 +49,12 @@ std::vector<int> group_of(const plan::ParallelPlan& p, plan::Coord c, Dim d,
   } else if (part == plan::GroupPart::replica) {
     first = at % n;
     stride = n;
+  } else if (part == plan::GroupPart::expert) {  // ep consecutive grad indices
+    first = at / p.ep * p.ep;
+    end = first + p.ep;
+  } else if (part == plan::GroupPart::expert_data) {  // every ep-th
+    first = at % p.ep;
+    stride = p.ep;
   }
   for (int i = first; i < end; i += stride) out.push_back(plan::rank_of(p, plan::at_grad_index(p, c, i)));
   return out;
@@ -60,6 +66,8 @@ bool first_of_group(const plan::ParallelPlan& p, const plan::Coord& c, Dim d, pl
     const int at = plan::grad_index(p, c);
     if (part == plan::GroupPart::shard) return at % p.shard_size() == 0;
     if (part == plan::GroupPart::replica) return at < p.shard_size();
+    if (part == plan::GroupPart::expert) return at % p.ep == 0;
+    if (part == plan::GroupPart::expert_data) return at < p.ep;
     return at == 0;
   }
   plan::Coord copy = c;
@@ -68,7 +76,8 @@ bool first_of_group(const plan::ParallelPlan& p, const plan::Coord& c, Dim d, pl
 
 // A group part's share of the estimator's cache keys: the part and its group size.
 int part_code(const plan::ParallelPlan& p, plan::GroupPart part) {
-  return static_cast<int>(part) * 4096 + (part == plan::GroupPart::whole ? 0 : p.shard_size());
+  const bool expert = part == plan::GroupPart::expert || part == plan::GroupPart::expert_data;
+  return static_cast<int>(part) * 4096 + (part == plan::GroupPart::whole ? 0 : expert ? p.ep : p.shard_size());
 }
 
 // The placement and the cp degree, for the caches' keys.
@@ -233,10 +242,12 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   double tp_per_layer = 0.0;  // seconds per layer per micro-batch, forward + backward (+ recompute)
   double cp_per_layer = 0.0;  // the cp ring's waits, likewise
   double cp_f = 0.0, cp_b = 0.0;
+  double ep_comm = 0.0;       // the all-to-alls of one layer pass (mixture of experts)
+  double ep_per_layer = 0.0;
   double act = 0.0;           // one s·b·h tensor
   double emb_f = 0.0, emb_b = 0.0, head_f = 0.0, head_b = 0.0, tp_ends = 0.0;
   if (transformer) {
-    const std::vector<plan::Gemm> g = plan::layer_forward_gemms(m, t.micro_batch, p.tp, p.cp);
+    const std::vector<plan::Gemm> g = plan::layer_forward_gemms(m, t.micro_batch, p.tp, p.cp, p.ep, m.expert_load());
     const std::vector<plan::Gemm> att(g.begin(), g.begin() + 4);
     const std::vector<plan::Gemm> mlp(g.begin() + 4, g.end());
     const std::vector<plan::Gemm> core(g.begin() + 1, g.begin() + 3);
@@ -259,8 +270,22 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     const double sum = im.collective(s, Dim::tp, sum_op, act, 0, overlap);
     const double gather = sp ? im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0, overlap) : 0.0;
     double f = 0.0, b = 0.0, tp_comm = 0.0;
-    const int calls = p.tp == 1 ? 0 : sp ? 4 : 2;  // tp collectives per layer pass
+    int calls = p.tp == 1 ? 0 : sp ? 4 : 2;  // tp collectives per layer pass
     if (p.tp > 1) tp_comm = 2.0 * (sum + gather);
+    // A split mixture-of-experts MLP (plan/compile_moe.cpp): two all-to-alls over ep, and
+    // with tp the routed tokens' all-gather and their outputs' reduce-scatter over tp in
+    // place of the half's sequence gather and sum.
+    if (m.moe() && (p.ep > 1 || p.tp > 1)) {
+      const double routed = act * m.top_k * m.expert_load();  // the tp group's token copies
+      const double tp_tokens = p.tp > 1 ? im.collective(s, Dim::tp, CollectiveOp::all_gather, routed, 0, overlap) +
+                                              im.collective(s, Dim::tp, CollectiveOp::reduce_scatter, routed, 0, overlap)
+                                        : 0.0;
+      ep_comm = p.ep > 1 ? 2.0 * im.collective(s, Dim::dp, CollectiveOp::all_to_all, routed / p.tp, 0, 0.0,
+                                               plan::GroupPart::expert)
+                         : 0.0;
+      tp_comm = p.tp > 1 ? sum + gather + tp_tokens : 0.0;
+      calls = (p.tp > 1 ? 4 : 0) + (p.ep > 1 ? 2 : 0);
+    }
     const bool overlapped = kernels && sp && p.tp_comm_overlap;
     if (overlapped) {
       // Tensor-parallel overlap (plan/kernels.hpp, OverlapKernels): per half, the ring's
@@ -307,18 +332,21 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     } else if (kernels) {
       const auto kf = plan::layer_kernels(kp, plan::LayerPart::whole, false);
       const auto kb = plan::layer_kernels(kp, plan::LayerPart::whole, true);
-      f = pass(kf, plan::Category::forward, tp_comm, calls);
-      b = pass(kb, plan::Category::backward, tp_comm, calls);
+      f = pass(kf, plan::Category::forward, tp_comm + ep_comm, calls);
+      b = pass(kb, plan::Category::backward, tp_comm + ep_comm, calls);
       if (p.pp > 1) {
-        start_f = cold_start(kf, plan::Category::forward, tp_comm, calls);
-        start_b = t.recompute == plan::Recompute::full ? start_f : cold_start(kb, plan::Category::backward, tp_comm, calls);
+        start_f = cold_start(kf, plan::Category::forward, tp_comm + ep_comm, calls);
+        start_b = t.recompute == plan::Recompute::full ? start_f
+                                                       : cold_start(kb, plan::Category::backward, tp_comm + ep_comm, calls);
       }
     } else if (p.tp == 1) {
-      f = op(g, 1.0, plan::gemm_io_bytes(g, e) + ew);
-      b = op(g, 2.0, 2.0 * plan::gemm_io_bytes(g, e) + ew);
+      f = op(g, 1.0, plan::gemm_io_bytes(g, e) + ew) + ep_comm;
+      b = op(g, 2.0, 2.0 * plan::gemm_io_bytes(g, e) + ew) + ep_comm;
     } else {
       f = op(att, 1.0, plan::gemm_io_bytes(att, e) + ew / 2) + op(mlp, 1.0, plan::gemm_io_bytes(mlp, e) + ew / 2) + tp_comm;
       b = op(att, 2.0, 2.0 * plan::gemm_io_bytes(att, e) + ew / 2) + op(mlp, 2.0, 2.0 * plan::gemm_io_bytes(mlp, e) + ew / 2) + tp_comm;
+      f += ep_comm;
+      b += ep_comm;
     }
     // Context parallelism's ring (plan/compile_layers.cpp, context_half): forward each later
     // step waits for its keys and values as far as their transfer outlasts the step before;
@@ -357,6 +385,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     std::fill(bwd.begin(), bwd.end(), b);
     tp_per_layer = tp_comm * (t.recompute == plan::Recompute::full ? 3.0 : 2.0);
     cp_per_layer = cp_f * (t.recompute == plan::Recompute::full ? 2.0 : 1.0) + cp_b;
+    ep_per_layer = ep_comm * (t.recompute == plan::Recompute::full ? 3.0 : 2.0);
     const double stats = p.tp > 1 ? im.collective(s, Dim::tp, CollectiveOp::all_gather,
                                                   3.0 * 4.0 * (m.seq_len / p.cp) * t.micro_batch * p.tp, 0, overlap)
                                   : 0.0;
@@ -497,20 +526,37 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     ahead += back[sti];
     // Gradient sources in completion order and buckets (plan/buckets.hpp, the Program's
     // layout), with each source's ready time during the last backward.
-    const std::vector<plan::GradientSource> sources =
+    // Under expert parallelism the experts' gradients have buckets of their own, summed
+    // over the ranks holding the same experts (none with one).
+    std::vector<plan::GradientSource> sources =
         plan::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer);
+    std::vector<plan::GradientSource> expert_sources;
+    std::vector<double> expert_ready;
+    double experts = 0.0;
     std::vector<double> ready_at;
     double params = 0.0;
     double clock = end_bwd - back[sti];
-    for (const plan::GradientSource& x : sources) {
-      params += x.params;
+    for (plan::GradientSource& x : sources) {
+      if (x.experts > 0.0) {
+        expert_sources.push_back({x.experts, x.layer, x.experts});
+        experts += x.experts;
+        x.params -= x.experts;
+      }
+      params += x.params + x.experts;
       if (x.layer == layers) clock += head_b;
       if (x.layer >= 0 && x.layer < layers) {
         const auto l = static_cast<std::size_t>(x.layer);
         clock += rec[l] + bwd[l];
       }
       ready_at.push_back(x.layer < 0 ? end_bwd : clock);
+      if (x.experts > 0.0) expert_ready.push_back(ready_at.back());
     }
+    const bool expert_sync = !expert_sources.empty() && p.expert_grad_ranks() > 1;
+    const std::vector<plan::GradientBucket> expert_buckets =
+        expert_sync ? plan::gradient_buckets(expert_sources, ge, p.bucket_bytes) : std::vector<plan::GradientBucket>{};
+    auto expert_op = [&](CollectiveOp what, double bytes) {
+      return im.collective(s, Dim::dp, what, bytes, st, 1.0, plan::GroupPart::expert_data);
+    };
     double free = end_bwd;  // when the dp stream and the stage are done
     std::vector<plan::GradientBucket> buckets;
     if (sharded >= 2) {
@@ -531,6 +577,12 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
                         : im.collective(s, Dim::dp, CollectiveOp::all_reduce, b.params * ge, st, 1.0);
         stream = std::max(stream, ready) + d;
       }
+      for (const plan::GradientBucket& b : expert_buckets) {
+        double ready = 0.0;
+        for (std::size_t i = b.first; i < b.end; ++i) ready = std::max(ready, p.overlap_dp ? expert_ready[i] : end_bwd);
+        stream = std::max(stream, ready) +
+                 expert_op(p.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, b.params * ge);
+      }
       free = std::max(free, stream);
     }
     if (sp && transformer) {
@@ -543,7 +595,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       // The embedding group: first and last stage, a pp-dimension pair; as one transfer each way.
       free += 2.0 * im.transfer(p, p.pp - 1, word * ge);
     }
-    const double shard = params / (p.zero >= 1 ? p.shard_size() : 1);
+    const double shard = p.zero == 0 ? params : (params - experts) / p.shard_size() + experts / p.expert_grad_ranks();
     // The host waits for the gradients before the step (the overflow and norm checks), then
     // issues the optimizer's kernels.
     const double d_opt = dispatch_seconds(prof, plan::Category::optimizer);
@@ -557,6 +609,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
         first = shard_op(CollectiveOp::all_gather, b.params * e, st);
         gathers += first;
       }
+      for (const plan::GradientBucket& b : expert_buckets) gathers += expert_op(CollectiveOp::all_gather, b.params * e);
       // Deferred to the next step's forward, the stage waits for its first bucket; the rest
       // hide behind one micro-batch's forward as far as it lasts.
       const double forward = work[sti] - back[sti];
@@ -576,6 +629,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   out.tp_exposed = mbs * (tp_per_layer * static_cast<double>(stage_layers[0].size()) + tp_ends);
   out.dp_exposed = dp_exposed;
   out.cp_exposed = mbs * cp_per_layer * static_cast<double>(stage_layers[0].size());
+  out.ep_exposed = mbs * ep_per_layer * static_cast<double>(stage_layers[0].size());
   out.optimizer = optimizer;
   out.tokens_per_s = step > 0 ? static_cast<double>(t.global_batch) * m.tokens_per_sample() / step : 0.0;
   const double peak = s.cluster.device.peak(topology::storage_dtype(dtype));
@@ -584,7 +638,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const std::pair<double, const char*> losses[] = {
       {out.bubble * step, "pipeline bubble"}, {out.tp_exposed, "tensor-parallel communication"},
       {out.dp_exposed, "data-parallel gradient synchronisation"},
-      {out.cp_exposed, "context-parallel key/value exchange"}};
+      {out.cp_exposed, "context-parallel key/value exchange"},
+      {out.ep_exposed, "expert-parallel token all-to-all"}};
   const auto worst = std::max_element(std::begin(losses), std::end(losses),
                                       [](const auto& a, const auto& b) { return a.first < b.first; });
   out.bottleneck = step > 0 && worst->first >= 0.05 * step

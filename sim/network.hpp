@@ -77,7 +77,7 @@ class Network {
   Network(Engine& engine, const topology::Cluster& cluster);
 
   // Moves `bytes` from device `src` to device `dst`; `done` runs when the last byte arrives.
-  // `traffic` (0 tp, 1 pp, 2 dp, or -1) says whose bytes they are, for per-link accounting.
+  // `traffic` (0 tp, 1 pp, 2 dp, 3 cp, 4 ep, or -1) says whose bytes they are, for per-link accounting.
   void transfer(int src, int dst, double bytes, std::function<void()> done, int traffic = -1, bool single = false);
   // Moves `bytes` over the single directed link `link`, entering it after `latency` seconds
   // (collectives that model a switch's own work use it for the device's port).
@@ -154,7 +154,7 @@ class Network {
   lmm::MaxMinSolver solver_;
   std::vector<Flow> flows_;         // indexed by solver flow id
   std::vector<double> carried_;     // bytes per link
-  std::array<std::vector<double>, 4> by_traffic_;  // bytes per link of tp, pp, dp, cp traffic
+  std::array<std::vector<double>, 5> by_traffic_;  // bytes per link of tp, pp, dp, cp, ep traffic
   std::vector<std::vector<std::pair<std::int64_t, double>>> rate_deltas_;  // per link, when recording
   bool solve_pending_ = false;
   std::uint64_t flows_started_ = 0;

@@ -149,7 +149,8 @@ class Runner {
     for (int l = 0; l < cluster_.link_count(); ++l) {
       if (net_.bytes_carried(l) > 0.0) {
         t.links.push_back({l, net_.bytes_carried(l),
-                           {net_.bytes_carried(l, 0), net_.bytes_carried(l, 1), net_.bytes_carried(l, 2), net_.bytes_carried(l, 3)}});
+                           {net_.bytes_carried(l, 0), net_.bytes_carried(l, 1), net_.bytes_carried(l, 2), net_.bytes_carried(l, 3),
+                            net_.bytes_carried(l, 4)}});
       }
     }
     if (counters_) finish_counters(t);

@@ -61,12 +61,13 @@ void showRankBreakdown(FigureTableModel& m, const report::StepFigures& f, int ma
     // waiting: the chart shows the exposed transfers once, and the rest of the wait.
     const double bubble = std::max(0.0, r.bubble * f.step_time - r.exposed[1]);
     const double other = std::max(0.0, f.step_time - r.compute - r.exposed[0] - r.exposed[1] - r.exposed[2] -
-                                           r.exposed[3] - bubble);
+                                           r.exposed[3] - r.exposed[4] - bubble);
     rows.push_back({count(r.rank), seconds(r.compute), seconds(r.exposed[0]), seconds(r.exposed[1]), seconds(r.exposed[2]),
-                    seconds(r.exposed[3]), seconds(bubble), seconds(other)});
+                    seconds(r.exposed[3]), seconds(r.exposed[4]), seconds(bubble), seconds(other)});
   }
   m.setTable({QObject::tr("Rank"), QObject::tr("Compute"), QObject::tr("TP exposed"), QObject::tr("PP exposed"),
-              QObject::tr("DP exposed"), QObject::tr("CP exposed"), QObject::tr("Bubble"), QObject::tr("Other")},
+              QObject::tr("DP exposed"), QObject::tr("CP exposed"), QObject::tr("EP exposed"), QObject::tr("Bubble"),
+              QObject::tr("Other")},
              std::move(rows));
 }
 

@@ -50,7 +50,7 @@ class FigureTableModel : public QAbstractTableModel {
 };
 
 namespace breakdown {
-enum Column { Rank, Compute, Tp, Pp, Dp, Cp, Bubble, Other, ColumnCount };
+enum Column { Rank, Compute, Tp, Pp, Dp, Cp, Ep, Bubble, Other, ColumnCount };
 }
 namespace rankmemory {
 enum Column { Rank, Stage, Predicted, Measured, ColumnCount };

@@ -41,6 +41,7 @@ QVariant PlanModel::data(const QModelIndex& index, int role) const {
     case Tp: number = pl.tp; break;
     case Pp: number = pl.pp; break;
     case Cp: number = pl.cp; break;
+    case Ep: number = pl.ep; break;
     case Virtual: number = pl.virtual_stages; break;
     case MicroBatch: number = p.candidate.micro_batch; break;
     case Zero: number = pl.zero; break;
@@ -78,7 +79,7 @@ QVariant PlanModel::data(const QModelIndex& index, int role) const {
 
 QVariant PlanModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (role != Qt::DisplayRole || orientation != Qt::Horizontal) return {};
-  static const char* const names[ColumnCount] = {"#",         "dp", "tp", "pp", "cp", "v",        "schedule", "mb",       "recompute", "zero",
+  static const char* const names[ColumnCount] = {"#",         "dp", "tp", "pp", "cp", "ep", "v",        "schedule", "mb",       "recompute", "zero",
                                                  "sp",        "placement", "step time", "tokens/s", "MFU", "memory", "tier", "bottleneck"};
   return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
 }

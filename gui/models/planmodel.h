@@ -21,7 +21,7 @@ class PlanModel : public QAbstractTableModel {
   Q_OBJECT
  public:
   enum Column {
-    Rank, Dp, Tp, Pp, Cp, Virtual, Schedule, MicroBatch, Recompute, Zero, Sp, Placement, StepTime, Tokens, Mfu, Memory, Tier,
+    Rank, Dp, Tp, Pp, Cp, Ep, Virtual, Schedule, MicroBatch, Recompute, Zero, Sp, Placement, StepTime, Tokens, Mfu, Memory, Tier,
     Bottleneck, ColumnCount
   };
   static constexpr int RawRole = Qt::UserRole + 1;

@@ -29,11 +29,13 @@ void SummaryModel::setFigures(const plan::Scenario& s, const report::StepFigures
   add("per device", u::format_flop_rate(f.flops_per_device), f.flops_per_device);
   add("MFU", percent(f.mfu), f.mfu);
   add("pipeline bubble", percent(f.bubble_fraction), f.bubble_fraction);
-  static const char* const dims[4][2] = {{"tp communication", "tp exposed"},
-                                         {"pp communication", "pp exposed"},
-                                         {"dp communication", "dp exposed"},
-                                         {"cp communication", "cp exposed"}};
-  for (std::size_t d = 0; d < (s.plan.cp > 1 ? 4U : 3U); ++d) {  // cp's rows under context parallelism
+  static const char* const dims[report::dimension_count][2] = {{"tp communication", "tp exposed"},
+                                                               {"pp communication", "pp exposed"},
+                                                               {"dp communication", "dp exposed"},
+                                                               {"cp communication", "cp exposed"},
+                                                               {"ep communication", "ep exposed"}};
+  for (std::size_t d = 0; d < report::dimension_count; ++d) {
+    if (!report::dimension_shown(s.plan, d)) continue;  // cp's and ep's rows where the plan has them
     add(dims[d][0], u::format_duration(f.comm_mean[d]), f.comm_mean[d]);
     add(dims[d][1], u::format_duration(f.exposed_mean[d]), f.exposed_mean[d]);
   }

@@ -25,7 +25,8 @@ TEST_CASE("every preset named in the scenario format exists", "[presets]") {
     CHECK(find_preset(PresetKind::cluster, c));
   }
   for (const char* m : {"gpt3-175b", "gpt3-13b", "llama2-7b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3.1-8b",
-                        "llama3.1-70b", "llama3.1-405b", "gpt-30b", "lenet", "resnet18", "tiny-gpt"}) {
+                        "llama3.1-70b", "llama3.1-405b", "gpt-30b", "lenet", "resnet18", "tiny-gpt", "mixtral-8x7b",
+                        "mixtral-8x22b"}) {
     CHECK(find_preset(PresetKind::model, m));
   }
 }
@@ -77,6 +78,14 @@ TEST_CASE("model presets match their published parameter counts", "[presets][mod
   CHECK(with("dgx-h100", "llama3.1-70b", 8).model.parameter_count() == Approx(70553706496.0).epsilon(0.001));
   CHECK(with("dgx-h100", "llama3.1-405b", 8).model.parameter_count() == Approx(405853388800.0).epsilon(0.001));
   CHECK(with("dgx-h100", "gpt-30b", 8).model.parameter_count() == Approx(29.97e9).epsilon(0.01));
+  // Mixtral (Mistral AI, 2024): 8x7B's released tensors sum to 46,702,792,704, 12.9B of
+  // them active per token (2 of 8 experts); 8x22B 140,630,071,296 (141B), 39B active.
+  const ModelSpec m7 = with("dgx-h100", "mixtral-8x7b", 8).model;
+  CHECK(m7.parameter_count() == Approx(46702792704.0).epsilon(0.001));
+  CHECK(m7.active_parameter_count() == Approx(12.9e9).epsilon(0.005));
+  const ModelSpec m22 = with("dgx-h100", "mixtral-8x22b", 8).model;
+  CHECK(m22.parameter_count() == Approx(140630071296.0).epsilon(0.001));
+  CHECK(m22.active_parameter_count() == Approx(39e9).epsilon(0.01));
   CHECK(with("dgx-h100", "gpt3-13b", 8).model.parameter_count() == Approx(12.85e9).epsilon(0.01));
   CHECK(with("dgx-h100", "lenet", 8).model.parameter_count() == 61706.0);
   CHECK(with("dgx-h100", "resnet18", 8).model.parameter_count() == 11689512.0);

@@ -91,6 +91,22 @@ TEST_CASE("NCCL's latency model: ring and tree closed forms from its tuning cons
   CHECK(nccl_latency(Algorithm::tree, Protocol::ll, four, ar32) == Approx((6.8 + 2 * (7 * 0.6 + 2 * (5.0 + 4.0))) * 1e-6));
 }
 
+TEST_CASE("NCCL's all-to-all: grouped sends at the Simple ring's base latency and one hop", "[sim][nccl]") {
+  const topology::Cluster one(preset_cluster("dgx-a100", 1));
+  const CollectiveCall a2a8{plan::CollectiveOp::all_to_all, first(8), 1e6};
+  CHECK(nccl_latency(Algorithm::direct, Protocol::simple, one, a2a8) == Approx((8.4 + 3.4) * 1e-6));
+  // Across nodes the hop is the network's (14 us, and twice the network's 4 us for Simple).
+  const topology::Cluster four(preset_cluster("dgx-a100", 4));
+  const CollectiveCall a2a32{plan::CollectiveOp::all_to_all, first(32), 1e6};
+  CHECK(nccl_latency(Algorithm::direct, Protocol::simple, four, a2a32) == Approx((8.4 + 14.0 + 2 * 4.0) * 1e-6));
+  Engine engine;
+  Network net(engine, one);
+  const Choice c = choose(plan::Collective::automatic, net, a2a8);
+  CHECK(c.algorithm == Algorithm::direct);
+  CHECK(c.protocol == Protocol::simple);
+  CHECK(c.latency == Approx((8.4 + 3.4) * 1e-6));
+}
+
 TEST_CASE("an A100 has no in-switch reduction; an H100 node has NVLS", "[sim][nccl]") {
   const topology::Cluster a100(preset_cluster("dgx-a100", 1));
   const topology::Cluster h100(preset_cluster("dgx-h100", 1));

@@ -191,6 +191,25 @@ TEST_CASE("direct reduce-scatter and all-gather: one step of (n-1)/n S/B + a", "
   }
 }
 
+TEST_CASE("an all-to-all sends each member 1/n of every buffer at once, whatever the setting", "[sim][collectives]") {
+  // Inside a node every GPU's port carries (n-1)/n S each way: (n-1)/n S/B + a.
+  const topology::Cluster c(dgx(1));
+  const double B = 450e9;
+  const double S = 64e6;
+  for (int n : {2, 4, 8}) {
+    Engine engine;
+    Network net(engine, c);
+    const CollectiveCall call{plan::CollectiveOp::all_to_all, first(n), S};
+    for (plan::Collective setting : {plan::Collective::automatic, plan::Collective::ring, plan::Collective::nvls}) {
+      CHECK(choose(setting, net, call).algorithm == Algorithm::direct);
+    }
+    const double t = (n - 1.0) / n * S / B + 2e-6;
+    CHECK(estimate_seconds(Algorithm::direct, net, call) == Approx(t).epsilon(1e-9));
+    CHECK(timed(c, [&](Network& nw, auto done) { run_collective(nw, choose(plan::Collective::automatic, nw, call), call, done); }) ==
+          Approx(t).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("the auto estimate of an uncontended ring is its closed form", "[sim][collectives]") {
   const topology::Cluster c(dgx(1));
   Engine engine;

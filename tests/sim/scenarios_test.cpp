@@ -48,9 +48,9 @@ std::string golden_text(const Outcome& o) {
   std::string s = fmt::format("scenario {}\n", o.scenario.name);
   s += fmt::format("step_time_s {:.4g}\nsamples_per_s {:.4g}\ntokens_per_s {:.4g}\nmfu {:.4g}\nbubble {:.4g}\n",
                    f.step_time, f.samples_per_s, f.tokens_per_s, f.mfu, f.bubble_fraction);
-  for (int d = 0; d < (o.scenario.plan.cp > 1 ? 4 : 3); ++d) {  // cp's line under context parallelism
-    s += fmt::format("{}_comm_s {:.4g} exposed_s {:.4g}\n", report::dimension_names[static_cast<std::size_t>(d)],
-                     f.comm_mean[static_cast<std::size_t>(d)], f.exposed_mean[static_cast<std::size_t>(d)]);
+  for (std::size_t d = 0; d < report::dimension_count; ++d) {  // cp's and ep's lines where the plan has them
+    if (!report::dimension_shown(o.scenario.plan, d)) continue;
+    s += fmt::format("{}_comm_s {:.4g} exposed_s {:.4g}\n", report::dimension_names[d], f.comm_mean[d], f.exposed_mean[d]);
   }
   for (const auto& b : mem.stages) s += fmt::format("memory_stage{} {:.4g} GiB\n", b.stage, b.total() / (1ULL << 30));
   s += fmt::format("fits {}\nbottleneck {}\n", mem.fits() ? "yes" : "no", f.bottleneck);
@@ -431,6 +431,40 @@ TEST_CASE("scenario 15: Llama 3 70B fits no plan on one 8 x 80 GB node; two node
   CHECK_FALSE(any);
   // The smallest cluster where one fits: two nodes (ZeRO shards the state over 16).
   CHECK(sim::smallest_fitting_devices(s, 8) == 16);
+}
+
+TEST_CASE("scenario 16: Mixtral 8x7B on 64 H100s fits only with expert parallelism; its all-to-all as the closed form",
+          "[scenarios][moe]") {
+  const std::string file = "moe-mixtral-8x7b.yaml";
+  const Outcome o = run(file);
+  const plan::Scenario& s = o.scenario;
+  CHECK(memory(file).fits());
+  // Without expert parallelism every GPU holds all 8 experts of its 8 layers: 11.6B
+  // parameters, 70 GB of 16-bit weights and fp32 gradients alone.
+  CHECK_FALSE(memory(file, {"plan.ep=1"}).fits());
+  // Each all-to-all moves a micro-batch's 4,096 tokens x 2 copies x 4,096 x 2 bytes per GPU
+  // inside its node, 7/8 of it to the other GPUs over NVLink (450 GB/s at NCCL's 0.824),
+  // after NCCL's 8.4 + 3.4 us; four per layer and micro-batch (dispatch and combine, forward
+  // and backward), 8 layers per stage, 16 micro-batches.
+  const double S = 4096.0 * 2 * 4096 * 2;
+  const double one = 7.0 / 8 * S / (450e9 * 0.824) + 11.8e-6;
+  const auto ep = static_cast<std::size_t>(report::Dimension::ep);
+  CHECK(o.figures.comm_mean[ep] == Approx(4 * 8 * 16 * one).epsilon(0.01));
+  // It stops the experts' GEMMs (Megatron-Core's dispatcher runs on the compute stream).
+  CHECK(exposed(o, report::Dimension::ep) == Approx(o.figures.comm_mean[ep]).epsilon(0.01));
+  // Routed unevenly, the busiest GPU takes 1.5 times its share: its all-to-alls carry that
+  // much more and its expert GEMMs run that much longer; a capacity factor of 1.25 drops
+  // the tokens past it, and the step is between.
+  const Outcome skewed = run(file, {"model.moe_imbalance=1.5"});
+  const Outcome capped = run(file, {"model.moe_imbalance=1.5", "model.capacity_factor=1.25"});
+  const double one_skewed = 7.0 / 8 * 1.5 * S / (450e9 * 0.824) + 11.8e-6;
+  CHECK(skewed.figures.comm_mean[ep] == Approx(4 * 8 * 16 * one_skewed).epsilon(0.01));
+  CHECK(skewed.figures.step_time > 1.1 * o.figures.step_time);
+  CHECK(capped.figures.step_time > o.figures.step_time);
+  CHECK(capped.figures.step_time < skewed.figures.step_time);
+  // The model FLOPs stay the balanced ones: the imbalance shows as a lower MFU.
+  CHECK(skewed.figures.mfu < o.figures.mfu);
+  CHECK(s.model.active_parameter_count() < 0.3 * s.model.parameter_count());
 }
 
 TEST_CASE("every scenario's prediction matches its golden output", "[scenarios][golden]") {

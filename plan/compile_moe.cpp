@@ -1,0 +1,87 @@
+// A mixture-of-experts layer's MLP half as ops, around its token exchanges
+// (Megatron-Core's all-to-all token dispatcher): each rank routes its tokens (b·s/tp of
+// them under sequence parallelism), sends each copy to the ep rank holding its expert,
+// gathers its tp group's copies (the experts are tp-split as the dense layers are), runs
+// its local experts, sums their partial outputs back over tp and returns every copy to its
+// token's rank, which combines them.
+#include "plan/compile_builder.hpp"
+
+namespace parasim::plan::detail {
+
+void Builder::make_moe_sets(const std::vector<Gemm>& layer) {
+  // layer: the attention's 4 GEMMs, then the router and the experts' two.
+  const std::vector<Gemm> router{layer[4]};
+  const std::vector<Gemm> experts{layer[5], layer[6]};
+  const double e = e_;
+  for (int b = 0; b < 2; ++b) {
+    const bool backward = b == 1;
+    const MoeKernels k = moe_kernels(kernel_plan_, backward);
+    MoePieces& pc = moe_[b];
+    pc.prepare = add_kernels(k.prepare);
+    std::vector<Kernel> casts = weight_cast_kernels(kernel_plan_, LayerPart::mlp);
+    casts.insert(casts.end(), k.prepare.begin(), k.prepare.end());
+    pc.prepare_first = !backward && casts.size() > k.prepare.size() ? add_kernels(std::move(casts)) : pc.prepare;
+    pc.experts = add_kernels(k.experts);
+    pc.finish = add_kernels(k.finish);
+    // Forward: the router before the exchange; backward (each GEMM twice) after it.
+    const double x = backward ? 2.0 : 1.0;
+    const std::vector<Gemm>& first = backward ? std::vector<Gemm>{} : router;
+    const std::vector<Gemm>& last = backward ? router : std::vector<Gemm>{};
+    pc.prepare_gemms = first.empty() ? -1 : add_set(first);
+    pc.finish_gemms = last.empty() ? -1 : add_set(last);
+    pc.experts_gemms = add_set(experts);
+    pc.prepare_flops = x * sum_flops(first);
+    pc.experts_flops = x * sum_flops(experts);
+    pc.finish_flops = x * sum_flops(last);
+    double traffic[3] = {0.0, 0.0, 0.0};
+    const std::vector<Kernel>* parts[3] = {&k.prepare, &k.experts, &k.finish};
+    for (int i = 0; i < 3; ++i) {
+      for (const Kernel& kn : *parts[i]) traffic[i] += kn.kind == KernelKind::memory ? kn.bytes : 0.0;
+    }
+    pc.prepare_bytes = x * gemm_io_bytes(first, static_cast<int>(e)) + traffic[0];
+    pc.experts_bytes = x * gemm_io_bytes(experts, static_cast<int>(e)) + traffic[1];
+    pc.finish_bytes = x * gemm_io_bytes(last, static_cast<int>(e)) + traffic[2];
+  }
+  const double tokens = static_cast<double>(m_.seq_len / p_.cp) * t_.micro_batch;
+  const double copies = tokens * m_.top_k * m_.expert_load();
+  moe_tokens_bytes_ = copies * m_.hidden * e_;
+  moe_a2a_bytes_ = moe_tokens_bytes_ / p_.tp;
+}
+
+// Forward: prepare, dispatch, [tp all-gather], experts, [tp reduce-scatter], combine,
+// finish. Backward the same chain carries the gradients (the combine's backward is a
+// dispatch of the output gradients, the dispatch's a combine of the input gradients).
+void Builder::moe_half(int layer, int mb, int chunk, Category cat) {
+  const bool backward = cat == Category::backward;
+  const MoePieces& pc = moe_[backward ? 1 : 0];
+  const ComputeWhat part = ComputeWhat::layer_mlp;
+  const std::vector<std::int64_t> deps = take_pending();
+  const int prepare_set = cat == Category::forward && mb == 0 ? pc.prepare_first : pc.prepare;
+  std::int64_t at = piece(part, cat, LayerPiece::prepare, -1, prepare_set, pc.prepare_gemms, pc.prepare_flops,
+                          pc.prepare_bytes, mb, chunk, layer, deps);
+  auto exchange = [&](int step, std::int64_t after) {
+    if (p_.ep == 1) return after;
+    const std::int64_t a2a = collective_in(ep_groups, CollectiveOp::all_to_all, Category::ep_comm, Stream::tp,
+                                           moe_a2a_bytes_, mb, layer, layer + 1, std::span(&after, 1));
+    Op& o = prog_.ops[static_cast<std::size_t>(a2a)];
+    o.what = part;
+    o.pass = cat;
+    o.step = static_cast<std::int16_t>(step);
+    return a2a;
+  };
+  auto over_tp = [&](CollectiveOp what, std::int64_t after) {
+    if (p_.tp == 1) return after;
+    const std::int64_t c =
+        collective(Dim::tp, what, Category::tp_comm, Stream::tp, moe_tokens_bytes_, mb, layer, layer + 1, std::span(&after, 1));
+    tag_tp(c, TpRole::sum, part, cat);
+    return c;
+  };
+  at = over_tp(CollectiveOp::all_gather, exchange(0, at));
+  at = piece(part, cat, LayerPiece::experts, -1, pc.experts, pc.experts_gemms, pc.experts_flops, pc.experts_bytes, mb,
+             chunk, layer, std::span(&at, 1));
+  at = exchange(1, over_tp(CollectiveOp::reduce_scatter, at));
+  piece(part, cat, LayerPiece::finish, -1, pc.finish, pc.finish_gemms, pc.finish_flops, pc.finish_bytes, mb, chunk, layer,
+        std::span(&at, 1));
+}
+
+}  // namespace parasim::plan::detail
