@@ -55,9 +55,9 @@ void add_check(CLI::App& app) {
     if (mem.fits()) {
       fmt::print("ok: {} is a valid scenario and fits in memory\n", s.source);
     } else {
-      fmt::print("{} is a valid scenario but does not fit in memory: raise tp or pp, use ZeRO-1 or recompute, or lower "
-                 "the micro-batch\n",
-                 s.source);
+      fmt::print("{} is a valid scenario but does not fit in memory: raise tp or pp{}, use ZeRO-1 or recompute, or lower "
+                 "the micro-batch (parasim plan searches them all)\n",
+                 s.source, s.model.moe() ? " or ep (the experts)" : "");
     }
   });
 }
