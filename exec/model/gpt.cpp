@@ -11,7 +11,7 @@
 namespace parasim::exec {
 namespace k = kernels;
 
-LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, std::size_t fl) {
+LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, std::size_t fl, std::size_t experts) {
   auto take = [&](std::size_t n) {
     const std::size_t o = at;
     at += n;
@@ -26,10 +26,15 @@ LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, 
   ly.projb = take(hidden);
   ly.ln2w = take(hidden);
   ly.ln2b = take(hidden);
+  if (experts > 0) ly.router = take(hidden * experts);
   ly.fcw = take(hidden * fl);
   ly.fcb = take(fl);
   ly.fcprojw = take(fl * hidden);
   ly.fcprojb = take(hidden);
+  if (experts > 0) {
+    ly.expert_stride = at - ly.fcw;
+    at += (experts - 1) * ly.expert_stride;
+  }
   return ly;
 }
 
@@ -43,7 +48,8 @@ GptLayout::GptLayout(const GptConfig& config) {
   };
   wte = take(static_cast<std::size_t>(config.vocab) * c);
   wpe = take(static_cast<std::size_t>(config.seq_len) * c);
-  for (int l = 0; l < config.layers; ++l) layers.push_back(lay_out_layer(at, c, c, 4 * c));
+  const std::size_t f = config.experts > 0 ? static_cast<std::size_t>(config.expert_ffn) : 4 * c;
+  for (int l = 0; l < config.layers; ++l) layers.push_back(lay_out_layer(at, c, c, f, static_cast<std::size_t>(config.experts)));
   lnfw = take(c);
   lnfb = take(c);
   count = at;
@@ -61,13 +67,17 @@ GptInitialValues::GptInitialValues(const GptConfig& config, std::uint64_t seed) 
   const double residual = 0.02 / std::sqrt(2.0 * config.layers);
   normal_range(lay.wte, static_cast<std::size_t>(config.vocab) * c, 0.02);
   normal_range(lay.wpe, static_cast<std::size_t>(config.seq_len) * c, 0.02);
+  const std::size_t f = config.experts > 0 ? static_cast<std::size_t>(config.expert_ffn) : 4 * c;
   for (const LayerOffsets& ly : lay.layers) {
     ones(ly.ln1w);
     normal_range(ly.qkvw, c * 3 * c, 0.02);
     normal_range(ly.projw, c * c, residual);
     ones(ly.ln2w);
-    normal_range(ly.fcw, c * 4 * c, 0.02);
-    normal_range(ly.fcprojw, 4 * c * c, residual);
+    if (config.experts > 0) normal_range(ly.router, c * static_cast<std::size_t>(config.experts), 0.02);
+    for (std::size_t e = 0; e < std::max<std::size_t>(1, static_cast<std::size_t>(config.experts)); ++e) {
+      normal_range(ly.fcw + e * ly.expert_stride, c * f, 0.02);
+      normal_range(ly.fcprojw + e * ly.expert_stride, f * c, residual);
+    }
   }
   ones(lay.lnfw);
 }
@@ -86,6 +96,9 @@ double GptInitialValues::operator()(std::size_t i) const {
 template <class T>
 Gpt<T>::Gpt(const GptConfig& config, std::uint64_t seed) : cfg_(config) {
   if (cfg_.hidden % cfg_.heads != 0) throw std::invalid_argument("GPT: hidden must be a multiple of heads");
+  if (cfg_.experts > 0 && (cfg_.top_k < 1 || cfg_.top_k > cfg_.experts || cfg_.expert_ffn < 1)) {
+    throw std::invalid_argument("GPT: a mixture of experts needs 1 <= top_k <= experts and an expert width");
+  }
   const GptLayout lay(cfg_);
   wte_ = lay.wte;
   wpe_ = lay.wpe;
@@ -96,6 +109,28 @@ Gpt<T>::Gpt(const GptConfig& config, std::uint64_t seed) : cfg_(config) {
   grads_.assign(lay.count, T(0));
   const GptInitialValues initial(cfg_, seed);
   for (std::size_t i = 0; i < params_.size(); ++i) params_[i] = static_cast<T>(initial(i));
+}
+
+template <class T>
+std::vector<moe::Expert<T>> Gpt<T>::experts_of(const Layer& ly) const {
+  std::vector<moe::Expert<T>> out;
+  const T* p = params_.data();
+  for (std::size_t e = 0; e < static_cast<std::size_t>(cfg_.experts); ++e) {
+    const std::size_t at = e * ly.expert_stride;
+    out.push_back({p + ly.fcw + at, p + ly.fcb + at, p + ly.fcprojw + at, p + ly.fcprojb + at});
+  }
+  return out;
+}
+
+template <class T>
+std::vector<moe::ExpertGrads<T>> Gpt<T>::expert_grads_of(const Layer& ly) {
+  std::vector<moe::ExpertGrads<T>> out;
+  T* g = grads_.data();
+  for (std::size_t e = 0; e < static_cast<std::size_t>(cfg_.experts); ++e) {
+    const std::size_t at = e * ly.expert_stride;
+    out.push_back({g + ly.fcw + at, g + ly.fcb + at, g + ly.fcprojw + at, g + ly.fcprojb + at});
+  }
+  return out;
 }
 
 template <class T>
@@ -139,17 +174,23 @@ T Gpt<T>::forward(std::span<const std::int32_t> tokens, std::span<const std::int
     a.ln2.resize(nc);
     a.mean2.resize(n);
     a.rstd2.resize(n);
-    a.fch.resize(4 * nc);
-    a.fcg.resize(4 * nc);
+    if (cfg_.experts == 0) {
+      a.fch.resize(4 * nc);
+      a.fcg.resize(4 * nc);
+    }
     k::layer_norm_forward(a.ln1.data(), a.mean1.data(), a.rstd1.data(), a.x.data(), p + ly.ln1w, p + ly.ln1b, rows, c);
     k::linear_forward(a.qkv.data(), a.ln1.data(), p + ly.qkvw, p + ly.qkvb, rows, c, 3 * c);
     k::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), b, t, h, c / h);
     k::linear_forward(tmp.data(), a.atty.data(), p + ly.projw, p + ly.projb, rows, c, c);
     for (std::size_t i = 0; i < nc; ++i) a.x1[i] = a.x[i] + tmp[i];
     k::layer_norm_forward(a.ln2.data(), a.mean2.data(), a.rstd2.data(), a.x1.data(), p + ly.ln2w, p + ly.ln2b, rows, c);
-    k::linear_forward(a.fch.data(), a.ln2.data(), p + ly.fcw, p + ly.fcb, rows, c, 4 * c);
-    k::gelu_forward(a.fcg.data(), a.fch.data(), static_cast<std::int64_t>(4 * nc));
-    k::linear_forward(tmp.data(), a.fcg.data(), p + ly.fcprojw, p + ly.fcprojb, rows, 4 * c, c);
+    if (cfg_.experts > 0) {
+      moe::forward(tmp.data(), a.moe, a.ln2.data(), p + ly.router, experts_of(ly), rows, c, cfg_.expert_ffn, cfg_.top_k);
+    } else {
+      k::linear_forward(a.fch.data(), a.ln2.data(), p + ly.fcw, p + ly.fcb, rows, c, 4 * c);
+      k::gelu_forward(a.fcg.data(), a.fch.data(), static_cast<std::int64_t>(4 * nc));
+      k::linear_forward(tmp.data(), a.fcg.data(), p + ly.fcprojw, p + ly.fcprojb, rows, 4 * c, c);
+    }
     for (std::size_t i = 0; i < nc; ++i) x[i] = a.x1[i] + tmp[i];
   }
   out_ = x;
@@ -186,14 +227,19 @@ void Gpt<T>::backward() {
   for (std::size_t l = layers_.size(); l-- > 0;) {
     const Layer& ly = layers_[l];
     const LayerActs& a = acts_[l];
-    // x_out = x1 + fcproj(gelu(fc(ln2(x1))))
-    std::fill(dfcg.begin(), dfcg.end(), T(0));
-    std::fill(dfch.begin(), dfch.end(), T(0));
+    // x_out = x1 + fcproj(gelu(fc(ln2(x1)))), or the mixture of experts of ln2(x1)
     std::fill(dln.begin(), dln.end(), T(0));
-    k::linear_backward(dfcg.data(), g + ly.fcprojw, g + ly.fcprojb, dres.data(), a.fcg.data(), p + ly.fcprojw, rows,
-                       4 * c, c);
-    k::gelu_backward(dfch.data(), a.fch.data(), dfcg.data(), static_cast<std::int64_t>(4 * nc));
-    k::linear_backward(dln.data(), g + ly.fcw, g + ly.fcb, dfch.data(), a.ln2.data(), p + ly.fcw, rows, c, 4 * c);
+    if (cfg_.experts > 0) {
+      moe::backward(dln.data(), g + ly.router, expert_grads_of(ly), dres.data(), a.moe, a.ln2.data(), p + ly.router,
+                    experts_of(ly), rows, c, cfg_.expert_ffn, cfg_.top_k);
+    } else {
+      std::fill(dfcg.begin(), dfcg.end(), T(0));
+      std::fill(dfch.begin(), dfch.end(), T(0));
+      k::linear_backward(dfcg.data(), g + ly.fcprojw, g + ly.fcprojb, dres.data(), a.fcg.data(), p + ly.fcprojw, rows,
+                         4 * c, c);
+      k::gelu_backward(dfch.data(), a.fch.data(), dfcg.data(), static_cast<std::int64_t>(4 * nc));
+      k::linear_backward(dln.data(), g + ly.fcw, g + ly.fcb, dfch.data(), a.ln2.data(), p + ly.fcw, rows, c, 4 * c);
+    }
     k::layer_norm_backward(dres.data(), g + ly.ln2w, g + ly.ln2b, dln.data(), a.x1.data(), a.mean2.data(),
                            a.rstd2.data(), p + ly.ln2w, rows, c);
     // x1 = x + proj(attention(qkv(ln1(x))))

@@ -7,21 +7,30 @@
 //
 // One seed initialises everything: normal(0, 0.02) weights, the two residual projections
 // scaled by 1/sqrt(2 layers), norms at gamma 1, beta 0, biases 0.
+//
+// With experts (GptConfig::experts > 0) every layer's MLP is a mixture of experts
+// (moe.hpp): after ln2 the router [C x E], then each expert's fc, its bias, fc projection
+// and its bias, expert after expert; the router normal(0, 0.02) as the other weights.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "exec/model/moe.hpp"
+
 namespace parasim::exec {
 
 // Where one layer's tensors start in a flat parameter buffer, in GPT-2's order. `cl` is the
 // width of the attention's heads held (hidden, or hidden / tp for a tensor-parallel shard),
 // `fl` the MLP's (4 x hidden, or 4 x hidden / tp). Advances `at` past the layer.
+// With `experts` > 0 the fc tensors are expert 0's, expert e's `expert_stride` x e further,
+// and `router` the router's [hidden x experts] before them.
 struct LayerOffsets {
   std::size_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+  std::size_t router = 0, expert_stride = 0;
 };
-LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, std::size_t fl);
+LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, std::size_t fl, std::size_t experts = 0);
 
 struct GptConfig {
   int vocab = 64;
@@ -29,6 +38,9 @@ struct GptConfig {
   int layers = 2;
   int hidden = 32;
   int heads = 4;
+  int experts = 0;     // mixture of experts per layer (0: a dense MLP of 4 x hidden)
+  int top_k = 0;       // experts per token
+  int expert_ffn = 0;  // each expert's MLP width
 };
 
 // Where each tensor of a Gpt starts in its flat parameter vector.
@@ -83,7 +95,10 @@ class Gpt {
  private:
   struct LayerActs {
     std::vector<T> x, ln1, mean1, rstd1, qkv, att, atty, x1, ln2, mean2, rstd2, fch, fcg;
+    moe::Saved<T> moe;  // a mixture-of-experts MLP's
   };
+  [[nodiscard]] std::vector<moe::Expert<T>> experts_of(const Layer& ly) const;
+  [[nodiscard]] std::vector<moe::ExpertGrads<T>> expert_grads_of(const Layer& ly);
 
   GptConfig cfg_;
   std::vector<T> params_;

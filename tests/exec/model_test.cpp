@@ -13,8 +13,10 @@
 #include "exec/model/kernels.hpp"
 #include "exec/model/random.hpp"
 #include "exec/model/ring_attention.hpp"
+#include "finite_differences.hpp"
 
 using namespace parasim::exec;
+using parasim::exec::test::central_differences;
 
 TEST_CASE("GEMM and the linear layer against hand-computed products", "[exec][model]") {
   // [1 2; 3 4] @ [5 6; 7 8] = [19 22; 43 50]; transposes give the products of transposes.
@@ -63,23 +65,6 @@ TEST_CASE("layer norm, GELU, softmax attention and cross-entropy against hand-co
   CHECK(dl[0] == Approx(0.25));
 }
 
-namespace {
-// (loss(p_i + h) - loss(p_i - h)) / 2h for every parameter p_i, each put back after.
-template <class Loss>
-std::vector<double> central_differences(std::span<double> params, double h, Loss&& loss) {
-  std::vector<double> numeric(params.size());
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const double keep = params[i];
-    params[i] = keep + h;
-    const double up = loss();
-    params[i] = keep - h;
-    const double down = loss();
-    params[i] = keep;
-    numeric[i] = (up - down) / (2 * h);
-  }
-  return numeric;
-}
-}  // namespace
 
 TEST_CASE("every GPT gradient equals the central finite difference of the loss", "[exec][model]") {
   const GptConfig cfg{11, 5, 2, 8, 2};

@@ -1,0 +1,127 @@
+// The host mixture-of-experts MLP (exec/model/moe.hpp) in the GPT decoder: routing against
+// hand-computed cases, every gradient against central finite differences, and one expert
+// chosen by every token equal to the dense MLP with the same weights.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "exec/model/gpt.hpp"
+#include "exec/model/kernels.hpp"
+#include "exec/model/moe.hpp"
+#include "finite_differences.hpp"
+
+using namespace parasim::exec;
+using parasim::exec::test::central_differences;
+
+TEST_CASE("top-k routing: the largest logits, ties to the lower expert, gates their softmax", "[exec][model][moe]") {
+  // Row 0: logits 1 3 2 3, top 2: experts 1 and 3 (tied, the lower first), gates 1/2 each.
+  // Row 1: 0, ln 3, -5, -5: experts 1 then 0, gates 3/4 and 1/4.
+  const std::vector<double> z{1, 3, 2, 3, 0, std::log(3.0), -5, -5};
+  std::vector<int> e(4);
+  std::vector<double> g(4);
+  moe::route(e.data(), g.data(), z.data(), 2, 4, 2);
+  CHECK(e == std::vector<int>{1, 3, 1, 0});
+  CHECK(g[0] == Approx(0.5));
+  CHECK(g[1] == Approx(0.5));
+  CHECK(g[2] == Approx(0.75));
+  CHECK(g[3] == Approx(0.25));
+  // The gates' softmax backward: dz_j = g_j (dg_j - sum g dg), zero on the experts not chosen.
+  const std::vector<double> dg{1, 0, 2, 4};
+  std::vector<double> dz(8);
+  moe::route_backward(dz.data(), e.data(), g.data(), dg.data(), 2, 4, 2);
+  const std::vector<double> want{0, 0.25, 0, -0.25, 0.25 * (4 - 2.5), 0.75 * (2 - 2.5), 0, 0};
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(dz[i] == Approx(want[i]).margin(1e-15));
+}
+
+TEST_CASE("every gradient of a mixture-of-experts GPT equals the central finite difference", "[exec][model][moe]") {
+  GptConfig cfg{11, 5, 2, 8, 2};
+  cfg.experts = 4;
+  cfg.top_k = 2;
+  cfg.expert_ffn = 12;
+  Gpt<double> model(cfg, 7);
+  const Batch batch = synthetic_batch(cfg.vocab, 2, 5, 3, 0);
+  model.zero_grad();
+  model.forward(batch.tokens, batch.targets, 2, 5);
+  model.backward();
+  const std::vector<double> analytic(model.grads().begin(), model.grads().end());
+  auto params = model.params();
+  const std::vector<double> numerics =
+      central_differences(params, 1e-5, [&] { return model.forward(batch.tokens, batch.targets, 2, 5); });
+  int wrong = 0;
+  double worst = 0.0;
+  double router = 0.0;  // the routers' gradients: nonzero, so the gates' path is checked too
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const double diff = std::abs(numerics[i] - analytic[i]);
+    if (diff > 1e-8 + 1e-5 * std::abs(numerics[i])) ++wrong;
+    if (std::abs(numerics[i]) > 1e-4) worst = std::max(worst, diff / std::abs(numerics[i]));
+  }
+  for (int l = 0; l < cfg.layers; ++l) {
+    const std::size_t r = model.layer_offsets(l).router;
+    for (std::size_t i = 0; i < 8 * 4; ++i) router = std::max(router, std::abs(analytic[r + i]));
+  }
+  INFO("parameters " << params.size() << ", worst relative error where |grad| > 1e-4: " << worst);
+  CHECK(wrong == 0);
+  CHECK(worst < 1e-6);
+  CHECK(router > 1e-4);
+}
+
+TEST_CASE("one expert for every token is the dense MLP with its weights", "[exec][model][moe]") {
+  // experts 1, top 1 of width 4h: the gate is 1, the output the expert's MLP. The same
+  // tensors copied into the dense layout give the same loss and gradients; the router's
+  // gradient is 0 (a softmax over one logit).
+  const GptConfig dense_cfg{13, 6, 2, 8, 2};
+  GptConfig moe_cfg = dense_cfg;
+  moe_cfg.experts = 1;
+  moe_cfg.top_k = 1;
+  moe_cfg.expert_ffn = 32;
+  Gpt<double> dense(dense_cfg, 5);
+  Gpt<double> mixed(moe_cfg, 5);
+  REQUIRE(mixed.param_count() == dense.param_count() + 2 * 8);  // a router [8 x 1] per layer
+  // Every dense parameter's place in the mixture's layout: the same, shifted past the
+  // routers before it.
+  auto at = [&](std::size_t i) {
+    std::size_t shift = 0;
+    for (int l = 0; l < 2; ++l) shift += i >= dense.layer_offsets(l).fcw ? 8 : 0;
+    return i + shift;
+  };
+  for (std::size_t i = 0; i < static_cast<std::size_t>(dense.param_count()); ++i) mixed.params()[at(i)] = dense.params()[i];
+  const Batch batch = synthetic_batch(13, 3, 6, 9, 0);
+  dense.zero_grad();
+  mixed.zero_grad();
+  CHECK(mixed.forward(batch.tokens, batch.targets, 3, 6) == Approx(dense.forward(batch.tokens, batch.targets, 3, 6)).epsilon(1e-12));
+  dense.backward();
+  mixed.backward();
+  double worst = 0.0;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(dense.param_count()); ++i) {
+    worst = std::max(worst, std::abs(mixed.grads()[at(i)] - dense.grads()[i]));
+  }
+  CHECK(worst < 1e-12);
+  for (int l = 0; l < 2; ++l) {
+    for (std::size_t i = 0; i < 8; ++i) CHECK(mixed.grads()[mixed.layer_offsets(l).router + i] == 0.0);
+  }
+}
+
+TEST_CASE("a mixture-of-experts GPT learns the synthetic sequences", "[exec][model][moe]") {
+  GptConfig cfg{32, 16, 2, 32, 4};
+  cfg.experts = 4;
+  cfg.top_k = 2;
+  cfg.expert_ffn = 64;
+  Gpt<float> model(cfg, 1);
+  std::vector<float> m(model.params().size(), 0.0F), v(model.params().size(), 0.0F);
+  kernels::AdamW opt;
+  opt.lr = 3e-3;
+  float first = 0.0F, last = 0.0F;
+  for (int step = 1; step <= 50; ++step) {
+    const Batch batch = synthetic_batch(cfg.vocab, 4, 16, 11, step);
+    model.zero_grad();
+    const float loss = model.forward(batch.tokens, batch.targets, 4, 16);
+    model.backward();
+    kernels::adamw(model.params().data(), model.grads().data(), m.data(), v.data(), model.param_count(), opt, step);
+    if (step == 1) first = loss;
+    last = loss;
+  }
+  INFO("loss " << first << " -> " << last);
+  CHECK(last < 0.5F * first);
+}
