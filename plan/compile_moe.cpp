@@ -71,8 +71,8 @@ void Builder::moe_half(int layer, int mb, int chunk, Category cat) {
   };
   auto over_tp = [&](CollectiveOp what, std::int64_t after) {
     if (p_.tp == 1) return after;
-    const std::int64_t c =
-        collective(Dim::tp, what, Category::tp_comm, Stream::tp, moe_tokens_bytes_, mb, layer, layer + 1, std::span(&after, 1));
+    const std::int64_t c = collective(Dim::tp, what, Category::tp_comm, Stream::tp, moe_tokens_bytes_, mb, layer,
+                                      layer + 1, std::span(&after, 1));
     tag_tp(c, TpRole::sum, part, cat);
     return c;
   };
@@ -80,8 +80,8 @@ void Builder::moe_half(int layer, int mb, int chunk, Category cat) {
   at = piece(part, cat, LayerPiece::experts, -1, pc.experts, pc.experts_gemms, pc.experts_flops, pc.experts_bytes, mb,
              chunk, layer, std::span(&at, 1));
   at = exchange(1, over_tp(CollectiveOp::reduce_scatter, at));
-  piece(part, cat, LayerPiece::finish, -1, pc.finish, pc.finish_gemms, pc.finish_flops, pc.finish_bytes, mb, chunk, layer,
-        std::span(&at, 1));
+  piece(part, cat, LayerPiece::finish, -1, pc.finish, pc.finish_gemms, pc.finish_flops, pc.finish_bytes, mb, chunk,
+        layer, std::span(&at, 1));
 }
 
 }  // namespace parasim::plan::detail

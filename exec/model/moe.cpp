@@ -16,9 +16,8 @@ void route(int* expert, T* gate, const T* logits, int n, int experts, int top) {
     const T* z = logits + static_cast<std::size_t>(i) * experts;
     std::iota(order.begin(), order.end(), 0);
     // Descending logit, ties to the lower index: a total order, so every rank agrees.
-    std::partial_sort(order.begin(), order.begin() + top, order.end(), [z](int a, int b) {
-      return z[a] > z[b] || (z[a] == z[b] && a < b);
-    });
+    std::partial_sort(order.begin(), order.begin() + top, order.end(),
+                      [z](int a, int b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
     int* e = expert + static_cast<std::size_t>(i) * top;
     T* g = gate + static_cast<std::size_t>(i) * top;
     const T m = z[order[0]];
@@ -46,8 +45,8 @@ void route_backward(T* dlogits, const int* expert, const T* gate, const T* dgate
 }
 
 template <class T>
-void forward(T* y, Saved<T>& s, const T* x, const T* router, const std::vector<Expert<T>>& experts, int n, int c,
-             int f, int top) {
+void forward(T* y, Saved<T>& s, const T* x, const T* router, const std::vector<Expert<T>>& experts, int n, int c, int f,
+             int top) {
   const int E = static_cast<int>(experts.size());
   const auto N = static_cast<std::size_t>(n);
   const auto C = static_cast<std::size_t>(c);
@@ -58,7 +57,8 @@ void forward(T* y, Saved<T>& s, const T* x, const T* router, const std::vector<E
   s.gate.assign(s.expert.size(), T(0));
   route(s.expert.data(), s.gate.data(), s.logits.data(), n, E, top);
   s.rows.assign(static_cast<std::size_t>(E), {});
-  for (std::size_t r = 0; r < s.expert.size(); ++r) s.rows[static_cast<std::size_t>(s.expert[r])].push_back(static_cast<int>(r));
+  for (std::size_t r = 0; r < s.expert.size(); ++r)
+    s.rows[static_cast<std::size_t>(s.expert[r])].push_back(static_cast<int>(r));
   s.in.assign(static_cast<std::size_t>(E), {});
   s.pre = s.act = s.out = s.in;
   std::fill(y, y + N * C, T(0));
@@ -116,7 +116,8 @@ void backward(T* dx, T* drouter, const std::vector<ExpertGrads<T>>& grads, const
     dact.assign(M * F, T(0));
     dpre.assign(M * F, T(0));
     din.assign(M * C, T(0));
-    k::linear_backward(dact.data(), grads[e].projw, grads[e].projb, dout.data(), s.act[e].data(), experts[e].projw, m, f, c);
+    k::linear_backward(dact.data(), grads[e].projw, grads[e].projb, dout.data(), s.act[e].data(), experts[e].projw, m,
+                       f, c);
     k::gelu_backward(dpre.data(), s.pre[e].data(), dact.data(), static_cast<std::int64_t>(M * F));
     k::linear_backward(din.data(), grads[e].fcw, grads[e].fcb, dpre.data(), s.in[e].data(), experts[e].fcw, m, c, f);
     for (std::size_t r = 0; r < M; ++r) {
@@ -130,10 +131,10 @@ void backward(T* dx, T* drouter, const std::vector<ExpertGrads<T>>& grads, const
   k::gemm<T>(true, false, c, E, n, T(1), x, dlogits.data(), T(1), drouter);
 }
 
-#define PARASIM_MOE(T)                                                                                                  \
-  template void route<T>(int*, T*, const T*, int, int, int);                                                            \
-  template void route_backward<T>(T*, const int*, const T*, const T*, int, int, int);                                   \
-  template void forward<T>(T*, Saved<T>&, const T*, const T*, const std::vector<Expert<T>>&, int, int, int, int);       \
+#define PARASIM_MOE(T)                                                                                                 \
+  template void route<T>(int*, T*, const T*, int, int, int);                                                           \
+  template void route_backward<T>(T*, const int*, const T*, const T*, int, int, int);                                  \
+  template void forward<T>(T*, Saved<T>&, const T*, const T*, const std::vector<Expert<T>>&, int, int, int, int);      \
   template void backward<T>(T*, T*, const std::vector<ExpertGrads<T>>&, const T*, const Saved<T>&, const T*, const T*, \
                             const std::vector<Expert<T>>&, int, int, int, int);
 PARASIM_MOE(float)

@@ -47,8 +47,8 @@ struct Saved {
 
 // y [n x C] = sum over each row's chosen experts of gate · expert(x); `router` is Wr [C x E].
 template <class T>
-void forward(T* y, Saved<T>& s, const T* x, const T* router, const std::vector<Expert<T>>& experts, int n, int c,
-             int f, int k);
+void forward(T* y, Saved<T>& s, const T* x, const T* router, const std::vector<Expert<T>>& experts, int n, int c, int f,
+             int k);
 // dx += d(y)/d(x) · dy, and the parameters' gradients (added).
 template <class T>
 void backward(T* dx, T* drouter, const std::vector<ExpertGrads<T>>& grads, const T* dy, const Saved<T>& s, const T* x,

@@ -13,7 +13,7 @@
 #include "exec/model/kernels.hpp"
 #include "exec/model/random.hpp"
 #include "exec/model/ring_attention.hpp"
-#include "finite_differences.hpp"
+#include "model_helpers.hpp"
 
 using namespace parasim::exec;
 using parasim::exec::test::central_differences;
@@ -69,50 +69,19 @@ TEST_CASE("layer norm, GELU, softmax attention and cross-entropy against hand-co
 TEST_CASE("every GPT gradient equals the central finite difference of the loss", "[exec][model]") {
   const GptConfig cfg{11, 5, 2, 8, 2};
   Gpt<double> model(cfg, 7);
-  const Batch batch = synthetic_batch(cfg.vocab, 2, 5, 3, 0);
-  model.zero_grad();
-  model.forward(batch.tokens, batch.targets, 2, 5);
-  model.backward();
-  const std::vector<double> analytic(model.grads().begin(), model.grads().end());
-  auto params = model.params();
-  // Within 1e-5 relative, or 1e-8 absolute for gradients so small that the difference
-  // quotient's rounding (about 1e-16 / h) dominates. A wrong gradient is off by its own
-  // size (typically 1e-3 to 1e-1 here).
-  double worst = 0.0;
-  int wrong = 0;
-  const std::vector<double> numerics =
-      central_differences(params, 1e-5, [&] { return model.forward(batch.tokens, batch.targets, 2, 5); });
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const double numeric = numerics[i];
-    const double diff = std::abs(numeric - analytic[i]);
-    if (diff > 1e-8 + 1e-5 * std::abs(numeric)) ++wrong;
-    if (std::abs(numeric) > 1e-4) worst = std::max(worst, diff / std::abs(numeric));
-  }
-  INFO("parameters " << params.size() << ", worst relative error where |grad| > 1e-4: " << worst);
-  CHECK(wrong == 0);
-  CHECK(worst < 1e-6);
+  const test::GradientCheck c = test::check_gradients(model, synthetic_batch(cfg.vocab, 2, 5, 3, 0), 2, 5);
+  INFO("parameters " << c.analytic.size() << ", worst relative error where |grad| > 1e-4: " << c.worst);
+  CHECK(c.wrong == 0);
+  CHECK(c.worst < 1e-6);
 }
 
 TEST_CASE("the GPT learns the synthetic sequences: the loss falls over 50 AdamW steps", "[exec][model]") {
   const GptConfig cfg{32, 16, 2, 32, 4};
   Gpt<float> model(cfg, 1);
-  std::vector<float> m(model.params().size(), 0.0f), v(model.params().size(), 0.0f);
-  kernels::AdamW opt;
-  opt.lr = 3e-3;
-  float first = 0.0f;
-  float last = 0.0f;
-  for (int step = 1; step <= 50; ++step) {
-    const Batch batch = synthetic_batch(cfg.vocab, 4, 16, 11, step);
-    model.zero_grad();
-    const float loss = model.forward(batch.tokens, batch.targets, 4, 16);
-    model.backward();
-    kernels::adamw(model.params().data(), model.grads().data(), m.data(), v.data(), model.param_count(), opt, step);
-    if (step == 1) first = loss;
-    last = loss;
-  }
+  const auto [first, last] = test::train_losses(model, 50);
   INFO("loss " << first << " -> " << last);
-  CHECK(first == Approx(std::log(32.0f)).epsilon(0.05));  // an untrained model is near uniform
-  CHECK(last < 0.5f * first);
+  CHECK(first == Approx(std::log(32.0F)).epsilon(0.05));  // an untrained model is near uniform
+  CHECK(last < 0.5F * first);
 }
 
 TEST_CASE("the same seed gives the same model and the same batches", "[exec][model]") {

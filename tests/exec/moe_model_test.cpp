@@ -1,19 +1,18 @@
 // The host mixture-of-experts MLP (exec/model/moe.hpp) in the GPT decoder: routing against
 // hand-computed cases, every gradient against central finite differences, and one expert
 // chosen by every token equal to the dense MLP with the same weights.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "exec/model/gpt.hpp"
 #include "exec/model/kernels.hpp"
 #include "exec/model/moe.hpp"
-#include "finite_differences.hpp"
+#include "model_helpers.hpp"
 
 using namespace parasim::exec;
-using parasim::exec::test::central_differences;
 
 TEST_CASE("top-k routing: the largest logits, ties to the lower expert, gates their softmax", "[exec][model][moe]") {
   // Row 0: logits 1 3 2 3, top 2: experts 1 and 3 (tied, the lower first), gates 1/2 each.
@@ -41,29 +40,16 @@ TEST_CASE("every gradient of a mixture-of-experts GPT equals the central finite 
   cfg.top_k = 2;
   cfg.expert_ffn = 12;
   Gpt<double> model(cfg, 7);
-  const Batch batch = synthetic_batch(cfg.vocab, 2, 5, 3, 0);
-  model.zero_grad();
-  model.forward(batch.tokens, batch.targets, 2, 5);
-  model.backward();
-  const std::vector<double> analytic(model.grads().begin(), model.grads().end());
-  auto params = model.params();
-  const std::vector<double> numerics =
-      central_differences(params, 1e-5, [&] { return model.forward(batch.tokens, batch.targets, 2, 5); });
-  int wrong = 0;
-  double worst = 0.0;
-  double router = 0.0;  // the routers' gradients: nonzero, so the gates' path is checked too
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const double diff = std::abs(numerics[i] - analytic[i]);
-    if (diff > 1e-8 + 1e-5 * std::abs(numerics[i])) ++wrong;
-    if (std::abs(numerics[i]) > 1e-4) worst = std::max(worst, diff / std::abs(numerics[i]));
-  }
+  const test::GradientCheck c = test::check_gradients(model, synthetic_batch(cfg.vocab, 2, 5, 3, 0), 2, 5);
+  // The routers' gradients are nonzero, so the gates' path is checked too.
+  double router = 0.0;
   for (int l = 0; l < cfg.layers; ++l) {
     const std::size_t r = model.layer_offsets(l).router;
-    for (std::size_t i = 0; i < 8 * 4; ++i) router = std::max(router, std::abs(analytic[r + i]));
+    for (std::size_t i = 0; i < 8 * 4; ++i) router = std::max(router, std::abs(c.analytic[r + i]));
   }
-  INFO("parameters " << params.size() << ", worst relative error where |grad| > 1e-4: " << worst);
-  CHECK(wrong == 0);
-  CHECK(worst < 1e-6);
+  INFO("parameters " << c.analytic.size() << ", worst relative error where |grad| > 1e-4: " << c.worst);
+  CHECK(c.wrong == 0);
+  CHECK(c.worst < 1e-6);
   CHECK(router > 1e-4);
 }
 
@@ -86,11 +72,13 @@ TEST_CASE("one expert for every token is the dense MLP with its weights", "[exec
     for (int l = 0; l < 2; ++l) shift += i >= dense.layer_offsets(l).fcw ? 8 : 0;
     return i + shift;
   };
-  for (std::size_t i = 0; i < static_cast<std::size_t>(dense.param_count()); ++i) mixed.params()[at(i)] = dense.params()[i];
+  for (std::size_t i = 0; i < static_cast<std::size_t>(dense.param_count()); ++i)
+    mixed.params()[at(i)] = dense.params()[i];
   const Batch batch = synthetic_batch(13, 3, 6, 9, 0);
   dense.zero_grad();
   mixed.zero_grad();
-  CHECK(mixed.forward(batch.tokens, batch.targets, 3, 6) == Approx(dense.forward(batch.tokens, batch.targets, 3, 6)).epsilon(1e-12));
+  CHECK(mixed.forward(batch.tokens, batch.targets, 3, 6) ==
+        Approx(dense.forward(batch.tokens, batch.targets, 3, 6)).epsilon(1e-12));
   dense.backward();
   mixed.backward();
   double worst = 0.0;
@@ -109,19 +97,7 @@ TEST_CASE("a mixture-of-experts GPT learns the synthetic sequences", "[exec][mod
   cfg.top_k = 2;
   cfg.expert_ffn = 64;
   Gpt<float> model(cfg, 1);
-  std::vector<float> m(model.params().size(), 0.0F), v(model.params().size(), 0.0F);
-  kernels::AdamW opt;
-  opt.lr = 3e-3;
-  float first = 0.0F, last = 0.0F;
-  for (int step = 1; step <= 50; ++step) {
-    const Batch batch = synthetic_batch(cfg.vocab, 4, 16, 11, step);
-    model.zero_grad();
-    const float loss = model.forward(batch.tokens, batch.targets, 4, 16);
-    model.backward();
-    kernels::adamw(model.params().data(), model.grads().data(), m.data(), v.data(), model.param_count(), opt, step);
-    if (step == 1) first = loss;
-    last = loss;
-  }
+  const auto [first, last] = test::train_losses(model, 50);
   INFO("loss " << first << " -> " << last);
   CHECK(last < 0.5F * first);
 }

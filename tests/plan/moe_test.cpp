@@ -1,10 +1,10 @@
 // Mixture of experts: the layer's parameters and FLOPs in closed form, expert parallelism's
 // all-to-alls and groups in the Program, the experts' gradient buckets, memory, and the
 // load imbalance knob.
-#include <catch2/catch.hpp>
-
 #include <map>
 #include <set>
+
+#include <catch2/catch.hpp>
 
 #include "plan/accounting.hpp"
 #include "plan/kernels.hpp"
@@ -146,8 +146,8 @@ TEST_CASE("memory: each rank holds experts / ep, the experts' optimizer state sh
 
 TEST_CASE("the MoE kernels carry the layer's expert and router FLOPs, split around the all-to-alls", "[moe][kernels]") {
   for (const auto& sets : {std::vector<std::string>{"plan.dp=16", "plan.ep=8", "training.global_batch=64"},
-                           std::vector<std::string>{"plan.tp=2", "plan.sequence_parallel=true", "plan.dp=8", "plan.ep=4",
-                                                    "model.moe_imbalance=1.25"}}) {
+                           std::vector<std::string>{"plan.tp=2", "plan.sequence_parallel=true", "plan.dp=8",
+                                                    "plan.ep=4", "model.moe_imbalance=1.25"}}) {
     const Scenario s = moe(sets);
     const KernelPlan kp = kernel_plan(s);
     const std::vector<Gemm> g = layer_forward_gemms(s.model, 2, s.plan.tp, 1, s.plan.ep, s.model.expert_load());
@@ -165,7 +165,8 @@ TEST_CASE("the MoE kernels carry the layer's expert and router FLOPs, split arou
       CHECK(gemm_flops(backward ? k.finish : k.prepare) == Approx(x * router));
       CHECK(gemm_flops(backward ? k.prepare : k.finish) == 0.0);
       // The whole MLP half is the three in order.
-      CHECK(layer_kernels(kp, LayerPart::mlp, backward).size() == k.prepare.size() + k.experts.size() + k.finish.size());
+      CHECK(layer_kernels(kp, LayerPart::mlp, backward).size() ==
+            k.prepare.size() + k.experts.size() + k.finish.size());
     }
   }
 }
