@@ -72,6 +72,7 @@ std::string layout_string(const ParallelPlan& p) {
   if (p.virtual_stages > 1) notes.push_back(fmt::format("v {}", p.virtual_stages));
   if (p.sequence_parallel && p.tp > 1) notes.emplace_back("sequence parallel");
   if (p.tp_comm_overlap && p.tp > 1) notes.emplace_back("tp comm overlap");
+  if (p.ep > 1) notes.push_back(fmt::format("ep {}", p.ep));
   return fmt::format("dp {} x tp {} x pp {}{}{}", p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "",
                      notes.empty() ? "" : fmt::format(" ({})", fmt::join(notes, ", ")));
 }
@@ -111,6 +112,11 @@ nlohmann::ordered_json to_json(const Scenario& s) {
     model.update({{"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
                   {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab}, {"seq_len", m.seq_len}, {"mlp", to_string(m.mlp)},
                   {"tie_embeddings", m.tie_embeddings}});
+    if (m.moe()) {
+      model.update({{"experts", m.experts}, {"top_k", m.top_k}, {"expert_ffn_hidden", m.expert_ffn_hidden},
+                    {"capacity_factor", m.capacity_factor}, {"moe_imbalance", m.moe_imbalance},
+                    {"active_parameters", m.active_parameter_count()}});
+    }
   } else {
     ordered_json layers = ordered_json::array();
     for (const auto& l : m.generic_layers) {
@@ -133,7 +139,7 @@ nlohmann::ordered_json to_json(const Scenario& s) {
         {"recompute", to_string(t.recompute)}, {"attention", to_string(t.attention)},
         {"grad_dtype", topology::to_string(t.grad_dtype)}, {"fp8_recipe", to_string(t.fp8_recipe)}}},
       {"plan",
-       {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp}, {"virtual_stages", p.virtual_stages},
+       {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp}, {"ep", p.ep}, {"virtual_stages", p.virtual_stages},
         {"schedule", to_string(p.schedule)}, {"sequence_parallel", p.sequence_parallel},
         {"pp_scatter_gather", p.pp_scatter_gather}, {"tp_comm_overlap", p.tp_comm_overlap}, {"zero", p.zero}, {"shard_group", p.shard_size()},
         {"bucket_bytes", p.bucket_bytes}, {"overlap_dp", p.overlap_dp}, {"overlap_param_gather", p.overlap_param_gather}, {"collective", to_string(p.collective)},
@@ -167,8 +173,11 @@ std::string describe(const Scenario& s) {
                        u::format_duration(c.wan->latency));
   }
   if (m.kind == ModelKind::transformer) {
-    out += fmt::format("model     {}: {} parameters, {} layers, hidden {}, {} heads, seq {}, vocab {}\n", m.name,
-                       u::format_count(m.parameter_count()), m.layers, m.hidden, m.heads, m.seq_len, m.vocab);
+    out += fmt::format("model     {}: {} parameters, {} layers, hidden {}, {} heads, seq {}, vocab {}{}\n", m.name,
+                       u::format_count(m.parameter_count()), m.layers, m.hidden, m.heads, m.seq_len, m.vocab,
+                       m.moe() ? fmt::format(", {} experts (top {}, {} parameters active)", m.experts, m.top_k,
+                                             u::format_count(m.active_parameter_count()))
+                               : "");
   } else {
     out += fmt::format("model     {}: {} parameters, {} generic layers\n", m.name, u::format_count(m.parameter_count()),
                        m.layer_count());
@@ -178,9 +187,10 @@ std::string describe(const Scenario& s) {
                      t.global_batch, t.micro_batch, s.micro_batches(), topology::to_string(t.precision),
                      topology::to_string(t.grad_dtype), to_string(t.optimizer), to_string(t.recompute),
                      to_string(t.attention));
-  out += fmt::format("plan      dp {} x tp {} x pp {}{} = {} devices, schedule {}{}, ZeRO-{}{}, buckets {}, collective {}, "
+  out += fmt::format("plan      dp {} x tp {} x pp {}{} = {} devices{}, schedule {}{}, ZeRO-{}{}, buckets {}, collective {}, "
                      "placement {}\n",
-                     p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "", p.world(), to_string(p.schedule),
+                     p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "", p.world(),
+                     p.ep > 1 ? fmt::format(", experts over ep {}", p.ep) : "", to_string(p.schedule),
                      p.virtual_stages > 1 ? fmt::format(" (v = {})", p.virtual_stages) : "", p.zero,
                      p.hybrid_shard() ? fmt::format(" in shard groups of {}", p.shard_size()) : "",
                      u::format_bytes(p.bucket_bytes), to_string(p.collective), placement_string(p));

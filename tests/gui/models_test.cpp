@@ -158,7 +158,7 @@ TEST_CASE("the plan editor shows a scenario's values and turns edits into --set 
   CHECK(s.plan.dp == 4);
 }
 
-TEST_CASE("editing tp in the window re-simulates and changes the summary; an invalid value is marked at its field",
+TEST_CASE("editing tp in the window re-simulates and changes the summary, an invalid value is marked at its field",
           "[gui][widgets]") {
   gui::MainWindow w;
   REQUIRE(w.openScenario(QString::fromStdString(scenarios + "dp-one-node.yaml")));

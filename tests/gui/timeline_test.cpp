@@ -64,7 +64,7 @@ report::Trace handTrace() {
 
 }  // namespace
 
-TEST_CASE("time maps to pixels and back; zoom keeps the time under the cursor; pan moves by pixels", "[gui][timeline]") {
+TEST_CASE("time maps to pixels and back, zoom keeps the time under the cursor, pan moves by pixels", "[gui][timeline]") {
   const TimeMapping m{1000.0, 11000.0, 100.0};  // 100 ps per pixel
   CHECK(m.toX(1000.0) == 0.0);
   CHECK(m.toX(6000.0) == 50.0);
@@ -92,7 +92,7 @@ TEST_CASE("axis ticks step by 1, 2 or 5 x 10^k and are at least the spacing apar
   CHECK(gui::ticks(w, 130.0).front() == 2e8);
 }
 
-TEST_CASE("spans a pixel wide or more are painted as they are; narrower runs fold into one item", "[gui][timeline]") {
+TEST_CASE("spans a pixel wide or more are painted as they are, narrower runs fold into one item", "[gui][timeline]") {
   // Two 1000 ps spans, then 1000 spans of 10 ps back to back, then after a 5 px gap
   // another 100 of them, of two kinds.
   std::vector<gui::TimelineSpan> spans{span(0, 1000), span(1000, 2000, 1)};
@@ -123,7 +123,7 @@ TEST_CASE("spans a pixel wide or more are painted as they are; narrower runs fol
   CHECK(lone[0].x1 - lone[0].x0 == 1.0);
 }
 
-TEST_CASE("a long span that starts before the window is painted; spans ending before it are not", "[gui][timeline]") {
+TEST_CASE("a long span that starts before the window is painted, spans ending before it are not", "[gui][timeline]") {
   const gui::TimelineLane lane = laneOf({span(0, 100), span(50, 100000), span(200, 300), span(90000, 91000)});
   const auto items = gui::foldLane(lane, {80000.0, 100000.0, 200.0});
   REQUIRE(items.size() == 2);
@@ -164,7 +164,7 @@ TEST_CASE("a counter lane paints the highest value holding in each pixel column"
   CHECK(c[9] == 0.0f);
 }
 
-TEST_CASE("the timeline model has a lane per rank and stream; its text dump is the lanes' busy time", "[gui][timeline]") {
+TEST_CASE("the timeline model has a lane per rank and stream, its text dump is the lanes' busy time", "[gui][timeline]") {
   const auto trace = std::make_shared<const gui::TimelineTrace>(
       gui::timelineFromTrace(handTrace(), nullptr, topology::Cluster(plan::load(test::scenarios + "quickstart.yaml").cluster),
                              QStringLiteral("hand")));

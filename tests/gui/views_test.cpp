@@ -111,7 +111,7 @@ TEST_CASE("links are coloured by utilisation: grey when idle, green to red as th
   }
 }
 
-TEST_CASE("the time breakdown per rank adds up to the step; memory per rank follows the stage", "[gui][charts]") {
+TEST_CASE("the time breakdown per rank adds up to the step, memory per rank follows the stage", "[gui][charts]") {
   const plan::Scenario s = loadWith("pipeline-microbatches.yaml");
   const sim::Prediction p = sim::predict(s);
   const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));

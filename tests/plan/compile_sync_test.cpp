@@ -182,7 +182,7 @@ TEST_CASE("data-parallel buckets follow reverse layer order and wait for their g
   CHECK(unfinished(early) == 0);
 }
 
-TEST_CASE("ZeRO-2 and ZeRO-3 reduce-scatter each unit every micro-batch; ZeRO-3 gathers it before each pass",
+TEST_CASE("ZeRO-2 and ZeRO-3 reduce-scatter each unit every micro-batch, ZeRO-3 gathers it before each pass",
           "[compile][dp]") {
   // dp 4, global batch 32, micro-batch 2: 4 micro-batches. Units of the one stage: the
   // embedding (token and position rows, (1024 + 128)·256), 8 layers of 789,760, the final

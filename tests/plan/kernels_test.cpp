@@ -100,7 +100,7 @@ TEST_CASE("Megatron's fused softmax runs where its kernel takes the shape, else 
   CHECK(softmax_bytes(layer_kernels(torch, LayerPart::attention_core, false)) == Approx(28 * A));
 }
 
-TEST_CASE("FlashAttention computes half the causal scores; the unfused core streams the s x s tensors", "[plan][kernels]") {
+TEST_CASE("FlashAttention computes half the causal scores, the unfused core streams the s x s tensors", "[plan][kernels]") {
   const KernelPlan fa = kernel_plan(gpt("global_batch: 8, micro_batch: 2, precision: bf16"));
   const KernelPlan naive = kernel_plan(gpt("global_batch: 8, micro_batch: 2, precision: bf16, attention: naive"));
   // Q.K^T and P.V for b = 2 and 16 heads of d = 64 over s = 1024: 4 b a s^2 d FLOPs, half causal.

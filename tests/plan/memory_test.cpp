@@ -38,7 +38,7 @@ TEST_CASE("mixed-precision AdamW holds 16 bytes per parameter, 18 with fp32 main
   }
 }
 
-TEST_CASE("fp32 needs no master copy; SGD keeps one moment", "[memory]") {
+TEST_CASE("fp32 needs no master copy, SGD keeps one moment", "[memory]") {
   const Scenario s = scenario(one_gpu, {"training.precision=fp32", "training.optimizer=sgd"});
   const MemoryReport r = memory_per_rank(s);
   const MemoryBreakdown& b = r.stages[0];
@@ -150,7 +150,7 @@ TEST_CASE("context parallelism keeps 1/cp of every activation, plus the ring's b
   CHECK(memory_per_rank(s).stages[3].logits == Approx(1024.0 * 51200 * 4));
 }
 
-TEST_CASE("a 30B model does not fit one 80 GB GPU; tensor parallelism over 8 does", "[memory][scenario]") {
+TEST_CASE("a 30B model does not fit one 80 GB GPU, tensor parallelism over 8 does", "[memory][scenario]") {
   // 30B x 16 bytes = 480 GB on one GPU. TP 8 holds 1/8 of the layers: 60 GB of model
   // state; with full recompute the activations shrink to the layer inputs.
   const Scenario single = scenario("cluster: {preset: dgx-h100, gpus_per_node: 1}\nmodel: gpt-30b\n"

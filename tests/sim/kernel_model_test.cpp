@@ -30,7 +30,7 @@ double gemm(const sim::DeviceProfile& p, long long m, long long n, long long k) 
 
 }  // namespace
 
-TEST_CASE("a GEMM that fills the SMs runs at the peak; one that does not pays for its last wave", "[sim][kernels]") {
+TEST_CASE("a GEMM that fills the SMs runs at the peak, one that does not pays for its last wave", "[sim][kernels]") {
   const sim::DeviceProfile p = four_sms();
   const double K = 1024;
   // 256 x 256: four 128 x 128 tiles, one wave on 4 SMs: exactly its FLOPs at the peak.
@@ -51,7 +51,7 @@ TEST_CASE("tiles too small to reuse their operands are held back by the L2", "[s
   CHECK(gemm(p, 320, 320, 1024) == Approx(3 * 2.0 * 128 * 128 * K / (1e12 / 4)));
 }
 
-TEST_CASE("the host issues kernels one after another; a long kernel lets it run ahead", "[sim][kernels]") {
+TEST_CASE("the host issues kernels one after another, a long kernel lets it run ahead", "[sim][kernels]") {
   // Device times 10, 1, 1, 1 us; one issued every 5 us from t = 0: the first ends at 10;
   // the second and third were issued by then (5, 10) and end at 11 and 12; the fourth is
   // issued at 15 and ends at 16.

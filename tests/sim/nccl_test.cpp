@@ -107,7 +107,7 @@ TEST_CASE("NCCL's all-to-all: grouped sends at the Simple ring's base latency an
   CHECK(c.latency == Approx((8.4 + 3.4) * 1e-6));
 }
 
-TEST_CASE("an A100 has no in-switch reduction; an H100 node has NVLS", "[sim][nccl]") {
+TEST_CASE("an A100 has no in-switch reduction, an H100 node has NVLS", "[sim][nccl]") {
   const topology::Cluster a100(preset_cluster("dgx-a100", 1));
   const topology::Cluster h100(preset_cluster("dgx-h100", 1));
   const CollectiveCall call{plan::CollectiveOp::all_reduce, first(8), 1 << 30};

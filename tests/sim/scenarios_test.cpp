@@ -174,7 +174,7 @@ TEST_CASE("scenario 5: a hybrid plan scales from 8 to 32 GPUs until the slow net
                                          Catch::Matchers::Contains("inter-node"));
 }
 
-TEST_CASE("scenario 6: micro-batching fills the pipeline; 1F1B bounds activation memory, GPipe does not", "[scenarios]") {
+TEST_CASE("scenario 6: micro-batching fills the pipeline, 1F1B bounds activation memory, GPipe does not", "[scenarios]") {
   const int p = 8;
   const int batch = 32;
   double last_bubble = 1.0;
@@ -413,7 +413,7 @@ TEST_CASE("scenario 14: Llama 3 70B at 32K context fits without recompute only w
   CHECK(exposed(dp, report::Dimension::cp) == 0.0);
 }
 
-TEST_CASE("scenario 15: Llama 3 70B fits no plan on one 8 x 80 GB node; two nodes are the smallest that fit", "[scenarios]") {
+TEST_CASE("scenario 15: Llama 3 70B fits no plan on one 8 x 80 GB node, two nodes are the smallest that fit", "[scenarios]") {
   // 70.6B parameters x 18 bytes of model state over 8 devices is 159 GB per device before
   // any activation: out of memory whatever the plan. The planner's every candidate (tp, pp,
   // dp, cp, ZeRO stage and shard group, micro-batch, recompute, schedule, placement) is.
@@ -433,7 +433,7 @@ TEST_CASE("scenario 15: Llama 3 70B fits no plan on one 8 x 80 GB node; two node
   CHECK(sim::smallest_fitting_devices(s, 8) == 16);
 }
 
-TEST_CASE("scenario 16: Mixtral 8x7B on 64 H100s fits only with expert parallelism; its all-to-all as the closed form",
+TEST_CASE("scenario 16: Mixtral 8x7B on 64 H100s fits only with expert parallelism, its all-to-all as the closed form",
           "[scenarios][moe]") {
   const std::string file = "moe-mixtral-8x7b.yaml";
   const Outcome o = run(file);

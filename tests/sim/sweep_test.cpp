@@ -50,7 +50,7 @@ TEST_CASE("the grid is every combination, the last axis fastest, each point pred
   CHECK(pts[0].efficiency == 1.0);
 }
 
-TEST_CASE("fixed batch and fixed nodes keep the scenario's; a point that fails keeps its message", "[sweep]") {
+TEST_CASE("fixed batch and fixed nodes keep the scenario's, a point that fails keeps its message", "[sweep]") {
   sim::SweepOptions o;
   o.per_replica_batch = false;
   o.grow_nodes = false;
