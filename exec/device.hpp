@@ -188,6 +188,14 @@ class Device {
   virtual void resample_backward(float* dx, std::int64_t nx, const float* dy, std::int64_t ny,
                                  const float* relu_input) = 0;
   virtual void add_cyclic(float* y, std::int64_t count, const float* bias, std::int64_t nb) = 0;
+  // A mixture of experts' token permutation over n tokens of c values, k copies each:
+  // copy q = i·k + j goes to row pos[q] (a whole number, held as a float) of the expert
+  // rows. moe_permute: y[pos[q]] = scale[q] · x[q / k] (scale null: 1). moe_unpermute:
+  // y[i] (+)= sum over j of scale[i·k + j] · x[pos[i·k + j]], each token's copies in order
+  // (no atomics: the same sums on every backend and every run).
+  virtual void moe_permute(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c) = 0;
+  virtual void moe_unpermute(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c,
+                             bool accumulate) = 0;
   virtual void cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) = 0;
   virtual void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count,
                      double lr, double beta1, double beta2, double eps, double weight_decay, int step) = 0;

@@ -28,7 +28,10 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   vocab_ = s.model.vocab;
   layers_ = s.model.layers;
   cl_ = h_ / tp_;
-  fl_ = 4 * h_ / tp_;
+  moe_ = s.model.moe();
+  experts_ = s.model.experts;
+  top_k_ = s.model.top_k;
+  fl_ = (moe_ ? s.model.expert_ffn_hidden : 4 * h_) / tp_;
   vl_ = vocab_ / tp_;
   v0_ = tp_index_ * vl_;
   // Context parallelism: this rank holds tl_ of each sequence's positions (two chunks).
@@ -66,7 +69,7 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   const auto FL = static_cast<std::size_t>(fl_);
   for (int l : layers_held_) {
     slot_offset_[l] = at;
-    layer_params_[l] = lay_out_layer(at, H, CL, FL);
+    layer_params_[l] = lay_out_layer(at, H, CL, FL, moe_ ? static_cast<std::size_t>(experts_) : 0);
   }
   if (last_stage_) {
     slot_offset_[layers_] = at;
@@ -78,7 +81,12 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
 
   // Where each local tensor comes from in the full model.
   // Each rank draws only what it holds (GptInitialValues), the values Gpt<float> has.
-  const GptConfig cfg{vocab_, t_, layers_, h_, heads_};
+  GptConfig cfg{vocab_, t_, layers_, h_, heads_};
+  if (moe_) {
+    cfg.experts = experts_;
+    cfg.top_k = top_k_;
+    cfg.expert_ffn = fl_;  // tp 1
+  }
   const GptLayout full(cfg);
   full_count_ = static_cast<std::int64_t>(full.count);
   const bool tp_owner = tp_index_ == 0;  // of replicated tensors
@@ -103,6 +111,12 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
     vector_piece(lp.projb, f.projb, H, tp_owner);
     vector_piece(lp.ln2w, f.ln2w, H, tp_owner);
     vector_piece(lp.ln2b, f.ln2b, H, tp_owner);
+    if (moe_) {  // tp 1, ep 1: the router and every expert whole, as the full model lays them out
+      const auto E = static_cast<std::size_t>(experts_);
+      vector_piece(lp.router, f.router, H * E, true);
+      vector_piece(lp.fcw, f.fcw, E * lp.expert_stride, true);
+      continue;
+    }
     add_piece(lp.fcw, FL, f.fcw + f0, 4 * H, H, FL, true);
     vector_piece(lp.fcb, f.fcb + f0, FL, true);
     add_piece(lp.fcprojw, H, f.fcprojw + f0 * H, H, FL, H, true);
@@ -162,8 +176,6 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
     projection_forward(layer, mb, part == ComputeWhat::layer || tp_ == 1);
   }
   if (part == ComputeWhat::layer || part == ComputeWhat::layer_mlp) {
-    need(a.fch, N * fl_);
-    need(a.fcg, N * fl_);
     if (!sp_) {
       need(a.ln2, N * H);
       need(a.mean2, N);
@@ -171,6 +183,13 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
       dev_.layer_norm_forward(a.ln2.f(), a.mean2.f(), a.rstd2.f(), a.x1.f(), w(p.ln2w), w(p.ln2b), n_, h_);
       round(a.ln2.f(), N * H);
     }
+    if (moe_) {
+      moe_forward(layer, mb);
+      finish_mlp_forward(layer, mb, recompute, a.part.f());
+      return;
+    }
+    need(a.fch, N * fl_);
+    need(a.fcg, N * fl_);
     dev_.gemm(false, false, n_, fl_, h_, 1.0F, fp8_in(a.ln2.f(), n_, h_, false, 0, p.fcw), h_,
               fp8_in(w(p.fcw), h_, fl_, false, 1, p.fcw), fl_, 0.0F, a.fch.f(), fl_);
     dev_.bias_gelu_forward(a.fch.f(), a.fcg.f(), w(p.fcb), n_, fl_, storage_);
@@ -246,7 +265,7 @@ void GptShard::finish_mlp_forward(int layer, int mb, bool recompute, const float
   Acts& a = acts(layer, mb);
   Buffer& out = need(acts(layer + 1, mb).x, static_cast<std::size_t>(ns_) * h_);
   dev_.add(out.f(), a.x1.f(), sum, static_cast<std::int64_t>(ns_) * h_);
-  dev_.add_bias(out.f(), w(p.fcprojb), ns_, h_);
+  if (!moe_) dev_.add_bias(out.f(), w(p.fcprojb), ns_, h_);  // the experts add their own
   round(out.f(), out.floats());
   // The partial sums are scratch (Megatron keeps none between passes): backward takes its
   // own, so a layer's stored activations are those memory.hpp counts.
@@ -267,6 +286,14 @@ void GptShard::layer_backward(int layer, int mb, ComputeWhat part) {
   const auto N = static_cast<std::size_t>(n_);
   if (part == ComputeWhat::layer || part == ComputeWhat::layer_mlp) {
     // The output's gradient, every row (under SP gathered from the ranks' blocks).
+    const float* dy = sp_ ? dfull_.f() : dx_.at({layer + 1, mb}).f();
+    need(a.part, N * static_cast<std::size_t>(h_));
+    if (moe_) {
+      moe_backward(layer, mb, dy);
+      finish_mlp_backward(layer, mb);  // tp 1
+    }
+  }
+  if (!moe_ && (part == ComputeWhat::layer || part == ComputeWhat::layer_mlp)) {
     const float* dy = sp_ ? dfull_.f() : dx_.at({layer + 1, mb}).f();
     need(a.part, N * static_cast<std::size_t>(h_));
     need(scratch_a_, N * std::max<std::size_t>(fl_, 3 * cl_));

@@ -59,7 +59,32 @@ class GptShard final : public Shard {
     // rm, rl: ring attention's running maximum and sum of each row (context parallelism).
     Buffer x, ln1, mean1, rstd1, qkv, att, lse, atty, part, x1, ln2, mean2, rstd2, fch, fcg, dx1, emb, rm, rl;
     Buffer lnf, meanf, rstdf, logits, stats;  // the head's (layer index L)
+    // Mixture of experts: the router's logits, each copy's row among the expert rows and its
+    // gate, and the routed copies' expert inputs, pre-activations, activations and outputs,
+    // expert after expert (MoeRoute's order).
+    Buffer router, epos, egate, ein, epre, eact, eout;
   };
+  // A mixture-of-experts layer's routing of one micro-batch, on the host: per copy (token
+  // row i's j-th, i·k + j) its expert and gate; per expert its copies and where its rows
+  // start in the expert buffers.
+  struct MoeRoute {
+    std::vector<int> expert;
+    std::vector<float> gate;
+    std::vector<std::vector<int>> copies;
+    std::vector<std::size_t> first;
+  };
+  // The MLP half as a mixture of experts (gpt_moe.cpp, tp 1 and ep 1): forward from ln2
+  // into a.part; backward from the output's gradient into a.part (ln2's gradient).
+  void moe_forward(int layer, int mb);
+  void moe_backward(int layer, int mb, const float* dy);
+  struct ExpertOffsets {
+    std::size_t fcw, fcb, projw, projb;
+  };
+  [[nodiscard]] ExpertOffsets expert(int layer, int e) const;
+  bool moe_ = false;
+  int experts_ = 0, top_k_ = 0;
+  std::map<std::pair<int, int>, MoeRoute> routes_;
+  Buffer moe_a_, moe_b_, moe_c_, moe_z_;  // scratch: copies x hidden (twice), 2 x copies x width, rows x experts
 
   void load_batch(std::int64_t step) override;
   Acts& acts(int layer, int mb);

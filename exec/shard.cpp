@@ -22,7 +22,13 @@ std::string unsupported_reason(const plan::Scenario& s) {
     return "the executor trains with AdamW (training.optimizer: adamw or adamw8bit)";
   }
   if (m.kind == plan::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
-  if (m.moe()) return "the executor's decoder has a dense MLP: mixture-of-experts layers (model.experts) are simulated only";
+  if (m.moe() && (s.plan.tp > 1 || s.plan.ep > 1)) {
+    return "the executor runs a mixture of experts with every expert on each rank (tp 1, ep 1) so far; expert and "
+           "tensor parallelism of the experts are simulated only";
+  }
+  if (m.moe() && s.training.precision == plan::Dtype::fp8) {
+    return "the executor's experts do not emulate fp8 yet (training.precision: fp8 with model.experts)";
+  }
   if (m.mlp != plan::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
   if (m.ffn_hidden != 4 * m.hidden) return fmt::format("the executor's decoder has an MLP 4 x hidden wide ({}), model.ffn_hidden is {}", 4 * m.hidden, m.ffn_hidden);
@@ -68,7 +74,10 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
 }
 
 std::string model_description(const plan::Scenario& s) {
-  if (s.model.kind == plan::ModelKind::transformer) return "GPT decoder, no dropout";
+  if (s.model.kind == plan::ModelKind::transformer) {
+    return s.model.moe() ? fmt::format("GPT decoder with {} experts per MLP (top {}), no dropout", s.model.experts, s.model.top_k)
+                         : "GPT decoder, no dropout";
+  }
   const GenericConfig cfg = generic_config(s);
   return fmt::format("GEMM equivalents of {}'s {} layers (same FLOPs and parameters; synthetic {}-value inputs, {} classes)",
                      s.model.name, cfg.layers.size(), cfg.input_width, cfg.classes());

@@ -276,6 +276,17 @@ void CpuDevice::add_cyclic(float* y, std::int64_t count, const float* bias, std:
   kernels::add_cyclic(y, count, bias, nb);
 }
 
+void CpuDevice::moe_permute(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c) {
+  progress();
+  kernels::moe_permute(y, x, pos, scale, n, k, c);
+}
+
+void CpuDevice::moe_unpermute(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c,
+                              bool accumulate) {
+  progress();
+  kernels::moe_unpermute(y, x, pos, scale, n, k, c, accumulate);
+}
+
 void CpuDevice::cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) {
   progress();
   kernels::cyclic_backward(dbias, nb, dy, count);

@@ -94,6 +94,9 @@ class CudaDevice final : public Device {
   void resample_forward(float* y, std::int64_t ny, const float* x, std::int64_t nx, bool relu) override;
   void resample_backward(float* dx, std::int64_t nx, const float* dy, std::int64_t ny, const float* relu_input) override;
   void add_cyclic(float* y, std::int64_t count, const float* bias, std::int64_t nb) override;
+  void moe_permute(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c) override;
+  void moe_unpermute(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c,
+                     bool accumulate) override;
   void cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) override;
   void adamw(float* param, const float* grad, float* m, float* v, std::int64_t count, double lr, double beta1,
              double beta2, double eps, double weight_decay, int step) override;

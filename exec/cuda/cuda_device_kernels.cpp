@@ -127,6 +127,13 @@ void CudaDevice::resample_backward(float* dx, std::int64_t nx, const float* dy, 
 void CudaDevice::add_cyclic(float* y, std::int64_t count, const float* bias, std::int64_t nb) {
   cuda::add_cyclic(current_, y, count, bias, nb);
 }
+void CudaDevice::moe_permute(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c) {
+  cuda::moe_permute(current_, y, x, pos, scale, n, k, c);
+}
+void CudaDevice::moe_unpermute(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c,
+                               bool accumulate) {
+  cuda::moe_unpermute(current_, y, x, pos, scale, n, k, c, accumulate);
+}
 void CudaDevice::cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) {
   cuda::cyclic_backward(current_, dbias, nb, dy, count);
 }

@@ -309,6 +309,31 @@ __global__ void add_cyclic_kernel(float* y, std::int64_t count, const float* bia
   PARASIM_FOR_EACH(i, count) y[i] += bias[i % nb];
 }
 
+// One thread per value of the output: a copy's row (permute) or a token's (unpermute,
+// its copies summed in order).
+__global__ void moe_permute_kernel(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c) {
+  PARASIM_FOR_EACH(v, static_cast<std::int64_t>(n) * k * c) {
+    const std::int64_t q = v / c;
+    const std::int64_t j = v % c;
+    const float f = scale != nullptr ? scale[q] : 1.0F;
+    y[static_cast<std::int64_t>(pos[q]) * c + j] = f * x[(q / k) * c + j];
+  }
+}
+
+__global__ void moe_unpermute_kernel(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c,
+                                     bool accumulate) {
+  PARASIM_FOR_EACH(v, static_cast<std::int64_t>(n) * c) {
+    const std::int64_t i = v / c;
+    const std::int64_t m = v % c;
+    float sum = accumulate ? y[v] : 0.0F;
+    for (int j = 0; j < k; ++j) {
+      const std::int64_t q = i * k + j;
+      sum += (scale != nullptr ? scale[q] : 1.0F) * x[static_cast<std::int64_t>(pos[q]) * c + m];
+    }
+    y[v] = sum;
+  }
+}
+
 __global__ void cyclic_backward_kernel(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) {
   PARASIM_FOR_EACH(j, nb) {
     float s = 0.0F;
@@ -491,6 +516,21 @@ void resample_backward(cudaStream_t s, float* dx, std::int64_t nx, const float* 
                        const float* relu_input) {
   resample_backward_kernel<<<blocks_for(nx), threads, 0, s>>>(dx, nx, dy, ny, relu_input);
   check_launch("resample_backward");
+}
+
+void moe_permute(cudaStream_t s, float* y, const float* x, const float* pos, const float* scale, int n, int k, int c) {
+  const std::int64_t count = static_cast<std::int64_t>(n) * k * c;
+  if (count <= 0) return;
+  moe_permute_kernel<<<blocks_for(count), threads, 0, s>>>(y, x, pos, scale, n, k, c);
+  check_launch("moe_permute");
+}
+
+void moe_unpermute(cudaStream_t s, float* y, const float* x, const float* pos, const float* scale, int n, int k, int c,
+                   bool accumulate) {
+  const std::int64_t count = static_cast<std::int64_t>(n) * c;
+  if (count <= 0) return;
+  moe_unpermute_kernel<<<blocks_for(count), threads, 0, s>>>(y, x, pos, scale, n, k, c, accumulate);
+  check_launch("moe_unpermute");
 }
 
 void add_cyclic(cudaStream_t s, float* y, std::int64_t count, const float* bias, std::int64_t nb) {

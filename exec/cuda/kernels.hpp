@@ -49,6 +49,9 @@ void resample_forward(cudaStream_t s, float* y, std::int64_t ny, const float* x,
 void resample_backward(cudaStream_t s, float* dx, std::int64_t nx, const float* dy, std::int64_t ny,
                        const float* relu_input);
 void add_cyclic(cudaStream_t s, float* y, std::int64_t count, const float* bias, std::int64_t nb);
+void moe_permute(cudaStream_t s, float* y, const float* x, const float* pos, const float* scale, int n, int k, int c);
+void moe_unpermute(cudaStream_t s, float* y, const float* x, const float* pos, const float* scale, int n, int k, int c,
+                   bool accumulate);
 void cyclic_backward(cudaStream_t s, float* dbias, std::int64_t nb, const float* dy, std::int64_t count);
 // One AdamW step (bias-corrected, decoupled weight decay; `step` from 1), in fp32.
 void adamw(cudaStream_t s, float* param, const float* grad, float* m, float* v, std::int64_t count, float lr,

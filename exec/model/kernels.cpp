@@ -468,6 +468,32 @@ void resample_backward(T* dx, std::int64_t nx, const T* dy, std::int64_t ny, con
 }
 
 template <class T>
+void moe_permute(T* y, const T* x, const T* pos, const T* scale, int n, int k, int c) {
+  const auto C = static_cast<std::size_t>(c);
+  for (std::int64_t q = 0; q < static_cast<std::int64_t>(n) * k; ++q) {
+    T* dst = y + static_cast<std::size_t>(pos[q]) * C;
+    const T* src = x + static_cast<std::size_t>(q / k) * C;
+    const T f = scale != nullptr ? scale[q] : T(1);
+    for (std::size_t j = 0; j < C; ++j) dst[j] = f * src[j];
+  }
+}
+
+template <class T>
+void moe_unpermute(T* y, const T* x, const T* pos, const T* scale, int n, int k, int c, bool accumulate) {
+  const auto C = static_cast<std::size_t>(c);
+  for (std::int64_t i = 0; i < n; ++i) {
+    T* dst = y + static_cast<std::size_t>(i) * C;
+    if (!accumulate) std::fill(dst, dst + C, T(0));
+    for (std::int64_t j = 0; j < k; ++j) {
+      const std::int64_t q = i * k + j;
+      const T* src = x + static_cast<std::size_t>(pos[q]) * C;
+      const T f = scale != nullptr ? scale[q] : T(1);
+      for (std::size_t m = 0; m < C; ++m) dst[m] += f * src[m];
+    }
+  }
+}
+
+template <class T>
 void add_cyclic(T* y, std::int64_t count, const T* bias, std::int64_t nb) {
   if (nb <= 0) return;
   for (std::int64_t at = 0; at < count; at += nb) {
@@ -504,6 +530,8 @@ void cyclic_backward(T* dbias, std::int64_t nb, const T* dy, std::int64_t count)
   template void resample_forward<T>(T*, std::int64_t, const T*, std::int64_t, bool);                            \
   template void resample_backward<T>(T*, std::int64_t, const T*, std::int64_t, const T*);                       \
   template void add_cyclic<T>(T*, std::int64_t, const T*, std::int64_t);                                        \
+  template void moe_permute<T>(T*, const T*, const T*, const T*, int, int, int);                                 \
+  template void moe_unpermute<T>(T*, const T*, const T*, const T*, int, int, int, bool);                         \
   template void cyclic_backward<T>(T*, std::int64_t, const T*, std::int64_t);
 
 PARASIM_KERNELS(float)

@@ -133,6 +133,11 @@ void resample_backward(T* dx, std::int64_t nx, const T* dy, std::int64_t ny, con
 // y[i] += bias[i mod nb]; dbias[j] += Σ dy[i] over the i ≡ j (mod nb).
 template <class T>
 void add_cyclic(T* y, std::int64_t count, const T* bias, std::int64_t nb);
+// Device::moe_permute / moe_unpermute on the host (positions as whole floats).
+template <class T>
+void moe_permute(T* y, const T* x, const T* pos, const T* scale, int n, int k, int c);
+template <class T>
+void moe_unpermute(T* y, const T* x, const T* pos, const T* scale, int n, int k, int c, bool accumulate);
 template <class T>
 void cyclic_backward(T* dbias, std::int64_t nb, const T* dy, std::int64_t count);
 

@@ -330,6 +330,23 @@ TEST_CASE("CUDA GEMM-equivalent kernels, AdamW and rounding equal the host kerne
   CHECK(relative(y_d.get(), y) < 1e-6);
   CHECK(relative(db_d.get(), db) < 1e-5);
 
+  // A mixture of experts' permutation of 37 tokens x 19 values, 3 copies each, and back.
+  {
+    const int n = 37, kk = 3, c = 19;
+    const auto xs = random_values(static_cast<std::size_t>(n) * c, 40);
+    const auto gates = random_values(static_cast<std::size_t>(n) * kk, 41);
+    std::vector<float> pos(static_cast<std::size_t>(n) * kk);
+    for (std::size_t q = 0; q < pos.size(); ++q) pos[q] = static_cast<float>((q * 7) % pos.size());  // a permutation (7 and 111 coprime)
+    std::vector<float> rows(pos.size() * c), back(static_cast<std::size_t>(n) * c, 0.0F);
+    k::moe_permute(rows.data(), xs.data(), pos.data(), gates.data(), n, kk, c);
+    k::moe_unpermute(back.data(), rows.data(), pos.data(), gates.data(), n, kk, c, false);
+    On<float> x_d(xs), g_d(gates), pos_d(pos), rows_d(zeros(rows.size())), back_d(zeros(back.size()));
+    cu::moe_permute(nullptr, rows_d.p, x_d.p, pos_d.p, g_d.p, n, kk, c);
+    cu::moe_unpermute(nullptr, back_d.p, rows_d.p, pos_d.p, g_d.p, n, kk, c, false);
+    CHECK(relative(rows_d.get(), rows) == 0.0);
+    CHECK(relative(back_d.get(), back) < 1e-6);
+  }
+
   // Three AdamW steps (the host runs them in double, the device in float).
   auto p = random_values(count, 35), m = std::vector<float>(count, 0.0F), v = m;
   On<float> p_d(p), m_d(m), v_d(v);

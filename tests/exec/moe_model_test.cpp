@@ -101,3 +101,19 @@ TEST_CASE("a mixture-of-experts GPT learns the synthetic sequences", "[exec][mod
   INFO("loss " << first << " -> " << last);
   CHECK(last < 0.5F * first);
 }
+
+TEST_CASE("the token permutation into expert rows and back, by hand", "[exec][model][moe]") {
+  // 2 tokens of 2 values, 2 copies each; copies 0..3 go to rows 2, 0, 3, 1.
+  const std::vector<double> x{1, 2, 3, 4};
+  const std::vector<double> pos{2, 0, 3, 1};
+  const std::vector<double> gate{0.5, 0.25, 2, 1};
+  std::vector<double> rows(8, -1.0);
+  kernels::moe_permute(rows.data(), x.data(), pos.data(), gate.data(), 2, 2, 2);
+  CHECK(rows == std::vector<double>{0.25, 0.5, 3, 4, 0.5, 1, 6, 8});
+  // Back: token 0 = 0.5 x row 2 + 0.25 x row 0; token 1 = 2 x row 3 + 1 x row 1, added to y.
+  std::vector<double> y{10, 10, 10, 10};
+  kernels::moe_unpermute(y.data(), rows.data(), pos.data(), gate.data(), 2, 2, 2, true);
+  CHECK(y == std::vector<double>{10 + 0.25 + 0.0625, 10 + 0.5 + 0.125, 10 + 12 + 3, 10 + 16 + 4});
+  kernels::moe_unpermute<double>(y.data(), rows.data(), pos.data(), nullptr, 2, 2, 2, false);
+  CHECK(y == std::vector<double>{0.75, 1.5, 9, 12});
+}

@@ -109,7 +109,13 @@ Outcome serial(const plan::Scenario& s, int steps) {
     });
   }
   const plan::ModelSpec& m = s.model;
-  Gpt<float> model(GptConfig{m.vocab, m.seq_len, m.layers, m.hidden, m.heads}, s.run.seed);
+  GptConfig cfg{m.vocab, m.seq_len, m.layers, m.hidden, m.heads};
+  if (m.moe()) {
+    cfg.experts = m.experts;
+    cfg.top_k = m.top_k;
+    cfg.expert_ffn = m.expert_ffn_hidden;
+  }
+  Gpt<float> model(cfg, s.run.seed);
   Batch batch;
   return train_serial(s, steps, model, [&](int i, int step) {
     if (i == 0) batch = synthetic_batch(m.vocab, s.training.global_batch, m.seq_len, s.run.seed, step);
@@ -206,6 +212,13 @@ TEST_CASE("one rank equals the serial model, with and without recompute", "[exec
   matches_serial({"training.global_batch=2"});  // a single micro-batch
 }
 
+TEST_CASE("a mixture of experts: the shard routes and trains as the reference model", "[exec][np1][moe]") {
+  // 4 experts of width 48, each token to 2: the router's choice, the experts' GEMMs over
+  // their rows and the gates' sums (and every gradient) as Gpt<float>'s.
+  matches_serial({"model.experts=4", "model.expert_ffn_hidden=48"});
+  matches_serial({"model.experts=4", "model.expert_ffn_hidden=48", "training.recompute=full"});
+}
+
 TEST_CASE("the fused (flash) attention trains as the unfused one does", "[exec][np1]") {
   // The serial reference runs the unfused attention; the shard the fused kernel, which keeps
   // no t x t tensor: the same losses, gradients and weights to float rounding.
@@ -299,6 +312,11 @@ TEST_CASE("pipeline 4 under each schedule equals gradient accumulation on one ra
   matches_serial({"plan.pp=4", "plan.schedule=gpipe"});
   matches_serial({"plan.pp=4", "plan.schedule=1f1b"});
   matches_serial({"plan.pp=4", "plan.schedule=interleaved-1f1b", "plan.virtual_stages=2", "model.layers=8"});
+}
+
+TEST_CASE("a mixture of experts over data and pipeline parallelism equals the serial run", "[exec][np4][moe]") {
+  matches_serial({"model.experts=4", "model.expert_ffn_hidden=48", "plan.dp=2", "plan.pp=2"});
+  matches_serial({"model.experts=4", "model.expert_ffn_hidden=48", "model.top_k=1", "plan.dp=4", "plan.zero=1"}, false);
 }
 
 TEST_CASE("combined dp x tp x pp plans equal the serial run", "[exec][np4]") {
