@@ -314,6 +314,11 @@ TEST_CASE("pipeline 4 under each schedule equals gradient accumulation on one ra
   matches_serial({"plan.pp=4", "plan.schedule=interleaved-1f1b", "plan.virtual_stages=2", "model.layers=8"});
 }
 
+TEST_CASE("a mixture of experts under context parallelism and ZeRO-3 equals the serial run", "[exec][np2][moe]") {
+  matches_serial({"model.experts=4", "model.expert_ffn_hidden=48", "plan.cp=2"});
+  matches_serial({"model.experts=4", "model.expert_ffn_hidden=48", "plan.dp=2", "plan.zero=3"}, false);
+}
+
 TEST_CASE("a mixture of experts over data and pipeline parallelism equals the serial run", "[exec][np4][moe]") {
   matches_serial({"model.experts=4", "model.expert_ffn_hidden=48", "plan.dp=2", "plan.pp=2"});
   matches_serial({"model.experts=4", "model.expert_ffn_hidden=48", "model.top_k=1", "plan.dp=4", "plan.zero=1"}, false);
