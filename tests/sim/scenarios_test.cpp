@@ -201,7 +201,7 @@ TEST_CASE("scenario 6: micro-batching fills the pipeline, 1F1B bounds activation
       CHECK(o.figures.bubble_fraction < last_bubble + 1e-9);
       CHECK(o.figures.samples_per_s > last_rate - 1e-9);
       // Activations held: GPipe all m micro-batches (the whole batch), 1F1B min(m, p).
-      const auto& stage0 = memory("pipeline-microbatches.yaml", sets).stages.front();
+      const plan::MemoryBreakdown stage0 = memory("pipeline-microbatches.yaml", sets).stages.front();
       CHECK(stage0.in_flight == (std::string(schedule) == "gpipe" ? m : std::min(m, p)));
       if (std::string(schedule) == "1f1b") {
         last_bubble = o.figures.bubble_fraction;
