@@ -33,6 +33,21 @@ std::vector<GradientSource> gradient_sources(const Scenario& s, int stage, bool 
   return sources;
 }
 
+std::vector<GradientSource> split_experts(std::vector<GradientSource>& sources) {
+  std::vector<GradientSource> experts;
+  for (GradientSource& g : sources) {
+    if (g.experts <= 0.0) continue;
+    experts.push_back({g.experts, g.layer, g.experts});
+    g.params -= g.experts;
+  }
+  return experts;
+}
+
+double optimizer_shard_params(const ParallelPlan& p, double params, double experts) {
+  if (p.zero == 0) return params;
+  return (params - experts) / p.shard_size() + experts / p.expert_grad_ranks();
+}
+
 std::vector<GradientBucket> gradient_buckets(const std::vector<GradientSource>& sources, double bytes_per_param,
                                              double bucket_bytes) {
   std::vector<GradientBucket> buckets;

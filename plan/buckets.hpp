@@ -26,6 +26,16 @@ struct GradientSource {
 // and `embedding`: whether the rank computes them (it holds the last or the first chunk).
 std::vector<GradientSource> gradient_sources(const Scenario& s, int stage, bool head, bool embedding);
 
+// Under expert parallelism: takes the experts' parameters out of `sources` (left with the
+// dense ones, each keeping its `experts` figure) and returns them as sources of their own,
+// in the same order. Empty without expert parallelism.
+std::vector<GradientSource> split_experts(std::vector<GradientSource>& sources);
+
+// The parameters whose optimizer state (and fp32 master copy) a rank keeps of the `params`
+// it holds: all of them, or under ZeRO its share, the `experts` among them (expert
+// parallelism's) over the ranks holding the same experts, the rest over ZeRO's group.
+double optimizer_shard_params(const ParallelPlan& p, double params, double experts);
+
 struct GradientBucket {
   double params = 0.0;
   int lowest = 0;          // the lowest layer of its sources (-1: the embedding)

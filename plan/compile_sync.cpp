@@ -74,14 +74,9 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   // Under expert parallelism the dense parameters' buckets leave the experts out; those
   // have buckets of their own over the ranks holding the same experts.
   std::vector<GradientSource> src = sources();
-  std::vector<GradientSource> expert_src;
+  const std::vector<GradientSource> expert_src = split_experts(src);
   double experts = 0.0;
-  for (GradientSource& g : src) {
-    if (g.experts <= 0.0) continue;
-    expert_src.push_back({g.experts, g.layer, g.experts});
-    experts += g.experts;
-    g.params -= g.experts;
-  }
+  for (const GradientSource& g : expert_src) experts += g.params;
   std::vector<std::int64_t> ready_of;
   std::vector<std::int64_t> also_of;  // a second op the source's gradient waits for, or -1
   std::vector<std::int64_t> tails;    // every such op
@@ -176,8 +171,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     std::sort(synced.begin(), synced.end());
     synced.assign(1, tied_sum(synced));
   }
-  const double shard = p_.zero == 0 ? params
-                       : (params - experts) / p_.shard_size() + experts / p_.expert_grad_ranks();
+  const double shard = optimizer_shard_params(p_, params, experts);
   const double opt_bytes = (8.0 + 2.0 * optimizer_state_bytes(t_.optimizer) + 2.0 * e_) * shard;
   // The host reads the overflow flag and the gradient norm before the step: it waits for
   // every gradient to be synchronised.

@@ -149,9 +149,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
     b.gradients = sharded >= 2 ? b.parameters * g / n + 2.0 * largest_unit * g : b.parameters * g;
     // The distributed optimizer shards the experts' state over the ranks holding the same
     // experts (ParallelPlan::expert_grad_ranks), the rest over all.
-    const double state_params = sharded == 0 ? b.parameters
-                                : p.ep > 1    ? (b.parameters - experts) / n + experts / p.expert_grad_ranks()
-                                              : b.parameters / n;
+    const double state_params = optimizer_shard_params(p, b.parameters, p.ep > 1 ? experts : 0.0);
     b.master = mixed ? state_params * 4.0 : 0.0;
     b.optimizer = state_params * optimizer_bytes;
     b.workspace = s.cluster.device.workspace_bytes;

@@ -17,180 +17,11 @@
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
+#include "sim/estimate_impl.hpp"
 #include "sim/simulate.hpp"
 #include "topology/routing.hpp"
 
 namespace parasim::sim {
-
-namespace {
-
-using plan::CollectiveOp;
-using plan::Dim;
-
-// The devices of the group of dimension `d` that holds the rank at `c`; of a dp line (over
-// dp x cp, the gradients' group), under hybrid sharding, its shard group or its replica
-// group (plan/program.hpp).
-std::vector<int> group_of(const plan::ParallelPlan& p, plan::Coord c, Dim d,
-                          plan::GroupPart part = plan::GroupPart::whole) {
-  std::vector<int> out;
-  if (d != Dim::dp) {
-    for (int i = 0; i < plan::extent(p, d); ++i) {
-      plan::coordinate(c, d) = i;
-      out.push_back(plan::rank_of(p, c));
-    }
-    return out;
-  }
-  const int n = p.shard_size();
-  const int at = plan::grad_index(p, c);
-  int first = 0, end = p.grad_ranks(), stride = 1;
-  if (part == plan::GroupPart::shard) {
-    first = at / n * n;
-    end = first + n;
-  } else if (part == plan::GroupPart::replica) {
-    first = at % n;
-    stride = n;
-  } else if (part == plan::GroupPart::expert) {  // ep consecutive grad indices
-    first = at / p.ep * p.ep;
-    end = first + p.ep;
-  } else if (part == plan::GroupPart::expert_data) {  // every ep-th
-    first = at % p.ep;
-    stride = p.ep;
-  }
-  for (int i = first; i < end; i += stride) out.push_back(plan::rank_of(p, plan::at_grad_index(p, c, i)));
-  return out;
-}
-
-// Whether the rank at `c` is the first of its group (one visit per group).
-bool first_of_group(const plan::ParallelPlan& p, const plan::Coord& c, Dim d, plan::GroupPart part) {
-  if (d == Dim::dp) {
-    const int at = plan::grad_index(p, c);
-    if (part == plan::GroupPart::shard) return at % p.shard_size() == 0;
-    if (part == plan::GroupPart::replica) return at < p.shard_size();
-    if (part == plan::GroupPart::expert) return at % p.ep == 0;
-    if (part == plan::GroupPart::expert_data) return at < p.ep;
-    return at == 0;
-  }
-  plan::Coord copy = c;
-  return plan::coordinate(copy, d) == 0;
-}
-
-// A group part's share of the estimator's cache keys: the part and its group size.
-int part_code(const plan::ParallelPlan& p, plan::GroupPart part) {
-  const bool expert = part == plan::GroupPart::expert || part == plan::GroupPart::expert_data;
-  return static_cast<int>(part) * 4096 + (part == plan::GroupPart::whole ? 0 : expert ? p.ep : p.shard_size());
-}
-
-// The placement and the cp degree, for the caches' keys.
-int placement_code(const plan::ParallelPlan& p) {
-  int code = 0;
-  for (Dim d : p.placement) code = code * 4 + static_cast<int>(d);
-  return code + 256 * p.cp;
-}
-
-}  // namespace
-
-struct Estimator::Impl {
-  explicit Impl(const plan::Scenario& s)
-      : profile(profile_of(s)), cluster(with_profile_links(s.cluster, profile)), net(engine, cluster), router(cluster) {}
-
-  DeviceProfile profile;
-  topology::Cluster cluster;
-  Engine engine;
-  Network net;
-  topology::Router router;
-  std::map<std::tuple<int, int, int, int, int, int, int, int, double, double, int>, double> collectives;
-  std::map<std::tuple<int, int, int, int, int, int, int>, double> contention;
-
-  // How many ring edges of the concurrent groups of dimension d share the busiest link
-  // of the group at stage `stage`, over the group's own edges on it. Concurrent: the
-  // stage's groups, or with `all_stages` every stage's.
-  double contention_of(const plan::ParallelPlan& p, Dim d, int stage, bool all_stages,
-                       plan::GroupPart part = plan::GroupPart::whole) {
-    const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d),
-                                     stage * 2 + (all_stages ? 1 : 0), part_code(p, part));
-    if (auto it = contention.find(key); it != contention.end()) return it->second;
-    plan::Coord c;
-    c.pp = stage;
-    const std::vector<int> own = group_of(p, c, d, part);
-    double factor = 1.0;
-    const int node = cluster.node_of(own.front());
-    const bool spans = std::any_of(own.begin(), own.end(), [&](int r) { return cluster.node_of(r) != node; });
-    if (spans && own.size() > 1) {
-      std::vector<int> all(static_cast<std::size_t>(cluster.link_count()), 0);
-      std::vector<int> mine(all.size(), 0);
-      for (int r = 0; r < p.world(); ++r) {
-        const plan::Coord rc = plan::coord_of(p, r);
-        if (!first_of_group(p, rc, d, part)) continue;  // one visit per group
-        if (!all_stages && rc.pp != stage) continue;
-        const std::vector<int> g = group_of(p, rc, d, part);
-        const bool is_own = g == own;
-        for (std::size_t i = 0; i < g.size(); ++i) {
-          for (int l : router.route(g[i], g[(i + 1) % g.size()]).links) {
-            ++all[static_cast<std::size_t>(l)];
-            if (is_own) ++mine[static_cast<std::size_t>(l)];
-          }
-        }
-      }
-      for (std::size_t l = 0; l < all.size(); ++l) {
-        if (mine[l] > 0) factor = std::max(factor, static_cast<double>(all[l]) / mine[l]);
-      }
-    }
-    contention.emplace(key, factor);
-    return factor;
-  }
-
-  // A collective of the group at `stage`, its transfer stretched by the groups that share
-  // its links: the stage's, plus the other stages' in proportion to `overlap`, the share of
-  // the time the other stages run such collectives too.
-  double collective(const plan::Scenario& s, Dim d, CollectiveOp op, double bytes, int stage, double overlap = 0.0,
-                    plan::GroupPart part = plan::GroupPart::whole) {
-    const plan::ParallelPlan& p = s.plan;
-    if ((d == Dim::dp ? p.grad_ranks() : plan::extent(p, d)) <= 1 || bytes <= 0.0) return 0.0;
-    const auto key = std::make_tuple(p.tp, p.pp, p.dp, placement_code(p), static_cast<int>(d), stage, static_cast<int>(op),
-                                     static_cast<int>(p.collective), bytes, overlap, part_code(p, part));
-    if (auto it = collectives.find(key); it != collectives.end()) return it->second;
-    plan::Coord c;
-    c.pp = stage;
-    CollectiveCall call{op, group_of(p, c, d, part), bytes, -1};
-    if (call.devices.size() <= 1) return 0.0;
-    const int node = cluster.node_of(call.devices.front());
-    if (!profile.collectives.empty() &&
-        std::all_of(call.devices.begin(), call.devices.end(), [&](int r) { return cluster.node_of(r) == node; })) {
-      call.bytes *= profile.collective_slowdown(op, static_cast<int>(call.devices.size()), call.bytes);
-    }
-    const Choice a = choose(p.collective, net, call);
-    // Sharing stretches the transfer, not the latency.
-    const double full = estimate_seconds(a, net, call);
-    CollectiveCall empty = call;
-    empty.bytes = 0.0;
-    const double latency = estimate_seconds(a, net, empty);
-    const double own = contention_of(p, d, stage, false, part);
-    const double all = overlap > 0.0 ? contention_of(p, d, stage, true, part) : own;
-    const double t = latency + (full - latency) * (own + (all - own) * overlap);
-    collectives.emplace(key, t);
-    return t;
-  }
-
-  // One step of the cp ring: `bytes` from cp rank 0 to cp rank 1 (the tp 0, dp 0 ranks of
-  // stage 0), stretched by the rings of every stage sending at once.
-  double ring_step(const plan::ParallelPlan& p, double bytes) {
-    plan::Coord a;
-    plan::Coord b;
-    b.cp = 1;
-    const topology::Route& r = router.route(plan::rank_of(p, a), plan::rank_of(p, b));
-    return r.latency + (r.bottleneck > 0 ? bytes / r.bottleneck * contention_of(p, Dim::cp, 0, true) : 0.0);
-  }
-
-  // One boundary's transfer from stage `stage` to the next (the tp 0, dp 0 ranks).
-  double transfer(const plan::ParallelPlan& p, int stage, double bytes) {
-    plan::Coord a;
-    a.pp = stage;
-    plan::Coord b = a;
-    b.pp = (stage + 1) % p.pp;
-    const topology::Route& r = router.route(plan::rank_of(p, a), plan::rank_of(p, b));
-    return r.latency + (r.bottleneck > 0 ? bytes / r.bottleneck * contention_of(p, Dim::pp, 0, true) : 0.0);
-  }
-};
 
 Estimator::Estimator(const plan::Scenario& base) : impl_(std::make_unique<Impl>(base)) {}
 Estimator::~Estimator() = default;
@@ -530,18 +361,14 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     // over the ranks holding the same experts (none with one).
     std::vector<plan::GradientSource> sources =
         plan::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer);
-    std::vector<plan::GradientSource> expert_sources;
+    const std::vector<plan::GradientSource> expert_sources = plan::split_experts(sources);
     std::vector<double> expert_ready;
     double experts = 0.0;
+    for (const plan::GradientSource& x : expert_sources) experts += x.params;
     std::vector<double> ready_at;
     double params = 0.0;
     double clock = end_bwd - back[sti];
-    for (plan::GradientSource& x : sources) {
-      if (x.experts > 0.0) {
-        expert_sources.push_back({x.experts, x.layer, x.experts});
-        experts += x.experts;
-        x.params -= x.experts;
-      }
+    for (const plan::GradientSource& x : sources) {
       params += x.params + x.experts;
       if (x.layer == layers) clock += head_b;
       if (x.layer >= 0 && x.layer < layers) {
@@ -595,7 +422,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       // The embedding group: first and last stage, a pp-dimension pair; as one transfer each way.
       free += 2.0 * im.transfer(p, p.pp - 1, word * ge);
     }
-    const double shard = p.zero == 0 ? params : (params - experts) / p.shard_size() + experts / p.expert_grad_ranks();
+    const double shard = plan::optimizer_shard_params(p, params, experts);
     // The host waits for the gradients before the step (the overflow and norm checks), then
     // issues the optimizer's kernels.
     const double d_opt = dispatch_seconds(prof, plan::Category::optimizer);

@@ -278,16 +278,16 @@ TEST_CASE("ZeRO-3 with sequence parallelism: the layer norm run as its input's g
       if (o.tp_role != TpRole::gather_input || o.pass == Category::backward) continue;
       // Is an all-gather of its unit among the op's dependencies, transitively?
       std::set<std::int64_t> seen;
-      std::vector<std::int64_t> todo{id};
+      std::vector<std::int64_t> stack{id};
       bool reached = false;
-      while (!todo.empty() && !reached) {
-        const std::int64_t at = todo.back();
-        todo.pop_back();
+      while (!stack.empty() && !reached) {
+        const std::int64_t at = stack.back();
+        stack.pop_back();
         for (std::int64_t d : p.deps_of(at)) {
           const Op& g = p.ops[static_cast<std::size_t>(d)];
           reached = reached || (g.category == Category::dp_comm && g.collective == CollectiveOp::all_gather &&
                                 g.layer == o.layer);
-          if (seen.insert(d).second) todo.push_back(d);
+          if (seen.insert(d).second) stack.push_back(d);
         }
       }
       INFO(recompute << ": " << op_name(p, id));
