@@ -35,7 +35,9 @@ void add_check(CLI::App& app) {
                                          {"gradients", b.gradients}, {"master", b.master}, {"optimizer", b.optimizer},
                                          {"activations", b.activations}, {"in_flight", b.in_flight},
                                          {"logits", b.logits}, {"workspace", b.workspace}, {"total", b.total()}});
+        if (mem.host_capacity > 0.0) j["memory"]["stages"].back()["host"] = b.host;
       }
+      if (mem.host_capacity > 0.0) j["memory"]["host_capacity"] = mem.host_capacity;
       std::cout << j.dump(2) << '\n';
       return;
     }

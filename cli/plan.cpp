@@ -1,5 +1,6 @@
 // parasim plan SCENARIO: search every valid plan of the scenario's model and batch on its
 // cluster (or --gpus N), reject those that do not fit, rank the rest by throughput.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -114,6 +115,11 @@ void run_plan(const PlanArgs& a) {
   const std::size_t shown = std::min(r.ranked.size(), static_cast<std::size_t>(std::max(0, a.top)));
   // Nothing fits: the smallest cluster on which something does (by memory alone).
   const int bigger = r.ranked.empty() && !under_mpi() ? sim::smallest_fitting_devices(s, r.devices) : 0;
+  // Only plans that offload to host memory fit: the smallest cluster where one fits without.
+  const bool all_offload = !r.ranked.empty() && std::all_of(r.ranked.begin(), r.ranked.end(), [](const sim::PlanScore& p) {
+    return p.candidate.plan.offload_optimizer;
+  });
+  const int without_offload = all_offload && !under_mpi() ? sim::smallest_fitting_devices(s, r.devices, false) : 0;
   if (a.json) {
     nlohmann::ordered_json plans = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json(r.ranked[i], i + 1));
@@ -128,6 +134,7 @@ void run_plan(const PlanArgs& a) {
                                    {"resimulated", r.simulated},
                                    {"plans", plans}};
     if (r.ranked.empty()) j["smallest_fitting_devices"] = bigger;  // 0: none up to the limit
+    if (all_offload) j["smallest_fitting_devices_without_offload"] = without_offload;
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -168,12 +175,18 @@ void run_plan(const PlanArgs& a) {
     t.add_row({std::to_string(i + 1), std::to_string(pl.dp), std::to_string(pl.tp), std::to_string(pl.pp),
                std::to_string(pl.cp), std::to_string(pl.ep), std::to_string(pl.virtual_stages), std::string(plan::to_string(pl.schedule)),
                std::to_string(p.candidate.micro_batch), std::string(plan::to_string(p.candidate.recompute)),
-               std::to_string(pl.zero), pl.tp_comm_overlap ? "overlap" : pl.sequence_parallel ? "yes" : "no",
+               plan::sharding_string(pl), pl.tp_comm_overlap ? "overlap" : pl.sequence_parallel ? "yes" : "no",
                plan::placement_string(pl),
                u::format_duration(p.step_time), u::format_count(p.tokens_per_s), fmt::format("{:.1f} %", 100 * p.mfu),
                u::format_bytes(p.memory), tier(p), p.bottleneck});
   }
   fmt::print("{}", t.render());
+  if (all_offload) {
+    fmt::print("\nevery plan that fits on {} device{} offloads to host memory; without offloading, {}\n", r.devices,
+               r.devices == 1 ? "" : "s",
+               without_offload > 0 ? fmt::format("the smallest cluster where one fits has {} devices", without_offload)
+                                   : fmt::format("none fits up to {} devices", plan::limits::gpus));
+  }
   // The best plan as a command: the scenario's own overrides, the cluster's new size, the plan.
   std::vector<std::string> sets = a.scenario.overrides;
   const plan::Scenario sized = plan::on_devices(s, a.gpus);

@@ -49,8 +49,8 @@ nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::Me
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (const auto& r : f.ranks) {
     ranks.push_back({{"rank", r.rank}, {"compute", r.compute}, {"tp", r.comm[0]}, {"pp", r.comm[1]}, {"dp", r.comm[2]},
-                     {"cp", r.comm[3]}, {"ep", r.comm[4]}, {"tp_exposed", r.exposed[0]}, {"pp_exposed", r.exposed[1]},
-                     {"dp_exposed", r.exposed[2]}, {"cp_exposed", r.exposed[3]}, {"ep_exposed", r.exposed[4]},
+                     {"cp", r.comm[3]}, {"ep", r.comm[4]}, {"offload", r.comm[5]}, {"tp_exposed", r.exposed[0]}, {"pp_exposed", r.exposed[1]},
+                     {"dp_exposed", r.exposed[2]}, {"cp_exposed", r.exposed[3]}, {"ep_exposed", r.exposed[4]}, {"offload_exposed", r.exposed[5]},
                      {"bubble", r.bubble * f.step_time}, {"bubble_fraction", r.bubble}});
   }
   nlohmann::ordered_json links = nlohmann::ordered_json::array();
@@ -58,7 +58,10 @@ nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::Me
     links.push_back({{"link", l.name}, {"class", l.cls}, {"bytes", l.bytes}, {"utilisation", l.utilisation}});
   }
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
-  for (const auto& b : mem.stages) stages.push_back({{"stage", b.stage}, {"bytes", b.total()}});
+  for (const auto& b : mem.stages) {
+    stages.push_back({{"stage", b.stage}, {"bytes", b.total()}});
+    if (mem.host_capacity > 0.0) stages.back()["host_bytes"] = b.host;
+  }
   return {{"step_time", f.step_time},
           {"samples_per_s", f.samples_per_s},
           {"tokens_per_s", f.tokens_per_s},
@@ -67,7 +70,11 @@ nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::Me
           {"mfu", f.mfu},
           {"bubble_fraction", f.bubble_fraction},
           {"communication", comm},
-          {"memory", {{"capacity", mem.capacity}, {"fits", mem.fits()}, {"stages", stages}}},
+          {"memory", mem.host_capacity > 0.0 ? nlohmann::ordered_json{{"capacity", mem.capacity},
+                                                                     {"host_capacity", mem.host_capacity},
+                                                                     {"fits", mem.fits()},
+                                                                     {"stages", stages}}
+                                             : nlohmann::ordered_json{{"capacity", mem.capacity}, {"fits", mem.fits()}, {"stages", stages}}},
           {"busiest_links", links},
           {"bottleneck", f.bottleneck},
           {"ranks", ranks}};
@@ -159,11 +166,26 @@ void run_simulate(const SimulateArgs& a) {
     }
     fmt::print("{}\n", comm.render());
     fmt::print("{}\n", per_rank_table(s, f).render());
-    report::Table memt({"stage", "memory per rank", "capacity", ""}, {A::right, A::right, A::right, A::left});
+    // Offloading: each stage's host memory against the rank's share of its node's too.
+    const bool host = mem.host_capacity > 0.0;
+    std::vector<std::string> head{"stage", "memory per rank", "capacity", ""};
+    std::vector<A> align{A::right, A::right, A::right, A::left};
+    if (host) {
+      head.insert(head.end(), {"host memory per rank", "host share", ""});
+      align.insert(align.end(), {A::right, A::right, A::left});
+    }
+    report::Table memt(head, align);
+    auto verdict = [&](bool oom, const char* what) {
+      return oom ? (colour ? fmt::format("\x1b[31m{}\x1b[0m", what) : std::string(what)) : std::string("fits");
+    };
     for (const auto& b : mem.stages) {
-      const bool oom = b.total() > mem.capacity;
-      const std::string verdict = oom ? (colour ? "\x1b[31mOUT OF MEMORY\x1b[0m" : "OUT OF MEMORY") : "fits";
-      memt.add_row({std::to_string(b.stage), u::format_bytes(b.total()), u::format_bytes(mem.capacity), verdict});
+      std::vector<std::string> row{std::to_string(b.stage), u::format_bytes(b.total()), u::format_bytes(mem.capacity),
+                                   verdict(b.total() > mem.capacity, "OUT OF MEMORY")};
+      if (host) {
+        row.insert(row.end(), {u::format_bytes(b.host), u::format_bytes(mem.host_capacity),
+                               verdict(b.host > mem.host_capacity, "OUT OF HOST MEMORY")});
+      }
+      memt.add_row(row);
     }
     fmt::print("{}\n", memt.render());
     if (!f.busiest_links.empty()) {

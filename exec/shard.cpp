@@ -21,6 +21,10 @@ std::string unsupported_reason(const plan::Scenario& s) {
   if (s.training.optimizer == plan::Optimizer::sgd) {
     return "the executor trains with AdamW (training.optimizer: adamw or adamw8bit)";
   }
+  if (s.plan.offload_optimizer) {
+    return "offloading to host memory (plan.offload_optimizer / offload_params) is simulated only: the executor keeps "
+           "the optimizer and the parameters on the device";
+  }
   if (m.kind == plan::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
   if (m.moe() && (s.plan.tp > 1 || s.plan.ep > 1)) {
     return "the executor runs a mixture of experts with every expert on each rank (tp 1, ep 1) so far; expert and "

@@ -85,6 +85,8 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addText(QStringLiteral("plan.bucket_size"), tr("DP bucket size"));
   addChoice(QStringLiteral("plan.overlap_dp"), tr("Overlap gradient reduce"), {"true", "false"});
   addChoice(QStringLiteral("plan.overlap_param_gather"), tr("Overlap parameter gather (ZeRO 1)"), {"false", "true"});
+  addChoice(QStringLiteral("plan.offload_optimizer"), tr("Optimizer in host memory"), {"false", "true"});
+  addChoice(QStringLiteral("plan.offload_params"), tr("Parameters in host memory"), {"false", "true"});
   addChoice(QStringLiteral("plan.collective"), tr("Collective algorithm"),
             {"auto", "ring", "tree", "hierarchical", "nvls", "direct"});
 }
@@ -194,6 +196,8 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("plan.overlap_dp")] = s.plan.overlap_dp ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.overlap_param_gather")] =
       s.plan.overlap_param_gather ? QStringLiteral("true") : QStringLiteral("false");
+  v[QStringLiteral("plan.offload_optimizer")] = s.plan.offload_optimizer ? QStringLiteral("true") : QStringLiteral("false");
+  v[QStringLiteral("plan.offload_params")] = s.plan.offload_params ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.collective")] = q(plan::to_string(s.plan.collective));
   return v;
 }

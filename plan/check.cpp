@@ -213,6 +213,33 @@ void check(const Scenario& s) {
                         "do not do; or use plan.zero: 1",
                         p.zero, p.pp));
 
+  if (p.offload_optimizer) {
+    const topology::ClusterSpec& cl = s.cluster;
+    const bool shared = cl.intra.fabric == topology::IntraFabric::shared_memory;
+    c.require(!shared, "plan.offload_optimizer",
+              "CPU ranks (the shared-memory fabric) hold everything in host memory already: there is nothing to offload");
+    const bool own_links = cl.intra.fabric != topology::IntraFabric::pcie;
+    c.require(shared || (cl.host.described() && (!own_links || cl.host.link_bandwidth > 0.0)), "plan.offload_optimizer",
+              fmt::format("offloading needs the hosts on the cluster graph: add a cluster.host section (memory, "
+                          "memory_bandwidth{})",
+                          own_links ? ", link_bandwidth: each device's PCIe link to host memory" : ""));
+    c.require(p.grad_ranks() == 1 || p.zero >= 2, "plan.zero",
+              fmt::format("offloading the optimizer with {} {} needs ZeRO-2 or -3 (plan.zero: 2 or 3): each unit's "
+                          "gradients are reduce-scattered and leave the device as they are produced (ZeRO-Offload)",
+                          p.cp > 1 ? "dp x cp =" : "dp", p.grad_ranks()));
+    c.require(!p.offload_params || p.grad_ranks() == 1 || p.zero == 3, "plan.zero",
+              fmt::format("offloading the parameters with {} {} needs ZeRO-3 (plan.zero: 3): each rank copies its "
+                          "shard in, then the unit is all-gathered (ZeRO-Infinity)",
+                          p.cp > 1 ? "dp x cp =" : "dp", p.grad_ranks()));
+  }
+
+  c.require(!p.offload_optimizer || p.pp == 1 || m.kind != ModelKind::transformer || !m.tie_embeddings,
+            "plan.offload_optimizer",
+            fmt::format("offloading the optimizer with pp {} needs an untied LM head (model.tie_embeddings: false): the "
+                        "tied embedding's gradient is summed between the first and last stages, which units leaving "
+                        "the device one by one do not do",
+                        p.pp));
+
   c.require(p.collective != Collective::nvls || s.cluster.intra.fabric == topology::IntraFabric::nvswitch, "plan.collective",
             fmt::format("collective nvls reduces inside an NVSwitch, but the cluster's intra_node fabric is {}",
                         topology::to_string(s.cluster.intra.fabric)));

@@ -187,6 +187,24 @@ class Builder {
     return add(op, deps);
   }
 
+  // A copy between this rank's device and host memory (offloading): unit `unit`'s
+  // gradients out (to_host) or parameters in, on the copy stream of that direction.
+  std::int64_t copy(bool to_host, double bytes, int mb, int unit, std::span<const std::int64_t> deps) {
+    Op op;
+    op.kind = OpKind::copy;
+    op.category = Category::offload;
+    op.stream = to_host ? Stream::to_host : Stream::from_host;
+    op.what = unit < 0 ? ComputeWhat::embedding : unit == m_.layer_count() ? ComputeWhat::lm_head : ComputeWhat::layer;
+    op.rank = rank_;
+    op.micro_batch = mb;
+    op.layer = unit;
+    op.layer_end = unit + 1;
+    op.bytes = bytes;
+    op.gradient = to_host;
+    op.to_host = to_host;
+    return add(op, deps);
+  }
+
   // Dependencies for the next compute op: what it waits for besides stream order.
   std::vector<std::int64_t> take_pending() {
     std::vector<std::int64_t> d;
@@ -293,6 +311,11 @@ class Builder {
   // gather prefetched while this one computes.
   [[nodiscard]] bool sharded_grads() const { return p_.zero >= 2 && p_.grad_ranks() > 1; }
   [[nodiscard]] bool sharded_params() const { return p_.zero == 3 && p_.grad_ranks() > 1; }
+  // Offloading (ParallelPlan::offload_optimizer / offload_params) handles each unit the
+  // same way: its gradients copied out after their reduce-scatter (or after the backward),
+  // its parameters copied in before their gather (or before the pass). The shard a rank
+  // copies: its unit's parameters over the ranks ZeRO shards them over.
+  [[nodiscard]] double copied_share() const { return sharded_grads() ? 1.0 / p_.shard_size() : 1.0; }
   // Before the first compute op of `unit`'s pass: its gather (the next compute waits for it),
   // and the prefetch of `next` (no_unit: none) once the compute before this one is done.
   static constexpr int no_unit = -2;
@@ -310,7 +333,8 @@ class Builder {
   // Before the backward of `unit`: its gradients (and a tied head's, the embedding's) are
   // accumulated again only once the previous micro-batch's reduce-scatter has read them.
   void wait_for_grad_sync(int unit);
-  // After `unit`'s backward of micro-batch `mb`: its gradients' reduce-scatter.
+  // After `unit`'s backward of micro-batch `mb`: its gradients' reduce-scatter, and under
+  // offloading their copy to host memory.
   void shard_grads(int unit, int mb, std::span<const std::int64_t> deps);
 
   const Scenario& scenario_;

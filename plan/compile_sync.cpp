@@ -23,15 +23,20 @@ void Builder::param_gathers_first() {
 
 std::int64_t Builder::param_gather(int unit, std::span<const std::int64_t> deps) {
   auto gather = [&](int u) {
-    return collective_in(gather_groups, CollectiveOp::all_gather, Category::dp_comm, Stream::dp_gather,
-                         unit_params_[static_cast<std::size_t>(u + 1)] * e_, -1, u, u + 1, deps);
+    const double params = unit_params_[static_cast<std::size_t>(u + 1)];
+    std::vector<std::int64_t> d(deps.begin(), deps.end());
+    // Offloaded parameters: this rank's shard comes in from host memory first.
+    if (p_.offload_params) d.assign(1, copy(false, params * copied_share() * e_, -1, u, d));
+    if (!sharded_params()) return d.front();
+    return collective_in(gather_groups, CollectiveOp::all_gather, Category::dp_comm, Stream::dp_gather, params * e_, -1,
+                         u, u + 1, d);
   };
   if (head_uses_embedding(unit) && unit_params_[0] > 0.0) gather(-1);
   return gather(unit);
 }
 
 void Builder::gather_params(int unit, int next) {
-  if (!sharded_params() || gathered_params(unit) <= 0.0) return;
+  if (!p_.unit_params() || gathered_params(unit) <= 0.0) return;
   std::int64_t& ahead = prefetched_[static_cast<std::size_t>(unit + 1)];
   unit_waits_.push_back(ahead >= 0 ? std::exchange(ahead, -1) : param_gather(unit, {}));
   if (next == no_unit || gathered_params(next) <= 0.0 || prefetched_[static_cast<std::size_t>(next + 1)] >= 0) return;
@@ -43,7 +48,7 @@ void Builder::gather_params(int unit, int next) {
 }
 
 void Builder::wait_for_grad_sync(int unit) {
-  if (!sharded_grads()) return;
+  if (!p_.unit_grads()) return;
   for (int u : {unit, head_uses_embedding(unit) ? -1 : no_unit}) {
     if (u == no_unit) continue;
     if (const std::int64_t rs = unit_synced_[static_cast<std::size_t>(u + 1)]; rs >= 0) unit_waits_.push_back(rs);
@@ -52,17 +57,24 @@ void Builder::wait_for_grad_sync(int unit) {
 
 void Builder::shard_grads(int unit, int mb, std::span<const std::int64_t> deps) {
   const double params = unit_params_[static_cast<std::size_t>(unit + 1)];
-  if (!sharded_grads() || params <= 0.0) return;
+  if (!p_.unit_grads() || params <= 0.0) return;
   std::vector<std::int64_t> d;
   for (std::int64_t op : deps) {
     if (op >= 0) d.push_back(op);
   }
-  const std::int64_t rs = shard_collective(CollectiveOp::reduce_scatter, params * g_, mb, unit, unit + 1, d);
-  // Hybrid sharding sums the shard over the replicas once, after the last micro-batch's
-  // reduce-scatter (FSDP's all-reduce deferred over gradient accumulation): each shard group
-  // accumulates its own sum until then.
-  unit_synced_[static_cast<std::size_t>(unit + 1)] =
-      mb == shape_.micro_batches - 1 ? sum_over_replicas(rs, params * g_, mb, unit, unit + 1) : rs;
+  std::int64_t done = -1;
+  if (sharded_grads()) {
+    const std::int64_t rs = shard_collective(CollectiveOp::reduce_scatter, params * g_, mb, unit, unit + 1, d);
+    // Hybrid sharding sums the shard over the replicas once, after the last micro-batch's
+    // reduce-scatter (FSDP's all-reduce deferred over gradient accumulation): each shard
+    // group accumulates its own sum until then.
+    done = mb == shape_.micro_batches - 1 ? sum_over_replicas(rs, params * g_, mb, unit, unit + 1) : rs;
+    d.assign(1, done);
+  }
+  // Offloading: the (reduced) gradients go to host memory in the weights' type, where the
+  // host accumulates them in fp32 over the micro-batches (ZeRO-Offload).
+  if (p_.offload_optimizer) done = copy(true, params * copied_share() * e_, mb, unit, d);
+  unit_synced_[static_cast<std::size_t>(unit + 1)] = done;
 }
 
 void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad) {
@@ -94,7 +106,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   std::vector<std::int64_t> synced;
   // (ZeRO-2/3 reduce their gradients by unit, in the passes.)
   const std::vector<GradientBucket> buckets =
-      p_.grad_ranks() > 1 && !sharded_grads() ? gradient_buckets(src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
+      p_.grad_ranks() > 1 && !p_.unit_grads() ? gradient_buckets(src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
   // The tied embedding's gradient is summed between the first and last stage (Megatron's
   // embedding group): after the data-parallel sync, or with ZeRO-1, whose reduce-scatter
   // leaves each rank only its share summed, before the bucket that holds it.
@@ -104,9 +116,9 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     return collective_in(embedding_groups, CollectiveOp::all_reduce, Category::pp_comm, Stream::dp, word * g_, -1,
                          stage == 0 ? -1 : m_.layer_count(), stage == 0 ? 0 : m_.layer_count() + 1, deps);
   };
-  // ZeRO-2/3: the units' gradients were reduce-scattered after each backward; the step
-  // waits for the last of each.
-  if (sharded_grads()) {
+  // ZeRO-2/3: the units' gradients were reduce-scattered (or offloaded: copied out) after
+  // each backward; the step waits for the last of each.
+  if (p_.unit_grads()) {
     // The dp stream runs them in order: the last one emitted ends after all of them (and
     // only it makes the host wait, the backward's others running under the compute).
     const std::int64_t last = *std::max_element(unit_synced_.begin(), unit_synced_.end());
@@ -178,11 +190,27 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   for (std::int64_t op : synced) {
     if (op >= 0) prog_.ops[static_cast<std::size_t>(op)].host_sync = true;
   }
-  auto [it, fresh] = optimizer_kernels_.try_emplace(shard, -1);
-  if (fresh) it->second = add_kernels(optimizer_kernels(scenario_, shard));
-  next_kernels(it->second);
-  const std::int64_t opt = compute(ComputeWhat::optimizer, Category::optimizer, -1, 12.0 * shard, opt_bytes, -1, -1,
-                                   -1, synced);
+  std::int64_t opt = -1;
+  if (p_.offload_optimizer) {
+    // The host's optimizer step (DeepSpeed's CPU Adam): it reads the fp32 master weights
+    // and gradients and the state, writes them back and writes the 16-bit weights for the
+    // copy in; its time is the host memory traffic (host_optimizer_bytes).
+    Op op;
+    op.kind = OpKind::compute;
+    op.category = Category::optimizer;
+    op.stream = Stream::host;
+    op.what = ComputeWhat::optimizer;
+    op.rank = rank_;
+    op.flops = 12.0 * shard;
+    op.bytes = host_optimizer_bytes(t_.optimizer, e_) * shard;
+    std::sort(synced.begin(), synced.end());
+    opt = add(op, synced);
+  } else {
+    auto [it, fresh] = optimizer_kernels_.try_emplace(shard, -1);
+    if (fresh) it->second = add_kernels(optimizer_kernels(scenario_, shard));
+    next_kernels(it->second);
+    opt = compute(ComputeWhat::optimizer, Category::optimizer, -1, 12.0 * shard, opt_bytes, -1, -1, -1, synced);
+  }
   // ZeRO-1 gathers the updated parameters by bucket, ZeRO-2 by unit (ZeRO-3 gathers them
   // before each use).
   if (p_.zero == 1 && !p_.defers_param_gather()) {  // no buckets with dp 1
@@ -192,10 +220,17 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     for (const GradientBucket& b : expert_buckets) {
       expert_collective(CollectiveOp::all_gather, b.params * e_, b, std::span<const std::int64_t>(&opt, 1));
     }
-  } else if (sharded_grads() && !sharded_params()) {
+  } else if ((sharded_grads() && !sharded_params()) || (p_.offload_optimizer && !p_.offload_params)) {
+    // Unit by unit: the updated shard copied in from the host (offloading), then gathered
+    // (ZeRO-2).
     for (int u = -1; u <= m_.layer_count(); ++u) {
       const double n = unit_params_[static_cast<std::size_t>(u + 1)];
-      if (n > 0.0) shard_collective(CollectiveOp::all_gather, n * e_, -1, u, u + 1, std::span<const std::int64_t>(&opt, 1));
+      if (n <= 0.0) continue;
+      std::int64_t ready = opt;
+      if (p_.offload_optimizer) ready = copy(false, n * copied_share() * e_, -1, u, std::span<const std::int64_t>(&ready, 1));
+      if (sharded_grads() && !sharded_params()) {
+        shard_collective(CollectiveOp::all_gather, n * e_, -1, u, u + 1, std::span<const std::int64_t>(&ready, 1));
+      }
     }
   }
 }

@@ -73,6 +73,7 @@ std::string layout_string(const ParallelPlan& p) {
   if (p.sequence_parallel && p.tp > 1) notes.emplace_back("sequence parallel");
   if (p.tp_comm_overlap && p.tp > 1) notes.emplace_back("tp comm overlap");
   if (p.ep > 1) notes.push_back(fmt::format("ep {}", p.ep));
+  if (p.offload_optimizer) notes.emplace_back(p.offload_params ? "optimizer and parameters offloaded" : "optimizer offloaded");
   return fmt::format("dp {} x tp {} x pp {}{}{}", p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "",
                      notes.empty() ? "" : fmt::format(" ({})", fmt::join(notes, ", ")));
 }
@@ -100,6 +101,13 @@ nlohmann::ordered_json to_json(const Scenario& s) {
                              {"latency", c.inter.latency},                 {"shape", topology::to_string(c.inter.shape)},
                              {"oversubscription", c.inter.oversubscription}, {"leaf_downlinks", c.inter.leaf_downlinks},
                              {"attach_bandwidth", c.inter.attach_bandwidth}};
+  }
+  if (c.host.described()) {
+    cluster["host"] = {{"memory", c.host.memory}, {"memory_bandwidth", c.host.memory_bandwidth}};
+    if (c.host.link_bandwidth > 0.0) {
+      cluster["host"].update({{"link_bandwidth", c.host.link_bandwidth}, {"devices_per_link", c.host.devices_per_link},
+                              {"latency", c.host.latency}});
+    }
   }
   if (c.wan) {
     cluster["wan"] = {{"first_group_nodes", c.wan->first_group_nodes}, {"bandwidth", c.wan->bandwidth},
@@ -142,7 +150,8 @@ nlohmann::ordered_json to_json(const Scenario& s) {
        {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp}, {"ep", p.ep}, {"virtual_stages", p.virtual_stages},
         {"schedule", to_string(p.schedule)}, {"sequence_parallel", p.sequence_parallel},
         {"pp_scatter_gather", p.pp_scatter_gather}, {"tp_comm_overlap", p.tp_comm_overlap}, {"zero", p.zero}, {"shard_group", p.shard_size()},
-        {"bucket_bytes", p.bucket_bytes}, {"overlap_dp", p.overlap_dp}, {"overlap_param_gather", p.overlap_param_gather}, {"collective", to_string(p.collective)},
+        {"bucket_bytes", p.bucket_bytes}, {"overlap_dp", p.overlap_dp}, {"overlap_param_gather", p.overlap_param_gather},
+        {"offload_optimizer", p.offload_optimizer}, {"offload_params", p.offload_params}, {"collective", to_string(p.collective)},
         {"placement", placement_string(p)}, {"world", p.world()}}},
       {"hardware", {{"profile", s.hardware.profile}}},
       {"run", {{"backend", to_string(s.run.backend)}, {"steps", s.run.steps}, {"warmup", s.run.warmup},
@@ -187,12 +196,15 @@ std::string describe(const Scenario& s) {
                      t.global_batch, t.micro_batch, s.micro_batches(), topology::to_string(t.precision),
                      topology::to_string(t.grad_dtype), to_string(t.optimizer), to_string(t.recompute),
                      to_string(t.attention));
-  out += fmt::format("plan      dp {} x tp {} x pp {}{} = {} devices{}, schedule {}{}, ZeRO-{}{}, buckets {}, collective {}, "
-                     "placement {}\n",
+  out += fmt::format("plan      dp {} x tp {} x pp {}{} = {} devices{}, schedule {}{}, ZeRO-{}{}{}, buckets {}, "
+                     "collective {}, placement {}\n",
                      p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "", p.world(),
                      p.ep > 1 ? fmt::format(", experts over ep {}", p.ep) : "", to_string(p.schedule),
                      p.virtual_stages > 1 ? fmt::format(" (v = {})", p.virtual_stages) : "", p.zero,
                      p.hybrid_shard() ? fmt::format(" in shard groups of {}", p.shard_size()) : "",
+                     p.offload_optimizer ? (p.offload_params ? ", optimizer and parameters offloaded to host memory"
+                                                             : ", optimizer offloaded to host memory")
+                                         : "",
                      u::format_bytes(p.bucket_bytes), to_string(p.collective), placement_string(p));
   return out;
 }

@@ -117,7 +117,8 @@ DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& whe
 }
 
 ClusterSpec read_cluster(const Value& v, LocationMap& where) {
-  Reader r(v, "cluster", {"preset", "name", "nodes", "gpus_per_node", "device", "intra_node", "inter_node", "wan", "collectives"},
+  Reader r(v, "cluster", {"preset", "name", "nodes", "gpus_per_node", "device", "intra_node", "inter_node", "wan", "host",
+            "collectives"},
            &where);
   ClusterSpec c;
   c.name = r.string("name", std::string("custom"));
@@ -184,6 +185,25 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
   } else if (c.nodes > 1) {
     r.fail("inter_node", fmt::format("a cluster of {} nodes needs an 'inter_node' section (nics_per_node, nic_bandwidth, "
                                      "latency, shape)", c.nodes));
+  }
+
+  if (const Value* host = r.get("host"); host != nullptr && host->kind != Value::Kind::null) {
+    Reader h(*host, "cluster.host", {"memory", "memory_bandwidth", "link_bandwidth", "devices_per_link", "latency"}, &where);
+    c.host.memory = h.bytes("memory", std::nullopt);
+    c.host.memory_bandwidth = h.bandwidth("memory_bandwidth", std::nullopt);
+    const bool own_links = c.intra.fabric == IntraFabric::nvswitch || c.intra.fabric == IntraFabric::nvlink_mesh;
+    if (own_links) {
+      c.host.link_bandwidth = h.bandwidth("link_bandwidth", 0.0);  // 0: the links are not described
+      c.host.devices_per_link = h.integer("devices_per_link", 1, 1, 1024);
+      c.host.latency = h.duration("latency", 2e-6);
+    } else {
+      for (const char* key : {"link_bandwidth", "devices_per_link", "latency"}) {
+        if (user_set(h, key)) {
+          h.fail(key, fmt::format("applies only to the nvswitch and nvlink-mesh fabrics (under {} the devices reach the "
+                                  "host through the fabric itself)", topology::to_string(c.intra.fabric)));
+        }
+      }
+    }
   }
 
   // NCCL drives GPUs; CPU ranks on shared memory talk MPI.
@@ -333,7 +353,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
 ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   Reader r(v, "plan",
            {"dp", "tp", "pp", "cp", "ep", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "tp_comm_overlap", "zero", "shard_group", "bucket_size",
-            "overlap_dp", "overlap_param_gather", "collective", "placement"},
+            "overlap_dp", "overlap_param_gather", "offload_optimizer", "offload_params", "collective", "placement"},
            &where);
   ParallelPlan p;
   p.tp = r.integer("tp", 1);
@@ -362,6 +382,12 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   if (p.overlap_param_gather && p.zero != 1) {
     r.fail("overlap_param_gather", "overlapping the parameter all-gather needs the distributed optimizer (plan.zero: 1), "
                                    "whose all-gather it moves");
+  }
+  p.offload_optimizer = r.boolean("offload_optimizer", false);
+  p.offload_params = r.boolean("offload_params", false);
+  if (p.offload_params && !p.offload_optimizer) {
+    r.fail("offload_params", "offloading the parameters needs the optimizer offloaded too (plan.offload_optimizer: "
+                             "true): the host's optimizer step updates them in place (ZeRO-Infinity)");
   }
   p.collective = r.choice<Collective>("collective", Collective::automatic,
                                       {{"auto", Collective::automatic},

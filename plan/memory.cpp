@@ -16,6 +16,11 @@ const MemoryBreakdown& MemoryReport::peak() const {
                            [](const MemoryBreakdown& a, const MemoryBreakdown& b) { return a.total() < b.total(); });
 }
 
+const MemoryBreakdown& MemoryReport::host_peak() const {
+  return *std::max_element(stages.begin(), stages.end(),
+                           [](const MemoryBreakdown& a, const MemoryBreakdown& b) { return a.host < b.host; });
+}
+
 namespace {
 
 // What one layer's backward holds besides the stored activations, at the step's peak (the
@@ -71,6 +76,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
 
   MemoryReport report;
   report.capacity = s.cluster.device.memory_bytes;
+  if (p.offload_optimizer) report.host_capacity = s.cluster.host.memory / std::max(1, std::min(s.cluster.gpus_per_node, p.world()));
   for (int stage = 0; stage < p.pp; ++stage) {
     MemoryBreakdown b;
     b.stage = stage;
@@ -138,7 +144,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
     // ZeRO-2/3's units (gradient_sources): at most two are whole at once, the one computing
     // and the one in its reduce-scatter (gradients) or gather (ZeRO-3's parameters).
     double largest_unit = 0.0;
-    if (sharded >= 2) {
+    if (sharded >= 2 || p.offload_optimizer) {
       const bool transformer = m.kind == ModelKind::transformer;
       for (const GradientSource& u : gradient_sources(s, stage, transformer && stage == p.pp - 1, stage == 0)) {
         largest_unit = std::max(largest_unit, u.params);
@@ -152,6 +158,19 @@ MemoryReport memory_per_rank(const Scenario& s) {
     const double state_params = optimizer_shard_params(p, b.parameters, p.ep > 1 ? experts : 0.0);
     b.master = mixed ? state_params * 4.0 : 0.0;
     b.optimizer = state_params * optimizer_bytes;
+    if (p.offload_optimizer) {
+      // In host memory: the master weights (fp32 even when training in fp32: they are the
+      // weights the host updates), the state and the gradients accumulated in fp32; on the
+      // device two units' gradients (and, offloading the parameters, weights) whole.
+      b.host = state_params * (4.0 + optimizer_bytes + 4.0);
+      b.master = 0.0;
+      b.optimizer = 0.0;
+      b.gradients = 2.0 * largest_unit * e;  // copied out in the weights' type
+      if (p.offload_params) {
+        b.host += state_params * e;
+        b.weights = 2.0 * largest_unit * e + fp8_weights;
+      }
+    }
     b.workspace = s.cluster.device.workspace_bytes;
     report.stages.push_back(b);
   }
@@ -161,13 +180,19 @@ MemoryReport memory_per_rank(const Scenario& s) {
 std::string describe_memory(const MemoryReport& r) {
   namespace u = units;
   const MemoryBreakdown& b = r.peak();
+  std::string host;
+  if (r.host_capacity > 0.0) {
+    const MemoryBreakdown& h = r.host_peak();
+    host = fmt::format("; host memory: stage {} keeps {} of its {} share ({})", h.stage, u::format_bytes(h.host),
+                       u::format_bytes(r.host_capacity), r.host_fits() ? "fits" : "OUT OF HOST MEMORY");
+  }
   return fmt::format(
       "stage {} needs {} of {} ({}): weights {}, gradients {}, master weights {}, optimizer {}, activations {} "
-      "({} in flight), logits {} ({} in flight), workspace {}",
-      b.stage, u::format_bytes(b.total()), u::format_bytes(r.capacity), r.fits() ? "fits" : "OUT OF MEMORY",
+      "({} in flight), logits {} ({} in flight), workspace {}{}",
+      b.stage, u::format_bytes(b.total()), u::format_bytes(r.capacity), b.total() <= r.capacity ? "fits" : "OUT OF MEMORY",
       u::format_bytes(b.weights), u::format_bytes(b.gradients), u::format_bytes(b.master), u::format_bytes(b.optimizer),
       u::format_bytes(b.activations), b.in_flight, u::format_bytes(b.logits), b.logits_in_flight,
-      u::format_bytes(b.workspace));
+      u::format_bytes(b.workspace), host);
 }
 
 }  // namespace parasim::plan

@@ -16,6 +16,12 @@
 // AdamW is then 2 + 2 + 4 + 8 = 16 bytes per parameter without ZeRO with 16-bit gradients
 // (fp16), 2 + 4 + 4 + 8 = 18 with fp32 ones (bf16).
 //
+// Offloading (plan.offload_optimizer): master weights, optimizer state and the gradients
+// accumulated in fp32 move to host memory (`host`, per rank, against the rank's share of its
+// node's host memory); the device keeps two units' gradients whole in the weights' type (the
+// one computing and the one being copied out). offload_params moves the weights too, the device keeping two
+// units whole (the one computing and the one being copied in).
+//
 // Activations: the bytes one micro-batch leaves in a model chunk (accounting.hpp, per
 // layer, times the chunk's layers; the largest chunk's) for each chunk the stage holds,
 // and on the last stage the fp32 logits (sharded over tp) of each micro-batch between its
@@ -45,6 +51,7 @@ struct MemoryBreakdown {
   double activations = 0.0;
   double logits = 0.0;
   double workspace = 0.0;
+  double host = 0.0;         // in host memory (offloading), not part of total()
   int in_flight = 0;         // (micro-batch, chunk) activations held at the stage's peak
   int logits_in_flight = 0;  // micro-batches whose logits are held then (last stage)
 
@@ -56,8 +63,12 @@ struct MemoryBreakdown {
 struct MemoryReport {
   std::vector<MemoryBreakdown> stages;  // one per pipeline stage (tp and dp ranks alike)
   double capacity = 0.0;
+  double host_capacity = 0.0;  // a rank's share of its node's host memory; 0: nothing offloaded
   [[nodiscard]] const MemoryBreakdown& peak() const;
-  [[nodiscard]] bool fits() const { return peak().total() <= capacity; }
+  // The stage holding the most in host memory.
+  [[nodiscard]] const MemoryBreakdown& host_peak() const;
+  [[nodiscard]] bool host_fits() const { return host_capacity <= 0.0 || host_peak().host <= host_capacity; }
+  [[nodiscard]] bool fits() const { return peak().total() <= capacity && host_fits(); }
 };
 
 MemoryReport memory_per_rank(const Scenario& s);

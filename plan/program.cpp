@@ -11,6 +11,9 @@ std::string_view to_string(Stream s) {
     case Stream::pp: return "pp-comm";
     case Stream::dp: return "dp-comm";
     case Stream::dp_gather: return "dp-gather";
+    case Stream::to_host: return "to-host";
+    case Stream::from_host: return "from-host";
+    case Stream::host: return "host";
   }
   return "?";
 }
@@ -26,6 +29,7 @@ std::string_view to_string(Category c) {
     case Category::dp_comm: return "dp";
     case Category::cp_comm: return "cp";
     case Category::ep_comm: return "ep";
+    case Category::offload: return "offload";
   }
   return "?";
 }
@@ -76,7 +80,16 @@ std::string op_name(const Program& p, std::int64_t id) {
       static constexpr const char* piece[] = {"", " prepare", " column", " middle", " row", " wgrad", " block", " finish", " merge",
                                               " experts"};
       const std::string step = o.step >= 0 ? " #" + std::to_string(o.step) : "";
-      return std::string(phase) + what[static_cast<int>(o.what)] + piece[static_cast<int>(o.piece)] + step + layer + mb;
+      const char* host = o.stream == Stream::host ? "host " : "";
+      return std::string(host) + phase + what[static_cast<int>(o.what)] + piece[static_cast<int>(o.piece)] + step + layer +
+             mb;
+    }
+    case OpKind::copy: {
+      // "offload grads L12 mb3", "fetch params lm-head"; Op::what names the unit.
+      const std::string unit = o.what == ComputeWhat::embedding ? " embedding"
+                               : o.what == ComputeWhat::lm_head ? " lm-head"
+                                                                : layer;
+      return std::string(o.to_host ? "offload " : "fetch ") + (o.gradient ? "grads" : "params") + unit + mb;
     }
     case OpKind::send:
     case OpKind::recv:

@@ -3,6 +3,8 @@
 //
 // Execution rules, which the simulator and the executor both follow:
 //   * compute, tp-comm, dp-comm and dp-gather streams run their ops one at a time in program order;
+//   * to-host and from-host streams run their copies one at a time in program order, as a
+//     device's two copy engines do, and the host stream the rank's host-side optimizer step;
 //   * pp-comm ops (send / recv) are posted in program order but complete independently,
 //     as non-blocking point-to-point does: a send starts once its dependencies are done, a
 //     recv completes when the matching send's data has arrived (pairs share `match`);
@@ -28,9 +30,16 @@ namespace parasim::plan {
 
 // dp_gather: ZeRO-3's parameter all-gathers, on their own stream and communicators beside
 // the gradients' reduce-scatters (as FSDP runs them), so that neither waits for the other.
-enum class Stream : std::uint8_t { compute, tp, pp, dp, dp_gather };
-enum class OpKind : std::uint8_t { compute, send, recv, collective };
-enum class Category : std::uint8_t { forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm, cp_comm, ep_comm };
+// to_host / from_host: copies between the device and its host's memory (offloading, over
+// the device's PCIe path); host: the rank's work on the host's cores (the offloaded
+// optimizer step).
+enum class Stream : std::uint8_t { compute, tp, pp, dp, dp_gather, to_host, from_host, host };
+// copy: `bytes` between the rank's device and its node's host memory (Op::to_host says
+// which way): an offloaded unit's gradients out, its parameters in.
+enum class OpKind : std::uint8_t { compute, send, recv, collective, copy };
+enum class Category : std::uint8_t {
+  forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm, cp_comm, ep_comm, offload
+};
 // all_to_all: every member sends each other member an equal share of its buffer (`bytes`,
 // its own share staying), as expert parallelism's token dispatch and combine.
 enum class CollectiveOp : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all };
@@ -67,8 +76,8 @@ enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicat
 // layer norm's).
 enum class LayerPiece : std::uint8_t { whole, prepare, column, middle, row, wgrad, block, finish, merge, experts };
 
-inline constexpr int stream_count = 5;
-inline constexpr std::size_t category_count = 9;
+inline constexpr int stream_count = 8;
+inline constexpr std::size_t category_count = 10;
 std::string_view to_string(Stream s);
 std::string_view to_string(Category c);
 std::string_view to_string(CollectiveOp c);
@@ -91,7 +100,8 @@ struct Op {
   double flops = 0.0;            // compute
   double bytes = 0.0;            // compute: memory traffic; comm: payload per rank
   std::int32_t peer = -1;        // send / recv
-  bool gradient = false;         // send / recv (and their tp gathers): gradients (backward) rather than activations
+  bool gradient = false;         // send / recv (and their tp gathers), copy: gradients rather than activations / parameters
+  bool to_host = false;          // copy: device to host memory (else host to device)
   std::int32_t group = -1;       // collective: Program::groups index
   std::int64_t match = -1;       // send/recv pair id, or collective instance id
   std::int32_t gemms = -1;       // compute: Program::gemm_sets index

@@ -25,6 +25,12 @@ enum class Optimizer { adamw, sgd, adamw8bit };
 inline double optimizer_state_bytes(Optimizer o) {
   return o == Optimizer::adamw ? 8.0 : o == Optimizer::sgd ? 4.0 : 2.0 + 8.0 / 2048.0;
 }
+// Host memory traffic per parameter of the offloaded optimizer step (DeepSpeed's CPU
+// Adam, one fused pass): it reads the fp32 master weight, the fp32 gradient and the state,
+// and writes the master weight, the state and the `weight_bytes` weight copied back in.
+inline double host_optimizer_bytes(Optimizer o, int weight_bytes) {
+  return 4.0 + 4.0 + 4.0 + 2.0 * optimizer_state_bytes(o) + weight_bytes;
+}
 enum class Recompute { none, selective, full };
 enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b };
 enum class Collective { automatic, ring, tree, hierarchical, nvls, direct };
@@ -106,6 +112,17 @@ struct ParallelPlan {
   // updated parameters' all-gathers run under the next step's forward, each layer waiting
   // for its bucket, instead of after the optimizer.
   bool overlap_param_gather = false;
+  // Offloading to host memory (DeepSpeed's ZeRO-Offload and ZeRO-Infinity, Megatron-Core's
+  // --optimizer-cpu-offload). offload_optimizer: the fp32 master weights, the optimizer
+  // state and an fp32 copy of the main gradients live in host memory; each unit's
+  // gradients leave the device after every micro-batch's backward of it (after their
+  // reduce-scatter under ZeRO-2/3), the optimizer step runs on the host's cores (CPU Adam,
+  // bound by host memory bandwidth), and the updated 16-bit parameters are copied back.
+  // offload_params (with offload_optimizer): the 16-bit parameters too stay in host memory,
+  // each unit copied to the device before each pass over it, one unit ahead (under ZeRO-3
+  // each rank copies its shard, then the unit is all-gathered).
+  bool offload_optimizer = false;
+  bool offload_params = false;
   Collective collective = Collective::automatic;
   std::array<Dim, 4> placement{Dim::tp, Dim::cp, Dim::dp, Dim::pp};  // innermost first (Megatron's order)
 
@@ -118,6 +135,11 @@ struct ParallelPlan {
   [[nodiscard]] int shard_size() const { return shard_group > 0 && zero >= 1 ? shard_group : grad_ranks(); }
   [[nodiscard]] bool hybrid_shard() const { return shard_size() < grad_ranks(); }
   // ZeRO-1's parameter all-gathers open the next step (overlap_param_gather with dp > 1).
+  // Each unit's gradients leave the device after every backward of it: reduce-scattered
+  // (ZeRO-2/3 with several gradient ranks) or copied to host memory (offload_optimizer).
+  [[nodiscard]] bool unit_grads() const { return (zero >= 2 && grad_ranks() > 1) || offload_optimizer; }
+  // Each unit's parameters arrive before each pass over it: gathered (ZeRO-3) or copied in.
+  [[nodiscard]] bool unit_params() const { return (zero == 3 && grad_ranks() > 1) || offload_params; }
   [[nodiscard]] bool defers_param_gather() const { return overlap_param_gather && zero == 1 && grad_ranks() > 1; }
 };
 

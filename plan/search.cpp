@@ -7,6 +7,7 @@
 #include "plan/check.hpp"
 #include "plan/describe.hpp"
 #include "plan/diagnostics.hpp"
+#include "plan/memory.hpp"
 #include "plan/program.hpp"
 
 namespace parasim::plan {
@@ -94,6 +95,9 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
   const int n = devices > 0 ? devices : base.cluster.total_gpus();
   const bool transformer = base.model.kind == ModelKind::transformer;
   const int layers = base.model.layer_count();
+  const topology::ClusterSpec& cl = base.cluster;
+  const bool offload = cl.host.described() && cl.intra.fabric != topology::IntraFabric::shared_memory &&
+                       (cl.intra.fabric == topology::IntraFabric::pcie || cl.host.link_bandwidth > 0.0);
   std::vector<Candidate> out;
   for (int tp : divisors(n)) {
     if (!transformer && tp > 1) break;
@@ -169,7 +173,18 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
                     c.recompute = r;
                     for (const auto& place : placements(c.plan)) {
                       c.plan.placement = place;
-                      if (valid(with_candidate(base, c))) out.push_back(c);
+                      const Scenario cs = with_candidate(base, c);
+                      if (!valid(cs)) continue;
+                      out.push_back(c);
+                      // Offloading, where the hosts are on the graph and the plan does not
+                      // fit without it: the optimizer, then the parameters too.
+                      if (!offload || memory_per_rank(cs).fits()) continue;
+                      for (int mode = 1; mode <= 2; ++mode) {
+                        Candidate o = c;
+                        o.plan.offload_optimizer = true;
+                        o.plan.offload_params = mode == 2;
+                        if (valid(with_candidate(base, o))) out.push_back(o);
+                      }
                     }
                   }
                 }
@@ -183,14 +198,23 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
   return out;
 }
 
+std::string sharding_string(const ParallelPlan& p) {
+  std::string out = std::to_string(p.zero);
+  if (p.hybrid_shard()) out += fmt::format(" /{}", p.shard_size());
+  if (p.offload_optimizer) out += p.offload_params ? " +off(o,p)" : " +off(o)";
+  return out;
+}
+
 std::string describe(const Candidate& c) {
   const ParallelPlan& p = c.plan;
-  return fmt::format("dp {} tp {} pp {}{}{}{} {} mb {} recompute {} zero {}{}{}{} placement {}", p.dp, p.tp, p.pp,
+  return fmt::format("dp {} tp {} pp {}{}{}{} {} mb {} recompute {} zero {}{}{}{}{} placement {}", p.dp, p.tp, p.pp,
                      p.cp > 1 ? fmt::format(" cp {}", p.cp) : "", p.ep > 1 ? fmt::format(" ep {}", p.ep) : "",
                      p.virtual_stages > 1 ? fmt::format(" x{}", p.virtual_stages) : "", to_string(p.schedule),
                      c.micro_batch, to_string(c.recompute), p.zero,
                      p.hybrid_shard() ? fmt::format(" shard {}", p.shard_size()) : "", p.sequence_parallel ? " sp" : "",
-                     p.tp_comm_overlap ? " overlap" : "", placement_string(p));
+                     p.tp_comm_overlap ? " overlap" : "",
+                     p.offload_optimizer ? (p.offload_params ? " offload optimizer+params" : " offload optimizer") : "",
+                     placement_string(p));
 }
 
 std::vector<std::string> overrides_of(const Candidate& c) {
@@ -206,6 +230,8 @@ std::vector<std::string> overrides_of(const Candidate& c) {
           fmt::format("plan.tp_comm_overlap={}", p.tp_comm_overlap ? "true" : "false"),
           fmt::format("plan.zero={}", p.zero),
           fmt::format("plan.shard_group={}", p.hybrid_shard() ? p.shard_size() : 0),
+          fmt::format("plan.offload_optimizer={}", p.offload_optimizer ? "true" : "false"),
+          fmt::format("plan.offload_params={}", p.offload_params ? "true" : "false"),
           fmt::format("plan.placement={}", placement_string(p)),
           fmt::format("training.micro_batch={}", c.micro_batch),
           fmt::format("training.recompute={}", to_string(c.recompute))};

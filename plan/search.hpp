@@ -11,7 +11,8 @@
 // stages and micro-batches), and interleaved 1F1B with every virtual stage count that
 // divides the layers per stage; recompute none, selective
 // (transformers) and full; ZeRO 0 and 1 (dp > 1); sequence parallelism off, on, and on with
-// tp communication overlap (tp > 1);
+// tp communication overlap (tp > 1); where the cluster's hosts are on the graph and a plan
+// does not fit, the same plan with the optimizer offloaded, and with the parameters too;
 // placements that map ranks differently (orders of the dimensions larger than 1).
 #pragma once
 
@@ -38,6 +39,10 @@ Scenario on_devices(const Scenario& base, int devices);
 // fixed order (the order of the loops above).
 std::vector<Candidate> enumerate_plans(const Scenario& base, int devices = 0);
 
+// The plan's ZeRO stage with its shard group and offloading, for a table's column:
+// "1", "3 /8" (hybrid, shard groups of 8), "2 +off(o)" (optimizer offloaded), "3 +off(o,p)"
+// (and the parameters).
+std::string sharding_string(const ParallelPlan& p);
 // "dp 8 tp 4 pp 2 x2 interleaved-1f1b mb 2 recompute selective zero 1 sp placement tp,dp,pp"
 std::string describe(const Candidate& c);
 // The --set overrides that turn the base scenario into this candidate.

@@ -36,6 +36,7 @@ int dimension_of(plan::Category c) {
     case plan::Category::dp_comm: return 2;
     case plan::Category::cp_comm: return 3;
     case plan::Category::ep_comm: return 4;
+    case plan::Category::offload: return 5;
     default: return -1;
   }
 }
@@ -88,9 +89,12 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
   }
 
   std::vector<Intervals> compute(static_cast<std::size_t>(trace.world));
+  std::vector<double> host(static_cast<std::size_t>(trace.world), 0.0);  // seconds on the host's cores (Stream::host)
+  double host_mean = 0.0;
   std::vector<std::array<Intervals, dimension_count>> comm(static_cast<std::size_t>(trace.world));
   for (const Span& sp : trace.spans) {
     if (sp.kind == plan::OpKind::recv) continue;  // waiting for a send, counted by the send
+    if (sp.stream == plan::Stream::host) host[static_cast<std::size_t>(sp.rank)] += sp.seconds();
     const int d = dimension_of(sp.category);
     auto& bucket = d < 0 ? compute[static_cast<std::size_t>(sp.rank)] : comm[static_cast<std::size_t>(sp.rank)][static_cast<std::size_t>(d)];
     bucket.emplace_back(sp.start, sp.end);
@@ -113,6 +117,7 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
       rf.bubble = step_ps > 0 ? (step_ps - static_cast<double>(union_length(working))) / step_ps : 0.0;
     }
     rf.rank = r;
+    host_mean += host[static_cast<std::size_t>(trace.mirror(r))] / trace.world;
     for (int d = 0; d < static_cast<int>(dimension_count); ++d) {
       f.comm_mean[static_cast<std::size_t>(d)] += rf.comm[static_cast<std::size_t>(d)] / trace.world;
       f.exposed_mean[static_cast<std::size_t>(d)] += rf.exposed[static_cast<std::size_t>(d)] / trace.world;
@@ -169,6 +174,8 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
       {f.exposed_mean[2], "exposed data-parallel gradient synchronisation" + link_hint(2)},
       {f.exposed_mean[3], "exposed context-parallel key/value exchange" + link_hint(3)},
       {f.exposed_mean[4], "exposed expert-parallel token all-to-all" + link_hint(4)},
+      {f.exposed_mean[5], "exposed offload copies between the devices and host memory" + link_hint(5)},
+      {host_mean, "the optimizer step on the hosts' cores (offloaded: bound by host memory bandwidth)"},
   };
   const auto top = std::max_element(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
   const double share = f.step_time > 0 ? top->seconds / f.step_time : 0.0;

@@ -25,13 +25,15 @@
 
 namespace parasim::report {
 
-enum class Dimension { tp = 0, pp = 1, dp = 2, cp = 3, ep = 4 };
-inline constexpr std::size_t dimension_count = 5;
-inline constexpr std::array<const char*, dimension_count> dimension_names{"tp", "pp", "dp", "cp", "ep"};
-// Whether a report shows dimension `d` for the plan: tp, pp and dp always, cp and ep only
-// where the plan has them (so that other plans' reports keep their shape).
+// offload: the copies between devices and host memory (plan.offload_optimizer), reported
+// as a dimension's communication is: busy time and the part compute does not hide.
+enum class Dimension { tp = 0, pp = 1, dp = 2, cp = 3, ep = 4, offload = 5 };
+inline constexpr std::size_t dimension_count = 6;
+inline constexpr std::array<const char*, dimension_count> dimension_names{"tp", "pp", "dp", "cp", "ep", "offload"};
+// Whether a report shows dimension `d` for the plan: tp, pp and dp always, cp, ep and
+// offload only where the plan has them (so that other plans' reports keep their shape).
 inline bool dimension_shown(const plan::ParallelPlan& p, std::size_t d) {
-  return d < 3 || (d == 3 && p.cp > 1) || (d == 4 && p.ep > 1);
+  return d < 3 || (d == 3 && p.cp > 1) || (d == 4 && p.ep > 1) || (d == 5 && p.offload_optimizer);
 }
 
 struct RankFigures {

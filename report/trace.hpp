@@ -31,7 +31,7 @@ struct Span {
 struct LinkUse {
   int link = -1;
   double bytes = 0.0;
-  std::array<double, 5> by_dimension{};  // of which tp, pp, dp, cp and ep traffic
+  std::array<double, 6> by_dimension{};  // of which tp, pp, dp, cp, ep and offload traffic
 };
 
 // A quantity over time, as a step function: each sample holds until the next.

@@ -392,4 +392,9 @@ double compute_seconds(const DeviceProfile& p, const plan::Program& program, con
   return op_seconds(p, gemms, passes, op.flops, op.bytes, op.category == plan::Category::optimizer, dtype);
 }
 
+double host_seconds(const plan::Scenario& s, const plan::Op& op) {
+  const int sharing = std::max(1, std::min(s.cluster.gpus_per_node, s.plan.world()));
+  return op.bytes / (s.cluster.host.memory_bandwidth / sharing);
+}
+
 }  // namespace parasim::sim

@@ -113,6 +113,11 @@ double op_seconds(const DeviceProfile& p, std::span<const plan::Gemm> gemms, dou
 double compute_seconds(const DeviceProfile& p, const plan::Program& program, const plan::Op& op,
                        topology::Dtype dtype);
 
+// Duration of an op on the host's cores (Stream::host: the offloaded optimizer step): its
+// bytes of host memory traffic at the rank's share of its node's host memory bandwidth
+// (every rank of the node steps at once).
+double host_seconds(const plan::Scenario& s, const plan::Op& op);
+
 // --- kernel level ------------------------------------------------------------------------
 // Seconds of one kernel's work on the device, launch excluded.
 double kernel_work_seconds(const DeviceProfile& p, const plan::Kernel& k, topology::Dtype dtype);

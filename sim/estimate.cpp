@@ -293,24 +293,37 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     return im.collective(s, Dim::dp, CollectiveOp::all_reduce, bytes / p.shard_size(), st, 1.0, plan::GroupPart::replica);
   };
   std::vector<double> sharded_loss(work.size(), 0.0);  // per micro-batch, what the traffic adds
-  if (sharded >= 2) {
+  // Offloading (plan.offload_optimizer / offload_params): each unit's gradients copied out
+  // per micro-batch, its parameters copied in per pass, on the two copy streams beside the
+  // dp ones; the rank's share of its PCIe path (every rank copies at once).
+  const double share = sharded >= 2 ? 1.0 / p.shard_size() : 1.0;  // of a unit, what a rank copies
+  auto host_copy = [&](double bytes) { return bytes > 0.0 ? im.host_copy(s, bytes) : 0.0; };
+  double offload_exposed = 0.0;  // per micro-batch, what the copies add (stage 0)
+  if (sharded >= 2 || p.offload_optimizer) {
     const double passes = t.recompute == plan::Recompute::full ? 3.0 : 2.0;
     for (int st = 0; st < p.pp; ++st) {
       const auto sti = static_cast<std::size_t>(st);
       double traffic = 0.0;
+      double out = 0.0, in = 0.0;  // copies to and from host memory
       double first = 0.0;
       for (const plan::GradientSource& u :
            plan::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer)) {
         // The sum over replicas comes once per step: a micro-batch's share of it here.
-        traffic += shard_op(CollectiveOp::reduce_scatter, u.params * ge, st) + replica_sum(u.params * ge, st) / mbs;
-        if (sharded == 3) {
-          const double gather = shard_op(CollectiveOp::all_gather, u.params * e, st);
+        if (sharded >= 2) {
+          traffic += shard_op(CollectiveOp::reduce_scatter, u.params * ge, st) + replica_sum(u.params * ge, st) / mbs;
+        }
+        if (p.offload_optimizer) out += host_copy(u.params * share * e);
+        if (sharded == 3 || p.offload_params) {
+          const double gather = sharded == 3 ? shard_op(CollectiveOp::all_gather, u.params * e, st) : 0.0;
+          const double fetch = p.offload_params ? host_copy(u.params * share * e) : 0.0;
           traffic += passes * gather;
-          if (u.layer >= 0 && u.layer < layers) first = gather;
+          in += passes * fetch;
+          if (u.layer >= 0 && u.layer < layers) first = gather + fetch;
         }
       }
       const double exposed = passes * v * first;
-      const double slower = std::max(work[sti] + exposed, traffic) - work[sti];
+      const double slower = std::max({work[sti] + exposed, traffic, out, in}) - work[sti];
+      if (st == 0 && p.offload_optimizer) offload_exposed = std::max({work[sti] + exposed, out, in}) - work[sti];
       sharded_loss[sti] = slower;
       // Spread over the passes as their share of the work.
       if (work[sti] > 0.0) back[sti] += slower * back[sti] / work[sti];
@@ -386,11 +399,13 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     };
     double free = end_bwd;  // when the dp stream and the stage are done
     std::vector<plan::GradientBucket> buckets;
-    if (sharded >= 2) {
-      // The last unit's reduce-scatter (the stage's lowest) follows the last backward.
+    if (sharded >= 2 || p.offload_optimizer) {
+      // The last unit's reduce-scatter (the stage's lowest) follows the last backward, and
+      // offloading its copy out.
       if (!sources.empty()) {
         const double bytes = sources.back().params * ge;
-        free += shard_op(CollectiveOp::reduce_scatter, bytes, st) + replica_sum(bytes, st);
+        if (sharded >= 2) free += shard_op(CollectiveOp::reduce_scatter, bytes, st) + replica_sum(bytes, st);
+        if (p.offload_optimizer) free += host_copy(sources.back().params * share * e);
       }
       if (sharded == 2) buckets = plan::gradient_buckets(sources, ge, 0.0);  // the parameters' gathers, a unit each
     } else if (p.grad_ranks() > 1) {
@@ -426,8 +441,17 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     // The host waits for the gradients before the step (the overflow and norm checks), then
     // issues the optimizer's kernels.
     const double d_opt = dispatch_seconds(prof, plan::Category::optimizer);
-    const double opt = kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
-                               : op_seconds(prof, {}, 1.0, 12.0 * shard, (8.0 + 2.0 * plan::optimizer_state_bytes(t.optimizer) + 2.0 * e) * shard, true, dtype);
+    double opt = kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
+                         : op_seconds(prof, {}, 1.0, 12.0 * shard, (8.0 + 2.0 * plan::optimizer_state_bytes(t.optimizer) + 2.0 * e) * shard, true, dtype);
+    if (p.offload_optimizer) {
+      // The host's step (host_seconds), then the updated weights copied in unit by unit.
+      plan::Op host;
+      host.bytes = plan::host_optimizer_bytes(t.optimizer, e) * shard;
+      opt = host_seconds(s, host);
+      if (!p.offload_params) {
+        for (const plan::GradientSource& u : sources) opt += host_copy(u.params * share * e);
+      }
+    }
     double end = free + opt;
     if ((sharded == 1 || sharded == 2) && !buckets.empty()) {
       double gathers = 0.0;
@@ -444,7 +468,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     }
     if (end > step) {
       step = end;
-      dp_exposed = free - end_bwd + mbs * sharded_loss[sti];
+      dp_exposed = free - end_bwd + mbs * (sharded_loss[sti] - (st == 0 ? offload_exposed : 0.0));
       optimizer = opt;
     }
   }
@@ -458,6 +482,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   out.cp_exposed = mbs * cp_per_layer * static_cast<double>(stage_layers[0].size());
   out.ep_exposed = mbs * ep_per_layer * static_cast<double>(stage_layers[0].size());
   out.optimizer = optimizer;
+  out.offload_exposed = mbs * offload_exposed;
   out.tokens_per_s = step > 0 ? static_cast<double>(t.global_batch) * m.tokens_per_sample() / step : 0.0;
   const double peak = s.cluster.device.peak(topology::storage_dtype(dtype));
   out.mfu = step > 0 && peak > 0 ? report::model_flops_per_step(s) / (step * p.world() * peak) : 0.0;
@@ -466,7 +491,9 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       {out.bubble * step, "pipeline bubble"}, {out.tp_exposed, "tensor-parallel communication"},
       {out.dp_exposed, "data-parallel gradient synchronisation"},
       {out.cp_exposed, "context-parallel key/value exchange"},
-      {out.ep_exposed, "expert-parallel token all-to-all"}};
+      {out.ep_exposed, "expert-parallel token all-to-all"},
+      {out.offload_exposed, "offload copies between the devices and host memory"},
+      {p.offload_optimizer ? out.optimizer : 0.0, "the optimizer step on the hosts' cores"}};
   const auto worst = std::max_element(std::begin(losses), std::end(losses),
                                       [](const auto& a, const auto& b) { return a.first < b.first; });
   out.bottleneck = step > 0 && worst->first >= 0.05 * step

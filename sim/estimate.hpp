@@ -59,6 +59,7 @@ struct StepEstimate {
   double dp_exposed = 0.0;    // seconds after the pipeline until the optimizer can start
   double cp_exposed = 0.0;    // seconds per step the cp ring's transfers are waited for
   double ep_exposed = 0.0;    // seconds per step in the experts' all-to-alls (waited for)
+  double offload_exposed = 0.0;  // seconds per step the copies to and from host memory add
   double optimizer = 0.0;
   double tokens_per_s = 0.0;
   double mfu = 0.0;

@@ -183,6 +183,23 @@ struct Estimator::Impl {
     return r.latency + (r.bottleneck > 0 ? bytes / r.bottleneck * contention_of(p, Dim::cp, 0, true) : 0.0);
   }
 
+  // A copy of `bytes` between device 0 and its host memory (offloading), stretched by the
+  // node's other ranks copying at once over the links they share (a PCIe switch's uplink).
+  double host_copy(const plan::Scenario& s, double bytes) {
+    const topology::Route& r = router.host_route(0, true);
+    const int ranks = std::min(s.plan.world(), cluster.spec().gpus_per_node);
+    int sharing = 1;
+    for (int l : r.links) {
+      int n = 0;
+      for (int d = 0; d < ranks; ++d) {
+        const auto& other = router.host_route(d, true).links;
+        n += std::find(other.begin(), other.end(), l) != other.end() ? 1 : 0;
+      }
+      sharing = std::max(sharing, n);
+    }
+    return r.latency + bytes / r.bottleneck * sharing;
+  }
+
   // One boundary's transfer from stage `stage` to the next (the tp 0, dp 0 ranks).
   double transfer(const plan::ParallelPlan& p, int stage, double bytes) {
     plan::Coord a;

@@ -29,6 +29,20 @@ void Network::transfer(int src, int dst, double bytes, std::function<void()> don
   start(route.links, {}, route.latency, bytes, std::move(done), traffic);
 }
 
+void Network::transfer_host(int device, bool to_host, double bytes, std::function<void()> done, int traffic) {
+  if (bytes <= 0.0) {
+    engine_.after(Time{}, std::move(done));
+    return;
+  }
+  if (folded()) {
+    const Folded& f = folded_flow(to_host ? FlowEnds{device, host_end, -1} : FlowEnds{host_end, device, -1}, false);
+    start(f.links, f.weights, f.latency, bytes, std::move(done), traffic);
+    return;
+  }
+  const topology::Route& route = router_.host_route(device, to_host);
+  start(route.links, {}, route.latency, bytes, std::move(done), traffic);
+}
+
 void Network::transfer_on_link(int link, double latency, double bytes, std::function<void()> done, int traffic,
                                int owner, bool single) {
   if (folded()) {
@@ -119,6 +133,12 @@ std::vector<Network::Copy> Network::copies(const FlowEnds& e, int count) {
       const int link = j == 0 ? e.link : port_image(cluster_, e.link, owner);
       out.push_back({{&link_ids_[static_cast<std::size_t>(link)], 1}, 0.0});
       owner = next[static_cast<std::size_t>(owner)];
+    } else if (a == host_end || b == host_end) {
+      // A copy between a device and its host: the device moves, its host with it.
+      const int device = a == host_end ? b : a;
+      const topology::Route& r = router_.host_route(device, b == host_end);
+      out.push_back({r.links, r.latency});
+      (a == host_end ? b : a) = next[static_cast<std::size_t>(device)];
     } else {
       const topology::Route& r = router_.route(a, b);
       out.push_back({r.links, r.latency});

@@ -59,6 +59,10 @@ struct Replicas {
 
 // A flow's ends as prepare_fold() needs them: devices src -> dst, or for a flow on one
 // link (`link` >= 0) the device whose port it is (`src`, else `dst`).
+// A flow end that is a device's own host memory (offload copies: FlowEnds{d, host_end} out,
+// {host_end, d} in).
+inline constexpr int host_end = -2;
+
 struct FlowEnds {
   int src = -1;
   int dst = -1;
@@ -77,8 +81,11 @@ class Network {
   Network(Engine& engine, const topology::Cluster& cluster);
 
   // Moves `bytes` from device `src` to device `dst`; `done` runs when the last byte arrives.
-  // `traffic` (0 tp, 1 pp, 2 dp, 3 cp, 4 ep, or -1) says whose bytes they are, for per-link accounting.
+  // `traffic` (0 tp, 1 pp, 2 dp, 3 cp, 4 ep, 5 offload, or -1) says whose bytes they are, for per-link accounting.
   void transfer(int src, int dst, double bytes, std::function<void()> done, int traffic = -1, bool single = false);
+  // Moves `bytes` between device `device` and its node's host memory (to_host: out), on
+  // the device's PCIe path (Router::host_route).
+  void transfer_host(int device, bool to_host, double bytes, std::function<void()> done, int traffic = -1);
   // Moves `bytes` over the single directed link `link`, entering it after `latency` seconds
   // (collectives that model a switch's own work use it for the device's port).
   // `owner` is the device whose port the link is (needed only when folded).
@@ -154,7 +161,7 @@ class Network {
   lmm::MaxMinSolver solver_;
   std::vector<Flow> flows_;         // indexed by solver flow id
   std::vector<double> carried_;     // bytes per link
-  std::array<std::vector<double>, 5> by_traffic_;  // bytes per link of tp, pp, dp, cp, ep traffic
+  std::array<std::vector<double>, 6> by_traffic_;  // bytes per link of tp, pp, dp, cp, ep, offload traffic
   std::vector<std::vector<std::pair<std::int64_t, double>>> rate_deltas_;  // per link, when recording
   bool solve_pending_ = false;
   std::uint64_t flows_started_ = 0;

@@ -200,7 +200,7 @@ double from_bits(std::uint64_t b) {
 
 }  // namespace
 
-int smallest_fitting_devices(const plan::Scenario& s, int devices) {
+int smallest_fitting_devices(const plan::Scenario& s, int devices, bool offload) {
   std::vector<long long> sizes;
   for (long long p = 1; p <= plan::limits::gpus; p *= 2) {
     for (long long d : {p, 3 * p}) {
@@ -212,6 +212,7 @@ int smallest_fitting_devices(const plan::Scenario& s, int devices) {
   for (long long d : sizes) {
     const plan::Scenario grown = plan::on_devices(s, static_cast<int>(d));
     for (const plan::Candidate& c : plan::enumerate_plans(grown, static_cast<int>(d))) {
+      if (!offload && c.plan.offload_optimizer) continue;
       if (plan::memory_per_rank(plan::with_candidate(grown, c)).fits()) return static_cast<int>(d);
     }
   }

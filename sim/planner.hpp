@@ -75,7 +75,8 @@ PlanReport merge_parts(const plan::Scenario& s, const PlanOptions& options, cons
 // The smallest device count above `devices` on which some plan of the scenario fits in
 // memory, trying 2^i and 3·2^i devices (whole nodes of the cluster's size, as on_devices
 // grows it) up to the documented limit; 0 when none does. Memory only: nothing is scored.
-int smallest_fitting_devices(const plan::Scenario& s, int devices);
+// offload false: plans that offload to host memory do not count.
+int smallest_fitting_devices(const plan::Scenario& s, int devices, bool offload = true);
 
 // Why a plan does not fit, as counted: "model state exceeds memory" when weights,
 // gradients and optimizer state alone do not fit, else "activations exceed memory".

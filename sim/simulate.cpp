@@ -107,6 +107,7 @@ class Runner {
     std::vector<FlowEnds> ends;
     for (const Op& o : prog_.ops) {
       if (o.kind == OpKind::send) ends.push_back({o.rank, o.peer, -1});
+      if (o.kind == OpKind::copy) ends.push_back(o.to_host ? FlowEnds{o.rank, host_end, -1} : FlowEnds{host_end, o.rank, -1});
     }
     for (const auto& members : instances_) {
       const Op& o = prog_.ops[static_cast<std::size_t>(members.front())];
@@ -150,7 +151,7 @@ class Runner {
       if (net_.bytes_carried(l) > 0.0) {
         t.links.push_back({l, net_.bytes_carried(l),
                            {net_.bytes_carried(l, 0), net_.bytes_carried(l, 1), net_.bytes_carried(l, 2), net_.bytes_carried(l, 3),
-                            net_.bytes_carried(l, 4)}});
+                            net_.bytes_carried(l, 4), net_.bytes_carried(l, 5)}});
       }
     }
     if (counters_) finish_counters(t);
@@ -266,7 +267,9 @@ class Runner {
         mark_started(id);
         if (counters_) memory_on_start(o);
         double secs = 0.0;
-        if (host_model_ && profile_.kernel_model() && o.kernels >= 0) {
+        if (o.stream == Stream::host) {
+          secs = host_seconds(s_, o);  // the offloaded optimizer, on the host's cores
+        } else if (host_model_ && profile_.kernel_model() && o.kernels >= 0) {
           // The first kernel is issued (now or earlier); the rest follow at the host's pace.
           const double first = Time::ps(issue_[static_cast<std::size_t>(id)] - engine_.now().picoseconds()).to_seconds();
           const auto& d = durations(o.kernels);
@@ -293,6 +296,10 @@ class Runner {
             arrived_[static_cast<std::size_t>(recv)] = 1;
           }
         }, report::dimension_of(o.category));
+        break;
+      case OpKind::copy:
+        mark_started(id);
+        net_.transfer_host(o.rank, o.to_host, o.bytes, [this, id] { complete(id); }, report::dimension_of(o.category));
         break;
       case OpKind::collective: {
         const std::int64_t instance = partner_[static_cast<std::size_t>(id)];

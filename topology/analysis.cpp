@@ -22,7 +22,7 @@ double intra_injection_bandwidth(const Cluster& c, int rank) {
   const Graph& g = c.graph();
   double sum = 0.0;
   for (auto e : boost::make_iterator_range(boost::out_edges(c.gpu(rank), g))) {
-    if (g[boost::target(e, g)].kind != VertexKind::nic) sum += g[e].bandwidth;
+    if (g[boost::target(e, g)].kind != VertexKind::nic && g[e].kind != LinkKind::host) sum += g[e].bandwidth;
   }
   return sum;
 }
@@ -70,6 +70,7 @@ double bisection_bandwidth(const Cluster& c) {
     f[r].reverse = e;
   };
   for (auto e : boost::make_iterator_range(boost::edges(g))) {
+    if (g[e].kind == LinkKind::host) continue;  // offload copies' links, not between devices
     add(boost::source(e, g), boost::target(e, g), cap(g[e].bandwidth));
   }
   // Super edges carry a device's own total link capacity: never the binding cut, and

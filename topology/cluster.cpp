@@ -1,5 +1,6 @@
 #include "topology/cluster.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -34,11 +35,25 @@ std::string_view to_string(LinkKind k) {
     case LinkKind::shared_memory: return "shared-memory";
     case LinkKind::network: return "network";
     case LinkKind::wan: return "wan";
+    case LinkKind::host: return "host";
   }
   return "?";
 }
 
 Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
+  hosts_.assign(static_cast<std::size_t>(spec_.nodes), Graph::null_vertex());
+  build_devices_and_network();
+  // The host tiers last, so that every other vertex and link keeps its id whether or not
+  // the hosts are described.
+  const auto g = static_cast<std::size_t>(spec_.gpus_per_node);
+  for (int n = 0; n < spec_.nodes; ++n) {
+    if (hosts_[static_cast<std::size_t>(n)] != Graph::null_vertex() || spec_.host.link_bandwidth <= 0.0) continue;
+    const auto first = gpus_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(n) * g);
+    hosts_[static_cast<std::size_t>(n)] = build_host(n, {first, first + static_cast<std::ptrdiff_t>(g)});
+  }
+}
+
+void Cluster::build_devices_and_network() {
   const bool networked = spec_.nodes > 1 || spec_.wan.has_value();
   std::vector<VertexId> nics;  // node-major
   for (int n = 0; n < spec_.nodes; ++n) {
@@ -130,6 +145,8 @@ std::vector<VertexId> Cluster::build_node(int node, bool with_nics) {
       break;
   }
 
+  hosts_[static_cast<std::size_t>(node)] = hub;  // pcie, shared-memory: the fabric's own
+
   if (!with_nics) return {};
   const int nic_count = spec_.inter.nics_per_node;
   const double attach = spec_.inter.attach_bandwidth;
@@ -155,6 +172,21 @@ std::vector<VertexId> Cluster::build_node(int node, bool with_nics) {
     }
   }
   return node_nics;
+}
+
+VertexId Cluster::build_host(int node, const std::vector<VertexId>& local) {
+  const NodeHostSpec& h = spec_.host;
+  const VertexId host = add_vertex(VertexKind::host, fmt::format("n{}.host", node), node, node);
+  const int per = std::max(1, h.devices_per_link);
+  for (std::size_t l = 0; l < local.size(); l += static_cast<std::size_t>(per)) {
+    const VertexId sw = add_vertex(VertexKind::pcie_switch, fmt::format("n{}.hostpcie{}", node, l / static_cast<std::size_t>(per)),
+                                   node, switch_count_++);
+    connect(sw, host, h.link_bandwidth, h.latency / 2, LinkClass::intra, LinkKind::host);
+    for (std::size_t k = l; k < std::min(local.size(), l + static_cast<std::size_t>(per)); ++k) {
+      connect(local[k], sw, h.link_bandwidth, h.latency / 2, LinkClass::intra, LinkKind::host);
+    }
+  }
+  return host;
 }
 
 std::vector<VertexId> Cluster::build_network(const std::vector<VertexId>& nics, int node_count,

@@ -14,6 +14,9 @@
 //                  ceil(leaf_downlinks / oversubscription) uplinks, one to each spine
 //   rail-optimized NIC j of every node joins rail j's leaf (one per rail and block of
 //                  leaf_downlinks nodes); leaves joined by spines as in the fat-tree
+//   host           (host section, nvswitch / nvlink-mesh) gpu <-> host pcie switch <->
+//                  host, devices_per_link devices per switch: links of kind host, which
+//                  carry offload copies only (routes between devices never take them)
 //   wan            each site's top switches <-> its gateway (non-blocking), and
 //                  gateway <-> gateway at the WAN bandwidth and latency
 //
@@ -33,7 +36,7 @@ namespace parasim::topology {
 
 enum class VertexKind { gpu, nvswitch, pcie_switch, host, nic, leaf_switch, spine_switch, wan_gateway };
 enum class LinkClass { intra, inter };
-enum class LinkKind { nvlink, pcie, shared_memory, network, wan };
+enum class LinkKind { nvlink, pcie, shared_memory, network, wan, host };
 
 std::string_view to_string(VertexKind k);
 std::string_view to_string(LinkClass c);
@@ -77,11 +80,16 @@ class Cluster {
   [[nodiscard]] const Vertex& vertex(VertexId v) const { return graph_[v]; }
   // "n0.gpu3 -> n0.nvswitch"
   [[nodiscard]] std::string link_name(int link_id) const;
+  // The host memory vertex of a node, or null_vertex() where the node has none.
+  [[nodiscard]] VertexId host(int node) const { return hosts_[static_cast<std::size_t>(node)]; }
 
  private:
+  void build_devices_and_network();
   VertexId add_vertex(VertexKind kind, std::string name, int node, int index);
   void connect(VertexId a, VertexId b, double bandwidth, double latency, LinkClass cls, LinkKind kind);
   std::vector<VertexId> build_node(int node, bool with_nics);  // returns its NICs
+  // The host tier of a node whose fabric has no host (HostSpec); returns its host vertex.
+  VertexId build_host(int node, const std::vector<VertexId>& local);
   // Returns the top-level switches (spines, or the only leaf).
   std::vector<VertexId> build_network(const std::vector<VertexId>& nics, int node_count, const std::string& prefix);
 
@@ -89,6 +97,7 @@ class Cluster {
   Graph graph_;
   std::vector<VertexId> gpus_;
   std::vector<EdgeId> edges_;
+  std::vector<VertexId> hosts_;  // per node (null_vertex() where none)
   int leaf_count_ = 0;
   int spine_count_ = 0;
   int switch_count_ = 0;

@@ -50,6 +50,22 @@ struct InterNodeSpec {
 enum class CollectiveLibrary { nccl, mpi };
 std::string_view to_string(CollectiveLibrary l);
 
+// The hosts' side of each node, for offloading (plan.offload_optimizer / offload_params):
+// host memory and its bandwidth (the CPU optimizer step is bound by it), and under the
+// nvswitch and nvlink-mesh fabrics the devices' PCIe links to it, `devices_per_link` devices
+// behind each PCIe switch sharing its uplink to the CPU (DGX A100 / H100: two per switch).
+// Under the pcie fabric the devices already reach the host through their switches; CPU
+// ranks (shared-memory) have no separate device memory to offload from.
+struct NodeHostSpec {
+  double memory = 0.0;            // bytes per node; 0: not described
+  double memory_bandwidth = 0.0;  // bytes/s per node
+  double link_bandwidth = 0.0;    // a device's PCIe link (and each switch's uplink), one direction
+  int devices_per_link = 1;
+  double latency = 0.0;           // device to host memory
+
+  [[nodiscard]] bool described() const { return memory > 0.0; }
+};
+
 struct WanSpec {
   int first_group_nodes = 1;  // nodes [0, k) form one site, [k, nodes) the other
   double bandwidth = 0.0;
@@ -64,6 +80,7 @@ struct ClusterSpec {
   IntraNodeSpec intra;
   InterNodeSpec inter;
   std::optional<WanSpec> wan;
+  NodeHostSpec host;
   CollectiveLibrary library = CollectiveLibrary::mpi;
 
   [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }

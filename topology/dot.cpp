@@ -18,6 +18,7 @@ std::string_view colour(LinkKind k) {
     case LinkKind::shared_memory: return "gray40";
     case LinkKind::network: return "darkorange";
     case LinkKind::wan: return "red";
+    case LinkKind::host: return "purple";
   }
   return "black";
 }

@@ -1,5 +1,6 @@
 #include "topology/routing.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -139,6 +140,7 @@ Route Router::compute(int src, int dst) {
     }
     for (auto e : boost::make_iterator_range(boost::out_edges(u, g))) {
       if (nic_from_node && g[e].cls == LinkClass::intra) continue;
+      if (g[e].kind == LinkKind::host) continue;  // offload copies' links only
       const VertexId v = boost::target(e, g);
       if (g[v].kind == VertexKind::nic && g[e].cls == LinkClass::inter && g[v].node != t_node) continue;
       relax(g[e].id);
@@ -162,6 +164,50 @@ Route Router::compute(int src, int dst) {
   }
   std::reverse(r.links.begin(), r.links.end());
   return r;
+}
+
+const Route& Router::host_route(int device, bool to_host) {
+  const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(device)) << 1) | (to_host ? 1 : 0);
+  if (auto it = host_cache_.find(key); it != host_cache_.end()) return it->second;
+  if (device < 0 || device >= cluster_.gpu_count()) {
+    throw std::out_of_range(fmt::format("host route of device {}: the cluster has devices 0..{}", device,
+                                        cluster_.gpu_count() - 1));
+  }
+  const Graph& g = cluster_.graph();
+  const VertexId host = cluster_.host(cluster_.node_of(device));
+  if (host == Graph::null_vertex()) {
+    throw std::runtime_error(fmt::format("{} has no host memory on the graph (cluster.host)", g[cluster_.gpu(device)].name));
+  }
+  // The device's tree up to its host: from the device, the one link up at each vertex
+  // (host links first, then the fabric's PCIe or shared-memory links), never through a
+  // device, a NIC or an NVSwitch.
+  Route r;
+  r.bottleneck = std::numeric_limits<double>::infinity();
+  VertexId at = cluster_.gpu(device);
+  while (at != host) {
+    int next = -1;
+    for (auto e : boost::make_iterator_range(boost::out_edges(at, g))) {
+      const Link& l = g[e];
+      const VertexKind k = g[boost::target(e, g)].kind;
+      const bool up = k == VertexKind::host || k == VertexKind::pcie_switch;
+      if (!up || (at != cluster_.gpu(device) && k == VertexKind::pcie_switch)) continue;
+      if (l.kind != LinkKind::host && l.kind != LinkKind::pcie && l.kind != LinkKind::shared_memory) continue;
+      if (next < 0 || (l.kind == LinkKind::host && cluster_.link(next).kind != LinkKind::host)) next = l.id;
+    }
+    if (next < 0 || r.links.size() > 4) {
+      throw std::runtime_error(fmt::format("no route from {} to its host memory", g[cluster_.gpu(device)].name));
+    }
+    r.links.push_back(next);
+    r.bottleneck = std::min(r.bottleneck, cluster_.link(next).bandwidth);
+    r.latency += cluster_.link(next).latency;
+    at = cluster_.target(next);
+  }
+  if (!to_host) {
+    // The same links the other way: each physical link's two directions are ids 2k, 2k+1.
+    std::reverse(r.links.begin(), r.links.end());
+    for (int& l : r.links) l ^= 1;
+  }
+  return host_cache_.emplace(key, std::move(r)).first->second;
 }
 
 }  // namespace parasim::topology

@@ -1,7 +1,8 @@
 // Routes between devices on the cluster graph.
 //
 // A route is a shortest path by latency (ties broken by hop count) that never passes
-// through another device: devices are endpoints, not forwarders. A NIC forwards between
+// through another device: devices are endpoints, not forwarders; nor over the links to
+// host memory that only offload copies take (LinkKind::host). A NIC forwards between
 // its node and the network only, never between two devices of its node (they use the
 // node's fabric). Where several shortest paths exist (spines of a fat-tree, NICs of a
 // node), the path is chosen by walking back from the destination and picking among the
@@ -39,12 +40,17 @@ class Router {
   // valid for the Router's lifetime.
   const Route& route(int src, int dst);
   [[nodiscard]] std::size_t cached_routes() const { return cache_.size(); }
+  // Route from device `device` to its node's host memory (to_host) or back: the device's
+  // PCIe path (host links, or under the pcie and shared-memory fabrics the fabric's own).
+  // Throws where the node has no host (Cluster::host). Cached likewise.
+  const Route& host_route(int device, bool to_host);
 
  private:
   Route compute(int src, int dst);
 
   const Cluster& cluster_;
   std::unordered_map<std::uint64_t, Route> cache_;
+  std::unordered_map<std::uint64_t, Route> host_cache_;
   // Dijkstra workspace, valid where stamp_[v] == current_.
   std::vector<std::int64_t> dist_;
   std::vector<std::uint32_t> stamp_;

@@ -44,7 +44,7 @@ QVariant PlanModel::data(const QModelIndex& index, int role) const {
     case Ep: number = pl.ep; break;
     case Virtual: number = pl.virtual_stages; break;
     case MicroBatch: number = p.candidate.micro_batch; break;
-    case Zero: number = pl.zero; break;
+    case Zero: if (!pl.hybrid_shard() && !pl.offload_optimizer) number = pl.zero; break;
     default: break;
   }
   if (role == Qt::TextAlignmentRole) {
@@ -67,6 +67,7 @@ QVariant PlanModel::data(const QModelIndex& index, int role) const {
     case Recompute: return q(plan::to_string(p.candidate.recompute));
     case Sp: return pl.tp_comm_overlap ? tr("overlap") : pl.sequence_parallel ? tr("yes") : tr("no");
     case Placement: return QString::fromStdString(plan::placement_string(pl));
+    case Zero: return QString::fromStdString(plan::sharding_string(pl));
     case StepTime: return QString::fromStdString(units::format_duration(p.step_time));
     case Tokens: return QString::fromStdString(units::format_count(p.tokens_per_s));
     case Mfu: return QStringLiteral("%1 %").arg(100.0 * p.mfu, 0, 'f', 1);

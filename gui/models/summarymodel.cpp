@@ -33,7 +33,8 @@ void SummaryModel::setFigures(const plan::Scenario& s, const report::StepFigures
                                                                {"pp communication", "pp exposed"},
                                                                {"dp communication", "dp exposed"},
                                                                {"cp communication", "cp exposed"},
-                                                               {"ep communication", "ep exposed"}};
+                                                               {"ep communication", "ep exposed"},
+                                                               {"offload copies", "offload exposed"}};
   for (std::size_t d = 0; d < report::dimension_count; ++d) {
     if (!report::dimension_shown(s.plan, d)) continue;  // cp's and ep's rows where the plan has them
     add(dims[d][0], u::format_duration(f.comm_mean[d]), f.comm_mean[d]);
@@ -100,6 +101,7 @@ double MemoryModel::bytes(int row, int column) const {
     case Activations: return b.activations;
     case Logits: return b.logits;
     case Workspace: return b.workspace;
+    case Host: return b.host;
     default: return 0.0;
   }
 }
@@ -107,11 +109,12 @@ double MemoryModel::bytes(int row, int column) const {
 QVariant MemoryModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
   const plan::MemoryBreakdown& b = m_report.stages[std::size_t(index.row())];
-  const bool fits = b.total() <= m_report.capacity;
+  const bool host_fits = m_report.host_capacity <= 0.0 || b.host <= m_report.host_capacity;
+  const bool fits = b.total() <= m_report.capacity && host_fits;
   const int c = index.column();
   if (role == Qt::DisplayRole) {
     if (c == Stage) return b.stage;
-    if (c == Fits) return fits ? tr("fits") : tr("out of memory");
+    if (c == Fits) return fits ? tr("fits") : host_fits ? tr("out of memory") : tr("out of host memory");
     return QString::fromStdString(u::format_bytes(bytes(index.row(), c)));
   }
   if (role == RawRole) return c == Stage ? QVariant(b.stage) : c == Fits ? QVariant(fits) : QVariant(bytes(index.row(), c));
@@ -125,7 +128,8 @@ QVariant MemoryModel::headerData(int section, Qt::Orientation orientation, int r
   if (role != Qt::DisplayRole) return {};
   if (orientation == Qt::Vertical) return section;
   static const char* const names[ColumnCount] = {"Stage",     "Per rank", "Capacity",    "Fits",   "Weights", "Gradients",
-                                                 "Master",    "Optimizer", "Activations", "Logits", "Workspace"};
+                                                 "Master",    "Optimizer", "Activations", "Logits", "Workspace",
+                                                 "Host"};
   return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
 }
 

@@ -42,11 +42,13 @@ class SummaryModel : public QAbstractTableModel {
   QVector<Row> m_rows;
 };
 
+// Host: what the rank keeps in host memory when the plan offloads (Fits then also says
+// whether that fits the rank's share of its node's host memory).
 class MemoryModel : public QAbstractTableModel {
   Q_OBJECT
  public:
   enum Column {
-    Stage, Total, Capacity, Fits, Weights, Gradients, Master, Optimizer, Activations, Logits, Workspace, ColumnCount
+    Stage, Total, Capacity, Fits, Weights, Gradients, Master, Optimizer, Activations, Logits, Workspace, Host, ColumnCount
   };
   static constexpr int RawRole = Qt::UserRole + 1;  // bytes; the stage; whether it fits
   static constexpr int GiBRole = Qt::UserRole + 2;  // the column in GiB, for charts

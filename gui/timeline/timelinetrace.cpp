@@ -312,6 +312,8 @@ QColor categoryColor(std::int32_t category) {
     case 5: return {121, 85, 72};    // pp
     case 6: return {0, 150, 160};    // dp
     case 7: return {255, 112, 67};   // cp
+    case 8: return {233, 30, 99};    // ep
+    case 9: return {96, 125, 139};   // offload
     case -2: return {110, 110, 110};  // folded, mixed
     default: return {170, 170, 170};
   }

@@ -134,10 +134,28 @@ expect 0 "" -- "$parasim" plan "$q" --csv "$work/plans.csv"
 check "plan --csv writes every plan that fits, ranked" test "$(wc -l <"$work/plans.csv")" -eq 133
 expect 2 "gpus" -- "$parasim" plan "$q" --gpus 0
 expect 2 "top" -- "$parasim" plan "$q" --top -1
-expect 0 "12 valid plans: 0 fit, 12 rejected \(12 model state exceeds memory\)" -- "$parasim" plan "$src/scenarios/memory-30b-one-gpu.yaml"
-expect 0 "no plan fits in 80 GiB per device" -- "$parasim" plan "$src/scenarios/memory-30b-one-gpu.yaml"
-expect 0 "the smallest cluster where one fits: 8 devices" -- "$parasim" plan "$src/scenarios/memory-30b-one-gpu.yaml"
-expect 0 "\"smallest_fitting_devices\": 8" -- "$parasim" plan "$src/scenarios/memory-30b-one-gpu.yaml" --json
+# 30B on one 80 GB GPU: only with the optimizer (and parameters) in host memory; with a
+# host too small for that, nothing fits and the answer is the smallest cluster.
+m30="$src/scenarios/memory-30b-one-gpu.yaml"
+expect 0 "36 valid plans: 12 fit, 24 rejected" -- "$parasim" plan "$m30"
+expect 0 "^ 1 .* 0 \+off\(o,p\) " -- "$parasim" plan "$m30"
+expect 0 "every plan that fits on 1 device offloads to host memory; without offloading, the smallest cluster where one fits has 8 devices" -- "$parasim" plan "$m30"
+expect 0 "\"smallest_fitting_devices_without_offload\": 8" -- "$parasim" plan "$m30" --json
+expect 0 "best: .*--set plan.offload_optimizer=true --set plan.offload_params=true" -- "$parasim" plan "$m30"
+expect 0 "no plan fits in 80 GiB per device" -- "$parasim" plan "$m30" --set cluster.host.memory=64GB
+expect 0 "the smallest cluster where one fits: 8 devices" -- "$parasim" plan "$m30" --set cluster.host.memory=64GB
+expect 0 "\"smallest_fitting_devices\": 8" -- "$parasim" plan "$m30" --set cluster.host.memory=64GB --json
+# Offloading in simulate and check; its keys' errors.
+expect 0 "host memory per rank" -- "$parasim" simulate "$src/scenarios/offload-30b-one-gpu.yaml"
+expect 0 "offload \(exposed\)" -- "$parasim" simulate "$src/scenarios/offload-30b-one-gpu.yaml"
+expect 0 "optimizer and parameters offloaded to host memory" -- "$parasim" check "$src/scenarios/offload-30b-one-gpu.yaml"
+expect 0 "host memory: stage 0 keeps 503 GiB of its 1 TiB share \(fits\)" -- "$parasim" check "$src/scenarios/offload-30b-one-gpu.yaml"
+expect 0 "OUT OF HOST MEMORY" -- "$parasim" check "$src/scenarios/offload-30b-one-gpu.yaml" --set cluster.host.memory=256GB
+expect 2 "plan.offload_params: offloading the parameters needs the optimizer offloaded too" -- "$parasim" check "$m30" --set plan.offload_params=true
+expect 2 "plan.offload_optimizer: CPU ranks" -- "$parasim" check "$q" --set plan.offload_optimizer=true
+expect 2 "plan.zero: offloading the optimizer with dp 8 needs ZeRO-2 or -3" -- "$parasim" check "$m30" --set cluster.gpus_per_node=8 --set plan.dp=8 --set plan.offload_optimizer=true
+expect 2 "cluster.host.link_bandwidth: applies only to the nvswitch and nvlink-mesh fabrics" -- "$parasim" check "$m30" --set cluster=pcie-node --set cluster.gpus_per_node=1 --set cluster.host.link_bandwidth=10GB/s
+expect 2 "add a cluster.host section" -- "$parasim" check "$m30" --set cluster=dgx-b200 --set cluster.gpus_per_node=1 --set plan.offload_optimizer=true
 expect 2 "plan.schedule" -- "$parasim" plan "$q" --set plan.schedule=zigzag --csv "$work/bad.csv"
 check "a failed plan writes no CSV" test ! -e "$work/bad.csv"
 # Under mpirun the ranks split the candidates and rank 0 prints the one ranking, the same

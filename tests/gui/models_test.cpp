@@ -38,8 +38,9 @@ TEST_CASE("the link model passes Qt's model checks and lists every physical link
   CHECK(model.rowCount() == 0);
   auto c = cluster();
   model.setCluster(c);
-  // 2 HGX nodes, fat-tree with one leaf: 16 GPU-NVSwitch + 16 GPU-NIC + 16 NIC-leaf links.
-  CHECK(model.rowCount() == 48);
+  // 2 HGX nodes, fat-tree with one leaf: 16 GPU-NVSwitch + 16 GPU-NIC + 16 NIC-leaf links,
+  // and to host memory 16 GPU-PCIe switch + 8 switch-host links.
+  CHECK(model.rowCount() == 72);
   CHECK(model.columnCount() == gui::LinkModel::ColumnCount);
   CHECK(model.index(0, gui::LinkModel::From).data().toString().toStdString() == "n0.gpu0");
   CHECK(model.index(0, gui::LinkModel::To).data().toString().toStdString() == "n0.nvswitch");
@@ -54,6 +55,7 @@ TEST_CASE("the link-kind model dumps to the expected text", "[gui][models]") {
   model.setSummary(topology::summarize(*cluster()));
   CHECK(gui::dumpModel(model).toStdString() ==
         "Kind\tLinks\tTotal GB/s\n"
+        "host\t24\t1272\n"
         "network\t16\t752\n"
         "nvlink\t16\t5932.8\n"
         "pcie\t16\t1024\n");
@@ -123,7 +125,24 @@ TEST_CASE("the memory model marks a stage out of memory in red, and dumps to the
           Approx(split.stages[std::size_t(r)].total() / double(1ULL << 30)));
   }
   CHECK(gui::dumpModel(model).section(QLatin1Char('\n'), 0, 0).toStdString() ==
-        "Stage\tPer rank\tCapacity\tFits\tWeights\tGradients\tMaster\tOptimizer\tActivations\tLogits\tWorkspace");
+        "Stage\tPer rank\tCapacity\tFits\tWeights\tGradients\tMaster\tOptimizer\tActivations\tLogits\tWorkspace\tHost");
+}
+
+TEST_CASE("the memory model shows what an offloading plan keeps in host memory, and whether it fits there",
+          "[gui][models]") {
+  gui::MemoryModel model;
+  QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  const std::string file = scenarios + "offload-30b-one-gpu.yaml";
+  const plan::MemoryReport off = plan::memory_per_rank(plan::load(file));
+  model.setReport(off);
+  REQUIRE(model.rowCount() == 1);
+  CHECK(model.index(0, gui::MemoryModel::Fits).data().toString().toStdString() == "fits");
+  CHECK(model.index(0, gui::MemoryModel::Host).data(gui::MemoryModel::RawRole).toDouble() == Approx(off.peak().host));
+  CHECK(model.index(0, gui::MemoryModel::Host).data().toString().toStdString() == "503 GiB");
+  // A host with 256 GB: the device fits, the host does not.
+  model.setReport(plan::memory_per_rank(plan::load(file, std::vector<std::string>{"cluster.host.memory=256GB"})));
+  CHECK(model.index(0, gui::MemoryModel::Fits).data().toString().toStdString() == "out of host memory");
+  CHECK_FALSE(model.index(0, gui::MemoryModel::Fits).data(gui::MemoryModel::RawRole).toBool());
 }
 
 TEST_CASE("the plan editor shows a scenario's values and turns edits into --set overrides", "[gui][widgets]") {
@@ -135,6 +154,7 @@ TEST_CASE("the plan editor shows a scenario's values and turns edits into --set 
   CHECK(editor.value("plan.collective").toStdString() == "auto");
   CHECK(editor.value("plan.bucket_size").toStdString() == "25MiB");
   CHECK(editor.value("plan.overlap_param_gather").toStdString() == "false");
+  CHECK(editor.value("plan.offload_optimizer").toStdString() == "false");
   CHECK(editor.overrides().isEmpty());
   int edits = 0;
   QObject::connect(&editor, &gui::PlanEditor::edited, [&] { ++edits; });

@@ -362,3 +362,110 @@ TEST_CASE("hybrid sharding: ZeRO over shard groups of consecutive dp ranks, shar
   CHECK(unfinished(p) == 0);
 }
 
+
+TEST_CASE("offloading copies each unit's gradients out after every backward and its parameters in before every pass",
+          "[compile][offload]") {
+  // The GPT of the ZeRO test on one GPU of an HGX H100 (hosts described), 16 micro-batches.
+  const double layer = 789760.0;
+  const double embedding = (1024 + 128) * 256.0;
+  const double norm = 2 * 256.0;
+  const double params = embedding + 8 * layer + norm;
+  auto copies = [](const Program& p, bool to_host) {
+    std::vector<const Op*> out;
+    for (std::int64_t id : p.order[0]) {
+      const Op& o = p.ops[static_cast<std::size_t>(id)];
+      if (o.kind == OpKind::copy && o.to_host == to_host) out.push_back(&o);
+    }
+    return out;
+  };
+  auto bytes = [](const std::vector<const Op*>& ops) {
+    double b = 0.0;
+    for (const Op* o : ops) b += o->bytes;
+    return b;
+  };
+  const std::vector<std::string> one{"cluster.nodes=1", "cluster.gpus_per_node=1", "plan.offload_optimizer=true"};
+
+  // The optimizer alone: 10 units' bf16 gradients out per micro-batch, each after its
+  // unit's backward of it; the host's step; the updated bf16 weights in, unit by unit.
+  const Program opt = compile(gpt(one));
+  const auto out = copies(opt, true);
+  REQUIRE(out.size() == 16 * 10);
+  CHECK(bytes(out) == Approx(16 * params * 2.0));
+  for (const Op* o : out) {
+    CHECK(o->stream == Stream::to_host);
+    CHECK(o->category == Category::offload);
+    bool waits = false;
+    for (std::int64_t d : opt.deps_of(o - opt.ops.data())) {
+      const Op& b = opt.ops[static_cast<std::size_t>(d)];
+      waits = waits || (b.category == Category::backward && b.micro_batch == o->micro_batch);
+    }
+    CHECK(waits);
+  }
+  const auto in = copies(opt, false);
+  REQUIRE(in.size() == 10);
+  CHECK(bytes(in) == Approx(params * 2.0));
+  std::int64_t host = -1;
+  for (std::int64_t id : opt.order[0]) {
+    if (opt.ops[static_cast<std::size_t>(id)].stream == Stream::host) host = id;
+  }
+  REQUIRE(host >= 0);
+  const Op& step = opt.ops[static_cast<std::size_t>(host)];
+  CHECK(step.what == ComputeWhat::optimizer);
+  CHECK(step.bytes == Approx(30.0 * params));  // host_optimizer_bytes: AdamW, bf16 weights
+  for (const Op* o : in) {
+    const auto d = opt.deps_of(o - opt.ops.data());
+    CHECK(std::find(d.begin(), d.end(), host) != d.end());
+  }
+  // A unit's next backward waits until its gradients of the micro-batch before are out.
+  CHECK(unfinished(opt) == 0);
+  for (std::int64_t id : opt.order[0]) {
+    const Op& o = opt.ops[static_cast<std::size_t>(id)];
+    if (o.kind != OpKind::compute || o.category != Category::backward || o.what != ComputeWhat::layer ||
+        o.micro_batch == 0) {
+      continue;
+    }
+    bool waits = false;
+    for (std::int64_t d : opt.deps_of(id)) {
+      const Op& c = opt.ops[static_cast<std::size_t>(d)];
+      waits = waits || (c.kind == OpKind::copy && c.to_host && c.layer == o.layer && c.micro_batch == o.micro_batch - 1);
+    }
+    CHECK(waits);
+  }
+
+  // The parameters too: each pass fetches its units (forward 11 with the tied head's
+  // embedding again, backward 10), one ahead; nothing comes back after the host's step.
+  std::vector<std::string> both = one;
+  both.push_back("plan.offload_params=true");
+  const Program all = compile(gpt(both));
+  const auto fetch = copies(all, false);
+  REQUIRE(fetch.size() == 16 * 21);
+  CHECK(bytes(fetch) == Approx(16 * (3 * embedding + 16 * layer + 2 * norm) * 2.0));
+  CHECK(copies(all, true).size() == 16 * 10);
+  CHECK(all.ops[static_cast<std::size_t>(all.order[0].back())].stream == Stream::host);
+  for (std::int64_t id : all.order[0]) {
+    const Op& o = all.ops[static_cast<std::size_t>(id)];
+    if (o.kind != OpKind::compute || o.what != ComputeWhat::layer) continue;
+    int own = 0;
+    for (std::int64_t d : all.deps_of(id)) {
+      const Op& c = all.ops[static_cast<std::size_t>(d)];
+      own += c.kind == OpKind::copy && !c.to_host && c.layer == o.layer ? 1 : 0;
+    }
+    CHECK(own == 1);
+  }
+  CHECK(unfinished(all) == 0);
+
+  // dp 4 under ZeRO-3: each rank copies its quarter of a unit in, then the unit is
+  // all-gathered; its gradients are reduce-scattered, then its quarter goes out.
+  const Program sharded =
+      compile(gpt({"plan.dp=4", "plan.zero=3", "plan.offload_optimizer=true", "plan.offload_params=true"}));
+  CHECK(bytes(copies(sharded, false)) == Approx(4 * (3 * embedding + 16 * layer + 2 * norm) * 2.0 / 4));
+  CHECK(bytes(copies(sharded, true)) == Approx(4 * params * 2.0 / 4));
+  for (const Op* o : copies(sharded, true)) {
+    const auto d = sharded.deps_of(o - sharded.ops.data());
+    REQUIRE(d.size() == 1);
+    CHECK(sharded.ops[static_cast<std::size_t>(d[0])].collective == CollectiveOp::reduce_scatter);
+  }
+  CHECK(unfinished(sharded) == 0);
+  CHECK_THAT(op_name(all, fetch.front() - all.ops.data()), Catch::Matchers::Equals("fetch params embedding"));
+  CHECK_THAT(op_name(opt, out.front() - opt.ops.data()), Catch::Matchers::StartsWith("offload grads"));
+}

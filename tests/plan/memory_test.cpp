@@ -90,6 +90,38 @@ TEST_CASE("ZeRO-2 also shards gradients, ZeRO-3 also weights, each with two unit
         Approx(memory_per_rank(scenario(alone)).stages[0].total()));
 }
 
+TEST_CASE("offloading moves the optimizer's state, then the weights, to host memory", "[memory][offload]") {
+  // GPT-3 13B on a DGX H100 (2 TB of host memory, 256 GB per rank's share), dp 8 under
+  // ZeRO-2 and -3: each rank's host keeps its shard's fp32 master weights, Adam moments and
+  // fp32 gradients (16 bytes per parameter), plus the bf16 weights when those go too; the
+  // device keeps two units' bf16 gradients (and weights), whole.
+  const std::string text = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 16}\nplan: {dp: 8}\n";
+  const MemoryBreakdown plain = memory_per_rank(scenario(text)).stages[0];
+  const double P = plain.parameters;
+  const double unit = 314639360.0;
+  const MemoryReport two = memory_per_rank(scenario(text, {"plan.zero=2", "plan.offload_optimizer=true"}));
+  const MemoryBreakdown& b = two.stages[0];
+  CHECK(two.host_capacity == Approx(2.0 * (1ULL << 40) / 8));
+  CHECK(b.host == Approx(P / 8 * 16));
+  CHECK(b.master + b.optimizer == 0.0);
+  CHECK(b.gradients == Approx(2 * unit * 2));
+  CHECK(b.weights == plain.weights);
+  const MemoryReport three = memory_per_rank(
+      scenario(text, {"plan.zero=3", "plan.offload_optimizer=true", "plan.offload_params=true"}));
+  CHECK(three.stages[0].host == Approx(P / 8 * 18));
+  CHECK(three.stages[0].weights == Approx(2 * unit * 2));
+  CHECK(three.fits());
+  // A host too small for the state: out of host memory, which fits() says too.
+  const MemoryReport small = memory_per_rank(
+      scenario(text, {"plan.zero=2", "plan.offload_optimizer=true", "cluster.host.memory=64GB"}));
+  CHECK(small.stages[0].total() < small.capacity);
+  CHECK_FALSE(small.host_fits());
+  CHECK_FALSE(small.fits());
+  CHECK_THAT(describe_memory(small), Catch::Matchers::Contains("OUT OF HOST MEMORY"));
+  // Without offloading nothing is in host memory and nothing is checked against it.
+  CHECK(memory_per_rank(scenario(text)).host_capacity == 0.0);
+}
+
 TEST_CASE("activations are a layer's Korthikanti bytes x layers x micro-batches in flight", "[memory]") {
   // gpt3-13b on 8 GPUs, pp 4, m = 32 / (2 x 1) = 16 micro-batches. Stage 0 holds p = 4
   // micro-batches under 1F1B and all 16 under GPipe; each is 10 layers' activations.

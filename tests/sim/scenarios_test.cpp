@@ -52,7 +52,10 @@ std::string golden_text(const Outcome& o) {
     if (!report::dimension_shown(o.scenario.plan, d)) continue;
     s += fmt::format("{}_comm_s {:.4g} exposed_s {:.4g}\n", report::dimension_names[d], f.comm_mean[d], f.exposed_mean[d]);
   }
-  for (const auto& b : mem.stages) s += fmt::format("memory_stage{} {:.4g} GiB\n", b.stage, b.total() / (1ULL << 30));
+  for (const auto& b : mem.stages) {
+    s += fmt::format("memory_stage{} {:.4g} GiB\n", b.stage, b.total() / (1ULL << 30));
+    if (mem.host_capacity > 0.0) s += fmt::format("host_memory_stage{} {:.4g} GiB\n", b.stage, b.host / (1ULL << 30));
+  }
   s += fmt::format("fits {}\nbottleneck {}\n", mem.fits() ? "yes" : "no", f.bottleneck);
   s += fmt::format("ops {} events {} flows {}\ncollectives", o.stats.ops, o.stats.events, o.stats.flows);
   for (const auto& [algorithm, n] : o.stats.algorithms) s += fmt::format(" {} {}", algorithm, n);
@@ -413,10 +416,13 @@ TEST_CASE("scenario 14: Llama 3 70B at 32K context fits without recompute only w
   CHECK(exposed(dp, report::Dimension::cp) == 0.0);
 }
 
-TEST_CASE("scenario 15: Llama 3 70B fits no plan on one 8 x 80 GB node, two nodes are the smallest that fit", "[scenarios]") {
+TEST_CASE("scenario 15: Llama 3 70B fits no plan on one 8 x 80 GB node without offloading, two nodes are the "
+          "smallest that fit",
+          "[scenarios]") {
   // 70.6B parameters x 18 bytes of model state over 8 devices is 159 GB per device before
   // any activation: out of memory whatever the plan. The planner's every candidate (tp, pp,
-  // dp, cp, ZeRO stage and shard group, micro-batch, recompute, schedule, placement) is.
+  // dp, cp, ZeRO stage and shard group, micro-batch, recompute, schedule, placement) is,
+  // unless it offloads to host memory.
   const std::string file = "llama3-70b-8xh100.yaml";
   const plan::Scenario s = plan::load((root / "scenarios" / file).string());
   const plan::MemoryBreakdown own = memory(file).peak();
@@ -425,12 +431,70 @@ TEST_CASE("scenario 15: Llama 3 70B fits no plan on one 8 x 80 GB node, two node
         Approx(18.0 * s.model.parameter_count() / 8).epsilon(0.01));
   const std::vector<plan::Candidate> all = plan::enumerate_plans(s, 8);
   CHECK(all.size() > 1000);
+  auto fits = [&](const plan::Candidate& c) { return plan::memory_per_rank(plan::with_candidate(s, c)).fits(); };
   const bool any = std::any_of(all.begin(), all.end(), [&](const plan::Candidate& c) {
-    return plan::memory_per_rank(plan::with_candidate(s, c)).fits();
+    return !c.plan.offload_optimizer && fits(c);
   });
   CHECK_FALSE(any);
   // The smallest cluster where one fits: two nodes (ZeRO shards the state over 16).
-  CHECK(sim::smallest_fitting_devices(s, 8) == 16);
+  CHECK(sim::smallest_fitting_devices(s, 8, false) == 16);
+  // With the optimizer's state in the hosts' memory (2 TB per DGX H100), plans on the 8 do.
+  CHECK(std::any_of(all.begin(), all.end(), [&](const plan::Candidate& c) { return c.plan.offload_optimizer && fits(c); }));
+}
+
+TEST_CASE("scenario 17: a 30B model trains on one 80 GB GPU with its optimizer and parameters in host memory",
+          "[scenarios][offload]") {
+  const std::string file = "offload-30b-one-gpu.yaml";
+  const plan::Scenario s = plan::load((root / "scenarios" / file).string());
+  const plan::MemoryReport mem = plan::memory_per_rank(s);
+  REQUIRE(mem.fits());
+  const plan::MemoryBreakdown& b = mem.peak();
+  const double P = b.parameters;
+  // In host memory: fp32 master weights, Adam's two moments, fp32 gradients, bf16 weights.
+  CHECK(b.host == Approx(18.0 * P));
+  CHECK(b.master + b.optimizer == 0.0);
+  // On the device: two layers' bf16 weights and gradients (a layer, 12h^2 + 13h, is the
+  // largest unit), next to the activations.
+  const double h = s.model.hidden;
+  CHECK(b.weights == Approx(2 * 2 * (12 * h * h + 13 * h)));
+  CHECK(b.gradients == Approx(b.weights));
+  CHECK(b.total() < 0.4 * mem.capacity);
+  // Without offloading the same plan is out of memory (scenario 3).
+  CHECK_FALSE(memory(file, {"plan.offload_params=false", "plan.offload_optimizer=false"}).fits());
+
+  const sim::Prediction p = sim::predict(s);
+  // The Adam step on the host: 30 bytes of host memory traffic per parameter (read the
+  // master weight, gradient and two moments, write them and the bf16 weight) at the DGX
+  // A100's 300 GB/s.
+  double host = 0.0;
+  for (const report::Span& sp : p.trace.spans) host += sp.stream == plan::Stream::host ? sp.seconds() : 0.0;
+  CHECK(host == Approx(30.0 * P / 300e9).epsilon(1e-6));
+  // Over the GPU's PCIe link: every weight in for each of three passes (forward, recompute,
+  // backward; the embedding's for the forward and, tied, for the head's two) and every
+  // gradient out once, in bf16.
+  const topology::Cluster cluster(s.cluster);
+  double in = 0.0, out = 0.0;
+  for (const report::LinkUse& l : p.trace.links) {
+    if (cluster.link(l.link).kind != topology::LinkKind::host) continue;
+    const bool down = cluster.vertex(cluster.target(l.link)).kind == topology::VertexKind::gpu;
+    const bool up = cluster.vertex(cluster.source(l.link)).kind == topology::VertexKind::gpu;
+    if (down) in = l.bytes;
+    if (up) out = l.bytes;
+  }
+  CHECK(in == Approx(3 * 2 * P).epsilon(0.01));
+  CHECK(out == Approx(2 * P).epsilon(0.01));
+  // The copies hide under the compute (each layer fetched one ahead): what stays exposed
+  // is under 2 % of the step; the host's step is the bottleneck named.
+  const report::StepFigures f = report::step_figures(s, p.trace, cluster);
+  CHECK(exposed({s, f, p.stats}, report::Dimension::offload) < 0.02 * f.step_time);
+  CHECK_THAT(f.bottleneck, Catch::Matchers::Contains("optimizer step on the hosts' cores"));
+  // Keeping the parameters on the device fits too (78.7 GiB), but the updated weights then
+  // come back over PCIe after the step, 2 bytes each at 25 GB/s, exposed.
+  const Outcome kept = run(file, {"plan.offload_params=false"});
+  CHECK(memory(file, {"plan.offload_params=false"}).fits());
+  CHECK(kept.figures.step_time - f.step_time > 0.8 * 2 * P / 25e9);
+  // parasim plan answers with it: on this one GPU, only plans that offload fit.
+  CHECK(sim::smallest_fitting_devices(s, 1, false) == 8);
 }
 
 TEST_CASE("scenario 16: Mixtral 8x7B on 64 H100s fits only with expert parallelism, its all-to-all as the closed form",

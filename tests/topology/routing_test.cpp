@@ -183,3 +183,48 @@ TEST_CASE("pruned routes are shortest paths: checked against a plain Dijkstra ov
     }
   }
 }
+
+TEST_CASE("each device reaches its host's memory over its PCIe switch, a path device routes never take", "[routing]") {
+  // 2 nodes of 8, hosts described: per node a host and 4 PCIe switches of 2 devices each
+  // (25 GB/s links, 2 us device to host), built after everything else.
+  ClusterSpec s = dgx(2);
+  const Cluster plain(s);
+  s.host = NodeHostSpec{1e12, 300e9, 25e9, 2, 2e-6};
+  const Cluster c(s);
+  CHECK(c.link_count() == plain.link_count() + 2 * 2 * (8 + 4));
+  for (int id = 0; id < plain.link_count(); ++id) CHECK(c.link_name(id) == plain.link_name(id));  // ids kept
+  Router router(c);
+  const Route& up = router.host_route(11, true);
+  CHECK(hops(c, up) == std::vector<std::string>{"n1.gpu3 -> n1.hostpcie1", "n1.hostpcie1 -> n1.host"});
+  CHECK(up.bottleneck == 25e9);
+  CHECK(up.latency == Approx(2e-6));
+  const Route& down = router.host_route(11, false);
+  CHECK(hops(c, down) == std::vector<std::string>{"n1.host -> n1.hostpcie1", "n1.hostpcie1 -> n1.gpu3"});
+  // gpu 10 shares the switch's uplink with gpu 11; gpu 12 does not.
+  CHECK(router.host_route(10, true).links.back() == up.links.back());
+  CHECK(router.host_route(12, true).links.back() != up.links.back());
+  // Device to device, nothing changes: through the NVSwitch and the NICs, never the host.
+  Router before(plain);
+  for (int a : {0, 3, 9}) {
+    for (int b : {1, 10, 15}) {
+      if (a == b) continue;
+      CHECK(router.route(a, b).links == before.route(a, b).links);
+      for (int id : router.route(a, b).links) CHECK(c.link(id).kind != LinkKind::host);
+    }
+  }
+  // Without a host on the graph, there is no such route.
+  Router none(plain);
+  CHECK_THROWS_WITH(none.host_route(0, true), Catch::Contains("no host memory on the graph"));
+}
+
+TEST_CASE("under the pcie and shared-memory fabrics the host route is the fabric's own", "[routing]") {
+  ClusterSpec s = dgx(1);
+  s.intra = IntraNodeSpec{IntraFabric::pcie, 32e9, 3e-6, 2};
+  const Cluster c(s);
+  Router router(c);
+  CHECK(hops(c, router.host_route(5, true)) == std::vector<std::string>{"n0.gpu5 -> n0.pcie2", "n0.pcie2 -> n0.host"});
+  s.intra = IntraNodeSpec{IntraFabric::shared_memory, 10e9, 1e-6, 2};
+  const Cluster m(s);
+  Router shared(m);
+  CHECK(hops(m, shared.host_route(2, false)) == std::vector<std::string>{"n0.host -> n0.gpu2"});
+}
