@@ -21,7 +21,8 @@ TEST_CASE("every preset named in the scenario format exists", "[presets]") {
   for (const char* d : {"a100-80gb", "a100-40gb", "h100-sxm", "h200", "b200", "gb200", "l40s", "cpu-core"}) {
     CHECK(find_preset(PresetKind::device, d));
   }
-  for (const char* c : {"dgx-a100", "dgx-h100", "hgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "pcie-node", "cpu-host"}) {
+  for (const char* c : {"dgx-a100", "dgx-h100", "hgx-h100", "hgx-h100-roce", "hgx-h200", "dgx-b200", "gb200-nvl72",
+                        "pcie-node", "cpu-host"}) {
     CHECK(find_preset(PresetKind::cluster, c));
   }
   for (const char* m : {"gpt3-175b", "gpt3-13b", "llama2-7b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3.1-8b",
@@ -58,6 +59,13 @@ TEST_CASE("a cluster preset may refine another", "[presets]") {
   CHECK(c.intra.bandwidth == 450e9);
   CHECK(c.inter.shape == parasim::topology::NetworkShape::fat_tree);
   CHECK(with("dgx-h100", "tiny-gpt").cluster.inter.shape == parasim::topology::NetworkShape::rail_optimized);
+  // hgx-h100-roce: the same 8 x 400 Gb/s NICs on Ethernet, a longer path, less of the rate as data.
+  const auto roce = with("hgx-h100-roce", "tiny-gpt").cluster;
+  const auto ib = with("hgx-h100", "tiny-gpt").cluster;
+  CHECK(roce.inter.nic_bandwidth == ib.inter.nic_bandwidth);
+  CHECK(roce.inter.nics_per_node == 8);
+  CHECK(roce.inter.latency > ib.inter.latency);
+  CHECK(roce.inter.efficiency < ib.inter.efficiency);
 }
 
 TEST_CASE("model presets match their published parameter counts", "[presets][model]") {
