@@ -117,7 +117,7 @@ void run_plan(const PlanArgs& a) {
   const int bigger = r.ranked.empty() && !under_mpi() ? sim::smallest_fitting_devices(s, r.devices) : 0;
   // Only plans that offload to host memory fit: the smallest cluster where one fits without.
   const bool all_offload = !r.ranked.empty() && std::all_of(r.ranked.begin(), r.ranked.end(), [](const sim::PlanScore& p) {
-    return p.candidate.plan.offload_optimizer;
+    return p.candidate.plan.offloads();
   });
   const int without_offload = all_offload && !under_mpi() ? sim::smallest_fitting_devices(s, r.devices, false) : 0;
   if (a.json) {

@@ -21,9 +21,9 @@ std::string unsupported_reason(const plan::Scenario& s) {
   if (s.training.optimizer == plan::Optimizer::sgd) {
     return "the executor trains with AdamW (training.optimizer: adamw or adamw8bit)";
   }
-  if (s.plan.offload_optimizer) {
-    return "offloading to host memory (plan.offload_optimizer / offload_params) is simulated only: the executor keeps "
-           "the optimizer and the parameters on the device";
+  if (s.plan.offloads()) {
+    return "offloading to host memory (plan.offload_optimizer / offload_params / offload_activations) is simulated "
+           "only: the executor keeps the optimizer, the parameters and the activations on the device";
   }
   if (m.kind == plan::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
   if (m.moe() && (s.plan.tp > 1 || s.plan.ep > 1)) {

@@ -87,6 +87,7 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addChoice(QStringLiteral("plan.overlap_param_gather"), tr("Overlap parameter gather (ZeRO 1)"), {"false", "true"});
   addChoice(QStringLiteral("plan.offload_optimizer"), tr("Optimizer in host memory"), {"false", "true"});
   addChoice(QStringLiteral("plan.offload_params"), tr("Parameters in host memory"), {"false", "true"});
+  addChoice(QStringLiteral("plan.offload_activations"), tr("Activations in host memory"), {"false", "true"});
   addChoice(QStringLiteral("plan.collective"), tr("Collective algorithm"),
             {"auto", "ring", "tree", "hierarchical", "nvls", "direct"});
 }
@@ -198,6 +199,8 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
       s.plan.overlap_param_gather ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.offload_optimizer")] = s.plan.offload_optimizer ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.offload_params")] = s.plan.offload_params ? QStringLiteral("true") : QStringLiteral("false");
+  v[QStringLiteral("plan.offload_activations")] =
+      s.plan.offload_activations ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.collective")] = q(plan::to_string(s.plan.collective));
   return v;
 }

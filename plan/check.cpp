@@ -213,17 +213,24 @@ void check(const Scenario& s) {
                         "do not do; or use plan.zero: 1",
                         p.zero, p.pp));
 
-  if (p.offload_optimizer) {
+  if (p.offloads()) {
+    const std::string key = p.offload_optimizer ? "plan.offload_optimizer" : "plan.offload_activations";
     const topology::ClusterSpec& cl = s.cluster;
     const bool shared = cl.intra.fabric == topology::IntraFabric::shared_memory;
-    c.require(!shared, "plan.offload_optimizer",
+    c.require(!shared, key,
               "CPU ranks (the shared-memory fabric) hold everything in host memory already: there is nothing to offload");
     const bool own_links = cl.intra.fabric != topology::IntraFabric::pcie;
-    c.require(shared || (cl.host.described() && (!own_links || cl.host.link_bandwidth > 0.0)), "plan.offload_optimizer",
+    c.require(shared || (cl.host.described() && (!own_links || cl.host.link_bandwidth > 0.0)), key,
               fmt::format("offloading needs the hosts on the cluster graph: add a cluster.host section (memory, "
                           "memory_bandwidth{})",
                           own_links ? ", link_bandwidth: each device's PCIe link to host memory" : ""));
-    c.require(p.grad_ranks() == 1 || p.zero >= 2, "plan.zero",
+    c.require(!p.offload_activations || (t.recompute == Recompute::none && m.kind == ModelKind::transformer),
+              "plan.offload_activations",
+              fmt::format("offloading activations needs a transformer trained without recompute (training.recompute is "
+                          "{}): recomputing brings the activations back anyway, and its passes would need every "
+                          "layer's at once",
+                          to_string(t.recompute)));
+    c.require(!p.offload_optimizer || p.grad_ranks() == 1 || p.zero >= 2, "plan.zero",
               fmt::format("offloading the optimizer with {} {} needs ZeRO-2 or -3 (plan.zero: 2 or 3): each unit's "
                           "gradients are reduce-scattered and leave the device as they are produced (ZeRO-Offload)",
                           p.cp > 1 ? "dp x cp =" : "dp", p.grad_ranks()));

@@ -71,6 +71,10 @@ void Builder::make_gemm_sets() {
     // once forward and read once backward.
     elementwise_bytes_ =
         layer_activation_bytes(m_, t_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::none, e_) / p_.cp;
+    layer_activation_bytes_ = layer_activation_bytes(m_, t_.micro_batch, p_.tp, p_.sequence_parallel, t_.recompute, e_,
+                                                     t_.attention == Attention::flash,
+                                                     t_.precision == Dtype::fp8 ? 1 : 0) /
+                              p_.cp;
     if (overlap_) make_overlap_sets(layer);
     moe_split_ = m_.moe() && (p_.ep > 1 || p_.tp > 1);
     if (moe_split_) make_moe_sets(layer);
@@ -112,6 +116,7 @@ void Builder::compile_rank(int rank) {
   prefetched_.assign(units, -1);
   unit_synced_.assign(units, -1);
   unit_waits_.clear();
+  activations_out_.clear();
 
   for (const PipelineStep& st : stage_schedule(p_.schedule, shape_, stage)) {
     const auto [first, last] = chunk_layers(m_.layer_count(), p_.pp, v, stage, st.chunk);
@@ -161,6 +166,7 @@ void Builder::compile_rank(int rank) {
       for (int l = first; l < last; ++l) {
         gather();
         layer_forward(l, st.micro_batch, st.chunk, Category::forward);
+        activations_out(l, st.micro_batch);
       }
       if (last_chunk) {
         if (transformer) gather();  // the final norm's and the head's parameters
@@ -229,9 +235,14 @@ void Builder::compile_rank(int rank) {
                   st.micro_batch, st.chunk, l, deps);
         }
       }
+      std::int64_t fetched = activations_in(last - 1, st.micro_batch);
       for (int l = last - 1; l >= first; --l) {
         gather();
         wait_for_grad_sync(l);
+        // Offloaded activations: this layer's came in during the layer before; the next
+        // one's come in during this one.
+        if (fetched >= 0) unit_waits_.push_back(fetched);
+        fetched = l > first ? activations_in(l - 1, st.micro_batch) : -1;
         layer_backward(l, st.micro_batch, st.chunk);
         const std::int64_t ready[] = {grad_ready_[static_cast<std::size_t>(l)], grad_also_[static_cast<std::size_t>(l)]};
         shard_grads(l, st.micro_batch, ready);

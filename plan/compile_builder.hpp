@@ -202,7 +202,29 @@ class Builder {
     op.bytes = bytes;
     op.gradient = to_host;
     op.to_host = to_host;
+    op.copied = to_host ? Copied::grads : Copied::params;
     return add(op, deps);
+  }
+
+  // Offloaded activations (ParallelPlan::offload_activations): layer `layer`'s stored
+  // activations of micro-batch `mb` copied out once its forward is done, and copied back
+  // (returns the copy, -1 when not offloading) once the compute before is done and they
+  // are out.
+  void activations_out(int layer, int mb) {
+    if (!p_.offload_activations) return;
+    const std::int64_t out = copy(true, layer_activation_bytes_, mb, layer, std::span<const std::int64_t>(&last_compute_, 1));
+    prog_.ops[static_cast<std::size_t>(out)].gradient = false;
+    prog_.ops[static_cast<std::size_t>(out)].copied = Copied::activations;
+    activations_out_[{layer, mb}] = out;
+  }
+  std::int64_t activations_in(int layer, int mb) {
+    if (!p_.offload_activations) return -1;
+    std::vector<std::int64_t> deps{activations_out_.at({layer, mb})};
+    if (last_compute_ >= 0) deps.push_back(last_compute_);
+    std::sort(deps.begin(), deps.end());
+    const std::int64_t in = copy(false, layer_activation_bytes_, mb, layer, deps);
+    prog_.ops[static_cast<std::size_t>(in)].copied = Copied::activations;
+    return in;
   }
 
   // Dependencies for the next compute op: what it waits for besides stream order.
@@ -417,6 +439,8 @@ class Builder {
   std::vector<std::int64_t> unit_synced_;
   std::vector<std::int64_t> unit_waits_;  // what the next compute op waits for (ZeRO-2/3)
   std::vector<std::int64_t> loss_ready_;  // per micro-batch: the loss statistics' all-gather
+  double layer_activation_bytes_ = 0.0;   // what one layer stores for its backward (offloading)
+  std::map<std::pair<int, int>, std::int64_t> activations_out_;  // (layer, micro-batch): its copy out
 };
 
 }  // namespace parasim::plan::detail

@@ -74,6 +74,7 @@ std::string layout_string(const ParallelPlan& p) {
   if (p.tp_comm_overlap && p.tp > 1) notes.emplace_back("tp comm overlap");
   if (p.ep > 1) notes.push_back(fmt::format("ep {}", p.ep));
   if (p.offload_optimizer) notes.emplace_back(p.offload_params ? "optimizer and parameters offloaded" : "optimizer offloaded");
+  if (p.offload_activations) notes.emplace_back("activations offloaded");
   return fmt::format("dp {} x tp {} x pp {}{}{}", p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "",
                      notes.empty() ? "" : fmt::format(" ({})", fmt::join(notes, ", ")));
 }
@@ -151,7 +152,8 @@ nlohmann::ordered_json to_json(const Scenario& s) {
         {"schedule", to_string(p.schedule)}, {"sequence_parallel", p.sequence_parallel},
         {"pp_scatter_gather", p.pp_scatter_gather}, {"tp_comm_overlap", p.tp_comm_overlap}, {"zero", p.zero}, {"shard_group", p.shard_size()},
         {"bucket_bytes", p.bucket_bytes}, {"overlap_dp", p.overlap_dp}, {"overlap_param_gather", p.overlap_param_gather},
-        {"offload_optimizer", p.offload_optimizer}, {"offload_params", p.offload_params}, {"collective", to_string(p.collective)},
+        {"offload_optimizer", p.offload_optimizer}, {"offload_params", p.offload_params},
+        {"offload_activations", p.offload_activations}, {"collective", to_string(p.collective)},
         {"placement", placement_string(p)}, {"world", p.world()}}},
       {"hardware", {{"profile", s.hardware.profile}}},
       {"run", {{"backend", to_string(s.run.backend)}, {"steps", s.run.steps}, {"warmup", s.run.warmup},
@@ -204,7 +206,8 @@ std::string describe(const Scenario& s) {
                      p.hybrid_shard() ? fmt::format(" in shard groups of {}", p.shard_size()) : "",
                      p.offload_optimizer ? (p.offload_params ? ", optimizer and parameters offloaded to host memory"
                                                              : ", optimizer offloaded to host memory")
-                                         : "",
+                                         : p.offload_activations ? ", activations offloaded to host memory"
+                                                                 : "",
                      u::format_bytes(p.bucket_bytes), to_string(p.collective), placement_string(p));
   return out;
 }

@@ -353,7 +353,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
 ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   Reader r(v, "plan",
            {"dp", "tp", "pp", "cp", "ep", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "tp_comm_overlap", "zero", "shard_group", "bucket_size",
-            "overlap_dp", "overlap_param_gather", "offload_optimizer", "offload_params", "collective", "placement"},
+            "overlap_dp", "overlap_param_gather", "offload_optimizer", "offload_params", "offload_activations", "collective", "placement"},
            &where);
   ParallelPlan p;
   p.tp = r.integer("tp", 1);
@@ -385,6 +385,7 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   }
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.offload_params = r.boolean("offload_params", false);
+  p.offload_activations = r.boolean("offload_activations", false);
   if (p.offload_params && !p.offload_optimizer) {
     r.fail("offload_params", "offloading the parameters needs the optimizer offloaded too (plan.offload_optimizer: "
                              "true): the host's optimizer step updates them in place (ZeRO-Infinity)");

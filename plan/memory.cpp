@@ -76,11 +76,12 @@ MemoryReport memory_per_rank(const Scenario& s) {
 
   MemoryReport report;
   report.capacity = s.cluster.device.memory_bytes;
-  if (p.offload_optimizer) report.host_capacity = s.cluster.host.memory / std::max(1, std::min(s.cluster.gpus_per_node, p.world()));
+  if (p.offloads()) report.host_capacity = s.cluster.host.memory / std::max(1, std::min(s.cluster.gpus_per_node, p.world()));
   for (int stage = 0; stage < p.pp; ++stage) {
     MemoryBreakdown b;
     b.stage = stage;
     double chunk_activation = 0.0;  // the largest chunk's bytes per micro-batch
+    double layer_activation = 0.0;  // one layer's (offload_activations)
     double fp8_weights = 0.0;
     double experts = 0.0;  // of b.parameters: the experts' (expert parallelism's share)
     for (int c = 0; c < v; ++c) {
@@ -92,8 +93,9 @@ MemoryReport memory_per_rank(const Scenario& s) {
         b.parameters += (last - first) * ((m.params_per_layer() - m.expert_params_per_layer()) / p.tp + expert);
         experts += (last - first) * expert;
         // Context parallelism: 1/cp of every stored tensor (under FlashAttention none is s x s).
-        act = (last - first) * layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
-                                                      t.attention == Attention::flash, fp8 ? 1 : 0) / p.cp;
+        layer_activation = layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
+                                                  t.attention == Attention::flash, fp8 ? 1 : 0) / p.cp;
+        act = (last - first) * layer_activation;
         // fp8: Transformer Engine's FP8 copies of the linear weights, in both layouts.
         if (fp8) {
           fp8_weights += 2.0 * (last - first) *
@@ -137,6 +139,14 @@ MemoryReport memory_per_rank(const Scenario& s) {
       }
     }
     b.activations = chunk_activation * b.in_flight + backward_transient(s);
+    if (p.offload_activations) {
+      // In host memory what the stage would hold; on the device two layers' (the one
+      // computing and the one in transit), unless it would hold less anyway.
+      const double stored = chunk_activation * b.in_flight;
+      const double kept = std::min(stored, 2.0 * layer_activation);
+      b.host += stored - kept;
+      b.activations = kept + backward_transient(s);
+    }
     b.logits = logits_per_micro_batch * b.logits_in_flight;
     const int g = topology::dtype_bytes(t.grad_dtype);
     const int sharded = p.grad_ranks() > 1 ? p.zero : 0;  // ZeRO stage in effect
@@ -159,10 +169,10 @@ MemoryReport memory_per_rank(const Scenario& s) {
     b.master = mixed ? state_params * 4.0 : 0.0;
     b.optimizer = state_params * optimizer_bytes;
     if (p.offload_optimizer) {
-      // In host memory: the master weights (fp32 even when training in fp32: they are the
+      // In host memory (beside any activations): the master weights (fp32 even when training in fp32: they are the
       // weights the host updates), the state and the gradients accumulated in fp32; on the
       // device two units' gradients (and, offloading the parameters, weights) whole.
-      b.host = state_params * (4.0 + optimizer_bytes + 4.0);
+      b.host += state_params * (4.0 + optimizer_bytes + 4.0);
       b.master = 0.0;
       b.optimizer = 0.0;
       b.gradients = 2.0 * largest_unit * e;  // copied out in the weights' type

@@ -20,7 +20,9 @@
 // accumulated in fp32 move to host memory (`host`, per rank, against the rank's share of its
 // node's host memory); the device keeps two units' gradients whole in the weights' type (the
 // one computing and the one being copied out). offload_params moves the weights too, the device keeping two
-// units whole (the one computing and the one being copied in).
+// units whole (the one computing and the one being copied in). offload_activations moves
+// the activations the stage holds at its peak to host memory but two layers' (the one
+// computing and the one in transit).
 //
 // Activations: the bytes one micro-batch leaves in a model chunk (accounting.hpp, per
 // layer, times the chunk's layers; the largest chunk's) for each chunk the stage holds,

@@ -89,7 +89,8 @@ std::string op_name(const Program& p, std::int64_t id) {
       const std::string unit = o.what == ComputeWhat::embedding ? " embedding"
                                : o.what == ComputeWhat::lm_head ? " lm-head"
                                                                 : layer;
-      return std::string(o.to_host ? "offload " : "fetch ") + (o.gradient ? "grads" : "params") + unit + mb;
+      static constexpr const char* what[] = {"params", "grads", "activations"};
+      return std::string(o.to_host ? "offload " : "fetch ") + what[static_cast<int>(o.copied)] + unit + mb;
     }
     case OpKind::send:
     case OpKind::recv:

@@ -37,6 +37,8 @@ enum class Stream : std::uint8_t { compute, tp, pp, dp, dp_gather, to_host, from
 // copy: `bytes` between the rank's device and its node's host memory (Op::to_host says
 // which way): an offloaded unit's gradients out, its parameters in.
 enum class OpKind : std::uint8_t { compute, send, recv, collective, copy };
+// What a copy carries: a unit's parameters or gradients, or a layer's stored activations.
+enum class Copied : std::uint8_t { params, grads, activations };
 enum class Category : std::uint8_t {
   forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm, cp_comm, ep_comm, offload
 };
@@ -102,6 +104,7 @@ struct Op {
   std::int32_t peer = -1;        // send / recv
   bool gradient = false;         // send / recv (and their tp gathers), copy: gradients rather than activations / parameters
   bool to_host = false;          // copy: device to host memory (else host to device)
+  Copied copied = Copied::params;  // copy: what it carries
   std::int32_t group = -1;       // collective: Program::groups index
   std::int64_t match = -1;       // send/recv pair id, or collective instance id
   std::int32_t gemms = -1;       // compute: Program::gemm_sets index

@@ -123,6 +123,11 @@ struct ParallelPlan {
   // each rank copies its shard, then the unit is all-gathered).
   bool offload_optimizer = false;
   bool offload_params = false;
+  // offload_activations (Megatron-Core / Transformer Engine's --cpu-offloading): each layer's
+  // stored activations are copied to host memory after its forward and back before its
+  // backward, one layer ahead; the device holds about two layers' at a time.
+  bool offload_activations = false;
+  [[nodiscard]] bool offloads() const { return offload_optimizer || offload_activations; }
   Collective collective = Collective::automatic;
   std::array<Dim, 4> placement{Dim::tp, Dim::cp, Dim::dp, Dim::pp};  // innermost first (Megatron's order)
 

@@ -179,10 +179,13 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
                       // Offloading, where the hosts are on the graph and the plan does not
                       // fit without it: the optimizer, then the parameters too.
                       if (!offload || memory_per_rank(cs).fits()) continue;
-                      for (int mode = 1; mode <= 2; ++mode) {
+                      // Or its activations (without recompute), or all of it.
+                      for (int mode = 1; mode <= 4; ++mode) {
                         Candidate o = c;
-                        o.plan.offload_optimizer = true;
-                        o.plan.offload_params = mode == 2;
+                        o.plan.offload_optimizer = mode != 3;
+                        o.plan.offload_params = mode == 2 || mode == 4;
+                        o.plan.offload_activations = mode >= 3;
+                        if (mode >= 3 && (r != Recompute::none || !transformer)) continue;
                         if (valid(with_candidate(base, o))) out.push_back(o);
                       }
                     }
@@ -201,19 +204,26 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
 std::string sharding_string(const ParallelPlan& p) {
   std::string out = std::to_string(p.zero);
   if (p.hybrid_shard()) out += fmt::format(" /{}", p.shard_size());
-  if (p.offload_optimizer) out += p.offload_params ? " +off(o,p)" : " +off(o)";
+  if (p.offloads()) {
+    std::vector<std::string> what;
+    if (p.offload_optimizer) what.emplace_back("o");
+    if (p.offload_params) what.emplace_back("p");
+    if (p.offload_activations) what.emplace_back("a");
+    out += fmt::format(" +off({})", fmt::join(what, ","));
+  }
   return out;
 }
 
 std::string describe(const Candidate& c) {
   const ParallelPlan& p = c.plan;
-  return fmt::format("dp {} tp {} pp {}{}{}{} {} mb {} recompute {} zero {}{}{}{}{} placement {}", p.dp, p.tp, p.pp,
+  return fmt::format("dp {} tp {} pp {}{}{}{} {} mb {} recompute {} zero {}{}{}{}{}{} placement {}", p.dp, p.tp, p.pp,
                      p.cp > 1 ? fmt::format(" cp {}", p.cp) : "", p.ep > 1 ? fmt::format(" ep {}", p.ep) : "",
                      p.virtual_stages > 1 ? fmt::format(" x{}", p.virtual_stages) : "", to_string(p.schedule),
                      c.micro_batch, to_string(c.recompute), p.zero,
                      p.hybrid_shard() ? fmt::format(" shard {}", p.shard_size()) : "", p.sequence_parallel ? " sp" : "",
                      p.tp_comm_overlap ? " overlap" : "",
                      p.offload_optimizer ? (p.offload_params ? " offload optimizer+params" : " offload optimizer") : "",
+                     p.offload_activations ? " offload activations" : "",
                      placement_string(p));
 }
 
@@ -232,6 +242,7 @@ std::vector<std::string> overrides_of(const Candidate& c) {
           fmt::format("plan.shard_group={}", p.hybrid_shard() ? p.shard_size() : 0),
           fmt::format("plan.offload_optimizer={}", p.offload_optimizer ? "true" : "false"),
           fmt::format("plan.offload_params={}", p.offload_params ? "true" : "false"),
+          fmt::format("plan.offload_activations={}", p.offload_activations ? "true" : "false"),
           fmt::format("plan.placement={}", placement_string(p)),
           fmt::format("training.micro_batch={}", c.micro_batch),
           fmt::format("training.recompute={}", to_string(c.recompute))};

@@ -12,7 +12,8 @@
 // divides the layers per stage; recompute none, selective
 // (transformers) and full; ZeRO 0 and 1 (dp > 1); sequence parallelism off, on, and on with
 // tp communication overlap (tp > 1); where the cluster's hosts are on the graph and a plan
-// does not fit, the same plan with the optimizer offloaded, and with the parameters too;
+// does not fit, the same plan with the optimizer offloaded, with the parameters too, and
+// without recompute with its activations offloaded, alone or with both;
 // placements that map ranks differently (orders of the dimensions larger than 1).
 #pragma once
 
@@ -41,7 +42,7 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices = 0);
 
 // The plan's ZeRO stage with its shard group and offloading, for a table's column:
 // "1", "3 /8" (hybrid, shard groups of 8), "2 +off(o)" (optimizer offloaded), "3 +off(o,p)"
-// (and the parameters).
+// (and the parameters), "+off(a)" (activations), "+off(o,p,a)".
 std::string sharding_string(const ParallelPlan& p);
 // "dp 8 tp 4 pp 2 x2 interleaved-1f1b mb 2 recompute selective zero 1 sp placement tp,dp,pp"
 std::string describe(const Candidate& c);

@@ -33,7 +33,7 @@ inline constexpr std::array<const char*, dimension_count> dimension_names{"tp", 
 // Whether a report shows dimension `d` for the plan: tp, pp and dp always, cp, ep and
 // offload only where the plan has them (so that other plans' reports keep their shape).
 inline bool dimension_shown(const plan::ParallelPlan& p, std::size_t d) {
-  return d < 3 || (d == 3 && p.cp > 1) || (d == 4 && p.ep > 1) || (d == 5 && p.offload_optimizer);
+  return d < 3 || (d == 3 && p.cp > 1) || (d == 4 && p.ep > 1) || (d == 5 && p.offloads());
 }
 
 struct RankFigures {

@@ -299,7 +299,18 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const double share = sharded >= 2 ? 1.0 / p.shard_size() : 1.0;  // of a unit, what a rank copies
   auto host_copy = [&](double bytes) { return bytes > 0.0 ? im.host_copy(s, bytes) : 0.0; };
   double offload_exposed = 0.0;  // per micro-batch, what the copies add (stage 0)
-  if (sharded >= 2 || p.offload_optimizer) {
+  // Offloaded activations: each layer's out after its forward and back before its backward,
+  // on the two directions at once. A layer's copy back starts with the backward of the
+  // layer after it, so a micro-batch's backward takes the longer of its compute and its
+  // copies back, and the copies out bound the whole; and since a layer comes back only once
+  // it is out, on one stage the forward also waits for its copies out once per step (with
+  // several stages the other stages' passes cover that wait).
+  const double layer_act = p.offload_activations && transformer
+                               ? plan::layer_activation_bytes(m, t.micro_batch, p.tp, sp, t.recompute, e,
+                                                              t.attention == plan::Attention::flash,
+                                                              t.precision == plan::Dtype::fp8 ? 1 : 0) / p.cp
+                               : 0.0;
+  if (sharded >= 2 || p.offloads()) {
     const double passes = t.recompute == plan::Recompute::full ? 3.0 : 2.0;
     for (int st = 0; st < p.pp; ++st) {
       const auto sti = static_cast<std::size_t>(st);
@@ -321,9 +332,18 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
           if (u.layer >= 0 && u.layer < layers) first = gather + fetch;
         }
       }
+      double busy = work[sti];  // the compute, stretched by the activations' copies
+      if (layer_act > 0.0) {
+        const double one = host_copy(layer_act);
+        const double n = static_cast<double>(stage_layers[sti].size());
+        const double f = work[sti] - back[sti];
+        const double steady = std::max(f + std::max(back[sti], n * one), n * one);
+        const double alone = std::max(work[sti] - back[sti], n * one) + std::max(back[sti], n * one) + v * one;
+        busy = p.pp == 1 ? steady + (alone - steady) / mbs : steady;
+      }
       const double exposed = passes * v * first;
-      const double slower = std::max({work[sti] + exposed, traffic, out, in}) - work[sti];
-      if (st == 0 && p.offload_optimizer) offload_exposed = std::max({work[sti] + exposed, out, in}) - work[sti];
+      const double slower = std::max({busy + exposed, traffic, out, in}) - work[sti];
+      if (st == 0 && p.offloads()) offload_exposed = std::max({busy + exposed, out, in}) - work[sti];
       sharded_loss[sti] = slower;
       // Spread over the passes as their share of the work.
       if (work[sti] > 0.0) back[sti] += slower * back[sti] / work[sti];

@@ -212,7 +212,7 @@ int smallest_fitting_devices(const plan::Scenario& s, int devices, bool offload)
   for (long long d : sizes) {
     const plan::Scenario grown = plan::on_devices(s, static_cast<int>(d));
     for (const plan::Candidate& c : plan::enumerate_plans(grown, static_cast<int>(d))) {
-      if (!offload && c.plan.offload_optimizer) continue;
+      if (!offload && c.plan.offloads()) continue;
       if (plan::memory_per_rank(plan::with_candidate(grown, c)).fits()) return static_cast<int>(d);
     }
   }

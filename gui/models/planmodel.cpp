@@ -44,7 +44,7 @@ QVariant PlanModel::data(const QModelIndex& index, int role) const {
     case Ep: number = pl.ep; break;
     case Virtual: number = pl.virtual_stages; break;
     case MicroBatch: number = p.candidate.micro_batch; break;
-    case Zero: if (!pl.hybrid_shard() && !pl.offload_optimizer) number = pl.zero; break;
+    case Zero: if (!pl.hybrid_shard() && !pl.offloads()) number = pl.zero; break;
     default: break;
   }
   if (role == Qt::TextAlignmentRole) {

@@ -137,7 +137,7 @@ expect 2 "top" -- "$parasim" plan "$q" --top -1
 # 30B on one 80 GB GPU: only with the optimizer (and parameters) in host memory; with a
 # host too small for that, nothing fits and the answer is the smallest cluster.
 m30="$src/scenarios/memory-30b-one-gpu.yaml"
-expect 0 "36 valid plans: 12 fit, 24 rejected" -- "$parasim" plan "$m30"
+expect 0 "44 valid plans: 16 fit, 28 rejected" -- "$parasim" plan "$m30"
 expect 0 "^ 1 .* 0 \+off\(o,p\) " -- "$parasim" plan "$m30"
 expect 0 "every plan that fits on 1 device offloads to host memory; without offloading, the smallest cluster where one fits has 8 devices" -- "$parasim" plan "$m30"
 expect 0 "\"smallest_fitting_devices_without_offload\": 8" -- "$parasim" plan "$m30" --json
@@ -153,6 +153,8 @@ expect 0 "host memory: stage 0 keeps 503 GiB of its 1 TiB share \(fits\)" -- "$p
 expect 0 "OUT OF HOST MEMORY" -- "$parasim" check "$src/scenarios/offload-30b-one-gpu.yaml" --set cluster.host.memory=256GB
 expect 2 "plan.offload_params: offloading the parameters needs the optimizer offloaded too" -- "$parasim" check "$m30" --set plan.offload_params=true
 expect 2 "plan.offload_optimizer: CPU ranks" -- "$parasim" check "$q" --set plan.offload_optimizer=true
+expect 2 "plan.offload_activations: offloading activations needs a transformer trained without recompute" -- "$parasim" check "$src/scenarios/offload-30b-one-gpu.yaml" --set plan.offload_activations=true
+expect 0 "activations offloaded to host memory" -- "$parasim" check "$src/scenarios/fsdp-llama3-8b.yaml" --set plan.offload_activations=true
 expect 2 "plan.zero: offloading the optimizer with dp 8 needs ZeRO-2 or -3" -- "$parasim" check "$m30" --set cluster.gpus_per_node=8 --set plan.dp=8 --set plan.offload_optimizer=true
 expect 2 "cluster.host.link_bandwidth: applies only to the nvswitch and nvlink-mesh fabrics" -- "$parasim" check "$m30" --set cluster=pcie-node --set cluster.gpus_per_node=1 --set cluster.host.link_bandwidth=10GB/s
 expect 2 "add a cluster.host section" -- "$parasim" check "$m30" --set cluster=dgx-b200 --set cluster.gpus_per_node=1 --set plan.offload_optimizer=true

@@ -469,3 +469,51 @@ TEST_CASE("offloading copies each unit's gradients out after every backward and 
   CHECK_THAT(op_name(all, fetch.front() - all.ops.data()), Catch::Matchers::Equals("fetch params embedding"));
   CHECK_THAT(op_name(opt, out.front() - opt.ops.data()), Catch::Matchers::StartsWith("offload grads"));
 }
+
+TEST_CASE("offloaded activations leave after each layer's forward and come back one layer ahead of its backward",
+          "[compile][offload]") {
+  // The small GPT on one GPU of an HGX H100, 16 micro-batches of 8 layers, no recompute.
+  const Scenario s = gpt({"cluster.nodes=1", "cluster.gpus_per_node=1", "plan.offload_activations=true"});
+  const Program p = compile(s);
+  const double bytes = layer_activation_bytes(s.model, 2, 1, false, Recompute::none, 2, true, 0);
+  std::map<std::pair<int, int>, std::int64_t> out;
+  std::map<std::pair<int, int>, std::int64_t> in;
+  for (std::int64_t id : p.order[0]) {
+    const Op& o = p.ops[static_cast<std::size_t>(id)];
+    if (o.kind != OpKind::copy) continue;
+    CHECK(o.copied == Copied::activations);
+    CHECK(o.bytes == Approx(bytes));
+    (o.to_host ? out : in)[{o.layer, o.micro_batch}] = id;
+  }
+  REQUIRE(out.size() == 16 * 8);
+  REQUIRE(in.size() == 16 * 8);
+  for (std::int64_t id : p.order[0]) {
+    const Op& o = p.ops[static_cast<std::size_t>(id)];
+    if (o.kind != OpKind::compute || o.what != ComputeWhat::layer) continue;
+    const auto deps = p.deps_of(id);
+    auto has = [&](std::int64_t d) { return std::find(deps.begin(), deps.end(), d) != deps.end(); };
+    if (o.category == Category::backward) {
+      // Its activations are back before it starts.
+      CHECK(has(in.at({o.layer, o.micro_batch})));
+    } else {
+      // Its copy out waits for it.
+      const auto od = p.deps_of(out.at({o.layer, o.micro_batch}));
+      CHECK(std::find(od.begin(), od.end(), id) != od.end());
+    }
+  }
+  // A copy back waits for its copy out, and for the backward before (one layer ahead).
+  for (const auto& [key, id] : in) {
+    const auto d = p.deps_of(id);
+    CHECK(std::find(d.begin(), d.end(), out.at(key)) != d.end());
+    if (key.first < 7) {
+      bool after = false;
+      for (std::int64_t x : d) {
+        const Op& c = p.ops[static_cast<std::size_t>(x)];
+        after = after || (c.category == Category::backward && c.layer == key.first + 2 && c.micro_batch == key.second);
+      }
+      CHECK((after || key.first == 6));
+    }
+  }
+  CHECK(unfinished(p) == 0);
+  CHECK_THAT(op_name(p, out.begin()->second), Catch::Matchers::Equals("offload activations L0 mb0"));
+}

@@ -118,6 +118,18 @@ TEST_CASE("offloading moves the optimizer's state, then the weights, to host mem
   CHECK_FALSE(small.host_fits());
   CHECK_FALSE(small.fits());
   CHECK_THAT(describe_memory(small), Catch::Matchers::Contains("OUT OF HOST MEMORY"));
+  // Activations: the stage's peak (under 1F1B on one stage, one micro-batch's 40 layers)
+  // goes to host memory but two layers'.
+  const std::string one = "cluster: {preset: dgx-h100, gpus_per_node: 1}\nmodel: gpt3-13b\n"
+                          "training: {global_batch: 8, micro_batch: 1}\n";
+  const Scenario base = scenario(one);
+  const MemoryBreakdown kept = memory_per_rank(base).stages[0];
+  const MemoryBreakdown moved = memory_per_rank(scenario(one, {"plan.offload_activations=true"})).stages[0];
+  const double layer = layer_activation_bytes(base.model, 1, 1, false, Recompute::none, 2, true, 0);
+  CHECK(moved.host == Approx(38 * layer));
+  CHECK(kept.activations - moved.activations == Approx(38 * layer));
+  CHECK(moved.weights + moved.gradients + moved.master + moved.optimizer ==
+        Approx(kept.weights + kept.gradients + kept.master + kept.optimizer));
   // Without offloading nothing is in host memory and nothing is checked against it.
   CHECK(memory_per_rank(scenario(text)).host_capacity == 0.0);
 }

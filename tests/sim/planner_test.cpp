@@ -196,7 +196,7 @@ TEST_CASE("a model that fits nowhere gets the smallest cluster where a plan fits
   auto any_fits = [&](int devices) {
     const plan::Scenario grown = plan::on_devices(s, devices);
     for (const plan::Candidate& c : plan::enumerate_plans(grown, devices)) {
-      if (c.plan.offload_optimizer) continue;
+      if (c.plan.offloads()) continue;
       if (plan::memory_per_rank(plan::with_candidate(grown, c)).fits()) return true;
     }
     return false;
