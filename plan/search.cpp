@@ -179,13 +179,18 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
                       // Offloading, where the hosts are on the graph and the plan does not
                       // fit without it: the optimizer, then the parameters too.
                       if (!offload || memory_per_rank(cs).fits()) continue;
-                      // Or its activations (without recompute), or all of it.
+                      // Or its activations (without recompute), or all of it. What check
+                      // refuses is skipped here rather than have it throw for each.
+                      const bool replicas = dp * cp > 1;
+                      const bool tied = transformer && pp > 1 && base.model.tie_embeddings;
                       for (int mode = 1; mode <= 4; ++mode) {
                         Candidate o = c;
                         o.plan.offload_optimizer = mode != 3;
                         o.plan.offload_params = mode == 2 || mode == 4;
                         o.plan.offload_activations = mode >= 3;
-                        if (mode >= 3 && (r != Recompute::none || !transformer)) continue;
+                        if (o.plan.offload_activations && (r != Recompute::none || !transformer)) continue;
+                        if (o.plan.offload_optimizer && (tied || (replicas && zero < 2))) continue;
+                        if (o.plan.offload_params && replicas && zero != 3) continue;
                         if (valid(with_candidate(base, o))) out.push_back(o);
                       }
                     }
