@@ -200,7 +200,6 @@ class Builder {
     op.layer = unit;
     op.layer_end = unit + 1;
     op.bytes = bytes;
-    op.gradient = to_host;
     op.to_host = to_host;
     op.copied = to_host ? Copied::grads : Copied::params;
     return add(op, deps);
@@ -213,7 +212,6 @@ class Builder {
   void activations_out(int layer, int mb) {
     if (!p_.offload_activations) return;
     const std::int64_t out = copy(true, layer_activation_bytes_, mb, layer, std::span<const std::int64_t>(&last_compute_, 1));
-    prog_.ops[static_cast<std::size_t>(out)].gradient = false;
     prog_.ops[static_cast<std::size_t>(out)].copied = Copied::activations;
     activations_out_[{layer, mb}] = out;
   }

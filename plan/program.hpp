@@ -102,7 +102,7 @@ struct Op {
   double flops = 0.0;            // compute
   double bytes = 0.0;            // compute: memory traffic; comm: payload per rank
   std::int32_t peer = -1;        // send / recv
-  bool gradient = false;         // send / recv (and their tp gathers), copy: gradients rather than activations / parameters
+  bool gradient = false;         // send / recv (and their tp gathers): gradients (backward) rather than activations
   bool to_host = false;          // copy: device to host memory (else host to device)
   Copied copied = Copied::params;  // copy: what it carries
   std::int32_t group = -1;       // collective: Program::groups index

@@ -101,6 +101,7 @@ struct Estimator::Impl {
   topology::Router router;
   std::map<std::tuple<int, int, int, int, int, int, int, int, double, double, int>, double> collectives;
   std::map<std::tuple<int, int, int, int, int, int, int>, double> contention;
+  std::map<int, int> host_sharing;  // devices of a node in use -> most sharing one host link
 
   // How many ring edges of the concurrent groups of dimension d share the busiest link
   // of the group at stage `stage`, over the group's own edges on it. Concurrent: the
@@ -185,19 +186,23 @@ struct Estimator::Impl {
 
   // A copy of `bytes` between device 0 and its host memory (offloading), stretched by the
   // node's other ranks copying at once over the links they share (a PCIe switch's uplink).
+  // The sharing depends only on how many of the node's devices the plan uses: worked out
+  // once per count (the planner asks for every unit of every plan).
   double host_copy(const plan::Scenario& s, double bytes) {
     const topology::Route& r = router.host_route(0, true);
     const int ranks = std::min(s.plan.world(), cluster.spec().gpus_per_node);
-    int sharing = 1;
-    for (int l : r.links) {
-      int n = 0;
-      for (int d = 0; d < ranks; ++d) {
-        const auto& other = router.host_route(d, true).links;
-        n += std::find(other.begin(), other.end(), l) != other.end() ? 1 : 0;
+    auto [it, fresh] = host_sharing.try_emplace(ranks, 1);
+    if (fresh) {
+      for (int l : r.links) {
+        int n = 0;
+        for (int d = 0; d < ranks; ++d) {
+          const auto& other = router.host_route(d, true).links;
+          n += std::find(other.begin(), other.end(), l) != other.end() ? 1 : 0;
+        }
+        it->second = std::max(it->second, n);
       }
-      sharing = std::max(sharing, n);
     }
-    return r.latency + bytes / r.bottleneck * sharing;
+    return r.latency + bytes / r.bottleneck * it->second;
   }
 
   // One boundary's transfer from stage `stage` to the next (the tp 0, dp 0 ranks).
