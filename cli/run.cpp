@@ -208,6 +208,10 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
   fmt::print("achieved           {} per rank (FLOPs executed: {:.4g} per step)\n",
              u::format_flop_rate(m.flops_per_step / m.median_seconds / s.plan.world()), m.flops_per_step);
   fmt::print("loss               {:.4f} -> {:.4f}\n", first, last);
+  if (m.expert_load > 0.0) {
+    fmt::print("expert load        the busiest rank's experts computed {:.2f} x the mean's rows (ep {})\n", m.expert_load,
+               s.plan.ep);
+  }
   if (s.training.precision == plan::Dtype::fp16) {
     const auto skipped = std::count_if(m.steps.begin(), m.steps.end(), [](const exec::StepRecord& r) { return r.skipped; });
     fmt::print("loss scale         {:g} (from {:g}; {} step{} skipped for overflow)\n", m.steps.back().loss_scale,
@@ -266,6 +270,7 @@ void run_run(const RunArgs& a) {
                              {"median_step_time", m.median_seconds},
                              {"mean_step_time", m.mean_seconds},
                              {"flops_per_step", m.flops_per_step},
+                             {"expert_load", m.expert_load},
                              {"peak_memory", m.peak_memory},
                              {"steps", steps_json(m)}};
     out.add(a.json, j.dump(2) + "\n");
@@ -303,8 +308,11 @@ void run_validate(const RunArgs& a) {
   // The executor's allocator holds the model's tensors; the runtime's workspace is outside
   // it, so the comparison leaves it out of the prediction too.
   const std::vector<double> predicted_memory = rank_tensor_memory(s, mem);
-  const std::vector<report::ComparisonRow> rows =
+  std::vector<report::ComparisonRow> rows =
       report::compare(pf, prediction.trace, mf, m.trace, predicted_memory, m.peak_memory);
+  // Expert parallelism: the routing the prediction assumed (model.moe_imbalance) against
+  // the rows the busiest rank's experts computed.
+  if (m.expert_load > 0.0) rows.push_back({"expert load (busiest)", "ratio", s.model.expert_load(), m.expert_load});
 
   using A = report::Table::Align;
   report::Table t({"", "predicted", "measured", "error"}, {A::left, A::right, A::right, A::right});
@@ -318,6 +326,11 @@ void run_validate(const RunArgs& a) {
     fmt::print("note: the executor keeps {} tensors as rounded fp32 values, so it holds more memory than the\n"
                "      prediction's 2-byte tensors; compare memory with training.precision fp32 or tf32\n",
                topology::to_string(stored));
+  }
+  if (m.expert_load > 0.0 && std::abs(m.expert_load / s.model.expert_load() - 1.0) > 0.05) {
+    fmt::print("note: the router sent the busiest rank's experts {:.2f} x the mean's rows, the prediction assumed\n"
+               "      {:.2f} x; --set model.moe_imbalance={:.2f} predicts with the routing measured\n",
+               m.expert_load, s.model.expert_load(), m.expert_load);
   }
   if (s.training.precision == plan::Dtype::fp8) {
     fmt::print("note: fp8 runs here as FP8 values in fp32 GEMMs (each linear layer's operands rounded to E4M3 or\n"

@@ -239,6 +239,12 @@ class Device {
   // place at its block; all_gather fills every member's block from its owner.
   virtual Request reduce_scatter(float* data, std::span<const std::int64_t> counts, Comm comm) = 0;
   virtual Request all_gather(float* data, std::span<const std::int64_t> counts, Comm comm) = 0;
+  // Member i receives send's block i (send_counts[i] floats, blocks back to back) as its
+  // block for this member in recv (recv_counts[j] floats from member j, back to back): an
+  // all-to-all of varying sizes (MPI_Alltoallv; NCCL's grouped sends and receives, as
+  // Megatron-Core's token dispatcher runs it). send and recv do not overlap.
+  virtual Request all_to_all(const float* send, std::span<const std::int64_t> send_counts, float* recv,
+                             std::span<const std::int64_t> recv_counts, Comm comm) = 0;
   // True once `r` is done (and then forgets it); `completed_ns`, when given, receives when
   // it completed in now_ns()'s time base, which may be before this call noticed.
   virtual bool test(Request r, std::int64_t* completed_ns = nullptr) = 0;

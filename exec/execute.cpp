@@ -66,6 +66,22 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
     r.skipped = shard.last_step_skipped();
     r.loss_scale = shard.loss_scale();
     m.steps.push_back(r);
+    if (s.model.moe() && s.plan.ep > 1 && !r.warmup) {
+      // Each exchange waits for its busiest rank: per layer and micro-batch, the most rows
+      // any holder of the layer computed over their mean.
+      std::vector<double> busiest = shard.expert_rows(), all = shard.expert_rows();
+      dev.max_to_all(busiest);
+      dev.sum_to_all(all);
+      const double holders = static_cast<double>(dev.world()) / s.plan.pp;
+      double load = 0.0;
+      int counted = 0;
+      for (std::size_t k = 0; k < all.size(); ++k) {
+        if (all[k] <= 0.0) continue;
+        load += busiest[k] / (all[k] / holders);
+        ++counted;
+      }
+      if (counted > 0) m.expert_load += load / counted / options.steps;
+    }
     if (dev.rank() == 0 && options.on_step) options.on_step(r);
     if (!r.warmup) {
       bounds.emplace_back(static_cast<std::int64_t>(-ext[0]), static_cast<std::int64_t>(ext[1]));

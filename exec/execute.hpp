@@ -44,6 +44,9 @@ struct Measurement {
   double median_seconds = 0.0;      // over the measured steps
   double mean_seconds = 0.0;
   double flops_per_step = 0.0;      // performed, all ranks
+  // Expert parallelism: the rows the busiest rank's experts computed over the mean, averaged
+  // over the measured steps (what model.moe_imbalance stands for); 0 without.
+  double expert_load = 0.0;
   std::string model_note;           // how the model was run ("GPT decoder", or GEMM equivalents)
 };
 

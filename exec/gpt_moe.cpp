@@ -1,9 +1,17 @@
-// A mixture-of-experts MLP on a rank that holds every expert (tp 1, ep 1): the router's
-// GEMM on the device, the top-k routing on the host (exec/model/moe.hpp's, so the shard
-// routes exactly as the reference), each expert's GEMMs over the rows routed to it, and the
-// gates' weighted sum; backward the experts' gradients, the gates' through a dot product
-// per copy, and the router's. The rows move with the Device's copies, so both backends run
-// it.
+// A mixture-of-experts MLP: the router's GEMM on the device, the top-k routing on the host
+// (exec/model/moe.hpp's, so the shard routes exactly as the reference), each expert's GEMMs
+// over the rows routed to it, and the gates' weighted sum; backward the experts' gradients,
+// the gates' through a dot product per copy, and the router's. The rows move with the
+// Device's copies, so both backends run it.
+//
+// With every expert on the rank (ep 1) the half is one op. Under expert parallelism it is
+// Megatron-Core's all-to-all token dispatcher: each rank routes its own tokens, permutes the
+// copies into expert order (each ep member's experts back to back), and the dispatch sends
+// every member the rows of its experts, after the counts (Runner::exchange_tokens). The
+// member puts the rows it received (member after member) in expert order, runs its experts
+// and puts their outputs back in the order received; the combine returns them to their
+// tokens' ranks, which weight them by the gates. Backward the same path carries the
+// output gradients out and the input gradients back.
 #include <algorithm>
 
 #include "exec/gpt_shard.hpp"
@@ -11,18 +19,19 @@
 
 namespace parasim::exec {
 
-GptShard::ExpertOffsets GptShard::expert(int layer, int e) const {
+using plan::Category;
+using plan::LayerPiece;
+
+GptShard::ExpertOffsets GptShard::expert(int layer, int j) const {
   const LayerParams& p = layer_params_.at(layer);
-  const std::size_t at = static_cast<std::size_t>(e) * p.expert_stride;
+  const std::size_t at = static_cast<std::size_t>(j) * p.expert_stride;
   return {p.fcw + at, p.fcb + at, p.fcprojw + at, p.fcprojb + at};
 }
 
-void GptShard::moe_forward(int layer, int mb) {
+void GptShard::route(int layer, int mb) {
   const LayerParams& p = layer_params_.at(layer);
   Acts& a = acts(layer, mb);
   const auto N = static_cast<std::size_t>(n_);
-  const auto H = static_cast<std::size_t>(h_);
-  const auto F = static_cast<std::size_t>(fl_);
   const auto E = static_cast<std::size_t>(experts_);
   const auto K = static_cast<std::size_t>(top_k_);
   need(a.router, N * E);
@@ -40,30 +49,98 @@ void GptShard::moe_forward(int layer, int mb) {
   std::vector<float> pos(N * K);
   for (std::size_t e = 0; e < E; ++e) {
     r.first[e + 1] = r.first[e] + r.copies[e].size();
-    for (std::size_t i = 0; i < r.copies[e].size(); ++i)
+    for (std::size_t i = 0; i < r.copies[e].size(); ++i) {
       pos[static_cast<std::size_t>(r.copies[e][i])] = static_cast<float>(r.first[e] + i);
+    }
   }
-  const std::size_t rows = N * K;  // every copy once
-  need(a.epos, rows);
-  need(a.egate, rows);
-  dev_.upload(a.epos.f(), pos.data(), rows * sizeof(float));
-  dev_.upload(a.egate.f(), r.gate.data(), rows * sizeof(float));
+  need(a.epos, N * K);
+  need(a.egate, N * K);
+  dev_.upload(a.epos.f(), pos.data(), pos.size() * sizeof(float));
+  dev_.upload(a.egate.f(), r.gate.data(), r.gate.size() * sizeof(float));
+}
+
+void GptShard::expert_forward(int layer, int j, int m, const float* in, float* pre, float* act, float* out) {
+  if (m == 0) return;
+  const ExpertOffsets x = expert(layer, j);
+  dev_.gemm(false, false, m, fl_, h_, 1.0F, in, h_, w(x.fcw), fl_, 0.0F, pre, fl_);
+  dev_.bias_gelu_forward(pre, act, w(x.fcb), m, fl_, storage_);
+  dev_.gemm(false, false, m, h_, fl_, 1.0F, act, fl_, w(x.projw), h_, 0.0F, out, h_);
+  dev_.add_bias(out, w(x.projb), m, h_);
+}
+
+void GptShard::expert_backward(int layer, int j, int m, const float* d, const float* in, const float* pre,
+                               const float* act, float* scratch, float* din) {
+  if (m == 0) return;
+  const ExpertOffsets x = expert(layer, j);
+  const auto MF = static_cast<std::size_t>(m) * static_cast<std::size_t>(fl_);
+  float* dact = scratch;
+  float* dpre = scratch + MF;
+  dev_.bias_backward(g(x.projb), d, m, h_);
+  dev_.gemm(true, false, fl_, h_, m, 1.0F, act, fl_, d, h_, 1.0F, g(x.projw), h_);
+  dev_.gemm(false, true, m, fl_, h_, 1.0F, d, h_, w(x.projw), h_, 0.0F, dact, fl_);
+  dev_.zero(dpre, static_cast<std::int64_t>(MF));
+  dev_.gelu_backward(dpre, pre, dact, static_cast<std::int64_t>(MF));
+  dev_.gemm(true, false, h_, fl_, m, 1.0F, in, h_, dpre, fl_, 1.0F, g(x.fcw), fl_);
+  dev_.bias_backward(g(x.fcb), dpre, m, fl_);
+  dev_.gemm(false, true, m, h_, fl_, 1.0F, dpre, fl_, w(x.fcw), fl_, 0.0F, din, h_);
+}
+
+// Each gate's gradient: the output gradient's dot product with its expert's output (a.eout,
+// the copies in expert order).
+std::vector<float> GptShard::gate_gradients(const Acts& a, const MoeRoute& r, const float* dy) {
+  const auto N = static_cast<std::size_t>(n_);
+  const auto H = static_cast<std::size_t>(h_);
+  const auto K = static_cast<std::size_t>(top_k_);
+  std::vector<float> dy_host(N * H), out_host(N * K * H);
+  dev_.download(dy_host.data(), dy, dy_host.size() * sizeof(float));
+  dev_.download(out_host.data(), a.eout.f(), out_host.size() * sizeof(float));
+  std::vector<float> dgate(N * K, 0.0F);
+  for (std::size_t e = 0; e < r.copies.size(); ++e) {
+    for (std::size_t i = 0; i < r.copies[e].size(); ++i) {
+      const auto c = static_cast<std::size_t>(r.copies[e][i]);
+      const float* d = dy_host.data() + c / K * H;
+      const float* o = out_host.data() + (r.first[e] + i) * H;
+      double dot = 0.0;
+      for (std::size_t k = 0; k < H; ++k) dot += static_cast<double>(d[k]) * o[k];
+      dgate[c] = static_cast<float>(dot);
+    }
+  }
+  return dgate;
+}
+
+void GptShard::router_backward(int layer, int mb, const std::vector<float>& dgate) {
+  const LayerParams& p = layer_params_.at(layer);
+  Acts& a = acts(layer, mb);
+  const MoeRoute& r = routes_.at({layer, mb});
+  const auto N = static_cast<std::size_t>(n_);
+  const auto E = static_cast<std::size_t>(experts_);
+  std::vector<float> dlogits(N * E);
+  moe::route_backward(dlogits.data(), r.expert.data(), r.gate.data(), dgate.data(), n_, experts_, top_k_);
+  float* dz = need(moe_z_, N * E).f();
+  dev_.upload(dz, dlogits.data(), dlogits.size() * sizeof(float));
+  dev_.gemm(false, true, n_, h_, experts_, 1.0F, dz, experts_, w(p.router), experts_, 1.0F, a.part.f(), h_);
+  dev_.gemm(true, false, h_, experts_, n_, 1.0F, a.ln2.f(), h_, dz, experts_, 1.0F, g(p.router), experts_);
+}
+
+// --- every expert on the rank ------------------------------------------------------------------
+
+void GptShard::moe_forward(int layer, int mb) {
+  route(layer, mb);
+  Acts& a = acts(layer, mb);
+  const MoeRoute& r = routes_.at({layer, mb});
+  const auto H = static_cast<std::size_t>(h_);
+  const auto F = static_cast<std::size_t>(fl_);
+  const std::size_t rows = static_cast<std::size_t>(n_) * static_cast<std::size_t>(top_k_);  // every copy once
   need(a.ein, rows * H);
   need(a.epre, rows * F);
   need(a.eact, rows * F);
   need(a.eout, rows * H);
-  need(a.part, N * H);
+  need(a.part, static_cast<std::size_t>(n_) * H);
   dev_.moe_permute(a.ein.f(), a.ln2.f(), a.epos.f(), nullptr, n_, top_k_, h_);
-  for (std::size_t e = 0; e < E; ++e) {
-    const int m = static_cast<int>(r.copies[e].size());
-    if (m == 0) continue;
-    const ExpertOffsets x = expert(layer, static_cast<int>(e));
-    float* pre = a.epre.f() + r.first[e] * F;
-    float* out = a.eout.f() + r.first[e] * H;
-    dev_.gemm(false, false, m, fl_, h_, 1.0F, a.ein.f() + r.first[e] * H, h_, w(x.fcw), fl_, 0.0F, pre, fl_);
-    dev_.bias_gelu_forward(pre, a.eact.f() + r.first[e] * F, w(x.fcb), m, fl_, storage_);
-    dev_.gemm(false, false, m, h_, fl_, 1.0F, a.eact.f() + r.first[e] * F, fl_, w(x.projw), h_, 0.0F, out, h_);
-    dev_.add_bias(out, w(x.projb), m, h_);
+  for (std::size_t e = 0; e < r.copies.size(); ++e) {
+    const std::size_t at = r.first[e];
+    expert_forward(layer, static_cast<int>(e), static_cast<int>(r.copies[e].size()), a.ein.f() + at * H,
+                   a.epre.f() + at * F, a.eact.f() + at * F, a.eout.f() + at * H);
   }
   round(a.eout.f(), rows * H);
   // Each token's copies weighted by their gates, in order.
@@ -71,58 +148,165 @@ void GptShard::moe_forward(int layer, int mb) {
 }
 
 void GptShard::moe_backward(int layer, int mb, const float* dy) {
-  const LayerParams& p = layer_params_.at(layer);
   Acts& a = acts(layer, mb);
   const MoeRoute& r = routes_.at({layer, mb});
-  const auto N = static_cast<std::size_t>(n_);
   const auto H = static_cast<std::size_t>(h_);
   const auto F = static_cast<std::size_t>(fl_);
-  const auto E = static_cast<std::size_t>(experts_);
-  const auto K = static_cast<std::size_t>(top_k_);
-  // Each gate's gradient: the output gradient's dot product with its expert's output.
-  std::vector<float> dy_host(N * H), out_host(N * K * H);
-  dev_.download(dy_host.data(), dy, dy_host.size() * sizeof(float));
-  dev_.download(out_host.data(), a.eout.f(), out_host.size() * sizeof(float));
-  std::vector<float> dgate(N * K, 0.0F);
-  for (std::size_t e = 0; e < E; ++e) {
-    for (std::size_t i = 0; i < r.copies[e].size(); ++i) {
-      const auto c = static_cast<std::size_t>(r.copies[e][i]);
-      const float* d = dy_host.data() + c / K * H;
-      const float* o = out_host.data() + (r.first[e] + i) * H;
-      double dot = 0.0;
-      for (std::size_t j = 0; j < H; ++j) dot += static_cast<double>(d[j]) * o[j];
-      dgate[c] = static_cast<float>(dot);
-    }
-  }
-  float* dout = need(moe_a_, N * K * H).f();  // the copies' gated output gradients, in expert order
-  float* din = need(moe_c_, N * K * H).f();   // and their input gradients
-  need(moe_b_, 2 * N * K * F);
+  const std::size_t rows = static_cast<std::size_t>(n_) * static_cast<std::size_t>(top_k_);
+  const std::vector<float> dgate = gate_gradients(a, r, dy);
+  float* dout = need(moe_a_, rows * H).f();  // the copies' gated output gradients, in expert order
+  float* din = need(moe_c_, rows * H).f();   // and their input gradients
+  float* scratch = fit(moe_b_, 2 * rows * F).f();
   dev_.moe_permute(dout, dy, a.epos.f(), a.egate.f(), n_, top_k_, h_);
-  for (std::size_t e = 0; e < E; ++e) {
-    const int m = static_cast<int>(r.copies[e].size());
-    if (m == 0) continue;
-    const auto M = static_cast<std::size_t>(m);
-    const ExpertOffsets x = expert(layer, static_cast<int>(e));
-    const float* d = dout + r.first[e] * H;
-    float* dact = moe_b_.f();          // M x F
-    float* dpre = moe_b_.f() + M * F;  // M x F
-    dev_.bias_backward(g(x.projb), d, m, h_);
-    dev_.gemm(true, false, fl_, h_, m, 1.0F, a.eact.f() + r.first[e] * F, fl_, d, h_, 1.0F, g(x.projw), h_);
-    dev_.gemm(false, true, m, fl_, h_, 1.0F, d, h_, w(x.projw), h_, 0.0F, dact, fl_);
-    dev_.zero(dpre, static_cast<std::int64_t>(M * F));
-    dev_.gelu_backward(dpre, a.epre.f() + r.first[e] * F, dact, static_cast<std::int64_t>(M * F));
-    dev_.gemm(true, false, h_, fl_, m, 1.0F, a.ein.f() + r.first[e] * H, h_, dpre, fl_, 1.0F, g(x.fcw), fl_);
-    dev_.bias_backward(g(x.fcb), dpre, m, fl_);
-    dev_.gemm(false, true, m, h_, fl_, 1.0F, dpre, fl_, w(x.fcw), fl_, 0.0F, din + r.first[e] * H, h_);
+  for (std::size_t e = 0; e < r.copies.size(); ++e) {
+    const std::size_t at = r.first[e];
+    expert_backward(layer, static_cast<int>(e), static_cast<int>(r.copies[e].size()), dout + at * H, a.ein.f() + at * H,
+                    a.epre.f() + at * F, a.eact.f() + at * F, scratch, din + at * H);
   }
   // ln2's gradient: each token's copies' input gradients, then the router's share.
   dev_.moe_unpermute(a.part.f(), din, a.epos.f(), nullptr, n_, top_k_, h_, false);
-  std::vector<float> dlogits(N * E);
-  moe::route_backward(dlogits.data(), r.expert.data(), r.gate.data(), dgate.data(), n_, experts_, top_k_);
-  float* dz = need(moe_z_, N * E).f();
-  dev_.upload(dz, dlogits.data(), dlogits.size() * sizeof(float));
-  dev_.gemm(false, true, n_, h_, experts_, 1.0F, dz, experts_, w(p.router), experts_, 1.0F, a.part.f(), h_);
-  dev_.gemm(true, false, h_, experts_, n_, 1.0F, a.ln2.f(), h_, dz, experts_, 1.0F, g(p.router), experts_);
+  router_backward(layer, mb, dgate);
+}
+
+// --- expert parallelism -------------------------------------------------------------------------
+
+std::vector<float> GptShard::expert_counts(const plan::Op& dispatch) {
+  const MoeRoute& r = routes_.at({dispatch.layer, dispatch.micro_batch});
+  std::vector<float> counts;
+  for (const std::vector<int>& c : r.copies) counts.push_back(static_cast<float>(c.size()));
+  return counts;
+}
+
+void GptShard::expert_counts_received(const plan::Op& dispatch, std::span<const float> counts) {
+  MoeRoute& r = routes_.at({dispatch.layer, dispatch.micro_batch});
+  Acts& a = acts(dispatch.layer, dispatch.micro_batch);
+  const auto held = static_cast<std::size_t>(held_);
+  const std::size_t members = counts.size() / held;
+  r.held.assign(counts.begin(), counts.end());
+  // Expert j's rows: member 0's, then member 1's, ...
+  r.held_first.assign(held + 1, 0);
+  for (std::size_t j = 0; j < held; ++j) {
+    std::size_t rows = 0;
+    for (std::size_t q = 0; q < members; ++q) rows += static_cast<std::size_t>(r.held[q * held + j]);
+    r.held_first[j + 1] = r.held_first[j] + rows;
+  }
+  r.received = r.held_first[held];
+  std::vector<float> pos;
+  pos.reserve(r.received);
+  std::vector<std::size_t> next(r.held_first.begin(), r.held_first.end() - 1);
+  for (std::size_t q = 0; q < members; ++q) {
+    for (std::size_t j = 0; j < held; ++j) {
+      for (std::int64_t i = 0; i < r.held[q * held + j]; ++i) pos.push_back(static_cast<float>(next[j]++));
+    }
+  }
+  fit(a.xpos, r.received);
+  if (!pos.empty()) dev_.upload(a.xpos.f(), pos.data(), pos.size() * sizeof(float));
+}
+
+// Step 0 sends this rank's copies (ein) and receives its experts' rows; step 1 sends their
+// results back and receives this rank's copies' (into eout).
+Shard::Exchange GptShard::exchange(const plan::Op& x) {
+  const MoeRoute& r = routes_.at({x.layer, x.micro_batch});
+  Acts& a = acts(x.layer, x.micro_batch);
+  const auto H = static_cast<std::int64_t>(h_);
+  const auto held = static_cast<std::size_t>(held_);
+  const std::size_t members = r.held.size() / held;
+  std::vector<std::int64_t> mine(members, 0),
+      theirs(members, 0);  // per member: rows of this rank's copies, of its experts'
+  for (std::size_t q = 0; q < members; ++q) {
+    mine[q] = static_cast<std::int64_t>(r.first[(q + 1) * held] - r.first[q * held]) * H;
+    for (std::size_t j = 0; j < held; ++j) theirs[q] += r.held[q * held + j] * H;
+  }
+  const std::size_t copies =
+      static_cast<std::size_t>(n_) * static_cast<std::size_t>(top_k_) * static_cast<std::size_t>(h_);
+  if (x.step == 0) {
+    return {a.ein.f(), std::move(mine), fit(moe_recv_, r.received * static_cast<std::size_t>(h_)).f(),
+            std::move(theirs)};
+  }
+  return {moe_send_.f(), std::move(theirs), need(a.eout, copies).f(), std::move(mine)};
+}
+
+void GptShard::moe_piece(const plan::Op& op) {
+  const int layer = op.layer;
+  const int mb = op.micro_batch;
+  const bool backward = op.category == Category::backward;
+  Acts& a = acts(layer, mb);
+  MoeRoute& r = routes_[{layer, mb}];
+  const auto N = static_cast<std::size_t>(n_);
+  const auto H = static_cast<std::size_t>(h_);
+  const auto F = static_cast<std::size_t>(fl_);
+  const std::size_t copies = N * static_cast<std::size_t>(top_k_);
+  switch (op.piece) {
+    case LayerPiece::prepare:
+      need(a.ein, copies * H);
+      if (backward) {  // the copies' gated output gradients, and the gates'
+        const float* dy = dx_.at({layer + 1, mb}).f();
+        r.dgate = gate_gradients(a, r, dy);
+        dev_.moe_permute(a.ein.f(), dy, a.epos.f(), a.egate.f(), n_, top_k_, h_);
+        return;
+      }
+      need(a.ln2, N * H);
+      need(a.mean2, N);
+      need(a.rstd2, N);
+      dev_.layer_norm_forward(a.ln2.f(), a.mean2.f(), a.rstd2.f(), a.x1.f(), w(layer_params_.at(layer).ln2w),
+                              w(layer_params_.at(layer).ln2b), n_, h_);
+      round(a.ln2.f(), N * H);
+      route(layer, mb);
+      dev_.moe_permute(a.ein.f(), a.ln2.f(), a.epos.f(), nullptr, n_, top_k_, h_);
+      return;
+    case LayerPiece::experts: {
+      const std::size_t rows = r.received;
+      float* out = fit(moe_send_, rows * H).f();  // back in the order received
+      if (!backward) {
+        if (op.category == Category::forward) {
+          expert_rows_[static_cast<std::size_t>(layer) * static_cast<std::size_t>(micro_batches_) +
+                       static_cast<std::size_t>(mb)] = static_cast<double>(rows);
+        }
+        fit(a.xin, rows * H);
+        fit(a.epre, rows * F);
+        fit(a.eact, rows * F);
+        float* y = fit(moe_c_, rows * H).f();
+        if (rows > 0) dev_.moe_permute(a.xin.f(), moe_recv_.f(), a.xpos.f(), nullptr, static_cast<int>(rows), 1, h_);
+        for (int j = 0; j < held_; ++j) {
+          const std::size_t at = r.held_first[static_cast<std::size_t>(j)];
+          expert_forward(layer, j, static_cast<int>(r.held_first[static_cast<std::size_t>(j) + 1] - at),
+                         a.xin.f() + at * H, a.epre.f() + at * F, a.eact.f() + at * F, y + at * H);
+        }
+        round(y, rows * H);
+        if (rows > 0) dev_.moe_unpermute(out, y, a.xpos.f(), nullptr, static_cast<int>(rows), 1, h_, false);
+        return;
+      }
+      float* d = fit(moe_a_, rows * H).f();
+      float* din = fit(moe_c_, rows * H).f();
+      std::size_t widest = 0;
+      for (int j = 0; j < held_; ++j) {
+        widest =
+            std::max(widest, r.held_first[static_cast<std::size_t>(j) + 1] - r.held_first[static_cast<std::size_t>(j)]);
+      }
+      float* scratch = fit(moe_b_, 2 * widest * F).f();
+      if (rows > 0) dev_.moe_permute(d, moe_recv_.f(), a.xpos.f(), nullptr, static_cast<int>(rows), 1, h_);
+      for (int j = 0; j < held_; ++j) {
+        const std::size_t at = r.held_first[static_cast<std::size_t>(j)];
+        expert_backward(layer, j, static_cast<int>(r.held_first[static_cast<std::size_t>(j) + 1] - at), d + at * H,
+                        a.xin.f() + at * H, a.epre.f() + at * F, a.eact.f() + at * F, scratch, din + at * H);
+      }
+      if (rows > 0) dev_.moe_unpermute(out, din, a.xpos.f(), nullptr, static_cast<int>(rows), 1, h_, false);
+      return;
+    }
+    case LayerPiece::finish:
+      need(a.part, N * H);
+      if (backward) {  // ln2's gradient: each token's copies' input gradients (eout), then the router's share
+        dev_.moe_unpermute(a.part.f(), a.eout.f(), a.epos.f(), nullptr, n_, top_k_, h_, false);
+        router_backward(layer, mb, r.dgate);
+        finish_mlp_backward(layer, mb);
+        return;
+      }
+      dev_.moe_unpermute(a.part.f(), a.eout.f(), a.epos.f(), a.egate.f(), n_, top_k_, h_, false);
+      finish_mlp_forward(layer, mb, op.category == Category::recompute, a.part.f());
+      return;
+    default: break;
+  }
+  throw std::logic_error("a mixture-of-experts piece this model does not have");
 }
 
 }  // namespace parasim::exec

@@ -27,7 +27,9 @@ std::size_t block_of(int tp_index, int step, int tp) { return static_cast<std::s
 }  // namespace
 
 void GptShard::layer_piece(const plan::Op& op) {
-  if (cp_ > 1 && op.what == ComputeWhat::layer_attention) {
+  if (moe_ && op.what == ComputeWhat::layer_mlp) {
+    moe_piece(op);
+  } else if (cp_ > 1 && op.what == ComputeWhat::layer_attention) {
     context_piece(op);
   } else if (op.what == ComputeWhat::layer_attention) {
     attention_piece(op);

@@ -67,9 +67,16 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   }
   const auto CL = static_cast<std::size_t>(cl_);
   const auto FL = static_cast<std::size_t>(fl_);
+  // Expert parallelism: this rank's experts / ep experts of each layer in a region after
+  // the dense parameters (their buckets sum over other ranks), laid out from 0 and moved
+  // there once the dense size is known.
+  held_ = moe_ ? experts_ / ep_ : 0;
+  std::size_t expert_at = 0;
   for (int l : layers_held_) {
     slot_offset_[l] = at;
-    layer_params_[l] = lay_out_layer(at, H, CL, FL, moe_ ? static_cast<std::size_t>(experts_) : 0);
+    if (ep_ > 1) expert_slot_offset_[l] = expert_at;
+    layer_params_[l] = lay_out_layer(at, H, CL, FL, moe_ ? static_cast<std::size_t>(experts_) : 0,
+                                     static_cast<std::size_t>(held_), ep_ > 1 ? &expert_at : nullptr);
   }
   if (last_stage_) {
     slot_offset_[layers_] = at;
@@ -77,7 +84,13 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
     lnfb_ = take(H);
     head_ = pp_ > 1 ? take(static_cast<std::size_t>(vl_) * H) : wte_;
   }
-  param_count_ = static_cast<std::int64_t>(at);
+  expert_begin_ = at;
+  for (auto& [l, offset] : expert_slot_offset_) {
+    offset += expert_begin_;
+    LayerParams& lp = layer_params_[l];
+    for (std::size_t* o : {&lp.fcw, &lp.fcb, &lp.fcprojw, &lp.fcprojb}) *o += expert_begin_;
+  }
+  param_count_ = static_cast<std::int64_t>(at + expert_at);
 
   // Where each local tensor comes from in the full model.
   // Each rank draws only what it holds (GptInitialValues), the values Gpt<float> has.
@@ -111,10 +124,11 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
     vector_piece(lp.projb, f.projb, H, tp_owner);
     vector_piece(lp.ln2w, f.ln2w, H, tp_owner);
     vector_piece(lp.ln2b, f.ln2b, H, tp_owner);
-    if (moe_) {  // tp 1, ep 1: the router and every expert whole, as the full model lays them out
+    if (moe_) {  // tp 1: the router whole, the experts held whole (ep 1: every one, as the full model lays them out)
       const auto E = static_cast<std::size_t>(experts_);
       vector_piece(lp.router, f.router, H * E, true);
-      vector_piece(lp.fcw, f.fcw, E * lp.expert_stride, true);
+      const std::size_t first = static_cast<std::size_t>(ep_index_ * held_) * f.expert_stride;
+      add_piece(lp.fcw, 0, f.fcw + first, 0, 1, static_cast<std::size_t>(held_) * lp.expert_stride, true, ep_ > 1);
       continue;
     }
     add_piece(lp.fcw, FL, f.fcw + f0, 4 * H, H, FL, true);

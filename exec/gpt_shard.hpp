@@ -49,6 +49,9 @@ class GptShard final : public Shard {
   View whole_boundary(int boundary, int mb, bool gradient);
   void release_boundary(int boundary, int mb, bool gradient) override;
   View tied_embedding_grads() override;
+  std::vector<float> expert_counts(const plan::Op& dispatch) override;
+  void expert_counts_received(const plan::Op& dispatch, std::span<const float> counts) override;
+  Exchange exchange(const plan::Op& all_to_all) override;
 
  private:
   using LayerParams = LayerOffsets;  // offsets in the rank's flat buffers
@@ -62,29 +65,55 @@ class GptShard final : public Shard {
     // Mixture of experts: the router's logits, each copy's row among the expert rows and its
     // gate, and the routed copies' expert inputs, pre-activations, activations and outputs,
     // expert after expert (MoeRoute's order).
-    Buffer router, epos, egate, ein, epre, eact, eout;
+    // Under expert parallelism ein and eout are this rank's copies (sent, and their outputs
+    // or input gradients received back; backward ein carries the output gradients), and the
+    // rows this rank's experts compute (from every ep member) are xin's, epre's and eact's,
+    // expert after expert; xpos: where each row received (member after member) goes there.
+    Buffer router, epos, egate, ein, epre, eact, eout, xin, xpos;
   };
   // A mixture-of-experts layer's routing of one micro-batch, on the host: per copy (token
   // row i's j-th, i·k + j) its expert and gate; per expert its copies and where its rows
   // start in the expert buffers.
+  // Under expert parallelism also: per member of the ep group the rows it sends this rank
+  // for each expert held (held_ per member), per expert held its first row of xin, the
+  // rows received, and the gates' gradients (backward, for the router's).
   struct MoeRoute {
     std::vector<int> expert;
     std::vector<float> gate;
     std::vector<std::vector<int>> copies;
     std::vector<std::size_t> first;
+    std::vector<std::int64_t> held;
+    std::vector<std::size_t> held_first;
+    std::size_t received = 0;
+    std::vector<float> dgate;
   };
-  // The MLP half as a mixture of experts (gpt_moe.cpp, tp 1 and ep 1): forward from ln2
-  // into a.part; backward from the output's gradient into a.part (ln2's gradient).
+  // The MLP half as a mixture of experts (gpt_moe.cpp): tp 1 and ep 1 as one op, forward
+  // from ln2 into a.part, backward from the output's gradient into a.part (ln2's gradient);
+  // under expert parallelism as the Program's pieces around the two all-to-alls
+  // (LayerPiece::prepare, experts, finish).
   void moe_forward(int layer, int mb);
   void moe_backward(int layer, int mb, const float* dy);
+  void moe_piece(const plan::Op& op);
+  // Their parts: the router's GEMM and the routing (into routes_ and a.epos, a.egate);
+  // held expert j's MLP over m rows; its backward from the output gradient d (scratch:
+  // 2·m·width floats), writing the input's gradient din; the gates' gradients; the router's
+  // backward (adding its share of ln2's gradient into a.part).
+  void route(int layer, int mb);
+  void expert_forward(int layer, int j, int m, const float* in, float* pre, float* act, float* out);
+  void expert_backward(int layer, int j, int m, const float* d, const float* in, const float* pre, const float* act,
+                       float* scratch, float* din);
+  std::vector<float> gate_gradients(const Acts& a, const MoeRoute& r, const float* dy);
+  void router_backward(int layer, int mb, const std::vector<float>& dgate);
   struct ExpertOffsets {
     std::size_t fcw, fcb, projw, projb;
   };
-  [[nodiscard]] ExpertOffsets expert(int layer, int e) const;
+  [[nodiscard]] ExpertOffsets expert(int layer, int j) const;  // of held expert j
   bool moe_ = false;
-  int experts_ = 0, top_k_ = 0;
+  int experts_ = 0, top_k_ = 0, held_ = 0;
   std::map<std::pair<int, int>, MoeRoute> routes_;
-  Buffer moe_a_, moe_b_, moe_c_, moe_z_;  // scratch: copies x hidden (twice), 2 x copies x width, rows x experts
+  // Scratch: copies x hidden (twice), 2 x copies x width, rows x experts; under expert
+  // parallelism the rows received (member after member) and those sent back.
+  Buffer moe_a_, moe_b_, moe_c_, moe_z_, moe_recv_, moe_send_;
 
   void load_batch(std::int64_t step) override;
   Acts& acts(int layer, int mb);

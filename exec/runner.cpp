@@ -26,13 +26,15 @@ Runner::Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, 
   span_of_.assign(prog.ops.size(), 0);
   begin_.assign(prog.ops.size(), 0);
   end_.assign(prog.ops.size(), 0);
-  std::vector<int> buckets;
+  std::vector<int> buckets, expert_buckets;
   for (std::int64_t id : prog.order[static_cast<std::size_t>(rank_)]) {
     const Op& o = prog.ops[static_cast<std::size_t>(id)];
     queue_[static_cast<int>(o.stream)].push_back(id);
-    if (o.kind == OpKind::collective && o.category == Category::dp_comm) buckets.push_back(o.layer);
+    if (o.kind == OpKind::collective && o.category == Category::dp_comm) {
+      (experts(o) ? expert_buckets : buckets).push_back(o.layer);
+    }
   }
-  shard_.set_buckets(buckets);
+  shard_.set_buckets(buckets, expert_buckets);
   // Communicators for this rank's groups, created in the Program's group order on every
   // rank (so creations never cross), keyed by the group index.
   comm_of_group_.assign(prog.groups.size(), -1);
@@ -78,6 +80,28 @@ int Runner::boundary_of(const Op& o) const {
   const auto [first, last] =
       plan::chunk_layers(s_.model.layer_count(), s_.plan.pp, s_.plan.virtual_stages, stage, o.chunk);
   return o.gradient ? first : last;
+}
+
+bool Runner::experts(const Op& o) const {
+  return o.kind == OpKind::collective && prog_.groups[static_cast<std::size_t>(o.group)].part == plan::GroupPart::expert_data;
+}
+
+// Expert parallelism's token exchange. The dispatch of a forward pass first tells each
+// member how many rows of each of its experts follow (Megatron-Core's token counts,
+// exchanged before the tokens: a host sync there too).
+Request Runner::exchange_tokens(const Op& o, Comm comm, int members) {
+  if (o.pass != Category::backward && o.step == 0) {
+    std::vector<float> counts = shard_.expert_counts(o);  // per member, its experts' rows from this rank
+    const auto each = static_cast<std::int64_t>(counts.size()) / members;
+    const std::vector<std::int64_t> sizes(static_cast<std::size_t>(members), each);
+    if (counts_.floats() < 2 * counts.size()) counts_ = dev_.allocate_floats(2 * counts.size());
+    dev_.upload(counts_.f(), counts.data(), counts.size() * sizeof(float));
+    dev_.wait(dev_.all_to_all(counts_.f(), sizes, counts_.f() + counts.size(), sizes, comm));
+    dev_.download(counts.data(), counts_.f() + counts.size(), counts.size() * sizeof(float));
+    shard_.expert_counts_received(o, counts);
+  }
+  const Shard::Exchange x = shard_.exchange(o);
+  return dev_.all_to_all(x.send, x.send_counts, x.recv, x.recv_counts, comm);
 }
 
 int Runner::tag_of(const Op& o) const {
@@ -154,6 +178,10 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
     const int members = static_cast<int>(prog_.groups[static_cast<std::size_t>(o.group)].ranks.size());
     Shard::View v;
     std::vector<std::int64_t> parts;
+    if (o.category == Category::ep_comm) {
+      flying.push_back({id, exchange_tokens(o, comm, members), 0});
+      return;
+    }
     if (o.category == Category::tp_comm) {
       v = shard_.tp_buffer(o);
       parts.assign(static_cast<std::size_t>(members), v.count / members);
@@ -161,8 +189,8 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
                prog_.groups[static_cast<std::size_t>(o.group)].part == plan::GroupPart::replica) {
       v = shard_.owned_part(o.layer);  // hybrid sharding: the shard, summed over the replicas
     } else if (o.category == Category::dp_comm) {
-      v = shard_.bucket(o.layer, o.collective == CollectiveOp::all_gather);
-      parts = shard_.bucket_parts(o.layer);
+      v = shard_.bucket(o.layer, o.collective == CollectiveOp::all_gather, experts(o));
+      parts = shard_.bucket_parts(o.layer, experts(o));
     } else {
       v = shard_.tied_embedding_grads();
     }
@@ -182,7 +210,9 @@ void Runner::finish(std::int64_t id, std::int64_t end_ns) {
   dev_.set_stream(Stream::compute);  // what follows a completion runs on the compute stream
   if (o.kind == OpKind::collective) {
     if (o.category == Category::tp_comm) shard_.tp_finish(o);
-    if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) shard_.bucket_gathered(o.layer);
+    if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) {
+      shard_.bucket_gathered(o.layer, experts(o));
+    }
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::reduce_scatter) shard_.bucket_reduced(o.layer);
   } else if (o.kind == OpKind::send && is_ring(o)) {
     shard_.ring_sent(o);

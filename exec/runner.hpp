@@ -69,6 +69,10 @@ class Runner {
   void run_compute(const plan::Op& o);
   int boundary_of(const plan::Op& o) const;
   int tag_of(const plan::Op& o) const;
+  // A collective over the ranks holding the same experts (their buckets).
+  bool experts(const plan::Op& o) const;
+  // An all-to-all of expert parallelism (Category::ep_comm) posted.
+  Request exchange_tokens(const plan::Op& o, Comm comm, int members);
   // A transfer of a tp overlap's ring or of the cp ring (not a pipeline boundary's).
   static bool is_ring(const plan::Op& o) {
     return o.tp_role == plan::TpRole::ring || o.category == plan::Category::cp_comm;
@@ -89,6 +93,7 @@ class Runner {
   std::vector<Comm> comm_of_group_;
   std::vector<OpSpan> spans_;
   std::vector<std::size_t> span_of_;  // per global op of this rank: index in spans_
+  Buffer counts_;                     // the token counts' exchange (sent, then received)
 };
 
 }  // namespace parasim::exec

@@ -1,6 +1,7 @@
 #include "exec/shard.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <stdexcept>
 #include <thread>
@@ -26,9 +27,9 @@ std::string unsupported_reason(const plan::Scenario& s) {
            "only: the executor keeps the optimizer, the parameters and the activations on the device";
   }
   if (m.kind == plan::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
-  if (m.moe() && (s.plan.tp > 1 || s.plan.ep > 1)) {
-    return "the executor runs a mixture of experts with every expert on each rank (tp 1, ep 1) so far; expert and "
-           "tensor parallelism of the experts are simulated only";
+  if (m.moe() && s.plan.tp > 1) {
+    return "the executor runs a mixture of experts without tensor parallelism (tp 1) so far; experts split over tp "
+           "are simulated only";
   }
   if (m.moe() && s.training.precision == plan::Dtype::fp8) {
     return "the executor's experts do not emulate fp8 yet (training.precision: fp8 with model.experts)";
@@ -54,6 +55,12 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   dp_index_ = c.dp;
   shard_ = p.shard_size();
   shard_index_ = grad_index_ % shard_;
+  if (s.model.moe() && p.ep > 1) {
+    ep_ = p.ep;
+    ep_index_ = grad_index_ % ep_;
+    expert_group_ = p.expert_grad_ranks();
+    expert_index_ = grad_index_ / ep_;
+  }
   pp_ = p.pp;
   stage_ = c.pp;
   first_stage_ = stage_ == 0;
@@ -75,6 +82,7 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
     for (int l = first; l < last; ++l) layers_held_.push_back(l);
   }
   std::sort(layers_held_.begin(), layers_held_.end());
+  model_layers_ = static_cast<int>(s.model.layer_count());
 }
 
 std::string model_description(const plan::Scenario& s) {
@@ -132,6 +140,7 @@ void Shard::begin_step(std::int64_t step) {
   dev_.zero(grads_.f(), param_count_);
   loss_sum_ = 0.0;
   loss_tokens_ = 0.0;
+  if (ep_ > 1) expert_rows_.assign(static_cast<std::size_t>(model_layers_) * static_cast<std::size_t>(micro_batches_), 0.0);
   load_batch(step);
 }
 
@@ -144,26 +153,41 @@ void Shard::tp_finish(const plan::Op&) { throw std::logic_error("this model has 
 void Shard::layer_piece(const plan::Op&) { throw std::logic_error("this model has no tensor parallel overlap"); }
 Shard::View Shard::ring_block(const plan::Op&) { throw std::logic_error("this model has no tensor parallel overlap"); }
 Shard::View Shard::tied_embedding_grads() { throw std::logic_error("this model has no tied embedding"); }
+std::vector<float> Shard::expert_counts(const plan::Op&) { throw std::logic_error("this model has no experts"); }
+void Shard::expert_counts_received(const plan::Op&, std::span<const float>) {
+  throw std::logic_error("this model has no experts");
+}
+Shard::Exchange Shard::exchange(const plan::Op&) { throw std::logic_error("this model has no experts"); }
 
 
 
-void Shard::set_buckets(std::vector<int> lows) {
-  std::sort(lows.rbegin(), lows.rend());
-  lows.erase(std::unique(lows.begin(), lows.end()), lows.end());
+void Shard::set_buckets(std::vector<int> lows, std::vector<int> expert_lows) {
+  auto highest_first = [](std::vector<int>& v) {
+    std::sort(v.rbegin(), v.rend());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  };
+  highest_first(lows);
+  highest_first(expert_lows);
   bucket_lows_ = std::move(lows);
+  expert_lows_ = std::move(expert_lows);
   // The optimizer state covers what this rank updates: everything, or under ZeRO its
-  // share of each bucket.
+  // share of each bucket (the dense ones over ZeRO's group, the experts' over their
+  // holders).
   owned_.clear();
-  if (zero_ >= 1 && shard_ > 1) {
-    for (int lo : bucket_lows_) {
-      const View mine = owned_part(lo);
+  auto own = [&](const std::vector<int>& buckets, bool experts, std::size_t begin, std::size_t end, int group) {
+    if (zero_ == 0 || group == 1 || buckets.empty()) {
+      if (end > begin) owned_.emplace_back(begin, end);
+      return;
+    }
+    for (int lo : buckets) {
+      const View mine = owned_part(lo, experts);
       const auto from = static_cast<std::size_t>(mine.data - grads_.f());
       owned_.emplace_back(from, from + static_cast<std::size_t>(mine.count));
     }
-    std::sort(owned_.begin(), owned_.end());
-  } else {
-    owned_.emplace_back(0, static_cast<std::size_t>(param_count_));
-  }
+  };
+  own(bucket_lows_, false, 0, dense_end(), shard_);
+  own(expert_lows_, true, dense_end(), static_cast<std::size_t>(param_count_), expert_group_);
+  std::sort(owned_.begin(), owned_.end());
   std::size_t state = 0;
   std::int64_t blocks = 0;  // 8-bit: each owned range's moments quantized in their own blocks
   for (const auto& [b, e] : owned_) {
@@ -185,6 +209,14 @@ void Shard::set_buckets(std::vector<int> lows) {
 
 Buffer& Shard::need(Buffer& b, std::size_t floats) {
   if (b.empty()) b = dev_.allocate_floats(floats);
+  return b;
+}
+
+Buffer& Shard::fit(Buffer& b, std::size_t floats) {
+  if (b.floats() >= std::max<std::size_t>(floats, 1)) return b;
+  // A power of two: the sizes a step asks for vary, so the allocators' caches (by size)
+  // would otherwise keep one block of every size ever asked for.
+  b = dev_.allocate_floats(std::bit_ceil(std::max<std::size_t>(floats, 1)));
   return b;
 }
 
@@ -238,49 +270,58 @@ void Shard::refresh_weights(std::size_t begin, std::size_t end) {
 }
 
 
-std::pair<std::size_t, std::size_t> Shard::bucket_range(int lowest_layer) const {
-  // Buckets split the rank's buffer at their lowest layer; the highest runs to the end, the
-  // lowest from the start.
-  const auto it = std::find(bucket_lows_.begin(), bucket_lows_.end(), lowest_layer);
-  if (it == bucket_lows_.end()) throw std::logic_error(fmt::format("no data-parallel bucket starts at layer {}", lowest_layer));
-  const std::size_t i = static_cast<std::size_t>(it - bucket_lows_.begin());
-  const std::size_t begin = i + 1 == bucket_lows_.size() ? 0 : slot_offset_.at(lowest_layer);
-  const std::size_t end = i == 0 ? static_cast<std::size_t>(param_count_) : slot_offset_.at(bucket_lows_[i - 1]);
+std::pair<std::size_t, std::size_t> Shard::bucket_range(int lowest_layer, bool experts) const {
+  // Buckets split their region of the rank's buffer (the dense parameters', or the
+  // experts') at their lowest layer; the highest runs to the region's end, the lowest from
+  // its start.
+  const std::vector<int>& lows = experts ? expert_lows_ : bucket_lows_;
+  const std::map<int, std::size_t>& slots = experts ? expert_slot_offset_ : slot_offset_;
+  const auto it = std::find(lows.begin(), lows.end(), lowest_layer);
+  if (it == lows.end()) {
+    throw std::logic_error(fmt::format("no data-parallel {}bucket starts at layer {}", experts ? "expert " : "", lowest_layer));
+  }
+  const std::size_t i = static_cast<std::size_t>(it - lows.begin());
+  const std::size_t region_begin = experts ? dense_end() : 0;
+  const std::size_t region_end = experts ? static_cast<std::size_t>(param_count_) : dense_end();
+  const std::size_t begin = i + 1 == lows.size() ? region_begin : slots.at(lowest_layer);
+  const std::size_t end = i == 0 ? region_end : slots.at(lows[i - 1]);
   return {begin, end};
 }
 
 
-std::vector<std::int64_t> Shard::bucket_parts(int lowest_layer) const {
-  const auto [begin, end] = bucket_range(lowest_layer);
+std::vector<std::int64_t> Shard::bucket_parts(int lowest_layer, bool experts) const {
+  const auto [begin, end] = bucket_range(lowest_layer, experts);
   const auto n = static_cast<std::int64_t>(end - begin);
+  const int group = experts ? expert_group_ : shard_;
   std::vector<std::int64_t> parts;
-  for (int i = 0; i < shard_; ++i) parts.push_back(n / shard_ + (i < n % shard_ ? 1 : 0));
+  for (int i = 0; i < group; ++i) parts.push_back(n / group + (i < n % group ? 1 : 0));
   return parts;
 }
 
-Shard::View Shard::owned_part(int lowest_layer) {
-  const std::vector<std::int64_t> parts = bucket_parts(lowest_layer);
-  std::size_t from = bucket_range(lowest_layer).first;
-  for (int i = 0; i < shard_index_; ++i) from += static_cast<std::size_t>(parts[static_cast<std::size_t>(i)]);
-  return {grads_.f() + from, parts[static_cast<std::size_t>(shard_index_)]};
+Shard::View Shard::owned_part(int lowest_layer, bool experts) {
+  const std::vector<std::int64_t> parts = bucket_parts(lowest_layer, experts);
+  const int index = experts ? expert_index_ : shard_index_;
+  std::size_t from = bucket_range(lowest_layer, experts).first;
+  for (int i = 0; i < index; ++i) from += static_cast<std::size_t>(parts[static_cast<std::size_t>(i)]);
+  return {grads_.f() + from, parts[static_cast<std::size_t>(index)]};
 }
 
 
-Shard::View Shard::bucket(int lowest_layer, bool params) {
-  const auto [begin, end] = bucket_range(lowest_layer);
+Shard::View Shard::bucket(int lowest_layer, bool params, bool experts) {
+  const auto [begin, end] = bucket_range(lowest_layer, experts);
   return {(params ? params_.f() : grads_.f()) + begin, static_cast<std::int64_t>(end - begin)};
 }
 
 
-void Shard::bucket_gathered(int lowest_layer) {
-  const auto [begin, end] = bucket_range(lowest_layer);
+void Shard::bucket_gathered(int lowest_layer, bool experts) {
+  const auto [begin, end] = bucket_range(lowest_layer, experts);
   refresh_weights(begin, end);
 }
 
 
 void Shard::bucket_reduced(int lowest_layer) {
-  if (zero_ < 2 || shard_ == 1) return;
-  const auto [begin, end] = bucket_range(lowest_layer);
+  if (zero_ < 2 || shard_ == 1) return;  // (ZeRO-2/3 shard no experts: plan checks)
+  const auto [begin, end] = bucket_range(lowest_layer, false);
   const View mine = owned_part(lowest_layer);
   float* const first = grads_.f() + begin;
   float* const after_mine = mine.data + mine.count;
@@ -329,7 +370,11 @@ void Shard::optimizer_step() {
     }
     state += end - begin;
   }
-  if (zero_ == 0 || dp_ == 1) refresh_weights(0, static_cast<std::size_t>(param_count_));
+  if (zero_ == 0 || dp_ == 1) {
+    refresh_weights(0, static_cast<std::size_t>(param_count_));
+  } else if (expert_group_ == 1) {  // ZeRO-1 gathers no experts that only this rank holds
+    refresh_weights(dense_end(), static_cast<std::size_t>(param_count_));
+  }
   // ZeRO-3 keeps only its share between uses: the rest is made NaN, so that a unit used
   // without its all-gather shows in the loss.
   if (zero_ == 3 && shard_ > 1) {

@@ -49,9 +49,10 @@ class Shard {
   Shard& operator=(const Shard&) = delete;
 
   // The lowest layer of each of this rank's data-parallel buckets (the Program's dp
-  // collectives: under ZeRO-2/3 one per unit); allocates the optimizer state, which ZeRO
-  // shards by bucket. Call once.
-  void set_buckets(std::vector<int> lowest_layers);
+  // collectives: under ZeRO-2/3 one per unit), and of its experts' buckets (expert
+  // parallelism: summed over the ranks holding the same experts); allocates the optimizer
+  // state, which ZeRO shards by bucket. Call once.
+  void set_buckets(std::vector<int> lowest_layers, std::vector<int> expert_lowest_layers = {});
   // Zeroes gradients and loads the step's synthetic batch.
   void begin_step(std::int64_t step);
 
@@ -81,24 +82,44 @@ class Shard {
   virtual void release_boundary(int boundary, int mb, bool gradient) = 0;
   // A ring's transfer sent (ring_block's data is no longer read): its buffer may go.
   virtual void ring_sent(const plan::Op& /*send*/) {}
-  // Data-parallel buckets, named by their lowest layer (-1: the embedding): the gradients
-  // (all-reduce, reduce-scatter) or the master parameters (ZeRO-1 all-gather) they cover.
-  View bucket(int lowest_layer, bool params);
-  [[nodiscard]] std::vector<std::int64_t> bucket_parts(int lowest_layer) const;  // per rank of the shard group
+  // Data-parallel buckets, named by their lowest layer (-1: the embedding) and whether they
+  // hold experts (expert parallelism's buckets, in a region of their own after the dense
+  // parameters): the gradients (all-reduce, reduce-scatter) or the master parameters
+  // (ZeRO-1 all-gather) they cover.
+  View bucket(int lowest_layer, bool params, bool experts = false);
+  // Per rank of the group that shares it (ZeRO's shard group, or the experts' holders).
+  [[nodiscard]] std::vector<std::int64_t> bucket_parts(int lowest_layer, bool experts = false) const;
   // This rank's part of a bucket's gradients: what hybrid sharding sums over the replicas.
-  View owned_part(int lowest_layer);
-  void bucket_gathered(int lowest_layer);
+  View owned_part(int lowest_layer, bool experts = false);
+  void bucket_gathered(int lowest_layer, bool experts = false);
   // After a bucket's reduce-scatter: under ZeRO-2/3 (a unit's, every micro-batch) the other
   // ranks' shares are zeroed, so that the next micro-batch's gradients accumulate into
   // them afresh and this rank's share holds the running sum alone.
   void bucket_reduced(int lowest_layer);
   // The tied embedding's gradient (first stage: the embedding, last stage: the head copy).
   virtual View tied_embedding_grads();
+  // Expert parallelism's all-to-alls over the ep group (Category::ep_comm; Op::step 0 the
+  // dispatch, 1 the combine; Op::pass): what is sent to and received from each member, in
+  // floats. Before a forward dispatch, the rows of each expert this rank sends (experts in
+  // order: each member's back to back), and then those each member sends this rank for
+  // each of its experts (member after member).
+  struct Exchange {
+    const float* send = nullptr;
+    std::vector<std::int64_t> send_counts;
+    float* recv = nullptr;
+    std::vector<std::int64_t> recv_counts;
+  };
+  virtual std::vector<float> expert_counts(const plan::Op& dispatch);
+  virtual void expert_counts_received(const plan::Op& dispatch, std::span<const float> counts);
+  virtual Exchange exchange(const plan::Op& all_to_all);
 
   // --- results -----------------------------------------------------------------------------------
   // Sum of per-token (per-sample) losses and their count this rank computed in the step.
   [[nodiscard]] double loss_sum() const { return loss_sum_; }
   [[nodiscard]] double loss_tokens() const { return loss_tokens_; }
+  // Expert parallelism: the token rows this rank's experts computed in the step's forward,
+  // per layer and micro-batch (layer · micro-batches + micro-batch; 0 for layers elsewhere).
+  [[nodiscard]] const std::vector<double>& expert_rows() const { return expert_rows_; }
   [[nodiscard]] std::int64_t param_count() const { return param_count_; }
   // Adds this rank's canonical share of the parameters or gradients into a buffer in the
   // full model's layout: each value has exactly one owner over the job, so a sum over ranks
@@ -119,9 +140,12 @@ class Shard {
     std::size_t local = 0, local_stride = 0, full = 0, full_stride = 0, rows = 0, cols = 0;
     bool canonical = true;  // this rank reports it (replicas report once)
   };
+  // An expert's tensor (expert parallelism) has one holder in each ep group: the first
+  // group's reports it.
   void add_piece(std::size_t local, std::size_t local_stride, std::size_t from, std::size_t from_stride,
-                 std::size_t rows, std::size_t cols, bool canonical) {
-    pieces_.push_back({local, local_stride, from, from_stride, rows, cols, canonical && grad_index_ == 0});
+                 std::size_t rows, std::size_t cols, bool canonical, bool expert = false) {
+    const bool first = expert ? expert_index_ == 0 : grad_index_ == 0;
+    pieces_.push_back({local, local_stride, from, from_stride, rows, cols, canonical && first});
   }
   // Allocates param_count_ parameters and gradients, fills the parameters through pieces_
   // with `value(i)`, the full model's parameter i (on several threads for a large shard,
@@ -135,6 +159,9 @@ class Shard {
   float* w(std::size_t offset) const { return weights_->f() + offset; }
   float* g(std::size_t offset) const { return grads_.f() + offset; }
   Buffer& need(Buffer& b, std::size_t floats);
+  // At least `floats` (a new buffer when b is smaller): for sizes that vary, as the rows
+  // routed to a rank's experts do.
+  Buffer& fit(Buffer& b, std::size_t floats);
   // Rounds to the stored type (bf16 / fp16; bf16 under fp8).
   void round(float* p, std::size_t n);
   // fp8: a linear layer's GEMM operand (rows x cols, contiguous) as Transformer Engine feeds
@@ -153,6 +180,9 @@ class Shard {
   // them; dp_index_: its data-parallel replica (which samples it trains on).
   int dp_ = 1, grad_index_ = 0, dp_index_ = 0, stage_ = 0, pp_ = 1;
   int shard_ = 1, shard_index_ = 0;  // ZeRO's shard group (plan.shard_group; dp x cp without one)
+  // Expert parallelism: this rank's place in its ep group (which experts it holds), and the
+  // group of ranks holding the same experts (dp x cp / ep) and its place there.
+  int ep_ = 1, ep_index_ = 0, expert_group_ = 1, expert_index_ = 0;
   int micro_batches_ = 1, b_ = 1;
   bool first_stage_ = false, last_stage_ = false;
   plan::Recompute recompute_ = plan::Recompute::none;
@@ -161,17 +191,25 @@ class Shard {
   int global_batch_ = 1;
   double lr_ = 1e-3;
   std::vector<int> layers_held_;  // the layers of this rank's chunks, ascending
+  int model_layers_ = 0;
 
   std::int64_t param_count_ = 0, full_count_ = 0;
   Buffer params_, grads_;
   const Buffer* weights_ = nullptr;         // params_, or rounded_ under mixed precision
   std::map<int, std::size_t> slot_offset_;  // first offset of each layer slot (-1 .. L)
+  // Expert parallelism: the experts' region, [expert_begin_, param_count_), by layer slot.
+  std::map<int, std::size_t> expert_slot_offset_;
+  std::size_t expert_begin_ = 0;
+  [[nodiscard]] std::size_t dense_end() const {
+    return expert_slot_offset_.empty() ? static_cast<std::size_t>(param_count_) : expert_begin_;
+  }
   std::vector<Piece> pieces_;
   double loss_sum_ = 0.0, loss_tokens_ = 0.0;
+  std::vector<double> expert_rows_;
 
  private:
   void refresh_weights(std::size_t begin, std::size_t end);
-  std::pair<std::size_t, std::size_t> bucket_range(int lowest_layer) const;
+  std::pair<std::size_t, std::size_t> bucket_range(int lowest_layer, bool experts) const;
 
   Buffer adam_m_, adam_v_, rounded_;
   bool eight_bit_ = false;  // training.optimizer adamw8bit: adam_m_, adam_v_ hold a byte per value
@@ -189,7 +227,7 @@ class Shard {
   static constexpr std::size_t fp8_history_length = 1024;
   std::vector<std::vector<float>> fp8_history_;
   std::vector<float> fp8_scale_;
-  std::vector<int> bucket_lows_;                            // this rank's dp buckets, highest first
+  std::vector<int> bucket_lows_, expert_lows_;              // this rank's dp buckets, highest first
   std::vector<std::pair<std::size_t, std::size_t>> owned_;  // ZeRO: ranges this rank updates
   int step_ = 0;
   double loss_scale_ = 1.0;

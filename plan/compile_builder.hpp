@@ -20,6 +20,15 @@
 
 namespace parasim::plan::detail {
 
+// The GEMMs a piece of a layer half runs, as its set lists them: forward each once,
+// backward each twice (its data and its weight gradient). The GEMM-based compute model
+// times a piece by its set (a whole layer's backward runs its set twice instead).
+inline std::vector<Gemm> piece_runs(const std::vector<Gemm>& gemms, bool backward) {
+  std::vector<Gemm> all = gemms;
+  if (backward) all.insert(all.end(), gemms.begin(), gemms.end());
+  return all;
+}
+
 class Builder {
  public:
   explicit Builder(const Scenario& s) : scenario_(s), p_(s.plan), m_(s.model), t_(s.training), kernel_plan_(kernel_plan(s)) {

@@ -274,9 +274,9 @@ void Builder::make_context_sets(const std::vector<Gemm>& layer) {
     const std::vector<Gemm> prepare{layer[b == 0 ? 0 : 3]};
     const std::vector<Gemm> finish{layer[b == 0 ? 3 : 0]};
     const double x = b == 0 ? 1.0 : 2.0;
-    c.prepare_gemms = add_set(prepare);
-    c.block_gemms = add_set(block);
-    c.finish_gemms = add_set(finish);
+    c.prepare_gemms = add_set(piece_runs(prepare, b == 1));
+    c.block_gemms = add_set(piece_runs(block, b == 1));
+    c.finish_gemms = add_set(piece_runs(finish, b == 1));
     c.prepare_flops = x * sum_flops(prepare);
     c.block_flops = x * sum_flops(block);
     c.finish_flops = x * sum_flops(finish);

@@ -27,9 +27,9 @@ void Builder::make_moe_sets(const std::vector<Gemm>& layer) {
     const double x = backward ? 2.0 : 1.0;
     const std::vector<Gemm>& first = backward ? std::vector<Gemm>{} : router;
     const std::vector<Gemm>& last = backward ? router : std::vector<Gemm>{};
-    pc.prepare_gemms = first.empty() ? -1 : add_set(first);
-    pc.finish_gemms = last.empty() ? -1 : add_set(last);
-    pc.experts_gemms = add_set(experts);
+    pc.prepare_gemms = first.empty() ? -1 : add_set(piece_runs(first, backward));
+    pc.finish_gemms = last.empty() ? -1 : add_set(piece_runs(last, backward));
+    pc.experts_gemms = add_set(piece_runs(experts, backward));
     pc.prepare_flops = x * sum_flops(first);
     pc.experts_flops = x * sum_flops(experts);
     pc.finish_flops = x * sum_flops(last);

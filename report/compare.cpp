@@ -18,6 +18,7 @@ double ComparisonRow::error() const {
 std::string format_value(const ComparisonRow& row, double value) {
   if (row.unit == "bytes") return units::format_bytes(value);
   if (row.unit == "fraction") return fmt::format("{:.1f} %", 100 * value);
+  if (row.unit == "ratio") return fmt::format("{:.2f} x", value);
   return units::format_duration(value);
 }
 

@@ -14,7 +14,7 @@ namespace parasim::report {
 
 struct ComparisonRow {
   std::string name;    // "step time", "forward", "tp communication", ...
-  std::string unit;    // "s", "fraction", "bytes"
+  std::string unit;    // "s", "fraction", "bytes", "ratio"
   double predicted = 0.0;
   double measured = 0.0;
   // (predicted - measured) / measured; NaN when the measurement is zero. Fractions (the

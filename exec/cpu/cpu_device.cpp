@@ -412,6 +412,25 @@ Request CpuDevice::all_gather(float* data, std::span<const std::int64_t> counts,
   return post(std::move(p));
 }
 
+Request CpuDevice::all_to_all(const float* send, std::span<const std::int64_t> send_counts, float* recv,
+                              std::span<const std::int64_t> recv_counts, Comm comm) {
+  Pending p;
+  auto lay_out = [](std::span<const std::int64_t> in, std::vector<int>& counts, std::vector<int>& displs) {
+    std::int64_t at = 0;
+    for (std::int64_t c : in) {
+      counts.push_back(mpi_count(c));
+      displs.push_back(mpi_count(at));  // MPI's displacements are ints too
+      at += c;
+    }
+  };
+  lay_out(send_counts, p.counts, p.displs);
+  lay_out(recv_counts, p.recv_counts, p.recv_displs);
+  check_mpi(MPI_Ialltoallv(send, p.counts.data(), p.displs.data(), MPI_FLOAT, recv, p.recv_counts.data(),
+                           p.recv_displs.data(), MPI_FLOAT, mpi_comm(comm), &p.request),
+            "all-to-all");
+  return post(std::move(p));
+}
+
 void CpuDevice::complete(Pending& p) {
   if (p.finish) p.finish();
   p = Pending{};

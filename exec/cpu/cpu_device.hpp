@@ -97,6 +97,8 @@ class CpuDevice final : public Device {
   Request all_reduce(float* data, std::int64_t count, Comm comm) override;
   Request reduce_scatter(float* data, std::span<const std::int64_t> counts, Comm comm) override;
   Request all_gather(float* data, std::span<const std::int64_t> counts, Comm comm) override;
+  Request all_to_all(const float* send, std::span<const std::int64_t> send_counts, float* recv,
+                     std::span<const std::int64_t> recv_counts, Comm comm) override;
   bool test(Request r, std::int64_t* completed_ns = nullptr) override;
   void wait(Request r) override;
   void barrier() override;
@@ -128,6 +130,7 @@ class CpuDevice final : public Device {
     MPI_Request request = MPI_REQUEST_NULL;
     bool active = false;
     std::vector<int> counts, displs;   // kept alive for the v-collectives
+    std::vector<int> recv_counts, recv_displs;  // and the all-to-all's receiving side
     std::unique_ptr<float[]> scratch;  // reduce-scatter's result before it goes in place
     std::function<void()> finish;      // run once on completion
     std::int64_t done_ns = 0;          // when progress() or test() saw it complete

@@ -376,6 +376,37 @@ Request CudaDevice::all_gather(float* data, std::span<const std::int64_t> counts
   return post(current_, c);
 }
 
+// A send and a receive per other member in one group; this member's own block is a copy.
+Request CudaDevice::all_to_all(const float* send, std::span<const std::int64_t> send_counts, float* recv,
+                               std::span<const std::int64_t> recv_counts, Comm comm) {
+  ncclComm_t c = comms_[static_cast<std::size_t>(comm)];
+  int me = 0;
+  check_nccl(ncclCommUserRank(c, &me), "rank");
+  std::int64_t from = 0, to = 0;
+  check_nccl(ncclGroupStart(), "group");
+  for (std::size_t i = 0; i < send_counts.size(); ++i) {
+    const auto peer = static_cast<int>(i);
+    if (peer == me) {
+      if (send_counts[i] > 0) {
+        check_cuda(cudaMemcpyAsync(recv + to, send + from, static_cast<std::size_t>(send_counts[i]) * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, current_),
+                   "copy");
+      }
+    } else {
+      if (send_counts[i] > 0) {
+        check_nccl(ncclSend(send + from, nccl_count(send_counts[i]), ncclFloat, peer, c, current_), "send");
+      }
+      if (recv_counts[i] > 0) {
+        check_nccl(ncclRecv(recv + to, nccl_count(recv_counts[i]), ncclFloat, peer, c, current_), "recv");
+      }
+    }
+    from += send_counts[i];
+    to += recv_counts[i];
+  }
+  check_nccl(ncclGroupEnd(), "group");
+  return post(current_, c);
+}
+
 // A failed peer leaves NCCL waiting; its communicators report the error asynchronously.
 // Then every communicator is aborted and the job ended, naming the rank.
 void CudaDevice::check_comm(ncclComm_t comm) {

@@ -127,6 +127,8 @@ class CudaDevice final : public Device {
   Request all_reduce(float* data, std::int64_t count, Comm comm) override;
   Request reduce_scatter(float* data, std::span<const std::int64_t> counts, Comm comm) override;
   Request all_gather(float* data, std::span<const std::int64_t> counts, Comm comm) override;
+  Request all_to_all(const float* send, std::span<const std::int64_t> send_counts, float* recv,
+                     std::span<const std::int64_t> recv_counts, Comm comm) override;
   bool test(Request r, std::int64_t* completed_ns = nullptr) override;
   void wait(Request r) override;
   void barrier() override { job_.barrier(); }

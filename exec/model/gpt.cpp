@@ -11,7 +11,8 @@
 namespace parasim::exec {
 namespace k = kernels;
 
-LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, std::size_t fl, std::size_t experts) {
+LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, std::size_t fl, std::size_t experts,
+                           std::size_t held, std::size_t* expert_at) {
   auto take = [&](std::size_t n) {
     const std::size_t o = at;
     at += n;
@@ -27,14 +28,18 @@ LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, 
   ly.ln2w = take(hidden);
   ly.ln2b = take(hidden);
   if (experts > 0) ly.router = take(hidden * experts);
+  std::size_t& next = expert_at != nullptr ? *expert_at : at;
+  const std::size_t first = next;
+  std::swap(at, next);  // the experts' tensors taken where they live
   ly.fcw = take(hidden * fl);
   ly.fcb = take(fl);
   ly.fcprojw = take(fl * hidden);
   ly.fcprojb = take(hidden);
   if (experts > 0) {
-    ly.expert_stride = at - ly.fcw;
-    at += (experts - 1) * ly.expert_stride;
+    ly.expert_stride = at - first;
+    at += ((held > 0 ? held : experts) - 1) * ly.expert_stride;
   }
+  std::swap(at, next);
   return ly;
 }
 

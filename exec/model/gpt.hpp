@@ -25,12 +25,15 @@ namespace parasim::exec {
 // width of the attention's heads held (hidden, or hidden / tp for a tensor-parallel shard),
 // `fl` the MLP's (4 x hidden, or 4 x hidden / tp). Advances `at` past the layer.
 // With `experts` > 0 the fc tensors are expert 0's, expert e's `expert_stride` x e further,
-// and `router` the router's [hidden x experts] before them.
+// and `router` the router's [hidden x experts] before them. Under expert parallelism a
+// rank holds `held` of the experts (0: all), laid out from `*expert_at` (advanced past
+// them) when given: the experts' own region of the buffer.
 struct LayerOffsets {
   std::size_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
   std::size_t router = 0, expert_stride = 0;
 };
-LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, std::size_t fl, std::size_t experts = 0);
+LayerOffsets lay_out_layer(std::size_t& at, std::size_t hidden, std::size_t cl, std::size_t fl, std::size_t experts = 0,
+                           std::size_t held = 0, std::size_t* expert_at = nullptr);
 
 struct GptConfig {
   int vocab = 64;

@@ -115,7 +115,7 @@ TEST_CASE("the CUDA device's FP8 casts, current and delayed, equal the CPU devic
   }
 }
 
-TEST_CASE("one-rank NCCL collectives complete and leave the data as it is", "[cuda][device][nccl]") {
+TEST_CASE("one-rank NCCL collectives complete and leave the data as it is (an all-to-all copies it)", "[cuda][device][nccl]") {
   exec::CudaDevice dev;
   const std::vector<int> me{0};
   const exec::Comm comm = dev.comm_create(me, 0);
@@ -126,6 +126,10 @@ TEST_CASE("one-rank NCCL collectives complete and leave the data as it is", "[cu
   dev.wait(dev.reduce_scatter(b.f(), whole, comm));
   dev.wait(dev.all_gather(b.f(), whole, comm));
   CHECK(back(dev, b, v.size()) == v);
+  // An all-to-all with itself: its block copied across.
+  const exec::Buffer c = dev.allocate_floats(v.size());
+  dev.wait(dev.all_to_all(b.f(), whole, c.f(), whole, comm));
+  CHECK(back(dev, c, v.size()) == v);
 }
 
 TEST_CASE("the CUDA executor on one GPU trains as the CPU executor does", "[cuda][device][executor]") {

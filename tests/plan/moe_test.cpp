@@ -170,3 +170,25 @@ TEST_CASE("the MoE kernels carry the layer's expert and router FLOPs, split arou
     }
   }
 }
+
+TEST_CASE("every compute op's GEMM set lists the GEMMs it runs: its FLOPs", "[moe][compile]") {
+  // The GEMM-based compute model (a calibrated profile without kernels) times an op by its
+  // set, running a whole layer's backward set twice and a piece's once: a backward piece's
+  // set lists each GEMM's data and weight gradient.
+  for (const Scenario& s : {moe({"plan.dp=16", "plan.ep=8"}), moe({"plan.tp=2", "plan.sequence_parallel=true", "plan.dp=8", "plan.ep=4"}),
+                            gpt({"plan.tp=4", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"}),
+                            gpt({"plan.cp=2", "plan.dp=8"}), gpt({})}) {
+    const Program p = compile(s);
+    int checked = 0;
+    for (const Op& o : p.ops) {
+      if (o.kind != OpKind::compute || o.gemms < 0 || o.rank != 0) continue;
+      const bool whole_backward = o.category == Category::backward && o.piece == LayerPiece::whole;
+      double flops = 0.0;
+      for (const Gemm& g : p.gemm_sets[static_cast<std::size_t>(o.gemms)]) flops += g.flops();
+      INFO(op_name(p, &o - p.ops.data()));
+      CHECK((whole_backward ? 2.0 : 1.0) * flops == Approx(o.flops));
+      ++checked;
+    }
+    CHECK(checked > 0);
+  }
+}
