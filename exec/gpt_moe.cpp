@@ -1,6 +1,8 @@
 // A mixture-of-experts MLP: the router's GEMM on the device, the top-k routing on the host
 // (exec/model/moe.hpp's, so the shard routes exactly as the reference), each expert's GEMMs
-// over the rows routed to it, and the gates' weighted sum; backward the experts' gradients,
+// over the rows routed to it (under fp8 with FP8 operands, each expert a linear layer of
+// its own, as Transformer Engine's grouped linear layers; the router stays in 16 bits),
+// and the gates' weighted sum; backward the experts' gradients,
 // the gates' through a dot product per copy, and the router's. The rows move with the
 // Device's copies, so both backends run it.
 //
@@ -62,9 +64,11 @@ void GptShard::route(int layer, int mb) {
 void GptShard::expert_forward(int layer, int j, int m, const float* in, float* pre, float* act, float* out) {
   if (m == 0) return;
   const ExpertOffsets x = expert(layer, j);
-  dev_.gemm(false, false, m, fl_, h_, 1.0F, in, h_, w(x.fcw), fl_, 0.0F, pre, fl_);
+  dev_.gemm(false, false, m, fl_, h_, 1.0F, fp8_in(in, m, h_, false, 0, x.fcw), h_,
+            fp8_in(w(x.fcw), h_, fl_, false, 1, x.fcw), fl_, 0.0F, pre, fl_);
   dev_.bias_gelu_forward(pre, act, w(x.fcb), m, fl_, storage_);
-  dev_.gemm(false, false, m, h_, fl_, 1.0F, act, fl_, w(x.projw), h_, 0.0F, out, h_);
+  dev_.gemm(false, false, m, h_, fl_, 1.0F, fp8_in(act, m, fl_, false, 0, x.projw), fl_,
+            fp8_in(w(x.projw), fl_, h_, false, 1, x.projw), h_, 0.0F, out, h_);
   dev_.add_bias(out, w(x.projb), m, h_);
 }
 
@@ -76,13 +80,17 @@ void GptShard::expert_backward(int layer, int j, int m, const float* d, const fl
   float* dact = scratch;
   float* dpre = scratch + MF;
   dev_.bias_backward(g(x.projb), d, m, h_);
-  dev_.gemm(true, false, fl_, h_, m, 1.0F, act, fl_, d, h_, 1.0F, g(x.projw), h_);
-  dev_.gemm(false, true, m, fl_, h_, 1.0F, d, h_, w(x.projw), h_, 0.0F, dact, fl_);
+  dev_.gemm(true, false, fl_, h_, m, 1.0F, fp8_in(act, fl_, m, false, 0, x.projw), fl_,
+            fp8_in(d, m, h_, true, 1, x.projw), h_, 1.0F, g(x.projw), h_);
+  dev_.gemm(false, true, m, fl_, h_, 1.0F, fp8_in(d, m, h_, true, 0, x.projw), h_,
+            fp8_in(w(x.projw), h_, fl_, false, 1, x.projw), h_, 0.0F, dact, fl_);
   dev_.zero(dpre, static_cast<std::int64_t>(MF));
   dev_.gelu_backward(dpre, pre, dact, static_cast<std::int64_t>(MF));
-  dev_.gemm(true, false, h_, fl_, m, 1.0F, in, h_, dpre, fl_, 1.0F, g(x.fcw), fl_);
+  dev_.gemm(true, false, h_, fl_, m, 1.0F, fp8_in(in, h_, m, false, 0, x.fcw), h_, fp8_in(dpre, m, fl_, true, 1, x.fcw),
+            fl_, 1.0F, g(x.fcw), fl_);
   dev_.bias_backward(g(x.fcb), dpre, m, fl_);
-  dev_.gemm(false, true, m, h_, fl_, 1.0F, dpre, fl_, w(x.fcw), fl_, 0.0F, din, h_);
+  dev_.gemm(false, true, m, h_, fl_, 1.0F, fp8_in(dpre, m, fl_, true, 0, x.fcw), fl_,
+            fp8_in(w(x.fcw), fl_, h_, false, 1, x.fcw), fl_, 0.0F, din, h_);
 }
 
 // Each gate's gradient: the output gradient's dot product with its expert's output (a.eout,

@@ -31,9 +31,6 @@ std::string unsupported_reason(const plan::Scenario& s) {
     return "the executor runs a mixture of experts without tensor parallelism (tp 1) so far; experts split over tp "
            "are simulated only";
   }
-  if (m.moe() && s.training.precision == plan::Dtype::fp8) {
-    return "the executor's experts do not emulate fp8 yet (training.precision: fp8 with model.experts)";
-  }
   if (m.mlp != plan::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
   if (m.ffn_hidden != 4 * m.hidden) return fmt::format("the executor's decoder has an MLP 4 x hidden wide ({}), model.ffn_hidden is {}", 4 * m.hidden, m.ffn_hidden);

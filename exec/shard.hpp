@@ -130,6 +130,9 @@ class Shard {
   // the last optimizer step was skipped for overflow.
   [[nodiscard]] double loss_scale() const { return loss_scale_; }
   [[nodiscard]] bool last_step_skipped() const { return last_skipped_; }
+  // fp8 under delayed scaling: the tensors (a linear layer's input, weight or output
+  // gradient) whose amax history and scale this rank keeps.
+  [[nodiscard]] std::size_t fp8_tensors() const { return fp8_slot_.size(); }
 
  protected:
   Shard(Device& dev, const plan::Scenario& s, int rank);

@@ -492,10 +492,40 @@ TEST_CASE("fp8: FP8 GEMM operands on bf16 storage track the bf16 run", "[exec][n
     CHECK(worst > 1e-4);  // FP8's 3 mantissa bits are really there
     CHECK(fp8.losses.back() < 0.8 * fp8.losses.front());
   }
+  // The experts' GEMMs too (each expert its own scales), every expert on each rank and over
+  // expert parallelism.
+  for (const std::vector<std::string>& plan :
+       {std::vector<std::string>{"model.experts=4", "model.expert_ffn_hidden=48", "plan.dp=2"},
+        std::vector<std::string>{"model.experts=4", "model.expert_ffn_hidden=48", "plan.dp=2", "plan.ep=2",
+                                 "training.fp8_recipe=current"}}) {
+    const Compared c = train_both(plan, "training.precision", "bf16", "fp8");
+    INFO(fmt::format("{}: loss {} against bf16 {}, worst difference {}", fmt::join(plan, " "), c.variant.losses.back(),
+                     c.reference.losses.back(), c.worst));
+    CHECK(c.worst < 0.05);
+    CHECK(c.worst > 1e-4);
+    CHECK(c.variant.losses.back() < 0.8 * c.variant.losses.front());
+  }
   // The recipes scale differently: the same first loss (forward before any update), then not.
   CHECK(losses[0].front() != losses[1].front());
   CHECK(losses[0] != losses[1]);
   CHECK(losses[2] != losses[3]);
+}
+
+TEST_CASE("fp8 delayed scaling keeps a scale for each linear layer's three tensors, each expert's too",
+          "[exec][np2][fp8][moe]") {
+  // 4 layers: QKV and the projection, and the experts' two GEMMs each (input, weight and
+  // output gradient of every one); the router and the LM head stay in 16 bits. Every
+  // expert on each rank (4), or over ep 2 (2 a rank).
+  for (const int ep : {1, 2}) {
+    const plan::Scenario s = tiny({"model.experts=4", "model.expert_ffn_hidden=48", "plan.dp=2",
+                                   fmt::format("plan.ep={}", ep), "training.precision=fp8"});
+    Device& dev = device();
+    const plan::Program prog = plan::compile(s);
+    const std::unique_ptr<Shard> shard = make_shard(dev, s, dev.rank());
+    Runner runner(dev, s, prog, *shard, 30.0);
+    for (int step = 0; step < 2; ++step) runner.step(step);
+    CHECK(shard->fp8_tensors() == static_cast<std::size_t>(4 * (2 + 2 * 4 / ep) * 3));
+  }
 }
 
 TEST_CASE("8-bit AdamW: blockwise-quantized moments track fp32 AdamW's training", "[exec][np2]") {
