@@ -98,7 +98,7 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   if (moe_) {
     cfg.experts = experts_;
     cfg.top_k = top_k_;
-    cfg.expert_ffn = fl_;  // tp 1
+    cfg.expert_ffn = s.model.expert_ffn_hidden;
   }
   const GptLayout full(cfg);
   full_count_ = static_cast<std::int64_t>(full.count);
@@ -124,11 +124,18 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
     vector_piece(lp.projb, f.projb, H, tp_owner);
     vector_piece(lp.ln2w, f.ln2w, H, tp_owner);
     vector_piece(lp.ln2b, f.ln2b, H, tp_owner);
-    if (moe_) {  // tp 1: the router whole, the experts held whole (ep 1: every one, as the full model lays them out)
+    if (moe_) {  // the router whole; each expert held (experts / ep of them) split over tp as the dense MLP is
       const auto E = static_cast<std::size_t>(experts_);
-      vector_piece(lp.router, f.router, H * E, true);
-      const std::size_t first = static_cast<std::size_t>(ep_index_ * held_) * f.expert_stride;
-      add_piece(lp.fcw, 0, f.fcw + first, 0, 1, static_cast<std::size_t>(held_) * lp.expert_stride, true, ep_ > 1);
+      const std::size_t F = FL * static_cast<std::size_t>(tp_);
+      vector_piece(lp.router, f.router, H * E, tp_owner);
+      for (int j = 0; j < held_; ++j) {
+        const ExpertOffsets x = expert(l, j);
+        const std::size_t e = static_cast<std::size_t>(ep_index_ * held_ + j) * f.expert_stride;  // in the full model
+        add_piece(x.fcw, FL, f.fcw + e + f0, F, H, FL, true, ep_ > 1);
+        add_piece(x.fcb, FL, f.fcb + e + f0, FL, 1, FL, true, ep_ > 1);
+        add_piece(x.projw, H, f.fcprojw + e + f0 * H, H, FL, H, true, ep_ > 1);
+        add_piece(x.projb, H, f.fcprojb + e, H, 1, H, tp_owner, ep_ > 1);
+      }
       continue;
     }
     add_piece(lp.fcw, FL, f.fcw + f0, 4 * H, H, FL, true);
@@ -465,22 +472,32 @@ Shard::View GptShard::gather_input(const plan::Op& c) {
 // on its rows only (two norms and two biases per layer, the final norm), gathered into one
 // buffer to be summed over tp (`gather`), or put back once summed.
 Shard::View GptShard::replicated_grads(bool gather) {
-  std::vector<std::size_t> at;
-  for (const auto& [l, p] : layer_params_) at.insert(at.end(), {p.ln1w, p.ln1b, p.projb, p.ln2w, p.ln2b, p.fcprojb});
-  if (last_stage_) at.insert(at.end(), {lnfw_, lnfb_});
+  // (offset, values): a mixture of experts has the router (its tokens are each rank's rows)
+  // where the dense MLP has its second bias (the experts' are summed with their outputs).
   const auto H = static_cast<std::size_t>(h_);
-  Buffer& buf = need(replicated_, at.size() * H);
-  for (std::size_t i = 0; i < at.size(); ++i) {
-    if (gather) {
-      dev_.copy(buf.f() + i * H, g(at[i]), h_);
-    } else {
-      dev_.copy(g(at[i]), buf.f() + i * H, h_);
-    }
+  std::vector<std::pair<std::size_t, std::size_t>> at;
+  for (const auto& [l, p] : layer_params_) {
+    for (std::size_t o : {p.ln1w, p.ln1b, p.projb, p.ln2w, p.ln2b}) at.emplace_back(o, H);
+    at.emplace_back(moe_ ? p.router : p.fcprojb, moe_ ? H * static_cast<std::size_t>(experts_) : H);
   }
-  return {buf.f(), static_cast<std::int64_t>(at.size() * H)};
+  if (last_stage_) at.insert(at.end(), {{lnfw_, H}, {lnfb_, H}});
+  std::size_t total = 0;
+  for (const auto& [o, n] : at) total += n;
+  Buffer& buf = need(replicated_, total);
+  std::size_t i = 0;
+  for (const auto& [o, n] : at) {
+    if (gather) {
+      dev_.copy(buf.f() + i, g(o), static_cast<std::int64_t>(n));
+    } else {
+      dev_.copy(g(o), buf.f() + i, static_cast<std::int64_t>(n));
+    }
+    i += n;
+  }
+  return {buf.f(), static_cast<std::int64_t>(total)};
 }
 
 void GptShard::tp_finish(const plan::Op& c) {
+  if (moe_ && c.what == ComputeWhat::layer_mlp) return;  // the experts' gather and sum: its pieces go on
   if (c.piece == plan::LayerPiece::row && c.step >= 0) {
     block_sum_finish(c);
     return;

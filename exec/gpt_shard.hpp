@@ -74,15 +74,18 @@ class GptShard final : public Shard {
   // A mixture-of-experts layer's routing of one micro-batch, on the host: per copy (token
   // row i's j-th, i·k + j) its expert and gate; per expert its copies and where its rows
   // start in the expert buffers.
-  // Under expert parallelism also: per member of the ep group the rows it sends this rank
-  // for each expert held (held_ per member), per expert held its first row of xin, the
-  // rows received, and the gates' gradients (backward, for the router's).
+  // Split over ranks (ep or tp > 1) also: per member of the ep group the rows it sends this
+  // rank for each expert held (held_ per member; without ep this rank's copies); per block
+  // of the rows the experts compute (gpt_moe.cpp) the same; per tp member its rows and
+  // where this rank's start among them; per expert held its first row of xin, the rows in
+  // all; and the gates' gradients (backward, for the router's).
   struct MoeRoute {
     std::vector<int> expert;
     std::vector<float> gate;
     std::vector<std::vector<int>> copies;
     std::vector<std::size_t> first;
-    std::vector<std::int64_t> held;
+    std::vector<std::int64_t> from_ep, rows, tp_rows;
+    std::size_t tp_first = 0;
     std::vector<std::size_t> held_first;
     std::size_t received = 0;
     std::vector<float> dgate;
@@ -94,6 +97,9 @@ class GptShard final : public Shard {
   void moe_forward(int layer, int mb);
   void moe_backward(int layer, int mb, const float* dy);
   void moe_piece(const plan::Op& op);
+  // The rows the experts compute arrive in blocks of `rows` (per block, per expert held):
+  // where each goes in expert order (a.xpos) and where each expert's start.
+  void set_rows(int layer, int mb, std::vector<std::int64_t> rows);
   // Their parts: the router's GEMM and the routing (into routes_ and a.epos, a.egate);
   // held expert j's MLP over m rows; its backward from the output gradient d (scratch:
   // 2·m·width floats), writing the input's gradient din; the gates' gradients; the router's
@@ -113,7 +119,7 @@ class GptShard final : public Shard {
   std::map<std::pair<int, int>, MoeRoute> routes_;
   // Scratch: copies x hidden (twice), 2 x copies x width, rows x experts; under expert
   // parallelism the rows received (member after member) and those sent back.
-  Buffer moe_a_, moe_b_, moe_c_, moe_z_, moe_recv_, moe_send_;
+  Buffer moe_a_, moe_b_, moe_c_, moe_z_, moe_recv_, moe_send_, moe_gather_;
 
   void load_batch(std::int64_t step) override;
   Acts& acts(int layer, int mb);

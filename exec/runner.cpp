@@ -86,22 +86,45 @@ bool Runner::experts(const Op& o) const {
   return o.kind == OpKind::collective && prog_.groups[static_cast<std::size_t>(o.group)].part == plan::GroupPart::expert_data;
 }
 
-// Expert parallelism's token exchange. The dispatch of a forward pass first tells each
-// member how many rows of each of its experts follow (Megatron-Core's token counts,
-// exchanged before the tokens: a host sync there too).
+bool Runner::moe_tp(const Op& o) const {
+  return o.category == Category::tp_comm && s_.model.moe() && o.what == ComputeWhat::layer_mlp;
+}
+
+// The experts' token exchanges: expert parallelism's all-to-alls, and with tp the rows'
+// gather and their results' sum over tp. A forward pass's dispatch and gather first tell
+// each member how many rows of each expert follow (Megatron-Core's token counts, exchanged
+// before the tokens: a host sync there too): the dispatch each member its experts' counts,
+// the gather every member all of them.
 Request Runner::exchange_tokens(const Op& o, Comm comm, int members) {
-  if (o.pass != Category::backward && o.step == 0) {
-    std::vector<float> counts = shard_.expert_counts(o);  // per member, its experts' rows from this rank
-    const auto each = static_cast<std::int64_t>(counts.size()) / members;
-    const std::vector<std::int64_t> sizes(static_cast<std::size_t>(members), each);
-    if (counts_.floats() < 2 * counts.size()) counts_ = dev_.allocate_floats(2 * counts.size());
-    dev_.upload(counts_.f(), counts.data(), counts.size() * sizeof(float));
-    dev_.wait(dev_.all_to_all(counts_.f(), sizes, counts_.f() + counts.size(), sizes, comm));
-    dev_.download(counts.data(), counts_.f() + counts.size(), counts.size() * sizeof(float));
-    shard_.expert_counts_received(o, counts);
+  const bool gather = o.category == Category::tp_comm && o.collective == CollectiveOp::all_gather;
+  if (o.pass != Category::backward && (gather || (o.category == Category::ep_comm && o.step == 0))) {
+    std::vector<float> counts = shard_.expert_counts(o);
+    const std::size_t n = counts.size();
+    const std::size_t all = gather ? n * static_cast<std::size_t>(members) : n;
+    if (counts_.floats() < n + all) counts_ = dev_.allocate_floats(n + all);
+    float* in = counts_.f();
+    float* out = counts_.f() + n;
+    if (gather) {  // in place: this rank's block among the members'
+      const auto& ranks = prog_.groups[static_cast<std::size_t>(o.group)].ranks;
+      const auto me = static_cast<std::size_t>(std::find(ranks.begin(), ranks.end(), rank_) - ranks.begin());
+      dev_.upload(out + me * n, counts.data(), n * sizeof(float));
+      const std::vector<std::int64_t> sizes(static_cast<std::size_t>(members), static_cast<std::int64_t>(n));
+      dev_.wait(dev_.all_gather(out, sizes, comm));
+    } else {
+      const std::vector<std::int64_t> sizes(static_cast<std::size_t>(members), static_cast<std::int64_t>(n) / members);
+      dev_.upload(in, counts.data(), n * sizeof(float));
+      dev_.wait(dev_.all_to_all(in, sizes, out, sizes, comm));
+    }
+    std::vector<float> received(all);
+    dev_.download(received.data(), out, all * sizeof(float));
+    shard_.expert_counts_received(o, received);
   }
   const Shard::Exchange x = shard_.exchange(o);
-  return dev_.all_to_all(x.send, x.send_counts, x.recv, x.recv_counts, comm);
+  switch (o.collective) {
+    case CollectiveOp::all_gather: return dev_.all_gather(x.recv, x.recv_counts, comm);
+    case CollectiveOp::reduce_scatter: return dev_.reduce_scatter(x.recv, x.recv_counts, comm);
+    default: return dev_.all_to_all(x.send, x.send_counts, x.recv, x.recv_counts, comm);
+  }
 }
 
 int Runner::tag_of(const Op& o) const {
@@ -178,7 +201,7 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
     const int members = static_cast<int>(prog_.groups[static_cast<std::size_t>(o.group)].ranks.size());
     Shard::View v;
     std::vector<std::int64_t> parts;
-    if (o.category == Category::ep_comm) {
+    if (o.category == Category::ep_comm || moe_tp(o)) {
       flying.push_back({id, exchange_tokens(o, comm, members), 0});
       return;
     }

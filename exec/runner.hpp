@@ -71,7 +71,9 @@ class Runner {
   int tag_of(const plan::Op& o) const;
   // A collective over the ranks holding the same experts (their buckets).
   bool experts(const plan::Op& o) const;
-  // An all-to-all of expert parallelism (Category::ep_comm) posted.
+  // A tp collective of the experts' rows (a mixture of experts with tp > 1).
+  bool moe_tp(const plan::Op& o) const;
+  // An all-to-all of expert parallelism (Category::ep_comm), or moe_tp's collective, posted.
   Request exchange_tokens(const plan::Op& o, Comm comm, int members);
   // A transfer of a tp overlap's ring or of the cp ring (not a pipeline boundary's).
   static bool is_ring(const plan::Op& o) {

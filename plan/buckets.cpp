@@ -27,7 +27,7 @@ std::vector<GradientSource> gradient_sources(const Scenario& s, int stage, bool 
     for (int l = first; l < last; ++l) layers.push_back(l);
   }
   std::sort(layers.rbegin(), layers.rend());
-  const double experts = p.ep > 1 ? m.expert_params_per_layer() / p.tp / p.ep : 0.0;
+  const double experts = p.ep > 1 ? expert_params_on_rank(m, p.tp, p.ep) : 0.0;
   for (int l : layers) sources.push_back({layer_params_on_rank(m, l, p.tp, p.ep), l, experts});
   if (embedding) sources.push_back({word + positions, -1});
   return sources;

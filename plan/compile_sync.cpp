@@ -170,7 +170,10 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   // sum on each rank's sequence shard: their gradients are partial and are summed over tp
   // once the data-parallel sync is done (Megatron's layer-norm gradient all-reduce).
   if (transformer && p_.tp > 1 && p_.sequence_parallel) {
-    double whole = static_cast<double>(layers) * (m_.mlp == Mlp::gelu ? 6.0 : 5.0) * m_.hidden;
+    // (A mixture of experts' router too: each rank routes its own rows. The experts' biases
+    // see every row, gathered.)
+    const double h = m_.hidden;
+    double whole = static_cast<double>(layers) * (5.0 * h + (m_.moe() ? h * m_.experts : m_.mlp == Mlp::gelu ? h : 0.0));
     if (stage == p_.pp - 1) whole += final_norm;
     if (sharded_grads()) whole /= p_.shard_size();  // each rank sums its shard of them
     std::sort(synced.begin(), synced.end());

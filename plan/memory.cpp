@@ -89,7 +89,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
       double act = 0.0;
       if (m.kind == ModelKind::transformer) {
         // Expert parallelism holds experts / ep of each layer's experts.
-        const double expert = m.expert_params_per_layer() / p.tp / p.ep;
+        const double expert = expert_params_on_rank(m, p.tp, p.ep);
         b.parameters += (last - first) * ((m.params_per_layer() - m.expert_params_per_layer()) / p.tp + expert);
         experts += (last - first) * expert;
         // Context parallelism: 1/cp of every stored tensor (under FlashAttention none is s x s).

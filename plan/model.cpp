@@ -54,11 +54,19 @@ double ModelSpec::parameter_count() const {
 std::string_view to_string(ModelKind k) { return k == ModelKind::transformer ? "transformer" : "generic"; }
 std::string_view to_string(Mlp m) { return m == Mlp::gelu ? "gelu" : "swiglu"; }
 
+double expert_params_on_rank(const ModelSpec& m, int tp, int ep) {
+  if (!m.moe()) return 0.0;
+  const double whole = m.mlp == Mlp::gelu ? static_cast<double>(m.experts) * m.hidden : 0.0;
+  return ((m.expert_params_per_layer() - whole) / tp + whole) / ep;
+}
+
 double layer_params_on_rank(const ModelSpec& m, int layer, int tp, int ep) {
   if (m.kind == ModelKind::generic) return m.generic_layers[static_cast<std::size_t>(layer)].params;
-  const double whole = 4.0 * m.hidden + (m.mlp == Mlp::gelu ? 2.0 : 1.0) * m.hidden;
-  return (m.params_per_layer() - whole - m.expert_params_per_layer()) / tp + whole +
-         m.expert_params_per_layer() / tp / ep;
+  // Whole on every tp rank: the two norms, the biases added after a row-parallel sum (the
+  // attention's; the dense MLP's), and a mixture of experts' router.
+  const double h = m.hidden;
+  const double whole = 4.0 * h + h + (m.moe() ? h * m.experts : m.mlp == Mlp::gelu ? h : 0.0);
+  return (m.params_per_layer() - whole - m.expert_params_per_layer()) / tp + whole + expert_params_on_rank(m, tp, ep);
 }
 
 }  // namespace parasim::plan

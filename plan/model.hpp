@@ -92,5 +92,8 @@ std::string_view to_string(Mlp m);
 // row-parallel sums), and under expert parallelism 1/ep of the experts. A generic layer's
 // own count.
 double layer_params_on_rank(const ModelSpec& m, int layer, int tp, int ep = 1);
+// The experts' part of it: experts / ep of them, each split over tp but for its second
+// bias (GeLU), which every tp rank holds whole as the dense MLP's.
+double expert_params_on_rank(const ModelSpec& m, int tp, int ep);
 
 }  // namespace parasim::plan

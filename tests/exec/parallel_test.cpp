@@ -364,6 +364,36 @@ TEST_CASE("expert parallelism 2: tokens dispatched to their experts' ranks and c
   matches_serial({"model.experts=4", "model.expert_ffn_hidden=48", "plan.cp=2", "plan.ep=2"});  // ep over cp ranks
 }
 
+TEST_CASE("experts split over tp 2: each rank routes its rows, the tp group's rows gathered and their sums scattered",
+          "[exec][np2][moe]") {
+  // Sequence parallelism (as Megatron-Core requires): each tp rank routes its half of the
+  // rows; the experts' first GEMM is split by columns, the second by rows, so the outputs
+  // are partial sums, reduce-scattered back to their rows' ranks; the router's gradient is
+  // each rank's rows', summed over tp with the norms'.
+  const std::vector<std::string> tp{"model.experts=4", "model.expert_ffn_hidden=48", "plan.tp=2",
+                                    "plan.sequence_parallel=true"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), tp.begin(), tp.end());
+    return more;
+  };
+  matches_serial(tp);
+  matches_serial(with({"training.recompute=full"}));
+  matches_serial(with({"model.top_k=1", "model.experts=8"}));
+}
+
+TEST_CASE("experts over tp 2 and ep 2 together, and with pp", "[exec][np4][moe]") {
+  const std::vector<std::string> tp{"model.experts=4", "model.expert_ffn_hidden=48", "plan.tp=2",
+                                    "plan.sequence_parallel=true"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), tp.begin(), tp.end());
+    return more;
+  };
+  matches_serial(with({"plan.dp=2", "plan.ep=2"}));
+  matches_serial(with({"plan.dp=2", "plan.ep=2", "training.recompute=full"}));
+  matches_serial(with({"plan.dp=2"}));  // every expert on each tp pair, their gradients summed over dp
+  matches_serial(with({"plan.pp=2"}));
+}
+
 TEST_CASE("expert parallelism with dp 4, pp and ZeRO-1: each expert's gradient summed over its holders",
           "[exec][np4][moe]") {
   const std::vector<std::string> moe{"model.experts=4", "model.expert_ffn_hidden=48"};

@@ -192,3 +192,18 @@ TEST_CASE("every compute op's GEMM set lists the GEMMs it runs: its FLOPs", "[mo
     CHECK(checked > 0);
   }
 }
+
+TEST_CASE("a rank's share of a mixture-of-experts layer under tp and ep, by hand", "[moe][model]") {
+  // tp 2 x ep 2, h 256, 8 experts of width 512 (GeLU, biases): the attention's weights and
+  // QKV bias split over tp; the norms, the attention's output bias and the router whole on
+  // every rank; 4 of the experts held, each split over tp but for its second bias.
+  const ModelSpec m = moe({}).model;
+  const double h = 256, f = 512, E = 8;
+  const double split = (4 * h * h + 3 * h) / 2;
+  const double whole = 4 * h + h + h * E;
+  const double experts = E / 2 * ((2 * h * f + f) / 2 + h);
+  CHECK(expert_params_on_rank(m, 2, 2) == Approx(experts));
+  CHECK(layer_params_on_rank(m, 0, 2, 2) == Approx(split + whole + experts));
+  // The 4 ranks' expert shares, the biases held twice (by both tp ranks) counted once: every expert.
+  CHECK(4 * (experts - E / 2 * h) + E * h == Approx(m.expert_params_per_layer()));
+}
