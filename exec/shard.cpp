@@ -27,6 +27,10 @@ std::string unsupported_reason(const plan::Scenario& s) {
            "only: the executor keeps the optimizer, the parameters and the activations on the device";
   }
   if (m.kind == plan::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
+  if (m.moe() && m.shared_expert_ffn_hidden > 0) {
+    return "the executor's mixture of experts has no shared experts (model.shared_expert_ffn_hidden); they are "
+           "simulated only";
+  }
   if (m.mlp != plan::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
   if (m.ffn_hidden != 4 * m.hidden) return fmt::format("the executor's decoder has an MLP 4 x hidden wide ({}), model.ffn_hidden is {}", 4 * m.hidden, m.ffn_hidden);

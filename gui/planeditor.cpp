@@ -58,6 +58,9 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addInteger(QStringLiteral("model.vocab"), tr("Vocabulary"), 1, plan::limits::vocab);
   addInteger(QStringLiteral("model.experts"), tr("Experts per layer (0: dense)"), 0, plan::limits::experts);
   addInteger(QStringLiteral("model.top_k"), tr("Experts per token (top-k)"), 0, plan::limits::experts);
+  addInteger(QStringLiteral("model.expert_ffn_hidden"), tr("Expert MLP width"), 0, plan::limits::ffn_hidden);
+  addInteger(QStringLiteral("model.shared_expert_ffn_hidden"), tr("Shared experts' MLP width (0: none)"), 0,
+             plan::limits::ffn_hidden);
   addText(QStringLiteral("model.moe_imbalance"), tr("Expert load imbalance (busiest / mean)"));
   addSection(tr("Training"));
   addInteger(QStringLiteral("training.global_batch"), tr("Global batch"), 1, plan::limits::global_batch);
@@ -175,6 +178,8 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("model.vocab")] = count(std::max(1, s.model.vocab));
   v[QStringLiteral("model.experts")] = count(s.model.experts);
   v[QStringLiteral("model.top_k")] = count(s.model.top_k);
+  v[QStringLiteral("model.expert_ffn_hidden")] = count(s.model.expert_ffn_hidden);
+  v[QStringLiteral("model.shared_expert_ffn_hidden")] = count(s.model.shared_expert_ffn_hidden);
   v[QStringLiteral("model.moe_imbalance")] = QString::number(s.model.moe_imbalance);
   v[QStringLiteral("training.global_batch")] = count(s.training.global_batch);
   v[QStringLiteral("training.micro_batch")] = count(s.training.micro_batch);
@@ -215,7 +220,9 @@ void PlanEditor::setScenario(const plan::Scenario& s) {
     m_fields[QString::fromLatin1(k)].editor->setEnabled(transformer);
   }
   // Routing settings only for a mixture of experts.
-  for (const char* k : {"model.top_k", "model.moe_imbalance"}) m_fields[QString::fromLatin1(k)].editor->setEnabled(s.model.moe());
+  for (const char* k : {"model.top_k", "model.expert_ffn_hidden", "model.shared_expert_ffn_hidden", "model.moe_imbalance"}) {
+    m_fields[QString::fromLatin1(k)].editor->setEnabled(s.model.moe());
+  }
   m_loading = false;
   clearErrors();
 }

@@ -45,6 +45,11 @@ std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int t
     g.push_back({"router", tokens / tp, m.experts, h, 1});  // each tp rank routes its sequence shard
     g.push_back({m.mlp == Mlp::gelu ? "expert-up" : "expert-gate-up", routed, m.mlp == Mlp::gelu ? fe : 2 * fe, h, local});
     g.push_back({"expert-down", routed, h, fe, local});
+    if (m.shared_expert_ffn_hidden > 0) {  // every token, beside its routed experts
+      const long long fs = m.shared_expert_ffn_hidden / tp;
+      g.push_back({m.mlp == Mlp::gelu ? "shared-up" : "shared-gate-up", tokens, m.mlp == Mlp::gelu ? fs : 2 * fs, h, 1});
+      g.push_back({"shared-down", tokens, h, fs, 1});
+    }
     return g;
   }
   if (m.mlp == Mlp::gelu) {
@@ -127,6 +132,16 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
     }
     t.push_back({"expert-down-input", routed * fe_share, li, true, false});
     t.push_back({"expert-output", routed, e, false, false, false});
+    if (m.shared_expert_ffn_hidden > 0) {  // a dense MLP's, of the shared width (its input is the router's)
+      const double fs_share = static_cast<double>(m.shared_expert_ffn_hidden) / m.hidden;
+      if (m.mlp == Mlp::gelu) {
+        t.push_back({"shared-gelu-input", sbh * fs_share, e, true, false});
+      } else {
+        t.push_back({"shared-gate", sbh * fs_share, e, true, false});
+        t.push_back({"shared-up", sbh * fs_share, e, true, false});
+      }
+      t.push_back({"shared-down-input", sbh * fs_share, li, true, false});
+    }
   } else if (m.mlp == Mlp::gelu) {
     t.push_back({"gelu-input", sbh * f_share, e, true, false});
     t.push_back({"mlp-down-input", sbh * f_share, li, true, false});

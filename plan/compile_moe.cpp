@@ -9,9 +9,11 @@
 namespace parasim::plan::detail {
 
 void Builder::make_moe_sets(const std::vector<Gemm>& layer) {
-  // layer: the attention's 4 GEMMs, then the router and the experts' two.
+  // layer: the attention's 4 GEMMs, then the router, the experts' two and the shared
+  // experts' two (when the model has them), which run in the prepare piece.
   const std::vector<Gemm> router{layer[4]};
   const std::vector<Gemm> experts{layer[5], layer[6]};
+  const std::vector<Gemm> shared(layer.begin() + 7, layer.end());
   const double e = e_;
   for (int b = 0; b < 2; ++b) {
     const bool backward = b == 1;
@@ -25,7 +27,8 @@ void Builder::make_moe_sets(const std::vector<Gemm>& layer) {
     pc.finish = add_kernels(k.finish);
     // Forward: the router before the exchange; backward (each GEMM twice) after it.
     const double x = backward ? 2.0 : 1.0;
-    const std::vector<Gemm>& first = backward ? std::vector<Gemm>{} : router;
+    std::vector<Gemm> first = backward ? std::vector<Gemm>{} : router;
+    first.insert(first.end(), shared.begin(), shared.end());
     const std::vector<Gemm>& last = backward ? router : std::vector<Gemm>{};
     pc.prepare_gemms = first.empty() ? -1 : add_set(piece_runs(first, backward));
     pc.finish_gemms = last.empty() ? -1 : add_set(piece_runs(last, backward));

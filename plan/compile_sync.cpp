@@ -173,7 +173,8 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     // (A mixture of experts' router too: each rank routes its own rows. The experts' biases
     // see every row, gathered.)
     const double h = m_.hidden;
-    double whole = static_cast<double>(layers) * (5.0 * h + (m_.moe() ? h * m_.experts : m_.mlp == Mlp::gelu ? h : 0.0));
+    const bool mlp_bias = m_.mlp == Mlp::gelu && (!m_.moe() || m_.shared_expert_ffn_hidden > 0);
+    double whole = static_cast<double>(layers) * (5.0 * h + (mlp_bias ? h : 0.0) + (m_.moe() ? h * m_.experts : 0.0));
     if (stage == p_.pp - 1) whole += final_norm;
     if (sharded_grads()) whole /= p_.shard_size();  // each rank sums its shard of them
     std::sort(synced.begin(), synced.end());

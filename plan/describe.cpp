@@ -123,6 +123,7 @@ nlohmann::ordered_json to_json(const Scenario& s) {
                   {"tie_embeddings", m.tie_embeddings}});
     if (m.moe()) {
       model.update({{"experts", m.experts}, {"top_k", m.top_k}, {"expert_ffn_hidden", m.expert_ffn_hidden},
+                    {"shared_expert_ffn_hidden", m.shared_expert_ffn_hidden},
                     {"capacity_factor", m.capacity_factor}, {"moe_imbalance", m.moe_imbalance},
                     {"active_parameters", m.active_parameter_count()}});
     }
@@ -186,7 +187,8 @@ std::string describe(const Scenario& s) {
   if (m.kind == ModelKind::transformer) {
     out += fmt::format("model     {}: {} parameters, {} layers, hidden {}, {} heads, seq {}, vocab {}{}\n", m.name,
                        u::format_count(m.parameter_count()), m.layers, m.hidden, m.heads, m.seq_len, m.vocab,
-                       m.moe() ? fmt::format(", {} experts (top {}, {} parameters active)", m.experts, m.top_k,
+                       m.moe() ? fmt::format(", {} experts (top {}{}, {} parameters active)", m.experts, m.top_k,
+                                             m.shared_expert_ffn_hidden > 0 ? ", and shared" : "",
                                              u::format_count(m.active_parameter_count()))
                                : "");
   } else {

@@ -227,6 +227,30 @@ MoeDims moe_dims(const KernelPlan& p, const Dims& x) {
   return d;
 }
 
+// The shared experts (DeepSeekMoE's): a dense MLP of their width over every token, run
+// before the exchange as Megatron-Core's MoE layer does (its output is added to the
+// experts' in the combine's unpermutation).
+void shared_experts(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
+  if (p.model.shared_expert_ffn_hidden == 0) return;
+  const bool swiglu = p.model.mlp == Mlp::swiglu;
+  const long long fs = p.model.shared_expert_ffn_hidden / p.tp;
+  const long long up = swiglu ? 2 * fs : fs;
+  const double intermediate = x.T * static_cast<double>(fs);
+  if (!backward) {
+    k.linear(swiglu ? "shared-gate-up" : "shared-up", x.Ti, up, x.hi);
+    k.memory(swiglu ? "shared-swiglu" : "shared-bias-gelu", (swiglu ? 3.0 : 2.0) * intermediate * x.e);
+    k.fp8_cast("shared-down-input-cast", intermediate, true);
+    k.linear("shared-down", x.Ti, x.hi, fs);
+  } else {
+    k.linear("shared-down-dgrad", x.Ti, fs, x.hi);
+    k.linear_wgrad("shared-down-wgrad", fs, x.hi, x.Ti);
+    k.memory(swiglu ? "shared-swiglu-bwd" : "shared-bias-gelu-bwd", (swiglu ? 5.0 : 3.0) * intermediate * x.e);
+    k.fp8_cast("shared-up-grad-cast", x.T * static_cast<double>(up), true);
+    k.linear("shared-up-dgrad", x.Ti, x.hi, up);
+    k.linear_wgrad("shared-up-wgrad", up, x.hi, x.Ti);
+  }
+}
+
 void moe_prepare(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
   const MoeDims d = moe_dims(p, x);
   if (!backward) {
@@ -238,6 +262,7 @@ void moe_prepare(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
     residual_backward(k, p, x);
     k.memory("moe-unpermute-bwd", (1.0 + 2.0 * d.copies / x.T) * x.Tl * x.h * x.e);
   }
+  shared_experts(k, p, x, backward);
 }
 
 void moe_experts(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
@@ -459,7 +484,9 @@ std::vector<Kernel> weight_cast_kernels(const KernelPlan& p, LayerPart part) {
   }
   if (part != LayerPart::attention) {
     // Mixture of experts: the local experts' weights.
-    const double f = p.model.moe() ? static_cast<double>(p.model.expert_ffn_hidden / p.tp) * (p.model.experts / p.ep) : x.f;
+    const double f = p.model.moe() ? static_cast<double>(p.model.expert_ffn_hidden / p.tp) * (p.model.experts / p.ep) +
+                                         static_cast<double>(p.model.shared_expert_ffn_hidden / p.tp)
+                                   : x.f;
     k.fp8_cast("mlp-up-weight-cast", (swiglu ? 2.0 : 1.0) * f * x.h, false);
     k.fp8_cast("mlp-down-weight-cast", f * x.h, false);
   }

@@ -266,8 +266,8 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
 
   Reader r(v, "model",
            {"preset", "name", "kind", "layers", "hidden", "heads", "kv_heads", "ffn_multiplier", "ffn_hidden", "vocab",
-            "seq_len", "mlp", "tie_embeddings", "dropout", "experts", "top_k", "expert_ffn_hidden", "capacity_factor",
-            "moe_imbalance"},
+            "seq_len", "mlp", "tie_embeddings", "dropout", "experts", "top_k", "expert_ffn_hidden",
+            "shared_expert_ffn_hidden", "capacity_factor", "moe_imbalance"},
            &where);
   m.name = r.string("name", std::string("custom"));
   m.layers = r.integer("layers", std::nullopt, 1, limits::layers);
@@ -294,9 +294,10 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
   m.ffn_hidden = r.integer("ffn_hidden", static_cast<int>(ffn), 1, limits::ffn_hidden);
   m.experts = r.integer("experts", 0, 0, limits::experts);
   // A dense model takes the routing settings only at their neutral values (what a dense
-  // model's editor shows): top_k, expert_ffn_hidden and capacity_factor 0, moe_imbalance 1.
+  // model's editor shows): top_k, expert_ffn_hidden, shared_expert_ffn_hidden and
+  // capacity_factor 0, moe_imbalance 1.
   const char* dense = "is a mixture-of-experts setting, but model.experts is 0 (a dense MLP); set model.experts";
-  for (const char* key : {"top_k", "expert_ffn_hidden", "capacity_factor", "moe_imbalance"}) {
+  for (const char* key : {"top_k", "expert_ffn_hidden", "shared_expert_ffn_hidden", "capacity_factor", "moe_imbalance"}) {
     const double neutral = std::string_view(key) == "moe_imbalance" ? 1.0 : 0.0;
     if (m.experts == 0 && r.has(key) && r.number(key, neutral, 0.0, 1e12) != neutral) {
       r.fail(key, fmt::format("model.{} {}", key, dense));
@@ -305,6 +306,7 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
   if (m.experts > 0) {
     m.top_k = r.integer("top_k", std::min(2, m.experts), 1, m.experts);
     m.expert_ffn_hidden = r.integer("expert_ffn_hidden", m.ffn_hidden, 1, limits::ffn_hidden);
+    m.shared_expert_ffn_hidden = r.integer("shared_expert_ffn_hidden", 0, 0, limits::ffn_hidden);
     m.capacity_factor = r.number("capacity_factor", 0.0, 0.0, 1024.0);
     if (m.capacity_factor > 0.0 && m.capacity_factor < 1.0 / m.top_k) {
       r.fail("capacity_factor", fmt::format("a capacity factor below 1/top_k ({:.3g}) drops more tokens than the "

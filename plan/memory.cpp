@@ -48,6 +48,7 @@ double backward_transient(const Scenario& s) {
     // and the two intermediate ones.
     const double routed = tokens * m.top_k * m.expert_load();
     bytes += 2.0 * routed * m.hidden * e + 2.0 * routed * m.expert_ffn_hidden / p.tp * e;
+    bytes += 2.0 * tokens * m.shared_expert_ffn_hidden / p.tp * e;  // the shared experts' (none: 0)
   } else {
     bytes += 2.0 * tokens * m.ffn_hidden / p.tp * e;
   }

@@ -10,11 +10,18 @@ double ModelSpec::mlp_params() const {
   return mlp == Mlp::gelu ? 2 * h * f + f + h : 3 * h * f;
 }
 
+double ModelSpec::shared_expert_params() const {
+  if (!moe() || shared_expert_ffn_hidden == 0) return 0.0;
+  const double h = hidden;
+  const double f = shared_expert_ffn_hidden;
+  return mlp == Mlp::gelu ? 2 * h * f + f + h : 3 * h * f;
+}
+
 double ModelSpec::params_per_layer() const {
   const double h = hidden;
   const double kv = static_cast<double>(kv_heads) * head_dim();
   const double attention = h * (h + 2 * kv) + (h + 2 * kv) + h * h + h;
-  const double mlp_all = moe() ? experts * mlp_params() + h * experts : mlp_params();
+  const double mlp_all = moe() ? experts * mlp_params() + h * experts + shared_expert_params() : mlp_params();
   return attention + mlp_all + 4 * h;
 }
 
@@ -23,7 +30,8 @@ double ModelSpec::linear_params_per_layer() const {
   const double kv = static_cast<double>(kv_heads) * head_dim();
   const double f = moe() ? expert_ffn_hidden : ffn_hidden;
   const double mlp_linear = (mlp == Mlp::gelu ? 2.0 : 3.0) * h * f * (moe() ? experts : 1);
-  return h * (h + 2 * kv) + h * h + mlp_linear + (moe() ? h * experts : 0.0);
+  const double shared = (mlp == Mlp::gelu ? 2.0 : 3.0) * h * (moe() ? shared_expert_ffn_hidden : 0);
+  return h * (h + 2 * kv) + h * h + mlp_linear + shared + (moe() ? h * experts : 0.0);
 }
 
 double ModelSpec::expert_load() const {
@@ -63,9 +71,10 @@ double expert_params_on_rank(const ModelSpec& m, int tp, int ep) {
 double layer_params_on_rank(const ModelSpec& m, int layer, int tp, int ep) {
   if (m.kind == ModelKind::generic) return m.generic_layers[static_cast<std::size_t>(layer)].params;
   // Whole on every tp rank: the two norms, the biases added after a row-parallel sum (the
-  // attention's; the dense MLP's), and a mixture of experts' router.
+  // attention's; the dense MLP's or the shared experts'), and a mixture of experts' router.
   const double h = m.hidden;
-  const double whole = 4.0 * h + h + (m.moe() ? h * m.experts : m.mlp == Mlp::gelu ? h : 0.0);
+  const bool mlp_bias = m.mlp == Mlp::gelu && (!m.moe() || m.shared_expert_ffn_hidden > 0);
+  const double whole = 4.0 * h + h + (mlp_bias ? h : 0.0) + (m.moe() ? h * m.experts : 0.0);
   return (m.params_per_layer() - whole - m.expert_params_per_layer()) / tp + whole + expert_params_on_rank(m, tp, ep);
 }
 

@@ -16,6 +16,9 @@
 // form), and a router h*E (no bias); each token goes to its top_k experts, whose outputs
 // are summed weighted by the router's probabilities. Parameters per layer: attention +
 // E * expert + h*E + norms; a token computes with top_k experts only (active parameters).
+// Shared experts (DeepSeekMoE's, Qwen-MoE's; Megatron-Core's shared_expert_intermediate_size):
+// one more MLP of width f_s (shared_expert_ffn_hidden, all shared experts together) that
+// every token goes through beside its routed experts, added to their weighted sum.
 #pragma once
 
 #include <string>
@@ -53,6 +56,7 @@ struct ModelSpec {
   int experts = 0;
   int top_k = 0;              // experts per token (2 by default with experts)
   int expert_ffn_hidden = 0;  // each expert's MLP width (ffn_hidden by default)
+  int shared_expert_ffn_hidden = 0;  // the shared experts' MLP width (0: none)
   // Tokens an expert takes at most, as a multiple of an even share (top_k·tokens/E); those
   // past it are dropped (GShard, Switch). 0: dropless (Megatron-Core's default).
   double capacity_factor = 0.0;
@@ -71,6 +75,8 @@ struct ModelSpec {
   [[nodiscard]] double mlp_params() const;
   // The experts' parameters in one layer (0 when dense): what expert parallelism shards.
   [[nodiscard]] double expert_params_per_layer() const { return moe() ? experts * mlp_params() : 0.0; }
+  // Parameters of the shared experts' MLP in one layer (0 without).
+  [[nodiscard]] double shared_expert_params() const;
   // The routed tokens' load on the busiest expert-parallel rank, relative to an even share:
   // the imbalance, capped by the capacity factor (1 when dense).
   [[nodiscard]] double expert_load() const;

@@ -176,6 +176,7 @@ TEST_CASE("every compute op's GEMM set lists the GEMMs it runs: its FLOPs", "[mo
   // set, running a whole layer's backward set twice and a piece's once: a backward piece's
   // set lists each GEMM's data and weight gradient.
   for (const Scenario& s : {moe({"plan.dp=16", "plan.ep=8"}), moe({"plan.tp=2", "plan.sequence_parallel=true", "plan.dp=8", "plan.ep=4"}),
+                            moe({"plan.dp=16", "plan.ep=8", "model.shared_expert_ffn_hidden=768"}),
                             gpt({"plan.tp=4", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"}),
                             gpt({"plan.cp=2", "plan.dp=8"}), gpt({})}) {
     const Program p = compile(s);
@@ -206,4 +207,33 @@ TEST_CASE("a rank's share of a mixture-of-experts layer under tp and ep, by hand
   CHECK(layer_params_on_rank(m, 0, 2, 2) == Approx(split + whole + experts));
   // The 4 ranks' expert shares, the biases held twice (by both tp ranks) counted once: every expert.
   CHECK(4 * (experts - E / 2 * h) + E * h == Approx(m.expert_params_per_layer()));
+}
+
+TEST_CASE("shared experts: a dense MLP of their width beside the routed experts, every token through it",
+          "[moe][model][compile]") {
+  const Scenario plain = moe({"plan.dp=16", "plan.ep=8"});
+  const Scenario shared = moe({"plan.dp=16", "plan.ep=8", "model.shared_expert_ffn_hidden=768"});
+  const ModelSpec& m = shared.model;
+  const double h = 256, fs = 768, tokens = 32.0 * 128;
+  const double mlp = 2 * h * fs + fs + h;  // GeLU with biases
+  CHECK(m.shared_expert_params() == Approx(mlp));
+  CHECK(m.parameter_count() - plain.model.parameter_count() == Approx(8 * mlp));
+  CHECK(m.active_parameter_count() - plain.model.active_parameter_count() == Approx(8 * mlp));
+  // Forward, backward: 3 x 2 x tokens x the two GEMMs' h·fs, per layer.
+  CHECK(step_flops(m, 32, Recompute::none) - step_flops(plain.model, 32, Recompute::none) ==
+        Approx(3 * 8 * tokens * 2 * (2 * h * fs)));
+  const Program p = compile(shared);
+  CHECK(compute_flops(p) == Approx(step_flops(m, 32, Recompute::none)));
+  CHECK(unfinished(p) == 0);
+  // Their activations are stored like a dense MLP's of that width.
+  const int e = 2;
+  CHECK(layer_activation_bytes(m, 2, 1, false, Recompute::none, e, true) -
+            layer_activation_bytes(plain.model, 2, 1, false, Recompute::none, e, true) ==
+        Approx(2.0 * 128 * 2 * fs * e));
+}
+
+TEST_CASE("shared experts over tp are refused, naming the key", "[moe][check]") {
+  CHECK_THROWS_WITH(moe({"plan.tp=2", "plan.sequence_parallel=true", "plan.dp=8", "model.shared_expert_ffn_hidden=768"}),
+                    Catch::Contains("plan.tp") && Catch::Contains("shared experts split over tp 2"));
+  CHECK_THROWS_WITH(gpt({"model.shared_expert_ffn_hidden=768"}), Catch::Contains("model.experts is 0"));
 }

@@ -27,7 +27,7 @@ TEST_CASE("every preset named in the scenario format exists", "[presets]") {
   }
   for (const char* m : {"gpt3-175b", "gpt3-13b", "llama2-7b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3.1-8b",
                         "llama3.1-70b", "llama3.1-405b", "gpt-30b", "lenet", "resnet18", "tiny-gpt", "mixtral-8x7b",
-                        "mixtral-8x22b"}) {
+                        "mixtral-8x22b", "qwen1.5-moe-a2.7b"}) {
     CHECK(find_preset(PresetKind::model, m));
   }
 }
@@ -94,6 +94,12 @@ TEST_CASE("model presets match their published parameter counts", "[presets][mod
   const ModelSpec m22 = with("dgx-h100", "mixtral-8x22b", 8).model;
   CHECK(m22.parameter_count() == Approx(140630071296.0).epsilon(0.001));
   CHECK(m22.active_parameter_count() == Approx(39e9).epsilon(0.01));
+  // Qwen1.5-MoE-A2.7B (Qwen, 2024): 14.3B parameters, 2.7B active (4 of 60 experts and
+  // the shared experts, which every token uses).
+  const ModelSpec qwen = with("dgx-h100", "qwen1.5-moe-a2.7b", 8).model;
+  CHECK(qwen.parameter_count() == Approx(14.3e9).epsilon(0.005));
+  CHECK(qwen.active_parameter_count() == Approx(2.7e9).epsilon(0.01));
+  CHECK(qwen.shared_expert_params() == Approx(24 * 0.0 + 3.0 * 2048 * 5632));
   CHECK(with("dgx-h100", "gpt3-13b", 8).model.parameter_count() == Approx(12.85e9).epsilon(0.01));
   CHECK(with("dgx-h100", "lenet", 8).model.parameter_count() == 61706.0);
   CHECK(with("dgx-h100", "resnet18", 8).model.parameter_count() == 11689512.0);
