@@ -175,10 +175,11 @@ TEST_CASE("every compute op's GEMM set lists the GEMMs it runs: its FLOPs", "[mo
   // The GEMM-based compute model (a calibrated profile without kernels) times an op by its
   // set, running a whole layer's backward set twice and a piece's once: a backward piece's
   // set lists each GEMM's data and weight gradient.
-  for (const Scenario& s : {moe({"plan.dp=16", "plan.ep=8"}), moe({"plan.tp=2", "plan.sequence_parallel=true", "plan.dp=8", "plan.ep=4"}),
-                            moe({"plan.dp=16", "plan.ep=8", "model.shared_expert_ffn_hidden=768"}),
-                            gpt({"plan.tp=4", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"}),
-                            gpt({"plan.cp=2", "plan.dp=8"}), gpt({})}) {
+  for (const Scenario& s :
+       {moe({"plan.dp=16", "plan.ep=8"}), moe({"plan.tp=2", "plan.sequence_parallel=true", "plan.dp=8", "plan.ep=4"}),
+        moe({"plan.dp=16", "plan.ep=8", "model.shared_expert_ffn_hidden=768"}),
+        gpt({"plan.tp=4", "plan.sequence_parallel=true", "plan.tp_comm_overlap=true"}), gpt({"plan.cp=2", "plan.dp=8"}),
+        gpt({})}) {
     const Program p = compile(s);
     int checked = 0;
     for (const Op& o : p.ops) {
@@ -233,7 +234,8 @@ TEST_CASE("shared experts: a dense MLP of their width beside the routed experts,
 }
 
 TEST_CASE("shared experts over tp are refused, naming the key", "[moe][check]") {
-  CHECK_THROWS_WITH(moe({"plan.tp=2", "plan.sequence_parallel=true", "plan.dp=8", "model.shared_expert_ffn_hidden=768"}),
-                    Catch::Contains("plan.tp") && Catch::Contains("shared experts split over tp 2"));
+  CHECK_THROWS_WITH(
+      moe({"plan.tp=2", "plan.sequence_parallel=true", "plan.dp=8", "model.shared_expert_ffn_hidden=768"}),
+      Catch::Contains("plan.tp") && Catch::Contains("shared experts split over tp 2"));
   CHECK_THROWS_WITH(gpt({"model.shared_expert_ffn_hidden=768"}), Catch::Contains("model.experts is 0"));
 }
