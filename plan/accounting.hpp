@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plan/scenario.hpp"
@@ -73,7 +74,7 @@ double step_flops(const ModelSpec& m, int global_batch, Recompute recompute);
 
 // A tensor kept for backward.
 struct StoredTensor {
-  std::string name;
+  std::string_view name;  // a literal
   double elements = 0.0;     // per micro-batch, unsharded
   int bytes_per_element = 2;
   bool tp_sharded = false;    // split over tp ranks by tensor parallelism

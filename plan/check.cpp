@@ -14,12 +14,14 @@ class Checker {
   explicit Checker(const Scenario& s) : s_(s) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& message) const {
-    auto it = s_.locations.find(key);
-    Location at = it != s_.locations.end() ? it->second : Location{s_.source, 0, 0};
+    static const LocationMap none;
+    const LocationMap& locations = s_.locations ? *s_.locations : none;
+    auto it = locations.find(key);
+    Location at = it != locations.end() ? it->second : Location{s_.source, 0, 0};
     // A defaulted key has no line of its own: point at its section.
     if (at.line == 0) {
       const auto dot = key.rfind('.');
-      if (auto sec = s_.locations.find(key.substr(0, dot)); dot != std::string::npos && sec != s_.locations.end()) {
+      if (auto sec = locations.find(key.substr(0, dot)); dot != std::string::npos && sec != locations.end()) {
         at = sec->second;
       }
     }

@@ -111,7 +111,9 @@ Value finish_document(Value doc, const fs::path& dir, const fs::path& self, std:
 Scenario from_document(const Value& root, const std::string& source) {
   Scenario s;
   s.source = source;
-  LocationMap& where = s.locations;
+  const auto locations = std::make_shared<LocationMap>();
+  s.locations = locations;
+  LocationMap& where = *locations;
   Reader top(root, "", {"name", "description", "extends", "cluster", "model", "training", "plan", "hardware", "run"},
              &where);
   s.name = top.string("name", fs::path(source).stem().string());

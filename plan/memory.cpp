@@ -125,13 +125,8 @@ MemoryReport memory_per_rank(const Scenario& s) {
     }
     // Walk the stage's order: activations are held per (micro-batch, chunk) from forward to
     // backward, logits per micro-batch of the last chunk; the peak is of their sum.
-    int held = 0;
-    int holding_logits = 0;
     double peak = -1.0;
-    for (const PipelineStep& step : stage_schedule(p.schedule, shape, stage)) {
-      const int d = step.kind == PipelineStep::Kind::forward ? 1 : -1;
-      held += d;
-      if (step.chunk == v - 1) holding_logits += d;
+    for (const auto& [held, holding_logits] : stage_holdings(p.schedule, shape, stage)) {
       const double bytes = chunk_activation * held + logits_per_micro_batch * holding_logits;
       if (bytes > peak) {
         peak = bytes;

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "plan/model.hpp"
@@ -169,7 +170,9 @@ struct Scenario {
   ParallelPlan plan;
   HardwareSpec hardware;
   RunSpec run;
-  LocationMap locations;  // where each key was set
+  // Where each key was set: fixed once loaded, so the planner's many copies of a scenario
+  // share it.
+  std::shared_ptr<const LocationMap> locations;
 
   // Micro-batches each pipeline processes per step: global_batch / (dp * micro_batch).
   [[nodiscard]] int micro_batches() const { return training.global_batch / (plan.dp * training.micro_batch); }

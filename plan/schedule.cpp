@@ -1,7 +1,10 @@
 #include "plan/schedule.hpp"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <stdexcept>
+#include <tuple>
 
 namespace parasim::plan {
 
@@ -22,6 +25,23 @@ std::pair<int, int> chunk_layers(int layers, int pp, int virtual_stages, int sta
   const int extra = layers % slices;
   const int begin = slice * base + std::min(slice, extra);
   return {begin, begin + base + (slice < extra ? 1 : 0)};
+}
+
+const std::vector<std::pair<int, int>>& stage_holdings(Schedule schedule, const PipelineShape& shape, int stage) {
+  using Key = std::tuple<Schedule, int, int, int, int>;
+  thread_local std::map<Key, std::vector<std::pair<int, int>>> memo;
+  const Key key{schedule, shape.stages, shape.micro_batches, shape.virtual_stages, stage};
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  std::vector<std::pair<int, int>> out;
+  std::set<std::pair<int, int>> seen;
+  int held = 0, last = 0;
+  for (const PipelineStep& step : stage_schedule(schedule, shape, stage)) {
+    const int d = step.kind == PipelineStep::Kind::forward ? 1 : -1;
+    held += d;
+    if (step.chunk == shape.virtual_stages - 1) last += d;
+    if (seen.insert({held, last}).second) out.emplace_back(held, last);
+  }
+  return memo.emplace(key, std::move(out)).first->second;
 }
 
 int peak_in_flight(const std::vector<PipelineStep>& steps) {

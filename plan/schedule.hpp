@@ -51,6 +51,12 @@ std::pair<int, int> chunk_layers(int layers, int pp, int virtual_stages, int sta
 // done minus backwards done, at its highest.
 int peak_in_flight(const std::vector<PipelineStep>& steps);
 
+// What `stage` holds after each step of its schedule, as (activations of (micro-batch,
+// chunk) pairs held, of which the last chunk's), each distinct pair once in the order it
+// first occurs: the points where a sum of the two at any non-negative weights first peaks.
+// Memoised per thread (the memory model asks for every plan the planner scores).
+const std::vector<std::pair<int, int>>& stage_holdings(Schedule schedule, const PipelineShape& shape, int stage);
+
 namespace schedules {
 std::vector<PipelineStep> gpipe(const PipelineShape& shape, int stage);
 std::vector<PipelineStep> one_f_one_b(const PipelineShape& shape, int stage);

@@ -145,9 +145,9 @@ TEST_CASE("errors in an extended file name that file and line", "[load][extends]
 
 TEST_CASE("locations of keys are recorded for later checks", "[load]") {
   const Scenario s = load_text(good, "good.yaml");
-  CHECK(s.locations.at("plan.tp").line == 27);
-  CHECK(s.locations.at("plan.tp").column == 7);
-  CHECK(s.locations.at("cluster.intra_node.bandwidth").line == 8);
+  CHECK(s.locations->at("plan.tp").line == 27);
+  CHECK(s.locations->at("plan.tp").column == 7);
+  CHECK(s.locations->at("cluster.intra_node.bandwidth").line == 8);
 }
 
 TEST_CASE("a generic layer list is recognised and summed", "[load][model]") {

@@ -160,3 +160,24 @@ TEST_CASE("interleaved warm-up follows Megatron's rule", "[schedule]") {
   CHECK(peak_in_flight(all) == 8);
   CHECK_THROWS_AS(stage_schedule(Schedule::interleaved_1f1b, {4, 6, 2}, 0), std::invalid_argument);
 }
+
+TEST_CASE("a stage's holdings are its schedule's (held, last chunk's) pairs, each once in order", "[schedule]") {
+  for (const Schedule sc : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved_1f1b}) {
+    const PipelineShape shape{4, 8, sc == Schedule::interleaved_1f1b ? 2 : 1};
+    for (int stage = 0; stage < 4; ++stage) {
+      std::vector<std::pair<int, int>> want;
+      int held = 0, last = 0;
+      for (const PipelineStep& step : stage_schedule(sc, shape, stage)) {
+        const int d = step.kind == PipelineStep::Kind::forward ? 1 : -1;
+        held += d;
+        if (step.chunk == shape.virtual_stages - 1) last += d;
+        if (std::find(want.begin(), want.end(), std::make_pair(held, last)) == want.end()) want.emplace_back(held, last);
+      }
+      CHECK(stage_holdings(sc, shape, stage) == want);
+      CHECK(&stage_holdings(sc, shape, stage) == &stage_holdings(sc, shape, stage));  // memoised
+      int peak = 0;
+      for (const auto& [h, l] : want) peak = std::max(peak, h);
+      CHECK(peak == peak_in_flight(stage_schedule(sc, shape, stage)));
+    }
+  }
+}
