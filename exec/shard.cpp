@@ -31,6 +31,10 @@ std::string unsupported_reason(const plan::Scenario& s) {
     return "the executor's mixture of experts has no shared experts (model.shared_expert_ffn_hidden); they are "
            "simulated only";
   }
+  if (m.moe() && m.dense_layers > 0) {
+    return "the executor's mixture of experts has experts in every layer; dense first layers (model.dense_layers) are "
+           "simulated only";
+  }
   if (m.mlp != plan::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
   if (m.ffn_hidden != 4 * m.hidden) return fmt::format("the executor's decoder has an MLP 4 x hidden wide ({}), model.ffn_hidden is {}", 4 * m.hidden, m.ffn_hidden);

@@ -62,6 +62,10 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addInteger(QStringLiteral("model.shared_expert_ffn_hidden"), tr("Shared experts' MLP width (0: none)"), 0,
              plan::limits::ffn_hidden);
   addText(QStringLiteral("model.moe_imbalance"), tr("Expert load imbalance (busiest / mean)"));
+  addInteger(QStringLiteral("model.dense_layers"), tr("Dense first layers"), 0, plan::limits::layers);
+  addInteger(QStringLiteral("model.kv_lora_rank"), tr("Latent attention: key/value rank (0: none)"), 0,
+             plan::limits::hidden);
+  addInteger(QStringLiteral("model.q_lora_rank"), tr("Latent attention: query rank (0: none)"), 0, plan::limits::hidden);
   addSection(tr("Training"));
   addInteger(QStringLiteral("training.global_batch"), tr("Global batch"), 1, plan::limits::global_batch);
   addInteger(QStringLiteral("training.micro_batch"), tr("Micro-batch"), 1, 1 << 20);
@@ -181,6 +185,9 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("model.expert_ffn_hidden")] = count(s.model.expert_ffn_hidden);
   v[QStringLiteral("model.shared_expert_ffn_hidden")] = count(s.model.shared_expert_ffn_hidden);
   v[QStringLiteral("model.moe_imbalance")] = QString::number(s.model.moe_imbalance);
+  v[QStringLiteral("model.dense_layers")] = count(s.model.dense_layers);
+  v[QStringLiteral("model.kv_lora_rank")] = count(s.model.kv_lora_rank);
+  v[QStringLiteral("model.q_lora_rank")] = count(s.model.q_lora_rank);
   v[QStringLiteral("training.global_batch")] = count(s.training.global_batch);
   v[QStringLiteral("training.micro_batch")] = count(s.training.micro_batch);
   v[QStringLiteral("training.precision")] = q(topology::to_string(s.training.precision));
@@ -216,13 +223,17 @@ void PlanEditor::setScenario(const plan::Scenario& s) {
   for (auto it = v.begin(); it != v.end(); ++it) setShown(it.key(), it.value());
   // A generic model (a layer list) has no transformer dimensions to edit.
   const bool transformer = s.model.kind == plan::ModelKind::transformer;
-  for (const char* k : {"model.layers", "model.hidden", "model.heads", "model.seq_len", "model.vocab", "model.experts"}) {
+  for (const char* k : {"model.layers", "model.hidden", "model.heads", "model.seq_len", "model.vocab", "model.experts",
+                        "model.kv_lora_rank"}) {
     m_fields[QString::fromLatin1(k)].editor->setEnabled(transformer);
   }
   // Routing settings only for a mixture of experts.
-  for (const char* k : {"model.top_k", "model.expert_ffn_hidden", "model.shared_expert_ffn_hidden", "model.moe_imbalance"}) {
+  for (const char* k : {"model.top_k", "model.expert_ffn_hidden", "model.shared_expert_ffn_hidden", "model.moe_imbalance",
+                        "model.dense_layers"}) {
     m_fields[QString::fromLatin1(k)].editor->setEnabled(s.model.moe());
   }
+  // The query's rank only with latent attention.
+  m_fields[QStringLiteral("model.q_lora_rank")].editor->setEnabled(s.model.mla());
   m_loading = false;
   clearErrors();
 }

@@ -22,6 +22,10 @@ long long expert_tokens(const ModelSpec& m, int micro_batch, int cp, int ep, dou
   return static_cast<long long>(std::ceil(ep * tokens * m.top_k * load / m.experts - 1e-9));
 }
 
+int attention_gemm_count(const ModelSpec& m) {
+  return m.mla() ? (m.q_lora_rank > 0 ? 7 : 6) : 4;
+}
+
 std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp, int cp, int ep, double load) {
   const long long b = micro_batch;
   const long long s = m.seq_len;
@@ -32,22 +36,45 @@ std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int t
   const long long kv = static_cast<long long>(m.kv_heads) * d / tp;
   const long long f = m.ffn_hidden / tp;
   const long long tokens = b * sl;
-  std::vector<Gemm> g{
-      {"qkv", tokens, h / tp + 2 * kv, h, 1},
-      {"attention-scores", sl, s, d, b * heads},  // Q·K^T per head
-      {"attention-values", sl, d, s, b * heads},  // softmax·V per head
-      {"attention-out", tokens, h, h / tp, 1},
-  };
+  std::vector<Gemm> g;
+  if (m.mla()) {
+    // The down projections over every row on each tp rank (whole, their weight gradients
+    // partial sums: summed over tp), the up projections column-parallel.
+    const long long qk = m.qk_head_dim();
+    const long long dv = m.v_head_dim;
+    const long long q_lora = m.q_lora_rank;
+    const long long kv_lora = m.kv_lora_rank;
+    if (q_lora > 0) {
+      g.push_back({"q-down", tokens, q_lora, h, 1});
+      g.push_back({"q-up", tokens, heads * qk, q_lora, 1});
+    } else {
+      g.push_back({"q", tokens, heads * qk, h, 1});
+    }
+    g.push_back({"kv-down", tokens, kv_lora + m.qk_rope_head_dim, h, 1});
+    g.push_back({"kv-up", tokens, heads * (m.qk_nope_head_dim + dv), kv_lora, 1});
+    g.push_back({"attention-scores", sl, s, qk, b * heads});
+    g.push_back({"attention-values", sl, dv, s, b * heads});
+    g.push_back({"attention-out", tokens, h, heads * dv, 1});
+  } else {
+    g = {
+        {"qkv", tokens, h / tp + 2 * kv, h, 1},
+        {"attention-scores", sl, s, d, b * heads},  // Q·K^T per head
+        {"attention-values", sl, d, s, b * heads},  // softmax·V per head
+        {"attention-out", tokens, h, h / tp, 1},
+    };
+  }
   if (m.moe()) {
     const long long fe = m.expert_ffn_hidden / tp;
     const long long local = m.experts / ep;
     const long long routed = expert_tokens(m, micro_batch, cp, ep, load);
     g.push_back({"router", tokens / tp, m.experts, h, 1});  // each tp rank routes its sequence shard
-    g.push_back({m.mlp == Mlp::gelu ? "expert-up" : "expert-gate-up", routed, m.mlp == Mlp::gelu ? fe : 2 * fe, h, local});
+    g.push_back(
+        {m.mlp == Mlp::gelu ? "expert-up" : "expert-gate-up", routed, m.mlp == Mlp::gelu ? fe : 2 * fe, h, local});
     g.push_back({"expert-down", routed, h, fe, local});
     if (m.shared_expert_ffn_hidden > 0) {  // every token, beside its routed experts
       const long long fs = m.shared_expert_ffn_hidden / tp;
-      g.push_back({m.mlp == Mlp::gelu ? "shared-up" : "shared-gate-up", tokens, m.mlp == Mlp::gelu ? fs : 2 * fs, h, 1});
+      g.push_back(
+          {m.mlp == Mlp::gelu ? "shared-up" : "shared-gate-up", tokens, m.mlp == Mlp::gelu ? fs : 2 * fs, h, 1});
       g.push_back({"shared-down", tokens, h, fs, 1});
     }
     return g;
@@ -78,19 +105,23 @@ long long generic_layer_bias(const GenericLayer& layer) {
 }
 
 double step_flops(const ModelSpec& m, int global_batch, Recompute recompute) {
-  double layer = 0.0;
-  double core = 0.0;  // the attention core: Q·K^T and softmax·V
-  for (const Gemm& g : layer_forward_gemms(m, global_batch, 1)) {
-    layer += g.flops();
-    if (g.name.starts_with("attention-scores") || g.name.starts_with("attention-values")) core += g.flops();
-  }
-  const double head = lm_head_gemm(m, global_batch, 1).flops();
   // Forward + backward (2x); full recompute repeats the layers' forward once more,
   // selective recompute only the attention core.
-  double per_layer = 3.0 * layer;
-  if (recompute == Recompute::full) per_layer += layer;
-  if (recompute == Recompute::selective) per_layer += core;
-  return m.layers * per_layer + head * 3.0;
+  auto per_layer = [&](const ModelSpec& spec) {
+    double layer = 0.0;
+    double core = 0.0;  // the attention core: Q·K^T and softmax·V
+    for (const Gemm& g : layer_forward_gemms(spec, global_batch, 1)) {
+      layer += g.flops();
+      if (g.name.starts_with("attention-scores") || g.name.starts_with("attention-values")) core += g.flops();
+    }
+    double f = 3.0 * layer;
+    if (recompute == Recompute::full) f += layer;
+    if (recompute == Recompute::selective) f += core;
+    return f;
+  };
+  const double head = lm_head_gemm(m, global_batch, 1).flops();
+  const double dense = m.dense_layers > 0 && m.moe() ? m.dense_layers * per_layer(m.layer_spec(0)) : 0.0;
+  return dense + (m.layers - (m.moe() ? m.dense_layers : 0)) * per_layer(m) + head * 3.0;
 }
 
 std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_batch, int activation_bytes,
@@ -104,14 +135,32 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
   std::vector<StoredTensor> t{
       {"ln1-input", sbh, e, false, false},
       {"qkv-input", sbh, li, false, false},
-      {"q", sbh, e, true, false},
-      {"k", sbh * kv_share, e, true, false},
-      {"softmax-output", attn, e, true, true},
-      {"v", sbh * kv_share, e, true, false},
-      {"attention-out-input", sbh, li, true, false},
-      {"ln2-input", sbh, e, false, false},
-      {"mlp-input", sbh, li, false, false},
   };
+  if (m.mla()) {
+    // The compressed query and keys/values (before and after their norms, whole on every
+    // tp rank once gathered), the heads' queries, keys and values, the output's input.
+    const double sb = static_cast<double>(m.seq_len) * micro_batch;
+    const double heads = m.heads;
+    if (m.q_lora_rank > 0) {
+      t.push_back({"q-compressed", sb * m.q_lora_rank, e, false, false, false});
+      t.push_back({"q-up-input", sb * m.q_lora_rank, li, false, false, false});
+    }
+    t.push_back({"kv-compressed", sb * m.kv_lora_rank, e, false, false, false});
+    t.push_back({"kv-up-input", sb * m.kv_lora_rank, li, false, false, false});
+    t.push_back({"q", sb * heads * m.qk_head_dim(), e, true, false});
+    t.push_back({"k", sb * heads * m.qk_head_dim(), e, true, false});
+    t.push_back({"softmax-output", attn, e, true, true});
+    t.push_back({"v", sb * heads * m.v_head_dim, e, true, false});
+    t.push_back({"attention-out-input", sb * heads * m.v_head_dim, li, true, false});
+  } else {
+    t.push_back({"q", sbh, e, true, false});
+    t.push_back({"k", sbh * kv_share, e, true, false});
+    t.push_back({"softmax-output", attn, e, true, true});
+    t.push_back({"v", sbh * kv_share, e, true, false});
+    t.push_back({"attention-out-input", sbh, li, true, false});
+  }
+  t.push_back({"ln2-input", sbh, e, false, false});
+  t.push_back({"mlp-input", sbh, li, false, false});
   // Dropout keeps its masks (a byte each) and, on the attention probabilities, its output.
   const bool dropout = m.dropout > 0.0;
   if (dropout) {
@@ -154,8 +203,8 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
   return t;
 }
 
-double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel,
-                              Recompute recompute, int activation_bytes, bool flash, int linear_bytes) {
+double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel, Recompute recompute,
+                              int activation_bytes, bool flash, int linear_bytes) {
   if (recompute == Recompute::full) {
     // Only the layer input stays; sequence parallelism shards it too.
     const double input = static_cast<double>(m.seq_len) * micro_batch * m.hidden * activation_bytes;

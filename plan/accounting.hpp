@@ -52,8 +52,13 @@ double gemm_io_bytes(const std::vector<Gemm>& gemms, int element_bytes);
 // share of the tokens to route) and the E/ep local experts' GEMMs, batched, each over
 // ceil(ep·T·top_k·load / E) tokens (the tokens the ep ranks route to it, `load` times an
 // even share: ModelSpec::expert_load() on the busiest rank, 1 for the model's FLOPs).
+// The attention's GEMMs come first (attention_gemm_count of them: the projections in, the
+// core's two, the output projection), then the MLP's. Multi-head latent attention: q-down
+// and q-up (or q without a query compression), kv-down and kv-up; the down projections
+// over every row on each tp rank, whole.
 std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp, int cp = 1, int ep = 1,
                                       double load = 1.0);
+int attention_gemm_count(const ModelSpec& m);
 // Mixture of experts: the tokens one local expert computes (the GEMMs' m above).
 long long expert_tokens(const ModelSpec& m, int micro_batch, int cp, int ep, double load);
 // Forward GEMM of the LM head (logits) for a micro-batch, on one of tp x cp ranks.
@@ -75,9 +80,9 @@ double step_flops(const ModelSpec& m, int global_batch, Recompute recompute);
 // A tensor kept for backward.
 struct StoredTensor {
   std::string_view name;  // a literal
-  double elements = 0.0;     // per micro-batch, unsharded
+  double elements = 0.0;  // per micro-batch, unsharded
   int bytes_per_element = 2;
-  bool tp_sharded = false;    // split over tp ranks by tensor parallelism
+  bool tp_sharded = false;      // split over tp ranks by tensor parallelism
   bool attention_core = false;  // the s^2 terms that selective recompute drops
   // Split over tp by sequence parallelism (false: every tp rank holds it whole, as the
   // tokens routed to the experts and the router's probabilities).
@@ -96,8 +101,8 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
 // Bytes one layer keeps for backward per micro-batch on one rank. Under FlashAttention
 // (`flash`) the s² tensors are never stored, as with selective recompute; the kernel keeps
 // the softmax's log-sum-exp instead (4 bytes per head and token).
-double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel,
-                              Recompute recompute, int activation_bytes, bool flash = false, int linear_bytes = 0);
+double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel, Recompute recompute,
+                              int activation_bytes, bool flash = false, int linear_bytes = 0);
 
 // Context parallelism: the keys and values of one cp rank's positions for a micro-batch on
 // one tp rank (b·s/cp positions, 2·kv_heads·d/tp values each): what one ring step carries.

@@ -28,7 +28,7 @@ std::vector<GradientSource> gradient_sources(const Scenario& s, int stage, bool 
   }
   std::sort(layers.rbegin(), layers.rend());
   const double experts = p.ep > 1 ? expert_params_on_rank(m, p.tp, p.ep) : 0.0;
-  for (int l : layers) sources.push_back({layer_params_on_rank(m, l, p.tp, p.ep), l, experts});
+  for (int l : layers) sources.push_back({layer_params_on_rank(m, l, p.tp, p.ep), l, m.moe_layer(l) ? experts : 0.0});
   if (embedding) sources.push_back({word + positions, -1});
   return sources;
 }

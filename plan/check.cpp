@@ -71,9 +71,22 @@ void check(const Scenario& s) {
                           p.tp));
     c.require(m.ffn_hidden % p.tp == 0, "plan.tp",
               fmt::format("the MLP width {} is not divisible by tp {}", m.ffn_hidden, p.tp));
-    c.require(m.layers % (static_cast<long long>(p.pp) * p.virtual_stages) == 0, "plan.pp",
-              fmt::format("layers {} are not divisible by pp x virtual_stages = {} x {} = {}", m.layers, p.pp,
-                          p.virtual_stages, p.pp * p.virtual_stages));
+    // An uneven split gives the first layers mod (pp x virtual_stages) slices one layer more
+    // (Megatron's uneven pipeline split; DeepSeek-V3's 61 layers over 16 stages).
+    c.require(m.layers >= static_cast<long long>(p.pp) * p.virtual_stages, "plan.pp",
+              fmt::format("layers {} cannot fill pp x virtual_stages = {} x {} = {} stages (each needs a layer)",
+                          m.layers, p.pp, p.virtual_stages, p.pp * p.virtual_stages));
+    c.require(p.virtual_stages == 1 || m.layers % (static_cast<long long>(p.pp) * p.virtual_stages) == 0, "plan.pp",
+              fmt::format("layers {} are not divisible by pp x virtual_stages = {} x {} = {} (an interleaved schedule "
+                          "needs equal chunks)",
+                          m.layers, p.pp, p.virtual_stages, p.pp * p.virtual_stages));
+    if (m.mla()) {
+      c.require(p.cp == 1, "plan.cp",
+                "context parallelism with multi-head latent attention is not modelled (its ring would carry the "
+                "up-projected keys and values); use cp: 1");
+      c.require(!p.tp_comm_overlap, "plan.tp_comm_overlap",
+                "tensor-parallel communication overlap is not modelled for multi-head latent attention; turn it off");
+    }
     c.require(!p.sequence_parallel || m.seq_len % p.tp == 0, "plan.sequence_parallel",
               fmt::format("sequence parallelism splits the sequence over tp: seq_len {} is not divisible by tp {}",
                           m.seq_len, p.tp));

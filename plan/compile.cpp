@@ -31,53 +31,63 @@ namespace parasim::plan {
 
 namespace detail {
 
+void Builder::make_layer_sets(const ModelSpec& spec, LayerSets& out) {
+  KernelPlan kp = kernel_plan_;
+  kp.model = spec;
+  kp.expert_load = spec.expert_load();
+  for (int b = 0; b < 2; ++b) {
+    out.kernels[b][0] = add_kernels(layer_kernels(kp, LayerPart::whole, b == 1));
+    out.kernels[b][1] = add_kernels(layer_kernels(kp, LayerPart::attention, b == 1));
+    out.kernels[b][2] = add_kernels(layer_kernels(kp, LayerPart::mlp, b == 1));
+  }
+  // fp8: a step's first forward of each layer also casts its weights (weight_cast_kernels).
+  const LayerPart parts[] = {LayerPart::whole, LayerPart::attention, LayerPart::mlp};
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<Kernel> casts = weight_cast_kernels(kp, parts[i]);
+    if (casts.empty()) {
+      out.first[i] = out.kernels[0][i];
+      continue;
+    }
+    std::vector<Kernel> k = casts;
+    const std::vector<Kernel> rest = layer_kernels(kp, parts[i], false);
+    k.insert(k.end(), rest.begin(), rest.end());
+    out.first[i] = add_kernels(std::move(k));
+  }
+  const std::vector<Gemm> layer = layer_forward_gemms(spec, t_.micro_batch, p_.tp, p_.cp, p_.ep, spec.expert_load());
+  const auto attention = layer.begin() + attention_gemm_count(spec);
+  out.attention = add_set({layer.begin(), attention});
+  out.mlp = add_set({attention, layer.end()});
+  out.whole = add_set(layer);
+  // Element-wise traffic (norms, softmax, GELU, dropout): each stored tensor written once
+  // forward and read once backward.
+  out.elementwise =
+      layer_activation_bytes(spec, t_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::none, e_) / p_.cp;
+  out.activation = layer_activation_bytes(spec, t_.micro_batch, p_.tp, p_.sequence_parallel, t_.recompute, e_,
+                                          t_.attention == Attention::flash, t_.precision == Dtype::fp8 ? 1 : 0) /
+                   p_.cp;
+  out.moe_split = spec.moe() && (p_.ep > 1 || p_.tp > 1);
+  if (out.moe_split) make_moe_sets(layer);
+}
+
 void Builder::make_gemm_sets() {
   const KernelPlan kp = kernel_plan_;
   if (m_.kind == ModelKind::transformer) {
-    for (int b = 0; b < 2; ++b) {
-      layer_kernels_[b][0] = add_kernels(layer_kernels(kp, LayerPart::whole, b == 1));
-      layer_kernels_[b][1] = add_kernels(layer_kernels(kp, LayerPart::attention, b == 1));
-      layer_kernels_[b][2] = add_kernels(layer_kernels(kp, LayerPart::mlp, b == 1));
-    }
-    // fp8: a step's first forward of each layer also casts its weights (weight_cast_kernels).
-    const LayerPart parts[] = {LayerPart::whole, LayerPart::attention, LayerPart::mlp};
-    for (int i = 0; i < 3; ++i) {
-      const std::vector<Kernel> casts = weight_cast_kernels(kp, parts[i]);
-      if (casts.empty()) {
-        first_kernels_[i] = layer_kernels_[0][i];
-        continue;
-      }
-      std::vector<Kernel> k = casts;
-      const std::vector<Kernel> rest = layer_kernels(kp, parts[i], false);
-      k.insert(k.end(), rest.begin(), rest.end());
-      first_kernels_[i] = add_kernels(std::move(k));
-    }
+    make_layer_sets(m_, layer_sets_[0]);
+    if (m_.moe() && m_.dense_layers > 0) make_layer_sets(m_.layer_spec(0), layer_sets_[1]);
     for (int b = 0; b < 2; ++b) {
       embedding_kernels_[b] = add_kernels(embedding_kernels(kp, b == 1));
       head_kernels_[b] = add_kernels(head_kernels(kp, b == 1));
     }
     core_kernels_ = add_kernels(layer_kernels(kp, LayerPart::attention_core, false));
     const std::vector<Gemm> layer = layer_forward_gemms(m_, t_.micro_batch, p_.tp, p_.cp, p_.ep, m_.expert_load());
-    attention_set_ = add_set({layer.begin(), layer.begin() + 4});
-    mlp_set_ = add_set({layer.begin() + 4, layer.end()});
-    core_set_ = add_set({layer.begin() + 1, layer.begin() + 3});
-    layer_set_ = add_set(layer);
+    const auto core = layer.begin() + attention_gemm_count(m_) - 3;  // the core's two, before the projection out
+    core_set_ = add_set({core, core + 2});
     overlap_ = p_.tp_comm_overlap && p_.tp > 1 && p_.sequence_parallel;
     head_set_ = add_set({lm_head_gemm(m_, t_.micro_batch, p_.tp, p_.cp)});
     // This rank's positions: s/cp of each sequence under context parallelism.
     const double sbh = static_cast<double>(m_.seq_len / p_.cp) * t_.micro_batch * m_.hidden;
     activation_bytes_ = sbh * e_;  // one s·b·h tensor: a TP collective's buffer
-    // Element-wise traffic (norms, softmax, GELU, dropout): each stored tensor written
-    // once forward and read once backward.
-    elementwise_bytes_ =
-        layer_activation_bytes(m_, t_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::none, e_) / p_.cp;
-    layer_activation_bytes_ = layer_activation_bytes(m_, t_.micro_batch, p_.tp, p_.sequence_parallel, t_.recompute, e_,
-                                                     t_.attention == Attention::flash,
-                                                     t_.precision == Dtype::fp8 ? 1 : 0) /
-                              p_.cp;
     if (overlap_) make_overlap_sets(layer);
-    moe_split_ = m_.moe() && (p_.ep > 1 || p_.tp > 1);
-    if (moe_split_) make_moe_sets(layer);
     if (p_.cp > 1) {
       cp_block_bytes_ = cp_kv_block_bytes(scenario_);
       make_context_sets(layer);
@@ -156,8 +166,8 @@ void Builder::compile_rank(int rank) {
         // Vocabulary-parallel embedding: each tp rank looks up its slice of the vocabulary
         // and the partial rows are summed (scattered by sequence with sequence parallel).
         if (transformer && p_.tp > 1) {
-          tp_collective(p_.sequence_parallel ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce,
-                        st.micro_batch, -1, TpRole::sum, ComputeWhat::embedding, Category::forward);
+          tp_collective(p_.sequence_parallel ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, st.micro_batch,
+                        -1, TpRole::sum, ComputeWhat::embedding, Category::forward);
         }
       } else {
         pending_ = p2p(OpKind::recv, prev_rank, boundary, st.micro_batch, prev_chunk, false, {});
@@ -244,7 +254,8 @@ void Builder::compile_rank(int rank) {
         if (fetched >= 0) unit_waits_.push_back(fetched);
         fetched = l > first ? activations_in(l - 1, st.micro_batch) : -1;
         layer_backward(l, st.micro_batch, st.chunk);
-        const std::int64_t ready[] = {grad_ready_[static_cast<std::size_t>(l)], grad_also_[static_cast<std::size_t>(l)]};
+        const std::int64_t ready[] = {grad_ready_[static_cast<std::size_t>(l)],
+                                      grad_also_[static_cast<std::size_t>(l)]};
         shard_grads(l, st.micro_batch, ready);
       }
       if (first_chunk) {
@@ -281,6 +292,8 @@ void Builder::gather_transfer(int layer, int mb, bool gradient) {
 
 }  // namespace detail
 
-Program compile(const Scenario& s, CompileOptions options) { return detail::Builder(s).build(options); }
+Program compile(const Scenario& s, CompileOptions options) {
+  return detail::Builder(s).build(options);
+}
 
 }  // namespace parasim::plan

@@ -31,7 +31,8 @@ inline std::vector<Gemm> piece_runs(const std::vector<Gemm>& gemms, bool backwar
 
 class Builder {
  public:
-  explicit Builder(const Scenario& s) : scenario_(s), p_(s.plan), m_(s.model), t_(s.training), kernel_plan_(kernel_plan(s)) {
+  explicit Builder(const Scenario& s)
+      : scenario_(s), p_(s.plan), m_(s.model), t_(s.training), kernel_plan_(kernel_plan(s)) {
     e_ = topology::dtype_bytes(topology::storage_dtype(t_.precision));
     g_ = topology::dtype_bytes(t_.grad_dtype);
     shape_ = PipelineShape{p_.pp, s.micro_batches(), p_.virtual_stages};
@@ -191,7 +192,10 @@ class Builder {
     op.gradient = gradient;
     op.host_sync = true;  // Megatron synchronises the device after its batched transfers
     op.match = (((static_cast<std::int64_t>(sender) * prog_.world + receiver) * 2 + (gradient ? 1 : 0)) *
-                    shape_.micro_batches + mb) * shape_.virtual_stages + chunk;
+                    shape_.micro_batches +
+                mb) *
+                   shape_.virtual_stages +
+               chunk;
     if (kind == OpKind::send) ++prog_.transfers;
     return add(op, deps);
   }
@@ -220,7 +224,8 @@ class Builder {
   // are out.
   void activations_out(int layer, int mb) {
     if (!p_.offload_activations) return;
-    const std::int64_t out = copy(true, layer_activation_bytes_, mb, layer, std::span<const std::int64_t>(&last_compute_, 1));
+    const std::int64_t out =
+        copy(true, sets_of(layer).activation, mb, layer, std::span<const std::int64_t>(&last_compute_, 1));
     prog_.ops[static_cast<std::size_t>(out)].copied = Copied::activations;
     activations_out_[{layer, mb}] = out;
   }
@@ -229,7 +234,7 @@ class Builder {
     std::vector<std::int64_t> deps{activations_out_.at({layer, mb})};
     if (last_compute_ >= 0) deps.push_back(last_compute_);
     std::sort(deps.begin(), deps.end());
-    const std::int64_t in = copy(false, layer_activation_bytes_, mb, layer, deps);
+    const std::int64_t in = copy(false, sets_of(layer).activation, mb, layer, deps);
     prog_.ops[static_cast<std::size_t>(in)].copied = Copied::activations;
     return in;
   }
@@ -304,7 +309,8 @@ class Builder {
 
   // Bytes crossing the boundary after layer `l` for one micro-batch, per rank.
   double boundary_bytes(int l) const {
-    if (m_.kind == ModelKind::transformer) return activation_bytes_ / (p_.sequence_parallel || scatter_gather() ? p_.tp : 1);
+    if (m_.kind == ModelKind::transformer)
+      return activation_bytes_ / (p_.sequence_parallel || scatter_gather() ? p_.tp : 1);
     if (l < 0) return 0.0;
     return m_.generic_layers[static_cast<std::size_t>(l)].activations * t_.micro_batch * e_;
   }
@@ -378,13 +384,29 @@ class Builder {
   static constexpr std::size_t group_kinds = 10;  // tp, dp, pp, embedding, shard, replica, gather, cp, ep, expert dp
   std::vector<std::vector<int>> group_of_;
   std::vector<std::int64_t> counters_;
-  int attention_set_ = -1, mlp_set_ = -1, core_set_ = -1, layer_set_ = -1, head_set_ = -1;
+  // A layer's GEMM and kernel sets (kernels: [forward, backward] x [whole layer, attention,
+  // MLP]; first: the forward of a step's first micro-batch, fp8: with the weight casts),
+  // its element-wise traffic, what it stores for backward (offloading), and whether its MLP
+  // is a split mixture of experts (moe_split: ep or tp over the experts, moe_half's pieces).
+  struct LayerSets {
+    int attention = -1, mlp = -1, whole = -1;
+    int kernels[2][3] = {{-1, -1, -1}, {-1, -1, -1}};
+    int first[3] = {-1, -1, -1};
+    double elementwise = 0.0;
+    double activation = 0.0;
+    bool moe_split = false;
+  };
+  // [0]: the model's layers; [1]: a mixture of experts' dense first layers (model.dense_layers).
+  LayerSets layer_sets_[2];
+  [[nodiscard]] const LayerSets& sets_of(int layer) const {
+    return m_.moe() && !m_.moe_layer(layer) ? layer_sets_[1] : layer_sets_[0];
+  }
+  void make_layer_sets(const ModelSpec& spec, LayerSets& out);
+  int core_set_ = -1, head_set_ = -1;
   std::vector<int> generic_sets_;
-  // Kernel sets: [forward, backward] x [whole layer, attention, MLP]; embedding and head
+  // Kernel sets: embedding and head
   // [forward, backward]; the attention core; per generic layer [forward, backward]; the
   // optimizer's per shard size.
-  int layer_kernels_[2][3] = {{-1, -1, -1}, {-1, -1, -1}};
-  int first_kernels_[3] = {-1, -1, -1};  // forward of a step's first micro-batch (fp8: with the weight casts)
   int embedding_kernels_[2] = {-1, -1};
   int head_kernels_[2] = {-1, -1};
   int core_kernels_ = -1;
@@ -398,7 +420,8 @@ class Builder {
     int prepare = -1, prepare_first = -1, column = -1, middle = -1, row = -1, row_last = -1, wgrad = -1;
     int column_gemms = -1, middle_gemms = -1, row_gemms = -1, wgrad_gemms = -1;
     double column_flops = 0.0, middle_flops = 0.0, row_flops = 0.0, wgrad_flops = 0.0;
-    double column_bytes = 0.0, middle_bytes = 0.0, row_bytes = 0.0, wgrad_bytes = 0.0;  // the GEMMs' traffic (middle: and the rest)
+    double column_bytes = 0.0, middle_bytes = 0.0, row_bytes = 0.0,
+           wgrad_bytes = 0.0;  // the GEMMs' traffic (middle: and the rest)
   };
   Pieces pieces_[2][2];
   // Per pass (forward, backward) under context parallelism: kernel sets, GEMM sets, FLOPs
@@ -411,7 +434,7 @@ class Builder {
     double prepare_bytes = 0.0, block_bytes = 0.0, finish_bytes = 0.0;
   };
   ContextPieces context_[2];
-  // Per pass under a split mixture-of-experts MLP (moe_split_): the same for prepare, the
+  // Per pass under a split mixture-of-experts MLP (LayerSets::moe_split): the same for prepare, the
   // experts and finish, and the all-to-alls' bytes per rank.
   struct MoePieces {
     int prepare = -1, prepare_first = -1, experts = -1, finish = -1;
@@ -420,14 +443,12 @@ class Builder {
     double prepare_bytes = 0.0, experts_bytes = 0.0, finish_bytes = 0.0;
   };
   MoePieces moe_[2];
-  bool moe_split_ = false;
   double moe_a2a_bytes_ = 0.0;     // a rank's routed token copies (T/tp·top_k·load·h)
   double moe_tokens_bytes_ = 0.0;  // all its tp group's: the experts' input (T·top_k·load·h)
   bool overlap_ = false;
   int splits_ = 1;  // blocks of the forward's pipelined reduce-scatter
   double activation_bytes_ = 0.0;
   double cp_block_bytes_ = 0.0;  // a cp ring step's keys and values (cp_kv_block_bytes)
-  double elementwise_bytes_ = 0.0;
   // Per rank being compiled.
   int rank_ = 0;
   Coord coord_;
@@ -444,9 +465,8 @@ class Builder {
   std::vector<double> unit_params_;
   std::vector<std::int64_t> prefetched_;
   std::vector<std::int64_t> unit_synced_;
-  std::vector<std::int64_t> unit_waits_;  // what the next compute op waits for (ZeRO-2/3)
-  std::vector<std::int64_t> loss_ready_;  // per micro-batch: the loss statistics' all-gather
-  double layer_activation_bytes_ = 0.0;   // what one layer stores for its backward (offloading)
+  std::vector<std::int64_t> unit_waits_;                         // what the next compute op waits for (ZeRO-2/3)
+  std::vector<std::int64_t> loss_ready_;                         // per micro-batch: the loss statistics' all-gather
   std::map<std::pair<int, int>, std::int64_t> activations_out_;  // (layer, micro-batch): its copy out
 };
 

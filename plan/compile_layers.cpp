@@ -11,27 +11,28 @@ void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
     auto deps = take_pending();
     next_kernels(generic_kernels_[static_cast<std::size_t>(layer)][0]);
     compute(ComputeWhat::layer, cat, set, sum_flops(prog_.gemm_sets[static_cast<std::size_t>(set)]),
-            gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) + g.activations * t_.micro_batch * e_,
-            mb, chunk, layer, deps);
+            gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) + g.activations * t_.micro_batch * e_, mb,
+            chunk, layer, deps);
     return;
   }
   const auto& sets = prog_.gemm_sets;
-  if (p_.tp == 1 && p_.cp == 1 && !moe_split_) {
+  const LayerSets& ls = sets_of(layer);
+  if (p_.tp == 1 && p_.cp == 1 && !ls.moe_split) {
     auto deps = take_pending();
-    next_kernels(cat == Category::forward && mb == 0 ? first_kernels_[0] : layer_kernels_[0][0]);
-    compute(ComputeWhat::layer, cat, layer_set_, sum_flops(sets[static_cast<std::size_t>(layer_set_)]),
-            gemm_io_bytes(sets[static_cast<std::size_t>(layer_set_)], e_) + elementwise_bytes_, mb, chunk, layer, deps);
+    next_kernels(cat == Category::forward && mb == 0 ? ls.first[0] : ls.kernels[0][0]);
+    compute(ComputeWhat::layer, cat, ls.whole, sum_flops(sets[static_cast<std::size_t>(ls.whole)]),
+            gemm_io_bytes(sets[static_cast<std::size_t>(ls.whole)], e_) + ls.elementwise, mb, chunk, layer, deps);
     return;
   }
   const bool sp = p_.sequence_parallel;
   for (int half = 0; half < 2; ++half) {
-    const int set = half == 0 ? attention_set_ : mlp_set_;
+    const int set = half == 0 ? ls.attention : ls.mlp;
     const ComputeWhat part = half == 0 ? ComputeWhat::layer_attention : ComputeWhat::layer_mlp;
     if (overlap_) {
       overlapped_half(layer, mb, chunk, cat, part);
       continue;
     }
-    if (half == 1 && moe_split_) {  // its own exchanges replace the sequence gather and the sum
+    if (half == 1 && ls.moe_split) {  // its own exchanges replace the sequence gather and the sum
       moe_half(layer, mb, chunk, cat);
       continue;
     }
@@ -40,9 +41,9 @@ void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
       context_half(layer, mb, chunk, cat);
     } else {
       auto deps = take_pending();
-      next_kernels(cat == Category::forward && mb == 0 ? first_kernels_[half + 1] : layer_kernels_[0][half + 1]);
+      next_kernels(cat == Category::forward && mb == 0 ? ls.first[half + 1] : ls.kernels[0][half + 1]);
       compute(part, cat, set, sum_flops(sets[static_cast<std::size_t>(set)]),
-              gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer, deps);
+              gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + ls.elementwise / 2, mb, chunk, layer, deps);
     }
     if (p_.tp > 1) {
       tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer, TpRole::sum, part, cat);
@@ -56,21 +57,20 @@ void Builder::layer_backward(int layer, int mb, int chunk) {
     const int set = generic_sets_[static_cast<std::size_t>(layer)];
     auto deps = take_pending();
     next_kernels(generic_kernels_[static_cast<std::size_t>(layer)][1]);
-    grad_ready_[static_cast<std::size_t>(layer)] =
-        compute(ComputeWhat::layer, Category::backward, set, 2 * sum_flops(prog_.gemm_sets[static_cast<std::size_t>(set)]),
-                2 * gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) +
-                    g.activations * t_.micro_batch * e_,
-                mb, chunk, layer, deps);
+    grad_ready_[static_cast<std::size_t>(layer)] = compute(
+        ComputeWhat::layer, Category::backward, set, 2 * sum_flops(prog_.gemm_sets[static_cast<std::size_t>(set)]),
+        2 * gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) + g.activations * t_.micro_batch * e_, mb,
+        chunk, layer, deps);
     return;
   }
   const auto& sets = prog_.gemm_sets;
-  if (p_.tp == 1 && p_.cp == 1 && !moe_split_) {
+  const LayerSets& ls = sets_of(layer);
+  if (p_.tp == 1 && p_.cp == 1 && !ls.moe_split) {
     auto deps = take_pending();
-    next_kernels(layer_kernels_[1][0]);
-    grad_ready_[static_cast<std::size_t>(layer)] =
-        compute(ComputeWhat::layer, Category::backward, layer_set_, 2 * sum_flops(sets[static_cast<std::size_t>(layer_set_)]),
-                2 * gemm_io_bytes(sets[static_cast<std::size_t>(layer_set_)], e_) + elementwise_bytes_, mb, chunk,
-                layer, deps);
+    next_kernels(ls.kernels[1][0]);
+    grad_ready_[static_cast<std::size_t>(layer)] = compute(
+        ComputeWhat::layer, Category::backward, ls.whole, 2 * sum_flops(sets[static_cast<std::size_t>(ls.whole)]),
+        2 * gemm_io_bytes(sets[static_cast<std::size_t>(ls.whole)], e_) + ls.elementwise, mb, chunk, layer, deps);
     return;
   }
   const bool sp = p_.sequence_parallel;
@@ -83,9 +83,9 @@ void Builder::layer_backward(int layer, int mb, int chunk) {
     return;
   }
   for (int half = 0; half < 2; ++half) {
-    const int set = half == 0 ? mlp_set_ : attention_set_;
+    const int set = half == 0 ? ls.mlp : ls.attention;
     const ComputeWhat part = half == 0 ? ComputeWhat::layer_mlp : ComputeWhat::layer_attention;
-    if (half == 0 && moe_split_) {
+    if (half == 0 && ls.moe_split) {
       moe_half(layer, mb, chunk, Category::backward);
       continue;
     }
@@ -94,10 +94,9 @@ void Builder::layer_backward(int layer, int mb, int chunk) {
       context_half(layer, mb, chunk, Category::backward);
     } else {
       auto deps = take_pending();
-      next_kernels(layer_kernels_[1][half == 0 ? 2 : 1]);
+      next_kernels(ls.kernels[1][half == 0 ? 2 : 1]);
       compute(part, Category::backward, set, 2 * sum_flops(sets[static_cast<std::size_t>(set)]),
-              2 * gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + elementwise_bytes_ / 2, mb, chunk, layer,
-              deps);
+              2 * gemm_io_bytes(sets[static_cast<std::size_t>(set)], e_) + ls.elementwise / 2, mb, chunk, layer, deps);
     }
     if (p_.tp > 1) {
       tp_collective(sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, mb, layer, TpRole::sum, part,
@@ -151,7 +150,7 @@ void Builder::make_overlap_sets(const std::vector<Gemm>& layer) {
       pc.row_flops = row.flops();
       pc.middle_flops = sum_flops(middle);
       pc.wgrad_flops = b == 1 ? first.flops() : 0.0;
-      pc.middle_bytes = gemm_io_bytes(middle, e_) + elementwise_bytes_ / 2;
+      pc.middle_bytes = gemm_io_bytes(middle, e_) + layer_sets_[0].elementwise / 2;
       pc.column_bytes = column.io_bytes(e_);
       pc.row_bytes = row.io_bytes(e_);
       pc.wgrad_bytes = b == 1 ? first.io_bytes(e_) : 0.0;
@@ -160,7 +159,8 @@ void Builder::make_overlap_sets(const std::vector<Gemm>& layer) {
 }
 
 std::int64_t Builder::piece(ComputeWhat part, Category cat, LayerPiece which, int step, int kernels, int gemms,
-                            double flops, double bytes, int mb, int chunk, int layer, std::span<const std::int64_t> deps) {
+                            double flops, double bytes, int mb, int chunk, int layer,
+                            std::span<const std::int64_t> deps) {
   next_kernels(kernels);
   const std::int64_t id = compute(part, cat, gemms, flops, bytes, mb, chunk, layer, deps);
   Op& o = prog_.ops[static_cast<std::size_t>(id)];
@@ -173,9 +173,9 @@ std::int64_t Builder::ring_transfer(OpKind kind, int peer, std::int64_t ring, in
                                     int mb, int layer, std::span<const std::int64_t> deps) {
   // A transfer of one sequence block; apart from the pipeline transfers' ids (bit 62).
   const int sender = kind == OpKind::send ? rank_ : peer;
-  const std::int64_t id = ring_p2p(kind, peer, activation_bytes_ / p_.tp, false, Category::tp_comm, part, cat,
-                                   LayerPiece::column, step, mb, layer,
-                                   (std::int64_t{1} << 62) + (ring * prog_.world + sender) * p_.tp + step, deps);
+  const std::int64_t id =
+      ring_p2p(kind, peer, activation_bytes_ / p_.tp, false, Category::tp_comm, part, cat, LayerPiece::column, step, mb,
+               layer, (std::int64_t{1} << 62) + (ring * prog_.world + sender) * p_.tp + step, deps);
   prog_.ops[static_cast<std::size_t>(id)].tp_role = TpRole::ring;
   return id;
 }
@@ -215,7 +215,8 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
   const std::int64_t ring = rings_++;
   const std::vector<std::int64_t> deps = take_pending();
   const int prepare_set = cat == Category::forward && mb == 0 ? pc.prepare_first : pc.prepare;
-  const std::int64_t prepare = piece(part, cat, LayerPiece::prepare, -1, prepare_set, -1, 0.0, 0.0, mb, chunk, layer, deps);
+  const std::int64_t prepare =
+      piece(part, cat, LayerPiece::prepare, -1, prepare_set, -1, 0.0, 0.0, mb, chunk, layer, deps);
   std::int64_t have = prepare;  // where block j's input comes from
   for (int j = 0; j < tp; ++j) {
     std::int64_t arrived = -1;
@@ -223,8 +224,8 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
       ring_transfer(OpKind::send, next, ring, j, part, cat, mb, layer, std::span(&have, 1));
       arrived = ring_transfer(OpKind::recv, prev, ring, j, part, cat, mb, layer, std::span(&prepare, 1));
     }
-    piece(part, cat, LayerPiece::column, j, pc.column, pc.column_gemms, pc.column_flops, pc.column_bytes, mb, chunk, layer,
-          std::span(&have, 1));
+    piece(part, cat, LayerPiece::column, j, pc.column, pc.column_gemms, pc.column_flops, pc.column_bytes, mb, chunk,
+          layer, std::span(&have, 1));
     have = arrived;
   }
   piece(part, cat, LayerPiece::middle, -1, pc.middle, pc.middle_gemms, pc.middle_flops, pc.middle_bytes, mb, chunk,
@@ -280,9 +281,9 @@ void Builder::make_context_sets(const std::vector<Gemm>& layer) {
     c.prepare_flops = x * sum_flops(prepare);
     c.block_flops = x * sum_flops(block);
     c.finish_flops = x * sum_flops(finish);
-    c.prepare_bytes = x * gemm_io_bytes(prepare, e_) + elementwise_bytes_ / 4;
+    c.prepare_bytes = x * gemm_io_bytes(prepare, e_) + layer_sets_[0].elementwise / 4;
     c.block_bytes = x * gemm_io_bytes(block, e_);
-    c.finish_bytes = x * gemm_io_bytes(finish, e_) + elementwise_bytes_ / 4;
+    c.finish_bytes = x * gemm_io_bytes(finish, e_) + layer_sets_[0].elementwise / 4;
   }
 }
 
@@ -290,9 +291,9 @@ std::int64_t Builder::cp_transfer(OpKind kind, int peer, std::int64_t ring, int 
                                   double bytes, bool grads, std::span<const std::int64_t> deps) {
   // `step`: the sender's. Apart from the pipeline transfers' and the tp rings' ids (bits 62, 61).
   const int sender = kind == OpKind::send ? rank_ : peer;
-  return ring_p2p(kind, peer, bytes, grads, Category::cp_comm, ComputeWhat::layer_attention, cat, LayerPiece::block, step,
-                  mb, layer, (std::int64_t{1} << 61) + ((ring * prog_.world + sender) * 2 + (grads ? 1 : 0)) * p_.cp + step,
-                  deps);
+  return ring_p2p(kind, peer, bytes, grads, Category::cp_comm, ComputeWhat::layer_attention, cat, LayerPiece::block,
+                  step, mb, layer,
+                  (std::int64_t{1} << 61) + ((ring * prog_.world + sender) * 2 + (grads ? 1 : 0)) * p_.cp + step, deps);
 }
 
 // Ring attention (Transformer Engine's, load-balanced causal chunks): rank i (cp index)
@@ -330,15 +331,16 @@ void Builder::context_half(int layer, int mb, int chunk, Category cat) {
       if (j > 0) {  // the sum so far of this block's gradients, sent by rank i - 1 after its step j - 1
         const std::int64_t sum =
             cp_transfer(OpKind::recv, prev, ring, j - 1, cat, mb, layer, kv, true, std::span(&prepare, 1));
-        done = piece(part, cat, LayerPiece::merge, j, pc.merge, -1, 0.0, 3.0 * kv, mb, chunk, layer,
-                     std::span(&sum, 1));
+        done =
+            piece(part, cat, LayerPiece::merge, j, pc.merge, -1, 0.0, 3.0 * kv, mb, chunk, layer, std::span(&sum, 1));
       }
       cp_transfer(OpKind::send, next, ring, j, cat, mb, layer, kv, true, std::span(&done, 1));
     }
     have = arrived;
   }
   std::vector<std::int64_t> home;  // backward: this rank's own gradients, summed over the ring
-  if (backward) home.push_back(cp_transfer(OpKind::recv, prev, ring, cp - 1, cat, mb, layer, kv, true, std::span(&prepare, 1)));
+  if (backward)
+    home.push_back(cp_transfer(OpKind::recv, prev, ring, cp - 1, cat, mb, layer, kv, true, std::span(&prepare, 1)));
   piece(part, cat, LayerPiece::finish, -1, pc.finish, pc.finish_gemms, pc.finish_flops, pc.finish_bytes, mb, chunk,
         layer, home);
 }

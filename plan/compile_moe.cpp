@@ -9,11 +9,12 @@
 namespace parasim::plan::detail {
 
 void Builder::make_moe_sets(const std::vector<Gemm>& layer) {
-  // layer: the attention's 4 GEMMs, then the router, the experts' two and the shared
+  // layer: the attention's GEMMs, then the router, the experts' two and the shared
   // experts' two (when the model has them), which run in the prepare piece.
-  const std::vector<Gemm> router{layer[4]};
-  const std::vector<Gemm> experts{layer[5], layer[6]};
-  const std::vector<Gemm> shared(layer.begin() + 7, layer.end());
+  const auto mlp = static_cast<std::size_t>(attention_gemm_count(m_));
+  const std::vector<Gemm> router{layer[mlp]};
+  const std::vector<Gemm> experts{layer[mlp + 1], layer[mlp + 2]};
+  const std::vector<Gemm> shared(layer.begin() + static_cast<std::ptrdiff_t>(mlp) + 3, layer.end());
   const double e = e_;
   for (int b = 0; b < 2; ++b) {
     const bool backward = b == 1;

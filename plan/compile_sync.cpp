@@ -93,10 +93,8 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   std::vector<std::int64_t> also_of;  // a second op the source's gradient waits for, or -1
   std::vector<std::int64_t> tails;    // every such op
   double params = 0.0;
-  int layers = 0;
   for (const GradientSource& g : src) {
     const bool layer = g.layer >= 0 && g.layer < m_.layer_count();
-    layers += layer ? 1 : 0;
     params += g.params + g.experts;
     ready_of.push_back(layer ? grad_ready_[static_cast<std::size_t>(g.layer)] : g.layer < 0 ? embed_grad : head_grad);
     also_of.push_back(layer ? grad_also_[static_cast<std::size_t>(g.layer)] : -1);
@@ -105,8 +103,9 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   const std::int64_t end_of_backward = last_compute_;
   std::vector<std::int64_t> synced;
   // (ZeRO-2/3 reduce their gradients by unit, in the passes.)
-  const std::vector<GradientBucket> buckets =
-      p_.grad_ranks() > 1 && !p_.unit_grads() ? gradient_buckets(src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
+  const std::vector<GradientBucket> buckets = p_.grad_ranks() > 1 && !p_.unit_grads()
+                                                  ? gradient_buckets(src, g_, p_.bucket_bytes)
+                                                  : std::vector<GradientBucket>{};
   // The tied embedding's gradient is summed between the first and last stage (Megatron's
   // embedding group): after the data-parallel sync, or with ZeRO-1, whose reduce-scatter
   // leaves each rank only its share summed, before the bucket that holds it.
@@ -128,14 +127,16 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     std::vector<std::int64_t> deps;
     for (std::size_t i = b.first; i < b.end; ++i) {
       std::int64_t ready = p_.overlap_dp ? ready_of[i] : end_of_backward;
-      if (tied_first && (src[i].layer == -1 || src[i].layer == m_.layer_count())) ready = tied_sum(std::span(&ready, 1));
+      if (tied_first && (src[i].layer == -1 || src[i].layer == m_.layer_count()))
+        ready = tied_sum(std::span(&ready, 1));
       deps.push_back(ready);
       if (also_of[i] >= 0) deps.push_back(also_of[i]);
     }
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     if (p_.zero == 1) {
-      const std::int64_t rs = shard_collective(CollectiveOp::reduce_scatter, b.params * g_, -1, b.lowest, b.above, deps);
+      const std::int64_t rs =
+          shard_collective(CollectiveOp::reduce_scatter, b.params * g_, -1, b.lowest, b.above, deps);
       synced.push_back(sum_over_replicas(rs, b.params * g_, -1, b.lowest, b.above));
     } else {
       synced.push_back(collective(Dim::dp, CollectiveOp::all_reduce, Category::dp_comm, Stream::dp, b.params * g_, -1,
@@ -147,7 +148,8 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   const bool expert_sync = !expert_src.empty() && p_.expert_grad_ranks() > 1;
   const std::vector<GradientBucket> expert_buckets =
       expert_sync ? gradient_buckets(expert_src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
-  auto expert_collective = [&](CollectiveOp what, double bytes, const GradientBucket& b, std::span<const std::int64_t> deps) {
+  auto expert_collective = [&](CollectiveOp what, double bytes, const GradientBucket& b,
+                               std::span<const std::int64_t> deps) {
     return collective_in(expert_dp_groups, what, Category::dp_comm, Stream::dp, bytes, -1, b.lowest, b.above, deps);
   };
   for (const GradientBucket& b : expert_buckets) {
@@ -168,14 +170,18 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   }
   // Sequence parallelism computes the norms and the biases added after a row-parallel
   // sum on each rank's sequence shard: their gradients are partial and are summed over tp
-  // once the data-parallel sync is done (Megatron's layer-norm gradient all-reduce).
-  if (transformer && p_.tp > 1 && p_.sequence_parallel) {
-    // (A mixture of experts' router too: each rank routes its own rows. The experts' biases
-    // see every row, gathered.)
-    const double h = m_.hidden;
-    const bool mlp_bias = m_.mlp == Mlp::gelu && (!m_.moe() || m_.shared_expert_ffn_hidden > 0);
-    double whole = static_cast<double>(layers) * (5.0 * h + (mlp_bias ? h : 0.0) + (m_.moe() ? h * m_.experts : 0.0));
-    if (stage == p_.pp - 1) whole += final_norm;
+  // once the data-parallel sync is done (Megatron's layer-norm gradient all-reduce). (A
+  // mixture of experts' router too: each rank routes its own rows; the experts' biases see
+  // every row, gathered.) MLA's down projections and norms are partial with or without it.
+  const bool sp_sum = p_.tp > 1 && p_.sequence_parallel;
+  if (transformer && p_.tp > 1 && (sp_sum || m_.mla())) {
+    double whole = 0.0;
+    for (const GradientSource& g : src) {
+      if (g.layer < 0 || g.layer >= m_.layer_count()) continue;
+      auto of = [&](const ModelSpec& spec) { return sp_sum ? spec.tp_whole_params() : spec.mla_down_params(); };
+      whole += m_.moe_layer(g.layer) || !m_.moe() ? of(m_) : of(m_.layer_spec(g.layer));
+    }
+    if (stage == p_.pp - 1 && sp_sum) whole += final_norm;
     if (sharded_grads()) whole /= p_.shard_size();  // each rank sums its shard of them
     std::sort(synced.begin(), synced.end());
     const std::int64_t sp = collective(Dim::tp, CollectiveOp::all_reduce, Category::tp_comm, Stream::tp, whole * g_, -1,
@@ -219,7 +225,8 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   // before each use).
   if (p_.zero == 1 && !p_.defers_param_gather()) {  // no buckets with dp 1
     for (const GradientBucket& b : buckets) {
-      shard_collective(CollectiveOp::all_gather, b.params * e_, -1, b.lowest, b.above, std::span<const std::int64_t>(&opt, 1));
+      shard_collective(CollectiveOp::all_gather, b.params * e_, -1, b.lowest, b.above,
+                       std::span<const std::int64_t>(&opt, 1));
     }
     for (const GradientBucket& b : expert_buckets) {
       expert_collective(CollectiveOp::all_gather, b.params * e_, b, std::span<const std::int64_t>(&opt, 1));
@@ -231,7 +238,8 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
       const double n = unit_params_[static_cast<std::size_t>(u + 1)];
       if (n <= 0.0) continue;
       std::int64_t ready = opt;
-      if (p_.offload_optimizer) ready = copy(false, n * copied_share() * e_, -1, u, std::span<const std::int64_t>(&ready, 1));
+      if (p_.offload_optimizer)
+        ready = copy(false, n * copied_share() * e_, -1, u, std::span<const std::int64_t>(&ready, 1));
       if (sharded_grads() && !sharded_params()) {
         shard_collective(CollectiveOp::all_gather, n * e_, -1, u, u + 1, std::span<const std::int64_t>(&ready, 1));
       }

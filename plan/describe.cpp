@@ -125,7 +125,12 @@ nlohmann::ordered_json to_json(const Scenario& s) {
       model.update({{"experts", m.experts}, {"top_k", m.top_k}, {"expert_ffn_hidden", m.expert_ffn_hidden},
                     {"shared_expert_ffn_hidden", m.shared_expert_ffn_hidden},
                     {"capacity_factor", m.capacity_factor}, {"moe_imbalance", m.moe_imbalance},
-                    {"active_parameters", m.active_parameter_count()}});
+                    {"dense_layers", m.dense_layers}, {"active_parameters", m.active_parameter_count()}});
+    }
+    if (m.mla()) {
+      model.update({{"q_lora_rank", m.q_lora_rank}, {"kv_lora_rank", m.kv_lora_rank},
+                    {"qk_nope_head_dim", m.qk_nope_head_dim}, {"qk_rope_head_dim", m.qk_rope_head_dim},
+                    {"v_head_dim", m.v_head_dim}});
     }
   } else {
     ordered_json layers = ordered_json::array();
@@ -185,10 +190,14 @@ std::string describe(const Scenario& s) {
                        u::format_duration(c.wan->latency));
   }
   if (m.kind == ModelKind::transformer) {
-    out += fmt::format("model     {}: {} parameters, {} layers, hidden {}, {} heads, seq {}, vocab {}{}\n", m.name,
-                       u::format_count(m.parameter_count()), m.layers, m.hidden, m.heads, m.seq_len, m.vocab,
-                       m.moe() ? fmt::format(", {} experts (top {}{}, {} parameters active)", m.experts, m.top_k,
+    out += fmt::format("model     {}: {} parameters, {} layers, hidden {}, {} heads{}, seq {}, vocab {}{}\n", m.name,
+                       u::format_count(m.parameter_count()), m.layers, m.hidden, m.heads,
+                       m.mla() ? fmt::format(" (latent attention, ranks {} / {})", m.q_lora_rank, m.kv_lora_rank) : "",
+                       m.seq_len, m.vocab,
+                       m.moe() ? fmt::format(", {} experts (top {}{}{}, {} parameters active)", m.experts, m.top_k,
                                              m.shared_expert_ffn_hidden > 0 ? ", and shared" : "",
+                                             m.dense_layers > 0 ? fmt::format("; the first {} layers dense", m.dense_layers)
+                                                                : "",
                                              u::format_count(m.active_parameter_count()))
                                : "");
   } else {

@@ -5,7 +5,8 @@
 namespace parasim::plan {
 
 double Kernel::flops() const {
-  const double mnk = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
+  const double mnk =
+      static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
   switch (kind) {
     case KernelKind::gemm: return 2.0 * mnk;
     // Q·K^T and P·V forward; backward recomputes Q·K^T and forms dV, dP, dQ, dK (FlashAttention-2).
@@ -107,7 +108,9 @@ class Emit {
     if (p_.fp8_current) memory("fp8-amax", 2.0 * elements);
     if (!fused) memory(name, 4.0 * elements);
   }
-  void memory(std::string_view name, double bytes) { out_.push_back({KernelKind::memory, name, 0, 0, 0, 1, p_.element, 0, bytes, false}); }
+  void memory(std::string_view name, double bytes) {
+    out_.push_back({KernelKind::memory, name, 0, 0, 0, 1, p_.element, 0, bytes, false});
+  }
   // FlashAttention over `m` queries and `n` keys (causal: the lower triangle only).
   void flash(bool backward, long long m, long long n, long long d, long long batch, bool causal) {
     out_.push_back({backward ? KernelKind::flash_backward : KernelKind::flash_forward,
@@ -124,9 +127,13 @@ class Emit {
   std::vector<Kernel> out_;
 };
 
+// Element size, tokens (this rank's; Tl its sequence-parallel share), hidden, the query's
+// and keys' columns per tp rank, the MLP width, s² per head and batch; under MLA (and
+// equal to d otherwise) the query/key and value head widths dqk and dv, the queries' and
+// keys' columns (qw, kw) and the attention output's (o).
 struct Dims {
-  double e, T, Tl, h, q, kv, f, A, s, d, heads;
-  long long Ti, hi, qi, kvi, fi, si, di, bh;
+  double e, T, Tl, h, q, kv, f, A, s, d, heads, qw, kw, o;
+  long long Ti, hi, qi, kvi, fi, si, di, bh, dqk, dvi, oi;
 };
 
 Dims dims_of(const KernelPlan& p) {
@@ -151,16 +158,29 @@ Dims dims_of(const KernelPlan& p) {
   x.d = static_cast<double>(x.di);
   x.heads = static_cast<double>(x.bh);
   x.A = x.heads * x.s * x.s;
+  x.dqk = m.qk_head_dim();
+  x.dvi = m.value_head_dim();
+  const long long heads = m.heads / p.tp;
+  x.oi = m.mla() ? heads * x.dvi : x.qi;
+  x.o = static_cast<double>(x.oi);
+  x.qw = m.mla() ? static_cast<double>(heads * x.dqk) : x.q;
+  x.kw = m.mla() ? x.qw : x.kv;
   return x;
+}
+
+// FlashAttention's kernels take one head width: under MLA the mean of the query/key and
+// value widths, which gives the forward's FLOPs exactly.
+long long flash_head_dim(const Dims& x) {
+  return (x.dqk + x.dvi) / 2;
 }
 
 void attention_core_forward(Emit& k, const KernelPlan& p, const Dims& x) {
   if (p.flash) {  // this rank's queries against every key (all s of them under context parallelism)
-    k.flash(false, x.si / p.cp, x.si, x.di, x.bh, true);
+    k.flash(false, x.si / p.cp, x.si, flash_head_dim(x), x.bh, true);
     return;
   }
-  k.memory("qk-layout-copy", 2.0 * x.T * (x.q + x.kv) * x.e);
-  k.gemm("attention-scores", x.si, x.si, x.di, x.bh);
+  k.memory("qk-layout-copy", 2.0 * x.T * (x.qw + x.kw) * x.e);
+  k.gemm("attention-scores", x.si, x.si, x.dqk, x.bh);
   if (p.fused_softmax) {
     k.memory("scale-mask-softmax", 2.0 * x.A * x.e);
   } else {  // PyTorch: to fp32, mask, softmax, back to 16 bits
@@ -170,8 +190,8 @@ void attention_core_forward(Emit& k, const KernelPlan& p, const Dims& x) {
     k.memory("probs-to-16-bit", x.A * (4.0 + x.e));
   }
   if (p.dropout) k.memory("attention-dropout", 2.0 * x.A * x.e + x.A);
-  k.gemm("attention-values", x.si, x.di, x.si, x.bh);
-  k.memory("context-permute", 2.0 * x.T * x.q * x.e);
+  k.gemm("attention-values", x.si, x.dvi, x.si, x.bh);
+  k.memory("context-permute", 2.0 * x.T * x.o * x.e);
 }
 
 // The residual add after a block, with the bias and dropout before it (GPT: one fused
@@ -193,8 +213,74 @@ void layer_norm_backward(Emit& k, const Dims& x) {
   k.memory("residual-grad-add", 3.0 * x.Tl * x.h * x.e);
 }
 
+// Multi-head latent attention's projections in (forward or backward): the down projections
+// and their norms over every row (whole on each tp rank), the up projections column-
+// parallel, the rotary part (the query's per head, the key's one shared) and the assembly
+// of the heads' queries and keys from their two parts.
+void mla_in_forward(Emit& k, const KernelPlan& p, const Dims& x) {
+  const ModelSpec& m = p.model;
+  const long long heads = m.heads / p.tp;
+  const long long rope = m.qk_rope_head_dim;
+  const long long kv_lora = m.kv_lora_rank;
+  if (m.q_lora_rank > 0) {
+    k.linear("q-down", x.Ti, m.q_lora_rank, x.hi);
+    k.memory("q-norm", 2.0 * x.T * m.q_lora_rank * x.e);
+    k.fp8_cast("q-up-input-cast", x.T * m.q_lora_rank, true);
+    k.linear("q-up", x.Ti, heads * x.dqk, m.q_lora_rank);
+  } else {
+    k.linear("q", x.Ti, heads * x.dqk, x.hi);
+  }
+  k.linear("kv-down", x.Ti, kv_lora + rope, x.hi);
+  k.memory("kv-norm", 2.0 * x.T * static_cast<double>(kv_lora) * x.e);
+  k.fp8_cast("kv-up-input-cast", x.T * static_cast<double>(kv_lora), true);
+  k.linear("kv-up", x.Ti, heads * (m.qk_nope_head_dim + x.dvi), kv_lora);
+  k.memory("rotary-q", 2.0 * x.T * static_cast<double>(heads * rope) * x.e);
+  k.memory("rotary-k", 2.0 * x.T * static_cast<double>(rope) * x.e);
+  k.memory("mla-qk-assemble", 2.0 * x.T * (x.qw + x.kw) * x.e);
+}
+
+void mla_in_backward(Emit& k, const KernelPlan& p, const Dims& x) {
+  const ModelSpec& m = p.model;
+  const long long heads = m.heads / p.tp;
+  const long long rope = m.qk_rope_head_dim;
+  const long long kv_lora = m.kv_lora_rank;
+  const long long kv_up = heads * (m.qk_nope_head_dim + x.dvi);
+  k.memory("mla-qk-split-bwd", 2.0 * x.T * (x.qw + x.kw) * x.e);
+  k.memory("rotary-q-bwd", 2.0 * x.T * static_cast<double>(heads * rope) * x.e);
+  k.memory("rotary-k-bwd", 2.0 * x.T * static_cast<double>(rope) * x.e);
+  k.fp8_cast("kv-up-grad-cast", x.T * static_cast<double>(kv_up), false);
+  k.linear("kv-up-dgrad", x.Ti, kv_lora, kv_up);
+  k.linear_wgrad("kv-up-wgrad", kv_up, kv_lora, x.Ti);
+  k.memory("kv-norm-bwd", 3.0 * x.T * static_cast<double>(kv_lora) * x.e);
+  k.linear("kv-down-dgrad", x.Ti, x.hi, kv_lora + rope);
+  k.linear_wgrad("kv-down-wgrad", kv_lora + rope, x.hi, x.Ti);
+  if (m.q_lora_rank > 0) {
+    k.fp8_cast("q-up-grad-cast", x.T * x.qw, false);
+    k.linear("q-up-dgrad", x.Ti, m.q_lora_rank, heads * x.dqk);
+    k.linear_wgrad("q-up-wgrad", heads * x.dqk, m.q_lora_rank, x.Ti);
+    k.memory("q-norm-bwd", 3.0 * x.T * m.q_lora_rank * x.e);
+    k.linear("q-down-dgrad", x.Ti, x.hi, m.q_lora_rank);
+    k.linear_wgrad("q-down-wgrad", m.q_lora_rank, x.hi, x.Ti);
+  } else {
+    k.fp8_cast("q-grad-cast", x.T * x.qw, false);
+    k.linear("q-dgrad", x.Ti, x.hi, heads * x.dqk);
+    k.linear_wgrad("q-wgrad", heads * x.dqk, x.hi, x.Ti);
+  }
+  k.memory("mla-input-grad-add", 3.0 * x.T * x.h * x.e);  // the query's and the keys' parts
+}
+
 void attention_forward(Emit& k, const KernelPlan& p, const Dims& x) {
   const bool rotary = p.model.mlp == Mlp::swiglu;
+  if (p.model.mla()) {
+    k.memory("layer-norm", 2.0 * x.Tl * x.h * x.e);
+    k.fp8_cast("qkv-input-cast", x.Tl * x.h, true);
+    mla_in_forward(k, p, x);
+    attention_core_forward(k, p, x);
+    k.fp8_cast("attention-out-input-cast", x.T * x.o, false);
+    k.linear("attention-out", x.Ti, x.hi, x.oi);
+    residual_forward(k, p, x);
+    return;
+  }
   k.memory("layer-norm", 2.0 * x.Tl * x.h * x.e);
   k.fp8_cast("qkv-input-cast", x.Tl * x.h, true);  // TE's LayerNormLinear writes FP8
   k.linear("qkv", x.Ti, x.qi + 2 * x.kvi, x.hi);
@@ -341,21 +427,23 @@ void mlp_backward(Emit& k, const KernelPlan& p, const Dims& x) {
 }
 
 void attention_backward(Emit& k, const KernelPlan& p, const Dims& x) {
-  const bool rotary = p.model.mlp == Mlp::swiglu;
+  const bool mla = p.model.mla();
+  const bool rotary = p.model.mlp == Mlp::swiglu && !mla;
   const long long qkv = x.qi + 2 * x.kvi;
+  const double qkv_grads = mla ? x.qw + x.kw + x.o : static_cast<double>(qkv);  // dQ, dK, dV
   residual_backward(k, p, x);
   k.fp8_cast("attention-out-grad-cast", x.T * x.h, false);
-  k.linear("attention-out-dgrad", x.Ti, x.qi, x.hi);
-  k.linear_wgrad("attention-out-wgrad", x.qi, x.hi, x.Ti);
+  k.linear("attention-out-dgrad", x.Ti, x.oi, x.hi);
+  k.linear_wgrad("attention-out-wgrad", x.oi, x.hi, x.Ti);
   if (p.flash) {
     // FlashAttention-2's backward: the dO·O row sums, the kernel, dQ from fp32 to 16 bits.
-    k.memory("flash-bwd-preprocess", 2.0 * x.T * x.q * x.e);
-    k.flash(true, x.si / p.cp, x.si, x.di, x.bh, true);
-    k.memory("flash-bwd-dq-convert", x.T * x.q * (4.0 + x.e));
+    k.memory("flash-bwd-preprocess", 2.0 * x.T * x.o * x.e);
+    k.flash(true, x.si / p.cp, x.si, flash_head_dim(x), x.bh, true);
+    k.memory("flash-bwd-dq-convert", x.T * x.qw * (4.0 + x.e));
   } else {
-    k.memory("context-permute-bwd", 2.0 * x.T * x.q * x.e);
-    k.gemm("attention-probs-grad", x.si, x.si, x.di, x.bh);
-    k.gemm("attention-values-grad", x.si, x.di, x.si, x.bh);
+    k.memory("context-permute-bwd", 2.0 * x.T * x.o * x.e);
+    k.gemm("attention-probs-grad", x.si, x.si, x.dvi, x.bh);
+    k.gemm("attention-values-grad", x.si, x.dvi, x.si, x.bh);
     if (p.dropout) k.memory("attention-dropout-bwd", 2.0 * x.A * x.e + x.A);
     if (p.fused_softmax) {
       k.memory("softmax-bwd", 3.0 * x.A * x.e);
@@ -365,9 +453,14 @@ void attention_backward(Emit& k, const KernelPlan& p, const Dims& x) {
       k.memory("mask-fill-bwd", 8.0 * x.A);
       k.memory("scores-grad-to-16-bit", x.A * (4.0 + x.e));
     }
-    k.gemm("attention-q-grad", x.si, x.di, x.si, x.bh);
-    k.gemm("attention-k-grad", x.si, x.di, x.si, x.bh);
-    k.memory("qkv-grad-layout", 2.0 * x.T * static_cast<double>(qkv) * x.e);
+    k.gemm("attention-q-grad", x.si, x.dqk, x.si, x.bh);
+    k.gemm("attention-k-grad", x.si, x.dqk, x.si, x.bh);
+    k.memory("qkv-grad-layout", 2.0 * x.T * qkv_grads * x.e);
+  }
+  if (mla) {
+    mla_in_backward(k, p, x);
+    layer_norm_backward(k, x);
+    return;
   }
   if (rotary) {
     k.memory("rotary-q-bwd", 2.0 * x.T * x.q * x.e);
@@ -447,8 +540,11 @@ OverlapKernels overlap_kernels(const KernelPlan& p, LayerPart half, bool backwar
   const bool attention = half == LayerPart::attention;
   const bool swiglu = p.model.mlp == Mlp::swiglu;
   const std::string_view column = backward ? (attention ? "attention-out-dgrad" : "mlp-down-dgrad")
-                                           : (attention ? "qkv" : swiglu ? "mlp-gate-up" : "mlp-up");
-  const std::string_view row = backward ? (attention ? "qkv-dgrad" : "mlp-up-dgrad") : (attention ? "attention-out" : "mlp-down");
+                                           : (attention ? "qkv"
+                                              : swiglu  ? "mlp-gate-up"
+                                                        : "mlp-up");
+  const std::string_view row =
+      backward ? (attention ? "qkv-dgrad" : "mlp-up-dgrad") : (attention ? "attention-out" : "mlp-down");
   OverlapKernels o;
   std::vector<Kernel> after;
   int seen = 0;  // 0 before the column GEMM, 1 between, 2 after the row GEMM
@@ -478,7 +574,15 @@ std::vector<Kernel> weight_cast_kernels(const KernelPlan& p, LayerPart part) {
   Emit k(p);
   const Dims x = dims_of(p);
   const bool swiglu = p.model.mlp == Mlp::swiglu;
-  if (part != LayerPart::mlp) {
+  if (part != LayerPart::mlp && p.model.mla()) {
+    const ModelSpec& m = p.model;
+    const double heads = static_cast<double>(m.heads / p.tp);
+    const double q = m.q_lora_rank > 0 ? m.q_lora_rank * (x.h + x.qw) : x.h * x.qw;
+    const double kv =
+        x.h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * heads * static_cast<double>(m.qk_nope_head_dim + x.dvi);
+    k.fp8_cast("qkv-weight-cast", q + kv, false);
+    k.fp8_cast("attention-out-weight-cast", x.o * x.h, false);
+  } else if (part != LayerPart::mlp) {
     k.fp8_cast("qkv-weight-cast", (x.q + 2.0 * x.kv) * x.h, false);
     k.fp8_cast("attention-out-weight-cast", x.q * x.h, false);
   }
@@ -570,7 +674,9 @@ std::vector<Kernel> optimizer_kernels(const Scenario& s, double params) {
   // fp32 parameter and gradient read, parameter written, each state read and written:
   // AdamW's two fp32 moments, SGD's momentum, the 8-bit moments (and their blocks' maxima).
   const Optimizer o = s.training.optimizer;
-  k.memory(o == Optimizer::adamw ? "adamw" : o == Optimizer::sgd ? "sgd-momentum" : "adamw8bit",
+  k.memory(o == Optimizer::adamw ? "adamw"
+           : o == Optimizer::sgd ? "sgd-momentum"
+                                 : "adamw8bit",
            params * (12.0 + 2.0 * optimizer_state_bytes(o)));
   if (e == 2) k.memory("copy-to-16-bit-weights", params * (4.0 + e));
   k.memory("zero-main-grads", params * g);

@@ -227,6 +227,39 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
   return c;
 }
 
+namespace {
+
+// Multi-head latent attention (model.kv_lora_rank > 0): the other keys take their
+// DeepSeek defaults, and only with it.
+void read_latent_attention(Reader& r, ModelSpec& m) {
+  const char* keys[] = {"q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"};
+  m.kv_lora_rank = r.integer("kv_lora_rank", 0, 0, limits::hidden);
+  if (m.kv_lora_rank == 0) {
+    for (const char* key : keys) {
+      if (r.has(key) && r.number(key, 0.0, 0.0, 1e12) != 0.0) {
+        r.fail(key, fmt::format("model.{} is a multi-head latent attention setting, but model.kv_lora_rank is 0 (no "
+                                "latent attention); set model.kv_lora_rank",
+                                key));
+      }
+    }
+    return;
+  }
+  if (m.mlp != Mlp::swiglu) {
+    r.fail("kv_lora_rank", "multi-head latent attention is modelled in DeepSeek's layout, without biases: it needs "
+                           "model.mlp: swiglu");
+  }
+  if (r.has("kv_heads") && m.kv_heads != m.heads) {
+    r.fail("kv_heads", "multi-head latent attention has no key/value heads of its own (every head's keys and values "
+                       "come from the shared compression); leave model.kv_heads out");
+  }
+  m.q_lora_rank = r.integer("q_lora_rank", 0, 0, limits::hidden);
+  m.qk_nope_head_dim = r.integer("qk_nope_head_dim", m.head_dim(), 1, limits::hidden);
+  m.qk_rope_head_dim = r.integer("qk_rope_head_dim", 64, 0, limits::hidden);
+  m.v_head_dim = r.integer("v_head_dim", m.qk_nope_head_dim, 1, limits::hidden);
+}
+
+}  // namespace
+
 ModelSpec read_model(const Value& v, LocationMap& where) {
   if (!v.is_map()) throw ScenarioError(v.loc, "model", fmt::format("expected a section of keys, got {}", v.kind_name()));
   const Entry* layers_entry = v.find("layers");
@@ -267,7 +300,8 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
   Reader r(v, "model",
            {"preset", "name", "kind", "layers", "hidden", "heads", "kv_heads", "ffn_multiplier", "ffn_hidden", "vocab",
             "seq_len", "mlp", "tie_embeddings", "dropout", "experts", "top_k", "expert_ffn_hidden",
-            "shared_expert_ffn_hidden", "capacity_factor", "moe_imbalance"},
+            "shared_expert_ffn_hidden", "capacity_factor", "moe_imbalance", "dense_layers", "q_lora_rank", "kv_lora_rank",
+            "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
            &where);
   m.name = r.string("name", std::string("custom"));
   m.layers = r.integer("layers", std::nullopt, 1, limits::layers);
@@ -297,7 +331,8 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
   // model's editor shows): top_k, expert_ffn_hidden, shared_expert_ffn_hidden and
   // capacity_factor 0, moe_imbalance 1.
   const char* dense = "is a mixture-of-experts setting, but model.experts is 0 (a dense MLP); set model.experts";
-  for (const char* key : {"top_k", "expert_ffn_hidden", "shared_expert_ffn_hidden", "capacity_factor", "moe_imbalance"}) {
+  for (const char* key :
+       {"top_k", "expert_ffn_hidden", "shared_expert_ffn_hidden", "capacity_factor", "moe_imbalance", "dense_layers"}) {
     const double neutral = std::string_view(key) == "moe_imbalance" ? 1.0 : 0.0;
     if (m.experts == 0 && r.has(key) && r.number(key, neutral, 0.0, 1e12) != neutral) {
       r.fail(key, fmt::format("model.{} {}", key, dense));
@@ -314,7 +349,9 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
                                             1.0 / m.top_k));
     }
     m.moe_imbalance = r.number("moe_imbalance", 1.0, 1.0, static_cast<double>(m.experts));
+    m.dense_layers = r.integer("dense_layers", 0, 0, m.layers - 1);
   }
+  read_latent_attention(r, m);
   return m;
 }
 

@@ -29,8 +29,7 @@ namespace {
 // projection's input gradient, then the activation function's); under full recompute also
 // the layer's activations, recomputed for its backward. A generic model: twice its
 // largest layer's activations.
-double backward_transient(const Scenario& s) {
-  const ModelSpec& m = s.model;
+double backward_transient(const Scenario& s, const ModelSpec& m) {
   const TrainingSpec& t = s.training;
   const ParallelPlan& p = s.plan;
   const int e = topology::dtype_bytes(topology::storage_dtype(t.precision));
@@ -54,12 +53,45 @@ double backward_transient(const Scenario& s) {
   }
   if (t.recompute == Recompute::full) {
     bytes += layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, Recompute::none, e,
-                                    t.attention == Attention::flash, linear) / p.cp;
+                                    t.attention == Attention::flash, linear) /
+             p.cp;
   }
   // Ring attention's backward: the keys and values with their gradients, one block
   // travelling out and one coming in.
   if (p.cp > 1) bytes += 2.0 * 2.0 * cp_kv_block_bytes(s);
   return bytes;
+}
+
+// The larger of a mixture of experts' layers' and its dense first layers'.
+double backward_transient(const Scenario& s) {
+  const double moe = backward_transient(s, s.model);
+  return s.model.moe() && s.model.dense_layers > 0 ? std::max(moe, backward_transient(s, s.model.layer_spec(0))) : moe;
+}
+
+// What one transformer layer of a spec puts on a rank: its parameters, the experts' share
+// of them, its stored activations per micro-batch, its FP8 weight copies.
+struct LayerFootprint {
+  double parameters = 0.0, experts = 0.0, activation = 0.0, fp8_weights = 0.0;
+};
+
+LayerFootprint layer_footprint(const Scenario& s, const ModelSpec& m) {
+  const ParallelPlan& p = s.plan;
+  const TrainingSpec& t = s.training;
+  const int e = topology::dtype_bytes(topology::storage_dtype(t.precision));
+  const bool fp8 = t.precision == Dtype::fp8;
+  LayerFootprint f;
+  // Expert parallelism holds experts / ep of each layer's experts.
+  f.experts = expert_params_on_rank(m, p.tp, p.ep);
+  f.parameters = (m.params_per_layer() - m.tp_whole_params() - m.expert_params_per_layer()) / p.tp +
+                 m.tp_whole_params() + f.experts;
+  // Context parallelism: 1/cp of every stored tensor (under FlashAttention none is s x s).
+  f.activation = layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
+                                        t.attention == Attention::flash, fp8 ? 1 : 0) /
+                 p.cp;
+  // fp8: Transformer Engine's FP8 copies of the linear weights, in both layouts.
+  if (fp8)
+    f.fp8_weights = 2.0 * (m.linear_params_per_layer() - m.expert_params_per_layer() * (1.0 - 1.0 / p.ep)) / p.tp;
+  return f;
 }
 
 }  // namespace
@@ -70,14 +102,20 @@ MemoryReport memory_per_rank(const Scenario& s) {
   const TrainingSpec& t = s.training;
   const int e = topology::dtype_bytes(topology::storage_dtype(t.precision));
   const bool mixed = e == 2;
-  const bool fp8 = t.precision == Dtype::fp8;
   const double optimizer_bytes = optimizer_state_bytes(t.optimizer);
   const int v = p.virtual_stages;
   const PipelineShape shape{p.pp, s.micro_batches(), v};
 
+  LayerFootprint main_layer;
+  LayerFootprint dense_layer;
+  if (m.kind == ModelKind::transformer) {
+    main_layer = layer_footprint(s, m);
+    dense_layer = m.moe() && m.dense_layers > 0 ? layer_footprint(s, m.layer_spec(0)) : main_layer;
+  }
   MemoryReport report;
   report.capacity = s.cluster.device.memory_bytes;
-  if (p.offloads()) report.host_capacity = s.cluster.host.memory / std::max(1, std::min(s.cluster.gpus_per_node, p.world()));
+  if (p.offloads())
+    report.host_capacity = s.cluster.host.memory / std::max(1, std::min(s.cluster.gpus_per_node, p.world()));
   for (int stage = 0; stage < p.pp; ++stage) {
     MemoryBreakdown b;
     b.stage = stage;
@@ -89,18 +127,14 @@ MemoryReport memory_per_rank(const Scenario& s) {
       const auto [first, last] = chunk_layers(m.layer_count(), p.pp, v, stage, c);
       double act = 0.0;
       if (m.kind == ModelKind::transformer) {
-        // Expert parallelism holds experts / ep of each layer's experts.
-        const double expert = expert_params_on_rank(m, p.tp, p.ep);
-        b.parameters += (last - first) * ((m.params_per_layer() - m.expert_params_per_layer()) / p.tp + expert);
-        experts += (last - first) * expert;
-        // Context parallelism: 1/cp of every stored tensor (under FlashAttention none is s x s).
-        layer_activation = layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
-                                                  t.attention == Attention::flash, fp8 ? 1 : 0) / p.cp;
-        act = (last - first) * layer_activation;
-        // fp8: Transformer Engine's FP8 copies of the linear weights, in both layouts.
-        if (fp8) {
-          fp8_weights += 2.0 * (last - first) *
-                         (m.linear_params_per_layer() - m.expert_params_per_layer() * (1.0 - 1.0 / p.ep)) / p.tp;
+        // The dense first layers of a mixture of experts, then the rest.
+        const int dense = std::clamp(m.moe() ? m.dense_layers - first : 0, 0, last - first);
+        for (const auto& [f, n] : {std::pair{dense_layer, dense}, std::pair{main_layer, last - first - dense}}) {
+          b.parameters += n * f.parameters;
+          experts += n * f.experts;
+          act += n * f.activation;
+          fp8_weights += n * f.fp8_weights;
+          if (n > 0) layer_activation = std::max(layer_activation, f.activation);
         }
       } else {
         for (int l = first; l < last; ++l) {
@@ -146,7 +180,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
     b.logits = logits_per_micro_batch * b.logits_in_flight;
     const int g = topology::dtype_bytes(t.grad_dtype);
     const int sharded = p.grad_ranks() > 1 ? p.zero : 0;  // ZeRO stage in effect
-    const int n = p.shard_size();               // over this many ranks
+    const int n = p.shard_size();                         // over this many ranks
     // ZeRO-2/3's units (gradient_sources): at most two are whole at once, the one computing
     // and the one in its reduce-scatter (gradients) or gather (ZeRO-3's parameters).
     double largest_unit = 0.0;
@@ -195,10 +229,10 @@ std::string describe_memory(const MemoryReport& r) {
   return fmt::format(
       "stage {} needs {} of {} ({}): weights {}, gradients {}, master weights {}, optimizer {}, activations {} "
       "({} in flight), logits {} ({} in flight), workspace {}{}",
-      b.stage, u::format_bytes(b.total()), u::format_bytes(r.capacity), b.total() <= r.capacity ? "fits" : "OUT OF MEMORY",
-      u::format_bytes(b.weights), u::format_bytes(b.gradients), u::format_bytes(b.master), u::format_bytes(b.optimizer),
-      u::format_bytes(b.activations), b.in_flight, u::format_bytes(b.logits), b.logits_in_flight,
-      u::format_bytes(b.workspace), host);
+      b.stage, u::format_bytes(b.total()), u::format_bytes(r.capacity),
+      b.total() <= r.capacity ? "fits" : "OUT OF MEMORY", u::format_bytes(b.weights), u::format_bytes(b.gradients),
+      u::format_bytes(b.master), u::format_bytes(b.optimizer), u::format_bytes(b.activations), b.in_flight,
+      u::format_bytes(b.logits), b.logits_in_flight, u::format_bytes(b.workspace), host);
 }
 
 }  // namespace parasim::plan

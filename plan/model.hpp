@@ -19,6 +19,18 @@
 // Shared experts (DeepSeekMoE's, Qwen-MoE's; Megatron-Core's shared_expert_intermediate_size):
 // one more MLP of width f_s (shared_expert_ffn_hidden, all shared experts together) that
 // every token goes through beside its routed experts, added to their weighted sum.
+// DeepSeek's first_k_dense_replace: the first `dense_layers` layers keep a dense MLP of
+// ffn_hidden; layer_spec(l) is the spec a layer is built from.
+//
+// Multi-head latent attention (MLA, DeepSeek-V2/V3; kv_lora_rank > 0), with a heads, rank
+// r_q of the query's compression (0: none), r_kv of the keys' and values', head widths
+// d_n (no position), d_r (rotary, one key shared by all heads) and d_v (values):
+//   query     h*r_q + r_q (its norm) + r_q*a*(d_n + d_r)    (r_q = 0: h*a*(d_n + d_r))
+//   key/value h*(r_kv + d_r) + r_kv (its norm) + r_kv*a*(d_n + d_v)
+//   output    a*d_v*h                                        (no biases)
+// The down projections and their norms are whole on every tp rank (Megatron-Core's
+// "duplicated" linear layers); the up projections are column-parallel, the output row-
+// parallel.
 #pragma once
 
 #include <string>
@@ -54,8 +66,8 @@ struct ModelSpec {
   double dropout = 0.1;
   // Mixture of experts (0: a dense MLP).
   int experts = 0;
-  int top_k = 0;              // experts per token (2 by default with experts)
-  int expert_ffn_hidden = 0;  // each expert's MLP width (ffn_hidden by default)
+  int top_k = 0;                     // experts per token (2 by default with experts)
+  int expert_ffn_hidden = 0;         // each expert's MLP width (ffn_hidden by default)
   int shared_expert_ffn_hidden = 0;  // the shared experts' MLP width (0: none)
   // Tokens an expert takes at most, as a multiple of an even share (top_k·tokens/E); those
   // past it are dropped (GShard, Switch). 0: dropless (Megatron-Core's default).
@@ -63,6 +75,13 @@ struct ModelSpec {
   // The busiest expert-parallel rank's routed tokens over the mean (1: perfectly balanced):
   // the step waits for it, in its expert GEMMs and its all-to-all. Capped by the capacity.
   double moe_imbalance = 1.0;
+  int dense_layers = 0;  // mixture of experts: the first layers' MLP stays dense (ffn_hidden)
+  // Multi-head latent attention (0: none; the usual multi-head / grouped-query attention).
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
   // generic
   std::vector<GenericLayer> generic_layers;
 
@@ -71,6 +90,26 @@ struct ModelSpec {
   }
   [[nodiscard]] int head_dim() const { return heads > 0 ? hidden / heads : 0; }
   [[nodiscard]] bool moe() const { return kind == ModelKind::transformer && experts > 0; }
+  [[nodiscard]] bool mla() const { return kind == ModelKind::transformer && kv_lora_rank > 0; }
+  // Widths of a head's query/key and value (the head dimension twice without MLA).
+  [[nodiscard]] int qk_head_dim() const { return mla() ? qk_nope_head_dim + qk_rope_head_dim : head_dim(); }
+  [[nodiscard]] int value_head_dim() const { return mla() ? v_head_dim : head_dim(); }
+  // Layer l's MLP is a mixture of experts (the model's, past its dense first layers).
+  [[nodiscard]] bool moe_layer(int l) const { return moe() && l >= dense_layers; }
+  // The spec layer l is built from: this one, or for a dense first layer of a mixture of
+  // experts the same model with a dense MLP.
+  [[nodiscard]] ModelSpec layer_spec(int l) const;
+  // Layers whose MLP is a mixture of experts.
+  [[nodiscard]] int moe_layers() const { return moe() ? layers - dense_layers : 0; }
+  // One layer's attention parameters (projections and their biases; MLA's norms too).
+  [[nodiscard]] double attention_params() const;
+  // Parameters every tp rank holds whole in a layer: the norms, the biases added after a
+  // row-parallel sum, a mixture of experts' router, MLA's down projections and their norms.
+  [[nodiscard]] double tp_whole_params() const;
+  // MLA's down projections and their norms (0 without MLA): whole on every tp rank, each
+  // computing with its own part of the up projections' input gradient, so their gradients
+  // are summed over tp with or without sequence parallelism.
+  [[nodiscard]] double mla_down_params() const;
   // Parameters of one expert (moe()), or of the dense MLP.
   [[nodiscard]] double mlp_params() const;
   // The experts' parameters in one layer (0 when dense): what expert parallelism shards.
@@ -82,8 +121,10 @@ struct ModelSpec {
   [[nodiscard]] double expert_load() const;
   // Parameters a token computes with (top_k experts of each layer; all of them when dense).
   [[nodiscard]] double active_parameter_count() const;
-  [[nodiscard]] double params_per_layer() const;  // transformer
-  [[nodiscard]] double linear_params_per_layer() const;  // transformer: the four linear layers' weights
+  // Transformer: one layer's parameters; its linear layers' weights (MLP and experts
+  // included). Of a mixture of experts' layer: see layer_spec for the dense first ones.
+  [[nodiscard]] double params_per_layer() const;
+  [[nodiscard]] double linear_params_per_layer() const;
   [[nodiscard]] double embedding_params() const;  // transformer
   [[nodiscard]] double parameter_count() const;
   // Tokens per sample: the sequence length for a transformer, 1 for a generic model.

@@ -104,6 +104,9 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
     if (transformer && (base.model.heads % tp != 0 || base.model.hidden % tp != 0)) continue;
     for (int pp : divisors(n / tp)) {
       if (pp > layers) break;
+      // Uneven pipeline splits (a layer more on the first stages) only where each stage
+      // keeps 3 layers or more, so that one layer more is a third at most.
+      if (transformer && layers % pp != 0 && layers / pp < 3) continue;
       for (int cp : context_degrees(base, n / (tp * pp))) {
         const int dp = n / (tp * pp * cp);
         if (base.training.global_batch % dp != 0) continue;

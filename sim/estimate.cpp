@@ -16,8 +16,8 @@
 #include "report/metrics.hpp"
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
-#include "sim/network.hpp"
 #include "sim/estimate_impl.hpp"
+#include "sim/network.hpp"
 #include "sim/simulate.hpp"
 #include "topology/routing.hpp"
 
@@ -34,7 +34,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const DeviceProfile& prof = im.profile;
   const topology::Dtype dtype = t.precision;
   const int e = topology::dtype_bytes(topology::storage_dtype(dtype));  // bf16 under fp8
-  const int ge = topology::dtype_bytes(t.grad_dtype);  // what the gradient reductions carry
+  const int ge = topology::dtype_bytes(t.grad_dtype);                   // what the gradient reductions carry
   const bool transformer = m.kind == plan::ModelKind::transformer;
   const bool sp = p.sequence_parallel && p.tp > 1;
   const int layers = m.layer_count();
@@ -70,22 +70,29 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   std::vector<double> fwd(static_cast<std::size_t>(layers), 0.0);
   std::vector<double> rec(fwd.size(), 0.0);
   std::vector<double> bwd(fwd.size(), 0.0);
-  double tp_per_layer = 0.0;  // seconds per layer per micro-batch, forward + backward (+ recompute)
-  double cp_per_layer = 0.0;  // the cp ring's waits, likewise
-  double cp_f = 0.0, cp_b = 0.0;
-  double ep_comm = 0.0;       // the all-to-alls of one layer pass (mixture of experts)
-  double ep_per_layer = 0.0;
-  double act = 0.0;           // one s·b·h tensor
+  // Per layer and micro-batch, forward + backward (+ recompute): the exposed tp
+  // communication, the cp ring's waits, the all-to-alls (mixture of experts).
+  std::vector<double> tp_l(fwd.size(), 0.0);
+  std::vector<double> cp_l(fwd.size(), 0.0);
+  std::vector<double> ep_l(fwd.size(), 0.0);
+  double act = 0.0;  // one s·b·h tensor
   double emb_f = 0.0, emb_b = 0.0, head_f = 0.0, head_b = 0.0, tp_ends = 0.0;
-  if (transformer) {
-    const std::vector<plan::Gemm> g = plan::layer_forward_gemms(m, t.micro_batch, p.tp, p.cp, p.ep, m.expert_load());
-    const std::vector<plan::Gemm> att(g.begin(), g.begin() + 4);
-    const std::vector<plan::Gemm> mlp(g.begin() + 4, g.end());
-    const std::vector<plan::Gemm> core(g.begin() + 1, g.begin() + 3);
-    const std::vector<plan::Gemm> head{plan::lm_head_gemm(m, t.micro_batch, p.tp, p.cp)};
-    act = static_cast<double>(m.seq_len / p.cp) * t.micro_batch * m.hidden * e;  // this rank's positions
+  // One layer of a spec (the model's, or a mixture of experts' dense first layers): per
+  // micro-batch its forward, recompute and backward (tp waits included), and the exposed
+  // communication among them.
+  struct LayerCost {
+    double f = 0.0, b = 0.0, r = 0.0, tp = 0.0, cp = 0.0, ep = 0.0, start_f = 0.0, start_b = 0.0;
+    double sum = 0.0, gather = 0.0, overlap = 0.0;  // one tp sum and gather of s·b·h, the links' share
+  };
+  if (transformer) act = static_cast<double>(m.seq_len / p.cp) * t.micro_batch * m.hidden * e;  // this rank's positions
+  auto layer_cost = [&](const plan::ModelSpec& lm, const plan::KernelPlan& lkp) {
+    const std::vector<plan::Gemm> g = plan::layer_forward_gemms(lm, t.micro_batch, p.tp, p.cp, p.ep, lm.expert_load());
+    const auto split = g.begin() + plan::attention_gemm_count(lm);
+    const std::vector<plan::Gemm> att(g.begin(), split);
+    const std::vector<plan::Gemm> mlp(split, g.end());
+    const std::vector<plan::Gemm> core(split - 3, split - 1);
     const double ew =
-        plan::layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, plan::Recompute::none, e) / p.cp;
+        plan::layer_activation_bytes(lm, t.micro_batch, p.tp, p.sequence_parallel, plan::Recompute::none, e) / p.cp;
     // The tp collectives of the other stages share the links for the part of the time
     // that they, too, are in a tp collective: that share, from the stage's own figures.
     const CollectiveOp sum_op = sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
@@ -100,17 +107,18 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     }
     const double sum = im.collective(s, Dim::tp, sum_op, act, 0, overlap);
     const double gather = sp ? im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0, overlap) : 0.0;
-    double f = 0.0, b = 0.0, tp_comm = 0.0;
+    double f = 0.0, b = 0.0, tp_comm = 0.0, ep_comm = 0.0, cp_f = 0.0, cp_b = 0.0, chunk_f = 0.0, chunk_b = 0.0;
     int calls = p.tp == 1 ? 0 : sp ? 4 : 2;  // tp collectives per layer pass
     if (p.tp > 1) tp_comm = 2.0 * (sum + gather);
     // A split mixture-of-experts MLP (plan/compile_moe.cpp): two all-to-alls over ep, and
     // with tp the routed tokens' all-gather and their outputs' reduce-scatter over tp in
     // place of the half's sequence gather and sum.
-    if (m.moe() && (p.ep > 1 || p.tp > 1)) {
-      const double routed = act * m.top_k * m.expert_load();  // the tp group's token copies
-      const double tp_tokens = p.tp > 1 ? im.collective(s, Dim::tp, CollectiveOp::all_gather, routed, 0, overlap) +
-                                              im.collective(s, Dim::tp, CollectiveOp::reduce_scatter, routed, 0, overlap)
-                                        : 0.0;
+    if (lm.moe() && (p.ep > 1 || p.tp > 1)) {
+      const double routed = act * lm.top_k * lm.expert_load();  // the tp group's token copies
+      const double tp_tokens = p.tp > 1
+                                   ? im.collective(s, Dim::tp, CollectiveOp::all_gather, routed, 0, overlap) +
+                                         im.collective(s, Dim::tp, CollectiveOp::reduce_scatter, routed, 0, overlap)
+                                   : 0.0;
       ep_comm = p.ep > 1 ? 2.0 * im.collective(s, Dim::dp, CollectiveOp::all_to_all, routed / p.tp, 0, 0.0,
                                                plan::GroupPart::expert)
                          : 0.0;
@@ -124,7 +132,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       // step); forward the pipelined sums the longer of a block's GEMM and its
       // reduce-scatter; backward the sum runs under the weight gradients. The ring's blocks
       // after the first and its communication cost the host nothing (host_issued).
-      const int splits = plan::overlap_splits(kp);
+      const int splits = plan::overlap_splits(lkp);
       const double step = gather / (p.tp - 1);
       const double block_sum = im.collective(s, Dim::tp, sum_op, act / splits, 0, overlap);
       double exposed = 0.0;  // forward and backward, per layer
@@ -132,7 +140,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
         double time = 0.0, work = 0.0;
         *host = 0.0;
         for (plan::LayerPart half : {plan::LayerPart::attention, plan::LayerPart::mlp}) {
-          const plan::OverlapKernels k = plan::overlap_kernels(kp, half, backward, splits);
+          const plan::OverlapKernels k = plan::overlap_kernels(lkp, half, backward, splits);
           const double column = device(k.column);
           const double row = device(k.row);
           time += device(k.prepare) + column + (p.tp - 1) * std::max(column, step) + device(k.middle);
@@ -145,8 +153,10 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
             time += row + (splits - 1) * std::max(row, block_sum) + block_sum + device(k.row_last) - row;
             work += (splits - 1) * row + device(k.row_last);
           }
-          const std::size_t issued = k.prepare.size() + 1 + k.middle.size() + 1 + (backward ? k.wgrad.size() : k.row_last.size() - 1);
-          *host += static_cast<double>(issued) * dispatch_seconds(prof, backward ? plan::Category::backward : plan::Category::forward);
+          const std::size_t issued =
+              k.prepare.size() + 1 + k.middle.size() + 1 + (backward ? k.wgrad.size() : k.row_last.size() - 1);
+          *host += static_cast<double>(issued) *
+                   dispatch_seconds(prof, backward ? plan::Category::backward : plan::Category::forward);
         }
         exposed += time - work;
         return time;
@@ -158,24 +168,27 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       b = std::max(dev_b, host_b);
       tp_comm = exposed / 2.0;  // per pass, as reported
       // A chunk's first pass waits for the host's first kernel at least.
-      start_f = p.pp > 1 ? dispatch_seconds(prof, plan::Category::forward) : 0.0;
-      start_b = p.pp > 1 ? dispatch_seconds(prof, plan::Category::backward) : 0.0;
+      chunk_f = p.pp > 1 ? dispatch_seconds(prof, plan::Category::forward) : 0.0;
+      chunk_b = p.pp > 1 ? dispatch_seconds(prof, plan::Category::backward) : 0.0;
     } else if (kernels) {
-      const auto kf = plan::layer_kernels(kp, plan::LayerPart::whole, false);
-      const auto kb = plan::layer_kernels(kp, plan::LayerPart::whole, true);
+      const auto kf = plan::layer_kernels(lkp, plan::LayerPart::whole, false);
+      const auto kb = plan::layer_kernels(lkp, plan::LayerPart::whole, true);
       f = pass(kf, plan::Category::forward, tp_comm + ep_comm, calls);
       b = pass(kb, plan::Category::backward, tp_comm + ep_comm, calls);
       if (p.pp > 1) {
-        start_f = cold_start(kf, plan::Category::forward, tp_comm + ep_comm, calls);
-        start_b = t.recompute == plan::Recompute::full ? start_f
-                                                       : cold_start(kb, plan::Category::backward, tp_comm + ep_comm, calls);
+        chunk_f = cold_start(kf, plan::Category::forward, tp_comm + ep_comm, calls);
+        chunk_b = t.recompute == plan::Recompute::full
+                      ? chunk_f
+                      : cold_start(kb, plan::Category::backward, tp_comm + ep_comm, calls);
       }
     } else if (p.tp == 1) {
       f = op(g, 1.0, plan::gemm_io_bytes(g, e) + ew) + ep_comm;
       b = op(g, 2.0, 2.0 * plan::gemm_io_bytes(g, e) + ew) + ep_comm;
     } else {
-      f = op(att, 1.0, plan::gemm_io_bytes(att, e) + ew / 2) + op(mlp, 1.0, plan::gemm_io_bytes(mlp, e) + ew / 2) + tp_comm;
-      b = op(att, 2.0, 2.0 * plan::gemm_io_bytes(att, e) + ew / 2) + op(mlp, 2.0, 2.0 * plan::gemm_io_bytes(mlp, e) + ew / 2) + tp_comm;
+      f = op(att, 1.0, plan::gemm_io_bytes(att, e) + ew / 2) + op(mlp, 1.0, plan::gemm_io_bytes(mlp, e) + ew / 2) +
+          tp_comm;
+      b = op(att, 2.0, 2.0 * plan::gemm_io_bytes(att, e) + ew / 2) +
+          op(mlp, 2.0, 2.0 * plan::gemm_io_bytes(mlp, e) + ew / 2) + tp_comm;
       f += ep_comm;
       b += ep_comm;
     }
@@ -190,8 +203,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       const double both = im.ring_step(p, 2.0 * kv);
       double block_f = 0.0, block_b = 0.0, merge = 0.0;
       if (kernels) {
-        const plan::ContextKernels ck_f = plan::context_kernels(kp, false);
-        const plan::ContextKernels ck_b = plan::context_kernels(kp, true);
+        const plan::ContextKernels ck_f = plan::context_kernels(lkp, false);
+        const plan::ContextKernels ck_b = plan::context_kernels(lkp, true);
         block_f = device(ck_f.block);
         block_b = device(ck_b.block);
         merge = device(ck_b.merge);
@@ -208,15 +221,56 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     if (t.recompute == plan::Recompute::full) {
       r = f;
     } else if (t.recompute == plan::Recompute::selective) {
-      r = kernels ? pass(plan::layer_kernels(kp, plan::LayerPart::attention_core, false), plan::Category::recompute, 0.0, 0)
+      r = kernels ? pass(plan::layer_kernels(lkp, plan::LayerPart::attention_core, false), plan::Category::recompute,
+                         0.0, 0)
                   : op(core, 1.0, plan::gemm_io_bytes(core, e));
     }
-    std::fill(fwd.begin(), fwd.end(), f);
-    std::fill(rec.begin(), rec.end(), r);
-    std::fill(bwd.begin(), bwd.end(), b);
-    tp_per_layer = tp_comm * (t.recompute == plan::Recompute::full ? 3.0 : 2.0);
-    cp_per_layer = cp_f * (t.recompute == plan::Recompute::full ? 2.0 : 1.0) + cp_b;
-    ep_per_layer = ep_comm * (t.recompute == plan::Recompute::full ? 3.0 : 2.0);
+    LayerCost c;
+    c.f = f;
+    c.b = b;
+    c.r = r;
+    c.tp = tp_comm * (t.recompute == plan::Recompute::full ? 3.0 : 2.0);
+    c.cp = cp_f * (t.recompute == plan::Recompute::full ? 2.0 : 1.0) + cp_b;
+    c.ep = ep_comm * (t.recompute == plan::Recompute::full ? 3.0 : 2.0);
+    c.start_f = chunk_f;
+    c.start_b = chunk_b;
+    c.sum = sum;
+    c.gather = gather;
+    c.overlap = overlap;
+    return c;
+  };
+  if (transformer) {
+    const LayerCost main = layer_cost(m, kp);
+    const std::vector<plan::Gemm> head{plan::lm_head_gemm(m, t.micro_batch, p.tp, p.cp)};
+    start_f = main.start_f;
+    start_b = main.start_b;
+    for (int l = 0; l < layers; ++l) {
+      const auto li = static_cast<std::size_t>(l);
+      fwd[li] = main.f;
+      rec[li] = main.r;
+      bwd[li] = main.b;
+      tp_l[li] = main.tp;
+      cp_l[li] = main.cp;
+      ep_l[li] = main.ep;
+    }
+    if (m.moe() && m.dense_layers > 0) {
+      plan::KernelPlan dkp = kp;
+      dkp.model = m.layer_spec(0);
+      dkp.expert_load = 1.0;
+      const LayerCost dense = layer_cost(dkp.model, dkp);
+      for (int l = 0; l < std::min(layers, m.dense_layers); ++l) {
+        const auto li = static_cast<std::size_t>(l);
+        fwd[li] = dense.f;
+        rec[li] = dense.r;
+        bwd[li] = dense.b;
+        tp_l[li] = dense.tp;
+        cp_l[li] = dense.cp;
+        ep_l[li] = dense.ep;
+      }
+    }
+    const double sum = main.sum;
+    const double gather = main.gather;
+    const double overlap = main.overlap;
     const double stats = p.tp > 1 ? im.collective(s, Dim::tp, CollectiveOp::all_gather,
                                                   3.0 * 4.0 * (m.seq_len / p.cp) * t.micro_batch * p.tp, 0, overlap)
                                   : 0.0;
@@ -238,8 +292,10 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       const std::vector<plan::Gemm> g{plan::generic_layer_gemm(gl, t.micro_batch)};
       const double a = gl.activations * t.micro_batch * e;
       if (kernels) {
-        fwd[static_cast<std::size_t>(l)] = pass(plan::generic_layer_kernels(kp, gl, false), plan::Category::forward, 0.0, 0);
-        bwd[static_cast<std::size_t>(l)] = pass(plan::generic_layer_kernels(kp, gl, true), plan::Category::backward, 0.0, 0);
+        fwd[static_cast<std::size_t>(l)] =
+            pass(plan::generic_layer_kernels(kp, gl, false), plan::Category::forward, 0.0, 0);
+        bwd[static_cast<std::size_t>(l)] =
+            pass(plan::generic_layer_kernels(kp, gl, true), plan::Category::backward, 0.0, 0);
       } else {
         fwd[static_cast<std::size_t>(l)] = op(g, 1.0, plan::gemm_io_bytes(g, e) + a);
         bwd[static_cast<std::size_t>(l)] = op(g, 2.0, 2.0 * plan::gemm_io_bytes(g, e) + a);
@@ -290,7 +346,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   };
   auto replica_sum = [&](double bytes, int st) {
     if (!p.hybrid_shard()) return 0.0;
-    return im.collective(s, Dim::dp, CollectiveOp::all_reduce, bytes / p.shard_size(), st, 1.0, plan::GroupPart::replica);
+    return im.collective(s, Dim::dp, CollectiveOp::all_reduce, bytes / p.shard_size(), st, 1.0,
+                         plan::GroupPart::replica);
   };
   std::vector<double> sharded_loss(work.size(), 0.0);  // per micro-batch, what the traffic adds
   // Offloading (plan.offload_optimizer / offload_params): each unit's gradients copied out
@@ -308,7 +365,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const double layer_act = p.offload_activations && transformer
                                ? plan::layer_activation_bytes(m, t.micro_batch, p.tp, sp, t.recompute, e,
                                                               t.attention == plan::Attention::flash,
-                                                              t.precision == plan::Dtype::fp8 ? 1 : 0) / p.cp
+                                                              t.precision == plan::Dtype::fp8 ? 1 : 0) /
+                                     p.cp
                                : 0.0;
   if (sharded >= 2 || p.offloads()) {
     const double passes = t.recompute == plan::Recompute::full ? 3.0 : 2.0;
@@ -359,11 +417,12 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   double t_p2p = 0.0;
   if (p.pp > 1) {
     for (int st = 0; st + 1 < p.pp; ++st) {
-      const double bytes = transformer ? boundary
-                                       : m.generic_layers[static_cast<std::size_t>(
-                                             plan::chunk_layers(layers, p.pp, v, st, 0).second - 1)]
-                                                 .activations *
-                                             t.micro_batch * e;
+      const double bytes =
+          transformer
+              ? boundary
+              : m.generic_layers[static_cast<std::size_t>(plan::chunk_layers(layers, p.pp, v, st, 0).second - 1)]
+                        .activations *
+                    t.micro_batch * e;
       t_p2p = std::max(t_p2p, im.transfer(p, st, bytes));
     }
     if (scatter) t_p2p += im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0);
@@ -373,9 +432,11 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // GPipe streams all forwards, then all backwards: its transfers overlap the next
   // micro-batch's work.
   const double pipeline =
-      p.schedule == plan::Schedule::interleaved_1f1b ? (mbs + static_cast<double>(p.pp - 1) / v) * (w_max + 2.0 * t_p2p) + 2.0 * (p.pp * v - 1) * t_p2p
-      : p.schedule == plan::Schedule::gpipe ? w_sum + (mbs - 1) * std::max(w_max, 2.0 * t_p2p) + 2.0 * (p.pp - 1) * t_p2p
-                                            : w_sum + (mbs - 1) * (w_max + 2.0 * t_p2p) + 2.0 * (p.pp - 1) * t_p2p;
+      p.schedule == plan::Schedule::interleaved_1f1b
+          ? (mbs + static_cast<double>(p.pp - 1) / v) * (w_max + 2.0 * t_p2p) + 2.0 * (p.pp * v - 1) * t_p2p
+      : p.schedule == plan::Schedule::gpipe
+          ? w_sum + (mbs - 1) * std::max(w_max, 2.0 * t_p2p) + 2.0 * (p.pp - 1) * t_p2p
+          : w_sum + (mbs - 1) * (w_max + 2.0 * t_p2p) + 2.0 * (p.pp - 1) * t_p2p;
 
   // Gradient synchronisation, optimizer and ZeRO-1's all-gathers, per stage.
   const double word = transformer ? static_cast<double>(m.vocab) * m.hidden / p.tp : 0.0;
@@ -461,8 +522,10 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     // The host waits for the gradients before the step (the overflow and norm checks), then
     // issues the optimizer's kernels.
     const double d_opt = dispatch_seconds(prof, plan::Category::optimizer);
-    double opt = kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
-                         : op_seconds(prof, {}, 1.0, 12.0 * shard, (8.0 + 2.0 * plan::optimizer_state_bytes(t.optimizer) + 2.0 * e) * shard, true, dtype);
+    double opt =
+        kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
+                : op_seconds(prof, {}, 1.0, 12.0 * shard,
+                             (8.0 + 2.0 * plan::optimizer_state_bytes(t.optimizer) + 2.0 * e) * shard, true, dtype);
     if (p.offload_optimizer) {
       // The host's step (host_seconds), then the updated weights copied in unit by unit.
       plan::Op host;
@@ -497,10 +560,16 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   out.step_time = step;
   out.pipeline = pipeline;
   out.bubble = step > 0 ? std::max(0.0, pipeline - mbs * work[0]) / step : 0.0;
-  out.tp_exposed = mbs * (tp_per_layer * static_cast<double>(stage_layers[0].size()) + tp_ends);
+  double tp_layers = 0.0, cp_layers = 0.0, ep_layers = 0.0;
+  for (int l : stage_layers[0]) {
+    tp_layers += tp_l[static_cast<std::size_t>(l)];
+    cp_layers += cp_l[static_cast<std::size_t>(l)];
+    ep_layers += ep_l[static_cast<std::size_t>(l)];
+  }
+  out.tp_exposed = mbs * (tp_layers + tp_ends);
   out.dp_exposed = dp_exposed;
-  out.cp_exposed = mbs * cp_per_layer * static_cast<double>(stage_layers[0].size());
-  out.ep_exposed = mbs * ep_per_layer * static_cast<double>(stage_layers[0].size());
+  out.cp_exposed = mbs * cp_layers;
+  out.ep_exposed = mbs * ep_layers;
   out.optimizer = optimizer;
   out.offload_exposed = mbs * offload_exposed;
   out.tokens_per_s = step > 0 ? static_cast<double>(t.global_batch) * m.tokens_per_sample() / step : 0.0;
@@ -508,7 +577,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   out.mfu = step > 0 && peak > 0 ? report::model_flops_per_step(s) / (step * p.world() * peak) : 0.0;
   // The largest loss of at least 5 % of the step names the bottleneck.
   const std::pair<double, const char*> losses[] = {
-      {out.bubble * step, "pipeline bubble"}, {out.tp_exposed, "tensor-parallel communication"},
+      {out.bubble * step, "pipeline bubble"},
+      {out.tp_exposed, "tensor-parallel communication"},
       {out.dp_exposed, "data-parallel gradient synchronisation"},
       {out.cp_exposed, "context-parallel key/value exchange"},
       {out.ep_exposed, "expert-parallel token all-to-all"},

@@ -27,7 +27,7 @@ TEST_CASE("every preset named in the scenario format exists", "[presets]") {
   }
   for (const char* m : {"gpt3-175b", "gpt3-13b", "llama2-7b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3.1-8b",
                         "llama3.1-70b", "llama3.1-405b", "gpt-30b", "lenet", "resnet18", "tiny-gpt", "mixtral-8x7b",
-                        "mixtral-8x22b", "qwen1.5-moe-a2.7b"}) {
+                        "mixtral-8x22b", "qwen1.5-moe-a2.7b", "deepseek-v3"}) {
     CHECK(find_preset(PresetKind::model, m));
   }
 }
@@ -100,6 +100,20 @@ TEST_CASE("model presets match their published parameter counts", "[presets][mod
   CHECK(qwen.parameter_count() == Approx(14.3e9).epsilon(0.005));
   CHECK(qwen.active_parameter_count() == Approx(2.7e9).epsilon(0.01));
   CHECK(qwen.shared_expert_params() == Approx(24 * 0.0 + 3.0 * 2048 * 5632));
+  // DeepSeek-V3 (DeepSeek-AI 2024): 671B parameters, 37B active per token, without the
+  // multi-token prediction module. Its parts: 61 layers of latent attention (187,107,328
+  // each: the query's 1,536 rank, the keys' and values' 512, heads of 128 + 64 and 128);
+  // 3 dense SwiGLU MLPs of 18,432; 58 of 256 experts and a shared one of 2,048 with a
+  // router; norms; a 129,280 x 7,168 embedding and LM head.
+  const ModelSpec ds = with("dgx-h100", "deepseek-v3", 8).model;
+  const double dh = 7168, expert = 3 * dh * 2048;
+  CHECK(ds.attention_params() == 187107328.0);
+  const double ds_layer = 187107328.0 + 4 * dh;
+  const double ds_total = 61 * ds_layer + 3 * 3 * dh * 18432 + 58 * (257 * expert + 256 * dh) + 2 * 129280 * dh + 2 * dh;
+  CHECK(ds.parameter_count() == Approx(ds_total));
+  CHECK(ds.parameter_count() == Approx(671e9).epsilon(0.001));
+  CHECK(ds.active_parameter_count() == Approx(ds_total - 58 * 248 * expert));
+  CHECK(ds.active_parameter_count() == Approx(37e9).epsilon(0.02));
   CHECK(with("dgx-h100", "gpt3-13b", 8).model.parameter_count() == Approx(12.85e9).epsilon(0.01));
   CHECK(with("dgx-h100", "lenet", 8).model.parameter_count() == 61706.0);
   CHECK(with("dgx-h100", "resnet18", 8).model.parameter_count() == 11689512.0);
