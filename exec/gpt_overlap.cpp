@@ -129,7 +129,8 @@ void GptShard::attention_piece(const plan::Op& op) {
     case LayerPiece::block:
     case LayerPiece::finish:
     case LayerPiece::merge:
-    case LayerPiece::experts: break;
+    case LayerPiece::experts:
+    case LayerPiece::shared: break;
   }
   throw std::logic_error("not a piece of a layer half");
 }
@@ -190,7 +191,8 @@ void GptShard::mlp_piece(const plan::Op& op) {
     case LayerPiece::block:
     case LayerPiece::finish:
     case LayerPiece::merge:
-    case LayerPiece::experts: break;
+    case LayerPiece::experts:
+    case LayerPiece::shared: break;
   }
   throw std::logic_error("not a piece of a layer half");
 }

@@ -114,9 +114,8 @@ void check(const Scenario& s) {
                 fmt::format("the experts' MLP width {} is not divisible by tp {}", m.expert_ffn_hidden, p.tp));
       c.require(!p.tp_comm_overlap, "plan.tp_comm_overlap",
                 "tensor-parallel communication overlap is not modelled for mixture-of-experts layers; turn it off");
-      c.require(p.tp == 1 || m.shared_expert_ffn_hidden == 0, "plan.tp",
-                fmt::format("shared experts split over tp {} are not modelled (their own gather and sum over tp); "
-                            "use tp: 1 (ep and dp shard such a model)",
+      c.require(m.shared_expert_ffn_hidden % p.tp == 0, "plan.tp",
+                fmt::format("the shared experts' MLP width {} is not divisible by tp {}", m.shared_expert_ffn_hidden,
                             p.tp));
       c.require(p.tp == 1 || p.sequence_parallel, "plan.sequence_parallel",
                 fmt::format("mixture-of-experts layers with tp {} need sequence parallelism (as Megatron-Core requires: "

@@ -435,12 +435,13 @@ class Builder {
   };
   ContextPieces context_[2];
   // Per pass under a split mixture-of-experts MLP (LayerSets::moe_split): the same for prepare, the
-  // experts and finish, and the all-to-alls' bytes per rank.
+  // experts and finish (and with tp the shared experts: shared = -1 without), and the
+  // all-to-alls' bytes per rank.
   struct MoePieces {
-    int prepare = -1, prepare_first = -1, experts = -1, finish = -1;
-    int prepare_gemms = -1, experts_gemms = -1, finish_gemms = -1;
-    double prepare_flops = 0.0, experts_flops = 0.0, finish_flops = 0.0;
-    double prepare_bytes = 0.0, experts_bytes = 0.0, finish_bytes = 0.0;
+    int prepare = -1, prepare_first = -1, experts = -1, finish = -1, shared = -1;
+    int prepare_gemms = -1, experts_gemms = -1, finish_gemms = -1, shared_gemms = -1;
+    double prepare_flops = 0.0, experts_flops = 0.0, finish_flops = 0.0, shared_flops = 0.0;
+    double prepare_bytes = 0.0, experts_bytes = 0.0, finish_bytes = 0.0, shared_bytes = 0.0;
   };
   MoePieces moe_[2];
   double moe_a2a_bytes_ = 0.0;     // a rank's routed token copies (T/tp·top_k·load·h)

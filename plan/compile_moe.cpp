@@ -26,10 +26,19 @@ void Builder::make_moe_sets(const std::vector<Gemm>& layer) {
     pc.prepare_first = !backward && casts.size() > k.prepare.size() ? add_kernels(std::move(casts)) : pc.prepare;
     pc.experts = add_kernels(k.experts);
     pc.finish = add_kernels(k.finish);
-    // Forward: the router before the exchange; backward (each GEMM twice) after it.
+    // Forward: the router before the exchange; backward (each GEMM twice) after it. The
+    // shared experts in the prepare piece, or with tp in their own.
     const double x = backward ? 2.0 : 1.0;
     std::vector<Gemm> first = backward ? std::vector<Gemm>{} : router;
-    first.insert(first.end(), shared.begin(), shared.end());
+    if (k.shared.empty()) first.insert(first.end(), shared.begin(), shared.end());
+    if (!k.shared.empty()) {
+      pc.shared = add_kernels(k.shared);
+      pc.shared_gemms = add_set(piece_runs(shared, backward));
+      pc.shared_flops = x * sum_flops(shared);
+      double traffic = 0.0;
+      for (const Kernel& kn : k.shared) traffic += kn.kind == KernelKind::memory ? kn.bytes : 0.0;
+      pc.shared_bytes = x * gemm_io_bytes(shared, static_cast<int>(e)) + traffic;
+    }
     const std::vector<Gemm>& last = backward ? router : std::vector<Gemm>{};
     pc.prepare_gemms = first.empty() ? -1 : add_set(piece_runs(first, backward));
     pc.finish_gemms = last.empty() ? -1 : add_set(piece_runs(last, backward));
@@ -52,7 +61,8 @@ void Builder::make_moe_sets(const std::vector<Gemm>& layer) {
   moe_a2a_bytes_ = moe_tokens_bytes_ / p_.tp;
 }
 
-// Forward: prepare, dispatch, [tp all-gather], experts, [tp reduce-scatter], combine,
+// Forward: prepare, [the shared experts between a tp all-gather and reduce-scatter of the
+// layer's tokens], dispatch, [tp all-gather], experts, [tp reduce-scatter], combine,
 // finish. Backward the same chain carries the gradients (the combine's backward is a
 // dispatch of the output gradients, the dispatch's a combine of the input gradients).
 void Builder::moe_half(int layer, int mb, int chunk, Category cat) {
@@ -80,6 +90,18 @@ void Builder::moe_half(int layer, int mb, int chunk, Category cat) {
     tag_tp(c, TpRole::sum, part, cat);
     return c;
   };
+  if (pc.shared >= 0) {  // Megatron-Core's SharedExpertMLP: a tp-split MLP over the gathered tokens
+    auto tokens_over_tp = [&](CollectiveOp what, std::int64_t after) {
+      const std::int64_t c = collective(Dim::tp, what, Category::tp_comm, Stream::tp, activation_bytes_, mb, layer,
+                                        layer + 1, std::span(&after, 1));
+      tag_tp(c, what == CollectiveOp::all_gather ? TpRole::gather_input : TpRole::sum, part, cat);
+      return c;
+    };
+    at = tokens_over_tp(CollectiveOp::all_gather, at);
+    at = piece(part, cat, LayerPiece::shared, -1, pc.shared, pc.shared_gemms, pc.shared_flops, pc.shared_bytes, mb,
+               chunk, layer, std::span(&at, 1));
+    at = tokens_over_tp(CollectiveOp::reduce_scatter, at);
+  }
   at = over_tp(CollectiveOp::all_gather, exchange(0, at));
   at = piece(part, cat, LayerPiece::experts, -1, pc.experts, pc.experts_gemms, pc.experts_flops, pc.experts_bytes, mb,
              chunk, layer, std::span(&at, 1));

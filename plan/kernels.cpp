@@ -315,7 +315,8 @@ MoeDims moe_dims(const KernelPlan& p, const Dims& x) {
 
 // The shared experts (DeepSeekMoE's): a dense MLP of their width over every token, run
 // before the exchange as Megatron-Core's MoE layer does (its output is added to the
-// experts' in the combine's unpermutation).
+// experts' in the combine's unpermutation). Under tp it is split as a dense MLP (Megatron-
+// Core's SharedExpertMLP): column- then row-parallel, over the tp group's gathered tokens.
 void shared_experts(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
   if (p.model.shared_expert_ffn_hidden == 0) return;
   const bool swiglu = p.model.mlp == Mlp::swiglu;
@@ -348,7 +349,7 @@ void moe_prepare(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
     residual_backward(k, p, x);
     k.memory("moe-unpermute-bwd", (1.0 + 2.0 * d.copies / x.T) * x.Tl * x.h * x.e);
   }
-  shared_experts(k, p, x, backward);
+  if (p.tp == 1) shared_experts(k, p, x, backward);  // with tp: between its own tp collectives
 }
 
 void moe_experts(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
@@ -392,6 +393,7 @@ void mlp_forward(Emit& k, const KernelPlan& p, const Dims& x) {
   const bool swiglu = p.model.mlp == Mlp::swiglu;
   if (p.model.moe()) {
     moe_prepare(k, p, x, false);
+    if (p.tp > 1) shared_experts(k, p, x, false);
     moe_experts(k, p, x, false);
     moe_finish(k, p, x, false);
     return;
@@ -409,6 +411,7 @@ void mlp_backward(Emit& k, const KernelPlan& p, const Dims& x) {
   const bool swiglu = p.model.mlp == Mlp::swiglu;
   if (p.model.moe()) {
     moe_prepare(k, p, x, true);
+    if (p.tp > 1) shared_experts(k, p, x, true);
     moe_experts(k, p, x, true);
     moe_finish(k, p, x, true);
     return;
@@ -500,6 +503,10 @@ MoeKernels moe_kernels(const KernelPlan& p, bool backward) {
   Emit k(p);
   moe_prepare(k, p, x, backward);
   out.prepare = k.take();
+  if (p.tp > 1) {
+    shared_experts(k, p, x, backward);
+    out.shared = k.take();
+  }
   moe_experts(k, p, x, backward);
   out.experts = k.take();
   moe_finish(k, p, x, backward);

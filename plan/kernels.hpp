@@ -160,6 +160,9 @@ std::vector<Kernel> weight_cast_kernels(const KernelPlan& p, LayerPart part);
 // Without expert parallelism the three run as one op (layer_kernels' MLP).
 struct MoeKernels {
   std::vector<Kernel> prepare, experts, finish;
+  // With tp > 1 the shared experts' MLP, a piece of its own between its all-gather and
+  // reduce-scatter over tp (in prepare otherwise).
+  std::vector<Kernel> shared;
 };
 MoeKernels moe_kernels(const KernelPlan& p, bool backward);
 // A generic layer as its GEMM equivalent (accounting.hpp): the GEMM and its activations

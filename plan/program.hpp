@@ -76,7 +76,7 @@ enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicat
 // experts' GEMMs), the all-to-all combine (Op::step 1), and finish (forward the weighted
 // sum back into token order; backward the router's and the permutation's gradients and the
 // layer norm's).
-enum class LayerPiece : std::uint8_t { whole, prepare, column, middle, row, wgrad, block, finish, merge, experts };
+enum class LayerPiece : std::uint8_t { whole, prepare, column, middle, row, wgrad, block, finish, merge, experts, shared };
 
 inline constexpr int stream_count = 8;
 inline constexpr std::size_t category_count = 10;

@@ -122,8 +122,10 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       ep_comm = p.ep > 1 ? 2.0 * im.collective(s, Dim::dp, CollectiveOp::all_to_all, routed / p.tp, 0, 0.0,
                                                plan::GroupPart::expert)
                          : 0.0;
-      tp_comm = p.tp > 1 ? sum + gather + tp_tokens : 0.0;
-      calls = (p.tp > 1 ? 4 : 0) + (p.ep > 1 ? 2 : 0);
+      // With tp the shared experts gather the layer's tokens and sum their output over tp.
+      const bool shared = p.tp > 1 && lm.shared_expert_ffn_hidden > 0;
+      tp_comm = p.tp > 1 ? (shared ? 2.0 : 1.0) * (sum + gather) + tp_tokens : 0.0;
+      calls = (p.tp > 1 ? (shared ? 6 : 4) : 0) + (p.ep > 1 ? 2 : 0);
     }
     const bool overlapped = kernels && sp && p.tp_comm_overlap;
     if (overlapped) {
