@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/json.hpp"
 #include "exec/backend.hpp"
 #include "report/table.hpp"
 
@@ -20,7 +21,7 @@ void add_backends(CLI::App& app) {
       t.add_row({b.name, b.built ? "yes" : "no", b.usable ? "yes" : "no", b.detail});
       j.push_back({{"name", b.name}, {"built", b.built}, {"usable", b.usable}, {"detail", b.detail}});
     }
-    std::cout << (*json ? j.dump(2) + "\n" : t.render());
+    std::cout << (*json ? stamped("backends", {{"backends", j}}).dump(2) + "\n" : t.render());
   });
 }
 

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/json.hpp"
 #include "cli/output.hpp"
 #include "exec/backend.hpp"
 #include "exec/calibrate.hpp"
@@ -280,7 +281,7 @@ void run_calibrate(const CalibrateArgs& a) {
   const std::string body = fmt::format("backend: {}\nranks: {}\n", a.backend, dev.world()) + sim::profile_yaml(p);
   OutputSet files;
   files.add(out, header + body + measurements_yaml(c));
-  if (!a.json.empty()) files.add(a.json, calibration_json(c, p).dump(2) + "\n");
+  if (!a.json.empty()) files.add(a.json, stamped("calibration", calibration_json(c, p)).dump(2) + "\n");
   files.commit();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("\nwrote {} (measured in {:.1f} s){}\n", out, secs, a.json.empty() ? "" : ", " + a.json);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/json.hpp"
 #include "plan/describe.hpp"
 #include "plan/memory.hpp"
 #include "report/table.hpp"
@@ -17,11 +18,13 @@ void add_check(CLI::App& app) {
   struct Args {
     ScenarioArgs scenario;
     bool json = false;
+    bool require_fit = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("check", "Check a scenario and print it with every default filled in");
   args->scenario.add_to(*cmd);
   cmd->add_flag("--json", args->json, "Print the resolved scenario as JSON (SI units)");
+  cmd->add_flag("--require-fit", args->require_fit, "Exit with status 3 when the plan does not fit in memory");
   cmd->callback([args] {
     const plan::Scenario s = args->scenario.load();
     // The device profile too: simulate reads it, so check must refuse what simulate would.
@@ -38,7 +41,8 @@ void add_check(CLI::App& app) {
         if (mem.host_capacity > 0.0) j["memory"]["stages"].back()["host"] = b.host;
       }
       if (mem.host_capacity > 0.0) j["memory"]["host_capacity"] = mem.host_capacity;
-      std::cout << j.dump(2) << '\n';
+      std::cout << stamped("check", j).dump(2) << '\n';
+      require_fit(args->require_fit, mem, s);
       return;
     }
     namespace u = units;
@@ -61,6 +65,7 @@ void add_check(CLI::App& app) {
                  "the micro-batch (parasim plan searches them all)\n",
                  s.source, s.model.moe() ? " or ep (the experts)" : "");
     }
+    require_fit(args->require_fit, mem, s);
   });
 }
 

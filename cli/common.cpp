@@ -116,7 +116,10 @@ extern "C" void forward_to_launcher(int sig) {
   std::fflush(stdout);
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
-    if (code == exit_ok || code == exit_bad_input || code == exit_failure) std::_Exit(code);
+    if (code == exit_ok || code == exit_bad_input || code == exit_failure || code == exit_no_fit ||
+        code == exit_error_exceeded) {
+      std::_Exit(code);
+    }
     std::fprintf(stderr, "error: the job ended with mpirun's status %d (a rank was killed or failed to start)\n", code);
   } else if (WIFSIGNALED(status)) {
     std::fprintf(stderr, "error: mpirun was ended by signal %d (%s)\n", WTERMSIG(status), ::strsignal(WTERMSIG(status)));
@@ -125,6 +128,12 @@ extern "C" void forward_to_launcher(int sig) {
 }
 
 plan::Scenario ScenarioArgs::load() const { return plan::load(path, overrides); }
+
+void require_fit(bool required, const plan::MemoryReport& memory, const plan::Scenario& s) {
+  if (!required || memory.fits()) return;
+  throw ExitStatus(exit_no_fit, fmt::format("{} does not fit in memory: {} (--require-fit)", s.source,
+                                            plan::describe_memory(memory)));
+}
 
 CLI::Validator output_file() {
   return CLI::Validator(

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "plan/memory.hpp"
 #include "plan/scenario.hpp"
 
 namespace parasim::cli {
@@ -15,6 +16,15 @@ namespace parasim::cli {
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_failure = 1;
 inline constexpr int exit_bad_input = 2;
+inline constexpr int exit_no_fit = 3;           // --require-fit: the plan (or every plan) does not fit
+inline constexpr int exit_error_exceeded = 4;   // validate --max-error: the step time's error is past it
+
+// Thrown once a command's output is written, to end with one of the codes above and a
+// message on standard error.
+struct ExitStatus : std::runtime_error {
+  ExitStatus(int status, const std::string& what) : std::runtime_error(what), code(status) {}
+  int code;
+};
 
 // The scenario argument and --set overrides, as each scenario subcommand takes them.
 struct ScenarioArgs {
@@ -48,6 +58,9 @@ bool under_mpi();
 // status; throws UsageError when mpirun cannot be started. With a stall timeout, the ranks'
 // heartbeats are watched (exec/watchdog.hpp) and a rank that stops ends the job, named.
 [[noreturn]] void relaunch_under_mpirun(int ranks, double stall_seconds = 0.0);
+
+// --require-fit: ends the command with exit_no_fit when the scenario's plan does not fit.
+void require_fit(bool required, const plan::MemoryReport& memory, const plan::Scenario& s);
 
 // Subcommands.
 void add_topo(CLI::App& app);

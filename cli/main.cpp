@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/common.hpp"
+#include "cli/json.hpp"
 #include "cli/output.hpp"
 #include "parasim/config.hpp"
 #include "plan/diagnostics.hpp"
@@ -18,7 +19,7 @@ int main(int argc, char** argv) {
   install_output_signal_cleanup();
   CLI::App app{"parasim: predict how fast a distributed training plan runs, whether it fits, and where the time "
                "goes; then run the same plan for real"};
-  app.set_version_flag("--version", std::string("parasim ") + parasim::config::version);
+  app.set_version_flag("--version", version_line());
   app.require_subcommand(1);
   app.fallthrough();
   add_topo(app);
@@ -52,6 +53,10 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "error: " << e.what() << '\n';
     return exit_bad_input;
+  } catch (const ExitStatus& e) {
+    if (!flush_standard_output()) return exit_failure;
+    std::cerr << "error: " << e.what() << '\n';
+    return e.code;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << '\n';
     return exit_failure;

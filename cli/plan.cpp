@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/json.hpp"
 #include "plan/limits.hpp"
 #include "plan/describe.hpp"
 #include "plan/search.hpp"
@@ -29,6 +30,7 @@ struct PlanArgs {
   int resimulate = 20;
   int threads = 0;
   bool json = false;
+  bool require_fit = false;
   std::string csv;
 };
 
@@ -76,7 +78,8 @@ std::string csv_text(const sim::PlanReport& r) {
   return out;
 }
 
-void run_plan(const PlanArgs& a) {
+// Returns whether a plan fits on the devices planned for (another rank of an MPI job: true).
+bool run_plan(const PlanArgs& a) {
   const plan::Scenario s = a.scenario.load();
   if (a.gpus < 0) throw UsageError("--gpus: expected a positive device count");
   sim::PlanOptions options;
@@ -91,7 +94,7 @@ void run_plan(const PlanArgs& a) {
     exec::MpiJob job;
     const std::string mine = sim::score_part(s, options, job.rank(), job.world()) + "\n";
     const std::vector<char> all = job.gather_to_root(std::span<const char>(mine.data(), mine.size()));
-    if (job.rank() != 0) return;
+    if (job.rank() != 0) return true;
     std::vector<std::string> parts;
     std::string line;
     for (char c : all) {
@@ -135,8 +138,8 @@ void run_plan(const PlanArgs& a) {
                                    {"plans", plans}};
     if (r.ranked.empty()) j["smallest_fitting_devices"] = bigger;  // 0: none up to the limit
     if (all_offload) j["smallest_fitting_devices_without_offload"] = without_offload;
-    std::cout << j.dump(2) << "\n";
-    return;
+    std::cout << stamped("plan", j).dump(2) << "\n";
+    return !r.ranked.empty();
   }
   namespace u = units;
   fmt::print("planning {}: {} on {} device{} ({}, {} each)\n", s.name, s.model.name, r.devices, r.devices == 1 ? "" : "s",
@@ -154,7 +157,7 @@ void run_plan(const PlanArgs& a) {
     fmt::print("no plan fits in {} per device\n", u::format_bytes(r.capacity));
     if (bigger == 0) {
       if (!under_mpi()) fmt::print("nor on any cluster of this node up to {} devices\n", plan::limits::gpus);
-      return;
+      return !r.ranked.empty();
     }
     const plan::Scenario grown = plan::on_devices(s, bigger);
     fmt::print("the smallest cluster where one fits: {} devices ({} node{} of {}); its plans:\n\n", bigger,
@@ -162,7 +165,7 @@ void run_plan(const PlanArgs& a) {
     PlanArgs more = a;
     more.gpus = bigger;
     run_plan(more);
-    return;
+    return !r.ranked.empty();
   }
   using A = report::Table::Align;
   report::Table t({"#", "dp", "tp", "pp", "cp", "ep", "v", "schedule", "mb", "recompute", "zero", "sp", "placement", "step time",
@@ -196,6 +199,7 @@ void run_plan(const PlanArgs& a) {
   }
   for (const std::string& o : plan::overrides_of(r.ranked[0].candidate)) sets.push_back(o);
   fmt::print("\nbest: parasim simulate {} --set {}\n", a.scenario.path, fmt::join(sets, " --set "));
+  return true;
 }
 
 }  // namespace
@@ -218,7 +222,13 @@ void add_plan(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print JSON instead of tables");
   cmd->add_option("--csv", args->csv, "Write every plan that fits, ranked, as CSV to FILE")->type_name("FILE")
       ->check(output_file());
-  cmd->callback([args] { run_plan(*args); });
+  cmd->add_flag("--require-fit", args->require_fit,
+                "Exit with status 3 when no plan fits on the devices planned for (for scripts and CI)");
+  cmd->callback([args] {
+    if (!run_plan(*args) && args->require_fit) {
+      throw ExitStatus(exit_no_fit, "no plan fits on the devices planned for (--require-fit)");
+    }
+  });
 }
 
 }  // namespace parasim::cli

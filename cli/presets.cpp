@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/json.hpp"
 #include "plan/load.hpp"
 #include "plan/presets.hpp"
 #include "report/table.hpp"
@@ -47,7 +48,7 @@ void add_presets(CLI::App& app) {
       t.add_row({std::string(p.kind), std::string(p.name), s, std::string(p.path)});
       j.push_back({{"kind", p.kind}, {"name", p.name}, {"summary", s}, {"file", p.path}});
     }
-    std::cout << (*json ? j.dump(2) + "\n" : t.render());
+    std::cout << (*json ? stamped("presets", {{"presets", j}}).dump(2) + "\n" : t.render());
   });
 }
 

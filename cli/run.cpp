@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/json.hpp"
 #include "cli/output.hpp"
 #include "plan/describe.hpp"
 #include "plan/limits.hpp"
@@ -53,6 +55,7 @@ struct RunArgs {
   std::string trace;
   std::string json;
   std::string out;  // validate: folder for the traces and the comparison
+  std::optional<double> max_error;  // validate: percent
   double stall = 60.0;
 };
 
@@ -273,9 +276,24 @@ void run_run(const RunArgs& a) {
                              {"expert_load", m.expert_load},
                              {"peak_memory", m.peak_memory},
                              {"steps", steps_json(m)}};
-    out.add(a.json, j.dump(2) + "\n");
+    out.add(a.json, stamped("run", j).dump(2) + "\n");
   }
   out.commit();
+}
+
+// A comparison row's name as an identifier: "expert load (busiest)" -> "expert_load_busiest".
+std::string metric_id(const std::string& name) {
+  std::string id;
+  for (char c : name) {
+    const bool word = std::isalnum(static_cast<unsigned char>(c)) != 0;
+    if (word) {
+      id += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!id.empty() && id.back() != '_') {
+      id += '_';
+    }
+  }
+  while (!id.empty() && id.back() == '_') id.pop_back();
+  return id;
 }
 
 // validate's folder: made (and so proven writable) before any rank starts.
@@ -343,20 +361,30 @@ void run_validate(const RunArgs& a) {
   nlohmann::ordered_json cmp = nlohmann::ordered_json::array();
   for (const auto& r : rows) {
     const double e = r.error();
-    cmp.push_back({{"metric", r.name}, {"unit", r.unit}, {"predicted", r.predicted}, {"measured", r.measured},
+    cmp.push_back({{"id", metric_id(r.name)}, {"metric", r.name}, {"unit", r.unit}, {"predicted", r.predicted}, {"measured", r.measured},
                    {"error", std::isnan(e) ? nlohmann::ordered_json() : nlohmann::ordered_json(e)}});
   }
   nlohmann::ordered_json j{{"scenario", s.name},
+                           {"host", host_name()},
+                           {"date", utc_now()},
                            {"ranks", s.plan.world()},
                            {"backend", plan::to_string(s.run.backend)},
                            {"model", m.model_note},
-                           {"profile", s.hardware.profile},
+                           {"profile", s.hardware.profile.empty() ? std::string("datasheet") : s.hardware.profile},
                            {"traced_step", m.traced_step},
                            {"comparison", cmp},
                            {"steps", steps_json(m)}};
-  out.add(dir + "/comparison.json", j.dump(2) + "\n");
+  out.add(dir + "/comparison.json", stamped("comparison", j).dump(2) + "\n");
   out.commit();
   fmt::print("\nwrote {0}/predicted.trace.json, {0}/measured.trace.json, {0}/comparison.json\n", dir);
+  if (a.max_error) {
+    const double e = std::abs(rows.front().error()) * 100.0;  // the step time's
+    if (!(e <= *a.max_error)) {
+      throw ExitStatus(exit_error_exceeded, fmt::format("the predicted {} is {:.1f} % off the measured one, past "
+                                                        "--max-error {:g} %",
+                                                        rows.front().name, e, *a.max_error));
+    }
+  }
 }
 
 #else
@@ -410,6 +438,10 @@ void add_validate(CLI::App& app) {
   add_run_options(*cmd, *args);
   cmd->add_option("--out", args->out, "Folder for both traces and the JSON comparison (default: validate-NAME)")
       ->type_name("DIR");
+  cmd->add_option("--max-error", args->max_error,
+                  "Exit with status 4 when the predicted step time is more than PCT percent off the measured one")
+      ->type_name("PCT")
+      ->check(CLI::Range(0.0, 1e6));
   cmd->callback([args] { run_validate(*args); });
 }
 

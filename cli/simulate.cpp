@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/json.hpp"
 #include "plan/describe.hpp"
 #include "plan/memory.hpp"
 #include "plan/program.hpp"
@@ -23,6 +24,7 @@ namespace {
 struct SimulateArgs {
   ScenarioArgs scenario;
   bool json = false;
+  bool require_fit = false;
   std::string trace;
   std::string fold = "auto";
 };
@@ -145,7 +147,7 @@ void run_simulate(const SimulateArgs& a) {
                       {"simulated_ranks", prediction.simulated_ranks()},
                       {"folded_replicas", stats.replicas},
                       {"folding", program.one_replica() ? (stats.exact ? "exact" : "approximate") : "none"}};
-    std::cout << j.dump(2) << '\n';
+    std::cout << stamped("simulate", j).dump(2) << '\n';
   } else {
     const bool colour = ::isatty(STDOUT_FILENO) != 0;
     fmt::print("scenario {}: {} devices, {}, {} {}\n\n", s.name, s.plan.world(), plan::layout_string(s.plan),
@@ -211,6 +213,7 @@ void run_simulate(const SimulateArgs& a) {
     fmt::print("bottleneck: {}\n", mem.fits() ? f.bottleneck : "memory: the plan does not fit; " + f.bottleneck);
   }
   if (!a.trace.empty()) write_output(a.trace, trace_text);
+  require_fit(a.require_fit, mem, s);
 }
 
 }  // namespace
@@ -220,6 +223,7 @@ void add_simulate(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("simulate", "Predict one training step: time, throughput, memory, where the time goes");
   args->scenario.add_to(*cmd);
   cmd->add_flag("--json", args->json, "Print JSON instead of tables");
+  cmd->add_flag("--require-fit", args->require_fit, "Exit with status 3 when the plan does not fit in memory");
   cmd->add_option("--trace", args->trace, "Write the predicted step as Chrome-trace JSON (Perfetto) to FILE")
       ->type_name("FILE")
       ->check(output_file());

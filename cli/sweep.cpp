@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/json.hpp"
 #include "cli/output.hpp"
 #include "report/table.hpp"
 #include "sim/sweep.hpp"
@@ -76,7 +77,7 @@ void run_sweep(const SweepArgs& a) {
       }
       rows.push_back(row);
     }
-    std::cout << nlohmann::ordered_json{{"scenario", name}, {"points", rows}}.dump(2) << "\n";
+    std::cout << stamped("sweep", {{"scenario", name}, {"points", rows}}).dump(2) << "\n";
     return;
   }
   using A = report::Table::Align;

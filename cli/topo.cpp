@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/json.hpp"
 #include "report/table.hpp"
 #include "topology/analysis.hpp"
 #include "topology/dot.hpp"
@@ -66,7 +67,7 @@ void run_topo(const TopoArgs& a) {
       }
     }
     if (route != nullptr) j["route"] = route_json(cluster, *route);
-    std::cout << j.dump(2) << '\n';
+    std::cout << stamped("topo", j).dump(2) << '\n';
   } else {
     fmt::print("cluster {}: {} node(s) x {} {} = {} devices\n", sum.name, sum.nodes, sum.gpus_per_node,
                s.cluster.device.name, sum.gpus);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of the parasim command line: exit codes (0 ok, 1 failure, 2 bad
-# input), messages naming file:line, JSON output, and no partial output file on error.
+# input, 3 a plan that does not fit under --require-fit, 4 validate past --max-error),
+# messages naming file:line, JSON output, and no partial output file on error.
 # Usage: cli_test.sh PARASIM SOURCE_DIR
 set -u
 parasim=$1
@@ -36,6 +37,27 @@ q=$src/scenarios/quickstart.yaml
 tests_mpirun() { "$src/tests/exec/mpirun.sh" "$@"; }
 
 expect 0 "Usage|USAGE|usage" -- "$parasim" --help
+expect 0 "^parasim [0-9.]+ \(git [0-9a-z-]+\), built with the simulator" -- "$parasim" --version
+# Every JSON document opens with its schema and the program's version and revision.
+expect 0 '^\{
+  "schema": "parasim\.check/1",
+  "parasim": \{
+    "version": "[0-9.]+",
+    "revision": ' -- "$parasim" check --json "$q"
+for cmd in "simulate --json $q" "topo --json $q" "plan --json --top 1 $q" "presets --json" "backends --json"; do
+  kind=${cmd%% *}
+  # shellcheck disable=SC2086
+  expect 0 "\"schema\": \"parasim\.$kind/1\"" -- "$parasim" $cmd
+done
+expect 0 '"schema": "parasim\.sweep/1"' -- "$parasim" sweep "$q" --vary plan.dp=1,2 --json
+# Exit codes that gate a script: 3 when the plan, or every plan, does not fit.
+big="--set model=gpt-30b --set plan.dp=1"
+expect 0 "does not fit in memory" -- "$parasim" check "$q" $big
+expect 3 "does not fit in memory: stage 0 needs .* \(--require-fit\)" -- "$parasim" check "$q" $big --require-fit
+expect 3 "does not fit in memory" -- "$parasim" check --json "$q" $big --require-fit
+expect 0 "fits" -- "$parasim" check "$q" --require-fit
+expect 3 "\(--require-fit\)" -- "$parasim" simulate "$q" $big --require-fit
+expect 3 "no plan fits on the devices planned for \(--require-fit\)" -- "$parasim" plan "$q" --set model=gpt-30b --gpus 1 --top 1 --require-fit
 # The per-rank bubble is the time it stands for with its share of the step, not a
 # fraction printed as a time; the NCCL protocols of the collectives are named.
 expect 0 "^ +0 .* [0-9.]+ m?s \([0-9.]+ %\)$" -- "$parasim" simulate "$src/scenarios/pipeline-microbatches.yaml"
@@ -82,6 +104,13 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 0 "prediction against measurement" -- "$parasim" validate "$q" --steps 2 --warmup 1 --out "$work/val"
   check "validate wrote both traces" test -s "$work/val/predicted.trace.json" -a -s "$work/val/measured.trace.json"
   check "validate wrote the comparison" grep -q '"metric": "step time"' "$work/val/comparison.json"
+  check "the comparison's metrics have identifiers" grep -q '"id": "step_time"' "$work/val/comparison.json"
+  check "the comparison says where and when it was measured" grep -Eq '"date": "20[0-9-]+T[0-9:]+Z"' "$work/val/comparison.json"
+  check "the comparison carries its schema" grep -q '"schema": "parasim.comparison/1"' "$work/val/comparison.json"
+  # --max-error: past it the comparison is still written, and the status says so.
+  expect 4 "off the measured one, past --max-error 0 %" -- "$parasim" validate "$q" --steps 1 --warmup 0 --out "$work/val0" --max-error 0
+  check "a validate past --max-error still writes its comparison" test -s "$work/val0/comparison.json"
+  expect 0 "prediction against measurement" -- "$parasim" validate "$q" --steps 1 --warmup 0 --out "$work/val1" --max-error 100000
   expect 0 "dp 1 x tp 2 x pp 1 \(sequence parallel\)" -- "$parasim" run "$q" --set plan.dp=1 --set plan.tp=2 --set plan.sequence_parallel=true --steps 1 --warmup 0
   # Tensor-parallel communication overlap, run for real: the ring's blocks and pipelined sums.
   expect 0 "\(sequence parallel, tp comm overlap\)" -- "$parasim" validate "$q" --set plan.dp=1 --set plan.tp=2 --set plan.sequence_parallel=true --set plan.tp_comm_overlap=true --steps 2 --warmup 1 --out "$work/overlap"
