@@ -32,15 +32,7 @@ void add_check(CLI::App& app) {
     const plan::MemoryReport mem = plan::memory_per_rank(s);
     if (args->json) {
       auto j = plan::to_json(s);
-      j["memory"] = {{"capacity", mem.capacity}, {"fits", mem.fits()}, {"stages", nlohmann::ordered_json::array()}};
-      for (const auto& b : mem.stages) {
-        j["memory"]["stages"].push_back({{"stage", b.stage}, {"parameters", b.parameters}, {"weights", b.weights},
-                                         {"gradients", b.gradients}, {"master", b.master}, {"optimizer", b.optimizer},
-                                         {"activations", b.activations}, {"in_flight", b.in_flight},
-                                         {"logits", b.logits}, {"workspace", b.workspace}, {"total", b.total()}});
-        if (mem.host_capacity > 0.0) j["memory"]["stages"].back()["host"] = b.host;
-      }
-      if (mem.host_capacity > 0.0) j["memory"]["host_capacity"] = mem.host_capacity;
+      j["memory"] = memory_json(mem);
       std::cout << stamped("check", j).dump(2) << '\n';
       require_fit(args->require_fit, mem, s);
       return;

@@ -20,6 +20,20 @@ nlohmann::ordered_json stamped(std::string_view kind, const nlohmann::ordered_js
   return j;
 }
 
+nlohmann::ordered_json memory_json(const plan::MemoryReport& mem) {
+  nlohmann::ordered_json j{{"capacity", mem.capacity}, {"fits", mem.fits()}};
+  if (mem.host_capacity > 0.0) j["host_capacity"] = mem.host_capacity;
+  j["stages"] = nlohmann::ordered_json::array();
+  for (const auto& b : mem.stages) {
+    j["stages"].push_back({{"stage", b.stage}, {"parameters", b.parameters}, {"weights", b.weights},
+                           {"gradients", b.gradients}, {"master", b.master}, {"optimizer", b.optimizer},
+                           {"activations", b.activations}, {"in_flight", b.in_flight}, {"logits", b.logits},
+                           {"workspace", b.workspace}, {"total", b.total()}});
+    if (mem.host_capacity > 0.0) j["stages"].back()["host"] = b.host;
+  }
+  return j;
+}
+
 std::string version_line() {
   std::string with;
   auto part = [&](bool on, const char* name) {

@@ -9,9 +9,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plan/memory.hpp"
+
 namespace parasim::cli {
 
 nlohmann::ordered_json stamped(std::string_view kind, const nlohmann::ordered_json& body);
+
+// The memory per rank as check and simulate print it: capacity, fits, and per pipeline
+// stage each part (weights, gradients, master, optimizer, activations, logits, workspace,
+// host with offloading) and the total.
+nlohmann::ordered_json memory_json(const plan::MemoryReport& mem);
 
 // "parasim 0.1.0 (git 1a2b3c4d5e6f), built with ...": --version's line.
 std::string version_line();

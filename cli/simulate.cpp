@@ -59,10 +59,9 @@ nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::Me
   for (const auto& l : f.busiest_links) {
     links.push_back({{"link", l.name}, {"class", l.cls}, {"bytes", l.bytes}, {"utilisation", l.utilisation}});
   }
-  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
-  for (const auto& b : mem.stages) {
-    stages.push_back({{"stage", b.stage}, {"bytes", b.total()}});
-    if (mem.host_capacity > 0.0) stages.back()["host_bytes"] = b.host;
+  nlohmann::ordered_json limit{{"kind", f.limit.kind}, {"fraction", f.limit.fraction}};
+  if (f.limit.link.link >= 0) {
+    limit["link"] = {{"name", f.limit.link.name}, {"class", f.limit.link.cls}, {"utilisation", f.limit.link.utilisation}};
   }
   return {{"step_time", f.step_time},
           {"samples_per_s", f.samples_per_s},
@@ -72,13 +71,10 @@ nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::Me
           {"mfu", f.mfu},
           {"bubble_fraction", f.bubble_fraction},
           {"communication", comm},
-          {"memory", mem.host_capacity > 0.0 ? nlohmann::ordered_json{{"capacity", mem.capacity},
-                                                                     {"host_capacity", mem.host_capacity},
-                                                                     {"fits", mem.fits()},
-                                                                     {"stages", stages}}
-                                             : nlohmann::ordered_json{{"capacity", mem.capacity}, {"fits", mem.fits()}, {"stages", stages}}},
+          {"memory", memory_json(mem)},
           {"busiest_links", links},
           {"bottleneck", f.bottleneck},
+          {"limit", limit},
           {"ranks", ranks}};
 }
 

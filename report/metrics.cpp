@@ -146,10 +146,12 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
   struct Candidate {
     double seconds;
     std::string what;
+    std::string kind;
+    LinkFigure link;
   };
   // For each dimension, the link its own traffic loads most (by that traffic's bytes over
   // the link's capacity in the step), with the link's whole utilisation.
-  auto link_hint = [&](int d) -> std::string {
+  auto busiest_for = [&](int d) {
     const LinkUse* best = nullptr;
     double best_share = 0.0;
     for (const LinkUse& l : trace.links) {
@@ -159,31 +161,46 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
         best_share = share;
       }
     }
-    if (best == nullptr) return {};
+    LinkFigure out;
+    if (best == nullptr) return out;
     const topology::Link& link = cluster.link(best->link);
-    return fmt::format("; busiest link {} at {:.0f} % ({})", cluster.link_name(best->link),
-                       f.step_time > 0 ? 100 * best->bytes / (link.bandwidth * f.step_time) : 0.0,
-                       topology::to_string(link.cls));
+    out.link = best->link;
+    out.name = cluster.link_name(best->link);
+    out.cls = std::string(topology::to_string(link.cls));
+    out.bytes = best->bytes;
+    out.utilisation = f.step_time > 0 ? best->bytes / (link.bandwidth * f.step_time) : 0.0;
+    return out;
+  };
+  auto dimension = [&](int d, const char* kind, const char* what) {
+    Candidate c{f.exposed_mean[static_cast<std::size_t>(d)], what, kind, busiest_for(d)};
+    if (c.link.link >= 0) {
+      c.what += fmt::format("; busiest link {} at {:.0f} % ({})", c.link.name, 100 * c.link.utilisation, c.link.cls);
+    }
+    return c;
   };
   std::vector<Candidate> c{
       // Without stages, idle devices wait on nothing but the host issuing their kernels.
-      {f.bubble_fraction * f.step_time, s.plan.pp > 1 ? "pipeline bubble: stages wait for each other"
-                                                       : "idle: the devices wait for the host to issue their kernels"},
-      {f.exposed_mean[0], "exposed tensor-parallel communication" + link_hint(0)},
-      {f.exposed_mean[1], "exposed pipeline transfers" + link_hint(1)},
-      {f.exposed_mean[2], "exposed data-parallel gradient synchronisation" + link_hint(2)},
-      {f.exposed_mean[3], "exposed context-parallel key/value exchange" + link_hint(3)},
-      {f.exposed_mean[4], "exposed expert-parallel token all-to-all" + link_hint(4)},
-      {f.exposed_mean[5], "exposed offload copies between the devices and host memory" + link_hint(5)},
-      {host_mean, "the optimizer step on the hosts' cores (offloaded: bound by host memory bandwidth)"},
+      {f.bubble_fraction * f.step_time,
+       s.plan.pp > 1 ? "pipeline bubble: stages wait for each other"
+                     : "idle: the devices wait for the host to issue their kernels",
+       s.plan.pp > 1 ? "bubble" : "idle", {}},
+      dimension(0, "tp", "exposed tensor-parallel communication"),
+      dimension(1, "pp", "exposed pipeline transfers"),
+      dimension(2, "dp", "exposed data-parallel gradient synchronisation"),
+      dimension(3, "cp", "exposed context-parallel key/value exchange"),
+      dimension(4, "ep", "exposed expert-parallel token all-to-all"),
+      dimension(5, "offload", "exposed offload copies between the devices and host memory"),
+      {host_mean, "the optimizer step on the hosts' cores (offloaded: bound by host memory bandwidth)", "host_optimizer", {}},
   };
   const auto top = std::max_element(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
   const double share = f.step_time > 0 ? top->seconds / f.step_time : 0.0;
   if (share >= 0.05) {
     f.bottleneck = fmt::format("{:.0f} % of the step is {}", 100 * share, top->what);
+    f.limit = {top->kind, share, top->link};
   } else {
-    f.bottleneck = fmt::format("compute-bound: the devices compute {:.0f} % of the step",
-                               f.step_time > 0 ? 100 * compute_mean / f.step_time : 0.0);
+    const double computing = f.step_time > 0 ? compute_mean / f.step_time : 0.0;
+    f.bottleneck = fmt::format("compute-bound: the devices compute {:.0f} % of the step", 100 * computing);
+    f.limit = {"compute", computing, {}};
   }
   return f;
 }

@@ -52,6 +52,16 @@ struct LinkFigure {
   double utilisation = 0.0;  // bytes / (bandwidth x step)
 };
 
+// What limits the step, as the bottleneck sentence says it: `kind` is compute, bubble,
+// idle (devices waiting for the host to issue kernels), tp, pp, dp, cp, ep, offload or
+// host_optimizer; `fraction` the share of the step it takes (for compute, the share the
+// devices compute); for a communication kind, the link its traffic loads most.
+struct Bottleneck {
+  std::string kind = "compute";
+  double fraction = 0.0;
+  LinkFigure link;  // link -1: none
+};
+
 struct StepFigures {
   double step_time = 0.0;
   double samples_per_s = 0.0;
@@ -65,6 +75,7 @@ struct StepFigures {
   std::vector<RankFigures> ranks;
   std::vector<LinkFigure> busiest_links;  // by utilisation, top 8
   std::string bottleneck;
+  Bottleneck limit;  // the same, structured
 };
 
 // The Dimension (as an int) of a communication category, -1 for compute categories.

@@ -57,6 +57,8 @@ std::string golden_text(const Outcome& o) {
     if (mem.host_capacity > 0.0) s += fmt::format("host_memory_stage{} {:.4g} GiB\n", b.stage, b.host / (1ULL << 30));
   }
   s += fmt::format("fits {}\nbottleneck {}\n", mem.fits() ? "yes" : "no", f.bottleneck);
+  s += fmt::format("limit {} {:.3g}{}\n", f.limit.kind, f.limit.fraction,
+                   f.limit.link.link >= 0 ? fmt::format(" {} {}", f.limit.link.name, f.limit.link.cls) : "");
   s += fmt::format("ops {} events {} flows {}\ncollectives", o.stats.ops, o.stats.events, o.stats.flows);
   for (const auto& [algorithm, n] : o.stats.algorithms) s += fmt::format(" {} {}", algorithm, n);
   s += "\n";
@@ -323,6 +325,10 @@ TEST_CASE("scenario 10: tensor parallelism placed across nodes is a regression t
   CHECK_THAT(across.figures.bottleneck, Catch::Matchers::Contains("tensor-parallel") &&
                                             Catch::Matchers::Contains("inter-node"));
   CHECK_THAT(inside.figures.bottleneck, !Catch::Matchers::Contains("inter-node"));
+  // The same, structured: the kind, its share of the step, the link.
+  CHECK(across.figures.limit.kind == "tp");
+  CHECK(across.figures.limit.fraction == Approx(exposed(across, report::Dimension::tp) / across.figures.step_time));
+  CHECK(across.figures.limit.link.cls == "inter-node");
 }
 
 TEST_CASE("scenario 11: tp communication overlap takes most tensor-parallel time off the critical path", "[scenarios]") {
