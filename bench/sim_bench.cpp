@@ -3,7 +3,11 @@
 // training step with every transfer sharing the links max-min fairly. Prints the wall
 // time of compiling and simulating, peak resident memory, and the simulator's counts.
 //
-//   parasim_sim_bench [--gpus N] [--fold auto|always|never] [--json]
+//   parasim_sim_bench [--gpus N] [--fold auto|always|never] [--json] [--trace FILE]
+//
+// --trace FILE: the step simulated with its counters and written as a Chrome trace
+// (FILE.gz: gzip-compressed), as `parasim simulate --trace` writes it; prints the time of
+// writing against the simulation's, the file's size and the peak memory of both.
 //
 // By default the data-parallel replicas are folded as `parasim simulate` folds them
 // (sim/simulate.hpp); --fold never simulates every rank.
@@ -21,7 +25,9 @@
 
 #include "plan/load.hpp"
 #include "plan/program.hpp"
+#include "report/chrome_trace.hpp"
 #include "report/metrics.hpp"
+#include "topology/cluster.hpp"
 #include "sim/simulate.hpp"
 
 using namespace parasim;
@@ -43,6 +49,7 @@ double peak_rss_mib() {
 int main(int argc, char** argv) {
   int gpus = 1024;
   bool json = false;
+  std::string trace_file;
   sim::FoldMode fold = sim::FoldMode::automatic;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
@@ -52,8 +59,11 @@ int main(int argc, char** argv) {
       fold = m == "never" ? sim::FoldMode::never : m == "always" ? sim::FoldMode::always : sim::FoldMode::automatic;
     } else if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
+    } else if (std::strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
+      trace_file = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--gpus N] [--fold auto|always|never] [--json]   (N a multiple of 64)\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--gpus N] [--fold auto|always|never] [--json] [--trace FILE]   (N a multiple of 64)\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -71,9 +81,22 @@ plan: {{tp: 8, pp: 8, dp: {3}, virtual_stages: 2, schedule: interleaved-1f1b, se
                                        gpus, gpus / 8, 96 * dp, dp);
   const auto t0 = std::chrono::steady_clock::now();
   const plan::Scenario s = plan::load_text(text, "bench.yaml");
-  const sim::Prediction p = sim::predict(s, {false, fold});
+  const sim::Prediction p = sim::predict(s, {!trace_file.empty(), fold});
   const sim::SimStats& stats = p.stats;
   const double simulate_s = seconds_since(t0);
+  double write_s = 0.0;
+  std::size_t trace_bytes = 0;
+  if (!trace_file.empty()) {
+    const auto tw = std::chrono::steady_clock::now();
+    const std::string bytes = report::chrome_trace_file(p.trace, p.program, topology::Cluster(s.cluster), trace_file);
+    std::FILE* f = std::fopen(trace_file.c_str(), "wb");
+    if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0) {
+      std::fprintf(stderr, "cannot write %s\n", trace_file.c_str());
+      return 1;
+    }
+    trace_bytes = bytes.size();
+    write_s = seconds_since(tw);
+  }
   const auto t1 = std::chrono::steady_clock::now();
   const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
   const double report_s = seconds_since(t1);
@@ -83,10 +106,10 @@ plan: {{tp: 8, pp: 8, dp: {3}, virtual_stages: 2, schedule: interleaved-1f1b, se
   if (json) {
     fmt::print(R"({{"gpus": {}, "simulated_ranks": {}, "exact": {}, "ops": {}, "events": {}, "flows": {}, )"
                R"("simulate_s": {:.3f}, "report_s": {:.3f}, "total_s": {:.3f}, "peak_rss_mib": {:.0f}, )"
-               R"("events_per_s": {:.0f}, "step_time_s": {:.6f}, "mfu": {:.4f}}})"
+               R"("events_per_s": {:.0f}, "step_time_s": {:.6f}, "mfu": {:.4f}, "trace_write_s": {:.3f}, "trace_bytes": {}}})"
                "\n",
                gpus, simulated, stats.exact, stats.ops, stats.events, stats.flows, simulate_s, report_s, total_s, rss,
-               static_cast<double>(stats.events) / simulate_s, f.step_time, f.mfu);
+               static_cast<double>(stats.events) / simulate_s, f.step_time, f.mfu, write_s, trace_bytes);
   } else {
     fmt::print("GPT-3 175B on {} GPUs (tp 8 x pp 8 x dp {}, interleaved 1F1B v 2, 96 micro-batches)\n", gpus, dp);
     fmt::print("  ranks       {} simulated{}\n", simulated,
@@ -97,6 +120,10 @@ plan: {{tp: 8, pp: 8, dp: {3}, virtual_stages: 2, schedule: interleaved-1f1b, se
                stats.events, stats.flows, simulate_s, static_cast<double>(stats.events) / simulate_s / 1e6);
     fmt::print("  total       {:.2f} s wall, peak resident memory {:.0f} MiB\n", total_s, rss);
     fmt::print("  prediction  step {:.6f} s, MFU {:.1f} %\n", f.step_time, 100 * f.mfu);
+    if (!trace_file.empty()) {
+      fmt::print("  trace       {} spans written in {:.2f} s after a {:.2f} s simulation with counters: {:.0f} MB\n",
+                 p.trace.spans.size(), write_s, simulate_s, static_cast<double>(trace_bytes) / 1e6);
+    }
   }
   return 0;
 }

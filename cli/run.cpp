@@ -264,7 +264,7 @@ void run_run(const RunArgs& a) {
   const exec::Measurement& m = job.measured;
   const topology::Cluster cluster(s.cluster);
   OutputSet out;
-  if (!a.trace.empty()) out.add(a.trace, report::chrome_trace_json(m.trace, m.program, cluster));
+  if (!a.trace.empty()) out.add(a.trace, report::chrome_trace_file(m.trace, m.program, cluster, a.trace));
   if (!a.json.empty()) {
     nlohmann::ordered_json j{{"scenario", s.name},
                              {"ranks", s.plan.world()},

@@ -130,7 +130,7 @@ void run_simulate(const SimulateArgs& a) {
   const report::StepFigures f = report::step_figures(s, trace, cluster);
   const plan::MemoryReport mem = plan::memory_per_rank(s);
   std::string trace_text;
-  if (!a.trace.empty()) trace_text = report::chrome_trace_json(trace, program, cluster);
+  if (!a.trace.empty()) trace_text = report::chrome_trace_file(trace, program, cluster, a.trace);
 
   if (a.json) {
     auto j = figures_json(f, mem);

@@ -2,6 +2,8 @@
 // under the plan's placement, and op names made on demand (program.hpp).
 #include "plan/program.hpp"
 
+#include <iterator>
+
 namespace parasim::plan {
 
 std::string_view to_string(Stream s) {
@@ -78,7 +80,8 @@ std::string op_name(const Program& p, std::int64_t id) {
                           : o.category == Category::recompute ? "recompute "
                                                                : "";
       static constexpr const char* piece[] = {"", " prepare", " column", " middle", " row", " wgrad", " block", " finish", " merge",
-                                              " experts"};
+                                              " experts", " shared"};
+      static_assert(std::size(piece) == static_cast<std::size_t>(LayerPiece::shared) + 1, "a name for every piece");
       const std::string step = o.step >= 0 ? " #" + std::to_string(o.step) : "";
       const char* host = o.stream == Stream::host ? "host " : "";
       return std::string(host) + phase + what[static_cast<int>(o.what)] + piece[static_cast<int>(o.piece)] + step + layer +

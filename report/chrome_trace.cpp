@@ -1,67 +1,302 @@
 #include "report/chrome_trace.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+
+#include "report/gzip.hpp"
 
 namespace parasim::report {
 
+namespace {
+
+// The text is built in the string returned (fmt appends to it in place), with no copy.
+using Buffer = std::string;
+
+void append(Buffer& b, std::string_view s) {
+  b.append(s);
+}
+
+// A JSON string: the names are made by the program, but a scenario's name is the user's.
+void quoted(Buffer& b, std::string_view s) {
+  b.push_back('"');
+  const bool plain = std::none_of(s.begin(), s.end(),
+                                  [](char c) { return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20; });
+  if (plain) {
+    b.append(s);
+    b.push_back('"');
+    return;
+  }
+  for (char c : s) {
+    switch (c) {
+      case '"': append(b, "\\\""); break;
+      case '\\': append(b, "\\\\"); break;
+      case '\n': append(b, "\\n"); break;
+      case '\t': append(b, "\\t"); break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          fmt::format_to(std::back_inserter(b), "\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          b.push_back(c);
+        }
+    }
+  }
+  b.push_back('"');
+}
+
+// Whether two ops have the same name (op_name reads these fields): the tp ranks' copies of
+// an op follow each other in the spans, and their name is made once.
+bool same_name(const plan::Program& p, const plan::Op& a, const plan::Op& b) {
+  const auto dim = [&p](const plan::Op& o) {
+    return o.group >= 0 ? std::pair{p.groups[static_cast<std::size_t>(o.group)].dim,
+                                    p.groups[static_cast<std::size_t>(o.group)].part}
+                        : std::pair{plan::Dim::dp, plan::GroupPart::whole};
+  };
+  return a.kind == b.kind && a.category == b.category && a.stream == b.stream && a.what == b.what &&
+         a.collective == b.collective && a.tp_role == b.tp_role && a.pass == b.pass && a.micro_batch == b.micro_batch &&
+         a.piece == b.piece && a.step == b.step && a.layer == b.layer && a.layer_end == b.layer_end &&
+         a.peer == b.peer && a.gradient == b.gradient && a.to_host == b.to_host && a.copied == b.copied &&
+         dim(a) == dim(b);
+}
+
+// A count or size: an integer as one, else the shortest text that reads back the same.
+void number(Buffer& b, double v) {
+  if (v == std::floor(v) && std::abs(v) < 9e15) {
+    append(b, fmt::format_int(static_cast<long long>(v)).c_str());
+  } else {
+    fmt::format_to(std::back_inserter(b), "{}", v);
+  }
+}
+
+// Picoseconds as microseconds (the format's unit), exactly and as short as it can be.
+void micros(Buffer& b, std::int64_t ps) {
+  if (ps < 0) {
+    b.push_back('-');
+    ps = -ps;
+  }
+  const std::int64_t whole = ps / 1000000;
+  std::int64_t frac = ps % 1000000;
+  append(b, fmt::format_int(whole).c_str());
+  if (frac == 0) return;
+  char digits[7] = {'.', '0', '0', '0', '0', '0', '0'};
+  for (int i = 6; i > 0; --i, frac /= 10) digits[i] = static_cast<char>('0' + frac % 10);
+  int n = 7;
+  while (digits[n - 1] == '0') --n;
+  b.append(digits, static_cast<std::size_t>(n));
+}
+
+// A link's utilisation as a step function, averaged over windows of `window` picoseconds:
+// one value per window, emitted when it changes. Flows switch links fully on and off
+// thousands of times a step; the mean per window is what the counter track can show.
+std::vector<std::pair<std::int64_t, double>> windowed(const std::vector<std::pair<std::int64_t, double>>& samples,
+                                                      std::int64_t end, std::int64_t window) {
+  std::vector<std::pair<std::int64_t, double>> out;
+  if (samples.empty() || window <= 0) return out;
+  std::size_t i = 0;
+  double value = 0.0;  // the step function's value at the window's start
+  for (std::int64_t w = 0; w < end; w += window) {
+    const std::int64_t w_end = std::min(end, w + window);
+    double area = 0.0;
+    std::int64_t at = w;
+    while (i < samples.size() && samples[i].first < w_end) {
+      if (samples[i].first > at) {
+        area += value * static_cast<double>(samples[i].first - at);
+        at = samples[i].first;
+      }
+      value = samples[i].second;
+      ++i;
+    }
+    area += value * static_cast<double>(w_end - at);
+    // To 1e-4 of the link's bandwidth: the track's resolution, and fewer changes to emit.
+    const double mean = std::round(area / static_cast<double>(w_end - w) * 1e4) / 1e4;
+    if (out.empty() || out.back().second != mean) out.emplace_back(w, mean);
+  }
+  if (!out.empty() && out.back().second != 0.0) out.emplace_back(end, 0.0);
+  return out;
+}
+
+// "rank 3 (for ranks 3, 67, 131 and 13 more: 16 data-parallel replicas)"
+std::string process_name(const Trace& trace, int r) {
+  if (!trace.folded()) return fmt::format("rank {}", r);
+  std::vector<int> stands;
+  for (int q = 0; q < trace.world; ++q) {
+    if (trace.mirror(q) == r) stands.push_back(q);
+  }
+  std::string list;
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, stands.size()); ++i)
+    list += fmt::format("{}{}", i > 0 ? ", " : "", stands[i]);
+  if (stands.size() > 3) list += fmt::format(" and {} more", stands.size() - 3);
+  return fmt::format("rank {} (for ranks {}: {} data-parallel replicas)", r, list, stands.size());
+}
+
+}  // namespace
+
+std::vector<std::int64_t> drawn_starts(const Trace& trace, const plan::Program& program) {
+  std::unordered_map<std::int64_t, std::int64_t> send_start;  // match -> the send's start
+  for (const Span& sp : trace.spans) {
+    if (sp.kind == plan::OpKind::send) send_start.emplace(program.ops[static_cast<std::size_t>(sp.op)].match, sp.start);
+  }
+  std::vector<std::int64_t> out;
+  out.reserve(trace.spans.size());
+  for (const Span& sp : trace.spans) {
+    std::int64_t start = sp.start;
+    if (sp.kind == plan::OpKind::recv) {
+      const auto it = send_start.find(program.ops[static_cast<std::size_t>(sp.op)].match);
+      if (it != send_start.end()) start = std::clamp(it->second, sp.start, sp.end);
+    }
+    out.push_back(start);
+  }
+  return out;
+}
+
+std::int64_t counter_window(const Trace& trace) {
+  return std::max<std::int64_t>(trace.step_end / 2000, 1000000);
+}
+
 std::string chrome_trace_json(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster) {
-  using nlohmann::json;
-  json events = json::array();
+  Buffer b;
+  b.reserve(trace.spans.size() * 150 + 4096);
+  bool first = true;
+  auto event = [&] {
+    append(b, first ? "{\"traceEvents\":[\n{" : ",\n{");
+    first = false;
+  };
   for (int r = 0; r < trace.world; ++r) {
     if (trace.mirror(r) != r) continue;  // folded: only replica 0's ranks have spans
-    const std::string name = trace.folded() ? fmt::format("rank {} (and its data-parallel replicas)", r) : fmt::format("rank {}", r);
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"args", {{"name", name}}}});
+    event();
+    fmt::format_to(std::back_inserter(b), R"("ph":"M","name":"process_name","pid":{},"args":{{"name":)", r);
+    quoted(b, process_name(trace, r));
+    append(b, "}}");
     for (int s = 0; s < plan::stream_count; ++s) {
-      events.push_back({{"ph", "M"},
-                        {"name", "thread_name"},
-                        {"pid", r},
-                        {"tid", s},
-                        {"args", {{"name", std::string(plan::to_string(static_cast<plan::Stream>(s)))}}}});
+      event();
+      fmt::format_to(std::back_inserter(b),
+                     R"("ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"{}"}}}})", r, s,
+                     plan::to_string(static_cast<plan::Stream>(s)));
     }
   }
-  for (const Span& sp : trace.spans) {
-    json args = {{"category", std::string(plan::to_string(sp.category))}};
-    if (sp.micro_batch >= 0) args["micro_batch"] = sp.micro_batch;
-    const plan::Op& op = program.ops[static_cast<std::size_t>(sp.op)];
-    if (op.flops > 0) args["flops"] = op.flops;
-    if (op.bytes > 0) args["bytes"] = op.bytes;
-    events.push_back({{"ph", "X"},
-                      {"name", plan::op_name(program, sp.op)},
-                      {"cat", std::string(plan::to_string(sp.category))},
-                      {"pid", sp.rank},
-                      {"tid", static_cast<int>(sp.stream)},
-                      {"ts", static_cast<double>(sp.start) * 1e-6},
-                      {"dur", static_cast<double>(sp.end - sp.start) * 1e-6},
-                      {"args", args}});
-  }
-  // Counters: memory on each rank's process, link utilisation on a "links" process. A
-  // trace without counters over time shows each busy link's mean utilisation instead.
+  // The links' process first, so that every event after it opens with a comma.
   const int links_pid = trace.world;
-  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", links_pid}, {"args", {{"name", "links"}}}});
-  bool link_counters = false;
-  for (const Counter& c : trace.counters) {
-    const bool memory = c.rank >= 0;
-    link_counters = link_counters || !memory;
-    for (const auto& [t, v] : c.samples) {
-      json args = memory ? json{{"GiB", v / (1024.0 * 1024 * 1024)}} : json{{"utilisation", v}};
-      events.push_back({{"ph", "C"}, {"name", c.name}, {"pid", memory ? c.rank : links_pid}, {"ts", static_cast<double>(t) * 1e-6},
-                        {"args", args}});
+  event();
+  fmt::format_to(std::back_inserter(b), R"("ph":"M","name":"process_name","pid":{},"args":{{"name":"links"}}}})",
+                 links_pid);
+  // A receive is posted long before its data comes (every pipeline receive at the step's
+  // start): drawn from its send's start, it shows the transfer, not the posting.
+  const std::vector<std::int64_t> starts = drawn_starts(trace, program);
+  // The spans in blocks formatted on every core, joined in order: the same text as one
+  // thread's.
+  auto spans = [&](std::size_t from, std::size_t to, std::string& out) {
+    out.reserve((to - from) * 170);
+    const plan::Op* named = nullptr;  // the op whose name `name` is
+    std::string name;
+    for (std::size_t i = from; i < to; ++i) {
+      const Span& sp = trace.spans[i];
+      const plan::Op& op = program.ops[static_cast<std::size_t>(sp.op)];
+      if (named == nullptr || !same_name(program, *named, op)) {
+        name = plan::op_name(program, sp.op);
+        named = &op;
+      }
+      const std::int64_t start = starts[i];
+      append(out, ",\n{\"ph\":\"X\",\"name\":");
+      quoted(out, name);
+      append(out, ",\"cat\":\"");
+      append(out, plan::to_string(sp.category));
+      append(out, "\",\"pid\":");
+      append(out, fmt::format_int(sp.rank).c_str());
+      append(out, ",\"tid\":");
+      append(out, fmt::format_int(static_cast<int>(sp.stream)).c_str());
+      append(out, ",\"ts\":");
+      micros(out, start);
+      append(out, ",\"dur\":");
+      micros(out, sp.end - start);
+      append(out, ",\"args\":{");
+      const char* sep = "";
+      if (sp.micro_batch >= 0) {
+        append(out, "\"micro_batch\":");
+        append(out, fmt::format_int(sp.micro_batch).c_str());
+        sep = ",";
+      }
+      if (op.flops > 0) {
+        append(out, sep);
+        append(out, "\"flops\":");
+        number(out, op.flops);
+        sep = ",";
+      }
+      if (op.bytes > 0) {
+        append(out, sep);
+        append(out, "\"bytes\":");
+        number(out, op.bytes);
+      }
+      append(out, "}}");
     }
+  };
+  const std::size_t n = trace.spans.size();
+  const std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1,
+                                                      std::max<std::size_t>(1, std::min<std::size_t>(8, n / 50000)));
+  std::vector<std::string> blocks(threads);
+  {
+    std::vector<std::jthread> workers;
+    for (std::size_t t = 1; t < threads; ++t)
+      workers.emplace_back([&, t] { spans(n * t / threads, n * (t + 1) / threads, blocks[t]); });
+    spans(0, n / threads, blocks[0]);
+  }
+  std::size_t total = b.size();
+  for (const std::string& block : blocks) total += block.size();
+  b.reserve(total + 64 * trace.counters.size() * 64 + 4096);
+  for (std::string& block : blocks) {
+    append(b, block);
+    std::string().swap(block);
+  }
+  // Counters: memory on each rank's process, link utilisation on the "links" process (its
+  // mean per window, counter_window). A trace without counters over time shows each busy
+  // link's mean utilisation over the step instead.
+  auto counter = [&](std::string_view name, int pid, std::int64_t ts, const char* key, double v) {
+    event();
+    append(b, R"("ph":"C","name":)");
+    quoted(b, name);
+    fmt::format_to(std::back_inserter(b), R"(,"pid":{},"ts":)", pid);
+    micros(b, ts);
+    fmt::format_to(std::back_inserter(b), R"(,"args":{{"{}":{}}}}})", key, v);
+  };
+  bool link_counters = false;
+  const std::int64_t window = counter_window(trace);
+  for (const Counter& c : trace.counters) {
+    if (c.rank >= 0) {
+      for (const auto& [t, v] : c.samples) counter(c.name, c.rank, t, "GiB", v / (1024.0 * 1024 * 1024));
+      continue;
+    }
+    link_counters = true;
+    for (const auto& [t, v] : windowed(c.samples, trace.step_end, window))
+      counter(c.name, links_pid, t, "utilisation", v);
   }
   const double step = trace.step_seconds();
   if (!link_counters) {
     for (const LinkUse& l : trace.links) {
       const double util = step > 0 ? l.bytes / (cluster.link(l.link).bandwidth * step) : 0.0;
       const std::string name = cluster.link_name(l.link);
-      events.push_back({{"ph", "C"}, {"name", name}, {"pid", links_pid}, {"ts", 0.0}, {"args", {{"utilisation", util}}}});
-      events.push_back({{"ph", "C"}, {"name", name}, {"pid", links_pid}, {"ts", step * 1e6}, {"args", {{"utilisation", 0.0}}}});
+      counter(name, links_pid, 0, "utilisation", util);
+      counter(name, links_pid, trace.step_end, "utilisation", 0.0);
     }
   }
-  json other = {{"kind", trace.kind}};
-  if (!trace.model.empty()) other["model"] = trace.model;
-  json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", other}};
-  return doc.dump() + "\n";
+  append(b, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"kind\":");
+  quoted(b, trace.kind);
+  if (!trace.model.empty()) {
+    append(b, ",\"model\":");
+    quoted(b, trace.model);
+  }
+  fmt::format_to(std::back_inserter(b), ",\"ranks\":{},\"folded\":{}}}}}\n", trace.world,
+                 trace.folded() ? "true" : "false");
+  return b;
+}
+
+std::string chrome_trace_file(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster,
+                              std::string_view path) {
+  std::string text = chrome_trace_json(trace, program, cluster);
+  return gzip_name(path) ? gzip(text) : text;
 }
 
 }  // namespace parasim::report

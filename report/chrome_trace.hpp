@@ -2,9 +2,16 @@
 // thread per stream, a complete event ("X") per span with its op name, micro-batch and
 // category; counter tracks for each rank's memory and the busiest links' utilisation over
 // time when the trace has them (else each busy link's mean utilisation over the step).
+// Written as text directly (no document tree): a 1,024-GPU step's trace in about the time
+// and memory of its spans. A receive is drawn from its send's start to its arrival (the
+// transfer), not from its posting. A folded trace names, per process, the ranks it stands
+// for. Link utilisation is the mean per window of counter_window() picoseconds (1/2000 of
+// the step, at least a microsecond), emitted when it changes.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "plan/program.hpp"
 #include "report/trace.hpp"
@@ -13,5 +20,13 @@
 namespace parasim::report {
 
 std::string chrome_trace_json(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster);
+std::int64_t counter_window(const Trace& trace);
+// Where each span is drawn from: its start, or for a receive its send's start (within the
+// receive's span): the transfer, not the posting. The dashboard's timeline draws the same.
+std::vector<std::int64_t> drawn_starts(const Trace& trace, const plan::Program& program);
+// The same as the bytes of a file named `path`: gzip-compressed when it ends in ".gz"
+// (Perfetto opens .json.gz as it is; a trace shrinks about tenfold).
+std::string chrome_trace_file(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster,
+                              std::string_view path);
 
 }  // namespace parasim::report

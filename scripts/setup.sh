@@ -17,7 +17,7 @@ mode=${1:-build}
 preset=${PARASIM_PRESET:-release}
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git zlib1g-dev
   libyaml-cpp-dev libboost-graph-dev libfmt-dev libcli11-dev nlohmann-json3-dev catch2
   libopenmpi-dev openmpi-bin libopenblas-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-qpa-plugins libgl-dev

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+
+#include "report/chrome_trace.hpp"
+#include "report/gzip.hpp"
 #include <stdexcept>
 
 #include "report/metrics.hpp"
@@ -91,9 +94,12 @@ TimelineTrace timelineFromTrace(const report::Trace& trace, std::shared_ptr<cons
     l.name = QStringLiteral("rank %1 %2").arg(key.first).arg(q(plan::to_string(static_cast<plan::Stream>(key.second))));
     t.lanes.push_back(std::move(l));
   }
-  for (const report::Span& s : trace.spans) {
+  // A receive from its send's start (the transfer), as the Chrome trace draws it.
+  const std::vector<std::int64_t> starts = t.program ? report::drawn_starts(trace, *t.program) : std::vector<std::int64_t>{};
+  for (std::size_t i = 0; i < trace.spans.size(); ++i) {
+    const report::Span& s = trace.spans[i];
     TimelineSpan out;
-    out.start = s.start;
+    out.start = starts.empty() ? s.start : starts[i];
     out.end = s.end;
     out.label = s.op;
     out.microBatch = s.micro_batch;
@@ -133,10 +139,20 @@ TimelineTrace readTimelineFile(const QString& path) {
   if (!file.open(QIODevice::ReadOnly)) {
     throw std::runtime_error(path.toStdString() + ": cannot read: " + file.errorString().toStdString());
   }
-  const QByteArray bytes = file.readAll();
+  const QByteArray raw = file.readAll();
+  std::string text;
+  if (report::is_gzip(std::string_view(raw.constData(), static_cast<std::size_t>(raw.size())))) {
+    try {
+      text = report::gunzip(std::string_view(raw.constData(), static_cast<std::size_t>(raw.size())));
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(path.toStdString() + ": " + e.what());
+    }
+  } else {
+    text.assign(raw.constData(), static_cast<std::size_t>(raw.size()));
+  }
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(bytes.constData(), bytes.constData() + bytes.size());
+    doc = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw std::runtime_error(path.toStdString() + ": not JSON (" + e.what() + ")");
   }

@@ -90,6 +90,9 @@ expect 2 "plan.dp: dp x tp x pp = 4 x 1 x 1 = 4 devices, but the cluster has 2" 
 check "no trace after a failed run" test ! -e "$work/t.json"
 expect 0 "" -- "$parasim" simulate "$q" --trace "$work/t.json"
 check "trace written" grep -q '"traceEvents"' "$work/t.json"
+expect 0 "" -- "$parasim" simulate "$q" --trace "$work/t.json.gz"
+check "a .gz trace is gzip" gzip -t "$work/t.json.gz"
+check "a .gz trace holds the same events" cmp <(gunzip -c "$work/t.json.gz") "$work/t.json"
 expect 0 "\"name\": \"cpu\"" -- "$parasim" backends --json
 
 # The executor (CPU backend): one rank in process, two ranks through mpirun started by

@@ -319,3 +319,24 @@ TEST_CASE("the predicted and measured views share one zoom", "[gui][timeline][wi
   CHECK(panel.zoom()->start() == 0.0);
   CHECK(panel.zoom()->end() == 3.0 * us);
 }
+
+TEST_CASE("a trace written as .json.gz opens as the same timeline, and a damaged one names the file", "[gui][timeline]") {
+  const plan::Scenario s = plan::load(test::scenarios + "quickstart.yaml");
+  const sim::Prediction p = sim::predict(s, {true, sim::FoldMode::never});
+  const topology::Cluster cluster(s.cluster);
+  QTemporaryDir dir;
+  auto write = [&](const QString& name, const std::string& bytes) {
+    QFile f(dir.filePath(name));
+    REQUIRE(f.open(QIODevice::WriteOnly));
+    f.write(bytes.data(), static_cast<qint64>(bytes.size()));
+    return dir.filePath(name);
+  };
+  const gui::TimelineTrace plain =
+      gui::readTimelineFile(write(QStringLiteral("t.json"), report::chrome_trace_json(p.trace, p.program, cluster)));
+  const std::string gz = report::chrome_trace_file(p.trace, p.program, cluster, "t.json.gz");
+  const gui::TimelineTrace packed = gui::readTimelineFile(write(QStringLiteral("t.json.gz"), gz));
+  REQUIRE(packed.lanes.size() == plain.lanes.size());
+  for (std::size_t i = 0; i < plain.lanes.size(); ++i) CHECK(packed.lanes[i].spans.size() == plain.lanes[i].spans.size());
+  const QString broken = write(QStringLiteral("b.json.gz"), gz.substr(0, gz.size() / 2));
+  CHECK_THROWS_WITH(gui::readTimelineFile(broken), Catch::Contains("b.json.gz") && Catch::Contains("truncated"));
+}
