@@ -25,6 +25,14 @@ struct SweepArgs {
   std::string plot;
 };
 
+// A CSV field: quoted when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 void run_sweep(const SweepArgs& a) {
   std::vector<sim::SweepAxis> axes;
   for (const std::string& v : a.vary) {
@@ -55,14 +63,20 @@ void run_sweep(const SweepArgs& a) {
     for (const auto& axis : axes) csv += axis.key + ",";
     csv += "gpus,step_time_s,tokens_per_s,ideal_tokens_per_s,efficiency,mfu,fits,error\n";
     for (const sim::SweepPoint& p : points) {
-      for (const std::string& v : p.values) csv += v + ",";
-      csv += fmt::format("{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},\"{}\"\n", p.gpus, p.step_time, p.tokens_per_s, p.ideal,
-                         p.efficiency, p.mfu, p.fits ? "yes" : "no", p.error);
+      for (const std::string& v : p.values) csv += csv_field(v) + ",";
+      if (!p.error.empty()) {  // no figures: empty fields, and the reason
+        csv += fmt::format(",,,,,,,{}\n", csv_field(p.error));
+        continue;
+      }
+      csv += fmt::format("{},{:.9g},{:.9g},{},{},{:.6g},{},\n", p.gpus, p.step_time, p.tokens_per_s,
+                         p.scaling ? fmt::format("{:.9g}", p.ideal) : "", p.scaling ? fmt::format("{:.6g}", p.efficiency) : "",
+                         p.mfu, p.fits ? "yes" : "no");
     }
     out.add(a.csv, csv);
   }
   if (!a.plot.empty()) out.add(a.plot, sim::scaling_svg(points, name + ": throughput against GPUs"));
   out.commit();
+  if (a.csv == "-") return;  // the CSV alone on standard output
   if (a.json) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const sim::SweepPoint& p : points) {
@@ -70,8 +84,9 @@ void run_sweep(const SweepArgs& a) {
       for (std::size_t i = 0; i < axes.size(); ++i) set[axes[i].key] = p.values[i];
       nlohmann::ordered_json row{{"values", set}, {"gpus", p.gpus}};
       if (p.error.empty()) {
-        row.update({{"step_time", p.step_time}, {"tokens_per_s", p.tokens_per_s}, {"ideal_tokens_per_s", p.ideal},
-                    {"efficiency", p.efficiency}, {"mfu", p.mfu}, {"fits", p.fits}, {"bottleneck", p.bottleneck}});
+        row.update({{"step_time", p.step_time}, {"tokens_per_s", p.tokens_per_s}});
+        if (p.scaling) row.update({{"ideal_tokens_per_s", p.ideal}, {"efficiency", p.efficiency}});
+        row.update({{"mfu", p.mfu}, {"fits", p.fits}, {"bottleneck", p.bottleneck}});
       } else {
         row["error"] = p.error;
       }
@@ -100,7 +115,8 @@ void run_sweep(const SweepArgs& a) {
       errors.push_back(fmt::format("{}: {}", fmt::join(p.values, ", "), p.error));
     } else {
       row.insert(row.end(), {std::to_string(p.gpus), units::format_duration(p.step_time), units::format_count(p.tokens_per_s),
-                             units::format_count(p.ideal), fmt::format("{:.1f} %", 100 * p.efficiency),
+                             p.scaling ? units::format_count(p.ideal) : "-",
+                             p.scaling ? fmt::format("{:.1f} %", 100 * p.efficiency) : "-",
                              fmt::format("{:.1f} %", 100 * p.mfu), p.fits ? "fits" : "OUT OF MEMORY"});
     }
     t.add_row(std::move(row));

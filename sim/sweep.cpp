@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "plan/load.hpp"
 #include "plan/memory.hpp"
@@ -22,9 +23,11 @@ SweepAxis parse_axis(const std::string& text) {
   SweepAxis a;
   a.key = text.substr(0, eq);
   std::string rest = text.substr(eq + 1);
+  // Values that hold commas themselves (a placement) are separated by semicolons.
+  const char sep = rest.find(';') != std::string::npos ? ';' : ',';
   std::size_t start = 0;
   while (true) {
-    const auto comma = rest.find(',', start);
+    const auto comma = rest.find(sep, start);
     std::string v = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (v.empty()) throw std::invalid_argument(fmt::format("--vary '{}': an empty value", text));
     a.values.push_back(std::move(v));
@@ -122,10 +125,15 @@ std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::st
   for (const SweepPoint& p : out) {
     if (p.error.empty() && (smallest == nullptr || p.gpus < smallest->gpus)) smallest = &p;
   }
-  if (smallest != nullptr) {
+  // Scaling efficiency and the ideal line only where the grid changes the GPU count.
+  const bool scaling = std::any_of(out.begin(), out.end(), [&](const SweepPoint& p) {
+    return p.error.empty() && smallest != nullptr && p.gpus != smallest->gpus;
+  });
+  if (scaling) {
     const double per_gpu = smallest->tokens_per_s / smallest->gpus;
     for (SweepPoint& p : out) {
       if (!p.error.empty()) continue;
+      p.scaling = true;
       p.ideal = per_gpu * p.gpus;
       p.efficiency = p.ideal > 0 ? p.tokens_per_s / p.ideal : 0.0;
     }
@@ -156,7 +164,10 @@ std::string scaling_svg(const std::vector<SweepPoint>& points, const std::string
   for (const SweepPoint& p : points) {
     if (p.error.empty()) ok.push_back(&p);
   }
-  std::sort(ok.begin(), ok.end(), [](const SweepPoint* a, const SweepPoint* b) { return a->gpus < b->gpus; });
+  std::stable_sort(ok.begin(), ok.end(), [](const SweepPoint* a, const SweepPoint* b) { return a->gpus < b->gpus; });
+  // Without a change of GPU count the points stand side by side in the grid's order,
+  // labelled with their values, without the ideal line.
+  const bool scaling = ok.empty() || ok.front()->scaling;
   constexpr double width = 720, height = 460, left = 90, right = 30, top = 50, bottom = 60;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
@@ -177,7 +188,12 @@ std::string scaling_svg(const std::vector<SweepPoint>& points, const std::string
       break;
     }
   }
-  auto x = [&](double gpus) { return left + (std::log2(gpus) - g0) / (g1 - g0) * (width - left - right); };
+  std::map<const SweepPoint*, std::size_t> index;
+  for (std::size_t i = 0; i < ok.size(); ++i) index[ok[i]] = i;
+  auto xp = [&](const SweepPoint* p) {
+    if (!scaling) return left + (static_cast<double>(index[p]) + 0.5) / static_cast<double>(ok.size()) * (width - left - right);
+    return left + (std::log2(p->gpus) - g0) / (g1 - g0) * (width - left - right);
+  };
   auto y = [&](double v) { return height - bottom - v / ytop * (height - top - bottom); };
   // Axes, grid and labels.
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", left, height - bottom, width - right);
@@ -188,27 +204,33 @@ std::string scaling_svg(const std::vector<SweepPoint>& points, const std::string
     svg += fmt::format("<text x=\"{0}\" y=\"{1:.1f}\" text-anchor=\"end\">{2:.4g}</text>\n", left - 6, y(v) + 4, v);
   }
   for (const SweepPoint* p : ok) {
-    svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1}\" text-anchor=\"middle\">{2}</text>\n", x(p->gpus), height - bottom + 18, p->gpus);
+    const std::string label = scaling ? std::to_string(p->gpus) : escape(fmt::format("{}", fmt::join(p->values, ", ")));
+    svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1}\" text-anchor=\"middle\">{2}</text>\n", xp(p), height - bottom + 18, label);
   }
-  svg += fmt::format("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\">GPUs</text>\n", (left + width - right) / 2, height - 15);
+  svg += fmt::format("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\">{2}</text>\n", (left + width - right) / 2,
+                     height - 15, scaling ? "GPUs" : "point (its values)");
   svg += fmt::format("<text x=\"20\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 20 {0})\">tokens/s</text>\n",
                      (top + height - bottom) / 2);
   // Ideal (dashed) and predicted lines, points labelled with their efficiency.
   std::string ideal, pred;
   for (const SweepPoint* p : ok) {
-    ideal += fmt::format("{:.1f},{:.1f} ", x(p->gpus), y(p->ideal));
-    pred += fmt::format("{:.1f},{:.1f} ", x(p->gpus), y(p->tokens_per_s));
+    ideal += fmt::format("{:.1f},{:.1f} ", xp(p), y(p->ideal));
+    pred += fmt::format("{:.1f},{:.1f} ", xp(p), y(p->tokens_per_s));
   }
-  svg += "<polyline fill=\"none\" stroke=\"#888\" stroke-dasharray=\"6 4\" stroke-width=\"1.5\" points=\"" + ideal + "\"/>\n";
+  if (scaling) {
+    svg += "<polyline fill=\"none\" stroke=\"#888\" stroke-dasharray=\"6 4\" stroke-width=\"1.5\" points=\"" + ideal + "\"/>\n";
+  }
   svg += "<polyline fill=\"none\" stroke=\"#2a6fdb\" stroke-width=\"2\" points=\"" + pred + "\"/>\n";
   for (const SweepPoint* p : ok) {
-    svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#2a6fdb\"/>\n", x(p->gpus), y(p->tokens_per_s));
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#2a6fdb\">{:.0f} %</text>\n", x(p->gpus),
+    svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#2a6fdb\"/>\n", xp(p), y(p->tokens_per_s));
+    if (!scaling) continue;
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#2a6fdb\">{:.0f} %</text>\n", xp(p),
                        y(p->tokens_per_s) - 10, 100 * p->efficiency);
   }
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#2a6fdb\" stroke-width=\"2\"/>"
-                     "<text x=\"{3}\" y=\"{4}\">predicted tokens/s (efficiency %)</text>\n",
-                     left + 10, top + 10, left + 40, left + 46, top + 14);
+                     "<text x=\"{3}\" y=\"{4}\">predicted tokens/s{5}</text>\n",
+                     left + 10, top + 10, left + 40, left + 46, top + 14, scaling ? " (efficiency %)" : "");
+  if (!scaling) return svg + "</svg>\n";
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#888\" stroke-dasharray=\"6 4\"/>"
                      "<text x=\"{3}\" y=\"{4}\">ideal: linear from the smallest point</text>\n",
                      left + 10, top + 28, left + 40, left + 46, top + 32);

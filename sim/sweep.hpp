@@ -35,11 +35,15 @@ struct SweepPoint {
   bool fits = true;
   std::string bottleneck;
   std::string error;  // set when the point has no figures
+  // Where the grid changes the GPU count: linear throughput from the smallest point's per
+  // GPU, and this point's share of it (else scaling is false and both 0).
+  bool scaling = false;
   double ideal = 0.0;
   double efficiency = 0.0;
 };
 
-// "plan.dp=1,2,4,8" -> {plan.dp, {1, 2, 4, 8}}; throws std::invalid_argument on a
+// "plan.dp=1,2,4,8" -> {plan.dp, {1, 2, 4, 8}}; values that hold commas are separated by
+// semicolons ("plan.placement=tp,dp,pp;dp,tp,pp"). Throws std::invalid_argument on a
 // malformed axis (no '=', no key, an empty value).
 SweepAxis parse_axis(const std::string& text);
 

@@ -207,6 +207,9 @@ fi
 expect 0 "^ +1 +1 .* 100.0 %" -- "$parasim" sweep "$q" --vary plan.dp=1,2,4
 expect 0 "^ +4 +4 " -- "$parasim" sweep "$q" --vary plan.dp=1,2,4
 expect 0 "\"efficiency\": " -- "$parasim" sweep "$q" --vary plan.dp=1,2 --json
+# --csv - writes the CSV alone to standard output; a value with commas is swept with ';'.
+check "sweep --csv - is CSV only" test "$("$parasim" sweep "$q" --vary plan.dp=1,2 --csv - | head -1)" = "plan.dp,gpus,step_time_s,tokens_per_s,ideal_tokens_per_s,efficiency,mfu,fits,error"
+expect 0 '^"dp,tp,pp",2,' -- "$parasim" sweep "$q" --vary "plan.placement=tp,dp,pp;dp,tp,pp" --csv -
 expect 0 "wrote .*scaling.svg" -- "$parasim" sweep "$q" --vary plan.dp=1,2,4 --plot "$work/scaling.svg" --csv "$work/sweep.csv"
 check "the plot has a point per simulated row" test "$(grep -c "<circle" "$work/scaling.svg")" -eq 3
 check "the CSV has a row per point" test "$(wc -l <"$work/sweep.csv")" -eq 4

@@ -21,6 +21,25 @@ TEST_CASE("an axis is KEY=V1,V2,...", "[sweep]") {
   CHECK_THROWS_AS(sim::parse_axis("plan.dp"), std::invalid_argument);
   CHECK_THROWS_AS(sim::parse_axis("=1,2"), std::invalid_argument);
   CHECK_THROWS_AS(sim::parse_axis("plan.dp=1,,2"), std::invalid_argument);
+  // Values holding commas, separated by semicolons.
+  CHECK(sim::parse_axis("plan.placement=tp,dp,pp;dp,tp,pp").values == std::vector<std::string>{"tp,dp,pp", "dp,tp,pp"});
+}
+
+TEST_CASE("without a change of GPU count a sweep has no ideal line or efficiency", "[sweep]") {
+  const std::vector<sim::SweepPoint> pts = sim::sweep(quickstart, {}, {sim::parse_axis("training.precision=fp32,bf16")});
+  REQUIRE(pts.size() == 2);
+  for (const sim::SweepPoint& p : pts) {
+    CHECK_FALSE(p.scaling);
+    CHECK(p.ideal == 0.0);
+    CHECK(p.efficiency == 0.0);
+  }
+  const std::string svg = sim::scaling_svg(pts, "precision");
+  CHECK(svg.find("stroke-dasharray=\"6 4\" stroke-width") == std::string::npos);  // no ideal line
+  CHECK(svg.find(">fp32<") != std::string::npos);  // the points labelled with their values
+  CHECK(svg.find("efficiency") == std::string::npos);
+  const std::vector<sim::SweepPoint> grown = sim::sweep(quickstart, {}, {sim::parse_axis("plan.dp=1,2")});
+  CHECK(grown[1].scaling);
+  CHECK(sim::scaling_svg(grown, "dp").find("stroke-dasharray=\"6 4\" stroke-width") != std::string::npos);
 }
 
 TEST_CASE("the grid is every combination, the last axis fastest, each point predicted as loaded", "[sweep]") {
