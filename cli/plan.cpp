@@ -2,6 +2,7 @@
 // cluster (or --gpus N), reject those that do not fit, rank the rest by throughput.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -32,7 +33,73 @@ struct PlanArgs {
   bool json = false;
   bool require_fit = false;
   std::string csv;
+  std::string write_best;  // FILE: the best plan as a scenario
 };
+
+// The best plan as --set arguments: the scenario's own overrides, the cluster's new size,
+// the plan.
+std::vector<std::string> best_overrides(const PlanArgs& a, const plan::Scenario& s, const sim::PlanReport& r) {
+  std::vector<std::string> sets = a.scenario.overrides;
+  const plan::Scenario sized = plan::on_devices(s, a.gpus);
+  if (sized.cluster.nodes != s.cluster.nodes) sets.push_back(fmt::format("cluster.nodes={}", sized.cluster.nodes));
+  if (sized.cluster.gpus_per_node != s.cluster.gpus_per_node) {
+    sets.push_back(fmt::format("cluster.gpus_per_node={}", sized.cluster.gpus_per_node));
+  }
+  for (const std::string& o : plan::overrides_of(r.ranked[0].candidate)) sets.push_back(o);
+  return sets;
+}
+
+// --write-best: a scenario that extends the one planned (by its path from the new file's
+// folder) with the best plan's keys, the dotted --set keys written as YAML sections.
+std::string best_scenario_yaml(const PlanArgs& a, const plan::Scenario& s, const sim::PlanReport& r) {
+  struct Node {
+    std::string value;
+    std::vector<std::pair<std::string, Node>> children;
+    Node& child(const std::string& key) {
+      for (auto& [k, n] : children) {
+        if (k == key) return n;
+      }
+      return children.emplace_back(key, Node{}).second;
+    }
+  };
+  Node root;
+  for (const std::string& o : best_overrides(a, s, r)) {
+    const auto eq = o.find('=');
+    Node* n = &root;
+    std::size_t from = 0;
+    const std::string key = o.substr(0, eq);
+    while (true) {
+      const auto dot = key.find('.', from);
+      n = &n->child(key.substr(from, dot == std::string::npos ? std::string::npos : dot - from));
+      if (dot == std::string::npos) break;
+      from = dot + 1;
+    }
+    n->value = o.substr(eq + 1);
+  }
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::absolute(fs::path(a.write_best)).parent_path();
+  const std::string base = fs::absolute(fs::path(a.scenario.path)).lexically_relative(dir).generic_string();
+  const sim::PlanScore& best = r.ranked[0];
+  std::string out = fmt::format("# parasim plan's best of {} plans that fit for {}: {} a step, {} tokens/s, MFU {:.1f} %\n",
+                                r.ranked.size(), s.source, units::format_duration(best.step_time),
+                                units::format_count(best.tokens_per_s), 100 * best.mfu);
+  out += fmt::format("extends: {}\n", base);
+  auto emit = [&out](const auto& self, const Node& n, int depth) -> void {
+    for (const auto& [key, child] : n.children) {
+      out += std::string(static_cast<std::size_t>(2 * depth), ' ') + key + ":";
+      if (child.children.empty()) {
+        out += " " + child.value + "\n";
+        continue;
+      }
+      out += "\n";
+      // A preset name refined by keys below it: the name as the section's preset.
+      if (!child.value.empty()) out += std::string(static_cast<std::size_t>(2 * depth + 2), ' ') + "preset: " + child.value + "\n";
+      self(self, child, depth + 1);
+    }
+  };
+  emit(emit, root, 0);
+  return out;
+}
 
 const char* tier(const sim::PlanScore& p) { return p.simulated ? "simulated" : "estimate"; }
 
@@ -115,6 +182,7 @@ bool run_plan(const PlanArgs& a) {
   std::size_t rejected = 0;
   for (const auto& [reason, n] : r.rejected) rejected += n;
   if (!a.csv.empty()) write_output(a.csv, csv_text(r));
+  if (!a.write_best.empty() && !r.ranked.empty()) write_output(a.write_best, best_scenario_yaml(a, s, r));
   const std::size_t shown = std::min(r.ranked.size(), static_cast<std::size_t>(std::max(0, a.top)));
   // Nothing fits: the smallest cluster on which something does (by memory alone).
   const int bigger = r.ranked.empty() && !under_mpi() ? sim::smallest_fitting_devices(s, r.devices) : 0;
@@ -191,14 +259,8 @@ bool run_plan(const PlanArgs& a) {
                                    : fmt::format("none fits up to {} devices", plan::limits::gpus));
   }
   // The best plan as a command: the scenario's own overrides, the cluster's new size, the plan.
-  std::vector<std::string> sets = a.scenario.overrides;
-  const plan::Scenario sized = plan::on_devices(s, a.gpus);
-  if (sized.cluster.nodes != s.cluster.nodes) sets.push_back(fmt::format("cluster.nodes={}", sized.cluster.nodes));
-  if (sized.cluster.gpus_per_node != s.cluster.gpus_per_node) {
-    sets.push_back(fmt::format("cluster.gpus_per_node={}", sized.cluster.gpus_per_node));
-  }
-  for (const std::string& o : plan::overrides_of(r.ranked[0].candidate)) sets.push_back(o);
-  fmt::print("\nbest: parasim simulate {} --set {}\n", a.scenario.path, fmt::join(sets, " --set "));
+  fmt::print("\nbest: parasim simulate {} --set {}\n", a.scenario.path, fmt::join(best_overrides(a, s, r), " --set "));
+  if (!a.write_best.empty()) fmt::print("wrote {}: the best plan as a scenario\n", a.write_best);
   return true;
 }
 
@@ -221,6 +283,10 @@ void add_plan(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "Print JSON instead of tables");
   cmd->add_option("--csv", args->csv, "Write every plan that fits, ranked, as CSV to FILE")->type_name("FILE")
+      ->check(output_file());
+  cmd->add_option("--write-best", args->write_best,
+                  "Write the best plan as a scenario to FILE (it extends the one planned)")
+      ->type_name("FILE")
       ->check(output_file());
   cmd->add_flag("--require-fit", args->require_fit,
                 "Exit with status 3 when no plan fits on the devices planned for (for scripts and CI)");

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -145,7 +146,9 @@ void run_simulate(const SimulateArgs& a) {
                       {"folding", program.one_replica() ? (stats.exact ? "exact" : "approximate") : "none"}};
     std::cout << stamped("simulate", j).dump(2) << '\n';
   } else {
-    const bool colour = ::isatty(STDOUT_FILENO) != 0;
+    // Colour on a terminal, unless NO_COLOR is set (https://no-color.org).
+    const char* no_colour = std::getenv("NO_COLOR");
+    const bool colour = ::isatty(STDOUT_FILENO) != 0 && (no_colour == nullptr || *no_colour == '\0');
     fmt::print("scenario {}: {} devices, {}, {} {}\n\n", s.name, s.plan.world(), plan::layout_string(s.plan),
                plan::to_string(s.plan.schedule), topology::to_string(s.training.precision));
     fmt::print("device profile     {}\n", s.hardware.profile.empty()

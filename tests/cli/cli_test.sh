@@ -58,6 +58,13 @@ expect 3 "does not fit in memory" -- "$parasim" check --json "$q" $big --require
 expect 0 "fits" -- "$parasim" check "$q" --require-fit
 expect 3 "\(--require-fit\)" -- "$parasim" simulate "$q" $big --require-fit
 expect 3 "no plan fits on the devices planned for \(--require-fit\)" -- "$parasim" plan "$q" --set model=gpt-30b --gpus 1 --top 1 --require-fit
+# plan --write-best: the best plan as a scenario extending the one planned; it simulates to
+# the step the plan's table shows first.
+expect 0 "wrote $work/best.yaml: the best plan as a scenario" -- "$parasim" plan "$q" --top 1 --write-best "$work/best.yaml"
+check "the best plan's scenario extends the one planned" grep -q "^extends: .*quickstart.yaml" "$work/best.yaml"
+best_step=$("$parasim" plan "$q" --top 1 --json | grep -m1 '"step_time"' | sed 's/.*: \([0-9.e+-]*\).*/\1/')
+written_step=$("$parasim" simulate "$work/best.yaml" --json | grep -m1 '"step_time"' | sed 's/.*: \([0-9.e+-]*\).*/\1/')
+check "the best plan's scenario simulates to the plan's step ($best_step s)" test "$best_step" = "$written_step"
 # The per-rank bubble is the time it stands for with its share of the step, not a
 # fraction printed as a time; the NCCL protocols of the collectives are named.
 expect 0 "^ +0 .* [0-9.]+ m?s \([0-9.]+ %\)$" -- "$parasim" simulate "$src/scenarios/pipeline-microbatches.yaml"
