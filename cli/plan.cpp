@@ -10,6 +10,7 @@
 
 #include "cli/common.hpp"
 #include "cli/json.hpp"
+#include "cli/progress.hpp"
 #include "plan/limits.hpp"
 #include "plan/describe.hpp"
 #include "plan/search.hpp"
@@ -177,6 +178,12 @@ bool run_plan(const PlanArgs& a) {
     throw UsageError("this build has no MPI: run parasim plan without mpirun (it uses every core by itself)");
 #endif
   } else {
+    Progress progress(a.json);
+    if (progress.shown()) {
+      options.progress = [&progress](std::string_view phase, std::size_t done, std::size_t total) {
+        progress.update(phase, done, total);
+      };
+    }
     r = sim::plan_search(s, options);
   }
   std::size_t rejected = 0;

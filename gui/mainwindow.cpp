@@ -289,8 +289,28 @@ QWidget* MainWindow::makePlannerView() {
   auto* bar = new QHBoxLayout;
   auto* search = new QPushButton(tr("Search plans"), page);
   auto* load = new QPushButton(tr("Load selected plan into the editor"), page);
+  m_planProgress = new QProgressBar(page);
+  m_planProgress->setRange(0, 1000);
+  m_planProgress->setMinimumWidth(220);
+  m_planProgress->hide();
+  m_planCancel = new QPushButton(tr("Cancel"), page);
+  m_planCancel->setObjectName(QStringLiteral("cancelPlans"));
+  m_planCancel->hide();
+  m_planTimer = new QTimer(this);
+  m_planTimer->setInterval(100);
+  connect(m_planTimer, &QTimer::timeout, this, [this] {
+    if (!m_planWatch) return;
+    const std::size_t total = m_planWatch->total.load();
+    const std::size_t done = std::min(m_planWatch->done.load(), total);
+    m_planProgress->setValue(total > 0 ? static_cast<int>(1000 * done / total) : 0);
+    m_planProgress->setFormat(
+        (m_planWatch->phase.load() == 0 ? tr("scoring plans: %1 of %2") : tr("simulating the best: %1 of %2")).arg(done).arg(total));
+  });
+  connect(m_planCancel, &QPushButton::clicked, this, &MainWindow::cancelPlans);
   bar->addWidget(search);
   bar->addWidget(load);
+  bar->addWidget(m_planProgress);
+  bar->addWidget(m_planCancel);
   bar->addWidget(m_planNote, 1);
   m_planNote->setWordWrap(true);
   v->addLayout(bar);
@@ -316,6 +336,14 @@ QWidget* MainWindow::makePlannerView() {
   });
   connect(m_planner, &LatestRunner::finished, this, [this](const QVariant& result) {
     const auto r = result.value<PlanSearch>();
+    m_planTimer->stop();
+    m_planProgress->hide();
+    m_planCancel->hide();
+    if (r.cancelled) {
+      m_planNote->setText(tr("search cancelled"));
+      emit planned();
+      return;
+    }
     if (!r.error.isEmpty()) {
       m_planNote->setText(tr("cannot search: %1").arg(r.error));
       emit planned();
@@ -352,17 +380,39 @@ void MainWindow::searchPlans() {
   m_planNote->setText(tr("searching..."));
   const QString path = m_outcome.path;
   const QStringList overrides = m_outcome.overrides;
-  m_planner->request([path, overrides] {
+  if (m_planWatch) m_planWatch->cancel = true;  // a search still running gives way
+  auto watch = std::make_shared<PlanWatch>();
+  m_planWatch = watch;
+  m_planProgress->setValue(0);
+  m_planProgress->show();
+  m_planCancel->show();
+  m_planTimer->start();
+  m_planner->request([path, overrides, watch] {
     PlanSearch r;
     try {
       std::vector<std::string> sets;
       for (const QString& o : overrides) sets.push_back(o.toStdString());
-      r.report = sim::plan_search(plan::load(path.toStdString(), sets));
+      sim::PlanOptions options;
+      options.cancel = &watch->cancel;
+      options.progress = [watch](std::string_view phase, std::size_t done, std::size_t total) {
+        watch->phase = phase.starts_with("scoring") ? 0 : 1;
+        watch->total = total;
+        watch->done = done;
+      };
+      r.report = sim::plan_search(plan::load(path.toStdString(), sets), options);
+    } catch (const sim::Cancelled&) {
+      r.cancelled = true;
     } catch (const std::exception& e) {
       r.error = QString::fromStdString(e.what());
     }
     return QVariant::fromValue(r);
   });
+}
+
+QString MainWindow::planNote() const { return m_planNote->text(); }
+
+void MainWindow::cancelPlans() {
+  if (m_planWatch) m_planWatch->cancel = true;
 }
 
 void MainWindow::loadPlan(int row) {

@@ -16,6 +16,10 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QTimer>
+#include <atomic>
 #include <memory>
 
 #include "runpanel.h"
@@ -54,9 +58,11 @@ class MainWindow : public QMainWindow {
   void openTrace(const QString& path);
   // Loads a `parasim validate` folder: both traces and the comparison; returns the error.
   QString openRunFolder(const QString& dir);
-  // Searches every plan of the open scenario (as last simulated) on a worker thread;
-  // planned() follows.
+  // Searches every plan of the open scenario (as last simulated) on a worker thread, with
+  // a progress bar and a Cancel button; planned() follows (also after a cancel).
   void searchPlans();
+  // Stops the running plan search (its note then says so).
+  void cancelPlans();
   // Loads row `row` of the planner's model (in its own order) into the plan editor.
   void loadPlan(int row);
   // Saves each tab as DIR/NN-name.png; returns the files written.
@@ -70,6 +76,8 @@ class MainWindow : public QMainWindow {
   const FigureTableModel* rankMemoryModel() const { return m_rankMemory; }
   const FigureTableModel* scalingModel() const { return m_scaling; }
   const PlanModel* planModel() const { return m_plans; }
+  QString planNote() const;
+  const QProgressBar* planProgress() const { return m_planProgress; }
   PlanEditor* editor() const { return m_editor; }
   Simulator* simulator() const { return m_simulator; }
   Sweeper* sweeper() const { return m_sweeper; }
@@ -127,6 +135,17 @@ class MainWindow : public QMainWindow {
   LatestRunner* m_planner = nullptr;
   QLabel* m_planNote = nullptr;
   QTableView* m_planView = nullptr;
+  // The running search's progress (written by its workers) and cancel flag.
+  struct PlanWatch {
+    std::atomic<bool> cancel{false};
+    std::atomic<int> phase{0};  // 0 scoring, 1 simulating the best
+    std::atomic<std::size_t> done{0};
+    std::atomic<std::size_t> total{0};
+  };
+  std::shared_ptr<PlanWatch> m_planWatch;
+  QProgressBar* m_planProgress = nullptr;
+  QPushButton* m_planCancel = nullptr;
+  QTimer* m_planTimer = nullptr;
   Outcome m_outcome;
   std::shared_ptr<const TimelineTrace> m_measured;
   QStringList m_measuredOverrides;  // the plan the measurement ran (editor overrides)

@@ -41,10 +41,28 @@ std::string memory_reason(const plan::MemoryReport& r) {
 
 namespace {
 
+// A phase's progress shared by its workers: each adds what it finished and reports the
+// total; a set cancel flag ends the work.
+struct Watch {
+  const PlanOptions* options = nullptr;
+  std::string_view phase;
+  std::size_t total = 0;
+  std::atomic<std::size_t> done{0};
+  void add(std::size_t n) {
+    if (options == nullptr) return;
+    if (options->cancel != nullptr && options->cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    const std::size_t now = done.fetch_add(n) + n;
+    if (options->progress) options->progress(phase, now, total);
+  }
+};
+
 void score_slice(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
-                 std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected) {
+                 std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected,
+                 Watch& watch) {
   Estimator estimator(base);
+  constexpr std::size_t batch = 256;  // candidates between progress reports
   for (std::size_t i = begin; i < end; ++i) {
+    if ((i - begin) % batch == batch - 1) watch.add(batch);
     const plan::Scenario s = plan::with_candidate(base, all[i]);
     const plan::MemoryReport mem = plan::memory_per_rank(s);
     if (!mem.fits()) {
@@ -63,6 +81,7 @@ void score_slice(const plan::Scenario& base, const std::vector<plan::Candidate>&
     p.bottleneck = e.bottleneck;
     fits.push_back(std::move(p));
   }
+  watch.add((end - begin) % batch);
 }
 
 // Runs body(w) for w in [0, t) on t threads; the first exception a worker throws is
@@ -90,14 +109,18 @@ void run_workers(unsigned t, Body body) {
 
 void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
                  std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected,
-                 int threads) {
+                 int threads, const PlanOptions* options) {
   const std::size_t n = end - begin;
+  Watch watch;
+  watch.options = options;
+  watch.phase = "scoring plans";
+  watch.total = n;
   unsigned t = threads > 0 ? static_cast<unsigned>(threads) : std::thread::hardware_concurrency();
   t = std::max(1U, std::min<unsigned>(t, static_cast<unsigned>(n / 64 + 1)));
   std::vector<std::vector<PlanScore>> part(t);
   std::vector<std::map<std::string, std::size_t>> reasons(t);
   run_workers(t, [&](unsigned w) {
-    score_slice(base, all, begin + n * w / t, begin + n * (w + 1) / t, part[w], reasons[w]);
+    score_slice(base, all, begin + n * w / t, begin + n * (w + 1) / t, part[w], reasons[w], watch);
   });
   for (unsigned w = 0; w < t; ++w) {
     fits.insert(fits.end(), part[w].begin(), part[w].end());
@@ -111,10 +134,11 @@ namespace {
 
 // Simulates rows [begin, end) of `ranked` on `threads` threads, each taking every t-th.
 void simulate_rows(const plan::Scenario& base, std::vector<PlanScore>& ranked, std::size_t begin, std::size_t end,
-                   unsigned threads) {
+                   unsigned threads, Watch& watch) {
   const unsigned t = std::max(1U, std::min<unsigned>(threads, static_cast<unsigned>(end - begin)));
   run_workers(t, [&](unsigned w) {
       for (std::size_t i = begin + w; i < end; i += t) {
+        watch.add(0);  // a cancel stops before the next simulation
         PlanScore& p = ranked[i];
         const plan::Scenario s = plan::with_candidate(base, p.candidate);
         const Prediction pred = predict(s);
@@ -124,17 +148,23 @@ void simulate_rows(const plan::Scenario& base, std::vector<PlanScore>& ranked, s
         p.mfu = f.mfu;
         p.bottleneck = f.bottleneck;
         p.simulated = true;
+        watch.add(1);
       }
   });
 }
 
 }  // namespace
 
-std::size_t resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads) {
+std::size_t resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads,
+                       const PlanOptions* options) {
   const std::size_t want = std::min(ranked.size(), static_cast<std::size_t>(std::max(0, count)));
   if (want == 0) return 0;
   const unsigned t = threads > 0 ? static_cast<unsigned>(threads) : std::max(1U, std::thread::hardware_concurrency());
-  simulate_rows(base, ranked, 0, want, t);
+  Watch watch;
+  watch.options = options;
+  watch.phase = "simulating the best plans";
+  watch.total = want;  // more may follow, while their estimates beat the simulated
+  simulate_rows(base, ranked, 0, want, t, watch);
   // Then, while the next plan's estimate still beats the best simulated throughput, it
   // could be the best: simulate it too (a batch per round, up to 4 x count in all).
   std::size_t done = want;
@@ -145,7 +175,8 @@ std::size_t resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranke
     std::size_t end = done;
     while (end < cap && end < done + t && ranked[end].tokens_per_s > best) ++end;
     if (end == done) break;
-    simulate_rows(base, ranked, done, end, t);
+    watch.total = end;
+    simulate_rows(base, ranked, done, end, t, watch);
     done = end;
   }
   // The simulated plans first, ranked among themselves; then the estimated ones.
@@ -181,7 +212,7 @@ PlanReport finish(const Search& search, const PlanOptions& options, std::vector<
   rank(report.ranked);
   report.score_seconds = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  report.simulated = resimulate(search.base, report.ranked, options.resimulate, options.threads);
+  report.simulated = resimulate(search.base, report.ranked, options.resimulate, options.threads, &options);
   report.resimulate_seconds = seconds_since(t1);
   return report;
 }
@@ -224,7 +255,7 @@ PlanReport plan_search(const plan::Scenario& scenario, const PlanOptions& option
   const Search search = prepare(scenario, options);
   std::vector<PlanScore> fits;
   std::map<std::string, std::size_t> rejected;
-  score_range(search.base, search.all, 0, search.all.size(), fits, rejected, options.threads);
+  score_range(search.base, search.all, 0, search.all.size(), fits, rejected, options.threads, &options);
   return finish(search, options, std::move(fits), std::move(rejected), t0);
 }
 

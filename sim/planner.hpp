@@ -12,6 +12,10 @@
 
 #include <cstddef>
 #include <map>
+#include <string_view>
+#include <stdexcept>
+#include <functional>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -33,10 +37,22 @@ struct PlanScore {
   double estimate = 0.0;      // the analytical step time, kept when simulated
 };
 
+// How far a long search is: `phase` ("scoring plans", "simulating the best plans"),
+// `done` of `total` in it. Called from the workers (a phase's calls may come from several
+// threads at once, with done rising); what it does must be thread-safe.
+using ProgressFn = std::function<void(std::string_view phase, std::size_t done, std::size_t total)>;
+
+// Thrown by the search when its cancel flag was set.
+struct Cancelled : std::runtime_error {
+  Cancelled() : std::runtime_error("cancelled") {}
+};
+
 struct PlanOptions {
   int devices = 0;      // <= 0: the cluster's
   int resimulate = 20;  // best plans scored again by the simulator
   int threads = 0;      // <= 0: every core
+  ProgressFn progress;  // optional
+  const std::atomic<bool>* cancel = nullptr;  // optional: set, the search stops (Cancelled)
 };
 
 struct PlanReport {
@@ -54,14 +70,15 @@ struct PlanReport {
 // `threads` threads (<= 0: every core), each over its own slice.
 void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
                  std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected,
-                 int threads = 1);
+                 int threads = 1, const PlanOptions* watch = nullptr);
 // Best first: by tokens/s, then by enumeration order.
 void rank(std::vector<PlanScore>& scores);
 // Replaces the first `count` rows' figures by the simulator's (on `threads` threads, <= 0:
 // every core); then, while the next row's estimate beats the best simulated throughput
 // (it could still be the best plan), simulates it too, up to 4 x count rows in all.
 // Ranks the simulated rows among themselves; returns how many there are.
-std::size_t resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads = 1);
+std::size_t resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads = 1,
+                       const PlanOptions* watch = nullptr);
 
 PlanReport plan_search(const plan::Scenario& s, const PlanOptions& options = {});
 

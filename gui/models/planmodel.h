@@ -15,6 +15,7 @@ namespace parasim::gui {
 struct PlanSearch {
   sim::PlanReport report;
   QString error;
+  bool cancelled = false;
 };
 
 class PlanModel : public QAbstractTableModel {

@@ -369,3 +369,27 @@ TEST_CASE("a measurement is marked as another plan's once the editor's plan move
   REQUIRE(waitFor([&] { return w.idle() && w.outcome().overrides.isEmpty(); }));
   CHECK_FALSE(w.timeline()->measuredTitle().contains(QStringLiteral("another plan")));
 }
+
+TEST_CASE("a long plan search shows its progress and can be cancelled", "[gui][planner][widgets]") {
+  // GPT-3 175B on 1,024 GPUs: 130,113 plans, seconds of scoring on two cores.
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("big.yaml"));
+  {
+    QFile f(path);
+    REQUIRE(f.open(QIODevice::WriteOnly));
+    f.write("cluster: {preset: dgx-h100, nodes: 128}\nmodel: gpt3-175b\n"
+            "training: {global_batch: 1536, micro_batch: 1}\nplan: {tp: 8, pp: 8, dp: 16}\n");
+  }
+  gui::MainWindow w;
+  REQUIRE(w.openScenario(path));
+  REQUIRE(waitFor([&] { return w.idle() && !w.outcome().path.isEmpty(); }, 60000));
+  QSignalSpy planned(&w, &gui::MainWindow::planned);
+  w.searchPlans();
+  CHECK_FALSE(w.planProgress()->isHidden());
+  REQUIRE(waitFor([&] { return w.planProgress()->value() > 0; }, 60000));  // some plans scored
+  w.cancelPlans();
+  REQUIRE(waitFor([&] { return planned.count() == 1; }, 60000));
+  CHECK(w.planNote().toStdString() == "search cancelled");
+  CHECK(w.planProgress()->isHidden());
+  CHECK(w.idle());
+}

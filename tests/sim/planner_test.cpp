@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -207,4 +209,32 @@ TEST_CASE("a model that fits nowhere gets the smallest cluster where a plan fits
   // Only larger clusters are tried: above the quickstart's 2, 3 devices have no valid plan
   // (3 divides neither its 4 heads, its 4 layers nor its batch of 16); 4 do.
   CHECK(sim::smallest_fitting_devices(plan::load(scenarios + "quickstart.yaml"), 2) == 4);
+}
+
+TEST_CASE("a plan search reports its progress per phase and stops when cancelled", "[planner]") {
+  const plan::Scenario s = plan::load(scenarios + "hybrid-32-gpus.yaml");
+  std::mutex m;
+  std::map<std::string, std::pair<std::size_t, std::size_t>> last;  // phase -> (most done, total)
+  sim::PlanOptions o;
+  o.resimulate = 3;
+  o.progress = [&](std::string_view phase, std::size_t done, std::size_t total) {
+    std::lock_guard lock(m);
+    auto& [d, t] = last[std::string(phase)];
+    d = std::max(d, done);
+    t = total;
+  };
+  const sim::PlanReport r = sim::plan_search(s, o);
+  REQUIRE(last.count("scoring plans") == 1);
+  CHECK(last["scoring plans"].first == r.candidates);  // every candidate counted once
+  CHECK(last["scoring plans"].second == r.candidates);
+  CHECK(last["simulating the best plans"].first == r.simulated);
+  // The same ranking as without a callback.
+  sim::PlanOptions quiet;
+  quiet.resimulate = 3;
+  const sim::PlanReport plain = sim::plan_search(s, quiet);
+  REQUIRE(plain.ranked.size() == r.ranked.size());
+  CHECK(plain.ranked[0].step_time == r.ranked[0].step_time);
+  std::atomic<bool> cancel{true};
+  o.cancel = &cancel;
+  CHECK_THROWS_AS(sim::plan_search(s, o), sim::Cancelled);
 }
