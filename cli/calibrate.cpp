@@ -41,6 +41,7 @@ struct CalibrateArgs {
   std::string json;
   std::string max_size = "256MiB";
   bool quick = false;
+  std::string mpirun_args;
 };
 
 void precheck(const CalibrateArgs& a) {
@@ -236,7 +237,7 @@ void run_calibrate(const CalibrateArgs& a) {
     // One rank per core on the CPU backend; one GPU unless --ranks says more.
     const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
     const int ranks = a.ranks > 0 ? a.ranks : a.backend == "cuda" ? 1 : cores;
-    if (ranks > 1) relaunch_under_mpirun(ranks);
+    if (ranks > 1) relaunch_under_mpirun(ranks, 0.0, a.mpirun_args);
   }
   const std::unique_ptr<exec::Device> owned =
       exec::make_device(a.backend == "cuda" ? plan::Backend::cuda : plan::Backend::cpu, 0);
@@ -307,6 +308,8 @@ void add_calibrate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", a->device, "Device preset the profile describes")->capture_default_str();
   cmd->add_option("--ranks", a->ranks, "Ranks measuring at once (default: one per core)")->check(CLI::PositiveNumber);
+  cmd->add_option("--mpirun-args", a->mpirun_args, "Arguments for the mpirun that starts the ranks (split at spaces)")
+      ->type_name("ARGS");
   cmd->add_option("--out", a->out, "Profile to write (default: calibrate-BACKEND.yaml)")->type_name("FILE")
       ->check(output_file());
   cmd->add_option("--json", a->json, "Also write every measurement as JSON to FILE")->type_name("FILE")

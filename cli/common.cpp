@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,7 +40,7 @@ void set_command_line(int argc, char** argv) { args().assign(argv, argv + argc);
 const std::vector<std::string>& command_line() { return args(); }
 
 bool under_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"}) {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"}) {
     if (std::getenv(v) != nullptr) return true;
   }
   return false;
@@ -52,10 +53,21 @@ extern "C" void forward_to_launcher(int sig) {
 }
 }  // namespace
 
-[[noreturn]] void relaunch_under_mpirun(int ranks, double stall_seconds) {
+[[noreturn]] void relaunch_under_mpirun(int ranks, double stall_seconds, const std::string& mpirun_args) {
   const std::vector<std::string>& argv = command_line();
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr && *job != '\0') {
+    throw UsageError(fmt::format("inside a Slurm allocation (job {}) the ranks are srun's to start: srun -n {} {}", job,
+                                 ranks, fmt::join(argv, " ")));
+  }
   std::vector<std::string> cmd{"mpirun", "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none",
                                "-x", "OPENBLAS_NUM_THREADS=1"};
+  for (std::size_t at = 0; at < mpirun_args.size();) {  // the user's, split at spaces
+    const std::size_t from = mpirun_args.find_first_not_of(' ', at);
+    if (from == std::string::npos) break;
+    const std::size_t to = std::min(mpirun_args.find(' ', from), mpirun_args.size());
+    cmd.push_back(mpirun_args.substr(from, to - from));
+    at = to;
+  }
   std::string job_dir;
   if (stall_seconds > 0.0) {
     std::string pattern = (std::filesystem::temp_directory_path() / "parasim-job-XXXXXX").string();

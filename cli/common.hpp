@@ -51,13 +51,16 @@ CLI::Validator output_file();
 void set_command_line(int argc, char** argv);
 const std::vector<std::string>& command_line();
 
-// Whether this process is a rank of an MPI job (started by mpirun, srun or the like).
+// Whether this process is a rank of an MPI job (started by mpirun, srun or the like; a
+// Slurm batch script outside srun is not one).
 bool under_mpi();
-// Replaces this process with `mpirun -np N <this program> <same arguments>` on this host
-// (oversubscribed, unbound, OPENBLAS_NUM_THREADS=1 in every rank) and exits with the job's
-// status; throws UsageError when mpirun cannot be started. With a stall timeout, the ranks'
-// heartbeats are watched (exec/watchdog.hpp) and a rank that stops ends the job, named.
-[[noreturn]] void relaunch_under_mpirun(int ranks, double stall_seconds = 0.0);
+// Replaces this process with `mpirun -np N [mpirun_args] <this program> <same arguments>`
+// (oversubscribed, unbound, OPENBLAS_NUM_THREADS=1 in every rank; `mpirun_args` split at
+// spaces, e.g. "--hostfile hosts") and exits with the job's status; throws UsageError when
+// mpirun cannot be started, or inside a Slurm allocation (the ranks are srun's to start).
+// With a stall timeout, the ranks' heartbeats are watched (exec/watchdog.hpp) and a rank
+// that stops ends the job, named.
+[[noreturn]] void relaunch_under_mpirun(int ranks, double stall_seconds = 0.0, const std::string& mpirun_args = "");
 
 // --require-fit: ends the command with exit_no_fit when the scenario's plan does not fit.
 void require_fit(bool required, const plan::MemoryReport& memory, const plan::Scenario& s);

@@ -57,6 +57,7 @@ struct RunArgs {
   std::string out;  // validate: folder for the traces and the comparison
   std::optional<double> max_error;  // validate: percent
   double stall = 60.0;
+  std::string mpirun_args;
 };
 
 plan::Scenario load_for_run(const RunArgs& a) {
@@ -236,7 +237,7 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
 Job launch_and_run(const plan::Scenario& s, const RunArgs& a) {
   if (!under_mpi()) {
     precheck(s);
-    if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world(), a.stall);
+    if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world(), a.stall, a.mpirun_args);
   }
   Job job = run_job(s, a, false);
   if (job.root) print_summary(s, job.measured);
@@ -404,6 +405,9 @@ void add_run_options(CLI::App& cmd, RunArgs& a) {
   cmd.add_option("--warmup", a.warmup, "Warm-up steps before measuring (default: run.warmup)")
       ->check(CLI::Range(0, plan::limits::steps));
   cmd.add_option("--backend", a.backend, "Executor backend (default: run.backend)")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd.add_option("--mpirun-args", a.mpirun_args,
+                 "Arguments for the mpirun that starts the ranks, e.g. '--hostfile hosts' (split at spaces)")
+      ->type_name("ARGS");
   cmd.add_option("--stall-timeout", a.stall, "Seconds without progress after which a rank ends the job")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {

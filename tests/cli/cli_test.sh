@@ -121,6 +121,9 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 4 "off the measured one, past --max-error 0 %" -- "$parasim" validate "$q" --steps 1 --warmup 0 --out "$work/val0" --max-error 0
   check "a validate past --max-error still writes its comparison" test -s "$work/val0/comparison.json"
   expect 0 "prediction against measurement" -- "$parasim" validate "$q" --steps 1 --warmup 0 --out "$work/val1" --max-error 100000
+  # Launching: the user's mpirun arguments; inside a Slurm allocation, the srun to use.
+  expect 0 "step time" -- "$parasim" run "$q" --steps 1 --warmup 0 --mpirun-args "--mca btl self,vader"
+  expect 2 "inside a Slurm allocation \(job 77\) the ranks are srun's to start: srun -n 2 " -- env SLURM_JOB_ID=77 "$parasim" run "$q" --steps 1
   expect 0 "dp 1 x tp 2 x pp 1 \(sequence parallel\)" -- "$parasim" run "$q" --set plan.dp=1 --set plan.tp=2 --set plan.sequence_parallel=true --steps 1 --warmup 0
   # Tensor-parallel communication overlap, run for real: the ring's blocks and pipelined sums.
   expect 0 "\(sequence parallel, tp comm overlap\)" -- "$parasim" validate "$q" --set plan.dp=1 --set plan.tp=2 --set plan.sequence_parallel=true --set plan.tp_comm_overlap=true --steps 2 --warmup 1 --out "$work/overlap"
