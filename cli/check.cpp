@@ -56,6 +56,7 @@ void add_check(CLI::App& app) {
       fmt::print("{} is a valid scenario but does not fit in memory: raise tp or pp{}, use ZeRO-1 or recompute, or lower "
                  "the micro-batch (parasim plan searches them all)\n",
                  s.source, s.model.moe() ? " or ep (the experts)" : "");
+      fmt::print("{}\n", fitting_plan_advice(args->scenario, s));
     }
     require_fit(args->require_fit, mem, s);
   });

@@ -19,6 +19,9 @@
 #include "cli/output.hpp"
 #include "exec/watchdog.hpp"
 #include "plan/load.hpp"
+#include "plan/search.hpp"
+#include "sim/planner.hpp"
+#include "topology/units.hpp"
 
 namespace parasim::cli {
 
@@ -140,6 +143,23 @@ extern "C" void forward_to_launcher(int sig) {
 }
 
 plan::Scenario ScenarioArgs::load() const { return plan::load(path, overrides); }
+
+std::string fitting_plan_advice(const ScenarioArgs& args, const plan::Scenario& s) {
+  sim::PlanOptions options;
+  options.resimulate = 0;
+  const sim::PlanReport r = sim::plan_search(s, options);
+  if (r.ranked.empty()) {
+    std::string sets;
+    for (const std::string& o : args.overrides) sets += " --set " + o;
+    return fmt::format("no plan fits on these {} devices; parasim plan {}{} finds the smallest cluster where one does",
+                       r.devices, args.path, sets);
+  }
+  const sim::PlanScore& best = r.ranked.front();
+  std::vector<std::string> sets = args.overrides;
+  for (const std::string& o : plan::overrides_of(best.candidate)) sets.push_back(o);
+  return fmt::format("the best of the {} plans that fit on these devices (estimated {} a step): parasim simulate {} --set {}",
+                     r.ranked.size(), units::format_duration(best.step_time), args.path, fmt::join(sets, " --set "));
+}
 
 void require_fit(bool required, const plan::MemoryReport& memory, const plan::Scenario& s) {
   if (!required || memory.fits()) return;

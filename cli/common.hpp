@@ -62,6 +62,11 @@ bool under_mpi();
 // that stops ends the job, named.
 [[noreturn]] void relaunch_under_mpirun(int ranks, double stall_seconds = 0.0, const std::string& mpirun_args = "");
 
+// For a plan that does not fit: the best plan that does on the same devices, by the
+// planner's estimates (nothing re-simulated), as a line with the command that simulates it;
+// or where none fits, that. Empty for a generic model's scenario with nothing to search.
+std::string fitting_plan_advice(const ScenarioArgs& args, const plan::Scenario& s);
+
 // --require-fit: ends the command with exit_no_fit when the scenario's plan does not fit.
 void require_fit(bool required, const plan::MemoryReport& memory, const plan::Scenario& s);
 

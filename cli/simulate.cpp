@@ -210,6 +210,7 @@ void run_simulate(const SimulateArgs& a) {
     fmt::print("ranks simulated: {}\n", ranks_line(s, prediction));
     if (!mem.fits()) fmt::print("memory: {}\n", plan::describe_memory(mem));
     fmt::print("bottleneck: {}\n", mem.fits() ? f.bottleneck : "memory: the plan does not fit; " + f.bottleneck);
+    if (!mem.fits()) fmt::print("{}\n", fitting_plan_advice(a.scenario, s));
   }
   if (!a.trace.empty()) write_output(a.trace, trace_text);
   require_fit(a.require_fit, mem, s);

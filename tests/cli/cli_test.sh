@@ -53,6 +53,10 @@ expect 0 '"schema": "parasim\.sweep/1"' -- "$parasim" sweep "$q" --vary plan.dp=
 # Exit codes that gate a script: 3 when the plan, or every plan, does not fit.
 big="--set model=gpt-30b --set plan.dp=1"
 expect 0 "does not fit in memory" -- "$parasim" check "$q" $big
+# ... and the advice points to the planner (nothing fits on 2 CPU ranks) or to the best
+# plan that fits on the devices (30B on one A100 with the hosts' memory: offloading).
+expect 0 "no plan fits on these 2 devices; parasim plan .*quickstart.yaml --set model=gpt-30b --set plan.dp=1 finds" -- "$parasim" check "$q" $big
+expect 0 "the best of the [0-9]+ plans that fit on these devices \(estimated .* a step\): parasim simulate .*memory-30b-one-gpu.yaml --set plan.dp=1 .*offload_optimizer=true" -- "$parasim" simulate "$src/scenarios/memory-30b-one-gpu.yaml"
 expect 3 "does not fit in memory: stage 0 needs .* \(--require-fit\)" -- "$parasim" check "$q" $big --require-fit
 expect 3 "does not fit in memory" -- "$parasim" check --json "$q" $big --require-fit
 expect 0 "fits" -- "$parasim" check "$q" --require-fit
