@@ -81,5 +81,6 @@ void add_validate(CLI::App& app);
 void add_calibrate(CLI::App& app);
 void add_plan(CLI::App& app);
 void add_sweep(CLI::App& app);
+void add_export(CLI::App& app);
 
 }  // namespace parasim::cli

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   add_calibrate(app);
   add_plan(app);
   add_sweep(app);
+  add_export(app);
 
   try {
     app.parse(argc, argv);

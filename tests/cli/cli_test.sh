@@ -50,6 +50,12 @@ for cmd in "simulate --json $q" "topo --json $q" "plan --json --top 1 $q" "prese
   expect 0 "\"schema\": \"parasim\.$kind/1\"" -- "$parasim" $cmd
 done
 expect 0 '"schema": "parasim\.sweep/1"' -- "$parasim" sweep "$q" --vary plan.dp=1,2 --json
+# export --megatron: the plan as Megatron-LM's arguments.
+expect 0 "^--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 \\\\$" -- "$parasim" export --megatron "$src/scenarios/hybrid-32-gpus.yaml"
+expect 0 "--moe-layer-freq '\(\[0\]\*3\+\[1\]\*58\)'" -- "$parasim" export --megatron "$src/scenarios/large/moe-deepseek-v3.yaml"
+expect 0 "^--multi-latent-attention --kv-lora-rank 512 " -- "$parasim" export --megatron "$src/scenarios/large/moe-deepseek-v3.yaml"
+expect 0 "# note: an uneven split \(61 layers over 16 stages\)" -- "$parasim" export --megatron "$src/scenarios/large/moe-deepseek-v3.yaml"
+expect 2 "a generic layer list" -- "$parasim" export --megatron "$src/scenarios/cnn-lenet.yaml"
 # Exit codes that gate a script: 3 when the plan, or every plan, does not fit.
 big="--set model=gpt-30b --set plan.dp=1"
 expect 0 "does not fit in memory" -- "$parasim" check "$q" $big
