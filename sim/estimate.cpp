@@ -246,29 +246,23 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     const std::vector<plan::Gemm> head{plan::lm_head_gemm(m, t.micro_batch, p.tp, p.cp)};
     start_f = main.start_f;
     start_b = main.start_b;
-    for (int l = 0; l < layers; ++l) {
-      const auto li = static_cast<std::size_t>(l);
-      fwd[li] = main.f;
-      rec[li] = main.r;
-      bwd[li] = main.b;
-      tp_l[li] = main.tp;
-      cp_l[li] = main.cp;
-      ep_l[li] = main.ep;
-    }
-    if (m.moe() && m.dense_layers > 0) {
+    // Layers [from, to) cost `c` each.
+    auto fill = [&](const LayerCost& c, int from, int to) {
+      for (auto li = static_cast<std::size_t>(from); li < static_cast<std::size_t>(to); ++li) {
+        fwd[li] = c.f;
+        rec[li] = c.r;
+        bwd[li] = c.b;
+        tp_l[li] = c.tp;
+        cp_l[li] = c.cp;
+        ep_l[li] = c.ep;
+      }
+    };
+    fill(main, 0, layers);
+    if (m.moe() && m.dense_layers > 0) {  // a mixture of experts' dense first layers
       plan::KernelPlan dkp = kp;
       dkp.model = m.layer_spec(0);
       dkp.expert_load = 1.0;
-      const LayerCost dense = layer_cost(dkp.model, dkp);
-      for (int l = 0; l < std::min(layers, m.dense_layers); ++l) {
-        const auto li = static_cast<std::size_t>(l);
-        fwd[li] = dense.f;
-        rec[li] = dense.r;
-        bwd[li] = dense.b;
-        tp_l[li] = dense.tp;
-        cp_l[li] = dense.cp;
-        ep_l[li] = dense.ep;
-      }
+      fill(layer_cost(dkp.model, dkp), 0, std::min(layers, m.dense_layers));
     }
     const double sum = main.sum;
     const double gather = main.gather;

@@ -1,0 +1,101 @@
+// What the kernel lists of plan/kernels.cpp and plan/kernels_moe.cpp share: the list
+// builder with the plan's element sizes, a layer's dimensions on one rank, and the pieces
+// both halves of a layer use (residual adds, layer-norm backward); the latent attention's
+// and the mixture of experts' kernels, which kernels.cpp's layer lists call.
+#pragma once
+
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "plan/kernels.hpp"
+
+namespace parasim::plan::detail {
+
+// Builds a kernel list with the plan's element sizes.
+class Emit {
+ public:
+  explicit Emit(const KernelPlan& p) : p_(p) {}
+
+  void gemm(std::string_view name, long long m, long long n, long long k, long long batch = 1) {
+    out_.push_back({KernelKind::gemm, name, m, n, k, batch, p_.element, 0, 0.0, false});
+  }
+  // A weight gradient, accumulated into the main gradient.
+  void wgrad(std::string_view name, long long m, long long n, long long k, long long batch = 1) {
+    out_.push_back({KernelKind::gemm, name, m, n, k, batch, p_.element, p_.grad_element, 0.0, false});
+  }
+  // The local experts' GEMMs, grouped (one per expert, `batch` of them).
+  void expert(std::string_view name, long long m, long long n, long long k, long long batch) {
+    gemm(name, m, n, k, batch);
+    out_.back().fp8 = p_.fp8;
+  }
+  void expert_wgrad(std::string_view name, long long m, long long n, long long k, long long batch) {
+    wgrad(name, m, n, k, batch);
+    out_.back().fp8 = p_.fp8;
+  }
+  // A transformer linear layer's GEMM (its forward, data gradient or weight gradient): in
+  // FP8 under fp8 precision, as Transformer Engine runs them.
+  void linear(std::string_view name, long long m, long long n, long long k) {
+    gemm(name, m, n, k);
+    out_.back().fp8 = p_.fp8;
+  }
+  void linear_wgrad(std::string_view name, long long m, long long n, long long k) {
+    wgrad(name, m, n, k);
+    out_.back().fp8 = p_.fp8;
+  }
+  // fp8: a cast of `elements` 16-bit values to FP8 in both layouts (TE's cast-transpose:
+  // 2 bytes read, 1 + 1 written), after an amax pass over them under current scaling.
+  // Casts TE fuses into the kernel before (a layer norm, the activation) cost only that pass.
+  void fp8_cast(std::string_view name, double elements, bool fused) {
+    if (!p_.fp8) return;
+    if (p_.fp8_current) memory("fp8-amax", 2.0 * elements);
+    if (!fused) memory(name, 4.0 * elements);
+  }
+  void memory(std::string_view name, double bytes) {
+    out_.push_back({KernelKind::memory, name, 0, 0, 0, 1, p_.element, 0, bytes, false});
+  }
+  // FlashAttention over `m` queries and `n` keys (causal: the lower triangle only).
+  void flash(bool backward, long long m, long long n, long long d, long long batch, bool causal) {
+    out_.push_back({backward ? KernelKind::flash_backward : KernelKind::flash_forward,
+                    backward ? "flash-attention-bwd" : "flash-attention", m, n, d, batch, p_.element, 0, 0.0, causal});
+  }
+  std::vector<Kernel> take() {
+    std::vector<Kernel> out = std::move(out_);
+    out_.clear();
+    return out;
+  }
+
+ private:
+  const KernelPlan& p_;
+  std::vector<Kernel> out_;
+};
+
+// Element size, tokens (this rank's; Tl its sequence-parallel share), hidden, the query's
+// and keys' columns per tp rank, the MLP width, s² per head and batch; under MLA (and
+// equal to d otherwise) the query/key and value head widths dqk and dv, the queries' and
+// keys' columns (qw, kw) and the attention output's (o).
+struct Dims {
+  double e, T, Tl, h, q, kv, f, A, s, d, heads, qw, kw, o;
+  long long Ti, hi, qi, kvi, fi, si, di, bh, dqk, dvi, oi;
+};
+
+Dims dims_of(const KernelPlan& p);
+// FlashAttention's kernels take one head width: under MLA the mean of the query/key and
+// value widths, which gives the forward's FLOPs exactly.
+long long flash_head_dim(const Dims& x);
+void residual_forward(Emit& k, const KernelPlan& p, const Dims& x);
+void residual_backward(Emit& k, const KernelPlan& p, const Dims& x);
+void layer_norm_backward(Emit& k, const Dims& x);
+
+// Multi-head latent attention's projections in, forward and backward (kernels_moe.cpp).
+void mla_in_forward(Emit& k, const KernelPlan& p, const Dims& x);
+void mla_in_backward(Emit& k, const KernelPlan& p, const Dims& x);
+
+// A mixture of experts' MLP (kernels_moe.cpp): the router, permutation and (with tp = 1)
+// the shared experts; the local experts; the unpermutation and the router's backward.
+void shared_experts(Emit& k, const KernelPlan& p, const Dims& x, bool backward);
+void moe_prepare(Emit& k, const KernelPlan& p, const Dims& x, bool backward);
+void moe_experts(Emit& k, const KernelPlan& p, const Dims& x, bool backward);
+void moe_finish(Emit& k, const KernelPlan& p, const Dims& x, bool backward);
+
+}  // namespace parasim::plan::detail
