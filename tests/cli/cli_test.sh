@@ -38,6 +38,14 @@ tests_mpirun() { "$src/tests/exec/mpirun.sh" "$@"; }
 
 expect 0 "Usage|USAGE|usage" -- "$parasim" --help
 expect 0 "^parasim [0-9.]+ \(git [0-9a-z-]+\), built with the simulator" -- "$parasim" --version
+# Bash completion (scripts/parasim-completion.bash): subcommands and options from --help.
+complete_words() {  # complete_words WORD...: what completing the last word offers
+  bash -c 'source "$1/scripts/parasim-completion.bash"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _parasim; echo "${COMPREPLY[*]}"' \
+    _ "$src" "$@"
+}
+check "completion offers the subcommands" test "$(complete_words "$parasim" si)" = "simulate"
+check "completion offers a subcommand's options" test "$(complete_words "$parasim" plan --write-b)" = "--write-best"
+check "completion offers the backends" test "$(complete_words "$parasim" run x.yaml --backend c)" = "cpu cuda"
 # Every JSON document opens with its schema and the program's version and revision.
 expect 0 '^\{
   "schema": "parasim\.check/1",
