@@ -3,11 +3,44 @@
 #include <QCommandLineParser>
 #include <QElapsedTimer>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 
 #include "mainwindow.h"
 #include "parasim/config.hpp"
 
+namespace {
+
+bool has_arg(int argc, char** argv, std::initializer_list<const char*> names) {
+  for (int i = 1; i < argc; ++i) {
+    for (const char* n : names) {
+      if (std::strcmp(argv[i], n) == 0) return true;
+    }
+  }
+  return false;
+}
+
+bool set(const char* variable) {
+  const char* v = std::getenv(variable);
+  return v != nullptr && *v != '\0';
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // Without a display: --help and --version still answer, --screenshot and --export render
+  // offscreen, and anything else says what is missing instead of Qt aborting.
+  if (!set("DISPLAY") && !set("WAYLAND_DISPLAY") && !set("QT_QPA_PLATFORM")) {
+    if (has_arg(argc, argv, {"-h", "--help", "--help-all", "-v", "--version"}) ||
+        has_arg(argc, argv, {"--screenshot", "--export"})) {
+      ::setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    } else {
+      std::fprintf(stderr, "parasim-gui: no display (DISPLAY and WAYLAND_DISPLAY are unset): run it in a desktop "
+                           "session, or render views with --screenshot FILE or --export DIR, which work without one\n");
+      return 2;
+    }
+  }
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("parasim-gui"));
   QApplication::setApplicationVersion(QString::fromLatin1(parasim::config::version));

@@ -38,6 +38,12 @@ tests_mpirun() { "$src/tests/exec/mpirun.sh" "$@"; }
 
 expect 0 "Usage|USAGE|usage" -- "$parasim" --help
 expect 0 "^parasim [0-9.]+ \(git [0-9a-z-]+\), built with the simulator" -- "$parasim" --version
+# The dashboard without a display: --help answers, a window says what is missing.
+gui=$(dirname "$parasim")/../gui/parasim-gui
+if [ -x "$gui" ]; then
+  expect 0 "Usage: .*parasim-gui" -- env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM "$gui" --help
+  expect 2 "parasim-gui: no display" -- env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM "$gui" "$q"
+fi
 # Bash completion (scripts/parasim-completion.bash): subcommands and options from --help.
 complete_words() {  # complete_words WORD...: what completing the last word offers
   bash -c 'source "$1/scripts/parasim-completion.bash"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _parasim; echo "${COMPREPLY[*]}"' \
