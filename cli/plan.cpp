@@ -55,12 +55,14 @@ std::vector<std::string> best_overrides(const PlanArgs& a, const plan::Scenario&
 std::string best_scenario_yaml(const PlanArgs& a, const plan::Scenario& s, const sim::PlanReport& r) {
   struct Node {
     std::string value;
-    std::vector<std::pair<std::string, Node>> children;
+    std::vector<std::string> keys;  // the children's, in the order first set
+    std::vector<Node> children;
     Node& child(const std::string& key) {
-      for (auto& [k, n] : children) {
-        if (k == key) return n;
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (keys[i] == key) return children[i];
       }
-      return children.emplace_back(key, Node{}).second;
+      keys.push_back(key);
+      return children.emplace_back();
     }
   };
   Node root;
@@ -86,7 +88,9 @@ std::string best_scenario_yaml(const PlanArgs& a, const plan::Scenario& s, const
                                 units::format_count(best.tokens_per_s), 100 * best.mfu);
   out += fmt::format("extends: {}\n", base);
   auto emit = [&out](const auto& self, const Node& n, int depth) -> void {
-    for (const auto& [key, child] : n.children) {
+    for (std::size_t i = 0; i < n.children.size(); ++i) {
+      const std::string& key = n.keys[i];
+      const Node& child = n.children[i];
       out += std::string(static_cast<std::size_t>(2 * depth), ' ') + key + ":";
       if (child.children.empty()) {
         out += " " + child.value + "\n";
