@@ -5,16 +5,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sys/wait.h>
 #include <system_error>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cli/output.hpp"
 #include "exec/watchdog.hpp"
@@ -39,8 +39,12 @@ std::vector<std::string>& args() {
 }
 }  // namespace
 
-void set_command_line(int argc, char** argv) { args().assign(argv, argv + argc); }
-const std::vector<std::string>& command_line() { return args(); }
+void set_command_line(int argc, char** argv) {
+  args().assign(argv, argv + argc);
+}
+const std::vector<std::string>& command_line() {
+  return args();
+}
 
 bool under_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"}) {
@@ -62,8 +66,8 @@ extern "C" void forward_to_launcher(int sig) {
     throw UsageError(fmt::format("inside a Slurm allocation (job {}) the ranks are srun's to start: srun -n {} {}", job,
                                  ranks, fmt::join(argv, " ")));
   }
-  std::vector<std::string> cmd{"mpirun", "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none",
-                               "-x", "OPENBLAS_NUM_THREADS=1"};
+  std::vector<std::string> cmd{"mpirun", "-np", std::to_string(ranks),   "--oversubscribe", "--bind-to",
+                               "none",   "-x",  "OPENBLAS_NUM_THREADS=1"};
   for (std::size_t at = 0; at < mpirun_args.size();) {  // the user's, split at spaces
     const std::size_t from = mpirun_args.find_first_not_of(' ', at);
     if (from == std::string::npos) break;
@@ -92,7 +96,8 @@ extern "C" void forward_to_launcher(int sig) {
   // mpirun runs as a child, so its exit status becomes parasim's: 0, 2 for bad input, 1
   // for any failure (mpirun itself reports a killed rank as 137 or the like).
   int ready[2];
-  if (::pipe2(ready, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("cannot start mpirun: {}", std::strerror(errno)));
+  if (::pipe2(ready, O_CLOEXEC) != 0)
+    throw std::runtime_error(fmt::format("cannot start mpirun: {}", std::strerror(errno)));
   const pid_t child = ::fork();
   if (child < 0) throw std::runtime_error(fmt::format("cannot start mpirun: {}", std::strerror(errno)));
   if (child == 0) {
@@ -108,9 +113,10 @@ extern "C" void forward_to_launcher(int sig) {
   ::close(ready[0]);
   if (exec_failed) {
     ::waitpid(child, nullptr, 0);
-    throw UsageError(fmt::format("{} ranks are needed and mpirun could not be started ({}); install OpenMPI "
-                                 "(openmpi-bin) or start the ranks with your own launcher",
-                                 ranks, std::strerror(exec_errno)));
+    throw UsageError(
+        fmt::format("{} ranks are needed and mpirun could not be started ({}); install OpenMPI "
+                    "(openmpi-bin) or start the ranks with your own launcher",
+                    ranks, std::strerror(exec_errno)));
   }
   launcher_child = child;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
@@ -137,12 +143,27 @@ extern "C" void forward_to_launcher(int sig) {
     }
     std::fprintf(stderr, "error: the job ended with mpirun's status %d (a rank was killed or failed to start)\n", code);
   } else if (WIFSIGNALED(status)) {
-    std::fprintf(stderr, "error: mpirun was ended by signal %d (%s)\n", WTERMSIG(status), ::strsignal(WTERMSIG(status)));
+    std::fprintf(stderr, "error: mpirun was ended by signal %d (%s)\n", WTERMSIG(status),
+                 ::strsignal(WTERMSIG(status)));
   }
   std::_Exit(exit_failure);
 }
 
-plan::Scenario ScenarioArgs::load() const { return plan::load(path, overrides); }
+plan::Scenario ScenarioArgs::load() const {
+  return plan::load(path, overrides);
+}
+
+std::vector<std::string> plan_overrides(const ScenarioArgs& args, const plan::Scenario& s, const plan::Candidate& c,
+                                        int devices) {
+  std::vector<std::string> sets = args.overrides;
+  const plan::Scenario sized = plan::on_devices(s, devices);
+  if (sized.cluster.nodes != s.cluster.nodes) sets.push_back(fmt::format("cluster.nodes={}", sized.cluster.nodes));
+  if (sized.cluster.gpus_per_node != s.cluster.gpus_per_node) {
+    sets.push_back(fmt::format("cluster.gpus_per_node={}", sized.cluster.gpus_per_node));
+  }
+  for (const std::string& o : plan::overrides_of(c)) sets.push_back(o);
+  return sets;
+}
 
 std::string fitting_plan_advice(const ScenarioArgs& args, const plan::Scenario& s) {
   sim::PlanOptions options;
@@ -155,10 +176,10 @@ std::string fitting_plan_advice(const ScenarioArgs& args, const plan::Scenario& 
                        r.devices, args.path, sets);
   }
   const sim::PlanScore& best = r.ranked.front();
-  std::vector<std::string> sets = args.overrides;
-  for (const std::string& o : plan::overrides_of(best.candidate)) sets.push_back(o);
-  return fmt::format("the best of the {} plans that fit on these devices (estimated {} a step): parasim simulate {} --set {}",
-                     r.ranked.size(), units::format_duration(best.step_time), args.path, fmt::join(sets, " --set "));
+  const std::vector<std::string> sets = plan_overrides(args, s, best.candidate);
+  return fmt::format(
+      "the best of the {} plans that fit on these devices (estimated {} a step): parasim simulate {} --set {}",
+      r.ranked.size(), units::format_duration(best.step_time), args.path, fmt::join(sets, " --set "));
 }
 
 void require_fit(bool required, const plan::MemoryReport& memory, const plan::Scenario& s) {

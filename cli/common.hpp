@@ -9,6 +9,7 @@
 
 #include "plan/memory.hpp"
 #include "plan/scenario.hpp"
+#include "plan/search.hpp"
 
 namespace parasim::cli {
 
@@ -61,6 +62,11 @@ bool under_mpi();
 // With a stall timeout, the ranks' heartbeats are watched (exec/watchdog.hpp) and a rank
 // that stops ends the job, named.
 [[noreturn]] void relaunch_under_mpirun(int ranks, double stall_seconds = 0.0, const std::string& mpirun_args = "");
+
+// A plan the planner found as --set arguments: the scenario's own overrides, the cluster's
+// new size when the plan is for `devices` (0: the cluster's), the candidate's keys.
+std::vector<std::string> plan_overrides(const ScenarioArgs& args, const plan::Scenario& s, const plan::Candidate& c,
+                                        int devices = 0);
 
 // For a plan that does not fit: the best plan that does on the same devices, by the
 // planner's estimates (nothing re-simulated), as a line with the command that simulates it;

@@ -11,8 +11,8 @@
 #include "cli/common.hpp"
 #include "cli/json.hpp"
 #include "cli/progress.hpp"
-#include "plan/limits.hpp"
 #include "plan/describe.hpp"
+#include "plan/limits.hpp"
 #include "plan/search.hpp"
 #include "report/table.hpp"
 #include "sim/planner.hpp"
@@ -37,17 +37,9 @@ struct PlanArgs {
   std::string write_best;  // FILE: the best plan as a scenario
 };
 
-// The best plan as --set arguments: the scenario's own overrides, the cluster's new size,
-// the plan.
+// The best plan as --set arguments (common.hpp, plan_overrides).
 std::vector<std::string> best_overrides(const PlanArgs& a, const plan::Scenario& s, const sim::PlanReport& r) {
-  std::vector<std::string> sets = a.scenario.overrides;
-  const plan::Scenario sized = plan::on_devices(s, a.gpus);
-  if (sized.cluster.nodes != s.cluster.nodes) sets.push_back(fmt::format("cluster.nodes={}", sized.cluster.nodes));
-  if (sized.cluster.gpus_per_node != s.cluster.gpus_per_node) {
-    sets.push_back(fmt::format("cluster.gpus_per_node={}", sized.cluster.gpus_per_node));
-  }
-  for (const std::string& o : plan::overrides_of(r.ranked[0].candidate)) sets.push_back(o);
-  return sets;
+  return plan_overrides(a.scenario, s, r.ranked[0].candidate, a.gpus);
 }
 
 // --write-best: a scenario that extends the one planned (by its path from the new file's
@@ -83,9 +75,9 @@ std::string best_scenario_yaml(const PlanArgs& a, const plan::Scenario& s, const
   const fs::path dir = fs::absolute(fs::path(a.write_best)).parent_path();
   const std::string base = fs::absolute(fs::path(a.scenario.path)).lexically_relative(dir).generic_string();
   const sim::PlanScore& best = r.ranked[0];
-  std::string out = fmt::format("# parasim plan's best of {} plans that fit for {}: {} a step, {} tokens/s, MFU {:.1f} %\n",
-                                r.ranked.size(), s.source, units::format_duration(best.step_time),
-                                units::format_count(best.tokens_per_s), 100 * best.mfu);
+  std::string out = fmt::format(
+      "# parasim plan's best of {} plans that fit for {}: {} a step, {} tokens/s, MFU {:.1f} %\n", r.ranked.size(),
+      s.source, units::format_duration(best.step_time), units::format_count(best.tokens_per_s), 100 * best.mfu);
   out += fmt::format("extends: {}\n", base);
   auto emit = [&out](const auto& self, const Node& n, int depth) -> void {
     for (std::size_t i = 0; i < n.children.size(); ++i) {
@@ -98,7 +90,8 @@ std::string best_scenario_yaml(const PlanArgs& a, const plan::Scenario& s, const
       }
       out += "\n";
       // A preset name refined by keys below it: the name as the section's preset.
-      if (!child.value.empty()) out += std::string(static_cast<std::size_t>(2 * depth + 2), ' ') + "preset: " + child.value + "\n";
+      if (!child.value.empty())
+        out += std::string(static_cast<std::size_t>(2 * depth + 2), ' ') + "preset: " + child.value + "\n";
       self(self, child, depth + 1);
     }
   };
@@ -106,7 +99,9 @@ std::string best_scenario_yaml(const PlanArgs& a, const plan::Scenario& s, const
   return out;
 }
 
-const char* tier(const sim::PlanScore& p) { return p.simulated ? "simulated" : "estimate"; }
+const char* tier(const sim::PlanScore& p) {
+  return p.simulated ? "simulated" : "estimate";
+}
 
 nlohmann::ordered_json plan_json(const sim::PlanScore& p, std::size_t rank) {
   const plan::ParallelPlan& pl = p.candidate.plan;
@@ -136,15 +131,17 @@ nlohmann::ordered_json plan_json(const sim::PlanScore& p, std::size_t rank) {
 
 std::string csv_text(const sim::PlanReport& r) {
   std::string out =
-      "rank,dp,tp,pp,cp,ep,virtual_stages,schedule,micro_batch,recompute,zero,sequence_parallel,tp_comm_overlap,placement,step_time_s,"
+      "rank,dp,tp,pp,cp,ep,virtual_stages,schedule,micro_batch,recompute,zero,sequence_parallel,tp_comm_overlap,"
+      "placement,step_time_s,"
       "tokens_per_s,mfu,memory_bytes,tier,estimated_step_time_s,bottleneck\n";
   for (std::size_t i = 0; i < r.ranked.size(); ++i) {
     const sim::PlanScore& p = r.ranked[i];
     const plan::ParallelPlan& pl = p.candidate.plan;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{:.9g},{:.9g},{:.6g},{:.0f},{},{:.9g},\"{}\"\n", i + 1,
-                       pl.dp, pl.tp, pl.pp, pl.cp, pl.ep, pl.virtual_stages, plan::to_string(pl.schedule), p.candidate.micro_batch,
-                       plan::to_string(p.candidate.recompute), pl.zero, pl.sequence_parallel ? "true" : "false",
-                       pl.tp_comm_overlap ? "true" : "false", plan::placement_string(pl), p.step_time, p.tokens_per_s, p.mfu, p.memory, tier(p), p.estimate,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{:.9g},{:.9g},{:.6g},{:.0f},{},{:.9g},\"{}\"\n",
+                       i + 1, pl.dp, pl.tp, pl.pp, pl.cp, pl.ep, pl.virtual_stages, plan::to_string(pl.schedule),
+                       p.candidate.micro_batch, plan::to_string(p.candidate.recompute), pl.zero,
+                       pl.sequence_parallel ? "true" : "false", pl.tp_comm_overlap ? "true" : "false",
+                       plan::placement_string(pl), p.step_time, p.tokens_per_s, p.mfu, p.memory, tier(p), p.estimate,
                        p.bottleneck);
   }
   return out;
@@ -198,31 +195,26 @@ bool run_plan(const PlanArgs& a) {
   // Nothing fits: the smallest cluster on which something does (by memory alone).
   const int bigger = r.ranked.empty() && !under_mpi() ? sim::smallest_fitting_devices(s, r.devices) : 0;
   // Only plans that offload to host memory fit: the smallest cluster where one fits without.
-  const bool all_offload = !r.ranked.empty() && std::all_of(r.ranked.begin(), r.ranked.end(), [](const sim::PlanScore& p) {
-    return p.candidate.plan.offloads();
-  });
+  const bool all_offload =
+      !r.ranked.empty() && std::all_of(r.ranked.begin(), r.ranked.end(),
+                                       [](const sim::PlanScore& p) { return p.candidate.plan.offloads(); });
   const int without_offload = all_offload && !under_mpi() ? sim::smallest_fitting_devices(s, r.devices, false) : 0;
   if (a.json) {
     nlohmann::ordered_json plans = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json(r.ranked[i], i + 1));
     nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
     for (const auto& [reason, n] : r.rejected) reasons[reason] = n;
-    nlohmann::ordered_json j{{"scenario", s.name},
-                                   {"devices", r.devices},
-                                   {"capacity", r.capacity},
-                                   {"valid_plans", r.candidates},
-                                   {"fit", r.ranked.size()},
-                                   {"rejected", reasons},
-                                   {"resimulated", r.simulated},
-                                   {"plans", plans}};
+    nlohmann::ordered_json j{{"scenario", s.name},          {"devices", r.devices},   {"capacity", r.capacity},
+                             {"valid_plans", r.candidates}, {"fit", r.ranked.size()}, {"rejected", reasons},
+                             {"resimulated", r.simulated},  {"plans", plans}};
     if (r.ranked.empty()) j["smallest_fitting_devices"] = bigger;  // 0: none up to the limit
     if (all_offload) j["smallest_fitting_devices_without_offload"] = without_offload;
     std::cout << stamped("plan", j).dump(2) << "\n";
     return !r.ranked.empty();
   }
   namespace u = units;
-  fmt::print("planning {}: {} on {} device{} ({}, {} each)\n", s.name, s.model.name, r.devices, r.devices == 1 ? "" : "s",
-             s.cluster.device.name, u::format_bytes(r.capacity));
+  fmt::print("planning {}: {} on {} device{} ({}, {} each)\n", s.name, s.model.name, r.devices,
+             r.devices == 1 ? "" : "s", s.cluster.device.name, u::format_bytes(r.capacity));
   fmt::print("{} valid plans: {} fit, {} rejected", r.candidates, r.ranked.size(), rejected);
   std::string sep = " (";
   for (const auto& [reason, n] : r.rejected) {
@@ -230,8 +222,8 @@ bool run_plan(const PlanArgs& a) {
     sep = ", ";
   }
   fmt::print("{}\n", rejected > 0 ? ")" : "");
-  fmt::print("scored by the analytical tier in {}; the best {} simulated in {}\n\n", u::format_duration(r.score_seconds),
-             r.simulated, u::format_duration(r.resimulate_seconds));
+  fmt::print("scored by the analytical tier in {}; the best {} simulated in {}\n\n",
+             u::format_duration(r.score_seconds), r.simulated, u::format_duration(r.resimulate_seconds));
   if (r.ranked.empty()) {
     fmt::print("no plan fits in {} per device\n", u::format_bytes(r.capacity));
     if (bigger == 0) {
@@ -247,20 +239,22 @@ bool run_plan(const PlanArgs& a) {
     return !r.ranked.empty();
   }
   using A = report::Table::Align;
-  report::Table t({"#", "dp", "tp", "pp", "cp", "ep", "v", "schedule", "mb", "recompute", "zero", "sp", "placement", "step time",
-                   "tokens/s", "MFU", "memory", "tier", "bottleneck"},
-                  {A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left, A::right, A::left, A::right, A::left,
-                   A::left, A::right, A::right, A::right, A::right, A::left, A::left});
+  report::Table t({"#", "dp", "tp", "pp", "cp", "ep", "v", "schedule", "mb", "recompute", "zero", "sp", "placement",
+                   "step time", "tokens/s", "MFU", "memory", "tier", "bottleneck"},
+                  {A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left, A::right, A::left,
+                   A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::left, A::left});
   for (std::size_t i = 0; i < shown; ++i) {
     const sim::PlanScore& p = r.ranked[i];
     const plan::ParallelPlan& pl = p.candidate.plan;
     t.add_row({std::to_string(i + 1), std::to_string(pl.dp), std::to_string(pl.tp), std::to_string(pl.pp),
-               std::to_string(pl.cp), std::to_string(pl.ep), std::to_string(pl.virtual_stages), std::string(plan::to_string(pl.schedule)),
-               std::to_string(p.candidate.micro_batch), std::string(plan::to_string(p.candidate.recompute)),
-               plan::sharding_string(pl), pl.tp_comm_overlap ? "overlap" : pl.sequence_parallel ? "yes" : "no",
-               plan::placement_string(pl),
-               u::format_duration(p.step_time), u::format_count(p.tokens_per_s), fmt::format("{:.1f} %", 100 * p.mfu),
-               u::format_bytes(p.memory), tier(p), p.bottleneck});
+               std::to_string(pl.cp), std::to_string(pl.ep), std::to_string(pl.virtual_stages),
+               std::string(plan::to_string(pl.schedule)), std::to_string(p.candidate.micro_batch),
+               std::string(plan::to_string(p.candidate.recompute)), plan::sharding_string(pl),
+               pl.tp_comm_overlap     ? "overlap"
+               : pl.sequence_parallel ? "yes"
+                                      : "no",
+               plan::placement_string(pl), u::format_duration(p.step_time), u::format_count(p.tokens_per_s),
+               fmt::format("{:.1f} %", 100 * p.mfu), u::format_bytes(p.memory), tier(p), p.bottleneck});
   }
   fmt::print("{}", t.render());
   if (all_offload) {
@@ -279,12 +273,16 @@ bool run_plan(const PlanArgs& a) {
 
 void add_plan(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
-  CLI::App* cmd = app.add_subcommand("plan", "Search every valid plan for the scenario's model and cluster, ranked by throughput");
+  CLI::App* cmd =
+      app.add_subcommand("plan", "Search every valid plan for the scenario's model and cluster, ranked by throughput");
   args->scenario.add_to(*cmd);
   cmd->add_option("--gpus", args->gpus, "Plan for N devices (default: the cluster's; nodes are added or removed)")
       ->type_name("N")
       ->check(CLI::Range(1, static_cast<int>(plan::limits::gpus)));
-  cmd->add_option("--top", args->top, "Plans shown")->type_name("K")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--top", args->top, "Plans shown")
+      ->type_name("K")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--resimulate", args->resimulate, "Best plans scored again by the event simulator")
       ->type_name("R")
       ->check(CLI::NonNegativeNumber)
@@ -293,7 +291,8 @@ void add_plan(CLI::App& app) {
       ->type_name("T")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "Print JSON instead of tables");
-  cmd->add_option("--csv", args->csv, "Write every plan that fits, ranked, as CSV to FILE")->type_name("FILE")
+  cmd->add_option("--csv", args->csv, "Write every plan that fits, ranked, as CSV to FILE")
+      ->type_name("FILE")
       ->check(output_file());
   cmd->add_option("--write-best", args->write_best,
                   "Write the best plan as a scenario to FILE (it extends the one planned)")

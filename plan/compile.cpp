@@ -32,9 +32,7 @@ namespace parasim::plan {
 namespace detail {
 
 void Builder::make_layer_sets(const ModelSpec& spec, LayerSets& out) {
-  KernelPlan kp = kernel_plan_;
-  kp.model = spec;
-  kp.expert_load = spec.expert_load();
+  const KernelPlan kp = layer_kernel_plan(kernel_plan_, spec);
   for (int b = 0; b < 2; ++b) {
     out.kernels[b][0] = add_kernels(layer_kernels(kp, LayerPart::whole, b == 1));
     out.kernels[b][1] = add_kernels(layer_kernels(kp, LayerPart::attention, b == 1));

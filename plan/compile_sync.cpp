@@ -178,8 +178,8 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     double whole = 0.0;
     for (const GradientSource& g : src) {
       if (g.layer < 0 || g.layer >= m_.layer_count()) continue;
-      auto of = [&](const ModelSpec& spec) { return sp_sum ? spec.tp_whole_params() : spec.mla_down_params(); };
-      whole += m_.moe_layer(g.layer) || !m_.moe() ? of(m_) : of(m_.layer_spec(g.layer));
+      const ModelSpec spec = m_.layer_spec(g.layer);
+      whole += sp_sum ? spec.tp_whole_params() : spec.mla_down_params();
     }
     if (stage == p_.pp - 1 && sp_sum) whole += final_norm;
     if (sharded_grads()) whole /= p_.shard_size();  // each rank sums its shard of them

@@ -69,6 +69,13 @@ KernelPlan kernel_plan(const Scenario& s) {
   return p;
 }
 
+KernelPlan layer_kernel_plan(const KernelPlan& p, const ModelSpec& spec) {
+  KernelPlan out = p;
+  out.model = spec;
+  out.expert_load = spec.expert_load();
+  return out;
+}
+
 namespace detail {
 
 Dims dims_of(const KernelPlan& p) {

@@ -90,6 +90,9 @@ struct KernelPlan {
 };
 
 KernelPlan kernel_plan(const Scenario& s);
+// The same plan for layers built from `spec` (ModelSpec::layer_spec: a mixture of experts'
+// dense first layers): its model and routing load.
+KernelPlan layer_kernel_plan(const KernelPlan& p, const ModelSpec& spec);
 // Megatron's FusedScaleMaskSoftmax.is_kernel_available for a causal mask: 16-bit input,
 // 16 < s <= 16384, s % 4 == 0, and b·heads/tp a multiple of 4 and of the kernel's batches
 // per block (4 for s > 128: 128 threads, one warp per row; 8 at or below). Elsewhere (fp32

@@ -68,13 +68,14 @@ double backward_transient(const Scenario& s) {
   return s.model.moe() && s.model.dense_layers > 0 ? std::max(moe, backward_transient(s, s.model.layer_spec(0))) : moe;
 }
 
-// What one transformer layer of a spec puts on a rank: its parameters, the experts' share
-// of them, its stored activations per micro-batch, its FP8 weight copies.
+// What transformer layer `layer` (built from `m`, its layer_spec) puts on a rank: its
+// parameters, the experts' share of them, its stored activations per micro-batch, its FP8
+// weight copies.
 struct LayerFootprint {
   double parameters = 0.0, experts = 0.0, activation = 0.0, fp8_weights = 0.0;
 };
 
-LayerFootprint layer_footprint(const Scenario& s, const ModelSpec& m) {
+LayerFootprint layer_footprint(const Scenario& s, const ModelSpec& m, int layer) {
   const ParallelPlan& p = s.plan;
   const TrainingSpec& t = s.training;
   const int e = topology::dtype_bytes(topology::storage_dtype(t.precision));
@@ -82,8 +83,7 @@ LayerFootprint layer_footprint(const Scenario& s, const ModelSpec& m) {
   LayerFootprint f;
   // Expert parallelism holds experts / ep of each layer's experts.
   f.experts = expert_params_on_rank(m, p.tp, p.ep);
-  f.parameters = (m.params_per_layer() - m.tp_whole_params() - m.expert_params_per_layer()) / p.tp +
-                 m.tp_whole_params() + f.experts;
+  f.parameters = layer_params_on_rank(s.model, layer, p.tp, p.ep);
   // Context parallelism: 1/cp of every stored tensor (under FlashAttention none is s x s).
   f.activation = layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
                                         t.attention == Attention::flash, fp8 ? 1 : 0) /
@@ -109,8 +109,8 @@ MemoryReport memory_per_rank(const Scenario& s) {
   LayerFootprint main_layer;
   LayerFootprint dense_layer;
   if (m.kind == ModelKind::transformer) {
-    main_layer = layer_footprint(s, m);
-    dense_layer = m.moe() && m.dense_layers > 0 ? layer_footprint(s, m.layer_spec(0)) : main_layer;
+    main_layer = layer_footprint(s, m, m.moe() ? m.dense_layers : 0);
+    dense_layer = m.moe() && m.dense_layers > 0 ? layer_footprint(s, m.layer_spec(0), 0) : main_layer;
   }
   MemoryReport report;
   report.capacity = s.cluster.device.memory_bytes;

@@ -259,10 +259,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     };
     fill(main, 0, layers);
     if (m.moe() && m.dense_layers > 0) {  // a mixture of experts' dense first layers
-      plan::KernelPlan dkp = kp;
-      dkp.model = m.layer_spec(0);
-      dkp.expert_load = 1.0;
-      fill(layer_cost(dkp.model, dkp), 0, std::min(layers, m.dense_layers));
+      const plan::KernelPlan dense = plan::layer_kernel_plan(kp, m.layer_spec(0));
+      fill(layer_cost(dense.model, dense), 0, std::min(layers, m.dense_layers));
     }
     const double sum = main.sum;
     const double gather = main.gather;

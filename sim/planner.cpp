@@ -48,9 +48,14 @@ struct Watch {
   std::string_view phase;
   std::size_t total = 0;
   std::atomic<std::size_t> done{0};
+  void poll() const {
+    if (options != nullptr && options->cancel != nullptr && options->cancel->load(std::memory_order_relaxed)) {
+      throw Cancelled();
+    }
+  }
   void add(std::size_t n) {
     if (options == nullptr) return;
-    if (options->cancel != nullptr && options->cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    poll();
     const std::size_t now = done.fetch_add(n) + n;
     if (options->progress) options->progress(phase, now, total);
   }
@@ -138,7 +143,7 @@ void simulate_rows(const plan::Scenario& base, std::vector<PlanScore>& ranked, s
   const unsigned t = std::max(1U, std::min<unsigned>(threads, static_cast<unsigned>(end - begin)));
   run_workers(t, [&](unsigned w) {
       for (std::size_t i = begin + w; i < end; i += t) {
-        watch.add(0);  // a cancel stops before the next simulation
+        watch.poll();  // a cancel stops before the next simulation
         PlanScore& p = ranked[i];
         const plan::Scenario s = plan::with_candidate(base, p.candidate);
         const Prediction pred = predict(s);
