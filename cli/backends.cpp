@@ -11,9 +11,9 @@
 namespace parasim::cli {
 
 void add_backends(CLI::App& app) {
-  auto json = std::make_shared<bool>(false);
+  auto json = std::make_shared<JsonOption>();
   CLI::App* cmd = app.add_subcommand("backends", "Show the executor backends built in and whether they work here");
-  cmd->add_flag("--json", *json, "Print JSON");
+  json->add_to(*cmd, "The backends");
   cmd->callback([json] {
     report::Table t({"backend", "built", "usable", "detail"});
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
@@ -21,7 +21,8 @@ void add_backends(CLI::App& app) {
       t.add_row({b.name, b.built ? "yes" : "no", b.usable ? "yes" : "no", b.detail});
       j.push_back({{"name", b.name}, {"built", b.built}, {"usable", b.usable}, {"detail", b.detail}});
     }
-    std::cout << (*json ? stamped("backends", {{"backends", j}}).dump(2) + "\n" : t.render());
+    if (json->wanted()) write_output(json->path, stamped("backends", {{"backends", j}}).dump(2) + "\n");
+    if (!json->on_stdout()) std::cout << t.render();
   });
 }
 

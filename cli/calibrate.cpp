@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -38,7 +39,7 @@ struct CalibrateArgs {
   std::string device = "cpu-core";
   int ranks = 0;  // 0: one per core
   std::string out;
-  std::string json;
+  JsonOption json;
   std::string max_size = "256MiB";
   bool quick = false;
   std::string mpirun_args;
@@ -106,24 +107,27 @@ sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& devi
 
 std::string measurements_yaml(const exec::Calibration& c) {
   std::string y = "# What was measured (the simulator reads only the figures above).\nmeasurements:\n";
-  y += "  gemm:  # [m, n, k, form, dtype, seconds, FLOP/s]\n";
+  y += "  gemm:  # [m, n, k, form, dtype, seconds, FLOP/s, spread of 3 rounds], rejected ones commented out\n";
   for (const auto& g : c.gemms) {
-    y += fmt::format("    - [{}, {}, {}, {}, {}, {:.4g}, {:.4g}]\n", g.m, g.n, g.k, g.form, topology::to_string(g.dtype),
-                     g.seconds, g.rate());
+    y += fmt::format("    {}- [{}, {}, {}, {}, {}, {:.4g}, {:.4g}, {:.3f}]{}\n", g.rejected.empty() ? "" : "# ", g.m, g.n,
+                     g.k, g.form, topology::to_string(g.dtype), g.seconds, g.rate(), g.spread,
+                     g.rejected.empty() ? "" : "  rejected: " + g.rejected);
   }
-  y += "  kernels:  # [kernel, elements, bytes moved, seconds, bytes/s]\n";
+  y += "  kernels:  # [kernel, elements, bytes moved, seconds, bytes/s, spread of 3 rounds]\n";
   for (const auto& k : c.kernels) {
-    y += fmt::format("    - [{}, {}, {:.4g}, {:.4g}, {:.4g}]\n", k.kernel, k.elements, k.bytes, k.seconds, k.bandwidth());
+    y += fmt::format("    - [{}, {}, {:.4g}, {:.4g}, {:.4g}, {:.3f}]\n", k.kernel, k.elements, k.bytes, k.seconds,
+                     k.bandwidth(), k.spread);
   }
   y += fmt::format("  launch_seconds: {:.4g}\n", c.launch_seconds);
   if (c.sms > 0) {
     y += fmt::format("  multiprocessors: {}\n  issue_seconds: {:.4g}\n  device_launch_seconds: {:.4g}\n  post_seconds: {:.4g}\n",
                      c.sms, c.issue_seconds, c.device_launch_seconds, c.post_seconds);
   }
-  y += "  communication:  # [op, ranks, bytes, seconds, algbw bytes/s, busbw bytes/s]\n";
+  y += "  communication:  # [op, ranks, bytes, seconds, algbw bytes/s, busbw bytes/s, spread of 3 rounds]\n";
   for (const auto& s : c.comms) {
-    y += fmt::format("    - [{}, {}, {:.0f}, {:.4g}, {:.4g}, {:.4g}]\n", s.op, s.group, s.bytes, s.seconds, s.algbw(),
-                     s.busbw());
+    y += fmt::format("    {}- [{}, {}, {:.0f}, {:.4g}, {:.4g}, {:.4g}, {:.3f}]{}\n", s.rejected.empty() ? "" : "# ", s.op,
+                     s.group, s.bytes, s.seconds, s.algbw(), s.busbw(), s.spread,
+                     s.rejected.empty() ? "" : "  rejected: " + s.rejected);
   }
   return y;
 }
@@ -137,17 +141,20 @@ nlohmann::ordered_json calibration_json(const exec::Calibration& c, const sim::D
                     {"form", g.form},
                     {"dtype", topology::to_string(g.dtype)},
                     {"seconds", g.seconds},
+                    {"spread", g.spread},
                     {"flop_rate", g.rate()}});
+    if (!g.rejected.empty()) gemm.back()["rejected"] = g.rejected;
   }
   nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
   for (const auto& k : c.kernels) {
     kernels.push_back({{"kernel", k.kernel}, {"elements", k.elements}, {"bytes", k.bytes}, {"seconds", k.seconds},
-                       {"bandwidth", k.bandwidth()}});
+                       {"spread", k.spread}, {"bandwidth", k.bandwidth()}});
   }
   nlohmann::ordered_json comm = nlohmann::ordered_json::array();
   for (const auto& s : c.comms) {
-    comm.push_back({{"op", s.op}, {"ranks", s.group}, {"bytes", s.bytes}, {"seconds", s.seconds}, {"algbw", s.algbw()},
-                    {"busbw", s.busbw()}});
+    comm.push_back({{"op", s.op}, {"ranks", s.group}, {"bytes", s.bytes}, {"seconds", s.seconds}, {"spread", s.spread},
+                    {"algbw", s.algbw()}, {"busbw", s.busbw()}});
+    if (!s.rejected.empty()) comm.back()["rejected"] = s.rejected;
   }
   nlohmann::ordered_json eff = nlohmann::ordered_json::array();
   for (const auto& [size, e] : p.gemm_efficiency) eff.push_back({size, e});
@@ -180,19 +187,21 @@ nlohmann::ordered_json calibration_json(const exec::Calibration& c, const sim::D
 
 void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
   using A = report::Table::Align;
-  report::Table g({"GEMM m x n x k", "form", "dtype", "time", "rate per rank", "of best"},
-                  {A::left, A::left, A::left, A::right, A::right, A::right});
+  auto spread = [](double v) { return fmt::format("{:.0f} %", 100 * v); };
+  report::Table g({"GEMM m x n x k", "form", "dtype", "time", "spread", "rate per rank", "of best", ""},
+                  {A::left, A::left, A::left, A::right, A::right, A::right, A::right, A::left});
   for (const auto& s : c.gemms) {
     g.add_row({fmt::format("{} x {} x {}", s.m, s.n, s.k), s.form, std::string(topology::to_string(s.dtype)),
-               u::format_duration(s.seconds), u::format_flop_rate(s.rate()),
-               fmt::format("{:.0f} %", 100 * s.rate() / p.peak[static_cast<std::size_t>(s.dtype)])});
+               u::format_duration(s.seconds), spread(s.spread), u::format_flop_rate(s.rate()),
+               fmt::format("{:.0f} %", 100 * s.rate() / p.peak[static_cast<std::size_t>(s.dtype)]),
+               s.rejected.empty() ? "" : "rejected"});
   }
   fmt::print("\nGEMMs (every rank at once, operands cycled through {} to keep caches cold; of best: of the dtype's best)\n{}",
              u::format_bytes(static_cast<double>(exec::cold_cache_bytes)), g.render());
-  report::Table k({"kernel", "elements", "time", "bandwidth"}, {A::left, A::right, A::right, A::right});
+  report::Table k({"kernel", "elements", "time", "spread", "bandwidth"}, {A::left, A::right, A::right, A::right, A::right});
   for (const auto& s : c.kernels) {
     k.add_row({s.kernel, u::format_count(static_cast<double>(s.elements)), u::format_duration(s.seconds),
-               u::format_bandwidth(s.bandwidth())});
+               spread(s.spread), u::format_bandwidth(s.bandwidth())});
   }
   fmt::print("\nelement-wise kernels (bytes read and written per second)\n{}", k.render());
   fmt::print("kernel call overhead: {}\n", u::format_duration(c.launch_seconds));
@@ -203,11 +212,11 @@ void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
                c.post_seconds > 0.0 ? u::format_duration(c.post_seconds) : std::string("(one rank: not measured)"));
   }
   if (!c.comms.empty()) {
-    report::Table m({"op", "ranks", "size", "time", "algbw", "busbw"},
-                    {A::left, A::right, A::right, A::right, A::right, A::right});
+    report::Table m({"op", "ranks", "size", "time", "spread", "algbw", "busbw", ""},
+                    {A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::left});
     for (const auto& s : c.comms) {
-      m.add_row({s.op, std::to_string(s.group), u::format_bytes(s.bytes), u::format_duration(s.seconds),
-                 u::format_bandwidth(s.algbw()), u::format_bandwidth(s.busbw())});
+      m.add_row({s.op, std::to_string(s.group), u::format_bytes(s.bytes), u::format_duration(s.seconds), spread(s.spread),
+                 u::format_bandwidth(s.algbw()), u::format_bandwidth(s.busbw()), s.rejected.empty() ? "" : "rejected"});
     }
     fmt::print("\ncommunication (send/recv: one-way time of a ping-pong; busbw as nccl-tests)\n{}", m.render());
   }
@@ -223,6 +232,30 @@ void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
     fmt::print(", link {} + {}", u::format_bandwidth(p.intra_node->bandwidth), u::format_duration(p.intra_node->latency));
   }
   fmt::print("\n");
+  // Each measurement's rounds: how steady the host was, and what was set aside.
+  std::vector<double> spreads;
+  for (const auto& s : c.gemms) spreads.push_back(s.spread);
+  for (const auto& s : c.kernels) spreads.push_back(s.spread);
+  for (const auto& s : c.comms) spreads.push_back(s.spread);
+  std::sort(spreads.begin(), spreads.end());
+  if (!spreads.empty()) {
+    const double median = spreads[spreads.size() / 2];
+    fmt::print("spread between each measurement's 3 rounds: median {:.1f} %, largest {:.0f} %\n", 100 * median,
+               100 * spreads.back());
+    if (median > 0.10) {
+      fmt::print("warning: the rounds of a measurement differ by {:.0f} % (median): the host is busy or unsteady; "
+                 "calibrate again on an idle host\n",
+                 100 * median);
+    }
+  }
+  for (const auto& s : c.gemms) {
+    if (!s.rejected.empty()) {
+      fmt::print("rejected: GEMM {} x {} x {} {} {}: {}\n", s.m, s.n, s.k, s.form, topology::to_string(s.dtype), s.rejected);
+    }
+  }
+  for (const auto& s : c.comms) {
+    if (!s.rejected.empty()) fmt::print("rejected: {} on {} ranks, {}: {}\n", s.op, s.group, u::format_bytes(s.bytes), s.rejected);
+  }
 }
 
 void run_calibrate(const CalibrateArgs& a) {
@@ -239,6 +272,8 @@ void run_calibrate(const CalibrateArgs& a) {
     const int ranks = a.ranks > 0 ? a.ranks : a.backend == "cuda" ? 1 : cores;
     if (ranks > 1) relaunch_under_mpirun(ranks, 0.0, a.mpirun_args);
   }
+  std::optional<StdoutToStderr> json_alone;  // the tables to standard error while the JSON has standard output
+  json_alone.emplace(a.json.on_stdout());
   const std::unique_ptr<exec::Device> owned =
       exec::make_device(a.backend == "cuda" ? plan::Backend::cuda : plan::Backend::cpu, 0);
   exec::Device& dev = *owned;
@@ -282,10 +317,11 @@ void run_calibrate(const CalibrateArgs& a) {
   const std::string body = fmt::format("backend: {}\nranks: {}\n", a.backend, dev.world()) + sim::profile_yaml(p);
   OutputSet files;
   files.add(out, header + body + measurements_yaml(c));
-  if (!a.json.empty()) files.add(a.json, stamped("calibration", calibration_json(c, p)).dump(2) + "\n");
-  files.commit();
+  if (a.json.wanted()) files.add(a.json.path, stamped("calibration", calibration_json(c, p)).dump(2) + "\n");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("\nwrote {} (measured in {:.1f} s){}\n", out, secs, a.json.empty() ? "" : ", " + a.json);
+  fmt::print("\nwrote {} (measured in {:.1f} s){}\n", out, secs, a.json.wanted() && !a.json.on_stdout() ? ", " + a.json.path : "");
+  json_alone.reset();
+  files.commit();
 }
 
 #else
@@ -312,8 +348,7 @@ void add_calibrate(CLI::App& app) {
       ->type_name("ARGS");
   cmd->add_option("--out", a->out, "Profile to write (default: calibrate-BACKEND.yaml)")->type_name("FILE")
       ->check(output_file());
-  cmd->add_option("--json", a->json, "Also write every measurement as JSON to FILE")->type_name("FILE")
-      ->check(output_file());
+  a->json.add_to(*cmd, "Every measurement and the profile");
   cmd->add_option("--max-size", a->max_size, "Largest message measured (from 1KiB in steps of 4)")
       ->capture_default_str();
   cmd->add_flag("--quick", a->quick, "A small GEMM and kernel grid, for smoke tests");

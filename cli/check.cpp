@@ -17,25 +17,27 @@ namespace parasim::cli {
 void add_check(CLI::App& app) {
   struct Args {
     ScenarioArgs scenario;
-    bool json = false;
+    JsonOption json;
     bool require_fit = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("check", "Check a scenario and print it with every default filled in");
   args->scenario.add_to(*cmd);
-  cmd->add_flag("--json", args->json, "Print the resolved scenario as JSON (SI units)");
+  args->json.add_to(*cmd, "The resolved scenario and its memory (SI units)");
   cmd->add_flag("--require-fit", args->require_fit, "Exit with status 3 when the plan does not fit in memory");
   cmd->callback([args] {
     const plan::Scenario s = args->scenario.load();
     // The device profile too: simulate reads it, so check must refuse what simulate would.
     if (!s.hardware.profile.empty()) (void)sim::load_profile(s.hardware.profile, s.cluster.device);
     const plan::MemoryReport mem = plan::memory_per_rank(s);
-    if (args->json) {
+    if (args->json.wanted()) {
       auto j = plan::to_json(s);
       j["memory"] = memory_json(mem);
-      std::cout << stamped("check", j).dump(2) << '\n';
-      require_fit(args->require_fit, mem, s);
-      return;
+      write_output(args->json.path, stamped("check", j).dump(2) + "\n");
+      if (args->json.on_stdout()) {
+        require_fit(args->require_fit, mem, s);
+        return;
+      }
     }
     namespace u = units;
     using A = report::Table::Align;

@@ -6,7 +6,9 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "plan/memory.hpp"
@@ -22,6 +24,37 @@ nlohmann::ordered_json memory_json(const plan::MemoryReport& mem);
 
 // "parasim 0.1.0 (git 1a2b3c4d5e6f), built with ...": --version's line.
 std::string version_line();
+
+// --json [FILE], the same on every command. Bare (or "--json -"), the JSON goes to standard
+// output in place of the tables; with a FILE the command writes the JSON there and prints
+// its usual output as well.
+struct JsonOption {
+  std::string path;  // empty: not asked for; "-": standard output
+
+  void add_to(CLI::App& cmd, std::string_view what);
+  bool wanted() const { return !path.empty(); }
+  bool on_stdout() const { return path == "-"; }
+};
+
+// An option with an optional value would take the scenario after it for a file name, so
+// main() spells every "--json" out before parsing: followed by "-" or a name ending in
+// ".json" or ".json.gz" it becomes "--json=NAME", otherwise "--json=-". "--json=NAME"
+// always names a file.
+std::vector<std::string> spell_json_options(const std::vector<std::string>& args);
+
+// While it lives, what the command prints to standard output goes to standard error, so
+// that "--json" leaves standard output to the JSON alone (run, validate, calibrate: their
+// ranks print as they go).
+class StdoutToStderr {
+ public:
+  explicit StdoutToStderr(bool active);
+  ~StdoutToStderr();
+  StdoutToStderr(const StdoutToStderr&) = delete;
+  StdoutToStderr& operator=(const StdoutToStderr&) = delete;
+
+ private:
+  int saved_ = -1;
+};
 
 // This host's name, and the time now in UTC as ISO 8601 (comparison.json's provenance).
 std::string host_name();

@@ -2,6 +2,8 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -34,8 +36,12 @@ int main(int argc, char** argv) {
   add_sweep(app);
   add_export(app);
 
+  // "--json" takes a file name only when one follows (cli/json.hpp).
+  const std::vector<std::string> args = spell_json_options(std::vector<std::string>(argv, argv + argc));
+  std::vector<const char*> spelled;
+  for (const std::string& a : args) spelled.push_back(a.c_str());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(spelled.size()), spelled.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

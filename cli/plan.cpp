@@ -31,7 +31,7 @@ struct PlanArgs {
   int top = 10;
   int resimulate = 20;
   int threads = 0;
-  bool json = false;
+  JsonOption json;
   bool require_fit = false;
   std::string csv;
   std::string write_best;  // FILE: the best plan as a scenario
@@ -179,7 +179,7 @@ bool run_plan(const PlanArgs& a) {
     throw UsageError("this build has no MPI: run parasim plan without mpirun (it uses every core by itself)");
 #endif
   } else {
-    Progress progress(a.json);
+    Progress progress(a.json.on_stdout());
     if (progress.shown()) {
       options.progress = [&progress](std::string_view phase, std::size_t done, std::size_t total) {
         progress.update(phase, done, total);
@@ -199,7 +199,7 @@ bool run_plan(const PlanArgs& a) {
       !r.ranked.empty() && std::all_of(r.ranked.begin(), r.ranked.end(),
                                        [](const sim::PlanScore& p) { return p.candidate.plan.offloads(); });
   const int without_offload = all_offload && !under_mpi() ? sim::smallest_fitting_devices(s, r.devices, false) : 0;
-  if (a.json) {
+  if (a.json.wanted()) {
     nlohmann::ordered_json plans = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json(r.ranked[i], i + 1));
     nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
@@ -209,8 +209,8 @@ bool run_plan(const PlanArgs& a) {
                              {"resimulated", r.simulated},  {"plans", plans}};
     if (r.ranked.empty()) j["smallest_fitting_devices"] = bigger;  // 0: none up to the limit
     if (all_offload) j["smallest_fitting_devices_without_offload"] = without_offload;
-    std::cout << stamped("plan", j).dump(2) << "\n";
-    return !r.ranked.empty();
+    write_output(a.json.path, stamped("plan", j).dump(2) + "\n");
+    if (a.json.on_stdout()) return !r.ranked.empty();
   }
   namespace u = units;
   fmt::print("planning {}: {} on {} device{} ({}, {} each)\n", s.name, s.model.name, r.devices,
@@ -235,6 +235,7 @@ bool run_plan(const PlanArgs& a) {
                grown.cluster.nodes, grown.cluster.nodes == 1 ? "" : "s", grown.cluster.gpus_per_node);
     PlanArgs more = a;
     more.gpus = bigger;
+    more.json = {};  // the JSON was written: it names the smallest cluster
     run_plan(more);
     return !r.ranked.empty();
   }
@@ -290,7 +291,7 @@ void add_plan(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "Threads scoring plans (default: every core)")
       ->type_name("T")
       ->check(CLI::PositiveNumber);
-  cmd->add_flag("--json", args->json, "Print JSON instead of tables");
+  args->json.add_to(*cmd, "The ranked plans and the rejections");
   cmd->add_option("--csv", args->csv, "Write every plan that fits, ranked, as CSV to FILE")
       ->type_name("FILE")
       ->check(output_file());

@@ -37,9 +37,9 @@ std::string summary(const plan::PresetFile& p) {
 }  // namespace
 
 void add_presets(CLI::App& app) {
-  auto json = std::make_shared<bool>(false);
+  auto json = std::make_shared<JsonOption>();
   CLI::App* cmd = app.add_subcommand("presets", "List the built-in device, cluster and model presets");
-  cmd->add_flag("--json", *json, "Print JSON");
+  json->add_to(*cmd, "The presets");
   cmd->callback([json] {
     report::Table t({"kind", "name", "summary", "file"});
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
@@ -48,7 +48,8 @@ void add_presets(CLI::App& app) {
       t.add_row({std::string(p.kind), std::string(p.name), s, std::string(p.path)});
       j.push_back({{"kind", p.kind}, {"name", p.name}, {"summary", s}, {"file", p.path}});
     }
-    std::cout << (*json ? stamped("presets", {{"presets", j}}).dump(2) + "\n" : t.render());
+    if (json->wanted()) write_output(json->path, stamped("presets", {{"presets", j}}).dump(2) + "\n");
+    if (!json->on_stdout()) std::cout << t.render();
   });
 }
 

@@ -24,6 +24,7 @@
 #include "cli/common.hpp"
 #include "cli/json.hpp"
 #include "cli/output.hpp"
+#include "cli/run.hpp"
 #include "plan/describe.hpp"
 #include "plan/limits.hpp"
 #include "exec/backend.hpp"
@@ -43,22 +44,9 @@
 #endif
 
 namespace parasim::cli {
-namespace {
 
 namespace u = units;
 
-struct RunArgs {
-  ScenarioArgs scenario;
-  std::optional<int> steps;
-  std::optional<int> warmup;
-  std::string backend;
-  std::string trace;
-  std::string json;
-  std::string out;  // validate: folder for the traces and the comparison
-  std::optional<double> max_error;  // validate: percent
-  double stall = 60.0;
-  std::string mpirun_args;
-};
 
 plan::Scenario load_for_run(const RunArgs& a) {
   plan::Scenario s = a.scenario.load();
@@ -73,8 +61,6 @@ plan::Scenario load_for_run(const RunArgs& a) {
   return s;
 }
 
-// The memory each rank's tensors need, as the executor's allocator holds them: the
-// stage's total less the runtime's workspace (MPI or NCCL buffers, BLAS scratch).
 std::vector<double> rank_tensor_memory(const plan::Scenario& s, const plan::MemoryReport& mem) {
   std::vector<double> out;
   for (int r = 0; r < s.plan.world(); ++r) {
@@ -83,6 +69,8 @@ std::vector<double> rank_tensor_memory(const plan::Scenario& s, const plan::Memo
   }
   return out;
 }
+
+namespace {
 
 // MemAvailable from /proc/meminfo, in bytes; 0 where unknown.
 double host_available_memory() {
@@ -97,7 +85,8 @@ double host_available_memory() {
   return kib * 1024.0;
 }
 
-// Everything that can be refused before any rank starts: the backend, the model, memory.
+}  // namespace
+
 void precheck(const plan::Scenario& s) {
   const exec::BackendStatus b = exec::backend_status(plan::to_string(s.run.backend));
   if (!b.usable) throw UsageError(fmt::format("backend {} cannot run here: {}", b.name, b.detail));
@@ -122,10 +111,7 @@ void precheck(const plan::Scenario& s) {
 
 #ifdef PARASIM_HAVE_CPU_BACKEND
 
-struct Job {
-  exec::Measurement measured;
-  bool root = false;
-};
+namespace {
 
 // Runs the plan on this rank (every rank of the job calls it). Rank 0 prints progress.
 Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
@@ -179,7 +165,10 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   };
   Job job;
   try {
-    job.measured = exec::execute(s, dev, o);
+    for (int i = 0; i < a.repeat; ++i) {
+      if (root && !quiet && a.repeat > 1) fmt::print("run {} of {}\n", i + 1, a.repeat);
+      job.runs.push_back(exec::execute(s, dev, o));
+    }
   } catch (const exec::OutOfMemory& e) {
     std::cerr << "error: " << e.what() << '\n';
     dev.abort_all(exit_failure);
@@ -189,6 +178,12 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   }
   exec::watchdog::stop();
   job.root = root;
+  std::vector<std::size_t> order(job.runs.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return job.runs[x].median_seconds < job.runs[y].median_seconds;
+  });
+  job.median = order[order.size() / 2];
   return job;
 }
 
@@ -232,15 +227,16 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
   fmt::print("peak memory        {}\n", peaks);
 }
 
-// Outside MPI: the checks that need no rank, then restart under mpirun (more than one
-// rank). As a rank: run the job; rank 0 prints the summary.
+}  // namespace
+
 Job launch_and_run(const plan::Scenario& s, const RunArgs& a) {
   if (!under_mpi()) {
     precheck(s);
     if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world(), a.stall, a.mpirun_args);
   }
+  const StdoutToStderr json_alone(a.json.on_stdout());
   Job job = run_job(s, a, false);
-  if (job.root) print_summary(s, job.measured);
+  if (job.root) print_summary(s, job.measured());
   return job;
 }
 
@@ -258,15 +254,17 @@ nlohmann::ordered_json steps_json(const exec::Measurement& m) {
   return steps;
 }
 
+namespace {
+
 void run_run(const RunArgs& a) {
   const plan::Scenario s = load_for_run(a);
   const Job job = launch_and_run(s, a);
   if (!job.root) return;
-  const exec::Measurement& m = job.measured;
+  const exec::Measurement& m = job.measured();
   const topology::Cluster cluster(s.cluster);
   OutputSet out;
   if (!a.trace.empty()) out.add(a.trace, report::chrome_trace_file(m.trace, m.program, cluster, a.trace));
-  if (!a.json.empty()) {
+  if (a.json.wanted()) {
     nlohmann::ordered_json j{{"scenario", s.name},
                              {"ranks", s.plan.world()},
                              {"backend", plan::to_string(s.run.backend)},
@@ -277,124 +275,21 @@ void run_run(const RunArgs& a) {
                              {"expert_load", m.expert_load},
                              {"peak_memory", m.peak_memory},
                              {"steps", steps_json(m)}};
-    out.add(a.json, stamped("run", j).dump(2) + "\n");
+    out.add(a.json.path, stamped("run", j).dump(2) + "\n");
   }
   out.commit();
 }
 
-// A comparison row's name as an identifier: "expert load (busiest)" -> "expert_load_busiest".
-std::string metric_id(const std::string& name) {
-  std::string id;
-  for (char c : name) {
-    const bool word = std::isalnum(static_cast<unsigned char>(c)) != 0;
-    if (word) {
-      id += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    } else if (!id.empty() && id.back() != '_') {
-      id += '_';
-    }
-  }
-  while (!id.empty() && id.back() == '_') id.pop_back();
-  return id;
-}
-
-// validate's folder: made (and so proven writable) before any rank starts.
-std::string validate_dir(const RunArgs& a, const plan::Scenario& s) {
-  const std::string dir = a.out.empty() ? fmt::format("validate-{}", s.name) : a.out;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec || !std::filesystem::is_directory(dir)) {
-    throw UsageError(fmt::format("--out {}: cannot make the folder: {}", dir,
-                                 ec ? ec.message() : std::string("a file of that name is in the way")));
-  }
-  for (const char* f : {"/predicted.trace.json", "/measured.trace.json", "/comparison.json"}) {
-    check_output_path(dir + f, "--out");
-  }
-  return dir;
-}
-
-void run_validate(const RunArgs& a) {
-  const plan::Scenario s = load_for_run(a);
-  const std::string dir = validate_dir(a, s);
-  const Job job = launch_and_run(s, a);
-  if (!job.root) return;
-  const exec::Measurement& m = job.measured;
-
-  const topology::Cluster cluster(s.cluster);
-  const sim::Prediction prediction = sim::predict(s, {true, sim::FoldMode::never});
-  const report::StepFigures pf = report::step_figures(s, prediction.trace, cluster);
-  const report::StepFigures mf = report::step_figures(s, m.trace, cluster);
-  const plan::MemoryReport mem = plan::memory_per_rank(s);
-  // The executor's allocator holds the model's tensors; the runtime's workspace is outside
-  // it, so the comparison leaves it out of the prediction too.
-  const std::vector<double> predicted_memory = rank_tensor_memory(s, mem);
-  std::vector<report::ComparisonRow> rows =
-      report::compare(pf, prediction.trace, mf, m.trace, predicted_memory, m.peak_memory);
-  // Expert parallelism: the routing the prediction assumed (model.moe_imbalance) against
-  // the rows the busiest rank's experts computed.
-  if (m.expert_load > 0.0) rows.push_back({"expert load (busiest)", "ratio", s.model.expert_load(), m.expert_load});
-
-  using A = report::Table::Align;
-  report::Table t({"", "predicted", "measured", "error"}, {A::left, A::right, A::right, A::right});
-  for (const auto& r : rows) {
-    t.add_row({r.name, report::format_value(r, r.predicted), report::format_value(r, r.measured), report::format_error(r)});
-  }
-  fmt::print("\nprediction against measurement (median step; profile: {})\n{}",
-             s.hardware.profile.empty() ? "datasheet defaults, not calibrated" : s.hardware.profile, t.render());
-  if (const plan::Dtype stored = topology::storage_dtype(s.training.precision);
-      stored == plan::Dtype::bf16 || stored == plan::Dtype::fp16) {
-    fmt::print("note: the executor keeps {} tensors as rounded fp32 values, so it holds more memory than the\n"
-               "      prediction's 2-byte tensors; compare memory with training.precision fp32 or tf32\n",
-               topology::to_string(stored));
-  }
-  if (m.expert_load > 0.0 && std::abs(m.expert_load / s.model.expert_load() - 1.0) > 0.05) {
-    fmt::print("note: the router sent the busiest rank's experts {:.2f} x the mean's rows, the prediction assumed\n"
-               "      {:.2f} x; --set model.moe_imbalance={:.2f} predicts with the routing measured\n",
-               m.expert_load, s.model.expert_load(), m.expert_load);
-  }
-  if (s.training.precision == plan::Dtype::fp8) {
-    fmt::print("note: fp8 runs here as FP8 values in fp32 GEMMs (each linear layer's operands rounded to E4M3 or\n"
-               "      E5M2 under current scaling), at the bf16 rate, whatever training.fp8_recipe says\n");
-  }
-
-  OutputSet out;
-  out.add(dir + "/predicted.trace.json", report::chrome_trace_json(prediction.trace, prediction.program, cluster));
-  out.add(dir + "/measured.trace.json", report::chrome_trace_json(m.trace, m.program, cluster));
-  nlohmann::ordered_json cmp = nlohmann::ordered_json::array();
-  for (const auto& r : rows) {
-    const double e = r.error();
-    cmp.push_back({{"id", metric_id(r.name)}, {"metric", r.name}, {"unit", r.unit}, {"predicted", r.predicted}, {"measured", r.measured},
-                   {"error", std::isnan(e) ? nlohmann::ordered_json() : nlohmann::ordered_json(e)}});
-  }
-  nlohmann::ordered_json j{{"scenario", s.name},
-                           {"host", host_name()},
-                           {"date", utc_now()},
-                           {"ranks", s.plan.world()},
-                           {"backend", plan::to_string(s.run.backend)},
-                           {"model", m.model_note},
-                           {"profile", s.hardware.profile.empty() ? std::string("datasheet") : s.hardware.profile},
-                           {"traced_step", m.traced_step},
-                           {"comparison", cmp},
-                           {"steps", steps_json(m)}};
-  out.add(dir + "/comparison.json", stamped("comparison", j).dump(2) + "\n");
-  out.commit();
-  fmt::print("\nwrote {0}/predicted.trace.json, {0}/measured.trace.json, {0}/comparison.json\n", dir);
-  if (a.max_error) {
-    const double e = std::abs(rows.front().error()) * 100.0;  // the step time's
-    if (!(e <= *a.max_error)) {
-      throw ExitStatus(exit_error_exceeded, fmt::format("the predicted {} is {:.1f} % off the measured one, past "
-                                                        "--max-error {:g} %",
-                                                        rows.front().name, e, *a.max_error));
-    }
-  }
-}
+}  // namespace
 
 #else
 
+namespace {
 void run_run(const RunArgs& a) {
   precheck(load_for_run(a));  // names the missing backend
   throw UsageError(fmt::format("this build has no CPU executor: {}", exec::cpu_status().detail));
 }
-void run_validate(const RunArgs& a) { run_run(a); }
+}  // namespace
 
 #endif
 
@@ -422,31 +317,15 @@ void add_run_options(CLI::App& cmd, RunArgs& a) {
       ->capture_default_str();
 }
 
-}  // namespace
-
 void add_run(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Train the plan for real on the executor: step time, loss, throughput, memory");
   add_run_options(*cmd, *args);
   cmd->add_option("--trace", args->trace, "Write the measured step as Chrome-trace JSON to FILE")->type_name("FILE")
       ->check(output_file());
-  cmd->add_option("--json", args->json, "Write the measurements as JSON to FILE")->type_name("FILE")
-      ->check(output_file());
+  args->json.add_to(*cmd, "The measurements");
   cmd->callback([args] { run_run(*args); });
 }
 
-void add_validate(CLI::App& app) {
-  auto args = std::make_shared<RunArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "validate", "Predict the plan, run it for real, and show prediction and measurement side by side");
-  add_run_options(*cmd, *args);
-  cmd->add_option("--out", args->out, "Folder for both traces and the JSON comparison (default: validate-NAME)")
-      ->type_name("DIR");
-  cmd->add_option("--max-error", args->max_error,
-                  "Exit with status 4 when the predicted step time is more than PCT percent off the measured one")
-      ->type_name("PCT")
-      ->check(CLI::Range(0.0, 1e6));
-  cmd->callback([args] { run_validate(*args); });
-}
 
 }  // namespace parasim::cli

@@ -10,6 +10,7 @@
 
 #include "cli/common.hpp"
 #include "cli/json.hpp"
+#include "cli/output.hpp"
 #include "plan/describe.hpp"
 #include "plan/memory.hpp"
 #include "plan/program.hpp"
@@ -24,7 +25,7 @@ namespace {
 
 struct SimulateArgs {
   ScenarioArgs scenario;
-  bool json = false;
+  JsonOption json;
   bool require_fit = false;
   std::string trace;
   std::string fold = "auto";
@@ -133,7 +134,9 @@ void run_simulate(const SimulateArgs& a) {
   std::string trace_text;
   if (!a.trace.empty()) trace_text = report::chrome_trace_file(trace, program, cluster, a.trace);
 
-  if (a.json) {
+  OutputSet out;
+  if (!a.trace.empty()) out.add(a.trace, std::move(trace_text));
+  if (a.json.wanted()) {
     auto j = figures_json(f, mem);
     j["scenario"] = s.name;
     j["profile"] = s.hardware.profile.empty() ? nlohmann::ordered_json("datasheet") : nlohmann::ordered_json(s.hardware.profile);
@@ -144,8 +147,9 @@ void run_simulate(const SimulateArgs& a) {
                       {"simulated_ranks", prediction.simulated_ranks()},
                       {"folded_replicas", stats.replicas},
                       {"folding", program.one_replica() ? (stats.exact ? "exact" : "approximate") : "none"}};
-    std::cout << stamped("simulate", j).dump(2) << '\n';
-  } else {
+    out.add(a.json.path, stamped("simulate", j).dump(2) + "\n");
+  }
+  if (!a.json.on_stdout()) {
     // Colour on a terminal, unless NO_COLOR is set (https://no-color.org).
     const char* no_colour = std::getenv("NO_COLOR");
     const bool colour = ::isatty(STDOUT_FILENO) != 0 && (no_colour == nullptr || *no_colour == '\0');
@@ -212,7 +216,7 @@ void run_simulate(const SimulateArgs& a) {
     fmt::print("bottleneck: {}\n", mem.fits() ? f.bottleneck : "memory: the plan does not fit; " + f.bottleneck);
     if (!mem.fits()) fmt::print("{}\n", fitting_plan_advice(a.scenario, s));
   }
-  if (!a.trace.empty()) write_output(a.trace, trace_text);
+  out.commit();
   require_fit(a.require_fit, mem, s);
 }
 
@@ -222,7 +226,7 @@ void add_simulate(CLI::App& app) {
   auto args = std::make_shared<SimulateArgs>();
   CLI::App* cmd = app.add_subcommand("simulate", "Predict one training step: time, throughput, memory, where the time goes");
   args->scenario.add_to(*cmd);
-  cmd->add_flag("--json", args->json, "Print JSON instead of tables");
+  args->json.add_to(*cmd, "The prediction, memory and bottleneck");
   cmd->add_flag("--require-fit", args->require_fit, "Exit with status 3 when the plan does not fit in memory");
   cmd->add_option("--trace", args->trace, "Write the predicted step as Chrome-trace JSON (Perfetto) to FILE")
       ->type_name("FILE")

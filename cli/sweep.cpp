@@ -20,7 +20,7 @@ struct SweepArgs {
   std::vector<std::string> vary;
   std::string batch = "per-replica";
   bool fixed_nodes = false;
-  bool json = false;
+  JsonOption json;
   std::string csv;
   std::string plot;
 };
@@ -44,6 +44,9 @@ void run_sweep(const SweepArgs& a) {
   }
   if (!a.plot.empty() && !(a.plot.size() > 4 && a.plot.compare(a.plot.size() - 4, 4, ".svg") == 0)) {
     throw UsageError(fmt::format("--plot '{}': the plot is written as SVG; name the file *.svg", a.plot));
+  }
+  if (a.csv == "-" && a.json.on_stdout()) {
+    throw UsageError("--csv - and --json both write to standard output: give one of them a file");
   }
   const std::string name = a.scenario.load().name;  // a bad scenario fails here, naming its file and line
   sim::SweepOptions o;
@@ -75,9 +78,7 @@ void run_sweep(const SweepArgs& a) {
     out.add(a.csv, csv);
   }
   if (!a.plot.empty()) out.add(a.plot, sim::scaling_svg(points, name + ": throughput against GPUs"));
-  out.commit();
-  if (a.csv == "-") return;  // the CSV alone on standard output
-  if (a.json) {
+  if (a.json.wanted()) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const sim::SweepPoint& p : points) {
       nlohmann::ordered_json set = nlohmann::ordered_json::object();
@@ -92,9 +93,10 @@ void run_sweep(const SweepArgs& a) {
       }
       rows.push_back(row);
     }
-    std::cout << stamped("sweep", {{"scenario", name}, {"points", rows}}).dump(2) << "\n";
-    return;
+    out.add(a.json.path, stamped("sweep", {{"scenario", name}, {"points", rows}}).dump(2) + "\n");
   }
+  out.commit();
+  if (a.csv == "-" || a.json.on_stdout()) return;  // the CSV or the JSON alone on standard output
   using A = report::Table::Align;
   std::vector<std::string> header;
   std::vector<A> align;
@@ -142,7 +144,7 @@ void add_sweep(CLI::App& app) {
       ->check(CLI::IsMember({"per-replica", "fixed"}))
       ->capture_default_str();
   cmd->add_flag("--fixed-nodes", args->fixed_nodes, "Keep the cluster's nodes (default: add nodes to hold each plan)");
-  cmd->add_flag("--json", args->json, "Print JSON instead of a table");
+  args->json.add_to(*cmd, "Every point's figures");
   cmd->add_option("--csv", args->csv, "Write the table as CSV to FILE")->type_name("FILE")
       ->check(output_file());
   cmd->add_option("--plot", args->plot, "Write the scaling plot (tokens/s and ideal against GPUs) as SVG to FILE")

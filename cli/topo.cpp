@@ -18,7 +18,7 @@ namespace {
 
 struct TopoArgs {
   ScenarioArgs scenario;
-  bool json = false;
+  JsonOption json;
   std::string dot;
   std::vector<int> route;
 };
@@ -50,7 +50,7 @@ void run_topo(const TopoArgs& a) {
   topology::Router router(cluster);
   const topology::Route* route = a.route.empty() ? nullptr : &router.route(a.route[0], a.route[1]);
 
-  if (a.json) {
+  if (a.json.wanted()) {
     nlohmann::ordered_json j = {{"cluster", sum.name},
                                 {"nodes", sum.nodes},
                                 {"devices", sum.gpus},
@@ -67,8 +67,9 @@ void run_topo(const TopoArgs& a) {
       }
     }
     if (route != nullptr) j["route"] = route_json(cluster, *route);
-    std::cout << stamped("topo", j).dump(2) << '\n';
-  } else {
+    write_output(a.json.path, stamped("topo", j).dump(2) + "\n");
+  }
+  if (!a.json.on_stdout()) {
     fmt::print("cluster {}: {} node(s) x {} {} = {} devices\n", sum.name, sum.nodes, sum.gpus_per_node,
                s.cluster.device.name, sum.gpus);
     std::string kinds;
@@ -118,7 +119,7 @@ void add_topo(CLI::App& app) {
   auto args = std::make_shared<TopoArgs>();
   CLI::App* cmd = app.add_subcommand("topo", "Summarise the cluster graph: links, injection and bisection bandwidth");
   args->scenario.add_to(*cmd);
-  cmd->add_flag("--json", args->json, "Print JSON instead of a table");
+  args->json.add_to(*cmd, "The cluster, its links and the route");
   cmd->add_option("--dot", args->dot, "Write the graph in Graphviz format to FILE ('-' for standard output)")
       ->type_name("FILE")
       ->check(output_file());

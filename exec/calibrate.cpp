@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -82,11 +83,19 @@ void fill(Device& dev, Buffer& b, Value&& value) {
   dev.upload(b.f(), host.data(), host.size() * sizeof(float));
 }
 
-// Repeats `body` until `seconds` have passed (at least `min_reps` times, one untimed call
-// first) and returns the mean seconds of one call. The count is agreed over every rank, so
-// collectives inside `body` stay matched.
+// One measurement: the time of one call, as the median of three rounds' means, and how far
+// the rounds lie apart ((slowest - fastest) / median).
+struct Timing {
+  double seconds = 0.0;
+  double spread = 0.0;
+};
+
+// Repeats `body` in three rounds that last `seconds` together (one call each at least, one
+// untimed call first). The count is agreed over every rank, so collectives inside `body`
+// stay matched.
 template <typename Body>
-double time_call(Device& dev, double seconds, Body&& body, int min_reps = 3) {
+Timing time_call(Device& dev, double seconds, Body&& body) {
+  constexpr int rounds = 3;
   body();
   dev.synchronize();
   std::int64_t t0 = dev.now_ns();
@@ -94,12 +103,17 @@ double time_call(Device& dev, double seconds, Body&& body, int min_reps = 3) {
   dev.synchronize();
   std::array<double, 1> once{static_cast<double>(dev.now_ns() - t0) * 1e-9};
   dev.max_to_all(once);
-  const int reps = std::clamp(static_cast<int>(seconds / std::max(once[0], 1e-9)), min_reps, 100000);
-  dev.barrier();
-  t0 = dev.now_ns();
-  for (int i = 0; i < reps; ++i) body();
-  dev.synchronize();
-  return static_cast<double>(dev.now_ns() - t0) * 1e-9 / reps;
+  const int reps = std::clamp(static_cast<int>(seconds / rounds / std::max(once[0], 1e-9)), 1, 100000);
+  std::array<double, rounds> t{};
+  for (double& round : t) {
+    dev.barrier();
+    t0 = dev.now_ns();
+    for (int i = 0; i < reps; ++i) body();
+    dev.synchronize();
+    round = static_cast<double>(dev.now_ns() - t0) * 1e-9 / reps;
+  }
+  std::sort(t.begin(), t.end());
+  return {t[1], t[1] > 0.0 ? (t[2] - t[0]) / t[1] : 0.0};
 }
 
 double mean_over_ranks(Device& dev, double v) {
@@ -113,6 +127,11 @@ double max_over_ranks(Device& dev, double v) {
   dev.max_to_all(x);
   return x[0];
 }
+
+// The ranks' mean time (compute: each rank's own work) and their largest spread.
+Timing mean_over_ranks(Device& dev, Timing t) { return {mean_over_ranks(dev, t.seconds), max_over_ranks(dev, t.spread)}; }
+// The slowest rank's time (communication: it ends when the last rank has its data).
+Timing max_over_ranks(Device& dev, Timing t) { return {max_over_ranks(dev, t.seconds), max_over_ranks(dev, t.spread)}; }
 
 // A training step reads each weight and activation once per GEMM, mostly from memory
 // rather than cache; so each shape cycles through enough copies of its operands to
@@ -135,7 +154,7 @@ void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
     for (const plan::Dtype d : o.gemm_precisions) {
       dev.set_gemm_precision(d);
       for (const int form : {0, 1, 2}) {
-        const double t = time_call(dev, o.seconds_per_point, [&] {
+        const Timing t = time_call(dev, o.seconds_per_point, [&] {
           const std::size_t i = next++ % copies;
           const float* pa = a.f() + i * a_n;
           const float* pb = b.f() + i * b_n;
@@ -144,7 +163,8 @@ void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
           if (form == 1) dev.gemm(false, true, m, n, k, 1.0F, pa, k, pb, k, 0.0F, pc, n);
           if (form == 2) dev.gemm(true, false, m, n, k, 1.0F, pa, m, pb, n, 0.0F, pc, n);
         });
-        c.gemms.push_back({m, n, k, d, mean_over_ranks(dev, t), form == 1 ? "NT" : form == 2 ? "TN" : "NN"});
+        const Timing all = mean_over_ranks(dev, t);
+        c.gemms.push_back({m, n, k, d, all.seconds, form == 1 ? "NT" : form == 2 ? "TN" : "NN", all.spread});
       }
     }
   }
@@ -175,8 +195,8 @@ void measure_kernels(Device& dev, const CalibrateOptions& o, Calibration& c) {
     const double e = sizeof(float);
     const auto nd = static_cast<double>(n);
     auto add = [&](std::string name, double bytes, auto&& body) {
-      const double s = time_call(dev, o.seconds_per_point, body);
-      c.kernels.push_back({std::move(name), n, bytes, mean_over_ranks(dev, s)});
+      const Timing all = mean_over_ranks(dev, time_call(dev, o.seconds_per_point, body));
+      c.kernels.push_back({std::move(name), n, bytes, all.seconds, all.spread});
     };
     add("layer_norm_forward", 2 * e * nd,
         [&] { dev.layer_norm_forward(y.f(), mean, rstd, x.f(), gamma.f(), beta.f(), rows, width); });
@@ -198,7 +218,7 @@ void measure_kernels(Device& dev, const CalibrateOptions& o, Calibration& c) {
   Buffer tiny = dev.zeroed_floats(16);
   c.launch_seconds = mean_over_ranks(dev, time_call(dev, o.seconds_per_point, [&] {
                                        dev.accumulate(tiny.f(), tiny.f(), 1);
-                                     }));
+                                     }).seconds);
 }
 
 double median(std::vector<double> v) {
@@ -286,7 +306,7 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
   if (progress) progress("send/recv between ranks 0 and 1");
   for (const std::int64_t bytes : sizes) {
     const std::int64_t count = bytes / 4;
-    const double round_trip = time_call(dev, o.seconds_per_point, [&] {
+    const Timing round_trip = time_call(dev, o.seconds_per_point, [&] {
       float* buf = cold(count);
       if (me == 0) {
         dev.wait(dev.send(buf, count, 1, 7));
@@ -296,7 +316,8 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
         dev.wait(dev.send(buf, count, 0, 8));
       }
     });
-    c.comms.push_back({"send/recv", 2, static_cast<double>(bytes), max_over_ranks(dev, round_trip) / 2});
+    const Timing slowest = max_over_ranks(dev, round_trip);
+    c.comms.push_back({"send/recv", 2, static_cast<double>(bytes), slowest.seconds / 2, slowest.spread});
   }
 
   int key = 900;
@@ -312,14 +333,15 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
         const std::int64_t count = bytes / 4 / g * g;  // whole blocks of g
         if (count == 0) continue;
         const std::vector<std::int64_t> counts(static_cast<std::size_t>(g), count / g);
-        const double t = time_call(dev, o.seconds_per_point, [&] {
+        const Timing t = time_call(dev, o.seconds_per_point, [&] {
           if (!in) return;
           float* buf = cold(count);
           if (op == "all-reduce") dev.wait(dev.all_reduce(buf, count, comm));
           if (op == "reduce-scatter") dev.wait(dev.reduce_scatter(buf, counts, comm));
           if (op == "all-gather") dev.wait(dev.all_gather(buf, counts, comm));
         });
-        c.comms.push_back({op, g, static_cast<double>(count * 4), max_over_ranks(dev, in ? t : 0.0)});
+        const Timing slowest = max_over_ranks(dev, in ? t : Timing{});
+        c.comms.push_back({op, g, static_cast<double>(count * 4), slowest.seconds, slowest.spread});
       }
     }
   }
@@ -345,17 +367,65 @@ Calibration calibrate(Device& dev, const CalibrateOptions& options,
   say("the host's and the device's part of a kernel");
   measure_issue(dev, c);
   measure_comms(dev, options, c, [&](std::string_view what) { say(what); });
+  reject_outliers(c);
   return c;
+}
+
+std::size_t reject_outliers(Calibration& c) {
+  std::size_t rejected = 0;
+  std::vector<std::string> why(c.gemms.size());
+  for (std::size_t i = 0; i < c.gemms.size(); ++i) {
+    const GemmSample& g = c.gemms[i];
+    std::vector<double> near;
+    for (std::size_t j = 0; j < c.gemms.size(); ++j) {
+      const GemmSample& h = c.gemms[j];
+      const double ratio = h.size() / g.size();
+      if (j != i && h.dtype == g.dtype && ratio >= 0.8 && ratio <= 1.25 && h.seconds > 0.0) near.push_back(h.rate());
+    }
+    if (near.size() < 2 || g.seconds <= 0.0) continue;
+    const double typical = median(near);
+    if (g.rate() < typical / 4 || g.rate() > typical * 4) {
+      why[i] = fmt::format("{:.3g} FLOP/s against {:.3g} for GEMMs of its size", g.rate(), typical);
+    }
+  }
+  for (std::size_t i = 0; i < c.gemms.size(); ++i) {
+    if (why[i].empty()) continue;
+    c.gemms[i].rejected = std::move(why[i]);
+    ++rejected;
+  }
+  // Each collective and group's series, by size.
+  std::vector<CommSample*> series;
+  for (CommSample& s : c.comms) series.push_back(&s);
+  std::stable_sort(series.begin(), series.end(), [](const CommSample* a, const CommSample* b) {
+    return std::tie(a->op, a->group, a->bytes) < std::tie(b->op, b->group, b->bytes);
+  });
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    CommSample& s = *series[i];
+    const bool next = i + 1 < series.size() && series[i + 1]->op == s.op && series[i + 1]->group == s.group;
+    const bool before = i > 0 && series[i - 1]->op == s.op && series[i - 1]->group == s.group;
+    if (next && s.seconds > 2.0 * series[i + 1]->seconds) {
+      s.rejected = fmt::format("took {:.3g} s, more than twice the {:.0f}-byte message's {:.3g} s", s.seconds,
+                               series[i + 1]->bytes, series[i + 1]->seconds);
+    } else if (!next && before && s.seconds > 16.0 * series[i - 1]->seconds) {
+      s.rejected = fmt::format("took {:.3g} s, more than 16 times the {:.0f}-byte message's {:.3g} s", s.seconds,
+                               series[i - 1]->bytes, series[i - 1]->seconds);
+    }
+    if (!s.rejected.empty()) ++rejected;
+  }
+  return rejected;
 }
 
 ProfileFit fit_profile(const Calibration& c) {
   ProfileFit f;
   auto at = [](plan::Dtype d) { return static_cast<std::size_t>(d); };
-  for (const GemmSample& g : c.gemms) f.peak[at(g.dtype)] = std::max(f.peak[at(g.dtype)], g.rate());
+  for (const GemmSample& g : c.gemms) {
+    if (g.rejected.empty()) f.peak[at(g.dtype)] = std::max(f.peak[at(g.dtype)], g.rate());
+  }
   if (!c.gemms.empty()) {
     // Half-octave bins of size: bin i holds sizes in [2^(i/2 - 1/4), 2^(i/2 + 1/4)).
     std::vector<std::pair<long, std::pair<double, double>>> keyed;  // bin, (size, efficiency)
     for (const GemmSample& g : c.gemms) {
+      if (!g.rejected.empty()) continue;
       keyed.push_back({std::lround(2.0 * std::log2(g.size())), {g.size(), g.rate() / f.peak[at(g.dtype)]}});
     }
     std::sort(keyed.begin(), keyed.end());
@@ -395,7 +465,7 @@ ProfileFit fit_profile(const Calibration& c) {
   double best_any = 0.0;
   const CommSample* smallest = nullptr;
   for (const CommSample& s : c.comms) {
-    if (s.op != "send/recv") continue;
+    if (s.op != "send/recv" || !s.rejected.empty()) continue;
     best_any = std::max(best_any, s.algbw());
     if (s.bytes >= double(1 << 20)) best_large = std::max(best_large, s.algbw());
     if (smallest == nullptr || s.bytes < smallest->bytes) smallest = &s;
@@ -403,7 +473,7 @@ ProfileFit fit_profile(const Calibration& c) {
   f.link_bandwidth = best_large > 0.0 ? best_large : best_any;
   if (smallest != nullptr) f.link_latency = std::max(0.0, smallest->seconds - smallest->bytes / f.link_bandwidth);
   for (const CommSample& s : c.comms) {
-    if (s.op != "send/recv") f.collectives.push_back({s.op, s.group, s.bytes, s.busbw()});
+    if (s.op != "send/recv" && s.rejected.empty()) f.collectives.push_back({s.op, s.group, s.bytes, s.busbw()});
   }
   std::stable_sort(f.collectives.begin(), f.collectives.end(), [](const auto& a, const auto& b) {
     return std::tie(a.op, a.group, a.bytes) < std::tie(b.op, b.group, b.bytes);

@@ -47,7 +47,9 @@ struct CalibrateOptions {
   bool large_shapes = false;  // GPU-sized grid: hidden 1024 to 12288, squares to 8192
   std::int64_t min_comm_bytes = 1 << 10;
   std::int64_t max_comm_bytes = std::int64_t{256} << 20;
-  double seconds_per_point = 0.02;  // repeat a measurement at least this long (and 3 times)
+  // Each measurement runs in three rounds lasting this long together (one call each at
+  // least); its time is the median round's mean, its spread how far the rounds lie apart.
+  double seconds_per_point = 0.02;
   bool quick = false;               // a small GEMM grid and kernel sizes (smoke tests)
 };
 
@@ -56,6 +58,8 @@ struct GemmSample {
   plan::Dtype dtype = plan::Dtype::fp32;
   double seconds = 0.0;    // one GEMM, mean over the ranks
   std::string form = "NN";  // NN: C = A·B, NT: C = A·Bᵀ, TN: C = Aᵀ·B (B stored n x k, A k x m)
+  double spread = 0.0;      // (slowest round - fastest round) / median round, the largest over the ranks
+  std::string rejected{};   // why reject_outliers() set it aside; empty: used
   [[nodiscard]] double flops() const { return 2.0 * m * static_cast<double>(n) * k; }
   [[nodiscard]] double rate() const { return flops() / seconds; }
   [[nodiscard]] double size() const;  // cube root of m·n·k
@@ -66,6 +70,7 @@ struct KernelSample {
   std::int64_t elements = 0;
   double bytes = 0.0;      // moved by one call: what it reads and writes
   double seconds = 0.0;    // one call, mean over the ranks
+  double spread = 0.0;
   [[nodiscard]] double bandwidth() const { return bytes / seconds; }
 };
 
@@ -74,6 +79,8 @@ struct CommSample {
   int group = 2;
   double bytes = 0.0;    // the whole buffer
   double seconds = 0.0;  // slowest rank's mean; one-way time for send/recv
+  double spread = 0.0;
+  std::string rejected{};
   [[nodiscard]] double algbw() const { return bytes / seconds; }
   [[nodiscard]] double busbw() const;
 };
@@ -101,6 +108,17 @@ struct Calibration {
 Calibration calibrate(Device& dev, const CalibrateOptions& options,
                       const std::function<void(std::string_view)>& progress = {});
 
+// Sets aside (GemmSample::rejected, CommSample::rejected, with the reason) what cannot be
+// the machine's behaviour, so that one disturbed measurement does not set a figure:
+//   * a GEMM whose rate is under a quarter or over four times the median rate of the
+//     GEMMs of its dtype within 25 % of its size (its other forms, similar shapes), where
+//     there are two such or more;
+//   * a message that took more than twice as long as the next larger one of the same
+//     collective and group (4 times the bytes), or the largest, more than 16 times as long
+//     as the one before it.
+// calibrate() calls it; returns how many it set aside.
+std::size_t reject_outliers(Calibration& c);
+
 struct ProfileFit {
   std::array<double, topology::dtype_count> peak{};                         // FLOP/s, the best GEMM per dtype; 0: not measured
   std::vector<std::pair<double, double>> efficiency;    // (size, fraction of peak), ascending
@@ -123,7 +141,7 @@ struct ProfileFit {
   std::vector<Collective> collectives;
 };
 
-// Pure: the same measurements give the same fit.
+// Pure: the same measurements give the same fit. Rejected samples take no part.
 //   peak: per dtype, the best GEMM rate measured in it;
 //   efficiency: each sample's rate over its dtype's peak, binned by half-octaves of size,
 //     each bin's median efficiency at the bin's geometric-mean size;

@@ -64,6 +64,20 @@ for cmd in "simulate --json $q" "topo --json $q" "plan --json --top 1 $q" "prese
   expect 0 "\"schema\": \"parasim\.$kind/1\"" -- "$parasim" $cmd
 done
 expect 0 '"schema": "parasim\.sweep/1"' -- "$parasim" sweep "$q" --vary plan.dp=1,2 --json
+# --json [FILE] on every command: bare, the JSON alone on standard output (before or after
+# the scenario); with a FILE, the JSON there and the usual output too.
+for cmd in "check" "simulate" "topo" "plan --top 1" "sweep --vary plan.dp=1,2"; do
+  kind=${cmd%% *}
+  # shellcheck disable=SC2086
+  check "$kind --json before the scenario prints JSON alone" bash -c '"$@" | python3 -c "import json,sys; json.load(sys.stdin)"' _ "$parasim" $kind --json "$q" ${cmd#"$kind"}
+  # shellcheck disable=SC2086
+  expect 0 "^(scenario|planning|cluster|sweep|ok|  *)" -- "$parasim" $kind "$q" ${cmd#"$kind"} --json "$work/$kind.json"
+  check "$kind --json FILE writes the $kind schema" grep -q "\"schema\": \"parasim.$kind/1\"" "$work/$kind.json"
+done
+expect 0 '^kind +name' -- "$parasim" presets --json="$work/p.out"
+check "--json=FILE takes any name" grep -q '"schema": "parasim.presets/1"' "$work/p.out"
+expect 2 "--csv - and --json both write to standard output" -- "$parasim" sweep "$q" --vary plan.dp=1,2 --csv - --json
+expect 2 "--json: .*nope/x.json: the folder .*nope does not exist" -- "$parasim" simulate "$q" --json "$work/nope/x.json"
 # export --megatron: the plan as Megatron-LM's arguments.
 expect 0 "^--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 \\\\$" -- "$parasim" export --megatron "$src/scenarios/hybrid-32-gpus.yaml"
 expect 0 "--moe-layer-freq '\(\[0\]\*3\+\[1\]\*58\)'" -- "$parasim" export --megatron "$src/scenarios/large/moe-deepseek-v3.yaml"
@@ -141,6 +155,17 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   check "the comparison's metrics have identifiers" grep -q '"id": "step_time"' "$work/val/comparison.json"
   check "the comparison says where and when it was measured" grep -Eq '"date": "20[0-9-]+T[0-9:]+Z"' "$work/val/comparison.json"
   check "the comparison carries its schema" grep -q '"schema": "parasim.comparison/1"' "$work/val/comparison.json"
+  # --repeat: the median run compared, each figure's spread over the runs; --json alone on
+  # standard output, the steps and tables on standard error.
+  "$parasim" validate "$q" --steps 2 --warmup 0 --repeat 3 --out "$work/valr" --json >"$work/valr.out" 2>"$work/valr.err"
+  check "validate --json prints the comparison alone" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['runs'] == 3, d['runs']; r=d['comparison'][0]; assert r['measured_min'] <= r['measured'] <= r['measured_max']" "$work/valr.out"
+  check "validate --repeat shows the spread" grep -Eq "^step time .* [0-9.]+ ms \.\. [0-9.]+ ms$" "$work/valr.err"
+  check "validate --repeat says which run it compares" grep -q "median step of run [123], the median of 3 runs" "$work/valr.err"
+  check "the comparison says how busy the host was" grep -q '"busy_before": ' "$work/valr.out"
+  expect 2 "--repeat: Value 0 not in range" -- "$parasim" validate "$q" --repeat 0
+  # A profile measured on another host: the comparison warns.
+  sed 's/^# on [^ ]* (/# on elsewhere (/' "$src/scenarios/hardware/profiles/epyc-2core.yaml" >"$work/other-host.yaml"
+  expect 0 "warning: the profile .*other-host.yaml was measured on elsewhere, this is " -- "$parasim" validate "$q" --steps 1 --warmup 0 --set hardware.profile="$work/other-host.yaml" --out "$work/valo"
   # --max-error: past it the comparison is still written, and the status says so.
   expect 4 "off the measured one, past --max-error 0 %" -- "$parasim" validate "$q" --steps 1 --warmup 0 --out "$work/val0" --max-error 0
   check "a validate past --max-error still writes its comparison" test -s "$work/val0/comparison.json"
@@ -178,6 +203,8 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   check "profile lists every measurement" grep -q "^    - \[all-reduce, 2, 65536," "$work/prof.yaml"
   check "profile has collective curves" grep -q "^    - \[2, 65536, [0-9.]*\]" "$work/prof.yaml"
   check "calibration JSON written" grep -q '"busbw"' "$work/prof.json"
+  check "calibration JSON has each measurement's spread" grep -q '"spread": ' "$work/prof.json"
+  check "calibrate reports the rounds' spread" grep -q "^spread between each measurement's 3 rounds: median" <("$parasim" calibrate --quick --ranks 1 --max-size 4KiB --out "$work/prof1.yaml")
   expect 0 "device profile +.*prof.yaml \\(measured\\)" -- "$parasim" simulate "$q" --set hardware.profile="$work/prof.yaml"
   expect 0 "profile: .*prof.yaml" -- "$parasim" validate "$q" --steps 2 --warmup 0 --set hardware.profile="$work/prof.yaml" --out "$work/val2"
   expect 2 "--max-size must be at least 1KiB" -- "$parasim" calibrate --max-size 12B --out "$work/none.yaml"

@@ -127,3 +127,49 @@ TEST_CASE("on a device that queues kernels, the host's costs and the device's la
   f = fit_profile(c);
   CHECK(f.host_communication == 5.5e-6);
 }
+
+TEST_CASE("a GEMM far from its neighbours' rate is set aside and sets no peak", "[exec][calibrate]") {
+  using parasim::plan::Dtype;
+  auto gemm = [](int n, double rate, const char* form) {
+    return GemmSample{n, n, n, Dtype::fp32, 2.0 * n * n * n / rate, form};
+  };
+  Calibration c;
+  // 64³ in three forms at 50, 60 and 55 GFLOP/s; two more 64³ samples, one timed 15 x too
+  // fast (900: over 4 x the others' median) and one 11 x too slow (5: under a quarter).
+  // 512³ has no neighbour within 25 % of its size: kept, however it ran.
+  c.gemms = {gemm(64, 50e9, "NN"), gemm(64, 60e9, "NT"), gemm(64, 55e9, "TN"), gemm(64, 900e9, "NN"),
+             gemm(64, 5e9, "NT"), gemm(512, 1e9, "NN")};
+  CHECK(reject_outliers(c) == 2);
+  CHECK(c.gemms[0].rejected.empty());
+  CHECK(c.gemms[2].rejected.empty());
+  // Each against the median of the other four 64³ samples: (50 + 55) / 2 and (55 + 60) / 2.
+  CHECK_THAT(c.gemms[3].rejected, Catch::Contains("9e+11 FLOP/s against 5.25e+10"));
+  CHECK_THAT(c.gemms[4].rejected, Catch::Contains("5e+09 FLOP/s against 5.75e+10"));
+  CHECK(c.gemms[5].rejected.empty());
+  const ProfileFit f = fit_profile(c);
+  CHECK(f.peak[0] == Approx(60e9));  // not the 900 set aside
+  REQUIRE(f.efficiency.size() == 2);
+  CHECK(f.efficiency[0].second == Approx(55.0 / 60.0));  // median of 50, 60, 55 over 60
+}
+
+TEST_CASE("a message slower than one four times larger is set aside; a latency-bound series is not",
+          "[exec][calibrate]") {
+  Calibration c;
+  // 1 KiB to 4 MiB: latency-bound at first (the time barely grows), then bandwidth-bound.
+  const double times[] = {2e-6, 3e-6, 6e-6, 20e-6, 70e-6, 260e-6, 1.0e-3};
+  for (int i = 0; i < 7; ++i) c.comms.push_back({"all-reduce", 2, double(1024 << (2 * i)), times[i]});
+  CHECK(reject_outliers(c) == 0);
+  // The 1 MiB all-reduce disturbed to 16 s (64 KB/s), and the 4 MiB one to 1 s (over 16 x
+  // the 1 MiB one's 260 us): both set aside, the others kept.
+  c.comms[5].seconds = 16.0;
+  CHECK(reject_outliers(c) == 1);
+  CHECK_THAT(c.comms[5].rejected, Catch::Contains("more than twice the 4194304-byte message's"));
+  c.comms[5].seconds = 260e-6;
+  c.comms[5].rejected.clear();
+  c.comms[6].seconds = 1.0;
+  CHECK(reject_outliers(c) == 1);
+  CHECK_THAT(c.comms[6].rejected, Catch::Contains("more than 16 times"));
+  const ProfileFit f = fit_profile(c);
+  CHECK(f.collectives.size() == 6);  // the 4 MiB point takes no part in the curve
+  CHECK(f.collectives.back().bytes == double(1 << 20));
+}
