@@ -7,6 +7,7 @@
 
 #include "cli/common.hpp"
 #include "cli/json.hpp"
+#include "cli/progress.hpp"
 #include "cli/output.hpp"
 #include "report/table.hpp"
 #include "sim/sweep.hpp"
@@ -53,11 +54,16 @@ void run_sweep(const SweepArgs& a) {
   o.per_replica_batch = a.batch == "per-replica";
   o.grow_nodes = !a.fixed_nodes;
   std::vector<sim::SweepPoint> points;
+  Progress progress(a.json.on_stdout() || a.csv == "-");
+  if (progress.shown()) {
+    o.progress = [&progress](std::size_t done, std::size_t total) { progress.update("simulating the grid", done, total); };
+  }
   try {
     points = sim::sweep(a.scenario.path, a.scenario.overrides, axes, o);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+  progress.clear();
 
   // Outputs are written whole, as a set, once everything has run.
   OutputSet out;
@@ -77,7 +83,9 @@ void run_sweep(const SweepArgs& a) {
     }
     out.add(a.csv, csv);
   }
-  if (!a.plot.empty()) out.add(a.plot, sim::scaling_svg(points, name + ": throughput against GPUs"));
+  if (!a.plot.empty()) {
+    out.add(a.plot, sim::sweep_svg(points, axes, fmt::format("{}: throughput against {}", name, axes.front().key)));
+  }
   if (a.json.wanted()) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const sim::SweepPoint& p : points) {
@@ -147,7 +155,7 @@ void add_sweep(CLI::App& app) {
   args->json.add_to(*cmd, "Every point's figures");
   cmd->add_option("--csv", args->csv, "Write the table as CSV to FILE")->type_name("FILE")
       ->check(output_file());
-  cmd->add_option("--plot", args->plot, "Write the scaling plot (tokens/s and ideal against GPUs) as SVG to FILE")
+  cmd->add_option("--plot", args->plot, "Write the plot as SVG to FILE: tokens/s against the first --vary, a line per value of the others, the ideal line where the GPU count changes")
       ->type_name("FILE.svg")
       ->check(output_file());
   cmd->callback([args] { run_sweep(*args); });

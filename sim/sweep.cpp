@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -117,6 +116,7 @@ std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::st
       p.error = e.what();
     }
     out.push_back(std::move(p));
+    if (options.progress) options.progress(out.size(), total);
   }
   if (std::all_of(out.begin(), out.end(), [](const SweepPoint& p) { return !p.error.empty(); })) {
     throw std::invalid_argument(fmt::format("no point of the sweep could be predicted; the first: {}", out.front().error));
@@ -139,102 +139,6 @@ std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::st
     }
   }
   return out;
-}
-
-namespace {
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string scaling_svg(const std::vector<SweepPoint>& points, const std::string& title) {
-  std::vector<const SweepPoint*> ok;
-  for (const SweepPoint& p : points) {
-    if (p.error.empty()) ok.push_back(&p);
-  }
-  std::stable_sort(ok.begin(), ok.end(), [](const SweepPoint* a, const SweepPoint* b) { return a->gpus < b->gpus; });
-  // Without a change of GPU count the points stand side by side in the grid's order,
-  // labelled with their values, without the ideal line.
-  const bool scaling = ok.empty() || ok.front()->scaling;
-  constexpr double width = 720, height = 460, left = 90, right = 30, top = 50, bottom = 60;
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"28\" text-anchor=\"middle\" font-size=\"15\">{3}</text>\n",
-      width, height, width / 2, escape(title));
-  if (ok.empty()) return svg + "<text x=\"50%\" y=\"50%\" text-anchor=\"middle\">no point could be simulated</text>\n</svg>\n";
-  const double g0 = std::log2(ok.front()->gpus);
-  const double g1 = std::max(g0 + 1.0, std::log2(ok.back()->gpus));
-  double ymax = 0.0;
-  for (const SweepPoint* p : ok) ymax = std::max({ymax, p->tokens_per_s, p->ideal});
-  // A round top for the axis: 1, 2 or 5 x 10^k above the largest value.
-  const double decade = std::pow(10.0, std::floor(std::log10(ymax)));
-  double ytop = decade;
-  for (double f : {1.0, 2.0, 5.0, 10.0}) {
-    if (f * decade >= ymax) {
-      ytop = f * decade;
-      break;
-    }
-  }
-  std::map<const SweepPoint*, std::size_t> index;
-  for (std::size_t i = 0; i < ok.size(); ++i) index[ok[i]] = i;
-  auto xp = [&](const SweepPoint* p) {
-    if (!scaling) return left + (static_cast<double>(index[p]) + 0.5) / static_cast<double>(ok.size()) * (width - left - right);
-    return left + (std::log2(p->gpus) - g0) / (g1 - g0) * (width - left - right);
-  };
-  auto y = [&](double v) { return height - bottom - v / ytop * (height - top - bottom); };
-  // Axes, grid and labels.
-  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", left, height - bottom, width - right);
-  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n", left, top, height - bottom);
-  for (int i = 0; i <= 5; ++i) {
-    const double v = ytop * i / 5;
-    svg += fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>\n", left, y(v), width - right);
-    svg += fmt::format("<text x=\"{0}\" y=\"{1:.1f}\" text-anchor=\"end\">{2:.4g}</text>\n", left - 6, y(v) + 4, v);
-  }
-  for (const SweepPoint* p : ok) {
-    const std::string label = scaling ? std::to_string(p->gpus) : escape(fmt::format("{}", fmt::join(p->values, ", ")));
-    svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1}\" text-anchor=\"middle\">{2}</text>\n", xp(p), height - bottom + 18, label);
-  }
-  svg += fmt::format("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\">{2}</text>\n", (left + width - right) / 2,
-                     height - 15, scaling ? "GPUs" : "point (its values)");
-  svg += fmt::format("<text x=\"20\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 20 {0})\">tokens/s</text>\n",
-                     (top + height - bottom) / 2);
-  // Ideal (dashed) and predicted lines, points labelled with their efficiency.
-  std::string ideal, pred;
-  for (const SweepPoint* p : ok) {
-    ideal += fmt::format("{:.1f},{:.1f} ", xp(p), y(p->ideal));
-    pred += fmt::format("{:.1f},{:.1f} ", xp(p), y(p->tokens_per_s));
-  }
-  if (scaling) {
-    svg += "<polyline fill=\"none\" stroke=\"#888\" stroke-dasharray=\"6 4\" stroke-width=\"1.5\" points=\"" + ideal + "\"/>\n";
-  }
-  svg += "<polyline fill=\"none\" stroke=\"#2a6fdb\" stroke-width=\"2\" points=\"" + pred + "\"/>\n";
-  for (const SweepPoint* p : ok) {
-    svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#2a6fdb\"/>\n", xp(p), y(p->tokens_per_s));
-    if (!scaling) continue;
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#2a6fdb\">{:.0f} %</text>\n", xp(p),
-                       y(p->tokens_per_s) - 10, 100 * p->efficiency);
-  }
-  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#2a6fdb\" stroke-width=\"2\"/>"
-                     "<text x=\"{3}\" y=\"{4}\">predicted tokens/s{5}</text>\n",
-                     left + 10, top + 10, left + 40, left + 46, top + 14, scaling ? " (efficiency %)" : "");
-  if (!scaling) return svg + "</svg>\n";
-  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#888\" stroke-dasharray=\"6 4\"/>"
-                     "<text x=\"{3}\" y=\"{4}\">ideal: linear from the smallest point</text>\n",
-                     left + 10, top + 28, left + 40, left + 46, top + 32);
-  return svg + "</svg>\n";
 }
 
 }  // namespace parasim::sim

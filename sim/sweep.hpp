@@ -10,6 +10,7 @@
 // efficiency is a point's throughput over it.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct SweepAxis {
 struct SweepOptions {
   bool per_replica_batch = true;
   bool grow_nodes = true;
+  // Told after each point (points done, points in all); may be empty.
+  std::function<void(std::size_t, std::size_t)> progress;
 };
 
 struct SweepPoint {
@@ -50,8 +53,14 @@ SweepAxis parse_axis(const std::string& text);
 std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::string>& overrides,
                               const std::vector<SweepAxis>& axes, const SweepOptions& options = {});
 
-// The scaling plot as SVG: tokens/s of each successful point against GPUs (log 2 axis),
-// the ideal line dashed, efficiency labelled at each point.
-std::string scaling_svg(const std::vector<SweepPoint>& points, const std::string& title);
+// The sweep as an SVG plot (sim/sweep_plot.cpp): tokens/s of each point predicted against
+// the first axis's values, one line per series (each combination of the other axes' values,
+// named in the legend). The x axis is logarithmic when its values are numbers spanning 8 x
+// or more, linear for other numbers, and the values side by side in the grid's order when
+// they are not numbers. Where the grid changes the GPU count, each series has its ideal
+// line (dashed) and its points their efficiency; on a logarithmic x axis tokens/s is
+// logarithmic too, so that the ideal line, proportional to the GPUs, is straight.
+std::string sweep_svg(const std::vector<SweepPoint>& points, const std::vector<SweepAxis>& axes,
+                      const std::string& title);
 
 }  // namespace parasim::sim

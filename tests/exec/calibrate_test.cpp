@@ -152,7 +152,7 @@ TEST_CASE("a GEMM far from its neighbours' rate is set aside and sets no peak", 
   CHECK(f.efficiency[0].second == Approx(55.0 / 60.0));  // median of 50, 60, 55 over 60
 }
 
-TEST_CASE("a message slower than one four times larger is set aside; a latency-bound series is not",
+TEST_CASE("a message slower than one four times larger is set aside, a latency-bound series is not",
           "[exec][calibrate]") {
   Calibration c;
   // 1 KiB to 4 MiB: latency-bound at first (the time barely grows), then bandwidth-bound.

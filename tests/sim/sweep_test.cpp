@@ -1,5 +1,7 @@
 // parasim sweep: the grid's order, each point as the loader and simulator give it
 // independently, weak scaling and node growth, the ideal line and efficiency, the plot.
+#include <sstream>
+
 #include <catch2/catch.hpp>
 
 #include "plan/load.hpp"
@@ -33,13 +35,16 @@ TEST_CASE("without a change of GPU count a sweep has no ideal line or efficiency
     CHECK(p.ideal == 0.0);
     CHECK(p.efficiency == 0.0);
   }
-  const std::string svg = sim::scaling_svg(pts, "precision");
-  CHECK(svg.find("stroke-dasharray=\"6 4\" stroke-width") == std::string::npos);  // no ideal line
+  const std::string svg = sim::sweep_svg(pts, {sim::parse_axis("training.precision=fp32,bf16")}, "precision");
+  CHECK(svg.find("class=\"ideal\"") == std::string::npos);  // no ideal line
   CHECK(svg.find(">fp32<") != std::string::npos);  // the points labelled with their values
   CHECK(svg.find("efficiency") == std::string::npos);
+  CHECK(svg.find(">training.precision<") != std::string::npos);  // the x axis is the varied key
   const std::vector<sim::SweepPoint> grown = sim::sweep(quickstart, {}, {sim::parse_axis("plan.dp=1,2")});
   CHECK(grown[1].scaling);
-  CHECK(sim::scaling_svg(grown, "dp").find("stroke-dasharray=\"6 4\" stroke-width") != std::string::npos);
+  const std::string dp = sim::sweep_svg(grown, {sim::parse_axis("plan.dp=1,2")}, "dp");
+  CHECK(dp.find("class=\"ideal\"") != std::string::npos);
+  CHECK(dp.find(">plan.dp<") != std::string::npos);  // 1 to 2: a linear axis
 }
 
 TEST_CASE("the grid is every combination, the last axis fastest, each point predicted as loaded", "[sweep]") {
@@ -80,10 +85,54 @@ TEST_CASE("fixed batch and fixed nodes keep the scenario's, a point that fails k
   // dp 4 on the scenario's 2 ranks: the loader's message, naming the key.
   CHECK_THAT(pts[2].error, Catch::Contains("plan.dp") && Catch::Contains("the cluster has 2"));
   CHECK(pts[2].gpus == 0);
-  const std::string svg = sim::scaling_svg(pts, "quickstart <dp>");
+  const std::string svg = sim::sweep_svg(pts, {sim::parse_axis("plan.dp=1,2,4")}, "quickstart <dp>");
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK(svg.find("quickstart &lt;dp&gt;") != std::string::npos);
   std::size_t circles = 0;
   for (std::size_t at = svg.find("<circle"); at != std::string::npos; at = svg.find("<circle", at + 1)) ++circles;
   CHECK(circles == 2);  // one per simulated point
+}
+
+namespace {
+// The points of each polyline of `cls` in an SVG, as (x, y) pairs.
+std::vector<std::vector<std::pair<double, double>>> polylines(const std::string& svg, const std::string& cls) {
+  std::vector<std::vector<std::pair<double, double>>> out;
+  const std::string tag = "<polyline class=\"" + cls + "\"";
+  for (std::size_t at = svg.find(tag); at != std::string::npos; at = svg.find(tag, at + 1)) {
+    const std::size_t from = svg.find("points=\"", at) + 8;
+    std::istringstream in(svg.substr(from, svg.find('"', from) - from));
+    std::vector<std::pair<double, double>> line;
+    double x = 0, y = 0;
+    char comma = 0;
+    while (in >> x >> comma >> y) line.emplace_back(x, y);
+    out.push_back(line);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("a 2-D sweep plots a line per series against the first axis, on a log axis the ideal straight",
+          "[sweep]") {
+  const std::vector<sim::SweepAxis> axes{sim::parse_axis("plan.dp=1,2,4,8"), sim::parse_axis("plan.tp=1,2")};
+  const std::vector<sim::SweepPoint> pts = sim::sweep(quickstart, {}, axes);
+  const std::string svg = sim::sweep_svg(pts, axes, "dp x tp");
+  const auto series = polylines(svg, "series");
+  REQUIRE(series.size() == 2);  // tp 1 and tp 2, in the legend
+  CHECK(svg.find(">plan.tp=1<") != std::string::npos);
+  CHECK(svg.find(">plan.tp=2<") != std::string::npos);
+  CHECK(svg.find(">plan.dp (log scale)<") != std::string::npos);  // 1 to 8
+  for (const auto& line : series) {
+    REQUIRE(line.size() == 4);
+    // dp 1, 2, 4, 8 evenly spaced on the log axis.
+    CHECK(line[1].first - line[0].first == Approx(line[2].first - line[1].first));
+    CHECK(line[2].first - line[1].first == Approx(line[3].first - line[2].first));
+  }
+  // The ideal tokens/s doubles with dp: on log-log axes its points lie on one straight line.
+  const auto ideal = polylines(svg, "ideal");
+  REQUIRE(ideal.size() == 2);
+  for (const auto& line : ideal) {
+    REQUIRE(line.size() == 4);
+    const double slope = (line[1].second - line[0].second) / (line[1].first - line[0].first);
+    CHECK((line[3].second - line[2].second) / (line[3].first - line[2].first) == Approx(slope).margin(0.01));
+  }
 }
