@@ -188,6 +188,53 @@ void require_fit(bool required, const plan::MemoryReport& memory, const plan::Sc
                                             plan::describe_memory(memory)));
 }
 
+std::string sets_yaml(const std::vector<std::string>& sets) {
+  struct Node {
+    std::string value;
+    std::vector<std::string> keys;  // the children's, in the order first set
+    std::vector<Node> children;     // parallel to keys (clang refuses a pair with the incomplete Node)
+    Node& child(const std::string& key) {
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (keys[i] == key) return children[i];
+      }
+      keys.push_back(key);
+      return children.emplace_back();
+    }
+  };
+  Node root;
+  for (const std::string& o : sets) {
+    const auto eq = o.find('=');
+    Node* n = &root;
+    std::size_t from = 0;
+    const std::string key = o.substr(0, eq);
+    while (true) {
+      const auto dot = key.find('.', from);
+      n = &n->child(key.substr(from, dot == std::string::npos ? std::string::npos : dot - from));
+      if (dot == std::string::npos) break;
+      from = dot + 1;
+    }
+    n->value = o.substr(eq + 1);
+  }
+  std::string out;
+  auto emit = [&out](const auto& self, const Node& n, int depth) -> void {
+    for (std::size_t i = 0; i < n.children.size(); ++i) {
+      const std::string& key = n.keys[i];
+      const Node& child = n.children[i];
+      out += std::string(static_cast<std::size_t>(2 * depth), ' ') + key + ":";
+      if (child.children.empty()) {
+        out += " " + child.value + "\n";
+        continue;
+      }
+      out += "\n";
+      // A preset name refined by keys below it: the name as the section's preset.
+      if (!child.value.empty()) out += std::string(static_cast<std::size_t>(2 * depth + 2), ' ') + "preset: " + child.value + "\n";
+      self(self, child, depth + 1);
+    }
+  };
+  emit(emit, root, 0);
+  return out;
+}
+
 CLI::Validator output_file() {
   return CLI::Validator(
       [](std::string& path) -> std::string {

@@ -44,6 +44,11 @@ struct UsageError : std::runtime_error {
 // output. A command with several outputs writes them as one OutputSet.
 void write_output(const std::string& path, const std::string& content);
 
+// KEY=VALUE settings (as --set takes them, dotted keys) as YAML sections, in the order
+// each key is first set; a section set to a preset name and refined by keys below it
+// gets the name as its `preset:` ("cluster=dgx-h100", "cluster.nodes=4").
+std::string sets_yaml(const std::vector<std::string>& sets);
+
 // A CLI11 check for an output file option: refuses, before any work, a name that cannot
 // be written (cli/output.hpp check_output_path).
 CLI::Validator output_file();
@@ -88,5 +93,6 @@ void add_calibrate(CLI::App& app);
 void add_plan(CLI::App& app);
 void add_sweep(CLI::App& app);
 void add_export(CLI::App& app);
+void add_import(CLI::App& app);
 
 }  // namespace parasim::cli

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   add_plan(app);
   add_sweep(app);
   add_export(app);
+  add_import(app);
 
   // "--json" takes a file name only when one follows (cli/json.hpp).
   const std::vector<std::string> args = spell_json_options(std::vector<std::string>(argv, argv + argc));

@@ -45,32 +45,6 @@ std::vector<std::string> best_overrides(const PlanArgs& a, const plan::Scenario&
 // --write-best: a scenario that extends the one planned (by its path from the new file's
 // folder) with the best plan's keys, the dotted --set keys written as YAML sections.
 std::string best_scenario_yaml(const PlanArgs& a, const plan::Scenario& s, const sim::PlanReport& r) {
-  struct Node {
-    std::string value;
-    std::vector<std::string> keys;  // the children's, in the order first set
-    std::vector<Node> children;
-    Node& child(const std::string& key) {
-      for (std::size_t i = 0; i < keys.size(); ++i) {
-        if (keys[i] == key) return children[i];
-      }
-      keys.push_back(key);
-      return children.emplace_back();
-    }
-  };
-  Node root;
-  for (const std::string& o : best_overrides(a, s, r)) {
-    const auto eq = o.find('=');
-    Node* n = &root;
-    std::size_t from = 0;
-    const std::string key = o.substr(0, eq);
-    while (true) {
-      const auto dot = key.find('.', from);
-      n = &n->child(key.substr(from, dot == std::string::npos ? std::string::npos : dot - from));
-      if (dot == std::string::npos) break;
-      from = dot + 1;
-    }
-    n->value = o.substr(eq + 1);
-  }
   namespace fs = std::filesystem;
   const fs::path dir = fs::absolute(fs::path(a.write_best)).parent_path();
   const std::string base = fs::absolute(fs::path(a.scenario.path)).lexically_relative(dir).generic_string();
@@ -79,24 +53,7 @@ std::string best_scenario_yaml(const PlanArgs& a, const plan::Scenario& s, const
       "# parasim plan's best of {} plans that fit for {}: {} a step, {} tokens/s, MFU {:.1f} %\n", r.ranked.size(),
       s.source, units::format_duration(best.step_time), units::format_count(best.tokens_per_s), 100 * best.mfu);
   out += fmt::format("extends: {}\n", base);
-  auto emit = [&out](const auto& self, const Node& n, int depth) -> void {
-    for (std::size_t i = 0; i < n.children.size(); ++i) {
-      const std::string& key = n.keys[i];
-      const Node& child = n.children[i];
-      out += std::string(static_cast<std::size_t>(2 * depth), ' ') + key + ":";
-      if (child.children.empty()) {
-        out += " " + child.value + "\n";
-        continue;
-      }
-      out += "\n";
-      // A preset name refined by keys below it: the name as the section's preset.
-      if (!child.value.empty())
-        out += std::string(static_cast<std::size_t>(2 * depth + 2), ' ') + "preset: " + child.value + "\n";
-      self(self, child, depth + 1);
-    }
-  };
-  emit(emit, root, 0);
-  return out;
+  return out + sets_yaml(best_overrides(a, s, r));
 }
 
 const char* tier(const sim::PlanScore& p) {

@@ -84,6 +84,15 @@ expect 0 "--moe-layer-freq '\(\[0\]\*3\+\[1\]\*58\)'" -- "$parasim" export --meg
 expect 0 "^--multi-latent-attention --kv-lora-rank 512 " -- "$parasim" export --megatron "$src/scenarios/large/moe-deepseek-v3.yaml"
 expect 0 "# note: an uneven split \(61 layers over 16 stages\)" -- "$parasim" export --megatron "$src/scenarios/large/moe-deepseek-v3.yaml"
 expect 2 "a generic layer list" -- "$parasim" export --megatron "$src/scenarios/cnn-lenet.yaml"
+# import --megatron: export's arguments read back on the same cluster predict the same step.
+step_of() { "$parasim" simulate --json "$@" | grep -m1 '"step_time"'; }
+"$parasim" export --megatron "$src/scenarios/moe-mixtral-8x7b.yaml" >"$work/mixtral.args"
+expect 0 "wrote .*mixtral.yaml: " -- "$parasim" import --megatron "$work/mixtral.args" --gpus 64 --cluster dgx-h100 --out "$work/mixtral.yaml"
+check "an exported and imported plan predicts the same step" test "$(step_of "$src/scenarios/moe-mixtral-8x7b.yaml")" = "$(step_of "$work/mixtral.yaml")"
+expect 0 "^  nodes: 2$" -- bash -c 'printf "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --vocab-size 256 --micro-batch-size 1 --global-batch-size 16 --save /x\n" | "$1" import --megatron -' _ "$parasim"
+printf '%s\n' '--num-layers 2 \' '  --hidden-size big --num-attention-heads 4 --seq-length 64' >"$work/args.sh"
+expect 2 "args.sh:2:3: --hidden-size: expected a whole number, got 'big'" -- "$parasim" import --megatron "$work/args.sh" --gpus 8
+expect 2 "how many GPUs run it\? Give --gpus N" -- "$parasim" import --megatron "$work/mixtral.args"
 # Exit codes that gate a script: 3 when the plan, or every plan, does not fit.
 big="--set model=gpt-30b --set plan.dp=1"
 expect 0 "does not fit in memory" -- "$parasim" check "$q" $big
