@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "report/gzip.hpp"
+#include "report/perfetto_trace.hpp"
 
 namespace parasim::report {
 
@@ -90,10 +91,12 @@ void micros(Buffer& b, std::int64_t ps) {
   b.append(digits, static_cast<std::size_t>(n));
 }
 
+}  // namespace
+
 // A link's utilisation as a step function, averaged over windows of `window` picoseconds:
 // one value per window, emitted when it changes. Flows switch links fully on and off
 // thousands of times a step; the mean per window is what the counter track can show.
-std::vector<std::pair<std::int64_t, double>> windowed(const std::vector<std::pair<std::int64_t, double>>& samples,
+std::vector<std::pair<std::int64_t, double>> windowed_utilisation(const std::vector<std::pair<std::int64_t, double>>& samples,
                                                       std::int64_t end, std::int64_t window) {
   std::vector<std::pair<std::int64_t, double>> out;
   if (samples.empty() || window <= 0) return out;
@@ -133,8 +136,6 @@ std::string process_name(const Trace& trace, int r) {
   if (stands.size() > 3) list += fmt::format(" and {} more", stands.size() - 3);
   return fmt::format("rank {} (for ranks {}: {} data-parallel replicas)", r, list, stands.size());
 }
-
-}  // namespace
 
 std::vector<std::int64_t> drawn_starts(const Trace& trace, const plan::Program& program) {
   std::unordered_map<std::int64_t, std::int64_t> send_start;  // match -> the send's start
@@ -270,7 +271,7 @@ std::string chrome_trace_json(const Trace& trace, const plan::Program& program, 
       continue;
     }
     link_counters = true;
-    for (const auto& [t, v] : windowed(c.samples, trace.step_end, window))
+    for (const auto& [t, v] : windowed_utilisation(c.samples, trace.step_end, window))
       counter(c.name, links_pid, t, "utilisation", v);
   }
   const double step = trace.step_seconds();
@@ -295,7 +296,7 @@ std::string chrome_trace_json(const Trace& trace, const plan::Program& program, 
 
 std::string chrome_trace_file(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster,
                               std::string_view path) {
-  std::string text = chrome_trace_json(trace, program, cluster);
+  std::string text = perfetto_name(path) ? perfetto_trace(trace, program, cluster) : chrome_trace_json(trace, program, cluster);
   return gzip_name(path) ? gzip(text) : text;
 }
 

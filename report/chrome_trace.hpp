@@ -21,11 +21,21 @@ namespace parasim::report {
 
 std::string chrome_trace_json(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster);
 std::int64_t counter_window(const Trace& trace);
+// A link's utilisation (a step function of (picoseconds, fraction) samples) as its mean over
+// each window of `window` picoseconds up to `end`, emitted where it changes (to 1e-4), and
+// back to 0 at `end`: flows switch links on and off thousands of times a step.
+std::vector<std::pair<std::int64_t, double>> windowed_utilisation(const std::vector<std::pair<std::int64_t, double>>& samples,
+                                                                  std::int64_t end, std::int64_t window);
+// A process's name: "rank 3", or in a folded trace "rank 3 (for ranks 3, 67, 131 and 13
+// more: 16 data-parallel replicas)".
+std::string process_name(const Trace& trace, int r);
 // Where each span is drawn from: its start, or for a receive its send's start (within the
 // receive's span): the transfer, not the posting. The dashboard's timeline draws the same.
 std::vector<std::int64_t> drawn_starts(const Trace& trace, const plan::Program& program);
-// The same as the bytes of a file named `path`: gzip-compressed when it ends in ".gz"
-// (Perfetto opens .json.gz as it is; a trace shrinks about tenfold).
+// The trace as the bytes of a file named `path`: Perfetto's protobuf format when the name
+// ends in ".pftrace" or ".perfetto-trace" (report/perfetto_trace.hpp), Chrome JSON
+// otherwise; gzip-compressed when it ends in ".gz" (Perfetto opens .json.gz as it is; a
+// JSON trace shrinks about tenfold).
 std::string chrome_trace_file(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster,
                               std::string_view path);
 

@@ -21,6 +21,7 @@ packages=(
   libyaml-cpp-dev libboost-graph-dev libfmt-dev libcli11-dev nlohmann-json3-dev catch2
   libopenmpi-dev openmpi-bin libopenblas-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-qpa-plugins libgl-dev
+  protobuf-compiler
 )
 # The sanitizer build is clang's (with the libFuzzer target, scripts/fuzz.sh).
 [ "$preset" != asan ] || packages+=(clang)

@@ -147,6 +147,15 @@ check "trace written" grep -q '"traceEvents"' "$work/t.json"
 expect 0 "" -- "$parasim" simulate "$q" --trace "$work/t.json.gz"
 check "a .gz trace is gzip" gzip -t "$work/t.json.gz"
 check "a .gz trace holds the same events" cmp <(gunzip -c "$work/t.json.gz") "$work/t.json"
+# Perfetto's protobuf format: protoc reads it with Perfetto's field numbers, a slice per span.
+expect 0 "" -- "$parasim" simulate "$src/scenarios/pipeline-microbatches.yaml" --trace "$work/p.pftrace"
+"$parasim" simulate "$src/scenarios/pipeline-microbatches.yaml" --trace "$work/p.json" >/dev/null
+if command -v protoc >/dev/null; then
+  protoc --proto_path="$src/tests/report" --decode=perfetto.protos.Trace "$src/tests/report/perfetto_subset.proto" <"$work/p.pftrace" >"$work/p.txt"
+  check "protoc decodes the Perfetto trace" test -s "$work/p.txt"
+  check "the Perfetto trace has no field Perfetto's schema lacks" bash -c '! grep -Eq "^ *[0-9]+: " "$1"' _ "$work/p.txt"
+  check "a slice per span of the JSON trace" test "$(grep -c TYPE_SLICE_BEGIN "$work/p.txt")" = "$(grep -o '"ph":"X"' "$work/p.json" | wc -l)"
+fi
 expect 0 "\"name\": \"cpu\"" -- "$parasim" backends --json
 
 # The executor (CPU backend): one rank in process, two ranks through mpirun started by
