@@ -10,21 +10,68 @@
 #include <QScatterSeries>
 #include <QStackedBarSeries>
 #include <QValueAxis>
+#include <cmath>
 
 #include "models/figuremodels.h"
 
 namespace parasim::gui {
 
+AxisUnit unitFor(Quantity q, double largest) {
+  if (!(largest > 0.0)) largest = 1.0;  // nothing to show yet: the base unit
+  switch (q) {
+    case Quantity::seconds:
+      if (largest >= 1.0) return {QStringLiteral("s"), 1.0};
+      if (largest >= 1e-3) return {QStringLiteral("ms"), 1e3};
+      if (largest >= 1e-6) return {QStringLiteral("us"), 1e6};
+      return {QStringLiteral("ns"), 1e9};
+    case Quantity::bytes: {
+      const char* const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+      int i = 0;
+      double scale = 1.0;
+      while (i < 5 && largest * scale >= 1024.0) {
+        scale /= 1024.0;
+        ++i;
+      }
+      return {QString::fromLatin1(names[i]), scale};
+    }
+    case Quantity::count:
+      if (largest >= 1e9) return {QStringLiteral("billions"), 1e-9};
+      if (largest >= 1e6) return {QStringLiteral("millions"), 1e-6};
+      if (largest >= 1e4) return {QStringLiteral("thousands"), 1e-3};
+      return {QString(), 1.0};
+  }
+  return {QString(), 1.0};
+}
+
+void setNiceRange(QValueAxis* axis, double top, const QString& title) {
+  if (!(top > 0.0)) top = 1.0;
+  // The step: 1, 2 or 5 x 10^k, the smallest giving at most 5 steps to the top.
+  const double decade = std::pow(10.0, std::floor(std::log10(top / 5.0)));
+  double step = decade;
+  for (double f : {1.0, 2.0, 5.0, 10.0}) {
+    step = f * decade;
+    if (top / step <= 5.0 + 1e-9) break;
+  }
+  const int steps = std::max(1, int(std::ceil(top / step - 1e-9)));
+  axis->setRange(0.0, steps * step);
+  axis->setTickCount(steps + 1);
+  const int decimals = std::max(0, -int(std::floor(std::log10(step) + 1e-9)));
+  axis->setLabelFormat(QStringLiteral("%.%1f").arg(decimals));
+  axis->setTitleText(title);
+}
+
 QChartView* barChart(FigureTableModel* model, BarChartSpec spec, QWidget* parent) {
   auto* chart = new QChart();
   chart->setTitle(spec.title);
   chart->legend()->setAlignment(Qt::AlignBottom);
+  QFont small = chart->legend()->font();
+  small.setPointSizeF(small.pointSizeF() * 0.85);
+  chart->legend()->setFont(small);
   QAbstractBarSeries* series = spec.stacked ? static_cast<QAbstractBarSeries*>(new QStackedBarSeries(chart))
                                             : static_cast<QAbstractBarSeries*>(new QBarSeries(chart));
   chart->addSeries(series);
   auto* categories = new QBarCategoryAxis(chart);
   auto* values = new QValueAxis(chart);
-  values->setTitleText(spec.axisTitle);
   chart->addAxis(categories, Qt::AlignBottom);
   chart->addAxis(values, Qt::AlignLeft);
   series->attachAxis(categories);
@@ -37,22 +84,27 @@ QChartView* barChart(FigureTableModel* model, BarChartSpec spec, QWidget* parent
     }
     QStringList names;
     for (const int r : rows) names << model->index(r, 0).data().toString();
+    // The largest bar (or stack) in raw units picks the unit.
     std::vector<double> stack(rows.size(), 0.0);
     double top = 0.0;
     for (const int c : spec.columns) {
       if (c >= model->columnCount()) continue;
-      auto* set = new QBarSet(model->headerData(c, Qt::Horizontal).toString());
       for (std::size_t i = 0; i < rows.size(); ++i) {
-        const double v = model->raw(rows[i], c) * spec.scale;
-        *set << v;
-        stack[i] = spec.stacked ? stack[i] + v : v;
+        const double v = model->raw(rows[i], c);
+        stack[i] = spec.stacked ? stack[i] + v : std::max(stack[i], v);
         top = std::max(top, stack[i]);
       }
+    }
+    const AxisUnit unit = unitFor(spec.quantity, top);
+    for (const int c : spec.columns) {
+      if (c >= model->columnCount()) continue;
+      auto* set = new QBarSet(model->headerData(c, Qt::Horizontal).toString());
+      for (const int r : rows) *set << model->raw(r, c) * unit.scale;
       series->append(set);
     }
     categories->setCategories(names);
-    values->setRange(0.0, top > 0 ? top * 1.1 : 1.0);
-    values->applyNiceNumbers();
+    setNiceRange(values, top * unit.scale * 1.05,
+                 unit.name.isEmpty() ? spec.axisTitle : QStringLiteral("%1 (%2)").arg(spec.axisTitle, unit.name));
   };
   QObject::connect(model, &QAbstractItemModel::modelReset, series, redraw);
   redraw();
@@ -78,8 +130,6 @@ QChartView* scalingChart(FigureTableModel* model, QWidget* parent) {
   gpus->setLabelFormat(QStringLiteral("%g"));
   gpus->setTitleText(QObject::tr("GPUs"));
   auto* tokens = new QValueAxis(chart);
-  tokens->setTitleText(QObject::tr("tokens/s"));
-  tokens->setLabelFormat(QStringLiteral("%.0f"));
   chart->addAxis(gpus, Qt::AlignBottom);
   chart->addAxis(tokens, Qt::AlignLeft);
   for (QXYSeries* s : {static_cast<QXYSeries*>(ideal), static_cast<QXYSeries*>(measured), static_cast<QXYSeries*>(dots)}) {
@@ -88,15 +138,16 @@ QChartView* scalingChart(FigureTableModel* model, QWidget* parent) {
     s->attachAxis(tokens);
   }
   auto redraw = [model, measured, dots, ideal, gpus, tokens] {
+    double top = 0.0;
+    for (int r = 0; r < model->rowCount(); ++r) top = std::max({top, model->raw(r, scaling::Tokens), model->raw(r, scaling::Ideal)});
+    const AxisUnit unit = unitFor(Quantity::count, top);
     QList<QPointF> m;
     QList<QPointF> i;
-    double top = 0.0;
     double most = 1.0;
     for (int r = 0; r < model->rowCount(); ++r) {
       const double g = model->raw(r, scaling::Gpus);
-      m << QPointF(g, model->raw(r, scaling::Tokens));
-      i << QPointF(g, model->raw(r, scaling::Ideal));
-      top = std::max({top, model->raw(r, scaling::Tokens), model->raw(r, scaling::Ideal)});
+      m << QPointF(g, model->raw(r, scaling::Tokens) * unit.scale);
+      i << QPointF(g, model->raw(r, scaling::Ideal) * unit.scale);
       most = std::max(most, g);
     }
     measured->replace(m);
@@ -104,8 +155,10 @@ QChartView* scalingChart(FigureTableModel* model, QWidget* parent) {
     ideal->replace(i);
     const double least = m.isEmpty() ? 1.0 : m.front().x();
     gpus->setRange(least / 1.2, most * 1.2);
-    tokens->setRange(0.0, top > 0 ? top * 1.1 : 1.0);
-    tokens->applyNiceNumbers();
+    // One tick per power of two from the smallest to the largest count.
+    gpus->setMinorTickCount(0);
+    setNiceRange(tokens, top * unit.scale * 1.05,
+                 unit.name.isEmpty() ? QObject::tr("tokens/s") : QObject::tr("tokens/s (%1)").arg(unit.name));
   };
   QObject::connect(model, &QAbstractItemModel::modelReset, chart, redraw);
   redraw();

@@ -2,12 +2,15 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
+#include <QEventLoop>
+#include <QTimer>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 
 #include "mainwindow.h"
+#include "models/figuremodels.h"
 #include "parasim/config.hpp"
 
 namespace {
@@ -24,6 +27,19 @@ bool has_arg(int argc, char** argv, std::initializer_list<const char*> names) {
 bool set(const char* variable) {
   const char* v = std::getenv(variable);
   return v != nullptr && *v != '\0';
+}
+
+// Runs the event loop until `done()` holds, looking every 20 ms, asleep in between: a busy
+// wait would take a core from the ranks that Run for real measures.
+template <typename Done>
+void waitUntil(Done&& done) {
+  QEventLoop loop;
+  QTimer poll;
+  QObject::connect(&poll, &QTimer::timeout, &loop, [&] {
+    if (done()) loop.quit();
+  });
+  poll.start(20);
+  if (!done()) loop.exec();
 }
 
 }  // namespace
@@ -85,9 +101,7 @@ int main(int argc, char** argv) {
     // Simulation, sweep and trace reading run on worker threads: wait for them first.
     QElapsedTimer waited;
     waited.start();
-    while (ok && (!window.idle() || window.outcome().path.isEmpty()) && waited.elapsed() < 300000) {
-      QApplication::processEvents(QEventLoop::AllEvents, 20);
-    }
+    waitUntil([&] { return !ok || (window.idle() && !window.outcome().path.isEmpty()) || waited.elapsed() >= 300000; });
     if (cli.isSet(runDir)) {
       const QString error = window.openRunFolder(cli.value(runDir));
       if (!error.isEmpty()) {
@@ -97,14 +111,21 @@ int main(int argc, char** argv) {
     }
     if (ok && cli.isSet(planOption)) {
       window.searchPlans();
-      while (!window.idle() && waited.elapsed() < 600000) QApplication::processEvents(QEventLoop::AllEvents, 20);
+      waitUntil([&] { return window.idle() || waited.elapsed() >= 600000; });
     }
     if (ok && cli.isSet(validate)) {
       window.runPanel()->start();
-      while (!window.idle() && waited.elapsed() < 600000) QApplication::processEvents(QEventLoop::AllEvents, 20);
+      waitUntil([&] { return window.idle() || waited.elapsed() >= 600000; });
       if (!window.runPanel()->error().isEmpty()) {
         qCritical("%s", qPrintable(window.runPanel()->error()));
         ok = false;
+      }
+      // What the views captured, for scripts/screenshots.sh to judge.
+      const auto* cmp = window.runPanel()->comparison();
+      for (int r = 0; r < cmp->rowCount(); ++r) {
+        auto cell = [&](int c) { return cmp->index(r, c).data().toString(); };
+        std::printf("captured: %s: predicted %s, measured %s, error %s\n", qPrintable(cell(0)), qPrintable(cell(1)),
+                    qPrintable(cell(2)), qPrintable(cell(3)));
       }
     }
     QApplication::processEvents();

@@ -23,6 +23,7 @@
 #include <QSaveFile>
 #include <QScrollArea>
 #include <QSplitter>
+#include <QStackedBarSeries>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
@@ -85,7 +86,7 @@ QChartView* bandwidthChart(LinkKindModel* kinds, QWidget* parent) {
       top = std::max(top, kinds->index(r, LinkKindModel::TotalGBps).data().toDouble());
     }
     categories->setCategories(names);
-    values->setRange(0.0, top * 1.1 + 1e-9);
+    setNiceRange(values, top * 1.05, QObject::tr("GB/s"));
   });
   auto* view = new QChartView(chart, parent);
   view->setRenderHint(QPainter::Antialiasing);
@@ -160,6 +161,8 @@ MainWindow::MainWindow(QWidget* parent)
     showMeasured(r.measured);
     m_measuredFromRun = true;
     m_measuredOverrides = r.overrides;
+    m_runComparison = r.comparison;
+    if (m_outcome.ok() && m_outcome.overrides == m_measuredOverrides) m_summaryModel->setMeasured(m_runComparison);
     m_timeline->setMeasuredStale(m_outcome.ok() && m_outcome.overrides != m_measuredOverrides);
     statusBar()->showMessage(tr("measured %1: %2").arg(r.scenario, r.dir));
   });
@@ -168,71 +171,89 @@ MainWindow::MainWindow(QWidget* parent)
     statusBar()->showMessage(tr("run failed: %1").arg(e));
   });
 
-  QMenu* file = menuBar()->addMenu(tr("&File"));
-  file->addAction(tr("&Open scenario..."), QKeySequence::Open, this, &MainWindow::chooseScenario);
-  file->addAction(tr("&Save scenario as..."), QKeySequence::SaveAs, this, &MainWindow::chooseSave);
-  file->addAction(tr("Open &trace..."), this, &MainWindow::chooseTrace);
-  file->addAction(tr("Open &run results..."), this, &MainWindow::chooseRunFolder);
-  file->addAction(tr("&Export views as PNG..."), this, &MainWindow::chooseExport);
-  file->addSeparator();
-  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+  makeMenus();
   resize(1300, 820);
 }
 
 QWidget* MainWindow::makeSummaryView() {
   auto* page = new QSplitter(Qt::Horizontal, this);
-  page->addWidget(tableFor(m_summaryModel, page));
+  QTableView* figures = tableFor(m_summaryModel, page);
+  figures->setWordWrap(true);
+  // The metric's name as wide as it needs, the figures sharing the rest; a row as tall as
+  // its text (the bottleneck sentence wraps, whole).
+  figures->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  connect(m_summaryModel, &QAbstractItemModel::modelReset, figures, [figures] {
+    figures->horizontalHeader()->setSectionResizeMode(SummaryModel::Metric, QHeaderView::ResizeToContents);
+    figures->resizeRowsToContents();
+  });
+  page->addWidget(figures);
   auto* right = new QSplitter(Qt::Vertical, page);
   right->addWidget(tableFor(m_memory, right));
 
-  // Memory per stage against the capacity: bars read from the memory model, the capacity
-  // a line; a stage out of memory turns its bar red.
+  // Memory per stage against the capacity: one bar per stage stacked by what holds the
+  // memory (weights, gradients, master weights, optimizer state, activations, the rest), the
+  // capacity a line; a stage out of memory is named so under its bar.
   auto* chart = new QChart();
-  chart->setTitle(tr("Memory per rank by pipeline stage (GiB)"));
+  chart->setTitle(tr("Memory per rank by pipeline stage"));
   chart->legend()->setAlignment(Qt::AlignBottom);
-  auto* series = new QBarSeries(chart);
+  auto* series = new QStackedBarSeries(chart);
   auto* capacity = new QLineSeries(chart);
   capacity->setName(tr("capacity"));
+  capacity->setPen(QPen(QColor(200, 40, 40), 2, Qt::DashLine));
   chart->addSeries(series);
   chart->addSeries(capacity);
   auto* stages = new QBarCategoryAxis(chart);
-  auto* gib = new QValueAxis(chart);
+  auto* size = new QValueAxis(chart);
   auto* along = new QValueAxis(chart);  // the capacity line's x, hidden
   chart->addAxis(stages, Qt::AlignBottom);
-  chart->addAxis(gib, Qt::AlignLeft);
+  chart->addAxis(size, Qt::AlignLeft);
   chart->addAxis(along, Qt::AlignTop);
   along->setVisible(false);
   series->attachAxis(stages);
-  series->attachAxis(gib);
+  series->attachAxis(size);
   capacity->attachAxis(along);
-  capacity->attachAxis(gib);
-  connect(m_memory, &QAbstractItemModel::modelReset, this, [this, series, capacity, stages, gib, along] {
+  capacity->attachAxis(size);
+  connect(m_memory, &QAbstractItemModel::modelReset, this, [this, series, capacity, stages, size, along] {
     series->clear();
-    auto* set = new QBarSet(tr("needed per rank"));
-    QStringList names;
-    double top = m_memory->capacity() / double(1ULL << 30);
-    bool oom = false;
-    for (int r = 0; r < m_memory->rowCount(); ++r) {
-      const double v = m_memory->index(r, MemoryModel::Total).data(MemoryModel::GiBRole).toDouble();
-      *set << v;
-      top = std::max(top, v);
-      oom = oom || !m_memory->index(r, MemoryModel::Fits).data(MemoryModel::RawRole).toBool();
-      names << tr("stage %1").arg(r);
+    const double cap = m_memory->capacity();
+    double top = cap;
+    for (int r = 0; r < m_memory->rowCount(); ++r) top = std::max(top, m_memory->index(r, MemoryModel::Total).data(MemoryModel::RawRole).toDouble());
+    const AxisUnit unit = unitFor(Quantity::bytes, top);
+    struct Part {
+      QString name;
+      std::vector<int> columns;
+    };
+    const std::vector<Part> parts{{tr("weights"), {MemoryModel::Weights}},
+                                  {tr("gradients"), {MemoryModel::Gradients}},
+                                  {tr("master weights"), {MemoryModel::Master}},
+                                  {tr("optimizer state"), {MemoryModel::Optimizer}},
+                                  {tr("activations"), {MemoryModel::Activations}},
+                                  {tr("logits, workspace"), {MemoryModel::Logits, MemoryModel::Workspace}}};
+    for (const Part& p : parts) {
+      auto* set = new QBarSet(p.name);
+      for (int r = 0; r < m_memory->rowCount(); ++r) {
+        double v = 0.0;
+        for (const int c : p.columns) v += m_memory->index(r, c).data(MemoryModel::RawRole).toDouble();
+        *set << v * unit.scale;
+      }
+      series->append(set);
     }
-    set->setColor(oom ? QColor(200, 40, 40) : QColor(60, 120, 200));
-    series->append(set);
+    QStringList names;
+    for (int r = 0; r < m_memory->rowCount(); ++r) {
+      const bool fits = m_memory->index(r, MemoryModel::Fits).data(MemoryModel::RawRole).toBool();
+      names << (fits ? tr("stage %1").arg(r) : tr("stage %1: OUT OF MEMORY").arg(r));
+    }
     stages->setCategories(names);
-    gib->setRange(0.0, top * 1.1 + 1e-9);
+    setNiceRange(size, top * unit.scale * 1.05, tr("per rank (%1)").arg(unit.name));
     along->setRange(0.0, 1.0);
-    const double cap = m_memory->capacity() / double(1ULL << 30);
-    capacity->replace({QPointF(0.0, cap), QPointF(1.0, cap)});
+    capacity->replace({QPointF(0.0, cap * unit.scale), QPointF(1.0, cap * unit.scale)});
   });
   auto* view = new QChartView(chart, right);
   view->setRenderHint(QPainter::Antialiasing);
   right->addWidget(view);
   right->setSizes({120, 480});
   page->addWidget(right);
-  page->setSizes({260, 740});
+  page->setSizes({420, 580});
   return page;
 }
 
@@ -251,21 +272,22 @@ QWidget* MainWindow::makeChartsView() {
   auto* page = new QWidget(this);
   auto* grid = new QGridLayout(page);
   grid->addWidget(barChart(m_breakdown,
-                           {tr("Where the time goes, per rank (first %1 ranks)").arg(chartRanks), tr("ms"),
+                           {tr("Where the time goes, per rank (first %1 ranks)").arg(chartRanks), tr("time"),
+                            Quantity::seconds,
                             {breakdown::Compute, breakdown::Tp, breakdown::Pp, breakdown::Dp, breakdown::Cp, breakdown::Ep, breakdown::Bubble,
                              breakdown::Other},
-                            1e3, true, {}},
+                            true, {}},
                            page),
                   0, 0);
   grid->addWidget(barChart(m_rankMemory,
-                           {tr("Memory per rank: model tensors, predicted and measured"), tr("MiB"),
-                            {rankmemory::Predicted, rankmemory::Measured}, 1.0 / double(1 << 20), false, {}},
+                           {tr("Memory per rank: model tensors, predicted and measured"), tr("memory"),
+                            Quantity::bytes, {rankmemory::Predicted, rankmemory::Measured}, false, {}},
                            page),
                   0, 1);
   FigureTableModel* cmp = m_run->comparison();
   grid->addWidget(barChart(cmp,
-                           {tr("Predicted against measured, per kind (Run for real)"), tr("ms"),
-                            {comparison::Predicted, comparison::Measured}, 1e3, false,
+                           {tr("Predicted against measured, per kind (Run for real)"), tr("time"),
+                            Quantity::seconds, {comparison::Predicted, comparison::Measured}, false,
                             [cmp](int row) {
                               return cmp->index(row, comparison::Metric).data(FigureTableModel::RawRole).toString() ==
                                          QLatin1String("s") &&
@@ -291,7 +313,10 @@ bool MainWindow::openScenario(const QString& path) {
     m_editor->setEnabled(true);
     setWindowTitle(tr("parasim - %1").arg(path));
     m_summary->setText(QString::fromStdString(plan::describe(s)));
+    rememberScenario(path);
     m_measured.reset();
+    m_measuredFromRun = false;
+    m_runComparison.clear();
     m_timeline->clearMeasured(tr("no measurement yet: Run for real, or File > Open trace"));
     m_run->setScenario(m_path, {});
     m_simulator->request(m_path, {});
@@ -310,9 +335,11 @@ void MainWindow::resimulate() {
 void MainWindow::showOutcome(const Outcome& o) {
   m_outcome = o;
   if (!o.ok()) {
-    m_editor->showError(o.errorKey, o.error);
+    // At the key's field, what was expected; where it came from (an edit's --set, a file's
+    // line) is the command line's business.
+    m_editor->showError(o.errorKey, o.errorMessage);
     m_run->setScenario(QString(), {});
-    statusBar()->showMessage(tr("invalid plan: %1").arg(o.error));
+    statusBar()->showMessage(tr("invalid plan: %1").arg(o.errorKey.isEmpty() ? o.errorMessage : o.errorKey + QStringLiteral(": ") + o.errorMessage));
     return;
   }
   m_editor->clearErrors();
@@ -323,6 +350,8 @@ void MainWindow::showOutcome(const Outcome& o) {
   m_linkView->resizeColumnsToContents();
   m_kinds->setSummary(sum);
   m_summaryModel->setFigures(s, o.figures);
+  // The measurement beside the prediction while the plan is the one that ran.
+  if (m_measuredFromRun && o.overrides == m_measuredOverrides) m_summaryModel->setMeasured(m_runComparison);
   m_memory->setReport(o.memory);
   m_timeline->setPredicted(o.timeline);
   if (m_measured && m_measuredFromRun) m_timeline->setMeasuredStale(o.overrides != m_measuredOverrides);
@@ -331,10 +360,25 @@ void MainWindow::showOutcome(const Outcome& o) {
   showRankMemory();
   m_run->setScenario(o.path, o.overrides);
   m_sweeper->request(o.path, o.overrides);
+  // What the figures rest on: a device profile measured or the datasheet's, and whether the
+  // data-parallel replicas were folded into one (exactly, or approximately).
+  const sim::Prediction& p = *o.prediction;
+  const std::string profile = s.hardware.profile.empty()
+                                  ? s.cluster.device.name + " datasheet figures, not calibrated (parasim calibrate measures a host)"
+                                  : s.hardware.profile + " (measured)";
+  std::string simulated = "every rank";
+  if (p.program.one_replica()) {
+    simulated = std::to_string(p.simulated_ranks()) + (p.simulated_ranks() == 1 ? " rank" : " ranks") +
+                " standing for " + std::to_string(p.stats.replicas) +
+                " data-parallel replicas, " +
+                (p.stats.exact ? "exact (no link carries two replicas' traffic)"
+                               : "approximate (replicas share links, their contention estimated)");
+  }
   m_summary->setText(QString::fromStdString(
       plan::describe(s) + "topology  injection " + units::format_bandwidth(sum.injection_intra) + " intra / " +
       (sum.injection_inter > 0 ? units::format_bandwidth(sum.injection_inter) : std::string("none")) +
-      " inter per device, bisection " + units::format_bandwidth(sum.bisection)));
+      " inter per device, bisection " + units::format_bandwidth(sum.bisection) + "\nprofile   " + profile +
+      "\nsimulated " + simulated));
   statusBar()->showMessage(tr("simulated in %1 ms%2")
                                .arg(qRound(o.seconds * 1000.0))
                                .arg(o.overrides.isEmpty() ? QString() : tr(" with ") + o.overrides.join(QLatin1Char(' '))));
@@ -416,6 +460,9 @@ QString MainWindow::openRunFolder(const QString& dir) {
     m_run->showResults(r);
     m_timeline->setPredicted(r.predicted);
     showMeasured(r.measured);
+    // A folder's plan is not known: its figures are shown, with the prediction it made.
+    m_runComparison = r.comparison;
+    m_summaryModel->setMeasured(m_runComparison);
     return {};
   } catch (const std::exception& e) {
     return QString::fromStdString(e.what());
@@ -460,7 +507,7 @@ void MainWindow::chooseSave() {
 }
 
 void MainWindow::chooseTrace() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open trace"), QString(), tr("Chrome traces (*.json)"));
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open trace"), QString(), tr("Chrome traces (*.json *.json.gz)"));
   if (!path.isEmpty()) openTrace(path);
 }
 

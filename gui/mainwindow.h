@@ -26,6 +26,7 @@
 #include "simulation.h"
 
 class QLabel;
+class QMenu;
 class QTabWidget;
 class QTableView;
 
@@ -112,6 +113,15 @@ class MainWindow : public QMainWindow {
   QWidget* makeTopologyView();
   QWidget* makeChartsView();
   QWidget* makePlannerView();
+  void makeMenus();  // mainwindow_menus.cpp
+  void fillRecentMenu();
+  void rememberScenario(const QString& path);
+
+ public:
+  // The scenarios opened last, most recent first (kept in the user's settings).
+  static QStringList recentScenarios();
+
+ private:
 
   QString m_path;
   QLabel* m_summary = nullptr;
@@ -149,6 +159,8 @@ class MainWindow : public QMainWindow {
   Outcome m_outcome;
   std::shared_ptr<const TimelineTrace> m_measured;
   QStringList m_measuredOverrides;  // the plan the measurement ran (editor overrides)
+  std::vector<report::ComparisonRow> m_runComparison;  // the last run's, for the Summary's Measured column
+  QMenu* m_recentMenu = nullptr;
   bool m_measuredFromRun = false;   // from Run for real, so its plan is known
   int m_loadingTraces = 0;
   bool m_batch = false;

@@ -80,8 +80,8 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addInteger(QStringLiteral("plan.ep"), tr("Expert parallel (ep)"), 1, 1024);
   addInteger(QStringLiteral("plan.virtual_stages"), tr("Virtual stages"), 1, 1024);
   addChoice(QStringLiteral("plan.schedule"), tr("Schedule"), {"1f1b", "gpipe", "interleaved-1f1b"});
-  addChoice(QStringLiteral("plan.sequence_parallel"), tr("Sequence parallel"), {"false", "true"});
-  addChoice(QStringLiteral("plan.tp_comm_overlap"), tr("TP comm overlap"), {"false", "true"});
+  addBoolean(QStringLiteral("plan.sequence_parallel"), tr("Sequence parallel"));
+  addBoolean(QStringLiteral("plan.tp_comm_overlap"), tr("TP comm overlap"));
   addChoice(QStringLiteral("plan.zero"), tr("ZeRO stage"), {"0", "1", "2", "3"});
   addInteger(QStringLiteral("plan.shard_group"), tr("ZeRO shard group (0: all dp)"), 0, plan::limits::gpus);
   addChoice(QStringLiteral("plan.placement"), tr("Placement (inner first)"),
@@ -90,11 +90,11 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   // Any order may be typed (cp's place is next to tp when it is left out).
   if (auto* combo = qobject_cast<QComboBox*>(m_fields.value(QStringLiteral("plan.placement")).editor)) combo->setEditable(true);
   addText(QStringLiteral("plan.bucket_size"), tr("DP bucket size"));
-  addChoice(QStringLiteral("plan.overlap_dp"), tr("Overlap gradient reduce"), {"true", "false"});
-  addChoice(QStringLiteral("plan.overlap_param_gather"), tr("Overlap parameter gather (ZeRO 1)"), {"false", "true"});
-  addChoice(QStringLiteral("plan.offload_optimizer"), tr("Optimizer in host memory"), {"false", "true"});
-  addChoice(QStringLiteral("plan.offload_params"), tr("Parameters in host memory"), {"false", "true"});
-  addChoice(QStringLiteral("plan.offload_activations"), tr("Activations in host memory"), {"false", "true"});
+  addBoolean(QStringLiteral("plan.overlap_dp"), tr("Overlap gradient reduce"));
+  addBoolean(QStringLiteral("plan.overlap_param_gather"), tr("Overlap parameter gather (ZeRO 1)"));
+  addBoolean(QStringLiteral("plan.offload_optimizer"), tr("Optimizer in host memory"));
+  addBoolean(QStringLiteral("plan.offload_params"), tr("Parameters in host memory"));
+  addBoolean(QStringLiteral("plan.offload_activations"), tr("Activations in host memory"));
   addChoice(QStringLiteral("plan.collective"), tr("Collective algorithm"),
             {"auto", "ring", "tree", "hierarchical", "nvls", "direct"});
 }
@@ -127,7 +127,7 @@ void PlanEditor::addInteger(const QString& key, const QString& label, int min, i
   spin->setRange(min, max);
   spin->setKeyboardTracking(false);  // one edit per value, not per keystroke
   connect(spin, &QSpinBox::valueChanged, this, [this] {
-    if (!m_loading) emit edited();
+    if (!m_loading) changed();
   });
   addField(key, label, spin);
 }
@@ -136,15 +136,23 @@ void PlanEditor::addChoice(const QString& key, const QString& label, const QStri
   auto* combo = new QComboBox(this);
   combo->addItems(choices);
   connect(combo, &QComboBox::currentTextChanged, this, [this] {
-    if (!m_loading) emit edited();
+    if (!m_loading) changed();
   });
   addField(key, label, combo);
+}
+
+void PlanEditor::addBoolean(const QString& key, const QString& label) {
+  auto* box = new QCheckBox(this);
+  connect(box, &QCheckBox::toggled, this, [this] {
+    if (!m_loading) changed();
+  });
+  addField(key, label, box);
 }
 
 void PlanEditor::addText(const QString& key, const QString& label) {
   auto* line = new QLineEdit(this);
   connect(line, &QLineEdit::editingFinished, this, [this] {
-    if (!m_loading) emit edited();
+    if (!m_loading) changed();
   });
   addField(key, label, line);
 }
@@ -158,6 +166,7 @@ void PlanEditor::setShown(const QString& key, const QString& value) {
     combo->setCurrentText(value);
   }
   if (auto* line = qobject_cast<QLineEdit*>(f.editor)) line->setText(value);
+  if (auto* box = qobject_cast<QCheckBox*>(f.editor)) box->setChecked(value == QLatin1String("true"));
 }
 
 QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
@@ -236,6 +245,54 @@ void PlanEditor::setScenario(const plan::Scenario& s) {
   m_fields[QStringLiteral("model.q_lora_rank")].editor->setEnabled(s.model.mla());
   m_loading = false;
   clearErrors();
+  m_undo.clear();
+  m_redo.clear();
+  m_current.clear();
+  emit historyChanged();
+}
+
+void PlanEditor::changed() {
+  const QStringList now = overrides();
+  if (now == m_current) return;  // a value set back to what it was: no edit
+  m_undo.push_back(m_current);
+  m_redo.clear();
+  m_current = now;
+  emit historyChanged();
+  emit edited();
+}
+
+void PlanEditor::restore(const QStringList& overrides) {
+  m_loading = true;
+  for (const QString& key : m_order) {
+    const QString shown = m_fields[key].shown;
+    Field& f = m_fields[key];
+    if (auto* spin = qobject_cast<QSpinBox*>(f.editor)) spin->setValue(shown.toInt());
+    if (auto* combo = qobject_cast<QComboBox*>(f.editor)) combo->setCurrentText(shown);
+    if (auto* line = qobject_cast<QLineEdit*>(f.editor)) line->setText(shown);
+    if (auto* box = qobject_cast<QCheckBox*>(f.editor)) box->setChecked(shown == QLatin1String("true"));
+  }
+  for (const QString& o : overrides) {
+    const qsizetype eq = o.indexOf(QLatin1Char('='));
+    if (eq > 0) setValue(o.left(eq), o.mid(eq + 1));
+  }
+  m_loading = false;
+  m_current = this->overrides();
+  emit historyChanged();
+  emit edited();
+}
+
+bool PlanEditor::undo() {
+  if (m_undo.isEmpty()) return false;
+  m_redo.push_back(m_current);
+  restore(m_undo.takeLast());
+  return true;
+}
+
+bool PlanEditor::redo() {
+  if (m_redo.isEmpty()) return false;
+  m_undo.push_back(m_current);
+  restore(m_redo.takeLast());
+  return true;
 }
 
 void PlanEditor::refresh(const plan::Scenario& s) {
@@ -253,6 +310,7 @@ QString PlanEditor::value(const QString& key) const {
   if (auto* spin = qobject_cast<QSpinBox*>(it->editor)) return QString::number(spin->value());
   if (auto* combo = qobject_cast<QComboBox*>(it->editor)) return combo->currentText();
   if (auto* line = qobject_cast<QLineEdit*>(it->editor)) return line->text().trimmed();
+  if (auto* box = qobject_cast<QCheckBox*>(it->editor)) return box->isChecked() ? QStringLiteral("true") : QStringLiteral("false");
   return {};
 }
 
@@ -265,6 +323,7 @@ bool PlanEditor::setValue(const QString& key, const QString& value) {
     line->setText(value);
     emit line->editingFinished();
   }
+  if (auto* box = qobject_cast<QCheckBox*>(it->editor)) box->setChecked(value == QLatin1String("true"));
   return true;
 }
 
@@ -277,7 +336,7 @@ QStringList PlanEditor::setValues(const QStringList& overrides) {
     if (eq < 0 || !setValue(key, o.mid(eq + 1))) missing << key;
   }
   m_loading = false;
-  emit edited();
+  changed();
   return missing;
 }
 
@@ -293,8 +352,8 @@ QStringList PlanEditor::overrides() const {
 void PlanEditor::showError(const QString& key, const QString& message) {
   clearErrors();
   const auto it = m_fields.find(key);
-  if (it == m_fields.end()) {
-    m_footError->setText(message);
+  if (it == m_fields.end()) {  // a key without a field here: named
+    m_footError->setText(key.isEmpty() ? message : key + QStringLiteral(": ") + message);
     m_footError->show();
     return;
   }

@@ -3,7 +3,8 @@
 // / virtual stages, schedule, sequence parallelism, ZeRO, bucket size, collective). It holds no rules of its own: it shows the
 // resolved scenario's values (setScenario), turns what the user changed into `--set`
 // overrides (overrides()), and marks at its field the error the loader reports for a key
-// (showError), the command line's message word for word.
+// (showError: what was expected, without the command line's location). Booleans are check
+// boxes; every edit can be undone and redone.
 #pragma once
 
 #include <QMap>
@@ -42,9 +43,16 @@ class PlanEditor : public QWidget {
   void clearErrors();
   [[nodiscard]] QString errorAt(const QString& key) const;
   [[nodiscard]] QStringList keys() const { return m_order; }
+  // Edit history: undo() puts the fields back as they were before the last edit (and
+  // emits edited()), redo() again; setScenario() starts a new history.
+  bool undo();
+  bool redo();
+  [[nodiscard]] bool canUndo() const { return !m_undo.isEmpty(); }
+  [[nodiscard]] bool canRedo() const { return !m_redo.isEmpty(); }
 
  signals:
   void edited();
+  void historyChanged();
 
  private:
   struct Field {
@@ -56,6 +64,11 @@ class PlanEditor : public QWidget {
   void addInteger(const QString& key, const QString& label, int min, int max);
   void addChoice(const QString& key, const QString& label, const QStringList& choices);
   void addText(const QString& key, const QString& label);
+  void addBoolean(const QString& key, const QString& label);
+  // A user's edit: recorded for undo, then edited().
+  void changed();
+  // The fields as the scenario shows them with `overrides` applied (undo, redo).
+  void restore(const QStringList& overrides);
   void addField(const QString& key, const QString& label, QWidget* editor);
   void setShown(const QString& key, const QString& value);
 
@@ -64,6 +77,9 @@ class PlanEditor : public QWidget {
   QMap<QString, Field> m_fields;
   QStringList m_order;
   bool m_loading = false;
+  QList<QStringList> m_undo;  // the overrides before each edit, oldest first
+  QList<QStringList> m_redo;
+  QStringList m_current;      // the overrides now
 };
 
 }  // namespace parasim::gui

@@ -79,11 +79,10 @@ RunPanel::RunPanel(QWidget* parent)
       m_log(new QPlainTextEdit(this)),
       m_table(new QTableView(this)),
       m_comparison(new FigureTableModel(this)) {
-  m_backend->addItems({QStringLiteral("scenario's"), QStringLiteral("cpu"), QStringLiteral("cuda")});
+  m_backend->addItems({tr("as the scenario says"), QStringLiteral("cpu"), QStringLiteral("cuda")});
   m_backend->setToolTip(tr("Executor backend (--backend)"));
   m_steps->setRange(0, 100000);
-  m_steps->setSpecialValueText(tr("scenario's"));
-  m_steps->setPrefix(tr("steps "));
+  m_steps->setSpecialValueText(tr("as the scenario says"));
   m_steps->setToolTip(tr("Measured steps (--steps); the scenario's run.steps when left at its value"));
   m_stop->setEnabled(false);
   m_run->setEnabled(false);
@@ -97,7 +96,14 @@ RunPanel::RunPanel(QWidget* parent)
   auto* bar = new QHBoxLayout;
   bar->addWidget(m_run);
   bar->addWidget(m_stop);
+  // Each control named by a label of its own.
+  auto* backendLabel = new QLabel(tr("Backend:"), this);
+  backendLabel->setBuddy(m_backend);
+  auto* stepsLabel = new QLabel(tr("Measured steps:"), this);
+  stepsLabel->setBuddy(m_steps);
+  bar->addWidget(backendLabel);
   bar->addWidget(m_backend);
+  bar->addWidget(stepsLabel);
   bar->addWidget(m_steps);
   bar->addWidget(m_progress, 1);
   auto* split = new QSplitter(Qt::Horizontal, this);

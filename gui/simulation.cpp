@@ -30,8 +30,10 @@ Outcome simulateScenario(const QString& path, const QStringList& overrides) {
   } catch (const plan::ScenarioError& e) {
     o.error = QString::fromStdString(e.what());
     o.errorKey = QString::fromStdString(e.key());
+    o.errorMessage = QString::fromStdString(e.message());
   } catch (const std::exception& e) {
     o.error = QString::fromStdString(e.what());
+    o.errorMessage = o.error;
   }
   o.path = path;
   o.overrides = overrides;

@@ -32,8 +32,9 @@ struct Outcome {
   QStringList overrides;
   // Set when the scenario is invalid: the loader's message (file:line:column: key:
   // message) and the key it names (such as plan.tp), and nothing else.
-  QString error;
-  QString errorKey;
+  QString error;         // as the command line prints it (file:line:column: key: message)
+  QString errorKey;      // the dotted key it names (plan.tp), when a scenario key
+  QString errorMessage;  // what was expected, without where: what the key's field shows
   std::shared_ptr<const plan::Scenario> scenario;
   std::shared_ptr<const topology::Cluster> cluster;
   std::shared_ptr<const sim::Prediction> prediction;

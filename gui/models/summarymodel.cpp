@@ -41,6 +41,41 @@ void SummaryModel::setFigures(const plan::Scenario& s, const report::StepFigures
     add(dims[d][1], u::format_duration(f.exposed_mean[d]), f.exposed_mean[d]);
   }
   add("bottleneck", f.bottleneck, 0.0);
+  m_measured = false;
+  endResetModel();
+}
+
+void SummaryModel::setMeasured(const std::vector<report::ComparisonRow>& rows) {
+  beginResetModel();
+  m_measured = !rows.empty();
+  auto find = [&rows](const QString& name) -> const report::ComparisonRow* {
+    for (const report::ComparisonRow& r : rows) {
+      if (QString::fromStdString(r.name) == name) return &r;
+    }
+    return nullptr;
+  };
+  const report::ComparisonRow* step = find(QStringLiteral("step time"));
+  for (Row& row : m_rows) {
+    row.measured.clear();
+    row.error.clear();
+    row.basis.clear();
+    const QString name = row.metric == QLatin1String("pipeline bubble") ? QStringLiteral("bubble fraction") : row.metric;
+    if (const report::ComparisonRow* r = find(name)) {
+      row.measured = QString::fromStdString(report::format_value(*r, r->measured));
+      row.error = QString::fromStdString(report::format_error(*r));
+      const QString predicted = QString::fromStdString(report::format_value(*r, r->predicted));
+      if (predicted != row.text) {
+        row.basis = tr("against validate's prediction of the plan as run, %1 (the executor trains without dropout)")
+                        .arg(predicted);
+      }
+    } else if (step != nullptr && step->measured > 0.0 &&
+               (row.metric == QLatin1String("samples/s") || row.metric == QLatin1String("tokens/s"))) {
+      // A rate over the same batch: the predicted one scaled by the step times.
+      const double measured = row.raw * step->predicted / step->measured;
+      row.measured = QString::fromStdString(u::format_count(measured));
+      row.error = QString::fromStdString(report::format_error({"", "", row.raw, measured}));
+    }
+  }
   endResetModel();
 }
 
@@ -51,20 +86,36 @@ void SummaryModel::clear() {
 }
 
 int SummaryModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_rows.size()); }
-int SummaryModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int SummaryModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : m_measured ? ColumnCount : Measured;
+}
 
 QVariant SummaryModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
   const Row& r = m_rows[index.row()];
-  if (role == Qt::DisplayRole) return index.column() == Metric ? r.metric : r.text;
+  if (role == Qt::DisplayRole) {
+    switch (index.column()) {
+      case Metric: return r.metric;
+      case Value: return r.text;
+      case Measured: return r.measured;
+      default: return r.error;
+    }
+  }
+  if (role == Qt::ToolTipRole && index.column() == Value) return r.text;  // a long bottleneck sentence whole
+  if (role == Qt::ToolTipRole && index.column() >= Measured && !r.basis.isEmpty()) return r.basis;
   if (role == RawRole && index.column() == Value) return r.raw;
-  if (role == Qt::TextAlignmentRole && index.column() == Value) return int(Qt::AlignRight | Qt::AlignVCenter);
+  if (role == Qt::TextAlignmentRole && index.column() != Metric) return int(Qt::AlignRight | Qt::AlignVCenter);
   return {};
 }
 
 QVariant SummaryModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  return section == Metric ? tr("Metric") : tr("Predicted");
+  switch (section) {
+    case Metric: return tr("Metric");
+    case Value: return tr("Predicted");
+    case Measured: return tr("Measured");
+    default: return tr("Error");
+  }
 }
 
 QString SummaryModel::value(const QString& metric) const {

@@ -2,7 +2,7 @@
 // chart. SummaryModel has one row per figure of `parasim simulate`'s summary (step time,
 // throughput, TFLOP/s per device, MFU, bubble, communication and its exposed part per
 // dimension, bottleneck), formatted as the command line formats them, with the raw number
-// under RawRole. MemoryModel has one row per pipeline stage: the memory one rank of the
+// under RawRole; after a run, the measured figure and the error beside each. MemoryModel has one row per pipeline stage: the memory one rank of the
 // stage needs, the device's capacity and whether it fits (red text when it does not), and
 // the breakdown (weights, gradients, master, optimizer, activations, logits, workspace).
 #pragma once
@@ -12,6 +12,7 @@
 
 #include "plan/memory.hpp"
 #include "plan/scenario.hpp"
+#include "report/compare.hpp"
 #include "report/metrics.hpp"
 
 namespace parasim::gui {
@@ -19,11 +20,18 @@ namespace parasim::gui {
 class SummaryModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { Metric, Value, ColumnCount };
+  enum Column { Metric, Value, Measured, Error, ColumnCount };
   static constexpr int RawRole = Qt::UserRole + 1;
 
   explicit SummaryModel(QObject* parent = nullptr);
+  // The prediction; forgets a measurement shown beside it.
   void setFigures(const plan::Scenario& s, const report::StepFigures& f);
+  // After Run for real on the same plan: the Measured and Error columns, from validate's
+  // comparison (the throughputs from the measured step time). The error is validate's: its
+  // prediction of the plan as the executor runs it (without dropout), which a tooltip
+  // gives where it differs from the Predicted column. Empty rows hide them.
+  void setMeasured(const std::vector<report::ComparisonRow>& rows);
+  [[nodiscard]] bool hasMeasured() const { return m_measured; }
   void clear();
 
   int rowCount(const QModelIndex& parent = {}) const override;
@@ -38,8 +46,12 @@ class SummaryModel : public QAbstractTableModel {
     QString metric;
     QString text;
     double raw = 0.0;
+    QString measured{};  // empty: not measured
+    QString error{};
+    QString basis{};     // what the error compares: validate's prediction of the plan as run
   };
   QVector<Row> m_rows;
+  bool m_measured = false;
 };
 
 // Host: what the rank keeps in host memory when the plan offloads (Fits then also says

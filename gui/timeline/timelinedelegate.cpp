@@ -34,9 +34,12 @@ void TimelineDelegate::paint(QPainter* painter, const QStyleOptionViewItem& opti
     const TimelineTrace& trace = *model->trace();
     for (const PaintItem& it : foldLane(lane, m)) {
       const QRectF box(r.left() + it.x0, r.top() + 1, std::max(1.0, it.x1 - it.x0), r.height() - 2);
+      // A fold is drawn in the colour of the kind busiest in it, lighter; a fold of several
+      // kinds also hatched.
       QColor c = categoryColor(it.category);
       if (it.count > 1) c = c.lighter(125);
       painter->fillRect(box, c);
+      if (it.mixed) painter->fillRect(box, QBrush(c.darker(140), Qt::BDiagPattern));
       if (box.width() > 40 && it.count == 1) {
         painter->setPen(Qt::white);
         const QString text = fm.elidedText(trace.spanName(lane.spans[it.first]), Qt::ElideRight, int(box.width()) - 4);

@@ -2,6 +2,7 @@
 
 #include <QFile>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -248,11 +249,37 @@ std::vector<PaintItem> foldLane(const TimelineLane& lane, const TimeMapping& m) 
   const auto from = std::upper_bound(lane.reach.begin(), lane.reach.end(), static_cast<std::int64_t>(std::floor(m.start)));
   PaintItem pending;
   bool has = false;
+  // A fold's busy time per category (the last slot: unknown), for its dominant kind.
+  std::array<std::int64_t, plan::category_count + 1> busy{};
+  std::array<std::uint32_t, plan::category_count + 1> first_seen{};  // ties go to the first seen
+  std::uint32_t seen = 0;
+  auto slot = [](std::int32_t category) {
+    return category >= 0 && std::size_t(category) < plan::category_count ? std::size_t(category) : plan::category_count;
+  };
+  auto account = [&](const TimelineSpan& s) {
+    const std::size_t k = slot(s.category);
+    if (busy[k] == 0) first_seen[k] = seen++;
+    busy[k] += std::max<std::int64_t>(1, s.end - s.start);
+  };
   auto flush = [&] {
     if (!has) return;
     pending.x1 = std::max(pending.x1, pending.x0 + 1.0);  // a lone thin span stays visible
+    if (pending.count > 1) {
+      std::size_t best = plan::category_count;
+      for (std::size_t k = 0; k <= plan::category_count; ++k) {
+        if (busy[k] == 0) continue;
+        if (best == plan::category_count && busy[best] == 0) {
+          best = k;
+        } else if (busy[k] > busy[best] || (busy[k] == busy[best] && first_seen[k] < first_seen[best])) {
+          best = k;
+        }
+      }
+      pending.category = best == plan::category_count ? -1 : std::int32_t(best);
+    }
     out.push_back(pending);
     has = false;
+    busy.fill(0);
+    seen = 0;
   };
   for (auto i = std::size_t(from - lane.reach.begin()); i < lane.spans.size(); ++i) {
     const TimelineSpan& s = lane.spans[i];
@@ -260,7 +287,7 @@ std::vector<PaintItem> foldLane(const TimelineLane& lane, const TimeMapping& m) 
     if (double(s.end) <= m.start) continue;  // ends before the window though a predecessor reaches in
     const double x0 = std::clamp(m.toX(double(s.start)), -2.0, m.width + 2.0);
     const double x1 = std::clamp(m.toX(double(s.end)), -2.0, m.width + 2.0);
-    const PaintItem item{x0, x1, s.category, i, 1, s.end - s.start};
+    const PaintItem item{x0, x1, s.category, false, i, 1, s.end - s.start};
     if (x1 - x0 >= 1.0) {
       flush();
       out.push_back(item);
@@ -268,11 +295,13 @@ std::vector<PaintItem> foldLane(const TimelineLane& lane, const TimeMapping& m) 
       pending.x1 = std::max(pending.x1, x1);
       pending.busy += item.busy;
       ++pending.count;
-      if (pending.category != s.category) pending.category = -2;
+      if (pending.category != s.category) pending.mixed = true;
+      account(s);
     } else {
       flush();
       pending = item;
       has = true;
+      account(s);
     }
   }
   flush();
@@ -330,7 +359,6 @@ QColor categoryColor(std::int32_t category) {
     case 7: return {255, 112, 67};   // cp
     case 8: return {233, 30, 99};    // ep
     case 9: return {96, 125, 139};   // offload
-    case -2: return {110, 110, 110};  // folded, mixed
     default: return {170, 170, 170};
   }
 }
@@ -341,7 +369,7 @@ QString tooltipFor(const TimelineTrace& trace, const TimelineLane& lane, const P
     const TimelineSpan& last = lane.spans.at(item.first + item.count - 1);
     return QStringLiteral("%1 spans folded (%2); zoom in to see them\nfrom %3 to %4, %5 busy")
         .arg(item.count)
-        .arg(item.category == -2 ? QStringLiteral("mixed kinds") : categoryName(item.category))
+        .arg(item.mixed ? QStringLiteral("mixed kinds, mostly %1").arg(categoryName(item.category)) : categoryName(item.category))
         .arg(duration(double(s.start)), duration(double(last.end)), duration(double(item.busy)));
   }
   QString text = trace.spanName(s) + QLatin1Char('\n') + categoryName(s.category);

@@ -74,7 +74,8 @@ void finishLanes(TimelineTrace& t);
 struct PaintItem {
   double x0 = 0.0;  // pixels
   double x1 = 0.0;
-  std::int32_t category = -1;  // -2: a fold of several categories
+  std::int32_t category = -1;  // a fold's: the category busy longest in it
+  bool mixed = false;          // a fold of several categories
   std::size_t first = 0;       // index of the first span
   std::size_t count = 1;       // > 1: folded
   std::int64_t busy = 0;       // picoseconds of the spans folded

@@ -7,6 +7,9 @@ int main(int argc, char** argv) {
   qputenv("QT_QPA_PLATFORM", "offscreen");
   QTemporaryDir runtime;  // Qt wants a private runtime directory; CI machines have none
   if (qEnvironmentVariableIsEmpty("XDG_RUNTIME_DIR")) qputenv("XDG_RUNTIME_DIR", runtime.path().toUtf8());
+  // The dashboard's settings (recent files) in a folder of the tests' own, not the user's.
+  QTemporaryDir config;
+  qputenv("XDG_CONFIG_HOME", config.path().toUtf8());
   QApplication app(argc, argv);
   return parasim::test::run_catch(argc, argv);
 }

@@ -3,17 +3,25 @@
 
 #include <QCoreApplication>
 #include <QElapsedTimer>
+#include <QEventLoop>
+#include <QTimer>
 #include <functional>
 #include <string>
 
 namespace parasim::test {
 
 // Runs the event loop until `done` holds (a worker thread's result or a child process has
-// arrived) or `ms` have passed.
+// arrived) or `ms` have passed, asleep between looks (a busy wait would slow a run measured).
 inline bool waitFor(const std::function<bool()>& done, int ms = 60000) {
   QElapsedTimer t;
   t.start();
-  while (!done() && t.elapsed() < ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+  QEventLoop loop;
+  QTimer poll;
+  QObject::connect(&poll, &QTimer::timeout, &loop, [&] {
+    if (done() || t.elapsed() >= ms) loop.quit();
+  });
+  poll.start(10);
+  if (!done()) loop.exec();
   return done();
 }
 

@@ -112,7 +112,16 @@ TEST_CASE("spans a pixel wide or more are painted as they are, narrower runs fol
   CHECK(items[2].busy == 10000);
   CHECK(items[2].category == 4);
   CHECK(items[3].count == 100);
-  CHECK(items[3].category == -2);  // mixed kinds
+  CHECK(items[3].mixed);            // two kinds, busy alike: the first seen (tp) names the fold
+  CHECK(items[3].category == 4);
+  CHECK_FALSE(items[2].mixed);
+  // A fold's colour is its busiest kind's: 30 tp spans, then 70 dp spans of the same length.
+  std::vector<gui::TimelineSpan> most;
+  for (int i = 0; i < 100; ++i) most.push_back(span(10 * i, 10 * i + 10, i < 30 ? 4 : 6));
+  const auto folded = gui::foldLane(laneOf(most), m);
+  REQUIRE(folded.size() == 1);
+  CHECK(folded[0].mixed);
+  CHECK(folded[0].category == 6);
   // Zoomed in on the first run, its spans are wide enough to stand alone.
   const std::vector<gui::PaintItem> close = gui::foldLane(lane, {10000.0, 10100.0, 100.0});
   REQUIRE(close.size() == 10);

@@ -54,16 +54,45 @@ TEST_CASE("the topology layout puts each node's devices in its box and draws eve
     CHECK(l.boxes[std::size_t(two.node_of(r))].rect.contains(*l.positions[two.gpu(r)]));
   }
   CHECK(l.links.size() == std::size_t(two.link_count() / 2));
-  // Only the first node of four shown: its links and the network's, none of the others'.
+  CHECK(l.groupSize == 1);
+  CHECK(l.bundles.size() == l.links.size());  // one by one: a line per link
+  // Four nodes where one box fits: one group of four. Its devices are inside it, undrawn;
+  // every link from a node to the network is drawn, as one line per switch; none inside.
   const topology::Cluster four(loadWith("quickstart.yaml", {"cluster=dgx-h100", "cluster.nodes=4", "plan.dp=32", "training.global_batch=32", "training.micro_batch=1"}).cluster);
   const gui::TopologyLayout one = gui::layoutCluster(four, 1);
-  CHECK(one.boxes.size() == 1);
-  CHECK(one.nodes == 4);
-  CHECK(one.positions[four.gpu(7)]);
-  CHECK_FALSE(one.positions[four.gpu(8)]);
-  for (const int link : one.links) {
-    for (const auto v : {four.source(link), four.target(link)}) CHECK(four.vertex(v).node <= 0);
+  REQUIRE(one.boxes.size() == 1);
+  CHECK(one.groupSize == 4);
+  CHECK(one.boxes[0].node == 0);
+  CHECK(one.boxes[0].lastNode == 3);
+  CHECK_FALSE(one.positions[four.gpu(0)]);
+  std::size_t uplinks = 0;
+  std::set<std::size_t> switches;
+  for (int link = 0; link < four.link_count(); link += 2) {
+    const bool a = four.vertex(four.source(link)).node >= 0, b = four.vertex(four.target(link)).node >= 0;
+    if (a != b) {
+      ++uplinks;
+      switches.insert(a ? four.target(link) : four.source(link));
+    }
   }
+  REQUIRE(uplinks > 0);
+  std::size_t bundled = 0;
+  for (const auto& bundle : one.bundles) bundled += bundle.links.size();
+  CHECK(bundled == one.links.size());
+  for (const int link : one.links) {  // no link inside the group
+    CHECK_FALSE((four.vertex(four.source(link)).node >= 0 && four.vertex(four.target(link)).node >= 0));
+  }
+  std::size_t drawn_uplinks = 0;
+  for (const int link : one.links) drawn_uplinks += four.vertex(four.source(link)).node >= 0 || four.vertex(four.target(link)).node >= 0;
+  CHECK(drawn_uplinks == uplinks);
+  // Two groups of two: each group's uplinks to a switch make one line.
+  const gui::TopologyLayout two_groups = gui::layoutCluster(four, 2);
+  CHECK(two_groups.boxes.size() == 2);
+  std::size_t group_lines = 0;
+  for (const auto& bundle : two_groups.bundles) {
+    const int link = bundle.links.front();
+    group_lines += four.vertex(four.source(link)).node >= 0 || four.vertex(four.target(link)).node >= 0;
+  }
+  CHECK(group_lines == 2 * switches.size());
 }
 
 TEST_CASE("links are coloured by utilisation: grey when idle, green to red as they fill", "[gui][topology]") {
