@@ -35,6 +35,8 @@
 namespace parasim::cli {
 namespace {
 
+#ifdef PARASIM_HAVE_CPU_BACKEND
+
 // A comparison row's name as an identifier: "expert load (busiest)" -> "expert_load_busiest".
 std::string metric_id(const std::string& name) {
   std::string id;
@@ -143,8 +145,6 @@ std::vector<std::string> measurement_warnings(const plan::Scenario& s, const Hos
   }
   return w;
 }
-
-#ifdef PARASIM_HAVE_CPU_BACKEND
 
 // Each metric measured in every run: the lowest, the median (the run's whose step time is
 // the median one, as the table shows) and the highest.
