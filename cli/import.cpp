@@ -10,8 +10,8 @@
 #include <fmt/ranges.h>
 
 #include "cli/common.hpp"
-#include "plan/diagnostics.hpp"
 #include "plan/describe.hpp"
+#include "plan/diagnostics.hpp"
 #include "plan/load.hpp"
 #include "plan/megatron.hpp"
 
@@ -48,19 +48,22 @@ void run_import(const ImportArgs& a) {
   const plan::MegatronImport m = plan::read_megatron_arguments(read_all(a.file), source);
   const int gpus = a.gpus > 0 ? a.gpus : m.gpus;
   if (gpus == 0) {
-    throw UsageError(fmt::format("{}: how many GPUs run it? Give --gpus N (the arguments have no torchrun "
-                                 "--nnodes and --nproc-per-node)",
-                                 source));
+    throw UsageError(
+        fmt::format("{}: how many GPUs run it? Give --gpus N (the arguments have no torchrun "
+                    "--nnodes and --nproc-per-node)",
+                    source));
   }
   const int model_parallel = m.tp * m.pp * m.cp;
   if (gpus % model_parallel != 0) {
-    throw UsageError(fmt::format("{} GPUs do not divide by tp {} x pp {} x cp {} = {}: data parallelism is what is "
-                                 "left of the GPUs",
-                                 gpus, m.tp, m.pp, m.cp, model_parallel));
+    throw UsageError(
+        fmt::format("{} GPUs do not divide by tp {} x pp {} x cp {} = {}: data parallelism is what is "
+                    "left of the GPUs",
+                    gpus, m.tp, m.pp, m.cp, model_parallel));
   }
   // The cluster preset's node size, from the preset itself.
   const plan::Scenario probe = plan::load_text(
-      fmt::format("cluster: {}\nmodel: tiny-gpt\ntraining: {{global_batch: 1, micro_batch: 1}}\nplan: {{dp: 1}}\n", a.cluster),
+      fmt::format("cluster: {}\nmodel: tiny-gpt\ntraining: {{global_batch: 1, micro_batch: 1}}\nplan: {{dp: 1}}\n",
+                  a.cluster),
       "--cluster " + a.cluster);
   const int per_node = probe.cluster.gpus_per_node;
   const int nodes = (gpus + per_node - 1) / per_node;
@@ -82,13 +85,14 @@ void run_import(const ImportArgs& a) {
   try {
     s = plan::load_text(yaml, "the imported scenario");
   } catch (const plan::ScenarioError& e) {
-    throw UsageError(fmt::format("{}: the arguments do not make a plan parasim can run: {}: {}", source, e.key(),
-                                 e.message()));
+    throw UsageError(
+        fmt::format("{}: the arguments do not make a plan parasim can run: {}: {}", source, e.key(), e.message()));
   }
   write_output(a.out, yaml);
   if (a.out != "-") {
     fmt::print("wrote {}: {}\n", a.out, plan::describe(s).substr(0, plan::describe(s).find('\n')));
-    if (!m.ignored.empty()) fmt::print("ignored {} argument{} parasim does not model\n", m.ignored.size(), m.ignored.size() == 1 ? "" : "s");
+    if (!m.ignored.empty())
+      fmt::print("ignored {} argument{} parasim does not model\n", m.ignored.size(), m.ignored.size() == 1 ? "" : "s");
   }
 }
 
@@ -98,13 +102,16 @@ void add_import(CLI::App& app) {
   auto a = std::make_shared<ImportArgs>();
   CLI::App* cmd = app.add_subcommand(
       "import", "Read another tool's arguments as a scenario (--megatron: Megatron-LM's pretrain_gpt.py arguments)");
-  cmd->add_option("FILE", a->file, "The arguments (a launch script or export's output; - for standard input)")->required();
+  cmd->add_option("FILE", a->file, "The arguments (a launch script or export's output; - for standard input)")
+      ->required();
   cmd->add_flag("--megatron", a->megatron, "Megatron-LM's arguments")->required();
   cmd->add_option("--cluster", a->cluster, "Cluster preset the plan runs on")->capture_default_str();
   cmd->add_option("--gpus", a->gpus, "GPUs in all (default: torchrun's --nnodes x --nproc-per-node in FILE)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--name", a->name, "The scenario's and model's name (default: megatron-import)");
-  cmd->add_option("--out", a->out, "Scenario to write (default: standard output)")->type_name("FILE")->check(output_file());
+  cmd->add_option("--out", a->out, "Scenario to write (default: standard output)")
+      ->type_name("FILE")
+      ->check(output_file());
   cmd->callback([a] { run_import(*a); });
 }
 

@@ -11,6 +11,7 @@
 #include "cli/common.hpp"
 #include "cli/json.hpp"
 #include "cli/output.hpp"
+#include "cli/progress.hpp"
 #include "plan/describe.hpp"
 #include "plan/memory.hpp"
 #include "plan/program.hpp"
@@ -125,14 +126,24 @@ void run_simulate(const SimulateArgs& a) {
   namespace u = units;
   const plan::Scenario s = a.scenario.load();
   const topology::Cluster cluster(s.cluster);
-  const sim::Prediction prediction = sim::predict(s, {!a.trace.empty(), fold_mode(a.fold)});
+  // A large unfolded step takes a while: its progress on a terminal.
+  Progress progress(a.json.on_stdout());
+  sim::PredictOptions po{!a.trace.empty(), fold_mode(a.fold), {}};
+  if (progress.shown()) {
+    po.progress = [&progress](std::size_t done, std::size_t total) { progress.update("simulating the step", done, total); };
+  }
+  const sim::Prediction prediction = sim::predict(s, po);
   const plan::Program& program = prediction.program;
   const sim::SimStats& stats = prediction.stats;
   const report::Trace& trace = prediction.trace;
   const report::StepFigures f = report::step_figures(s, trace, cluster);
   const plan::MemoryReport mem = plan::memory_per_rank(s);
   std::string trace_text;
-  if (!a.trace.empty()) trace_text = report::chrome_trace_file(trace, program, cluster, a.trace);
+  if (!a.trace.empty()) {
+    progress.update("writing the trace", 0, 1);
+    trace_text = report::chrome_trace_file(trace, program, cluster, a.trace);
+  }
+  progress.clear();
 
   OutputSet out;
   if (!a.trace.empty()) out.add(a.trace, std::move(trace_text));

@@ -2,8 +2,6 @@
 // the prediction beside the measurement (the median run's, with the spread over the runs).
 // Before it starts, it looks at how busy the host is: a loaded host, or a profile measured
 // on another one, makes the comparison say less, and the command says so.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -15,6 +13,7 @@
 #include <optional>
 #include <regex>
 #include <thread>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -119,14 +118,16 @@ std::vector<std::string> measurement_warnings(const plan::Scenario& s, const Hos
   std::vector<std::string> w;
   const auto cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   if (load.busy > 0.25) {
-    w.push_back(fmt::format("the host's cores were {:.0f} % busy before the run started (other work on {} core{}): "
-                            "the measurement is slower than the plan on an idle host",
-                            100 * load.busy, cores, cores == 1 ? "" : "s"));
+    w.push_back(
+        fmt::format("the host's cores were {:.0f} % busy before the run started (other work on {} core{}): "
+                    "the measurement is slower than the plan on an idle host",
+                    100 * load.busy, cores, cores == 1 ? "" : "s"));
   }
   if (std::max(load.steal, load.steal_during) > 0.02) {
-    w.push_back(fmt::format("the hypervisor took {:.0f} % of the CPU time (steal): the measurement depends on the "
-                            "host's neighbours",
-                            100 * std::max(load.steal, load.steal_during)));
+    w.push_back(
+        fmt::format("the hypervisor took {:.0f} % of the CPU time (steal): the measurement depends on the "
+                    "host's neighbours",
+                    100 * std::max(load.steal, load.steal_during)));
   }
   if (s.run.backend == plan::Backend::cpu && s.plan.world() > cores) {
     w.push_back(fmt::format("{} ranks share {} core{}: they take turns, which the prediction does not model",
@@ -140,8 +141,8 @@ std::vector<std::string> measurement_warnings(const plan::Scenario& s, const Hos
     }
   }
   if (repeat > 1 && spread > 0.10) {
-    w.push_back(fmt::format("the runs' step times spread over {:.0f} % of their median: the host is not steady",
-                            100 * spread));
+    w.push_back(
+        fmt::format("the runs' step times spread over {:.0f} % of their median: the host is not steady", 100 * spread));
   }
   return w;
 }
@@ -182,7 +183,8 @@ void run_validate(const RunArgs& a) {
         report::compare(pf, prediction.trace, mf, run.trace, predicted_memory, run.peak_memory);
     // Expert parallelism: the routing the prediction assumed (model.moe_imbalance) against
     // the rows the busiest rank's experts computed.
-    if (run.expert_load > 0.0) rows.push_back({"expert load (busiest)", "ratio", s.model.expert_load(), run.expert_load});
+    if (run.expert_load > 0.0)
+      rows.push_back({"expert load (busiest)", "ratio", s.model.expert_load(), run.expert_load});
     return rows;
   };
   const std::vector<report::ComparisonRow> rows = rows_of(m);
@@ -206,7 +208,8 @@ void run_validate(const RunArgs& a) {
     std::vector<std::string> row{r.name, report::format_value(r, r.predicted), report::format_value(r, r.measured),
                                  report::format_error(r)};
     if (repeated) {
-      row.push_back(fmt::format("{} .. {}", report::format_value(r, spread[i].min), report::format_value(r, spread[i].max)));
+      row.push_back(
+          fmt::format("{} .. {}", report::format_value(r, spread[i].min), report::format_value(r, spread[i].max)));
     }
     t.add_row(row);
   }
@@ -215,21 +218,26 @@ void run_validate(const RunArgs& a) {
              s.hardware.profile.empty() ? "datasheet defaults, not calibrated" : s.hardware.profile, t.render());
   if (const plan::Dtype stored = topology::storage_dtype(s.training.precision);
       stored == plan::Dtype::bf16 || stored == plan::Dtype::fp16) {
-    fmt::print("note: the executor keeps {} tensors as rounded fp32 values, so it holds more memory than the\n"
-               "      prediction's 2-byte tensors; compare memory with training.precision fp32 or tf32\n",
-               topology::to_string(stored));
+    fmt::print(
+        "note: the executor keeps {} tensors as rounded fp32 values, so it holds more memory than the\n"
+        "      prediction's 2-byte tensors; compare memory with training.precision fp32 or tf32\n",
+        topology::to_string(stored));
   }
   if (m.expert_load > 0.0 && std::abs(m.expert_load / s.model.expert_load() - 1.0) > 0.05) {
-    fmt::print("note: the router sent the busiest rank's experts {:.2f} x the mean's rows, the prediction assumed\n"
-               "      {:.2f} x; --set model.moe_imbalance={:.2f} predicts with the routing measured\n",
-               m.expert_load, s.model.expert_load(), m.expert_load);
+    fmt::print(
+        "note: the router sent the busiest rank's experts {:.2f} x the mean's rows, the prediction assumed\n"
+        "      {:.2f} x; --set model.moe_imbalance={:.2f} predicts with the routing measured\n",
+        m.expert_load, s.model.expert_load(), m.expert_load);
   }
   if (s.training.precision == plan::Dtype::fp8) {
-    fmt::print("note: fp8 runs here as FP8 values in fp32 GEMMs (each linear layer's operands rounded to E4M3 or\n"
-               "      E5M2 under current scaling), at the bf16 rate, whatever training.fp8_recipe says\n");
+    fmt::print(
+        "note: fp8 runs here as FP8 values in fp32 GEMMs (each linear layer's operands rounded to E4M3 or\n"
+        "      E5M2 under current scaling), at the bf16 rate, whatever training.fp8_recipe says\n");
   }
-  const double step_spread = rows.front().measured > 0.0 ? (spread[0].max - spread[0].min) / rows.front().measured : 0.0;
-  const std::vector<std::string> warnings = measurement_warnings(s, load, static_cast<int>(job.runs.size()), step_spread);
+  const double step_spread =
+      rows.front().measured > 0.0 ? (spread[0].max - spread[0].min) / rows.front().measured : 0.0;
+  const std::vector<std::string> warnings =
+      measurement_warnings(s, load, static_cast<int>(job.runs.size()), step_spread);
   for (const std::string& w : warnings) fmt::print("warning: {}\n", w);
 
   OutputSet out;
@@ -239,7 +247,10 @@ void run_validate(const RunArgs& a) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const report::ComparisonRow& r = rows[i];
     const double e = r.error();
-    cmp.push_back({{"id", metric_id(r.name)}, {"metric", r.name}, {"unit", r.unit}, {"predicted", r.predicted},
+    cmp.push_back({{"id", metric_id(r.name)},
+                   {"metric", r.name},
+                   {"unit", r.unit},
+                   {"predicted", r.predicted},
                    {"measured", r.measured},
                    {"measured_min", spread[i].min},
                    {"measured_max", spread[i].max},

@@ -19,11 +19,14 @@ namespace {
 
 constexpr int recentCount = 8;
 
-QSettings settings() { return QSettings(QStringLiteral("parasim"), QStringLiteral("parasim-gui")); }
+QSettings settings() {
+  return QSettings(QStringLiteral("parasim"), QStringLiteral("parasim-gui"));
+}
 
 // The documentation: the source tree this program was built from, else next to it.
 QString docsPath(const QString& file) {
-  for (const QString& root : {QStringLiteral(PARASIM_SOURCE_DIR), QApplication::applicationDirPath() + QStringLiteral("/../..")}) {
+  for (const QString& root :
+       {QStringLiteral(PARASIM_SOURCE_DIR), QApplication::applicationDirPath() + QStringLiteral("/../..")}) {
     const QString path = QDir(root).filePath(file);
     if (QFileInfo::exists(path)) return QFileInfo(path).absoluteFilePath();
   }
@@ -50,8 +53,9 @@ void MainWindow::fillRecentMenu() {
   m_recentMenu->clear();
   const QStringList recent = recentScenarios();
   for (const QString& path : recent) {
-    m_recentMenu->addAction(QFileInfo(path).fileName() + QStringLiteral("  (") + QFileInfo(path).path() + QLatin1Char(')'),
-                            this, [this, path] { openScenario(path); });
+    m_recentMenu->addAction(
+        QFileInfo(path).fileName() + QStringLiteral("  (") + QFileInfo(path).path() + QLatin1Char(')'), this,
+        [this, path] { openScenario(path); });
   }
   m_recentMenu->setEnabled(!recent.isEmpty());
 }
@@ -82,23 +86,26 @@ void MainWindow::makeMenus() {
   auto openDoc = [this](const QString& doc) {
     const QString path = docsPath(doc);
     if (path.isEmpty() || !QDesktopServices::openUrl(QUrl::fromLocalFile(path))) {
-      QMessageBox::information(this, tr("Documentation"),
-                               tr("%1 is in the parasim source tree (%2).").arg(doc, QStringLiteral(PARASIM_SOURCE_DIR)));
+      QMessageBox::information(
+          this, tr("Documentation"),
+          tr("%1 is in the parasim source tree (%2).").arg(doc, QStringLiteral(PARASIM_SOURCE_DIR)));
     }
   };
   help->addAction(tr("&Getting started (README)"), this, [openDoc] { openDoc(QStringLiteral("README.md")); });
   help->addAction(tr("&Scenario format"), this, [openDoc] { openDoc(QStringLiteral("docs/scenario-format.md")); });
   help->addAction(tr("&Planner"), this, [openDoc] { openDoc(QStringLiteral("docs/planner.md")); });
-  help->addAction(tr("&Validation on real hardware"), this, [openDoc] { openDoc(QStringLiteral("docs/validation.md")); });
+  help->addAction(tr("&Validation on real hardware"), this,
+                  [openDoc] { openDoc(QStringLiteral("docs/validation.md")); });
   help->addSeparator();
   help->addAction(tr("&About parasim"), this, [this] {
-    QMessageBox::about(this, tr("About parasim"),
-                       tr("<b>parasim %1</b> (git %2)<p>Predicts how fast a distributed training plan runs, whether it "
-                          "fits and where the time goes, then runs the same plan for real and shows both side by side.</p>"
-                          "<p>Edit the plan on the left; every valid edit is simulated again. Undo and redo with %3 and %4.</p>")
-                           .arg(QString::fromLatin1(config::version), QString::fromLatin1(config::revision),
-                                QKeySequence(QKeySequence::Undo).toString(QKeySequence::NativeText),
-                                QKeySequence(QKeySequence::Redo).toString(QKeySequence::NativeText)));
+    QMessageBox::about(
+        this, tr("About parasim"),
+        tr("<b>parasim %1</b> (git %2)<p>Predicts how fast a distributed training plan runs, whether it "
+           "fits and where the time goes, then runs the same plan for real and shows both side by side.</p>"
+           "<p>Edit the plan on the left; every valid edit is simulated again. Undo and redo with %3 and %4.</p>")
+            .arg(QString::fromLatin1(config::version), QString::fromLatin1(config::revision),
+                 QKeySequence(QKeySequence::Undo).toString(QKeySequence::NativeText),
+                 QKeySequence(QKeySequence::Redo).toString(QKeySequence::NativeText)));
   });
 }
 

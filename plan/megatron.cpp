@@ -136,7 +136,8 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
   // The model.
   for (const char* required : {"--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length"}) {
     if (!has(required)) {
-      throw ScenarioError({source, 0, 0}, required, "missing: the model needs it (parasim export --megatron writes it)");
+      throw ScenarioError({source, 0, 0}, required,
+                          "missing: the model needs it (parasim export --megatron writes it)");
     }
   }
   const int layers = integer("--num-layers");
@@ -159,7 +160,8 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
   }
   take("--tokenizer-type");
   if (take("--swiglu")) set("model.mlp", "swiglu");
-  for (const char* implied : {"--normalization", "--position-embedding-type", "--disable-bias-linear", "--use-rotary-position-embeddings"}) {
+  for (const char* implied :
+       {"--normalization", "--position-embedding-type", "--disable-bias-linear", "--use-rotary-position-embeddings"}) {
     take(implied);  // what the mlp form implies in parasim's model (RMSNorm, rotary, no biases with swiglu)
   }
   if (take("--untie-embeddings-and-output-weights")) set("model.tie_embeddings", "false");
@@ -178,7 +180,8 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
   count("--moe-shared-expert-intermediate-size", "model.shared_expert_ffn_hidden");
   take("--moe-token-dispatcher-type");
   take("--moe-grouped-gemm");
-  if (take("--moe-expert-capacity-factor")) set("model.capacity_factor", fmt::format("{:g}", real("--moe-expert-capacity-factor")));
+  if (take("--moe-expert-capacity-factor"))
+    set("model.capacity_factor", fmt::format("{:g}", real("--moe-expert-capacity-factor")));
   if (take("--moe-layer-freq")) {
     static const std::regex dense_first(R"(^\(?\[0\]\*(\d+)\+\[1\]\*(\d+)\)?$)");
     const std::string& v = seen.at("--moe-layer-freq");
@@ -188,8 +191,9 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
     } else if (std::regex_match(v, m, dense_first) && std::stoi(m[1]) + std::stoi(m[2]) == layers) {
       set("model.dense_layers", m[1]);
     } else {
-      throw fail(where.at("--moe-layer-freq"), "--moe-layer-freq",
-                 fmt::format("expected 1 or '([0]*D+[1]*M)' with D + M = {} layers (the first D dense), got '{}'", layers, v));
+      throw fail(
+          where.at("--moe-layer-freq"), "--moe-layer-freq",
+          fmt::format("expected 1 or '([0]*D+[1]*M)' with D + M = {} layers (the first D dense), got '{}'", layers, v));
     }
   }
 
@@ -201,7 +205,8 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
     if (take("--fp8-recipe")) {
       const std::string& v = seen.at("--fp8-recipe");
       if (v != "delayed" && v != "tensorwise") {
-        throw fail(where.at("--fp8-recipe"), "--fp8-recipe", fmt::format("expected delayed or tensorwise, got '{}'", v));
+        throw fail(where.at("--fp8-recipe"), "--fp8-recipe",
+                   fmt::format("expected delayed or tensorwise, got '{}'", v));
       }
       set("training.fp8_recipe", v == "delayed" ? "delayed" : "current");
     }
@@ -229,7 +234,8 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
   take("--recompute-num-layers");
   if (take("--optimizer")) {
     const std::string& v = seen.at("--optimizer");
-    if (v != "adam" && v != "sgd") throw fail(where.at("--optimizer"), "--optimizer", fmt::format("expected adam or sgd, got '{}'", v));
+    if (v != "adam" && v != "sgd")
+      throw fail(where.at("--optimizer"), "--optimizer", fmt::format("expected adam or sgd, got '{}'", v));
     set("training.optimizer", v == "adam" ? "adamw" : "sgd");
   }
   if (take("--lr")) set("training.learning_rate", fmt::format("{:g}", real("--lr")));

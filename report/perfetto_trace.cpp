@@ -23,7 +23,9 @@ void varint(std::string& out, std::uint64_t v) {
   }
   out += static_cast<char>(v);
 }
-void key(std::string& out, std::uint32_t field, Wire wire) { varint(out, (std::uint64_t{field} << 3) | wire); }
+void key(std::string& out, std::uint32_t field, Wire wire) {
+  varint(out, (std::uint64_t{field} << 3) | wire);
+}
 void field_varint(std::string& out, std::uint32_t field, std::uint64_t v) {
   key(out, field, varint_wire);
   varint(out, v);
@@ -77,7 +79,9 @@ class Writer {
   bool first_ = true;
 };
 
-std::int64_t nanos(std::int64_t ps) { return (ps + (ps >= 0 ? 500 : -500)) / 1000; }
+std::int64_t nanos(std::int64_t ps) {
+  return (ps + (ps >= 0 ? 500 : -500)) / 1000;
+}
 
 struct Event {
   std::int64_t ns = 0;
@@ -98,30 +102,27 @@ std::string perfetto_trace(const Trace& trace, const plan::Program& program, con
   std::string body, inner, deeper;
   std::uint64_t next_uuid = 1;
   std::int64_t next_tid = trace.world + 2;  // pids are 1 .. world + 1; tids unique over the trace
-  auto process_track = [&](int pid, const std::string& name) {
+  // A track: its uuid and its process or thread descriptor (in `deeper`).
+  auto described_track = [&](std::uint32_t kind) {
     const std::uint64_t uuid = next_uuid++;
     field_varint(inner, f::track_uuid, uuid);
-    field_varint(deeper, f::process_pid, static_cast<std::uint64_t>(pid));
-    field_bytes(deeper, f::process_name, name);
-    field_bytes(inner, f::track_process, deeper);
+    field_bytes(inner, kind, deeper);
     deeper.clear();
     field_bytes(body, f::track_descriptor, inner);
     inner.clear();
     w.packet(body);
     return uuid;
   };
+  auto process_track = [&](int pid, const std::string& name) {
+    field_varint(deeper, f::process_pid, static_cast<std::uint64_t>(pid));
+    field_bytes(deeper, f::process_name, name);
+    return described_track(f::track_process);
+  };
   auto thread_track = [&](int pid, const std::string& name) {
-    const std::uint64_t uuid = next_uuid++;
-    field_varint(inner, f::track_uuid, uuid);
     field_varint(deeper, f::thread_pid, static_cast<std::uint64_t>(pid));
     field_varint(deeper, f::thread_tid, static_cast<std::uint64_t>(next_tid++));
     field_bytes(deeper, f::thread_name, name);
-    field_bytes(inner, f::track_thread, deeper);
-    deeper.clear();
-    field_bytes(body, f::track_descriptor, inner);
-    inner.clear();
-    w.packet(body);
-    return uuid;
+    return described_track(f::track_thread);
   };
   auto counter_track = [&](std::uint64_t parent, const std::string& name) {
     const std::uint64_t uuid = next_uuid++;
@@ -142,7 +143,8 @@ std::string perfetto_trace(const Trace& trace, const plan::Program& program, con
   std::vector<std::vector<std::uint32_t>> by_stream(static_cast<std::size_t>(trace.world) * plan::stream_count);
   for (std::uint32_t i = 0; i < trace.spans.size(); ++i) {
     const Span& sp = trace.spans[i];
-    by_stream[static_cast<std::size_t>(sp.rank) * plan::stream_count + static_cast<std::size_t>(sp.stream)].push_back(i);
+    by_stream[static_cast<std::size_t>(sp.rank) * plan::stream_count + static_cast<std::size_t>(sp.stream)].push_back(
+        i);
   }
   std::vector<Event> events;
   events.reserve(trace.spans.size() * 2 + 1024);
@@ -150,7 +152,8 @@ std::string perfetto_trace(const Trace& trace, const plan::Program& program, con
     if (trace.mirror(r) != r) continue;
     process_uuid[static_cast<std::size_t>(r)] = process_track(r + 1, process_name(trace, r));
     for (int s = 0; s < plan::stream_count; ++s) {
-      std::vector<std::uint32_t>& spans = by_stream[static_cast<std::size_t>(r) * plan::stream_count + static_cast<std::size_t>(s)];
+      std::vector<std::uint32_t>& spans =
+          by_stream[static_cast<std::size_t>(r) * plan::stream_count + static_cast<std::size_t>(s)];
       std::stable_sort(spans.begin(), spans.end(), [&](std::uint32_t a, std::uint32_t b) {
         return starts[a] != starts[b] ? starts[a] < starts[b] : trace.spans[a].end > trace.spans[b].end;
       });

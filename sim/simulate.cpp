@@ -25,7 +25,7 @@ using plan::Stream;
 class Runner {
  public:
   Runner(const plan::Scenario& s, const plan::Program& prog, const DeviceProfile& profile, const SimOptions& options)
-      : s_(s), prog_(prog), profile_(profile), cluster_(with_profile_links(s.cluster, profile)), net_(engine_, cluster_), counters_(options.counters) {
+      : s_(s), prog_(prog), profile_(profile), cluster_(with_profile_links(s.cluster, profile)), net_(engine_, cluster_), counters_(options.counters), progress_(options.progress) {
     const std::size_t n = prog.ops.size();
     waiting_.resize(n);
     done_.assign(n, 0);
@@ -353,6 +353,7 @@ class Runner {
     if (counters_ && o.kind == OpKind::compute) memory_on_end(o);
     spans_.push_back(report::Span{o.rank, o.stream, o.category, o.kind, o.micro_batch, id, start_time_[i],
                                   engine_.now().picoseconds()});
+    if (progress_ && spans_.size() % 4096 == 0) progress_(spans_.size(), prog_.ops.size());
     if (o.stream != Stream::pp) {
       const std::size_t lane = lane_of(o);
       ++cursor_[lane];
@@ -461,6 +462,7 @@ class Runner {
   std::vector<report::Span> spans_;
   AlgorithmCache algorithms_;
   bool counters_ = false;
+  SimProgress progress_;
   std::vector<RankMemory> memory_;
   std::map<ChunkKey, int> backward_left_;
   std::set<ChunkKey> holding_;
@@ -502,7 +504,7 @@ Prediction predict(const plan::Scenario& s, const PredictOptions& options) {
     const bool approximate = options.fold == FoldMode::always || s.plan.world() >= fold_approximate_from;
     try {
       p.program = plan::compile(s, plan::CompileOptions{true});
-      p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, approximate});
+      p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, approximate, options.progress});
       return p;
     } catch (const NotFoldable& e) {
       p.stats = SimStats{};
@@ -510,7 +512,7 @@ Prediction predict(const plan::Scenario& s, const PredictOptions& options) {
     }
   }
   p.program = plan::compile(s);
-  p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, true});
+  p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, true, options.progress});
   return p;
 }
 

@@ -13,6 +13,7 @@
 // backward) and the utilisation over time of the 16 busiest links.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -33,11 +34,15 @@ struct SimStats {
   bool exact = true;   // folded exactly (network.hpp), or no folding
 };
 
+// Told, every few thousand ops, how many of the Program's ops have run (done, total).
+using SimProgress = std::function<void(std::size_t, std::size_t)>;
+
 struct SimOptions {
   bool counters = false;
   // For a one-replica Program: accept a folding that is only a mean-field approximation
   // (network.hpp); when false, simulate() throws NotFoldable unless it is exact.
   bool approximate = true;
+  SimProgress progress{};  // may be empty
 };
 
 // A one-replica Program (plan::CompileOptions) is simulated folded: replica 0's ops run,
@@ -66,6 +71,7 @@ inline constexpr int fold_approximate_from = 256;
 struct PredictOptions {
   bool counters = false;
   FoldMode fold = FoldMode::automatic;
+  SimProgress progress{};  // may be empty
 };
 
 struct Prediction {

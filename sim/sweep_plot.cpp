@@ -52,7 +52,8 @@ double round_down(double v) {
   return decade;
 }
 
-constexpr const char* palette[] = {"#2a6fdb", "#d9534f", "#2e9e5b", "#e8a33d", "#8e5bd0", "#17a2b8", "#6c757d", "#c2185b"};
+constexpr const char* palette[] = {"#2a6fdb", "#d9534f", "#2e9e5b", "#e8a33d",
+                                   "#8e5bd0", "#17a2b8", "#6c757d", "#c2185b"};
 
 struct Series {
   std::string name;
@@ -91,7 +92,8 @@ std::string sweep_svg(const std::vector<SweepPoint>& points, const std::vector<S
   };
   const double plot_w = width - left - right;
   auto xpos = [&](std::size_t i) {
-    if (!numeric || xmax == xmin) return left + (static_cast<double>(i) + 0.5) / static_cast<double>(xs.size()) * plot_w;
+    if (!numeric || xmax == xmin)
+      return left + (static_cast<double>(i) + 0.5) / static_cast<double>(xs.size()) * plot_w;
     const double f = log_x ? std::log(xv[i] / xmin) / std::log(xmax / xmin) : (xv[i] - xmin) / (xmax - xmin);
     return left + 0.05 * plot_w + f * 0.9 * plot_w;
   };
@@ -99,7 +101,8 @@ std::string sweep_svg(const std::vector<SweepPoint>& points, const std::vector<S
   std::vector<Series> series;
   for (const SweepPoint* p : ok) {
     std::vector<std::string> rest;
-    for (std::size_t a = 1; a < axes.size() && a < p->values.size(); ++a) rest.push_back(axes[a].key + "=" + p->values[a]);
+    for (std::size_t a = 1; a < axes.size() && a < p->values.size(); ++a)
+      rest.push_back(axes[a].key + "=" + p->values[a]);
     const std::string name = fmt::format("{}", fmt::join(rest, ", "));
     auto it = std::find_if(series.begin(), series.end(), [&](const Series& s) { return s.name == name; });
     if (it == series.end()) it = series.insert(series.end(), Series{name, {}});
@@ -138,7 +141,8 @@ std::string sweep_svg(const std::vector<SweepPoint>& points, const std::vector<S
   // Axes, grid and labels.
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", left, height - bottom,
                      width - right);
-  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n", left, top, height - bottom);
+  svg +=
+      fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n", left, top, height - bottom);
   for (double v : ticks) {
     svg += fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>\n", left, y(v),
                        width - right);
@@ -146,13 +150,14 @@ std::string sweep_svg(const std::vector<SweepPoint>& points, const std::vector<S
                        v == 0.0 ? std::string("0") : units::format_count(v));
   }
   for (std::size_t i = 0; i < xs.size(); ++i) {
-    svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1}\" text-anchor=\"middle\">{2}</text>\n", xpos(i), height - bottom + 18,
-                       escape(xs[i]));
+    svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1}\" text-anchor=\"middle\">{2}</text>\n", xpos(i),
+                       height - bottom + 18, escape(xs[i]));
   }
   svg += fmt::format("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\">{2}{3}</text>\n", left + plot_w / 2, height - 15,
                      escape(axes.front().key), log_x ? " (log scale)" : "");
-  svg += fmt::format("<text x=\"20\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 20 {0})\">tokens/s{1}</text>\n",
-                     (top + height - bottom) / 2, log_y ? " (log scale)" : "");
+  svg += fmt::format(
+      "<text x=\"20\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 20 {0})\">tokens/s{1}</text>\n",
+      (top + height - bottom) / 2, log_y ? " (log scale)" : "");
   // Each series: its ideal line (dashed), its predicted line and points.
   for (std::size_t k = 0; k < series.size(); ++k) {
     const Series& s = series[k];
@@ -165,9 +170,10 @@ std::string sweep_svg(const std::vector<SweepPoint>& points, const std::vector<S
     const bool grows = std::any_of(s.points.begin(), s.points.end(),
                                    [&](const SweepPoint* p) { return p->gpus != s.points.front()->gpus; });
     if (scaling && grows) {
-      svg += fmt::format("<polyline class=\"ideal\" fill=\"none\" stroke=\"{}\" stroke-opacity=\"0.6\" "
-                         "stroke-dasharray=\"6 4\" stroke-width=\"1.5\" points=\"{}\"/>\n",
-                         colour, ideal);
+      svg += fmt::format(
+          "<polyline class=\"ideal\" fill=\"none\" stroke=\"{}\" stroke-opacity=\"0.6\" "
+          "stroke-dasharray=\"6 4\" stroke-width=\"1.5\" points=\"{}\"/>\n",
+          colour, ideal);
     }
     svg += fmt::format("<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n",
                        colour, pred);
@@ -184,16 +190,18 @@ std::string sweep_svg(const std::vector<SweepPoint>& points, const std::vector<S
   double ly = top + 10;
   for (std::size_t k = 0; k < series.size(); ++k) {
     const std::string name = series[k].name.empty() ? std::string("predicted tokens/s") : series[k].name;
-    svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"2\"/>"
-                       "<text x=\"{4}\" y=\"{5}\">{6}</text>\n",
-                       lx, ly, lx + 24, palette[k % std::size(palette)], lx + 30, ly + 4, escape(name));
+    svg += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"2\"/>"
+        "<text x=\"{4}\" y=\"{5}\">{6}</text>\n",
+        lx, ly, lx + 24, palette[k % std::size(palette)], lx + 30, ly + 4, escape(name));
     ly += 18;
   }
   if (scaling) {
-    svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#888\" stroke-dasharray=\"6 4\"/>"
-                       "<text x=\"{3}\" y=\"{4}\">ideal: linear from</text><text x=\"{3}\" y=\"{5}\">the smallest "
-                       "point (efficiency %)</text>\n",
-                       lx, ly, lx + 24, lx + 30, ly + 4, ly + 18);
+    svg += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#888\" stroke-dasharray=\"6 4\"/>"
+        "<text x=\"{3}\" y=\"{4}\">ideal: linear from</text><text x=\"{3}\" y=\"{5}\">the smallest "
+        "point (efficiency %)</text>\n",
+        lx, ly, lx + 24, lx + 30, ly + 4, ly + 18);
   }
   return svg + "</svg>\n";
 }

@@ -147,6 +147,8 @@ check "trace written" grep -q '"traceEvents"' "$work/t.json"
 expect 0 "" -- "$parasim" simulate "$q" --trace "$work/t.json.gz"
 check "a .gz trace is gzip" gzip -t "$work/t.json.gz"
 check "a .gz trace holds the same events" cmp <(gunzip -c "$work/t.json.gz") "$work/t.json"
+# Progress on stderr (forced on, as a terminal would have it): the step's ops, then the trace.
+expect 0 "simulating the step +[0-9]+ % \(.* of .*\).*writing the trace" -- env PARASIM_PROGRESS=1 "$parasim" simulate "$src/scenarios/hybrid-32-gpus.yaml" --fold never --trace "$work/progress.json"
 # Perfetto's protobuf format: protoc reads it with Perfetto's field numbers, a slice per span.
 expect 0 "" -- "$parasim" simulate "$src/scenarios/pipeline-microbatches.yaml" --trace "$work/p.pftrace"
 "$parasim" simulate "$src/scenarios/pipeline-microbatches.yaml" --trace "$work/p.json" >/dev/null

@@ -1,15 +1,16 @@
 // The dashboard's legibility: axes in round steps and fitting units, memory stacked by what
 // holds it, booleans as check boxes, undo and redo of edits, the measured figures beside the
 // predicted ones, recent files, large clusters drawn in groups, labelled run controls.
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QGraphicsPathItem>
 #include <QLabel>
-#include <QChart>
-#include <QChartView>
 #include <QStackedBarSeries>
-#include <QBarSet>
 #include <QValueAxis>
+
 #include <catch2/catch.hpp>
 
 #include "charts.h"
@@ -55,7 +56,7 @@ TEST_CASE("an axis counts in round steps, in the unit that suits its largest val
   CHECK(axis.max() == 1000.0);
 }
 
-TEST_CASE("booleans are check boxes; edits undo and redo", "[gui][widgets]") {
+TEST_CASE("booleans are check boxes, and edits undo and redo", "[gui][widgets]") {
   gui::PlanEditor editor;
   editor.setScenario(plan::load(scenarios + "dp-one-node.yaml"));
   auto* sp = editor.findChild<QCheckBox*>(QStringLiteral("plan.sequence_parallel"));
@@ -132,7 +133,8 @@ TEST_CASE("the memory chart stacks each stage by what holds the memory", "[gui][
   QList<QStackedBarSeries*> stacks;  // the charts' series live in their views' scenes
   for (QChartView* view : w.findChildren<QChartView*>()) {
     for (QAbstractSeries* series : view->chart()->series()) {
-      if (auto* stacked = qobject_cast<QStackedBarSeries*>(series); stacked && view->chart()->title().startsWith(QStringLiteral("Memory per rank by")))
+      if (auto* stacked = qobject_cast<QStackedBarSeries*>(series);
+          stacked && view->chart()->title().startsWith(QStringLiteral("Memory per rank by")))
         stacks << stacked;
     }
   }
@@ -158,8 +160,9 @@ TEST_CASE("the memory chart stacks each stage by what holds the memory", "[gui][
 }
 
 TEST_CASE("a cluster of more nodes than fit is drawn in groups, a line per group and switch", "[gui][topology]") {
-  const plan::Scenario s = plan::load(scenarios + "hybrid-32-gpus.yaml",
-                                      std::vector<std::string>{"cluster.nodes=64", "plan.dp=32", "training.global_batch=512"});
+  const plan::Scenario s =
+      plan::load(scenarios + "hybrid-32-gpus.yaml",
+                 std::vector<std::string>{"cluster.nodes=64", "plan.dp=32", "training.global_batch=512"});
   const auto cluster = std::make_shared<const topology::Cluster>(s.cluster);
   const sim::Prediction p = sim::predict(s);
   gui::TopologyView view;

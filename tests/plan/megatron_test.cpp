@@ -1,12 +1,13 @@
 // Megatron-LM's arguments read back as settings: each argument's key and value, the shell's
 // quoting and line joins, torchrun's GPU count, and errors that name the line and argument.
+#include "plan/megatron.hpp"
+
 #include <algorithm>
 
 #include <catch2/catch.hpp>
 
 #include "plan/diagnostics.hpp"
 #include "plan/load.hpp"
-#include "plan/megatron.hpp"
 
 using namespace parasim::plan;
 
@@ -35,13 +36,29 @@ torchrun --nnodes 2 --nproc_per_node=8 pretrain_gpt.py \
   CHECK(m.gpus == 16);  // 2 nodes x 8
   CHECK(m.tp == 4);
   CHECK(m.pp == 2);
-  for (const char* set : {"model.layers=32", "model.hidden=4096", "model.ffn_hidden=14336", "model.heads=32",
-                          "model.kv_heads=8", "model.seq_len=8192", "model.vocab=128256", "model.mlp=swiglu",
-                          "model.tie_embeddings=false", "training.micro_batch=1", "training.global_batch=128",
-                          "training.precision=bf16", "training.attention=flash", "training.recompute=selective",
-                          "training.learning_rate=0.0003", "plan.tp=4", "plan.pp=2", "plan.virtual_stages=4",
-                          "plan.schedule=interleaved-1f1b", "plan.sequence_parallel=true", "plan.zero=1",
-                          "plan.overlap_dp=true", "plan.bucket_size=160000000B"}) {
+  for (const char* set : {"model.layers=32",
+                          "model.hidden=4096",
+                          "model.ffn_hidden=14336",
+                          "model.heads=32",
+                          "model.kv_heads=8",
+                          "model.seq_len=8192",
+                          "model.vocab=128256",
+                          "model.mlp=swiglu",
+                          "model.tie_embeddings=false",
+                          "training.micro_batch=1",
+                          "training.global_batch=128",
+                          "training.precision=bf16",
+                          "training.attention=flash",
+                          "training.recompute=selective",
+                          "training.learning_rate=0.0003",
+                          "plan.tp=4",
+                          "plan.pp=2",
+                          "plan.virtual_stages=4",
+                          "plan.schedule=interleaved-1f1b",
+                          "plan.sequence_parallel=true",
+                          "plan.zero=1",
+                          "plan.overlap_dp=true",
+                          "plan.bucket_size=160000000B"}) {
     INFO(set);
     CHECK(has(m, set));
   }
@@ -57,9 +74,10 @@ TEST_CASE("what export --megatron writes reads back as the scenario's settings",
       "--multi-latent-attention --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 --v-head-dim 128 \\\n"
       "--fp16 --initial-loss-scale 65536 --expert-model-parallel-size 16\n",
       "args.txt");
-  for (const char* set : {"model.experts=256", "model.top_k=8", "model.expert_ffn_hidden=2048", "model.dense_layers=3",
-                          "model.kv_lora_rank=512", "model.qk_nope_head_dim=128", "model.qk_rope_head_dim=64",
-                          "model.v_head_dim=128", "training.precision=fp16", "training.loss_scale=65536", "plan.ep=16"}) {
+  for (const char* set :
+       {"model.experts=256", "model.top_k=8", "model.expert_ffn_hidden=2048", "model.dense_layers=3",
+        "model.kv_lora_rank=512", "model.qk_nope_head_dim=128", "model.qk_rope_head_dim=64", "model.v_head_dim=128",
+        "training.precision=fp16", "training.loss_scale=65536", "plan.ep=16"}) {
     INFO(set);
     CHECK(has(m, set));
   }
@@ -68,16 +86,17 @@ TEST_CASE("what export --megatron writes reads back as the scenario's settings",
 
 TEST_CASE("a bad Megatron argument is named with its line and column", "[plan][megatron]") {
   try {
-    (void)read_megatron_arguments("--num-layers 32 \\\n  --hidden-size big --num-attention-heads 8 --seq-length 512", "a.sh");
+    (void)read_megatron_arguments("--num-layers 32 \\\n  --hidden-size big --num-attention-heads 8 --seq-length 512",
+                                  "a.sh");
     FAIL("no error");
   } catch (const ScenarioError& e) {
     CHECK(std::string(e.what()) == "a.sh:2:3: --hidden-size: expected a whole number, got 'big'");
   }
   CHECK_THROWS_WITH(read_megatron_arguments("--num-layers 4 --hidden-size 64 --num-attention-heads 4", "a.sh"),
                     Catch::Contains("--seq-length: missing"));
-  CHECK_THROWS_WITH(read_megatron_arguments("--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 64",
-                                            "a.sh"),
-                    Catch::Contains("--vocab-size: missing"));
+  CHECK_THROWS_WITH(
+      read_megatron_arguments("--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 64", "a.sh"),
+      Catch::Contains("--vocab-size: missing"));
   CHECK_THROWS_WITH(read_megatron_arguments("--num-layers 8 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
                                             "--vocab-size 100 --moe-layer-freq '([0]*3+[1]*6)'",
                                             "a.sh"),

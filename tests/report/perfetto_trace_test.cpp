@@ -77,18 +77,18 @@ plan: {tp: 2, pp: 2, dp: 2}
   const report::Trace trace = sim::simulate(s, prog);
   const topology::Cluster cluster(s.cluster);
   const Message file = decode(report::perfetto_trace(trace, prog, cluster));
-  std::map<std::uint64_t, std::string> names;       // interned
-  std::map<std::uint64_t, std::string> thread_of;   // thread track -> "pid/stream name"
+  std::map<std::uint64_t, std::string> names;      // interned
+  std::map<std::uint64_t, std::string> thread_of;  // thread track -> "pid/stream name"
   std::set<std::uint64_t> counters;
   std::map<std::uint64_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> open;  // track -> (ts, name)
-  std::multiset<std::tuple<std::string, std::uint64_t, std::uint64_t>> slices;          // (name, begin, end)
+  std::multiset<std::tuple<std::string, std::uint64_t, std::uint64_t>> slices;         // (name, begin, end)
   std::uint64_t last_ts = 0;
   bool first = true;
   for (const auto& [field, bytes] : file.bytes) {
     REQUIRE(field == 1);  // Trace.packet
     const Message p = decode(bytes);
-    CHECK(p.get(10) == 1);                      // one sequence
-    CHECK(p.get(13) == (first ? 1U : 2U));      // its incremental state cleared once, then needed
+    CHECK(p.get(10) == 1);                  // one sequence
+    CHECK(p.get(13) == (first ? 1U : 2U));  // its incremental state cleared once, then needed
     first = false;
     if (p.bytes.count(60)) {  // a track descriptor
       const Message d = decode(p.text(60));
@@ -136,7 +136,8 @@ plan: {tp: 2, pp: 2, dp: 2}
   std::set<std::string> ranks;
   for (const auto& [uuid, name] : thread_of) ranks.insert(name.substr(0, name.find('/')));
   CHECK(ranks.size() == 8);
-  CHECK(std::count_if(thread_of.begin(), thread_of.end(), [](const auto& t) { return t.second.ends_with("/compute"); }) == 8);
+  CHECK(std::count_if(thread_of.begin(), thread_of.end(),
+                      [](const auto& t) { return t.second.ends_with("/compute"); }) == 8);
 }
 
 TEST_CASE("a trace file's name chooses Perfetto's format", "[report][trace]") {
