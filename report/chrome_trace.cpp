@@ -23,6 +23,12 @@ void append(Buffer& b, std::string_view s) {
   b.append(s);
 }
 
+// An integer's digits, without a terminating zero to count.
+void integer(Buffer& b, long long v) {
+  const fmt::format_int digits(v);
+  b.append(digits.data(), digits.size());
+}
+
 // A JSON string: the names are made by the program, but a scenario's name is the user's.
 void quoted(Buffer& b, std::string_view s) {
   b.push_back('"');
@@ -68,7 +74,7 @@ bool same_name(const plan::Program& p, const plan::Op& a, const plan::Op& b) {
 // A count or size: an integer as one, else the shortest text that reads back the same.
 void number(Buffer& b, double v) {
   if (v == std::floor(v) && std::abs(v) < 9e15) {
-    append(b, fmt::format_int(static_cast<long long>(v)).c_str());
+    integer(b, static_cast<long long>(v));
   } else {
     fmt::format_to(std::back_inserter(b), "{}", v);
   }
@@ -82,7 +88,7 @@ void micros(Buffer& b, std::int64_t ps) {
   }
   const std::int64_t whole = ps / 1000000;
   std::int64_t frac = ps % 1000000;
-  append(b, fmt::format_int(whole).c_str());
+  integer(b, whole);
   if (frac == 0) return;
   char digits[7] = {'.', '0', '0', '0', '0', '0', '0'};
   for (int i = 6; i > 0; --i, frac /= 10) digits[i] = static_cast<char>('0' + frac % 10);
@@ -207,9 +213,9 @@ std::string chrome_trace_json(const Trace& trace, const plan::Program& program, 
       append(out, ",\"cat\":\"");
       append(out, plan::to_string(sp.category));
       append(out, "\",\"pid\":");
-      append(out, fmt::format_int(sp.rank).c_str());
+      integer(out, sp.rank);
       append(out, ",\"tid\":");
-      append(out, fmt::format_int(static_cast<int>(sp.stream)).c_str());
+      integer(out, static_cast<int>(sp.stream));
       append(out, ",\"ts\":");
       micros(out, start);
       append(out, ",\"dur\":");
@@ -218,7 +224,7 @@ std::string chrome_trace_json(const Trace& trace, const plan::Program& program, 
       const char* sep = "";
       if (sp.micro_batch >= 0) {
         append(out, "\"micro_batch\":");
-        append(out, fmt::format_int(sp.micro_batch).c_str());
+        integer(out, sp.micro_batch);
         sep = ",";
       }
       if (op.flops > 0) {
