@@ -19,6 +19,7 @@
 #include "cli/common.hpp"
 #include "cli/json.hpp"
 #include "cli/output.hpp"
+#include "cli/progress.hpp"
 #include "exec/backend.hpp"
 #include "exec/calibrate.hpp"
 #include "report/table.hpp"
@@ -296,11 +297,21 @@ void run_calibrate(const CalibrateArgs& a) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   exec::Calibration c;
+  Progress progress(a.json.on_stdout() || !root);
   try {
-    c = exec::calibrate(dev, o, [](std::string_view what) {
-      fmt::print("  measuring {}\n", what);
-      std::fflush(stdout);
+    // A line per phase; on a terminal a progress line as well (the ranks' stderr is mpirun's
+    // pipe: the launcher passes PARASIM_PROGRESS on when its own is a terminal).
+    std::string phase;
+    c = exec::calibrate(dev, o, [&](std::string_view what, std::size_t done, std::size_t total) {
+      if (what != phase) {
+        phase = what;
+        progress.clear();
+        fmt::print("  measuring {}\n", what);
+        std::fflush(stdout);
+      }
+      progress.update("calibrating", done, total);
     });
+    progress.clear();
   } catch (const std::exception& e) {
     std::cerr << fmt::format("error: rank {}: {}\n", dev.rank(), e.what());
     dev.abort_all(exit_failure);

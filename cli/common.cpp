@@ -84,6 +84,10 @@ extern "C" void forward_to_launcher(int sig) {
       cmd.insert(cmd.end(), {"-x", "PARASIM_JOB_DIR"});
     }
   }
+  // The ranks' stderr is a pipe to mpirun: a progress line (cli/progress.hpp) is theirs to
+  // draw when this process's stderr is a terminal.
+  if (std::getenv("PARASIM_PROGRESS") == nullptr && ::isatty(STDERR_FILENO) != 0) ::setenv("PARASIM_PROGRESS", "1", 1);
+  if (std::getenv("PARASIM_PROGRESS") != nullptr) cmd.insert(cmd.end(), {"-x", "PARASIM_PROGRESS"});
   if (::geteuid() == 0) cmd.emplace_back("--allow-run-as-root");
   cmd.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
   cmd.insert(cmd.end(), argv.begin() + 1, argv.end());

@@ -83,6 +83,22 @@ void fill(Device& dev, Buffer& b, Value&& value) {
   dev.upload(b.f(), host.data(), host.size() * sizeof(float));
 }
 
+// The measurements done and to do, for the progress callback (calibrate() sets it up).
+struct Meter {
+  CalibrateProgress progress;  // empty off rank 0
+  std::string phase;
+  std::size_t done = 0, total = 0;
+  void begin(std::string_view name) {
+    phase = name;
+    if (progress) progress(phase, done, total);
+  }
+  void tick() {
+    ++done;
+    if (progress) progress(phase, done, total);
+  }
+};
+Meter* meter = nullptr;  // while calibrate() runs
+
 // One measurement: the time of one call, as the median of three rounds' means, and how far
 // the rounds lie apart ((slowest - fastest) / median).
 struct Timing {
@@ -113,6 +129,7 @@ Timing time_call(Device& dev, double seconds, Body&& body) {
     round = static_cast<double>(dev.now_ns() - t0) * 1e-9 / reps;
   }
   std::sort(t.begin(), t.end());
+  if (meter != nullptr) meter->tick();
   return {t[1], t[1] > 0.0 ? (t[2] - t[0]) / t[1] : 0.0};
 }
 
@@ -171,13 +188,17 @@ void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
   dev.set_gemm_precision(plan::Dtype::fp32);
 }
 
-void measure_kernels(Device& dev, const CalibrateOptions& o, Calibration& c) {
-  constexpr int width = 256;  // layer-norm row
-  constexpr int t = 128;      // softmax block
+std::vector<std::int64_t> kernel_sizes(const CalibrateOptions& o) {
   std::vector<std::int64_t> sizes =
       o.quick ? std::vector<std::int64_t>{1 << 16} : std::vector<std::int64_t>{1 << 16, 1 << 20, 1 << 22};
   if (o.large_shapes) sizes.push_back(1 << 26);  // 256 MiB: beyond a GPU's L2
-  for (const std::int64_t n : sizes) {
+  return sizes;
+}
+
+void measure_kernels(Device& dev, const CalibrateOptions& o, Calibration& c) {
+  constexpr int width = 256;  // layer-norm row
+  constexpr int t = 128;      // softmax block
+  for (const std::int64_t n : kernel_sizes(o)) {
     Buffer x = dev.zeroed_floats(static_cast<std::size_t>(n));
     Buffer y = dev.zeroed_floats(static_cast<std::size_t>(n));
     Buffer z = dev.zeroed_floats(static_cast<std::size_t>(n));
@@ -283,8 +304,7 @@ std::vector<int> group_sizes(int world) {
   return g;
 }
 
-void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
-                   const std::function<void(std::string_view)>& progress) {
+void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c) {
   const int world = dev.world();
   if (world < 2) return;
   // Buffers cycle through cold_cache_bytes (or the largest message, if larger), so each
@@ -303,7 +323,7 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
   for (std::int64_t b = o.min_comm_bytes; b <= o.max_comm_bytes; b *= 4) sizes.push_back(b);
   const int me = dev.rank();
 
-  if (progress) progress("send/recv between ranks 0 and 1");
+  meter->begin("send/recv between ranks 0 and 1");
   for (const std::int64_t bytes : sizes) {
     const std::int64_t count = bytes / 4;
     const Timing round_trip = time_call(dev, o.seconds_per_point, [&] {
@@ -322,7 +342,7 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
 
   int key = 900;
   for (const int g : group_sizes(world)) {
-    if (progress) progress(fmt::format("collectives on {} ranks", g));
+    meter->begin(fmt::format("collectives on {} ranks", g));
     std::vector<int> members(static_cast<std::size_t>(g));
     std::iota(members.begin(), members.end(), 0);
     const bool in = me < g;
@@ -349,24 +369,33 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c,
 
 }  // namespace
 
-Calibration calibrate(Device& dev, const CalibrateOptions& options,
-                      const std::function<void(std::string_view)>& progress) {
+Calibration calibrate(Device& dev, const CalibrateOptions& options, const CalibrateProgress& progress) {
   if (options.min_comm_bytes < 4 || options.max_comm_bytes < options.min_comm_bytes) {
     throw std::invalid_argument("calibrate: communication sizes must run from at least 4 bytes upwards");
   }
   Calibration c;
   c.backend = dev.name();
   c.ranks = dev.world();
-  auto say = [&](std::string_view what) {
-    if (progress && dev.rank() == 0) progress(what);
-  };
-  say("GEMMs");
+  // The measurements to make: GEMMs in three forms per dtype, nine kernels per size and the
+  // launch, and per message size a ping-pong and three collectives per group.
+  Meter m;
+  if (dev.rank() == 0) m.progress = progress;
+  std::size_t messages = 0;
+  for (std::int64_t b = options.min_comm_bytes; b <= options.max_comm_bytes; b *= 4) ++messages;
+  m.total = gemm_grid(options.quick, options.large_shapes).size() * 3 * options.gemm_precisions.size() +
+            kernel_sizes(options).size() * 9 + 1 +
+            (dev.world() < 2 ? 0 : messages * (1 + 3 * group_sizes(dev.world()).size()));
+  meter = &m;
+  struct Reset {
+    ~Reset() { meter = nullptr; }
+  } reset;
+  m.begin("GEMMs");
   measure_gemms(dev, options, c);
-  say("element-wise kernels");
+  m.begin("element-wise kernels");
   measure_kernels(dev, options, c);
-  say("the host's and the device's part of a kernel");
+  m.begin("the host's and the device's part of a kernel");
   measure_issue(dev, c);
-  measure_comms(dev, options, c, [&](std::string_view what) { say(what); });
+  measure_comms(dev, options, c);
   reject_outliers(c);
   return c;
 }

@@ -103,10 +103,12 @@ struct Calibration {
   std::vector<CommSample> comms;
 };
 
+// Told on rank 0 what is being measured and how many of the measurements are done: at each
+// new phase, and after each measurement (phase, done, total).
+using CalibrateProgress = std::function<void(std::string_view, std::size_t, std::size_t)>;
+
 // Every rank calls it; rank 0's result holds the figures (means and maxima over ranks).
-// `progress` (rank 0) is told what is being measured.
-Calibration calibrate(Device& dev, const CalibrateOptions& options,
-                      const std::function<void(std::string_view)>& progress = {});
+Calibration calibrate(Device& dev, const CalibrateOptions& options, const CalibrateProgress& progress = {});
 
 // Sets aside (GemmSample::rejected, CommSample::rejected, with the reason) what cannot be
 // the machine's behaviour, so that one disturbed measurement does not set a figure:

@@ -224,6 +224,9 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   check "profile has collective curves" grep -q "^    - \[2, 65536, [0-9.]*\]" "$work/prof.yaml"
   check "calibration JSON written" grep -q '"busbw"' "$work/prof.json"
   check "calibration JSON has each measurement's spread" grep -q '"spread": ' "$work/prof.json"
+  # Its progress, counted in measurements, drawn by rank 0 when the launcher's stderr is a
+  # terminal (forced here: PARASIM_PROGRESS is passed to the ranks).
+  expect 0 "calibrating +100 % \(([0-9]+) of \1\)" -- env PARASIM_PROGRESS=1 "$parasim" calibrate --quick --ranks 2 --max-size 4KiB --out "$work/prof2.yaml"
   check "calibrate reports the rounds' spread" grep -q "^spread between each measurement's 3 rounds: median" <("$parasim" calibrate --quick --ranks 1 --max-size 4KiB --out "$work/prof1.yaml")
   expect 0 "device profile +.*prof.yaml \\(measured\\)" -- "$parasim" simulate "$q" --set hardware.profile="$work/prof.yaml"
   expect 0 "profile: .*prof.yaml" -- "$parasim" validate "$q" --steps 2 --warmup 0 --set hardware.profile="$work/prof.yaml" --out "$work/val2"
