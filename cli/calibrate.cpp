@@ -319,12 +319,11 @@ void run_calibrate(const CalibrateArgs& a) {
   if (!root) return;
   const sim::DeviceProfile p = to_profile(exec::fit_profile(c), a.device);
   print_report(c, p);
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
+  // validate reads the host back from this line (cli/validate.cpp, profile_host).
   const std::string header =
       fmt::format("# Device profile measured by `parasim calibrate --backend {}` with {} rank{} at once\n"
                   "# on {} ({}), {}. Reference it from a scenario:  hardware: {{profile: FILE}}\n",
-                  a.backend, dev.world(), dev.world() == 1 ? "" : "s", host, cpu, today());
+                  a.backend, dev.world(), dev.world() == 1 ? "" : "s", host_name(), cpu, today());
   const std::string body = fmt::format("backend: {}\nranks: {}\n", a.backend, dev.world()) + sim::profile_yaml(p);
   OutputSet files;
   files.add(out, header + body + measurements_yaml(c));

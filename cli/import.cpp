@@ -90,7 +90,8 @@ void run_import(const ImportArgs& a) {
   }
   write_output(a.out, yaml);
   if (a.out != "-") {
-    fmt::print("wrote {}: {}\n", a.out, plan::describe(s).substr(0, plan::describe(s).find('\n')));
+    const std::string described = plan::describe(s);
+    fmt::print("wrote {}: {}\n", a.out, described.substr(0, described.find('\n')));
     if (!m.ignored.empty())
       fmt::print("ignored {} argument{} parasim does not model\n", m.ignored.size(), m.ignored.size() == 1 ? "" : "s");
   }

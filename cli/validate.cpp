@@ -187,11 +187,12 @@ void run_validate(const RunArgs& a) {
       rows.push_back({"expert load (busiest)", "ratio", s.model.expert_load(), run.expert_load});
     return rows;
   };
-  const std::vector<report::ComparisonRow> rows = rows_of(m);
+  std::vector<std::vector<report::ComparisonRow>> per_run;
+  for (const exec::Measurement& run : job.runs) per_run.push_back(rows_of(run));
+  const std::vector<report::ComparisonRow>& rows = per_run[job.median];
   std::vector<Spread> spread(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) spread[i] = {rows[i].measured, rows[i].measured};
-  for (const exec::Measurement& run : job.runs) {
-    const std::vector<report::ComparisonRow> other = rows_of(run);
+  for (const std::vector<report::ComparisonRow>& other : per_run) {
     for (std::size_t i = 0; i < rows.size() && i < other.size(); ++i) {
       spread[i].min = std::min(spread[i].min, other[i].measured);
       spread[i].max = std::max(spread[i].max, other[i].measured);

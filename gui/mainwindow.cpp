@@ -215,33 +215,27 @@ QWidget* MainWindow::makeSummaryView() {
   capacity->attachAxis(size);
   connect(m_memory, &QAbstractItemModel::modelReset, this, [this, series, capacity, stages, size, along] {
     series->clear();
-    const double cap = m_memory->capacity();
+    const plan::MemoryReport& mem = m_memory->report();
+    const double cap = mem.capacity;
     double top = cap;
-    for (int r = 0; r < m_memory->rowCount(); ++r) top = std::max(top, m_memory->index(r, MemoryModel::Total).data(MemoryModel::RawRole).toDouble());
+    for (const plan::MemoryBreakdown& b : mem.stages) top = std::max(top, b.total());
     const AxisUnit unit = unitFor(Quantity::bytes, top);
-    struct Part {
-      QString name;
-      std::vector<int> columns;
-    };
-    const std::vector<Part> parts{{tr("weights"), {MemoryModel::Weights}},
-                                  {tr("gradients"), {MemoryModel::Gradients}},
-                                  {tr("master weights"), {MemoryModel::Master}},
-                                  {tr("optimizer state"), {MemoryModel::Optimizer}},
-                                  {tr("activations"), {MemoryModel::Activations}},
-                                  {tr("logits, workspace"), {MemoryModel::Logits, MemoryModel::Workspace}}};
-    for (const Part& p : parts) {
-      auto* set = new QBarSet(p.name);
-      for (int r = 0; r < m_memory->rowCount(); ++r) {
-        double v = 0.0;
-        for (const int c : p.columns) v += m_memory->index(r, c).data(MemoryModel::RawRole).toDouble();
-        *set << v * unit.scale;
-      }
+    using Part = double (*)(const plan::MemoryBreakdown&);
+    const std::vector<std::pair<QString, Part>> parts{
+        {tr("weights"), [](const plan::MemoryBreakdown& b) { return b.weights; }},
+        {tr("gradients"), [](const plan::MemoryBreakdown& b) { return b.gradients; }},
+        {tr("master weights"), [](const plan::MemoryBreakdown& b) { return b.master; }},
+        {tr("optimizer state"), [](const plan::MemoryBreakdown& b) { return b.optimizer; }},
+        {tr("activations"), [](const plan::MemoryBreakdown& b) { return b.activations; }},
+        {tr("logits, workspace"), [](const plan::MemoryBreakdown& b) { return b.logits + b.workspace; }}};
+    for (const auto& [name, part] : parts) {
+      auto* set = new QBarSet(name);
+      for (const plan::MemoryBreakdown& b : mem.stages) *set << part(b) * unit.scale;
       series->append(set);
     }
     QStringList names;
     for (int r = 0; r < m_memory->rowCount(); ++r) {
-      const bool fits = m_memory->index(r, MemoryModel::Fits).data(MemoryModel::RawRole).toBool();
-      names << (fits ? tr("stage %1").arg(r) : tr("stage %1: OUT OF MEMORY").arg(r));
+      names << (m_memory->fits(r) ? tr("stage %1").arg(r) : tr("stage %1: OUT OF MEMORY").arg(r));
     }
     stages->setCategories(names);
     setNiceRange(size, top * unit.scale * 1.05, tr("per rank (%1)").arg(unit.name));

@@ -263,14 +263,7 @@ void PlanEditor::changed() {
 
 void PlanEditor::restore(const QStringList& overrides) {
   m_loading = true;
-  for (const QString& key : m_order) {
-    const QString shown = m_fields[key].shown;
-    Field& f = m_fields[key];
-    if (auto* spin = qobject_cast<QSpinBox*>(f.editor)) spin->setValue(shown.toInt());
-    if (auto* combo = qobject_cast<QComboBox*>(f.editor)) combo->setCurrentText(shown);
-    if (auto* line = qobject_cast<QLineEdit*>(f.editor)) line->setText(shown);
-    if (auto* box = qobject_cast<QCheckBox*>(f.editor)) box->setChecked(shown == QLatin1String("true"));
-  }
+  for (const QString& key : m_order) setShown(key, m_fields[key].shown);
   for (const QString& o : overrides) {
     const qsizetype eq = o.indexOf(QLatin1Char('='));
     if (eq > 0) setValue(o.left(eq), o.mid(eq + 1));

@@ -157,11 +157,16 @@ double MemoryModel::bytes(int row, int column) const {
   }
 }
 
+bool MemoryModel::fits(int row) const {
+  const plan::MemoryBreakdown& b = m_report.stages[std::size_t(row)];
+  return b.total() <= m_report.capacity && (m_report.host_capacity <= 0.0 || b.host <= m_report.host_capacity);
+}
+
 QVariant MemoryModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
   const plan::MemoryBreakdown& b = m_report.stages[std::size_t(index.row())];
   const bool host_fits = m_report.host_capacity <= 0.0 || b.host <= m_report.host_capacity;
-  const bool fits = b.total() <= m_report.capacity && host_fits;
+  const bool fits = this->fits(index.row());
   const int c = index.column();
   if (role == Qt::DisplayRole) {
     if (c == Stage) return b.stage;

@@ -74,6 +74,9 @@ class MemoryModel : public QAbstractTableModel {
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
   [[nodiscard]] double capacity() const { return m_report.capacity; }
+  [[nodiscard]] const plan::MemoryReport& report() const { return m_report; }
+  // The stage fits the device's memory and, offloading, its share of the host's.
+  [[nodiscard]] bool fits(int row) const;
 
  private:
   [[nodiscard]] double bytes(int row, int column) const;

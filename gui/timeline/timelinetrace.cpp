@@ -265,14 +265,9 @@ std::vector<PaintItem> foldLane(const TimelineLane& lane, const TimeMapping& m) 
     if (!has) return;
     pending.x1 = std::max(pending.x1, pending.x0 + 1.0);  // a lone thin span stays visible
     if (pending.count > 1) {
-      std::size_t best = plan::category_count;
-      for (std::size_t k = 0; k <= plan::category_count; ++k) {
-        if (busy[k] == 0) continue;
-        if (best == plan::category_count && busy[best] == 0) {
-          best = k;
-        } else if (busy[k] > busy[best] || (busy[k] == busy[best] && first_seen[k] < first_seen[best])) {
-          best = k;
-        }
+      std::size_t best = 0;
+      for (std::size_t k = 1; k <= plan::category_count; ++k) {
+        if (busy[k] > busy[best] || (busy[k] > 0 && busy[k] == busy[best] && first_seen[k] < first_seen[best])) best = k;
       }
       pending.category = best == plan::category_count ? -1 : std::int32_t(best);
     }

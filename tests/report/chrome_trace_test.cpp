@@ -9,24 +9,12 @@
 #include "plan/load.hpp"
 #include "report/gzip.hpp"
 #include "sim/simulate.hpp"
+#include "tests/report/pipeline_scenario.hpp"
 
 using namespace parasim;
 
-namespace {
-
-plan::Scenario pipeline() {
-  return plan::load_text(R"(cluster: {preset: hgx-h100}
-model: {layers: 4, hidden: 512, heads: 8, vocab: 1000, seq_len: 256}
-training: {global_batch: 8}
-plan: {tp: 2, pp: 2, dp: 2}
-)",
-                         "t.yaml");
-}
-
-}  // namespace
-
 TEST_CASE("trace times are the spans' picoseconds as exact microseconds", "[report][trace]") {
-  const plan::Scenario s = pipeline();
+  const plan::Scenario s = test::pipeline_scenario();
   const plan::Program prog = plan::compile(s);
   report::Trace t;
   t.kind = "predicted";
@@ -44,7 +32,7 @@ TEST_CASE("trace times are the spans' picoseconds as exact microseconds", "[repo
 }
 
 TEST_CASE("a receive is drawn from its send's start to its arrival", "[report][trace]") {
-  const plan::Scenario s = pipeline();
+  const plan::Scenario s = test::pipeline_scenario();
   const plan::Program prog = plan::compile(s);
   const report::Trace trace = sim::simulate(s, prog);
   const auto doc = nlohmann::json::parse(report::chrome_trace_json(trace, prog, topology::Cluster(s.cluster)));
@@ -91,7 +79,7 @@ plan: {tp: 2, dp: 8}
 }
 
 TEST_CASE("link counters are the utilisation's mean per window, emitted on change", "[report][trace]") {
-  const plan::Scenario s = pipeline();
+  const plan::Scenario s = test::pipeline_scenario();
   const plan::Program prog = plan::compile(s);
   report::Trace t;
   t.kind = "predicted";
@@ -111,7 +99,7 @@ TEST_CASE("link counters are the utilisation's mean per window, emitted on chang
 }
 
 TEST_CASE("a trace named .gz is its text gzip-compressed, and reads back", "[report][trace]") {
-  const plan::Scenario s = pipeline();
+  const plan::Scenario s = test::pipeline_scenario();
   const plan::Program prog = plan::compile(s);
   const report::Trace trace = sim::simulate(s, prog);
   const topology::Cluster cluster(s.cluster);

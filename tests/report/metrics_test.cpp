@@ -6,6 +6,7 @@
 #include "report/chrome_trace.hpp"
 #include "report/metrics.hpp"
 #include "sim/simulate.hpp"
+#include "tests/report/pipeline_scenario.hpp"
 
 using namespace parasim;
 using report::uncovered_length;
@@ -46,12 +47,7 @@ TEST_CASE("step figures from a hand-made trace", "[report][metrics]") {
 }
 
 TEST_CASE("the Chrome trace has a process per rank, a thread per stream and an event per span", "[report][trace]") {
-  const plan::Scenario s = plan::load_text(R"(cluster: {preset: hgx-h100}
-model: {layers: 4, hidden: 512, heads: 8, vocab: 1000, seq_len: 256}
-training: {global_batch: 8}
-plan: {tp: 2, pp: 2, dp: 2}
-)",
-                                           "t.yaml");
+  const plan::Scenario s = test::pipeline_scenario();
   const plan::Program prog = plan::compile(s);
   const topology::Cluster cluster(s.cluster);
   const report::Trace trace = sim::simulate(s, prog);

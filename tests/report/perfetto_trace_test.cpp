@@ -14,6 +14,7 @@
 #include "plan/load.hpp"
 #include "report/chrome_trace.hpp"
 #include "sim/simulate.hpp"
+#include "tests/report/pipeline_scenario.hpp"
 
 using namespace parasim;
 
@@ -67,12 +68,7 @@ Message decode(std::string_view in) {
 }  // namespace
 
 TEST_CASE("a Perfetto trace holds every span as a nested slice, by rank and stream", "[report][trace]") {
-  const plan::Scenario s = plan::load_text(R"(cluster: {preset: hgx-h100}
-model: {layers: 4, hidden: 512, heads: 8, vocab: 1000, seq_len: 256}
-training: {global_batch: 8}
-plan: {tp: 2, pp: 2, dp: 2}
-)",
-                                           "t.yaml");
+  const plan::Scenario s = test::pipeline_scenario();
   const plan::Program prog = plan::compile(s);
   const report::Trace trace = sim::simulate(s, prog);
   const topology::Cluster cluster(s.cluster);
