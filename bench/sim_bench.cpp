@@ -6,8 +6,10 @@
 //   parasim_sim_bench [--gpus N] [--fold auto|always|never] [--json] [--trace FILE]
 //
 // --trace FILE: the step simulated with its counters and written as a Chrome trace
-// (FILE.gz: gzip-compressed), as `parasim simulate --trace` writes it; prints the time of
-// writing against the simulation's, the file's size and the peak memory of both.
+// (FILE.gz: gzip-compressed; FILE.pftrace: Perfetto's format), as `parasim simulate
+// --trace` writes it: a Chrome trace's spans formatted beside the simulation, on another
+// core, and its counters after it. Prints the time of the simulation (with the trace's
+// spans) and of the rest of the writing, the file's size and the peak memory of both.
 //
 // By default the data-parallel replicas are folded as `parasim simulate` folds them
 // (sim/simulate.hpp); --fold never simulates every rank.
@@ -19,6 +21,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <string>
 
 #include <fmt/format.h>
@@ -26,6 +30,7 @@
 #include "plan/load.hpp"
 #include "plan/program.hpp"
 #include "report/chrome_trace.hpp"
+#include "report/gzip.hpp"
 #include "report/metrics.hpp"
 #include "topology/cluster.hpp"
 #include "sim/simulate.hpp"
@@ -81,14 +86,27 @@ plan: {{tp: 8, pp: 8, dp: {3}, virtual_stages: 2, schedule: interleaved-1f1b, se
                                        gpus, gpus / 8, 96 * dp, dp);
   const auto t0 = std::chrono::steady_clock::now();
   const plan::Scenario s = plan::load_text(text, "bench.yaml");
-  const sim::Prediction p = sim::predict(s, {!trace_file.empty(), fold});
+  // The trace as `parasim simulate --trace` writes it: a Chrome trace beside the simulation.
+  sim::PredictOptions options{!trace_file.empty(), fold, {}, {}};
+  std::optional<report::ChromeTraceStream> stream;
+  if (!trace_file.empty() && report::chrome_trace_streamed(trace_file)) {
+    stream.emplace(report::gzip_name(trace_file));
+    options.spans = [&stream](const plan::Program& program, std::span<const report::Span> spans, bool last) {
+      stream->add(program, spans, last);
+    };
+  }
+  const sim::Prediction p = sim::predict(s, options);
   const sim::SimStats& stats = p.stats;
   const double simulate_s = seconds_since(t0);
   double write_s = 0.0;
+  double file_s = 0.0;  // of write_s, the file's
   std::size_t trace_bytes = 0;
   if (!trace_file.empty()) {
     const auto tw = std::chrono::steady_clock::now();
-    const std::string bytes = report::chrome_trace_file(p.trace, p.program, topology::Cluster(s.cluster), trace_file);
+    const topology::Cluster cluster(s.cluster);
+    const std::string bytes =
+        stream ? stream->finish(p.trace, cluster) : report::chrome_trace_file(p.trace, p.program, cluster, trace_file);
+    file_s = seconds_since(tw);
     std::FILE* f = std::fopen(trace_file.c_str(), "wb");
     if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0) {
       std::fprintf(stderr, "cannot write %s\n", trace_file.c_str());
@@ -96,6 +114,7 @@ plan: {{tp: 8, pp: 8, dp: {3}, virtual_stages: 2, schedule: interleaved-1f1b, se
     }
     trace_bytes = bytes.size();
     write_s = seconds_since(tw);
+    file_s = write_s - file_s;
   }
   const auto t1 = std::chrono::steady_clock::now();
   const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
@@ -106,10 +125,10 @@ plan: {{tp: 8, pp: 8, dp: {3}, virtual_stages: 2, schedule: interleaved-1f1b, se
   if (json) {
     fmt::print(R"({{"gpus": {}, "simulated_ranks": {}, "exact": {}, "ops": {}, "events": {}, "flows": {}, )"
                R"("simulate_s": {:.3f}, "report_s": {:.3f}, "total_s": {:.3f}, "peak_rss_mib": {:.0f}, )"
-               R"("events_per_s": {:.0f}, "step_time_s": {:.6f}, "mfu": {:.4f}, "trace_write_s": {:.3f}, "trace_bytes": {}}})"
+               R"("events_per_s": {:.0f}, "step_time_s": {:.6f}, "mfu": {:.4f}, "trace_write_s": {:.3f}, "trace_file_s": {:.3f}, "trace_bytes": {}}})"
                "\n",
                gpus, simulated, stats.exact, stats.ops, stats.events, stats.flows, simulate_s, report_s, total_s, rss,
-               static_cast<double>(stats.events) / simulate_s, f.step_time, f.mfu, write_s, trace_bytes);
+               static_cast<double>(stats.events) / simulate_s, f.step_time, f.mfu, write_s, file_s, trace_bytes);
   } else {
     fmt::print("GPT-3 175B on {} GPUs (tp 8 x pp 8 x dp {}, interleaved 1F1B v 2, 96 micro-batches)\n", gpus, dp);
     fmt::print("  ranks       {} simulated{}\n", simulated,
@@ -121,8 +140,10 @@ plan: {{tp: 8, pp: 8, dp: {3}, virtual_stages: 2, schedule: interleaved-1f1b, se
     fmt::print("  total       {:.2f} s wall, peak resident memory {:.0f} MiB\n", total_s, rss);
     fmt::print("  prediction  step {:.6f} s, MFU {:.1f} %\n", f.step_time, 100 * f.mfu);
     if (!trace_file.empty()) {
-      fmt::print("  trace       {} spans written in {:.2f} s after a {:.2f} s simulation with counters: {:.0f} MB\n",
-                 p.trace.spans.size(), write_s, simulate_s, static_cast<double>(trace_bytes) / 1e6);
+      fmt::print("  trace       {} spans: {:.2f} s simulating with counters{}, then {:.2f} s writing ({:.2f} s of it the "
+                 "file): {:.2f} s, {:.0f} MB\n",
+                 p.trace.spans.size(), simulate_s, stream ? " and spans" : "", write_s, file_s, simulate_s + write_s,
+                 static_cast<double>(trace_bytes) / 1e6);
     }
   }
   return 0;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
+#include <span>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,6 +18,7 @@
 #include "plan/memory.hpp"
 #include "plan/program.hpp"
 #include "report/chrome_trace.hpp"
+#include "report/gzip.hpp"
 #include "report/metrics.hpp"
 #include "report/table.hpp"
 #include "sim/simulate.hpp"
@@ -128,9 +131,17 @@ void run_simulate(const SimulateArgs& a) {
   const topology::Cluster cluster(s.cluster);
   // A large unfolded step takes a while: its progress on a terminal.
   Progress progress(a.json.on_stdout());
-  sim::PredictOptions po{!a.trace.empty(), fold_mode(a.fold), {}};
+  sim::PredictOptions po{!a.trace.empty(), fold_mode(a.fold), {}, {}};
   if (progress.shown()) {
     po.progress = [&progress](std::size_t done, std::size_t total) { progress.update("simulating the step", done, total); };
+  }
+  // A Chrome trace is written beside the simulation, on another core.
+  std::optional<report::ChromeTraceStream> stream;
+  if (!a.trace.empty() && report::chrome_trace_streamed(a.trace)) {
+    stream.emplace(report::gzip_name(a.trace));
+    po.spans = [&stream](const plan::Program& p, std::span<const report::Span> spans, bool last) {
+      stream->add(p, spans, last);
+    };
   }
   const sim::Prediction prediction = sim::predict(s, po);
   const plan::Program& program = prediction.program;
@@ -141,7 +152,7 @@ void run_simulate(const SimulateArgs& a) {
   std::string trace_text;
   if (!a.trace.empty()) {
     progress.update("writing the trace", 0, 1);
-    trace_text = report::chrome_trace_file(trace, program, cluster, a.trace);
+    trace_text = stream ? stream->finish(trace, cluster) : report::chrome_trace_file(trace, program, cluster, a.trace);
   }
   progress.clear();
 

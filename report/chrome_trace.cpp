@@ -2,7 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <iterator>
+#include <mutex>
+#include <span>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -165,19 +171,24 @@ std::int64_t counter_window(const Trace& trace) {
   return std::max<std::int64_t>(trace.step_end / 2000, 1000000);
 }
 
-std::string chrome_trace_json(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster) {
-  Buffer b;
-  b.reserve(trace.spans.size() * 150 + 4096);
+namespace {
+
+// The process and thread names, and the links' process: every event after them opens with
+// a comma.
+void header(Buffer& b, int world, const std::vector<std::int32_t>& mirror_of) {
+  Trace ranks;  // what process_name() reads
+  ranks.world = world;
+  ranks.mirror_of = mirror_of;
   bool first = true;
   auto event = [&] {
     append(b, first ? "{\"traceEvents\":[\n{" : ",\n{");
     first = false;
   };
-  for (int r = 0; r < trace.world; ++r) {
-    if (trace.mirror(r) != r) continue;  // folded: only replica 0's ranks have spans
+  for (int r = 0; r < world; ++r) {
+    if (ranks.mirror(r) != r) continue;  // folded: only replica 0's ranks have spans
     event();
     fmt::format_to(std::back_inserter(b), R"("ph":"M","name":"process_name","pid":{},"args":{{"name":)", r);
-    quoted(b, process_name(trace, r));
+    quoted(b, process_name(ranks, r));
     append(b, "}}");
     for (int s = 0; s < plan::stream_count; ++s) {
       event();
@@ -186,84 +197,64 @@ std::string chrome_trace_json(const Trace& trace, const plan::Program& program, 
                      plan::to_string(static_cast<plan::Stream>(s)));
     }
   }
-  // The links' process first, so that every event after it opens with a comma.
-  const int links_pid = trace.world;
   event();
-  fmt::format_to(std::back_inserter(b), R"("ph":"M","name":"process_name","pid":{},"args":{{"name":"links"}}}})",
-                 links_pid);
-  // A receive is posted long before its data comes (every pipeline receive at the step's
-  // start): drawn from its send's start, it shows the transfer, not the posting.
-  const std::vector<std::int64_t> starts = drawn_starts(trace, program);
-  // The spans in blocks formatted on every core, joined in order: the same text as one
-  // thread's.
-  auto spans = [&](std::size_t from, std::size_t to, std::string& out) {
-    out.reserve((to - from) * 170);
-    const plan::Op* named = nullptr;  // the op whose name `name` is
-    std::string name;
-    for (std::size_t i = from; i < to; ++i) {
-      const Span& sp = trace.spans[i];
-      const plan::Op& op = program.ops[static_cast<std::size_t>(sp.op)];
-      if (named == nullptr || !same_name(program, *named, op)) {
-        name = plan::op_name(program, sp.op);
-        named = &op;
-      }
-      const std::int64_t start = starts[i];
-      append(out, ",\n{\"ph\":\"X\",\"name\":");
-      quoted(out, name);
-      append(out, ",\"cat\":\"");
-      append(out, plan::to_string(sp.category));
-      append(out, "\",\"pid\":");
-      integer(out, sp.rank);
-      append(out, ",\"tid\":");
-      integer(out, static_cast<int>(sp.stream));
-      append(out, ",\"ts\":");
-      micros(out, start);
-      append(out, ",\"dur\":");
-      micros(out, sp.end - start);
-      append(out, ",\"args\":{");
-      const char* sep = "";
-      if (sp.micro_batch >= 0) {
-        append(out, "\"micro_batch\":");
-        integer(out, sp.micro_batch);
-        sep = ",";
-      }
-      if (op.flops > 0) {
-        append(out, sep);
-        append(out, "\"flops\":");
-        number(out, op.flops);
-        sep = ",";
-      }
-      if (op.bytes > 0) {
-        append(out, sep);
-        append(out, "\"bytes\":");
-        number(out, op.bytes);
-      }
-      append(out, "}}");
+  fmt::format_to(std::back_inserter(b), R"("ph":"M","name":"process_name","pid":{},"args":{{"name":"links"}}}})", world);
+}
+
+// A complete event per span, drawn from starts[i] (drawn_starts).
+void span_events(const plan::Program& program, std::span<const Span> spans, const std::int64_t* starts, Buffer& out) {
+  out.reserve(out.size() + spans.size() * 170);
+  const plan::Op* named = nullptr;  // the op whose name `name` is
+  std::string name;
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const Span& sp = spans[i];
+    const plan::Op& op = program.ops[static_cast<std::size_t>(sp.op)];
+    if (named == nullptr || !same_name(program, *named, op)) {
+      name = plan::op_name(program, sp.op);
+      named = &op;
     }
-  };
-  const std::size_t n = trace.spans.size();
-  const std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1,
-                                                      std::max<std::size_t>(1, std::min<std::size_t>(8, n / 50000)));
-  std::vector<std::string> blocks(threads);
-  {
-    std::vector<std::jthread> workers;
-    for (std::size_t t = 1; t < threads; ++t)
-      workers.emplace_back([&, t] { spans(n * t / threads, n * (t + 1) / threads, blocks[t]); });
-    spans(0, n / threads, blocks[0]);
+    const std::int64_t start = starts[i];
+    append(out, ",\n{\"ph\":\"X\",\"name\":");
+    quoted(out, name);
+    append(out, ",\"cat\":\"");
+    append(out, plan::to_string(sp.category));
+    append(out, "\",\"pid\":");
+    integer(out, sp.rank);
+    append(out, ",\"tid\":");
+    integer(out, static_cast<int>(sp.stream));
+    append(out, ",\"ts\":");
+    micros(out, start);
+    append(out, ",\"dur\":");
+    micros(out, sp.end - start);
+    append(out, ",\"args\":{");
+    const char* sep = "";
+    if (sp.micro_batch >= 0) {
+      append(out, "\"micro_batch\":");
+      integer(out, sp.micro_batch);
+      sep = ",";
+    }
+    if (op.flops > 0) {
+      append(out, sep);
+      append(out, "\"flops\":");
+      number(out, op.flops);
+      sep = ",";
+    }
+    if (op.bytes > 0) {
+      append(out, sep);
+      append(out, "\"bytes\":");
+      number(out, op.bytes);
+    }
+    append(out, "}}");
   }
-  std::size_t total = b.size();
-  for (const std::string& block : blocks) total += block.size();
-  b.reserve(total + 64 * trace.counters.size() * 64 + 4096);
-  for (std::string& block : blocks) {
-    append(b, block);
-    std::string().swap(block);
-  }
-  // Counters: memory on each rank's process, link utilisation on the "links" process (its
-  // mean per window, counter_window). A trace without counters over time shows each busy
-  // link's mean utilisation over the step instead.
+}
+
+// Counters, then the closing: memory on each rank's process, link utilisation on the
+// "links" process (its mean per window, counter_window). A trace without counters over
+// time shows each busy link's mean utilisation over the step instead.
+void tail(Buffer& b, const Trace& trace, const topology::Cluster& cluster) {
+  const int links_pid = trace.world;
   auto counter = [&](std::string_view name, int pid, std::int64_t ts, const char* key, double v) {
-    event();
-    append(b, R"("ph":"C","name":)");
+    append(b, ",\n{\"ph\":\"C\",\"name\":");
     quoted(b, name);
     fmt::format_to(std::back_inserter(b), R"(,"pid":{},"ts":)", pid);
     micros(b, ts);
@@ -297,7 +288,147 @@ std::string chrome_trace_json(const Trace& trace, const plan::Program& program, 
   }
   fmt::format_to(std::back_inserter(b), ",\"ranks\":{},\"folded\":{}}}}}\n", trace.world,
                  trace.folded() ? "true" : "false");
+}
+
+}  // namespace
+
+std::string chrome_trace_json(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster) {
+  Buffer b;
+  header(b, trace.world, trace.mirror_of);
+  // A receive is posted long before its data comes (every pipeline receive at the step's
+  // start): drawn from its send's start, it shows the transfer, not the posting.
+  const std::vector<std::int64_t> starts = drawn_starts(trace, program);
+  // The spans in blocks formatted on every core, joined in order: the same text as one
+  // thread's.
+  const std::size_t n = trace.spans.size();
+  const std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1,
+                                                      std::max<std::size_t>(1, std::min<std::size_t>(8, n / 50000)));
+  std::vector<std::string> blocks(threads);
+  {
+    const std::span<const Span> all(trace.spans);
+    auto part = [&](std::size_t t) {
+      const std::size_t from = n * t / threads;
+      span_events(program, all.subspan(from, n * (t + 1) / threads - from), starts.data() + from, blocks[t]);
+    };
+    std::vector<std::jthread> workers;
+    for (std::size_t t = 1; t < threads; ++t) workers.emplace_back(part, t);
+    part(0);
+  }
+  std::size_t total = b.size();
+  for (const std::string& block : blocks) total += block.size();
+  b.reserve(total + 64 * trace.counters.size() * 64 + 4096);
+  for (std::string& block : blocks) {
+    append(b, block);
+    std::string().swap(block);
+  }
+  tail(b, trace, cluster);
   return b;
+}
+
+// The streaming writer: blocks of spans queue for one worker thread, which draws each
+// receive from its send's start (a simulation ends a send before its receive) and formats
+// them, into the text or through gzip.
+struct ChromeTraceStream::State {
+  explicit State(bool gz) {
+    if (gz) gzip = std::make_unique<GzipWriter>();
+  }
+  std::unique_ptr<GzipWriter> gzip;
+  Buffer text;  // what is formatted (and, with gzip, not yet compressed)
+  const plan::Program* program = nullptr;
+  std::unordered_map<std::int64_t, std::int64_t> send_start;  // match -> the send's start
+  std::vector<std::int64_t> starts;
+
+  std::mutex mutex;
+  std::condition_variable more;
+  std::deque<std::vector<Span>> queue;
+  bool last = false;  // no block follows those queued
+  std::exception_ptr failed;
+  std::jthread worker;
+
+  void format(const std::vector<Span>& spans) {
+    starts.clear();
+    for (const Span& sp : spans) {
+      const plan::Op& op = program->ops[static_cast<std::size_t>(sp.op)];
+      std::int64_t start = sp.start;
+      if (sp.kind == plan::OpKind::send) send_start.emplace(op.match, sp.start);
+      if (sp.kind == plan::OpKind::recv) {
+        const auto it = send_start.find(op.match);
+        if (it != send_start.end()) start = std::clamp(it->second, sp.start, sp.end);
+      }
+      starts.push_back(start);
+    }
+    span_events(*program, spans, starts.data(), text);
+    if (gzip) {
+      gzip->add(text);
+      text.clear();
+    }
+  }
+
+  void work(const std::stop_token& stop) {
+    for (;;) {
+      std::vector<Span> block;
+      {
+        std::unique_lock lock(mutex);
+        more.wait(lock, [&] { return stop.stop_requested() || last || !queue.empty(); });
+        if (queue.empty()) return;  // the last block done, or stopped
+        if (stop.stop_requested()) return;
+        block = std::move(queue.front());
+        queue.pop_front();
+      }
+      try {
+        format(block);
+      } catch (...) {
+        const std::lock_guard lock(mutex);
+        failed = std::current_exception();
+        queue.clear();
+        return;
+      }
+    }
+  }
+};
+
+ChromeTraceStream::ChromeTraceStream(bool gzip) : state_(std::make_unique<State>(gzip)) {}
+
+ChromeTraceStream::~ChromeTraceStream() {
+  State& st = *state_;
+  if (!st.worker.joinable()) return;
+  {
+    const std::lock_guard lock(st.mutex);  // not between the worker's test and its wait
+    st.worker.request_stop();
+  }
+  st.more.notify_all();
+}
+
+void ChromeTraceStream::add(const plan::Program& program, std::span<const Span> spans, bool last) {
+  State& st = *state_;
+  if (st.program == nullptr) {
+    st.program = &program;
+    header(st.text, program.world, program.mirror_of);
+    st.worker = std::jthread([&st](const std::stop_token& stop) { st.work(stop); });
+  }
+  {
+    const std::lock_guard lock(st.mutex);
+    if (!spans.empty()) st.queue.emplace_back(spans.begin(), spans.end());
+    st.last = last;
+  }
+  st.more.notify_one();
+  // The Program is the caller's only until it returns from the last block.
+  if (last) st.worker.join();
+}
+
+std::string ChromeTraceStream::finish(const Trace& trace, const topology::Cluster& cluster) {
+  State& st = *state_;
+  if (st.program == nullptr) throw std::logic_error("ChromeTraceStream::finish before the spans' last block");
+  if (st.worker.joinable()) st.worker.join();
+  if (st.failed) std::rethrow_exception(st.failed);
+  tail(st.text, trace, cluster);
+  if (!st.gzip) return std::move(st.text);
+  st.gzip->add(st.text);
+  return st.gzip->finish();
+}
+
+bool chrome_trace_streamed(std::string_view path) {
+  return !perfetto_name(path);
 }
 
 std::string chrome_trace_file(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster,

@@ -10,7 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plan/program.hpp"
@@ -38,5 +41,30 @@ std::vector<std::int64_t> drawn_starts(const Trace& trace, const plan::Program& 
 // JSON trace shrinks about tenfold).
 std::string chrome_trace_file(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster,
                               std::string_view path);
+
+// The Chrome trace written while the simulation runs (sim::SimOptions::spans hands each
+// block of spans to add() as they end): one worker thread formats them, and gzip-compresses
+// them when asked, beside the simulation; finish() adds the counters and the closing. The
+// text is chrome_trace_json's (tested), for a trace whose sends end before their receives,
+// as a simulated one's do. The Program is the one of the first add(), read until the add()
+// of the last block returns.
+class ChromeTraceStream {
+ public:
+  explicit ChromeTraceStream(bool gzip = false);
+  ~ChromeTraceStream();
+  ChromeTraceStream(const ChromeTraceStream&) = delete;
+  ChromeTraceStream& operator=(const ChromeTraceStream&) = delete;
+
+  void add(const plan::Program& program, std::span<const Span> spans, bool last);
+  // The file's bytes; `trace` is the one whose spans were added.
+  std::string finish(const Trace& trace, const topology::Cluster& cluster);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+// Whether a trace file named `path` can be written by ChromeTraceStream (Chrome JSON, .gz
+// or not); Perfetto's format is written whole.
+bool chrome_trace_streamed(std::string_view path);
 
 }  // namespace parasim::report

@@ -1,5 +1,6 @@
 #include "report/gzip.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <zlib.h>
 
@@ -12,23 +13,52 @@ constexpr int gzip_window = 15 + 16;
 
 }  // namespace
 
-std::string gzip(std::string_view data) {
+struct GzipWriter::Stream {
   z_stream z{};
-  if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, gzip_window, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+};
+
+GzipWriter::GzipWriter() : z_(std::make_unique<Stream>()) {
+  if (deflateInit2(&z_->z, Z_BEST_SPEED, Z_DEFLATED, gzip_window, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     throw std::runtime_error("gzip: cannot start zlib");
   }
-  std::string out;
-  out.resize(deflateBound(&z, static_cast<uLong>(data.size())) + 64);
+}
+
+GzipWriter::~GzipWriter() {
+  deflateEnd(&z_->z);
+}
+
+void GzipWriter::run(std::string_view data, int flush) {
+  z_stream& z = z_->z;
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
   z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  const int rc = deflate(&z, Z_FINISH);
-  const std::size_t written = z.total_out;
-  deflateEnd(&z);
-  if (rc != Z_STREAM_END) throw std::runtime_error("gzip: zlib could not compress the data");
-  out.resize(written);
-  return out;
+  int rc = Z_OK;
+  do {
+    // Room for what this piece compresses to, at least 64 KiB more.
+    const std::size_t have = out_.size();
+    out_.resize(have + std::max<std::size_t>(deflateBound(&z, z.avail_in), 1 << 16));
+    z.next_out = reinterpret_cast<Bytef*>(out_.data() + have);
+    z.avail_out = static_cast<uInt>(out_.size() - have);
+    rc = deflate(&z, flush);
+    out_.resize(out_.size() - z.avail_out);
+    if (rc == Z_STREAM_ERROR) throw std::runtime_error("gzip: zlib could not compress the data");
+  } while (z.avail_in > 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
+}
+
+void GzipWriter::add(std::string_view data) {
+  // zlib counts in 32 bits: a piece of 4 GiB or more goes in parts.
+  constexpr std::size_t part = std::size_t{1} << 30;
+  for (std::size_t at = 0; at < data.size(); at += part) run(data.substr(at, part), Z_NO_FLUSH);
+}
+
+std::string GzipWriter::finish() {
+  run({}, Z_FINISH);
+  return std::move(out_);
+}
+
+std::string gzip(std::string_view data) {
+  GzipWriter w;
+  w.add(data);
+  return w.finish();
 }
 
 std::string gunzip(std::string_view data) {

@@ -25,7 +25,7 @@ using plan::Stream;
 class Runner {
  public:
   Runner(const plan::Scenario& s, const plan::Program& prog, const DeviceProfile& profile, const SimOptions& options)
-      : s_(s), prog_(prog), profile_(profile), cluster_(with_profile_links(s.cluster, profile)), net_(engine_, cluster_), counters_(options.counters), progress_(options.progress) {
+      : s_(s), prog_(prog), profile_(profile), cluster_(with_profile_links(s.cluster, profile)), net_(engine_, cluster_), counters_(options.counters), progress_(options.progress), sink_(options.spans) {
     const std::size_t n = prog.ops.size();
     waiting_.resize(n);
     done_.assign(n, 0);
@@ -145,6 +145,7 @@ class Runner {
     for (std::size_t i = 0; i < prog_.ops.size(); ++i) {
       if (!done_[i]) throw std::logic_error("simulation ended with ops not run: the program deadlocks");
     }
+    if (sink_) send_spans(true);
     t.spans = std::move(spans_);
     for (const report::Span& sp : t.spans) t.step_end = std::max(t.step_end, sp.end);
     for (int l = 0; l < cluster_.link_count(); ++l) {
@@ -354,6 +355,7 @@ class Runner {
     spans_.push_back(report::Span{o.rank, o.stream, o.category, o.kind, o.micro_batch, id, start_time_[i],
                                   engine_.now().picoseconds()});
     if (progress_ && spans_.size() % 4096 == 0) progress_(spans_.size(), prog_.ops.size());
+    if (sink_ && spans_.size() - sent_ == span_block) send_spans(false);
     if (o.stream != Stream::pp) {
       const std::size_t lane = lane_of(o);
       ++cursor_[lane];
@@ -463,6 +465,14 @@ class Runner {
   AlgorithmCache algorithms_;
   bool counters_ = false;
   SimProgress progress_;
+  SpanSink sink_;
+  std::size_t sent_ = 0;  // spans handed to sink_
+  static constexpr std::size_t span_block = 1 << 15;
+
+  void send_spans(bool last) {
+    sink_(prog_, std::span<const report::Span>(spans_).subspan(sent_), last);
+    sent_ = spans_.size();
+  }
   std::vector<RankMemory> memory_;
   std::map<ChunkKey, int> backward_left_;
   std::set<ChunkKey> holding_;
@@ -477,7 +487,7 @@ report::Trace simulate(const plan::Scenario& s, const plan::Program& program, co
 
 report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
                        SimStats* stats, bool counters) {
-  return simulate(s, program, profile, stats, SimOptions{counters, true});
+  return simulate(s, program, profile, stats, SimOptions{counters, true, {}, {}});
 }
 
 DeviceProfile profile_of(const plan::Scenario& s) {
@@ -485,7 +495,7 @@ DeviceProfile profile_of(const plan::Scenario& s) {
 }
 
 report::Trace simulate(const plan::Scenario& s, const plan::Program& program, SimStats* stats, bool counters) {
-  return simulate(s, program, profile_of(s), stats, SimOptions{counters, true});
+  return simulate(s, program, profile_of(s), stats, SimOptions{counters, true, {}, {}});
 }
 
 std::string_view to_string(FoldMode m) {
@@ -504,7 +514,7 @@ Prediction predict(const plan::Scenario& s, const PredictOptions& options) {
     const bool approximate = options.fold == FoldMode::always || s.plan.world() >= fold_approximate_from;
     try {
       p.program = plan::compile(s, plan::CompileOptions{true});
-      p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, approximate, options.progress});
+      p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, approximate, options.progress, options.spans});
       return p;
     } catch (const NotFoldable& e) {
       p.stats = SimStats{};
@@ -512,7 +522,7 @@ Prediction predict(const plan::Scenario& s, const PredictOptions& options) {
     }
   }
   p.program = plan::compile(s);
-  p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, true, options.progress});
+  p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, true, options.progress, options.spans});
   return p;
 }
 

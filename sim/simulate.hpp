@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 
 #include "plan/program.hpp"
@@ -37,12 +38,18 @@ struct SimStats {
 // Told, every few thousand ops, how many of the Program's ops have run (done, total).
 using SimProgress = std::function<void(std::size_t, std::size_t)>;
 
+// Handed the trace's spans while the simulation runs: each block as its spans end (in the
+// order of Trace::spans), the last with `last` when the step has ended. The spans are the
+// caller's to copy; the Program is the one simulated (report::ChromeTraceStream).
+using SpanSink = std::function<void(const plan::Program&, std::span<const report::Span>, bool last)>;
+
 struct SimOptions {
   bool counters = false;
   // For a one-replica Program: accept a folding that is only a mean-field approximation
   // (network.hpp); when false, simulate() throws NotFoldable unless it is exact.
   bool approximate = true;
   SimProgress progress{};  // may be empty
+  SpanSink spans{};        // may be empty
 };
 
 // A one-replica Program (plan::CompileOptions) is simulated folded: replica 0's ops run,
@@ -72,6 +79,7 @@ struct PredictOptions {
   bool counters = false;
   FoldMode fold = FoldMode::automatic;
   SimProgress progress{};  // may be empty
+  SpanSink spans{};        // may be empty; a folding that fails does so before any span
 };
 
 struct Prediction {

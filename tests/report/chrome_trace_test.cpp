@@ -2,6 +2,9 @@
 // processes naming the ranks they stand for, link counters as means per window, gzip.
 #include "report/chrome_trace.hpp"
 
+#include <span>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <catch2/catch.hpp>
@@ -113,4 +116,60 @@ TEST_CASE("a trace named .gz is its text gzip-compressed, and reads back", "[rep
   CHECK_THROWS_WITH(report::gunzip(gz.substr(0, gz.size() / 2)), Catch::Contains("truncated"));
   // The same trace twice gives the same text (the spans are formatted on several threads).
   CHECK(report::chrome_trace_json(trace, prog, cluster) == text);
+}
+
+namespace {
+
+// The trace written beside the simulation (ChromeTraceStream fed by predict's span sink):
+// its bytes, and how many blocks the sink handed over.
+std::pair<std::string, int> streamed(const plan::Scenario& s, const sim::PredictOptions& how, bool gz,
+                                     sim::Prediction& p) {
+  report::ChromeTraceStream stream(gz);
+  int blocks = 0;
+  sim::PredictOptions o = how;
+  o.spans = [&](const plan::Program& prog, std::span<const report::Span> spans, bool last) {
+    ++blocks;
+    stream.add(prog, spans, last);
+  };
+  p = sim::predict(s, o);
+  return {stream.finish(p.trace, topology::Cluster(s.cluster)), blocks};
+}
+
+}  // namespace
+
+TEST_CASE("a trace written beside the simulation is the one written after it", "[report][trace]") {
+  // 8 x 8 GPUs, pp 4 with 64 micro-batches: 91,296 spans, two blocks of 32,768 and
+  // the rest; every stream, receives posted early, memory and link counters.
+  const plan::Scenario s = plan::load_text(R"(cluster: {preset: dgx-h100, nodes: 8}
+model: {layers: 8, hidden: 512, heads: 8, vocab: 1000, seq_len: 256}
+training: {global_batch: 512, micro_batch: 1}
+plan: {tp: 2, pp: 4, dp: 8}
+)",
+                                           "t.yaml");
+  const topology::Cluster cluster(s.cluster);
+  sim::Prediction p;
+  const auto [text, blocks] = streamed(s, {true, sim::FoldMode::never}, false, p);
+  INFO(p.trace.spans.size() << " spans");
+  CHECK(blocks == static_cast<int>(p.trace.spans.size() / 32768) + 1);
+  CHECK(blocks >= 3);
+  CHECK(text == report::chrome_trace_json(p.trace, p.program, cluster));
+  // Folded, and through gzip.
+  sim::Prediction folded;
+  const auto [gz, gz_blocks] = streamed(s, {true, sim::FoldMode::always}, true, folded);
+  REQUIRE(folded.trace.folded());
+  CHECK(gz_blocks == static_cast<int>(folded.trace.spans.size() / 32768) + 1);
+  CHECK(report::is_gzip(gz));
+  CHECK(report::gunzip(gz) == report::chrome_trace_json(folded.trace, folded.program, cluster));
+}
+
+TEST_CASE("gzip a piece at a time reads back as the pieces joined", "[report][trace]") {
+  std::string data;
+  for (int i = 0; i < 200000; ++i) data += fmt::format("{{\"ts\":{},\"dur\":{}}},\n", i * 7, i % 13);
+  report::GzipWriter w;
+  for (std::size_t at = 0; at < data.size(); at += 100003) w.add(std::string_view(data).substr(at, 100003));
+  w.add("");
+  const std::string gz = w.finish();
+  CHECK(report::gunzip(gz) == data);
+  CHECK(gz.size() * 5 < data.size());
+  CHECK(report::gunzip(report::gzip("")).empty());
 }
