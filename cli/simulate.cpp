@@ -1,6 +1,8 @@
 // parasim simulate SCENARIO: predict one training step and say where the time goes.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -125,6 +127,76 @@ report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures&
   return t;
 }
 
+// On a cluster with degraded parts or jitter: the same plan on the uniform cluster, and
+// what the degraded links carried.
+struct Heterogeneity {
+  double uniform_step = 0.0;
+  struct DegradedLinks {
+    std::string name;
+    double factor = 1.0;
+    int links = 0;
+    double busiest = 0.0;  // the highest utilisation among them, of the degraded bandwidth
+  };
+  std::vector<DegradedLinks> links;
+};
+
+Heterogeneity heterogeneity(const plan::Scenario& s, const report::Trace& trace, const topology::Cluster& cluster,
+                            sim::FoldMode fold) {
+  Heterogeneity h;
+  plan::Scenario uniform = s;
+  uniform.cluster.degraded.clear();
+  uniform.cluster.jitter = {};
+  h.uniform_step = sim::predict(uniform, {false, fold, {}, {}}).trace.step_seconds();
+  for (const topology::Degraded& d : s.cluster.degraded) {
+    if (d.link.empty()) continue;
+    Heterogeneity::DegradedLinks l{d.link, d.factor, 0, 0.0};
+    for (int id : cluster.links_named(d.link)) {
+      ++l.links;
+      for (const report::LinkUse& u : trace.links) {
+        if (u.link == id && trace.step_end > 0) {
+          l.busiest = std::max(l.busiest, u.bytes / (cluster.link(id).bandwidth * trace.step_seconds()));
+        }
+      }
+    }
+    h.links.push_back(l);
+  }
+  return h;
+}
+
+nlohmann::ordered_json heterogeneity_json(const Heterogeneity& h, const report::StepFigures& f) {
+  nlohmann::ordered_json links = nlohmann::ordered_json::array();
+  for (const auto& l : h.links) {
+    links.push_back({{"link", l.name}, {"factor", l.factor}, {"links", l.links}, {"busiest_utilisation", l.busiest}});
+  }
+  return {{"uniform_step_time", h.uniform_step},
+          {"lost", f.step_time - h.uniform_step},
+          {"slowest_rank", f.slowest_rank},
+          {"slowest_compute", f.slowest_compute},
+          {"median_compute", f.median_compute},
+          {"degraded_links", links}};
+}
+
+void print_heterogeneity(const plan::Scenario& s, const Heterogeneity& h, const report::StepFigures& f) {
+  namespace u = units;
+  const double lost = f.step_time - h.uniform_step;
+  fmt::print("non-uniform cluster  step {} against {} with every device and link at its rate: {} {} ({:+.1f} %)\n",
+             u::format_duration(f.step_time), u::format_duration(h.uniform_step), u::format_duration(std::abs(lost)),
+             lost >= 0 ? "lost" : "gained", h.uniform_step > 0 ? 100 * lost / h.uniform_step : 0.0);
+  const double speed = s.cluster.compute_factor(f.slowest_rank);
+  fmt::print("  slowest rank {}: {} of compute against the median rank's {}{}\n", f.slowest_rank,
+             u::format_duration(f.slowest_compute), u::format_duration(f.median_compute),
+             speed < 1.0 ? fmt::format(" (computes at {:.2g}x its speed)", speed) : "");
+  if (s.cluster.jitter.sigma > 0.0) {
+    fmt::print("  jitter: each compute op's time x exp(sigma z - sigma^2/2), sigma {:.3g}, seed {}\n", s.cluster.jitter.sigma,
+               s.cluster.jitter.seed);
+  }
+  for (const auto& l : h.links) {
+    fmt::print("  degraded link {} ({} link{} at {:.0f} % of their bandwidth): busiest at {:.1f} % of what is left\n", l.name,
+               l.links, l.links == 1 ? "" : "s", 100 * l.factor, 100 * l.busiest);
+  }
+  fmt::print("\n");
+}
+
 void run_simulate(const SimulateArgs& a) {
   namespace u = units;
   const plan::Scenario s = a.scenario.load();
@@ -149,6 +221,11 @@ void run_simulate(const SimulateArgs& a) {
   const report::Trace& trace = prediction.trace;
   const report::StepFigures f = report::step_figures(s, trace, cluster);
   const plan::MemoryReport mem = plan::memory_per_rank(s);
+  std::optional<Heterogeneity> hetero;
+  if (!s.cluster.uniform()) {
+    if (progress.shown()) progress.update("simulating the uniform cluster", 0, 1);
+    hetero = heterogeneity(s, trace, cluster, fold_mode(a.fold));
+  }
   std::string trace_text;
   if (!a.trace.empty()) {
     progress.update("writing the trace", 0, 1);
@@ -169,6 +246,7 @@ void run_simulate(const SimulateArgs& a) {
                       {"simulated_ranks", prediction.simulated_ranks()},
                       {"folded_replicas", stats.replicas},
                       {"folding", program.one_replica() ? (stats.exact ? "exact" : "approximate") : "none"}};
+    if (hetero) j["heterogeneity"] = heterogeneity_json(*hetero, f);
     out.add(a.json.path, stamped("simulate", j).dump(2) + "\n");
   }
   if (!a.json.on_stdout()) {
@@ -193,6 +271,7 @@ void run_simulate(const SimulateArgs& a) {
     }
     fmt::print("{}\n", comm.render());
     fmt::print("{}\n", per_rank_table(s, f).render());
+    if (hetero) print_heterogeneity(s, *hetero, f);
     // Offloading: each stage's host memory against the rank's share of its node's too.
     const bool host = mem.host_capacity > 0.0;
     std::vector<std::string> head{"stage", "memory per rank", "capacity", ""};

@@ -268,6 +268,22 @@ void apply_override(Value& root, std::string_view assignment) {
     const std::size_t dot = path.find('.', start);
     const std::string key(path.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
     if (key.empty()) throw ScenarioError(Location{origin, 1, 1}, std::string(path), "empty key in a dotted path");
+    // A list's entry by its index: cluster.degraded.0.factor.
+    if (at->kind == Value::Kind::sequence && key.find_first_not_of("0123456789") == std::string::npos) {
+      const std::size_t index = key.size() > 9 ? at->items.size() : std::stoul(key);
+      if (index >= at->items.size()) {
+        throw ScenarioError(Location{origin, 1, static_cast<int>(start) + 1}, std::string(path.substr(0, dot)),
+                            fmt::format("index {} is past the list's end: it has {} entr{} (from 0)", key,
+                                        at->items.size(), at->items.size() == 1 ? "y" : "ies"));
+      }
+      if (dot == std::string_view::npos) {
+        at->items[index] = std::move(value);
+        return;
+      }
+      at = &at->items[index];
+      start = dot + 1;
+      continue;
+    }
     if (at->kind == Value::Kind::scalar) {  // preset name: refine it
       Value preset = *at;
       *at = Value{};

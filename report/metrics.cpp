@@ -143,6 +143,15 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
     for (const auto& r : f.ranks) sum += r.compute;
     return f.ranks.empty() ? 0.0 : sum / static_cast<double>(f.ranks.size());
   }();
+  if (!f.ranks.empty()) {
+    std::vector<double> computes;
+    for (const auto& r : f.ranks) computes.push_back(r.compute);
+    const auto slowest = std::max_element(computes.begin(), computes.end());
+    f.slowest_rank = static_cast<int>(slowest - computes.begin());
+    f.slowest_compute = *slowest;
+    std::nth_element(computes.begin(), computes.begin() + static_cast<std::ptrdiff_t>(computes.size() / 2), computes.end());
+    f.median_compute = computes[computes.size() / 2];
+  }
   struct Candidate {
     double seconds;
     std::string what;
@@ -178,12 +187,18 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
     }
     return c;
   };
+  // A degraded device: the others wait for what it computes beyond the median rank (and,
+  // without stages, that is what their idle time is).
+  const double speed = f.slowest_rank >= 0 ? s.cluster.compute_factor(f.slowest_rank) : 1.0;
+  const double idle = f.bubble_fraction * f.step_time;
   std::vector<Candidate> c{
-      // Without stages, idle devices wait on nothing but the host issuing their kernels.
-      {f.bubble_fraction * f.step_time,
-       s.plan.pp > 1 ? "pipeline bubble: stages wait for each other"
-                     : "idle: the devices wait for the host to issue their kernels",
-       s.plan.pp > 1 ? "bubble" : "idle", {}},
+      // Without stages, idle devices wait on nothing but the host issuing their kernels, or
+      // on a uniform cluster with jitter, the slowest rank of each synchronised op.
+      {s.plan.pp > 1 || speed == 1.0 ? idle : 0.0,
+       s.plan.pp > 1                       ? "pipeline bubble: stages wait for each other"
+       : s.cluster.jitter.sigma > 0.0      ? "idle: the ranks wait for the slowest of each synchronised op (cluster.jitter)"
+                                           : "idle: the devices wait for the host to issue their kernels",
+       s.plan.pp > 1 ? "bubble" : s.cluster.jitter.sigma > 0.0 ? "jitter" : "idle", {}},
       dimension(0, "tp", "exposed tensor-parallel communication"),
       dimension(1, "pp", "exposed pipeline transfers"),
       dimension(2, "dp", "exposed data-parallel gradient synchronisation"),
@@ -192,6 +207,14 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
       dimension(5, "offload", "exposed offload copies between the devices and host memory"),
       {host_mean, "the optimizer step on the hosts' cores (offloaded: bound by host memory bandwidth)", "host_optimizer", {}},
   };
+  if (speed < 1.0) {
+    c.push_back({std::max(f.slowest_compute - f.median_compute, s.plan.pp > 1 ? 0.0 : idle),
+                 fmt::format("waiting for a straggler: rank {} computes at {:.2g}x its speed (cluster.degraded), {} "
+                             "against the median rank's {}",
+                             f.slowest_rank, speed, units::format_duration(f.slowest_compute),
+                             units::format_duration(f.median_compute)),
+                 "straggler", {}});
+  }
   const auto top = std::max_element(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
   const double share = f.step_time > 0 ? top->seconds / f.step_time : 0.0;
   if (share >= 0.05) {
@@ -199,8 +222,17 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
     f.limit = {top->kind, share, top->link};
   } else {
     const double computing = f.step_time > 0 ? compute_mean / f.step_time : 0.0;
-    f.bottleneck = fmt::format("compute-bound: the devices compute {:.0f} % of the step", 100 * computing);
-    f.limit = {"compute", computing, {}};
+    // Busy devices far from their peak run small kernels: launches, ramps and memory
+    // latency, not FLOPs, set their time.
+    if (f.mfu < 0.1) {
+      f.bottleneck = fmt::format("launch / latency-bound: the devices compute {:.0f} % of the step at {:.1f} % of their "
+                                 "peak (small kernels: launches and memory latency, not FLOPs, set their time)",
+                                 100 * computing, 100 * f.mfu);
+      f.limit = {"latency", computing, {}};
+    } else {
+      f.bottleneck = fmt::format("compute-bound: the devices compute {:.0f} % of the step", 100 * computing);
+      f.limit = {"compute", computing, {}};
+    }
   }
   return f;
 }

@@ -52,9 +52,11 @@ struct LinkFigure {
   double utilisation = 0.0;  // bytes / (bandwidth x step)
 };
 
-// What limits the step, as the bottleneck sentence says it: `kind` is compute, bubble,
-// idle (devices waiting for the host to issue kernels), tp, pp, dp, cp, ep, offload or
-// host_optimizer; `fraction` the share of the step it takes (for compute, the share the
+// What limits the step, as the bottleneck sentence says it: `kind` is compute, latency
+// (busy devices under 10 % MFU: small kernels), bubble,
+// idle (devices waiting for the host to issue kernels), tp, pp, dp, cp, ep, offload,
+// host_optimizer, straggler (a degraded device the others wait for) or jitter (ranks
+// waiting for the slowest of each synchronised op, cluster.jitter); `fraction` the share of the step it takes (for compute, the share the
 // devices compute); for a communication kind, the link its traffic loads most.
 struct Bottleneck {
   std::string kind = "compute";
@@ -76,6 +78,11 @@ struct StepFigures {
   std::vector<LinkFigure> busiest_links;  // by utilisation, top 8
   std::string bottleneck;
   Bottleneck limit;  // the same, structured
+  // The rank that computes longest, and the median rank's compute (seconds): on a cluster
+  // with degraded devices (cluster.degraded) the others wait for it.
+  int slowest_rank = -1;
+  double slowest_compute = 0.0;
+  double median_compute = 0.0;
 };
 
 // The Dimension (as an int) of a communication category, -1 for compute categories.

@@ -39,8 +39,16 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const bool sp = p.sequence_parallel && p.tp > 1;
   const int layers = m.layer_count();
   const int mbs = s.micro_batches();
+  // A degraded device (cluster.degraded) sets every synchronised rank's pace: compute at the
+  // slowest device's speed.
+  double slowest = 1.0;
+  for (const topology::Degraded& d : s.cluster.degraded) {
+    if (d.rank >= 0) slowest = std::min(slowest, s.cluster.compute_factor(d.rank));
+    if (d.node >= 0) slowest = std::min(slowest, s.cluster.compute_factor(d.node * s.cluster.gpus_per_node));
+  }
+  const double slow = 1.0 / slowest;
   auto op = [&](const std::vector<plan::Gemm>& g, double passes, double bytes) {
-    return op_seconds(prof, g, passes, 0.0, bytes, false, dtype);
+    return op_seconds(prof, g, passes, 0.0, bytes, false, dtype) * slow;
   };
   // Kernel level: a pass takes its kernels' device time and its collectives, or the host's
   // time to issue them, whichever is longer (the simulator interleaves the two exactly).
@@ -48,7 +56,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const plan::KernelPlan kp = plan::kernel_plan(s);
   auto device = [&](const std::vector<plan::Kernel>& ks) {
     const std::vector<double> d = kernel_durations(prof, ks, dtype);
-    return std::accumulate(d.begin(), d.end(), 0.0);
+    return std::accumulate(d.begin(), d.end(), 0.0) * slow;
   };
   auto pass = [&](const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) {
     const double host = static_cast<double>(ks.size()) * dispatch_seconds(prof, c) + calls * prof.host.communication;
@@ -61,7 +69,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   auto cold_start = [&](const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) {
     const double d = dispatch_seconds(prof, c);
     const double host = static_cast<double>(ks.size()) * d + calls * prof.host.communication;
-    return std::max(kernels_seconds(prof, ks, dtype, d, d) + comm, host) - pass(ks, c, comm, calls);
+    return std::max(kernels_seconds(prof, ks, dtype, d, d) * slow + comm, host) - pass(ks, c, comm, calls);
   };
   double start_f = 0.0, start_b = 0.0;  // per chunk and micro-batch, pipelines only
 
@@ -517,9 +525,9 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     // issues the optimizer's kernels.
     const double d_opt = dispatch_seconds(prof, plan::Category::optimizer);
     double opt =
-        kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
-                : op_seconds(prof, {}, 1.0, 12.0 * shard,
-                             (8.0 + 2.0 * plan::optimizer_state_bytes(t.optimizer) + 2.0 * e) * shard, true, dtype);
+        slow * (kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
+                        : op_seconds(prof, {}, 1.0, 12.0 * shard,
+                                     (8.0 + 2.0 * plan::optimizer_state_bytes(t.optimizer) + 2.0 * e) * shard, true, dtype));
     if (p.offload_optimizer) {
       // The host's step (host_seconds), then the updated weights copied in unit by unit.
       plan::Op host;

@@ -1,6 +1,8 @@
 #include "sim/simulate.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <map>
 #include <memory>
 #include <set>
@@ -21,6 +23,23 @@ namespace {
 using plan::Op;
 using plan::OpKind;
 using plan::Stream;
+
+// A compute op's jitter: exp(sigma z - sigma^2 / 2), z a standard normal drawn from (seed,
+// op) alone (splitmix64 and Box-Muller), so that the order events run in does not matter.
+double jitter(const topology::JitterSpec& j, std::int64_t op) {
+  auto mix = [](std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  const std::uint64_t a = mix(j.seed * 0x100000001b3ULL ^ static_cast<std::uint64_t>(op));
+  const std::uint64_t b = mix(a);
+  const double u1 = (static_cast<double>(a >> 11) + 0.5) * 0x1.0p-53;  // (0, 1)
+  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;
+  const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  return std::exp(j.sigma * z - 0.5 * j.sigma * j.sigma);
+}
 
 class Runner {
  public:
@@ -77,6 +96,7 @@ class Runner {
     }
     if (prog.world > cluster_.gpu_count()) throw std::invalid_argument("the program has more ranks than the cluster");
     if (prog.one_replica()) fold(options.approximate);
+    for (int r = 0; r < prog.world; ++r) speed_.push_back(s.cluster.compute_factor(r));
     if (counters_) start_counters();
     host_model_ = profile.host.forward > 0.0 || profile.host.backward > 0.0 || profile.host.communication > 0.0;
     if (host_model_) {
@@ -90,6 +110,7 @@ class Runner {
   // A one-replica Program: the network folds the other replicas onto replica 0 and learns,
   // before the first transfer, every flow the step will start (network.hpp).
   void fold(bool approximate) {
+    if (!s_.cluster.uniform()) throw NotFoldable("the cluster is not uniform (cluster.degraded or cluster.jitter)");
     // Hybrid sharding's groups are parts of the dp lines: replica 0's shard group holds
     // other replicas' ranks, and no shift maps the groups onto one another.
     if (s_.plan.hybrid_shard()) throw NotFoldable("hybrid sharding's groups differ from replica to replica");
@@ -237,6 +258,14 @@ class Runner {
   }
 
   // Each kernel set's device times, worked out once: a step runs each set many times.
+  // How many times longer than nominal a device compute op takes: its device's degradation
+  // and the op's jitter (cluster.degraded, cluster.jitter).
+  double slowdown(const Op& o, std::int64_t id) const {
+    if (s_.cluster.uniform()) return 1.0;
+    const double slow = 1.0 / speed_[static_cast<std::size_t>(o.rank)];
+    return s_.cluster.jitter.sigma > 0.0 ? slow * jitter(s_.cluster.jitter, id) : slow;
+  }
+
   const std::vector<double>& durations(int set) {
     auto& d = durations_[static_cast<std::size_t>(set)];
     if (d.empty()) d = kernel_durations(profile_, prog_.kernel_sets[static_cast<std::size_t>(set)], s_.training.precision);
@@ -274,9 +303,16 @@ class Runner {
           // The first kernel is issued (now or earlier); the rest follow at the host's pace.
           const double first = Time::ps(issue_[static_cast<std::size_t>(id)] - engine_.now().picoseconds()).to_seconds();
           const auto& d = durations(o.kernels);
-          secs = kernels_seconds(d, first, op_dispatch_seconds(profile_, o, d.size()));
+          const double slow = slowdown(o, id);
+          if (slow == 1.0) {
+            secs = kernels_seconds(d, first, op_dispatch_seconds(profile_, o, d.size()));
+          } else {  // the device's time, not the host's issuing
+            std::vector<double> scaled(d);
+            for (double& k : scaled) k *= slow;
+            secs = kernels_seconds(scaled, first, op_dispatch_seconds(profile_, o, d.size()));
+          }
         } else {
-          secs = compute_seconds(profile_, prog_, o, s_.training.precision);
+          secs = compute_seconds(profile_, prog_, o, s_.training.precision) * slowdown(o, id);
         }
         engine_.after(Time::seconds(secs), [this, id] { complete(id); });
         break;
@@ -466,6 +502,7 @@ class Runner {
   bool counters_ = false;
   SimProgress progress_;
   SpanSink sink_;
+  std::vector<double> speed_;  // per rank: the share of its speed it computes at (cluster.degraded)
   std::size_t sent_ = 0;  // spans handed to sink_
   static constexpr std::size_t span_block = 1 << 15;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -51,6 +52,27 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)) {
     const auto first = gpus_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(n) * g);
     hosts_[static_cast<std::size_t>(n)] = build_host(n, {first, first + static_cast<std::ptrdiff_t>(g)});
   }
+  // Degraded links carry their share of the bandwidth (a link named twice, the product).
+  for (const Degraded& d : spec_.degraded) {
+    if (d.link.empty()) continue;
+    const std::vector<int> ids = links_named(d.link);
+    if (ids.empty()) throw std::invalid_argument(fmt::format("cluster.degraded: no link is named '{}'", d.link));
+    for (int id : ids) graph_[edge(id)].bandwidth *= d.factor;
+  }
+}
+
+std::vector<int> Cluster::links_named(std::string_view name) const {
+  std::vector<int> out;
+  const auto arrow = name.find(" -> ");
+  for (int id = 0; id < link_count(); ++id) {
+    const std::string& from = graph_[source(id)].name;
+    const std::string& to = graph_[target(id)].name;
+    const bool match = arrow == std::string_view::npos
+                           ? from == name || to == name
+                           : from == name.substr(0, arrow) && to == name.substr(arrow + 4);
+    if (match) out.push_back(id);
+  }
+  return out;
 }
 
 void Cluster::build_devices_and_network() {

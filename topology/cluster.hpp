@@ -80,6 +80,9 @@ class Cluster {
   [[nodiscard]] const Vertex& vertex(VertexId v) const { return graph_[v]; }
   // "n0.gpu3 -> n0.nvswitch"
   [[nodiscard]] std::string link_name(int link_id) const;
+  // The links a Degraded::link names: "a -> b" that one, a vertex's name every link to and
+  // from it; empty when none matches.
+  [[nodiscard]] std::vector<int> links_named(std::string_view name) const;
   // The host memory vertex of a node, or null_vertex() where the node has none.
   [[nodiscard]] VertexId host(int node) const { return hosts_[static_cast<std::size_t>(node)]; }
 

@@ -4,9 +4,11 @@
 // All bandwidths are bytes per second in one direction; latencies are seconds.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "topology/device.hpp"
 
@@ -72,6 +74,27 @@ struct WanSpec {
   double latency = 0.0;
 };
 
+// A part of the cluster below its nominal rate: a straggler device (thermal throttling, a
+// slow host, a failing HBM stack) computing at `factor` of its speed, or links carrying
+// `factor` of their bandwidth (a cable trained down to a lower rate, a flapping port).
+// One of rank, node or link names what is degraded.
+struct Degraded {
+  int rank = -1;     // a device (its global rank)
+  int node = -1;     // every device of a node
+  std::string link;  // "a -> b": that direction of a link, as reports name links; or a
+                     // vertex's name ("n3.nic0", "leaf1"): every link to and from it
+  double factor = 1.0;  // (0, 1]: of the speed or bandwidth it keeps
+};
+
+// Run-to-run noise of compute (OS jitter, clocks, memory refresh): each compute op's time
+// multiplied by exp(sigma z - sigma^2 / 2), z a standard normal drawn from (seed, op): the
+// mean time unchanged, what the step loses is what synchronous ranks wait for the slowest.
+// The same seed gives the same step, bit for bit.
+struct JitterSpec {
+  double sigma = 0.0;
+  std::uint64_t seed = 1;
+};
+
 struct ClusterSpec {
   std::string name;
   int nodes = 1;
@@ -82,8 +105,20 @@ struct ClusterSpec {
   std::optional<WanSpec> wan;
   NodeHostSpec host;
   CollectiveLibrary library = CollectiveLibrary::mpi;
+  std::vector<Degraded> degraded;
+  JitterSpec jitter;
 
   [[nodiscard]] int total_gpus() const { return nodes * gpus_per_node; }
+  // Whether every device and link runs at its nominal rate, without jitter.
+  [[nodiscard]] bool uniform() const { return degraded.empty() && jitter.sigma == 0.0; }
+  // The share of its speed device `rank` computes at: the product of the factors naming it.
+  [[nodiscard]] double compute_factor(int rank) const {
+    double f = 1.0;
+    for (const Degraded& d : degraded) {
+      if (d.rank == rank || (d.node >= 0 && d.node == rank / gpus_per_node)) f *= d.factor;
+    }
+    return f;
+  }
 };
 
 }  // namespace parasim::topology

@@ -138,6 +138,20 @@ expect 0 "\"step_time\": [0-9]" -- "$parasim" simulate --json "$q"
 expect 0 "ranks simulated: 1 of 2 \(2 data-parallel replicas folded, exact\)" -- "$parasim" simulate "$q"
 expect 0 "ranks simulated: all 2" -- "$parasim" simulate "$q" --fold never
 expect 2 "fold" -- "$parasim" simulate "$q" --fold sometimes
+# A cluster with a straggler and a degraded link: the uniform cluster beside it, the slowest
+# rank named, the structured bottleneck, a sweep over the throttling by the entry's index.
+st="$src/scenarios/straggler-h100.yaml"
+expect 0 "non-uniform cluster  step .* against .* with every device and link at its rate: .* lost" -- "$parasim" simulate "$st"
+expect 0 "slowest rank 11: .* \(computes at 0.8x its speed\)" -- "$parasim" simulate "$st"
+expect 0 "degraded link n1.nic0 \(4 links at 50 % of their bandwidth\)" -- "$parasim" simulate "$st"
+expect 0 "bottleneck: .* waiting for a straggler: rank 11" -- "$parasim" simulate "$st"
+expect 0 "\"slowest_rank\": 11" -- "$parasim" simulate "$st" --json
+expect 0 "\"kind\": \"straggler\"" -- "$parasim" simulate "$st" --json
+expect 0 "ranks simulated: all 16" -- "$parasim" simulate "$st" --fold always
+expect 0 "^ +0.4 +16 " -- "$parasim" sweep "$st" --vary cluster.degraded.0.factor=1,0.4
+expect 0 "ranks wait for the slowest of each synchronised op \(cluster.jitter\)" -- "$parasim" simulate "$st" --set "cluster.degraded=[]" --set "cluster.jitter={sigma: 0.3}"
+expect 2 "cluster.degraded.5: index 5 is past the list's end" -- "$parasim" simulate "$st" --set cluster.degraded.5.factor=0.5
+expect 2 "cluster.degraded\[1\].link: no link is named 'n1.nic9'.*did you mean 'n1.nic0'" -- "$parasim" check "$st" --set "cluster.degraded=[{rank: 1, factor: 0.5}, {link: n1.nic9, factor: 0.5}]"
 expect 0 "does not fit|OUT OF MEMORY" -- "$parasim" simulate "$q" --set cluster=dgx-h100 --set cluster.gpus_per_node=1 --set model=gpt-30b --set plan.dp=1 --set training.micro_batch=1 --set training.global_batch=1
 expect 2 "plan.tp: heads 4 are not divisible by tp 3" -- "$parasim" simulate "$q" --set cluster.gpus_per_node=4 --set plan.tp=3 --set plan.dp=1 --set training.global_batch=4
 expect 2 "plan.dp: dp x tp x pp = 4 x 1 x 1 = 4 devices, but the cluster has 2" -- "$parasim" simulate "$q" --set plan.dp=4 --trace "$work/t.json"

@@ -296,6 +296,27 @@ TEST_CASE("every bad scenario is rejected with file, line, key and the reason", 
   all.push_back({"WAN without latency", good.substr(0, good.find("model:")) + "  wan: {bandwidth: 10Gbps}\n" +
                                             good.substr(good.find("model:")),
                  "cluster.wan.latency", 15, {"missing required key 'latency'"}});
+  // cluster.degraded and cluster.jitter, on line 15 (after the cluster's keys).
+  auto degraded = [&](const std::string& lines) {
+    return good.substr(0, good.find("model:")) + lines + good.substr(good.find("model:"));
+  };
+  all.push_back({"degraded link that does not exist", degraded("  degraded:\n    - {link: n1.nic9, factor: 0.5}\n"),
+                 "cluster.degraded[0].link", 16, {"no link is named 'n1.nic9'", "did you mean 'n1.nic0'"}});
+  all.push_back({"degraded entry naming two things", degraded("  degraded:\n    - {rank: 3, node: 0, factor: 0.5}\n"),
+                 "cluster.degraded[0].rank", 16, {"name one of rank", "node", "link"}});
+  all.push_back({"degraded entry naming nothing", degraded("  degraded:\n    - {factor: 0.5}\n"),
+                 "cluster.degraded[0].factor", 16, {"name one of rank"}});
+  all.push_back({"degraded rank past the cluster", degraded("  degraded:\n    - {rank: 16, factor: 0.5}\n"),
+                 "cluster.degraded[0].rank", 16, {"from 0 to 15"}});
+  all.push_back({"degraded factor above 1", degraded("  degraded:\n    - {node: 1, factor: 2}\n"),
+                 "cluster.degraded[0].factor", 16, {"0.001", "1"}});
+  all.push_back({"degraded as a single value", degraded("  degraded: rank3\n"), "cluster.degraded", 15,
+                 {"expected a list"}});
+  all.push_back({"jitter without sigma", degraded("  jitter: {seed: 4}\n"), "cluster.jitter.sigma", 15,
+                 {"missing required key 'sigma'"}});
+  all.push_back({"a list index past the end", degraded("  degraded:\n    - {rank: 3, factor: 0.5}\n"), "cluster.degraded.1",
+                 0, {"index 1 is past the list's end: it has 1 entry"}, {"cluster.degraded.1.factor=0.2"},
+                 "--set cluster.degraded.1.factor=0.2"});
   REQUIRE(all.size() >= 40);
 
   for (const Case& c : all) {

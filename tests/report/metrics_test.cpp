@@ -46,6 +46,30 @@ TEST_CASE("step figures from a hand-made trace", "[report][metrics]") {
   CHECK(f.mfu == Approx(plan::step_flops(s.model, 8, plan::Recompute::none) / 10e-3 / 989.4e12));
 }
 
+TEST_CASE("busy devices far from their peak are latency-bound, near it compute-bound", "[report][metrics]") {
+  // GPT-3 13B, 8 samples of 2,048 tokens: about 1.3 PFLOP a step. Computing all of a
+  // 100 s step is 1.3 % MFU (small kernels' launches and latency); all of a 1 s step, well
+  // past the peak of one GPU, is the compute.
+  const plan::Scenario s = plan::load_text("cluster: {preset: dgx-h100, gpus_per_node: 1}\nmodel: gpt3-13b\n"
+                                           "training: {global_batch: 8}\n",
+                                           "m.yaml");
+  auto busy = [&](double seconds) {
+    report::Trace t;
+    t.world = 1;
+    t.step_end = static_cast<std::int64_t>(seconds * 1e12);
+    t.spans.push_back({0, plan::Stream::compute, plan::Category::forward, plan::OpKind::compute, 0, 0, 0, t.step_end});
+    return report::step_figures(s, t, topology::Cluster(s.cluster));
+  };
+  const report::StepFigures slow = busy(100.0);
+  CHECK(slow.mfu < 0.1);
+  CHECK(slow.limit.kind == "latency");
+  CHECK(slow.limit.fraction == Approx(1.0));
+  CHECK_THAT(slow.bottleneck, Catch::Matchers::StartsWith("launch / latency-bound: the devices compute 100 % of the step at 1."));
+  const report::StepFigures fast = busy(1.0);
+  CHECK(fast.limit.kind == "compute");
+  CHECK_THAT(fast.bottleneck, Catch::Matchers::StartsWith("compute-bound"));
+}
+
 TEST_CASE("the Chrome trace has a process per rank, a thread per stream and an event per span", "[report][trace]") {
   const plan::Scenario s = test::pipeline_scenario();
   const plan::Program prog = plan::compile(s);

@@ -537,6 +537,31 @@ TEST_CASE("scenario 16: Mixtral 8x7B on 64 H100s fits only with expert paralleli
   CHECK(s.model.active_parameter_count() < 0.3 * s.model.parameter_count());
 }
 
+TEST_CASE("scenario 19: a throttled GPU sets the pace of every rank, a half-rate NIC slows the gradient ring",
+          "[scenarios][degraded]") {
+  const std::string file = "straggler-h100.yaml";
+  const Outcome o = run(file);
+  const Outcome uniform = run(file, {"cluster.degraded=[]"});
+  const Outcome no_nic = run(file, {"cluster.degraded=[{rank: 11, factor: 0.8}]"});
+  // GPU 11 computes 1 / 0.8 = 1.25 times as long as the others, op by op; the tp all-reduces
+  // make its group wait at every layer, and the dp all-reduce the rest: the step grows by
+  // about what it computes beyond them.
+  CHECK(o.figures.slowest_rank == 11);
+  CHECK(o.figures.slowest_compute == Approx(1.25 * o.figures.median_compute).epsilon(0.01));
+  CHECK(o.figures.limit.kind == "straggler");
+  const double extra = o.figures.slowest_compute - o.figures.median_compute;
+  CHECK(no_nic.figures.step_time - uniform.figures.step_time == Approx(extra).epsilon(0.1));
+  // The NIC at half its rate: the inter-node part of the gradient all-reduce slows, the step
+  // with it (a little: the gradients are reduce-scattered over 4 replicas, mostly hidden).
+  CHECK(o.figures.step_time > no_nic.figures.step_time);
+  CHECK(o.figures.comm_mean[static_cast<std::size_t>(report::Dimension::dp)] >
+        no_nic.figures.comm_mean[static_cast<std::size_t>(report::Dimension::dp)]);
+  // A sweep over the throttling: once the straggler dominates, the step grows as 1 / factor.
+  const Outcome half = run(file, {"cluster.degraded.0.factor=0.4"});
+  const Outcome quarter = run(file, {"cluster.degraded.0.factor=0.2"});
+  CHECK(quarter.figures.step_time / half.figures.step_time == Approx(2.0).epsilon(0.1));
+}
+
 TEST_CASE("every scenario's prediction matches its golden output", "[scenarios][golden]") {
   const std::vector<fs::path> files = test::seed_scenarios();
   REQUIRE_FALSE(files.empty());
