@@ -142,7 +142,7 @@ extern "C" void forward_to_launcher(int sig) {
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     if (code == exit_ok || code == exit_bad_input || code == exit_failure || code == exit_no_fit ||
-        code == exit_error_exceeded) {
+        code == exit_error_exceeded || code == exit_diverged) {
       std::_Exit(code);
     }
     std::fprintf(stderr, "error: the job ended with mpirun's status %d (a rank was killed or failed to start)\n", code);

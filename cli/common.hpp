@@ -19,6 +19,7 @@ inline constexpr int exit_failure = 1;
 inline constexpr int exit_bad_input = 2;
 inline constexpr int exit_no_fit = 3;           // --require-fit: the plan (or every plan) does not fit
 inline constexpr int exit_error_exceeded = 4;   // validate --max-error: the step time's error is past it
+inline constexpr int exit_diverged = 5;         // run.on_divergence: stop, and the training diverged
 
 // Thrown once a command's output is written, to end with one of the codes above and a
 // message on standard error.

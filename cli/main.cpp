@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     return exit_bad_input;
   } catch (const ExitStatus& e) {
     if (!flush_standard_output()) return exit_failure;
-    std::cerr << "error: " << e.what() << '\n';
+    if (*e.what() != '\0') std::cerr << "error: " << e.what() << '\n';  // (one rank of many says it)
     return e.code;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << '\n';

@@ -155,13 +155,21 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   // Tokens for a language model, samples (images) for a generic one.
   const double items = static_cast<double>(s.training.global_batch) * s.model.tokens_per_sample();
   const char* unit = s.model.kind == plan::ModelKind::transformer ? "tokens/s" : "samples/s";
-  o.on_step = [&, total, every, unit](const exec::StepRecord& r) {
-    if (quiet || ((r.index + 1) % every != 0 && r.index + 1 != total)) return;
-    fmt::print("step {:>4}/{}{}  {:>10}  loss {:.4f}  {} {}  {}{}\n", r.index + 1, total,
-               r.warmup ? " (warm-up)" : "          ", u::format_duration(r.seconds), r.loss,
+  const bool scheduled = s.training.warmup_steps > 0 || s.training.lr_decay != plan::LrDecay::constant;
+  o.on_step = [&, total, every, unit, scheduled](const exec::StepRecord& r) {
+    // A diverging step is always told (on stderr, after its line), whatever the output.
+    const auto warn = [&r] {
+      if (!r.divergence.empty()) std::cerr << fmt::format("warning: training diverges: {}\n", r.divergence);
+    };
+    if (quiet || ((r.index + 1) % every != 0 && r.index + 1 != total && r.divergence.empty())) return warn();
+    fmt::print("step {:>4}/{}{}  {:>10}  loss {:.4f}  |g| {:<8.4g}  {} {}  {}{}{}{}\n", r.index + 1, total,
+               r.warmup ? " (warm-up)" : "          ", u::format_duration(r.seconds), r.loss, r.grad_norm,
                u::format_count(items / r.seconds), unit, u::format_flop_rate(r.flops / r.seconds / s.plan.world()),
+               scheduled ? fmt::format("  lr {:.3g}", r.learning_rate) : "",
+               r.clip < 1.0 ? fmt::format("  clipped x{:.3g}", r.clip) : "",
                r.skipped ? fmt::format("  skipped: gradients overflowed, loss scale now {:g}", r.loss_scale) : "");
     std::fflush(stdout);
+    warn();
   };
   Job job;
   try {
@@ -172,6 +180,10 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   } catch (const exec::OutOfMemory& e) {
     std::cerr << "error: " << e.what() << '\n';
     dev.abort_all(exit_failure);
+  } catch (const exec::Diverged& e) {
+    // Every rank stops at the same step, and ends with status 5: one says why.
+    exec::watchdog::stop();
+    throw ExitStatus(exit_diverged, root ? fmt::format("{} (run.on_divergence: stop)", e.what()) : std::string());
   } catch (const std::exception& e) {
     std::cerr << fmt::format("error: rank {}: {}\n", dev.rank(), e.what());
     dev.abort_all(exit_failure);
@@ -249,7 +261,12 @@ nlohmann::ordered_json steps_json(const exec::Measurement& m) {
                      {"loss", r.loss},
                      {"flops", r.flops},
                      {"skipped", r.skipped},
-                     {"loss_scale", r.loss_scale}});
+                     {"loss_scale", r.loss_scale},
+                     {"grad_norm", std::isfinite(r.grad_norm) ? nlohmann::ordered_json(r.grad_norm) : nlohmann::ordered_json(nullptr)},
+                     {"clip", r.clip},
+                     {"learning_rate", r.learning_rate},
+                     {"largest_gradient_rank", r.largest_rank},
+                     {"divergence", r.divergence}});
   }
   return steps;
 }

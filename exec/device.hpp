@@ -206,6 +206,9 @@ class Device {
                          double weight_decay, int step) = 0;
   // How many of x[0, count) are infinite or NaN (blocking: waits for the current stream).
   virtual std::int64_t count_nonfinite(const float* x, std::int64_t count) = 0;
+  // The sum of x[i]^2 over [0, count), in double (blocking: waits for the current stream);
+  // a non-finite x makes it non-finite.
+  virtual double sum_squares(const float* x, std::int64_t count) = 0;
   // Rounds fp32 values to the nearest bf16 / fp16 value (round to nearest even); no-op for
   // fp32 and tf32 (TF32 rounding happens inside GEMMs on devices that have it).
   virtual void round_to(plan::Dtype dtype, float* y, std::int64_t count) = 0;

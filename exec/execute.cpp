@@ -1,6 +1,7 @@
 #include "exec/execute.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -25,6 +26,26 @@ struct WireSpan {
 };
 
 }  // namespace
+
+std::string divergence(const StepRecord& r, const std::vector<double>& earlier_losses, double factor) {
+  const int step = r.index + 1;  // as run prints it, warm-up steps included
+  const std::string who = r.largest_rank >= 0 ? fmt::format(" (rank {}'s gradients are the largest)", r.largest_rank) : "";
+  if (!std::isfinite(r.loss)) return fmt::format("step {}: the loss is {}{}", step, r.loss, r.largest_rank >= 0 ? who : " (on every rank)");
+  if (!r.skipped && !std::isfinite(r.grad_norm)) {
+    return fmt::format("step {}: the gradient norm is {}{}", step, r.grad_norm,
+                       r.largest_rank >= 0 ? fmt::format(" (non-finite on rank {})", r.largest_rank) : " (on every rank)");
+  }
+  if (earlier_losses.empty()) return "";
+  std::vector<double> last(earlier_losses.end() - static_cast<std::ptrdiff_t>(std::min<std::size_t>(10, earlier_losses.size())),
+                           earlier_losses.end());
+  std::nth_element(last.begin(), last.begin() + static_cast<std::ptrdiff_t>(last.size() / 2), last.end());
+  const double median = last[last.size() / 2];
+  if (median > 0.0 && r.loss > factor * median) {
+    return fmt::format("step {}: the loss {:.4g} is {:.3g} times the median of the last {} steps' ({:.4g}){}", step, r.loss,
+                       r.loss / median, std::min<std::size_t>(10, earlier_losses.size()), median, who);
+  }
+  return "";
+}
 
 Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& options) {
   if (dev.world() != s.plan.world()) {
@@ -65,7 +86,30 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
     r.flops = sums[2];
     r.skipped = shard.last_step_skipped();
     r.loss_scale = shard.loss_scale();
+    r.grad_norm = shard.grad_norm();
+    r.clip = shard.clip_factor();
+    r.learning_rate = plan::learning_rate_at(s.training, std::max(0, shard.optimizer_steps() - 1));
+    {
+      // Each rank's share of the squared norm: the largest (a non-finite one first) names
+      // the rank a diverging step comes from.
+      std::vector<double> shares(static_cast<std::size_t>(dev.world()), 0.0);
+      const double mine = shard.source_grad_norm2();
+      shares[static_cast<std::size_t>(dev.rank())] = std::isfinite(mine) ? mine : -1.0;
+      dev.sum_to_all(shares);
+      const auto bad = std::find(shares.begin(), shares.end(), -1.0);
+      r.largest_rank = static_cast<int>((bad != shares.end() ? bad : std::max_element(shares.begin(), shares.end())) - shares.begin());
+      if (std::count(shares.begin(), shares.end(), -1.0) == dev.world() && dev.world() > 1) r.largest_rank = -1;  // all
+    }
+    if (s.run.on_divergence != plan::OnDivergence::ignore) {
+      std::vector<double> earlier;
+      for (const StepRecord& e : m.steps) earlier.push_back(e.loss);
+      r.divergence = divergence(r, earlier, s.run.divergence_factor);
+    }
     m.steps.push_back(r);
+    if (!r.divergence.empty() && s.run.on_divergence == plan::OnDivergence::stop) {
+      if (dev.rank() == 0 && options.on_step) options.on_step(r);
+      throw Diverged("training diverged at " + r.divergence);
+    }
     if (s.model.moe() && s.plan.ep > 1 && !r.warmup) {
       // Each exchange waits for its busiest rank: per layer and micro-batch, the most rows
       // any holder of the layer computed over their mean.

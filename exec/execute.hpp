@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,23 @@ struct StepRecord {
   double flops = 0.0;    // performed by all ranks
   bool skipped = false;     // fp16: the optimizer step was skipped (gradients overflowed)
   double loss_scale = 1.0;  // fp16: the loss scale after the step (1 in other precisions)
+  double grad_norm = 0.0;   // the global gradient norm (before clipping; inf when skipped)
+  double clip = 1.0;        // the factor clipping scaled the gradients by (1: not clipped)
+  double learning_rate = 0.0;
+  int largest_rank = -1;    // the rank whose own gradients were largest (or non-finite); -1: every rank's were not finite
+  std::string divergence;   // why the step counts as diverged (run.on_divergence), or ""
 };
+
+// run.on_divergence: stop. Every rank throws it at the same step (they see the same loss
+// and norms); `parasim run` exits with status 5.
+struct Diverged : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Why step `r` counts as diverged, given the losses of the steps before it: a non-finite
+// loss, a non-finite gradient norm (not a skipped fp16 step), or a loss above `factor`
+// times the median of the last 10 steps' (from the second step on); "" when it does not.
+std::string divergence(const StepRecord& r, const std::vector<double>& earlier_losses, double factor);
 
 struct RunOptions {
   int steps = 10;   // measured

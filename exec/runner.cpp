@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -175,7 +177,17 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
   }
   begin_[i] = dev_.record();
   if (o.kind == OpKind::compute) {
-    run_compute(o);
+    if (delay_ > 1.0) {
+      // run.inject's straggler: the op, then a wait of (factor - 1) times its time.
+      dev_.synchronize();
+      const std::int64_t t0 = dev_.now_ns();
+      run_compute(o);
+      dev_.synchronize();
+      const auto wait = static_cast<std::int64_t>(static_cast<double>(dev_.now_ns() - t0) * (delay_ - 1.0));
+      std::this_thread::sleep_for(std::chrono::nanoseconds(wait));
+    } else {
+      run_compute(o);
+    }
     end_[i] = dev_.record();
     if (dev_.done(end_[i])) {
       finish(id, dev_.event_time_ns(end_[i]));
@@ -214,6 +226,7 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
     } else if (o.category == Category::dp_comm) {
       v = shard_.bucket(o.layer, o.collective == CollectiveOp::all_gather, experts(o));
       parts = shard_.bucket_parts(o.layer, experts(o));
+      if (o.collective != CollectiveOp::all_gather) shard_.before_reduce(v);  // run.inject
     } else {
       v = shard_.tied_embedding_grads();
     }
@@ -287,6 +300,10 @@ void Runner::gather_parameters() {
 
 StepTiming Runner::step(std::int64_t index) {
   shard_.begin_step(index);
+  delay_ = 1.0;
+  for (const plan::Injection& in : s_.run.inject) {
+    if (in.kind == plan::InjectKind::delay && in.rank == rank_ && in.step == index + 1) delay_ *= in.factor;
+  }
   for (std::int64_t id : prog_.order[static_cast<std::size_t>(rank_)]) state_[static_cast<std::size_t>(id)] = 0;
   spans_.clear();
   dev_.forget_events();

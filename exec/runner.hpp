@@ -96,6 +96,7 @@ class Runner {
   std::vector<OpSpan> spans_;
   std::vector<std::size_t> span_of_;  // per global op of this rank: index in spans_
   Buffer counts_;                     // the token counts' exchange (sent, then received)
+  double delay_ = 1.0;                // run.inject: this step's compute slowed by this factor
 };
 
 }  // namespace parasim::exec

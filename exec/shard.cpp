@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -21,6 +23,13 @@ std::string unsupported_reason(const plan::Scenario& s) {
   const plan::ModelSpec& m = s.model;
   if (s.training.optimizer == plan::Optimizer::sgd) {
     return "the executor trains with AdamW (training.optimizer: adamw or adamw8bit)";
+  }
+  for (const plan::Injection& in : s.run.inject) {
+    if (in.kind == plan::InjectKind::delay) continue;
+    if (s.plan.zero >= 2 || s.plan.hybrid_shard()) {
+      return "run.inject changes a rank's gradients before their data-parallel reduction, once a step: under ZeRO-2/3 "
+             "and hybrid sharding they are reduced piece by piece (use zero 0 or 1)";
+    }
   }
   if (s.plan.offloads()) {
     return "offloading to host memory (plan.offload_optimizer / offload_params / offload_activations) is simulated "
@@ -75,6 +84,10 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   seed_ = s.run.seed;
   global_batch_ = s.training.global_batch;
   lr_ = s.training.learning_rate;
+  training_ = s.training;
+  for (const plan::Injection& in : s.run.inject) {
+    if (in.rank == rank && in.kind != plan::InjectKind::delay) injections_.push_back(in);
+  }
   if (precision_ == plan::Dtype::fp16) loss_scale_ = s.training.loss_scale;
   scale_window_ = s.training.loss_scale_window;
   dev_.set_gemm_precision(precision_);
@@ -138,6 +151,12 @@ void Shard::init_parameters(const std::function<float(std::size_t)>& value) {
 }
 
 void Shard::begin_step(std::int64_t step) {
+  step_index_ = step;
+  injected_ = false;
+  // A CPU rank (which runs each kernel to its end) or a run with faults injected sums its own
+  // gradients' squares before they are reduced: what names the rank a bad step comes from.
+  source_tracked_ = dev_.multiprocessors() == 0 || !injections_.empty();
+  source_norm2_ = 0.0;
   dev_.zero(grads_.f(), param_count_);
   loss_sum_ = 0.0;
   loss_tokens_ = 0.0;
@@ -330,9 +349,83 @@ void Shard::bucket_reduced(int lowest_layer) {
   if (grads_.f() + end > after_mine) dev_.zero(after_mine, grads_.f() + end - after_mine);
 }
 
+void Shard::before_reduce(View v) {
+  injected_ = true;
+  inject(v);
+  if (source_tracked_) source_norm2_ += dev_.sum_squares(v.data, v.count);
+}
+
+void Shard::inject(View v) {
+  for (const plan::Injection& in : injections_) {
+    if (in.step != step_index_ + 1 || v.count == 0) continue;  // steps counted from 1
+    const auto factor = static_cast<float>(in.factor);
+    switch (in.kind) {
+      case plan::InjectKind::scale: dev_.scale(v.data, factor, v.count); break;
+      case plan::InjectKind::zero: dev_.zero(v.data, v.count); break;
+      case plan::InjectKind::nan: dev_.scale(v.data, std::numeric_limits<float>::quiet_NaN(), v.count); break;
+      case plan::InjectKind::random: {
+        // Noise of the gradients' own scale: normal, with factor x their RMS.
+        const double rms = std::sqrt(dev_.sum_squares(v.data, v.count) / static_cast<double>(v.count));
+        std::mt19937_64 gen(seed_ ^ (static_cast<std::uint64_t>(step_index_) << 20) ^ static_cast<std::uint64_t>(v.count));
+        std::normal_distribution<float> noise(0.0F, static_cast<float>(rms * in.factor));
+        std::vector<float> host(static_cast<std::size_t>(v.count));
+        for (float& x : host) x = noise(gen);
+        dev_.upload(v.data, host.data(), host.size() * sizeof(float));
+        break;
+      }
+      case plan::InjectKind::delay: break;  // the runner's
+    }
+  }
+}
+
+void Shard::compute_norm_ranges() {
+  // The local values this rank holds first among the model-parallel ranks (pieces), in
+  // order and merged.
+  std::vector<std::pair<std::size_t, std::size_t>> unique;
+  for (const Piece& pc : pieces_) {
+    if (!pc.unique) continue;
+    if (pc.local_stride == pc.cols) {
+      unique.emplace_back(pc.local, pc.local + pc.rows * pc.cols);
+      continue;
+    }
+    for (std::size_t r = 0; r < pc.rows; ++r) unique.emplace_back(pc.local + r * pc.local_stride, pc.local + r * pc.local_stride + pc.cols);
+  }
+  std::sort(unique.begin(), unique.end());
+  auto merged = [](std::vector<std::pair<std::size_t, std::size_t>>& v) {
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    for (const auto& r : v) {
+      if (!out.empty() && r.first <= out.back().second) {
+        out.back().second = std::max(out.back().second, r.second);
+      } else if (r.second > r.first) {
+        out.push_back(r);
+      }
+    }
+    v = std::move(out);
+  };
+  merged(unique);
+  // Of the values this rank updates, those no other data-parallel rank counts: without
+  // ZeRO every replica holds the same sum (the first counts it), with it each rank its share
+  // (hybrid sharding: the first shard group's).
+  norm_ranges_.clear();
+  for (const auto& [b, e] : owned_) {
+    const bool experts = b >= dense_end();
+    const bool counts = experts ? (zero_ == 0 || expert_group_ == 1 ? expert_index_ == 0 : true)
+                                : (zero_ == 0 || shard_ == 1 ? grad_index_ == 0 : grad_index_ < shard_);
+    if (!counts) continue;
+    for (const auto& [ub, ue] : unique) {
+      const std::size_t from = std::max(b, ub), to = std::min(e, ue);
+      if (to > from) norm_ranges_.emplace_back(from, to);
+    }
+  }
+  merged(norm_ranges_);
+  norm_ready_ = true;
+}
+
 void Shard::optimizer_step() {
   last_skipped_ = false;
   update_fp8_scales();  // every cast of the step is done
+  // Without data-parallel reductions, a fault injected into this rank's gradients lands here.
+  if (!injected_) inject({grads_.f(), param_count_});
   if (precision_ == plan::Dtype::fp16) {
     // Every rank's overflow count, summed over the job: all skip or none does.
     double overflow[1] = {0.0};
@@ -344,6 +437,10 @@ void Shard::optimizer_step() {
       last_skipped_ = true;
       good_steps_ = 0;
       loss_scale_ = std::max(1.0, loss_scale_ / 2.0);
+      grad_norm_ = std::numeric_limits<double>::infinity();
+      local_norm2_ = grad_norm_;
+      if (!injected_ || !source_tracked_) source_norm2_ = local_norm2_;
+      clip_factor_ = 1.0;
       return;
     }
     for (const auto& [begin, end] : owned_) {
@@ -354,6 +451,23 @@ void Shard::optimizer_step() {
       loss_scale_ *= 2.0;
     }
   }
+  // The global gradient norm, each value once over the job, and clipping (Megatron's:
+  // scaled by clip / (norm + 1e-6) when that is below 1).
+  if (!norm_ready_) compute_norm_ranges();
+  local_norm2_ = 0.0;
+  for (const auto& [begin, end] : norm_ranges_) local_norm2_ += dev_.sum_squares(grads_.f() + begin, static_cast<std::int64_t>(end - begin));
+  if (!injected_ || !source_tracked_) source_norm2_ = local_norm2_;  // no reduction, or not tracked
+  double total[1] = {local_norm2_};
+  dev_.sum_to_all(total);
+  grad_norm_ = std::sqrt(total[0]);
+  clip_factor_ = 1.0;
+  if (training_.grad_clip > 0.0 && training_.grad_clip / (grad_norm_ + 1e-6) < 1.0) {
+    clip_factor_ = training_.grad_clip / (grad_norm_ + 1e-6);
+    for (const auto& [begin, end] : owned_) {
+      dev_.scale(grads_.f() + begin, static_cast<float>(clip_factor_), static_cast<std::int64_t>(end - begin));
+    }
+  }
+  lr_ = plan::learning_rate_at(training_, step_);
   ++step_;
   std::size_t state = 0;
   std::int64_t block = 0;

@@ -130,6 +130,23 @@ class Shard {
   // the last optimizer step was skipped for overflow.
   [[nodiscard]] double loss_scale() const { return loss_scale_; }
   [[nodiscard]] bool last_step_skipped() const { return last_skipped_; }
+  // The global gradient norm of the last optimizer step (over every rank's gradients, each
+  // value once, after fp16's unscaling, before clipping: what Megatron reports), this rank's
+  // part of its square, and the factor clipping scaled the gradients by (1: none).
+  [[nodiscard]] double grad_norm() const { return grad_norm_; }
+  [[nodiscard]] double local_grad_norm2() const { return local_norm2_; }
+  // The sum of squares of this rank's own gradients before their data-parallel reduction
+  // (on a CPU rank, or with faults injected; else its part of the reduced norm): the rank
+  // whose gradients are largest or non-finite.
+  [[nodiscard]] double source_grad_norm2() const { return source_norm2_; }
+  [[nodiscard]] double clip_factor() const { return clip_factor_; }
+  // Optimizer steps taken (skipped fp16 steps not counted): what the learning rate's
+  // schedule counts.
+  [[nodiscard]] int optimizer_steps() const { return step_; }
+  // run.inject: before a data-parallel reduction of a bucket's gradients (`v`), this rank's
+  // injected fault of the step, if any (the optimizer step applies it when there is none).
+  void before_reduce(View v);
+
   // fp8 under delayed scaling: the tensors (a linear layer's input, weight or output
   // gradient) whose amax history and scale this rank keeps.
   [[nodiscard]] std::size_t fp8_tensors() const { return fp8_slot_.size(); }
@@ -142,13 +159,14 @@ class Shard {
   struct Piece {
     std::size_t local = 0, local_stride = 0, full = 0, full_stride = 0, rows = 0, cols = 0;
     bool canonical = true;  // this rank reports it (replicas report once)
+    bool unique = true;     // among the model-parallel ranks (tp, pp), this rank holds it alone or first
   };
   // An expert's tensor (expert parallelism) has one holder in each ep group: the first
   // group's reports it.
   void add_piece(std::size_t local, std::size_t local_stride, std::size_t from, std::size_t from_stride,
                  std::size_t rows, std::size_t cols, bool canonical, bool expert = false) {
     const bool first = expert ? expert_index_ == 0 : grad_index_ == 0;
-    pieces_.push_back({local, local_stride, from, from_stride, rows, cols, canonical && first});
+    pieces_.push_back({local, local_stride, from, from_stride, rows, cols, canonical && first, canonical});
   }
   // Allocates param_count_ parameters and gradients, fills the parameters through pieces_
   // with `value(i)`, the full model's parameter i (on several threads for a large shard,
@@ -233,6 +251,19 @@ class Shard {
   std::vector<int> bucket_lows_, expert_lows_;              // this rank's dp buckets, highest first
   std::vector<std::pair<std::size_t, std::size_t>> owned_;  // ZeRO: ranges this rank updates
   int step_ = 0;
+  plan::TrainingSpec training_;
+  // The global gradient norm: the local ranges whose squares this rank adds (its owned
+  // gradients, each value counted on one rank of the job), built at the first step.
+  std::vector<std::pair<std::size_t, std::size_t>> norm_ranges_;
+  bool norm_ready_ = false;
+  void compute_norm_ranges();
+  double grad_norm_ = 0.0, local_norm2_ = 0.0, clip_factor_ = 1.0;
+  std::vector<plan::Injection> injections_;  // this rank's gradient faults (run.inject)
+  std::int64_t step_index_ = 0;
+  bool injected_ = false;  // this step's fault applied
+  bool source_tracked_ = false;
+  double source_norm2_ = 0.0;
+  void inject(View v);
   double loss_scale_ = 1.0;
   int scale_window_ = 1000, good_steps_ = 0;
   bool last_skipped_ = false;

@@ -1,5 +1,8 @@
 #include "plan/describe.hpp"
 
+#include <cmath>
+#include <numbers>
+
 #include <vector>
 
 #include <fmt/format.h>
@@ -56,6 +59,19 @@ std::string_view to_string(Dim d) {
 std::string_view to_string(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
 std::string_view to_string(Attention a) { return a == Attention::flash ? "flash" : "naive"; }
 std::string_view to_string(Fp8Recipe r) { return r == Fp8Recipe::delayed ? "delayed" : "current"; }
+
+double learning_rate_at(const TrainingSpec& t, int k) {
+  double lr = t.learning_rate;
+  if (t.lr_scaling != LrScaling::none && t.lr_reference_batch > 0) {
+    const double ratio = static_cast<double>(t.global_batch) / t.lr_reference_batch;
+    lr *= t.lr_scaling == LrScaling::linear ? ratio : std::sqrt(ratio);
+  }
+  if (k < t.warmup_steps) return lr * (k + 1) / t.warmup_steps;
+  if (t.lr_decay == LrDecay::constant || t.decay_steps <= t.warmup_steps) return lr;
+  const double r = std::min(1.0, static_cast<double>(k + 1 - t.warmup_steps) / (t.decay_steps - t.warmup_steps));
+  const double share = t.lr_decay == LrDecay::linear ? 1.0 - r : 0.5 * (1.0 + std::cos(std::numbers::pi * r));
+  return t.min_lr + (lr - t.min_lr) * share;
+}
 
 std::string placement_string(const ParallelPlan& p) {
   std::string out;

@@ -158,7 +158,7 @@ Scenario from_document(const Value& root, const std::string& source) {
   // default on every device.
   if (s.plan.cp > 1 && section("training").find("attention") == nullptr) s.training.attention = Attention::flash;
   s.hardware = read_hardware(optional_section("hardware"), where);
-  s.run = read_run(optional_section("run"), s.cluster.device, where);
+  s.run = read_run(optional_section("run"), s.cluster.device, s.plan.world(), where);
   check(s);
   return s;
 }

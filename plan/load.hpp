@@ -41,6 +41,6 @@ ModelSpec read_model(const Value& v, LocationMap& where);
 TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where);
 ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where);
 HardwareSpec read_hardware(const Value& v, LocationMap& where);
-RunSpec read_run(const Value& v, const topology::DeviceSpec& device, LocationMap& where);
+RunSpec read_run(const Value& v, const topology::DeviceSpec& device, int world, LocationMap& where);
 
 }  // namespace parasim::plan

@@ -413,7 +413,8 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
 
 TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   Reader r(v, "training", {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate", "loss_scale",
-            "loss_scale_window", "attention", "grad_dtype", "fp8_recipe"},
+            "loss_scale_window", "attention", "grad_dtype", "fp8_recipe", "grad_clip", "warmup_steps", "lr_decay",
+            "decay_steps", "min_lr", "lr_scaling", "lr_reference_batch"},
            &where);
   TrainingSpec t;
   t.global_batch = r.integer("global_batch", std::nullopt, 1, limits::global_batch);
@@ -431,6 +432,20 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   t.learning_rate = r.number("learning_rate", 1e-3, 1e-12, 10.0);
   t.loss_scale = r.number("loss_scale", 65536.0, 1.0, 1e30);
   t.loss_scale_window = r.integer("loss_scale_window", 1000);
+  t.grad_clip = r.number("grad_clip", 0.0, 0.0, 1e12);
+  t.warmup_steps = r.integer("warmup_steps", 0, 0);
+  t.lr_decay = r.choice<LrDecay>("lr_decay", LrDecay::constant,
+                                 {{"constant", LrDecay::constant}, {"linear", LrDecay::linear}, {"cosine", LrDecay::cosine}});
+  t.decay_steps = r.integer("decay_steps", 0, 0);
+  t.min_lr = r.number("min_lr", 0.0, 0.0, t.learning_rate);
+  if (t.lr_decay != LrDecay::constant && t.decay_steps <= t.warmup_steps) {
+    r.fail(r.has("decay_steps") ? "decay_steps" : "lr_decay",
+           fmt::format("a {} decay needs decay_steps past warmup_steps ({})", t.lr_decay == LrDecay::linear ? "linear" : "cosine",
+                       t.warmup_steps));
+  }
+  t.lr_scaling = r.choice<LrScaling>("lr_scaling", LrScaling::none,
+                                     {{"none", LrScaling::none}, {"linear", LrScaling::linear}, {"sqrt", LrScaling::sqrt}});
+  t.lr_reference_batch = r.integer("lr_reference_batch", t.lr_scaling == LrScaling::none ? 0 : std::optional<int>{}, 0);
   t.attention = r.choice<Attention>("attention", gpu ? Attention::flash : Attention::naive,
                                     {{"flash", Attention::flash}, {"naive", Attention::naive}});
   // Megatron-LM keeps fp32 main gradients under bf16 (forced; fp8 trains on bf16 weights)
@@ -552,14 +567,34 @@ HardwareSpec read_hardware(const Value& v, LocationMap& where) {
   return h;
 }
 
-RunSpec read_run(const Value& v, const DeviceSpec& device, LocationMap& where) {
-  Reader r(v, "run", {"backend", "steps", "warmup", "seed"}, &where);
+RunSpec read_run(const Value& v, const DeviceSpec& device, int world, LocationMap& where) {
+  Reader r(v, "run", {"backend", "steps", "warmup", "seed", "on_divergence", "divergence_factor", "inject"}, &where);
   RunSpec run;
   const Backend natural = device.name == "cpu-core" ? Backend::cpu : Backend::cuda;
   run.backend = r.choice<Backend>("backend", natural, {{"cpu", Backend::cpu}, {"cuda", Backend::cuda}});
   run.steps = r.integer("steps", 10, 1, limits::steps);
   run.warmup = r.integer("warmup", 2, 0, limits::steps);
   run.seed = static_cast<std::uint64_t>(r.count("seed", 1234.0));
+  run.on_divergence = r.choice<OnDivergence>(
+      "on_divergence", OnDivergence::warn,
+      {{"warn", OnDivergence::warn}, {"stop", OnDivergence::stop}, {"ignore", OnDivergence::ignore}});
+  run.divergence_factor = r.number("divergence_factor", 3.0, 1.0, 1e12);
+  if (const Value* list = r.get("inject"); list != nullptr && list->kind != Value::Kind::null) {
+    if (list->kind != Value::Kind::sequence) r.fail("inject", "expected a list of {step, rank, kind, factor} entries");
+    for (std::size_t i = 0; i < list->items.size(); ++i) {
+      Reader f(list->items[i], fmt::format("run.inject[{}]", i), {"step", "rank", "kind", "factor"}, &where);
+      Injection in;
+      in.step = f.integer("step", std::nullopt, 1, run.warmup + run.steps);  // as run counts them
+      in.rank = f.integer("rank", std::nullopt, 0, world - 1);
+      in.kind = f.choice<InjectKind>("kind", std::nullopt,
+                                     {{"scale", InjectKind::scale}, {"zero", InjectKind::zero}, {"nan", InjectKind::nan},
+                                      {"random", InjectKind::random}, {"delay", InjectKind::delay}});
+      const bool factored = in.kind == InjectKind::scale || in.kind == InjectKind::random || in.kind == InjectKind::delay;
+      if (!factored && f.has("factor")) f.fail("factor", "applies to the scale, random and delay kinds only");
+      in.factor = factored ? f.number("factor", std::nullopt, in.kind == InjectKind::delay ? 1.0 : -1e12, 1e12) : 1.0;
+      run.inject.push_back(in);
+    }
+  }
   return run;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "plan/model.hpp"
 #include "plan/reader.hpp"
@@ -51,6 +52,8 @@ std::string_view to_string(Backend b);
 std::string_view to_string(Attention a);
 
 enum class Fp8Recipe : std::uint8_t { delayed, current };
+enum class LrDecay : std::uint8_t { constant, linear, cosine };
+enum class LrScaling : std::uint8_t { none, linear, sqrt };
 std::string_view to_string(Fp8Recipe r);
 
 struct TrainingSpec {
@@ -72,7 +75,25 @@ struct TrainingSpec {
   // history of earlier steps, the amax taken inside the cast kernels; current: from the
   // tensor's own amax, one more pass over it before each cast.
   Fp8Recipe fp8_recipe = Fp8Recipe::delayed;
+  // The executor's optimizer step, as Megatron's: the global gradient norm (over every
+  // shard, each value once) clipped to grad_clip (0: no clipping; Megatron's default is
+  // 1.0), and the learning rate's schedule (learning_rate_at).
+  double grad_clip = 0.0;
+  int warmup_steps = 0;
+  LrDecay lr_decay = LrDecay::constant;
+  int decay_steps = 0;  // the optimizer step the decay ends at, warm-up included (0: none)
+  double min_lr = 0.0;
+  // A learning rate tuned for another global batch, scaled to this one: linear (Goyal et
+  // al.) or square root (the rule for Adam), by global_batch / lr_reference_batch.
+  LrScaling lr_scaling = LrScaling::none;
+  int lr_reference_batch = 0;
 };
+
+// The learning rate of optimizer step `k` (0-based, successful steps: a skipped fp16 step
+// does not advance it): learning_rate scaled by lr_scaling, ramped linearly over
+// warmup_steps ((k + 1) / warmup_steps of it), then decayed linearly or by a half cosine to
+// min_lr at decay_steps, and min_lr after.
+double learning_rate_at(const TrainingSpec& t, int k);
 
 struct ParallelPlan {
   int dp = 1;
@@ -153,11 +174,32 @@ struct HardwareSpec {
   std::string profile;  // path of a measured device profile; empty = datasheet defaults
 };
 
+// A fault injected into a run, for experiments: at step `step` (from 1, as `run` counts
+// them, warm-up steps included) rank `rank` scales its
+// gradients by `factor`, zeroes them, makes them NaN or random (normal, of the gradients'
+// own RMS times `factor`) before their data-parallel reduction, or computes `factor` times
+// slower (a straggler: each compute op followed by a wait of factor - 1 times its time).
+enum class InjectKind : std::uint8_t { scale, zero, nan, random, delay };
+struct Injection {
+  int step = 0;
+  int rank = 0;
+  InjectKind kind = InjectKind::scale;
+  double factor = 1.0;
+};
+
+// What a run does when the training diverges (a non-finite loss or gradient norm, or a loss
+// over divergence_factor times the median of the last 10 steps'): warn, stop (exit status
+// 5), or nothing.
+enum class OnDivergence : std::uint8_t { warn, stop, ignore };
+
 struct RunSpec {
   Backend backend = Backend::cpu;
   int steps = 10;
   int warmup = 2;
   std::uint64_t seed = 1234;
+  OnDivergence on_divergence = OnDivergence::warn;
+  double divergence_factor = 3.0;
+  std::vector<Injection> inject;
 };
 
 struct Scenario {

@@ -340,6 +340,12 @@ std::int64_t CpuDevice::count_nonfinite(const float* x, std::int64_t count) {
   return n;
 }
 
+double CpuDevice::sum_squares(const float* x, std::int64_t count) {
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < count; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
 // --- communication -----------------------------------------------------------------------------
 
 Comm CpuDevice::comm_create(std::span<const int> ranks, int key) {

@@ -90,6 +90,7 @@ class CpuDevice final : public Device {
   void fake_quantize_fp8_scaled(float* y, const float* x, std::int64_t count, bool e5m2, float scale,
                                 float* amax) override;
   std::int64_t count_nonfinite(const float* x, std::int64_t count) override;
+  double sum_squares(const float* x, std::int64_t count) override;
 
   Comm comm_create(std::span<const int> ranks, int key) override;
   Request send(const float* data, std::int64_t count, int peer, int tag) override;

@@ -58,6 +58,7 @@ CudaDevice::CudaDevice(std::size_t capacity_bytes) {
   check_blas(cublasCreate(&blas_), "create");
   check_cuda(cudaEventCreate(&origin_), "event");
   check_cuda(cudaMalloc(&counter_, sizeof *counter_), "counter");
+  check_cuda(cudaMalloc(&sum_, sizeof *sum_), "sum");
   check_cuda(cudaMalloc(&amax_, sizeof *amax_), "amax");
   // The world communicator for pipeline transfers: rank 0's id, broadcast over MPI.
   ncclUniqueId id{};
@@ -86,6 +87,7 @@ CudaDevice::~CudaDevice() {
   }
   if (origin_ != nullptr) cudaEventDestroy(origin_);
   if (counter_ != nullptr) cudaFree(counter_);
+  if (sum_ != nullptr) cudaFree(sum_);
   if (amax_ != nullptr) cudaFree(amax_);
   if (blas_ != nullptr) cublasDestroy(blas_);
   for (cudaStream_t s : streams_) cudaStreamDestroy(s);

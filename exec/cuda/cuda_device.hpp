@@ -118,6 +118,7 @@ class CudaDevice final : public Device {
   void fake_quantize_fp8_scaled(float* y, const float* x, std::int64_t count, bool e5m2, float scale,
                                 float* amax) override;
   std::int64_t count_nonfinite(const float* x, std::int64_t count) override;
+  double sum_squares(const float* x, std::int64_t count) override;
 
   Comm comm_create(std::span<const int> ranks, int key) override;
   Request send(const float* data, std::int64_t count, int peer, int tag) override;
@@ -175,6 +176,7 @@ class CudaDevice final : public Device {
   cudaStream_t group_stream_ = nullptr;
   std::vector<Request> group_requests_;
   unsigned long long* counter_ = nullptr;  // count_nonfinite's result
+  double* sum_ = nullptr;                   // sum_squares' result
   unsigned int* amax_ = nullptr;           // fake_quantize_fp8's largest magnitude (float bits)
   // Ring attention's positions on the device, by their host copy (the shard keeps each
   // rank's for the run): uploaded at first use.

@@ -163,6 +163,14 @@ void CudaDevice::fake_quantize_fp8_scaled(float* y, const float* x, std::int64_t
   cuda::fake_quantize_fp8_scaled(current_, reinterpret_cast<unsigned int*>(amax), y, x, count, e5m2, scale);
 }
 
+double CudaDevice::sum_squares(const float* x, std::int64_t count) {
+  cuda::sum_squares(current_, sum_, x, count);
+  double sum = 0.0;
+  check_cuda(cudaMemcpyAsync(&sum, sum_, sizeof sum, cudaMemcpyDeviceToHost, current_), "download");
+  check_cuda(cudaStreamSynchronize(current_), "synchronize");
+  return sum;
+}
+
 std::int64_t CudaDevice::count_nonfinite(const float* x, std::int64_t count) {
   cuda::count_nonfinite(current_, counter_, x, count);
   unsigned long long n = 0;

@@ -84,5 +84,7 @@ void ring_attention_block_backward(cudaStream_t s, float* dqkv, float* dkv, cons
                                    const int* kpos, int b, int tq, int tk, int h, int d);
 // *counter = how many of x[0, count) are infinite or NaN (counter in device memory).
 void count_nonfinite(cudaStream_t s, unsigned long long* counter, const float* x, std::int64_t count);
+// *sum = the sum of x[i]^2 in double (each warp's part added atomically).
+void sum_squares(cudaStream_t s, double* sum, const float* x, std::int64_t count);
 
 }  // namespace parasim::exec::cuda

@@ -105,6 +105,13 @@ __global__ void count_nonfinite_kernel(unsigned long long* n, const float* x, st
   if (mine != 0) atomicAdd(n, mine);
 }
 
+__global__ void sum_squares_kernel(double* sum, const float* x, std::int64_t count) {
+  double mine = 0.0;
+  PARASIM_FOR_EACH(i, count) mine += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  for (int offset = 16; offset > 0; offset /= 2) mine += __shfl_down_sync(0xffffffffu, mine, offset);
+  if ((threadIdx.x & 31U) == 0 && mine != 0.0) atomicAdd(sum, mine);
+}
+
 }  // namespace
 
 void adamw(cudaStream_t s, float* param, const float* grad, float* m, float* v, std::int64_t count, float lr,
@@ -137,6 +144,12 @@ void count_nonfinite(cudaStream_t s, unsigned long long* counter, const float* x
   if (cudaMemsetAsync(counter, 0, sizeof *counter, s) != cudaSuccess) throw std::runtime_error("CUDA: memset failed");
   if (count > 0) count_nonfinite_kernel<<<blocks_for(count), threads, 0, s>>>(counter, x, count);
   check_launch("count_nonfinite");
+}
+
+void sum_squares(cudaStream_t s, double* sum, const float* x, std::int64_t count) {
+  if (cudaMemsetAsync(sum, 0, sizeof *sum, s) != cudaSuccess) throw std::runtime_error("CUDA: memset failed");
+  if (count > 0) sum_squares_kernel<<<blocks_for(count), threads, 0, s>>>(sum, x, count);
+  check_launch("sum_squares");
 }
 
 }  // namespace parasim::exec::cuda

@@ -206,6 +206,14 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 0 "prediction against measurement" -- "$parasim" validate "$q" --steps 1 --warmup 0 --out "$work/val1" --max-error 100000
   # Launching: the user's mpirun arguments; inside a Slurm allocation, the srun to use.
   expect 0 "step time" -- "$parasim" run "$q" --steps 1 --warmup 0 --mpirun-args "--mca btl self,vader"
+  # Stability: the gradient norm per step, clipping, divergence (warned, or stopped with
+  # status 5) and an injected bad worker named by step and rank.
+  expect 0 "step +1/2 .* loss [0-9.]+  \|g\| [0-9.]+ .*  clipped x0\.0" -- "$parasim" run "$q" --steps 2 --warmup 0 --set training.grad_clip=0.01
+  expect 0 "lr 0\.0005" -- "$parasim" run "$q" --steps 2 --warmup 0 --set training.warmup_steps=2
+  expect 5 "error: training diverged at step 2: the loss [0-9.]+ is [0-9.]+ times the median of the last 1 steps' .*\(run.on_divergence: stop\)" -- "$parasim" run "$q" --steps 3 --warmup 0 --set training.learning_rate=3 --set run.on_divergence=stop
+  expect 0 "warning: training diverges: step 2: the gradient norm is nan \(non-finite on rank 1\)" -- "$parasim" run "$q" --steps 2 --warmup 0 --set "run.inject=[{step: 2, rank: 1, kind: nan}]"
+  expect 0 "\"grad_norm\": [0-9]" -- "$parasim" run "$q" --steps 1 --warmup 0 --json
+  expect 2 "run.inject changes a rank's gradients .* \(use zero 0 or 1\)" -- "$parasim" run "$q" --steps 1 --set plan.zero=2 --set "run.inject=[{step: 1, rank: 1, kind: zero}]"
   expect 2 "inside a Slurm allocation \(job 77\) the ranks are srun's to start: srun -n 2 " -- env SLURM_JOB_ID=77 "$parasim" run "$q" --steps 1
   expect 0 "dp 1 x tp 2 x pp 1 \(sequence parallel\)" -- "$parasim" run "$q" --set plan.dp=1 --set plan.tp=2 --set plan.sequence_parallel=true --steps 1 --warmup 0
   # Tensor-parallel communication overlap, run for real: the ring's blocks and pipelined sums.

@@ -390,6 +390,20 @@ TEST_CASE("CUDA count of non-finite values equals the host's", "[cuda]") {
   CHECK(n_d.get()[0] == 0);
 }
 
+TEST_CASE("CUDA sum of squares equals the host's in double, and a NaN shows", "[cuda]") {
+  auto x = random_values(100003, 51);
+  double want = 0.0;
+  for (float f : x) want += static_cast<double>(f) * f;
+  On<float> x_d(x);
+  On<double> sum_d(std::vector<double>{99.0});
+  cu::sum_squares(nullptr, sum_d.p, x_d.p, static_cast<std::int64_t>(x.size()));
+  CHECK(sum_d.get()[0] == Approx(want).epsilon(1e-12));
+  x[5000] = NAN;
+  On<float> nan_d(x);
+  cu::sum_squares(nullptr, sum_d.p, nan_d.p, static_cast<std::int64_t>(x.size()));
+  CHECK(std::isnan(sum_d.get()[0]));
+}
+
 #ifdef PARASIM_HAVE_CUDA_DEVICE
 // The executor's GEMMs in each precision (cuBLAS on fp32 operands with the compute type of
 // gemm_compute_type) against the host's fp32 GEMM. On operands already rounded to the

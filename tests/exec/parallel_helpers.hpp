@@ -60,12 +60,13 @@ run: {seed: 7}
 }
 
 struct Outcome {
-  std::vector<double> grads;   // full layout, after the last step (before its update)
+  std::vector<double> grads;   // full layout, after the last step (clipped, before its update)
   std::vector<double> params;  // full layout, after the last update
   std::vector<double> losses;  // per step
   double flops = 0.0;          // performed in the last step, all ranks
   std::vector<bool> skipped;   // per step: fp16 skipped the optimizer step
   std::vector<double> scales;  // per step: the loss scale after it
+  std::vector<double> norms;   // per step: the global gradient norm (before clipping)
 };
 
 // Steps of a serial reference `model` (Gpt<float> or GenericNet<float>): every micro-batch
@@ -83,9 +84,19 @@ Outcome train_serial(const plan::Scenario& s, int steps, Model& model, MicroBatc
     for (int i = 0; i < count; ++i) loss += micro_batch(i, step);
     for (float& g : model.grads()) g /= static_cast<float>(count);
     out.losses.push_back(loss / count);
+    // The gradient norm, clipping (Megatron's) and the learning rate's schedule; the
+    // gradients kept are those the update uses, as the shards' (clipped in place).
+    double norm2 = 0.0;
+    for (float g : model.grads()) norm2 += static_cast<double>(g) * g;
+    const double norm = std::sqrt(norm2);
+    out.norms.push_back(norm);
+    if (s.training.grad_clip > 0.0 && s.training.grad_clip / (norm + 1e-6) < 1.0) {
+      const auto clip = static_cast<float>(s.training.grad_clip / (norm + 1e-6));
+      for (float& g : model.grads()) g *= clip;
+    }
     out.grads.assign(model.grads().begin(), model.grads().end());
     kernels::adamw(model.params().data(), model.grads().data(), am.data(), av.data(), static_cast<std::int64_t>(n),
-                   kernels::AdamW{s.training.learning_rate, 0.9, 0.95, 1e-8, 0.0}, step + 1);
+                   kernels::AdamW{plan::learning_rate_at(s.training, step), 0.9, 0.95, 1e-8, 0.0}, step + 1);
   }
   out.params.assign(model.params().begin(), model.params().end());
   return out;
@@ -142,6 +153,7 @@ inline Outcome parallel(const plan::Scenario& s, int steps) {
     out.flops = sums[2];
     out.skipped.push_back(shard.last_step_skipped());
     out.scales.push_back(shard.loss_scale());
+    out.norms.push_back(shard.grad_norm());
   }
   runner.gather_parameters();  // as execute() does after the last step
   for (bool grads : {true, false}) {
@@ -190,6 +202,8 @@ inline void matches_serial(const plan::Scenario& s, const std::vector<std::strin
   CHECK(max_abs_difference(got.params, ref.params) < 1e-5);           // 1 % of one update (lr 1e-3)
   CHECK(max_abs_difference(got.params, serial(s, 1).params) > 1e-4);  // the second update is seen
   for (std::size_t i = 0; i < ref.losses.size(); ++i) CHECK(got.losses[i] == Approx(ref.losses[i]).epsilon(1e-5));
+  // The global gradient norm over every shard, each value once: the serial model's.
+  for (std::size_t i = 0; i < ref.norms.size(); ++i) CHECK(got.norms[i] == Approx(ref.norms[i]).epsilon(1e-5));
   CHECK(got.flops == Approx(program_flops(plan::compile(s))).epsilon(1e-12));
 }
 

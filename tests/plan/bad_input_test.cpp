@@ -317,6 +317,21 @@ TEST_CASE("every bad scenario is rejected with file, line, key and the reason", 
   all.push_back({"a list index past the end", degraded("  degraded:\n    - {rank: 3, factor: 0.5}\n"), "cluster.degraded.1",
                  0, {"index 1 is past the list's end: it has 1 entry"}, {"cluster.degraded.1.factor=0.2"},
                  "--set cluster.degraded.1.factor=0.2"});
+  // The optimizer's schedule and the run's faults.
+  all.push_back({"a decay without its end", after("  precision: bf16", "  lr_decay: cosine\n"), "training.lr_decay", 25,
+                 {"a cosine decay needs decay_steps past warmup_steps"}});
+  all.push_back({"lr scaling without a reference batch", after("  precision: bf16", "  lr_scaling: sqrt\n"),
+                 "training.lr_reference_batch", 0, {"missing required key 'lr_reference_batch'"}});
+  all.push_back({"an injection on a rank past the plan", good + "run:\n  inject: [{step: 1, rank: 16, kind: nan}]\n",
+                 "run.inject[0].rank", 0, {"from 0 to 15"}});
+  all.push_back({"an unknown injection", good + "run:\n  inject: [{step: 1, rank: 1, kind: explode}]\n",
+                 "run.inject[0].kind", 0, {"explode", "scale, zero, nan, random, delay"}});
+  all.push_back({"a factor on a zeroing", good + "run:\n  inject: [{step: 1, rank: 1, kind: zero, factor: 2}]\n",
+                 "run.inject[0].factor", 0, {"applies to the scale, random and delay kinds only"}});
+  all.push_back({"an injection past the run's steps", good + "run:\n  steps: 3\n  warmup: 1\n  inject: [{step: 5, rank: 1, kind: nan}]\n",
+                 "run.inject[0].step", 0, {"from 1 to 4"}});
+  all.push_back({"an unknown divergence action", good + "run:\n  on_divergence: panic\n", "run.on_divergence", 0,
+                 {"warn, stop, ignore"}});
   REQUIRE(all.size() >= 40);
 
   for (const Case& c : all) {

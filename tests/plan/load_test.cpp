@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
+#include <numbers>
 #include <fstream>
 
 #include "helpers.hpp"
@@ -223,4 +225,31 @@ TEST_CASE("the YAML emitter writes a tree that parses back to the same tree", "[
   CHECK(d->value.items[2].scalar == "#q");
   CHECK(back.find("e")->value.scalar == "tp,dp,pp");
   CHECK(back.find("g")->value.kind == parasim::plan::Value::Kind::null);
+}
+
+TEST_CASE("the learning rate's schedule: scaling, warm-up, then linear or cosine decay to min_lr", "[load][training]") {
+  const std::string base = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 64, learning_rate: 0.001}\n";
+  auto lr = [&](const std::vector<std::string>& sets, int k) { return learning_rate_at(parasim::plan::load_text(base, "t.yaml", sets).training, k); };
+  CHECK(lr({}, 0) == 0.001);
+  CHECK(lr({}, 100000) == 0.001);
+  // Tuned at 16 samples: 4x the batch is 4x the rate linearly, 2x under the square root.
+  CHECK(lr({"training.lr_scaling=linear", "training.lr_reference_batch=16"}, 0) == Approx(0.004));
+  CHECK(lr({"training.lr_scaling=sqrt", "training.lr_reference_batch=16"}, 0) == Approx(0.002));
+  // Warm-up over 4 steps: 1/4, 2/4, 3/4, 4/4 of the rate.
+  const std::vector<std::string> warm{"training.warmup_steps=4"};
+  CHECK(lr(warm, 0) == Approx(0.00025));
+  CHECK(lr(warm, 2) == Approx(0.00075));
+  CHECK(lr(warm, 3) == Approx(0.001));
+  CHECK(lr(warm, 10) == Approx(0.001));
+  // Then down to min_lr at step 12: linearly a quarter of the way at step 5 ((5 + 1 - 4) / 8),
+  // by a half cosine (1 + cos(pi / 4)) / 2 of the way there.
+  std::vector<std::string> linear = warm, cosine = warm;
+  for (auto* v : {&linear, &cosine}) v->insert(v->end(), {"training.decay_steps=12", "training.min_lr=0.0001"});
+  linear.push_back("training.lr_decay=linear");
+  cosine.push_back("training.lr_decay=cosine");
+  CHECK(lr(linear, 5) == Approx(0.0001 + 0.0009 * 0.75));
+  CHECK(lr(cosine, 5) == Approx(0.0001 + 0.0009 * 0.5 * (1 + std::cos(std::numbers::pi / 4))));
+  CHECK(lr(linear, 11) == Approx(0.0001));
+  CHECK(lr(cosine, 11) == Approx(0.0001));
+  CHECK(lr(cosine, 50) == Approx(0.0001));
 }

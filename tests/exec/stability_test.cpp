@@ -1,0 +1,112 @@
+// Stability on the executor: the global gradient norm and clipping, the learning rate's
+// schedule, divergence detection and injected faults, each against the serial model or
+// values computed by hand. Run under MPI like parallel_test.cpp.
+#include "exec/execute.hpp"
+#include "tests/exec/parallel_helpers.hpp"
+
+using namespace parasim;
+using namespace parasim::exec;
+using namespace parasim::test::parallel;
+
+namespace {
+
+double norm(const std::vector<double>& v) {
+  double sum = 0.0;
+  for (double x : v) sum += x * x;
+  return std::sqrt(sum);
+}
+
+// a + k (b - a), element by element.
+std::vector<double> extrapolated(const std::vector<double>& a, const std::vector<double>& b, double k) {
+  std::vector<double> out(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) out[i] = a[i] + k * (b[i] - a[i]);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("clipping and the learning rate's schedule equal the serial model's", "[exec][np1]") {
+  // A clip far under the norm: every step clipped; warm-up then a cosine decay: step 0 at
+  // lr / 1, step 1 halfway down to min_lr.
+  matches_serial({"training.grad_clip=0.001"});
+  matches_serial({"training.warmup_steps=1", "training.lr_decay=cosine", "training.decay_steps=3", "training.min_lr=0.0001"});
+  matches_serial({"training.lr_scaling=sqrt", "training.lr_reference_batch=16", "training.lr_decay=linear",
+                  "training.decay_steps=3"});
+  // Clipped, the gradients the update uses have the clip's norm.
+  const Outcome clipped = parallel(tiny({"training.grad_clip=0.001"}), 1);
+  const Outcome free = parallel(tiny({}), 1);
+  REQUIRE(free.norms[0] > 0.01);
+  CHECK(clipped.norms[0] == Approx(free.norms[0]).epsilon(1e-6));  // the norm is taken before clipping
+  CHECK(norm(clipped.grads) == Approx(0.001 * free.norms[0] / (free.norms[0] + 1e-6)).epsilon(1e-5));
+  CHECK(norm(free.grads) == Approx(free.norms[0]).epsilon(1e-5));
+}
+
+TEST_CASE("the global gradient norm and clipping over tp x pp x dp shards equal the serial model's", "[exec][np4]") {
+  matches_serial({"plan.tp=2", "plan.dp=2", "training.grad_clip=0.001"});
+  matches_serial({"plan.pp=2", "plan.dp=2", "plan.zero=1", "training.grad_clip=0.001"}, false);
+  matches_serial({"plan.tp=2", "plan.pp=2", "plan.sequence_parallel=true", "training.grad_clip=0.001"});
+}
+
+TEST_CASE("a bad worker: one rank's injected gradient, aggregated, is what the hand computes", "[exec][np2]") {
+  // dp 2: the aggregated gradient is g0 + g1 (each rank's half of the batch). Zeroing rank
+  // 1's gives g0 alone; scaling it by 10 must give g0 + 10 g1 = Z + 10 (G - Z).
+  const std::vector<std::string> dp2{"plan.dp=2"};
+  auto with = [&](const std::string& inject) {
+    std::vector<std::string> sets = dp2;
+    sets.push_back("run.inject=[" + inject + "]");
+    return tiny(sets);
+  };
+  const Outcome g = parallel(tiny(dp2), 1);
+  const Outcome z = parallel(with("{step: 1, rank: 1, kind: zero}"), 1);
+  const Outcome x10 = parallel(with("{step: 1, rank: 1, kind: scale, factor: 10}"), 1);
+  REQUIRE(relative_error(z.grads, g.grads) > 0.1);  // rank 1's half counts
+  CHECK(relative_error(x10.grads, extrapolated(z.grads, g.grads, 10.0)) < 1e-5);
+  // The mean is dominated by the bad worker: the norm grows about tenfold.
+  CHECK(x10.norms[0] > 5.0 * g.norms[0]);
+  // Clipping bounds what the update sees (each value keeps its direction); the norm taken
+  // before it still shows the fault.
+  std::vector<std::string> clipped = dp2;
+  clipped.insert(clipped.end(), {"run.inject=[{step: 1, rank: 1, kind: scale, factor: 10}]", "training.grad_clip=0.01"});
+  const Outcome c = parallel(tiny(clipped), 1);
+  CHECK(c.norms[0] == Approx(x10.norms[0]).epsilon(1e-6));
+  CHECK(norm(c.grads) == Approx(0.01).epsilon(1e-3));
+  // Only the step named (steps count from 1): one of step 2 leaves step 1 alone.
+  const Outcome later = parallel(with("{step: 2, rank: 1, kind: zero}"), 1);
+  CHECK(relative_error(later.grads, g.grads) < 1e-6);
+  // Random: noise of the gradients' own scale, different from the gradient.
+  const Outcome noisy = parallel(with("{step: 1, rank: 1, kind: random, factor: 1}"), 1);
+  CHECK(relative_error(noisy.grads, g.grads) > 0.1);
+  CHECK(std::isfinite(noisy.norms[0]));
+}
+
+TEST_CASE("a NaN injected into one rank's gradients is caught, named by step and rank, and stops the run", "[exec][np2]") {
+  const plan::Scenario s =
+      tiny({"plan.dp=2", "run.inject=[{step: 3, rank: 1, kind: nan}]", "run.steps=3", "run.warmup=0"});
+  RunOptions o;
+  o.steps = 3;
+  o.warmup = 0;
+  const Measurement m = execute(s, device(), o);
+  REQUIRE(m.steps.size() == 3);
+  CHECK(m.steps[0].divergence.empty());
+  CHECK(m.steps[1].divergence.empty());
+  CHECK(std::isnan(m.steps[2].grad_norm));
+  CHECK(m.steps[2].largest_rank == 1);
+  CHECK_THAT(m.steps[2].divergence, Catch::Contains("step 3: the gradient norm is nan (non-finite on rank 1)"));
+  const plan::Scenario stop = tiny({"plan.dp=2", "run.inject=[{step: 2, rank: 1, kind: nan}]", "run.on_divergence=stop"});
+  CHECK_THROWS_WITH(execute(stop, device(), o), Catch::Contains("training diverged at step 2: the gradient norm is nan"));
+}
+
+TEST_CASE("learning rate 3 diverges: the loss spikes over its median and the step is named", "[exec][np1]") {
+  const plan::Scenario s = tiny({"training.learning_rate=3", "run.on_divergence=stop"});
+  RunOptions o;
+  o.steps = 30;
+  o.warmup = 0;
+  try {
+    (void)execute(s, device(), o);
+    FAIL("a learning rate of 3 trained 30 steps without diverging");
+  } catch (const Diverged& e) {
+    // The second step's loss is some 60 times the first's.
+    CHECK_THAT(e.what(), Catch::StartsWith("training diverged at step 2: the loss") &&
+                             Catch::Contains("times the median of the last 1 steps'"));
+  }
+}
