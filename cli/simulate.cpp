@@ -127,6 +127,11 @@ report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures&
   return t;
 }
 
+// fp16's dynamic loss scaling in its steady state: the scale doubles after
+// loss_scale_window overflow-free steps until the gradients overflow, and that step is
+// skipped (the scale halved): one step in window + 1 does no training.
+double fp16_skipped_fraction(const plan::Scenario& s) { return 1.0 / (s.training.loss_scale_window + 1.0); }
+
 // On a cluster with degraded parts or jitter: the same plan on the uniform cluster, and
 // what the degraded links carried.
 struct Heterogeneity {
@@ -247,6 +252,10 @@ void run_simulate(const SimulateArgs& a) {
                       {"folded_replicas", stats.replicas},
                       {"folding", program.one_replica() ? (stats.exact ? "exact" : "approximate") : "none"}};
     if (hetero) j["heterogeneity"] = heterogeneity_json(*hetero, f);
+    if (s.training.precision == topology::Dtype::fp16) {
+      j["fp16"] = {{"skipped_fraction", fp16_skipped_fraction(s)},
+                   {"effective_tokens_per_s", f.tokens_per_s * (1 - fp16_skipped_fraction(s))}};
+    }
     out.add(a.json.path, stamped("simulate", j).dump(2) + "\n");
   }
   if (!a.json.on_stdout()) {
@@ -261,7 +270,15 @@ void run_simulate(const SimulateArgs& a) {
     fmt::print("step time          {}\n", u::format_duration(f.step_time));
     fmt::print("throughput         {:.1f} samples/s, {} tokens/s\n", f.samples_per_s, u::format_count(f.tokens_per_s));
     fmt::print("per device         {} (model FLOPs), MFU {:.1f} %\n", u::format_flop_rate(f.flops_per_device), 100 * f.mfu);
-    fmt::print("pipeline bubble    {:.1f} % of the step\n\n", 100 * f.bubble_fraction);
+    fmt::print("pipeline bubble    {:.1f} % of the step\n", 100 * f.bubble_fraction);
+    if (s.training.precision == topology::Dtype::fp16) {
+      const double skipped = fp16_skipped_fraction(s);
+      fmt::print("fp16 loss scaling  1 step in {} skipped ({:.2f} %): the scale doubles after {} clean steps and halves at the "
+                 "overflow that follows; {} tokens/s of training that counts\n",
+                 s.training.loss_scale_window + 1, 100 * skipped, s.training.loss_scale_window,
+                 u::format_count(f.tokens_per_s * (1 - skipped)));
+    }
+    fmt::print("\n");
     using A = report::Table::Align;
     report::Table comm({"communication", "time per rank", "exposed", "of step"}, {A::left, A::right, A::right, A::right});
     for (std::size_t i = 0; i < report::dimension_count; ++i) {

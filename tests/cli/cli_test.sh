@@ -138,6 +138,8 @@ expect 0 "\"step_time\": [0-9]" -- "$parasim" simulate --json "$q"
 expect 0 "ranks simulated: 1 of 2 \(2 data-parallel replicas folded, exact\)" -- "$parasim" simulate "$q"
 expect 0 "ranks simulated: all 2" -- "$parasim" simulate "$q" --fold never
 expect 2 "fold" -- "$parasim" simulate "$q" --fold sometimes
+expect 0 "fp16 loss scaling  1 step in 501 skipped \(0\.20 %\)" -- "$parasim" simulate "$q" --set training.precision=fp16 --set training.loss_scale_window=500
+expect 0 "\"skipped_fraction\": 0\.000999" -- "$parasim" simulate "$q" --set training.precision=fp16 --json
 # A cluster with a straggler and a degraded link: the uniform cluster beside it, the slowest
 # rank named, the structured bottleneck, a sweep over the throttling by the entry's index.
 st="$src/scenarios/straggler-h100.yaml"
