@@ -252,7 +252,7 @@ void run_simulate(const SimulateArgs& a) {
                       {"folded_replicas", stats.replicas},
                       {"folding", program.one_replica() ? (stats.exact ? "exact" : "approximate") : "none"}};
     if (hetero) j["heterogeneity"] = heterogeneity_json(*hetero, f);
-    if (s.training.precision == topology::Dtype::fp16) {
+    if (s.training.precision == topology::Dtype::fp16 && s.training.loss_scaling) {
       j["fp16"] = {{"skipped_fraction", fp16_skipped_fraction(s)},
                    {"effective_tokens_per_s", f.tokens_per_s * (1 - fp16_skipped_fraction(s))}};
     }
@@ -271,7 +271,7 @@ void run_simulate(const SimulateArgs& a) {
     fmt::print("throughput         {:.1f} samples/s, {} tokens/s\n", f.samples_per_s, u::format_count(f.tokens_per_s));
     fmt::print("per device         {} (model FLOPs), MFU {:.1f} %\n", u::format_flop_rate(f.flops_per_device), 100 * f.mfu);
     fmt::print("pipeline bubble    {:.1f} % of the step\n", 100 * f.bubble_fraction);
-    if (s.training.precision == topology::Dtype::fp16) {
+    if (s.training.precision == topology::Dtype::fp16 && s.training.loss_scaling) {
       const double skipped = fp16_skipped_fraction(s);
       fmt::print("fp16 loss scaling  1 step in {} skipped ({:.2f} %): the scale doubles after {} clean steps and halves at the "
                  "overflow that follows; {} tokens/s of training that counts\n",

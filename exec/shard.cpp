@@ -88,7 +88,7 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   for (const plan::Injection& in : s.run.inject) {
     if (in.rank == rank && in.kind != plan::InjectKind::delay) injections_.push_back(in);
   }
-  if (precision_ == plan::Dtype::fp16) loss_scale_ = s.training.loss_scale;
+  if (precision_ == plan::Dtype::fp16 && s.training.loss_scaling) loss_scale_ = s.training.loss_scale;
   scale_window_ = s.training.loss_scale_window;
   dev_.set_gemm_precision(precision_);
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
@@ -426,7 +426,7 @@ void Shard::optimizer_step() {
   update_fp8_scales();  // every cast of the step is done
   // Without data-parallel reductions, a fault injected into this rank's gradients lands here.
   if (!injected_) inject({grads_.f(), param_count_});
-  if (precision_ == plan::Dtype::fp16) {
+  if (precision_ == plan::Dtype::fp16 && training_.loss_scaling) {
     // Every rank's overflow count, summed over the job: all skip or none does.
     double overflow[1] = {0.0};
     for (const auto& [begin, end] : owned_) {
@@ -484,6 +484,11 @@ void Shard::optimizer_step() {
                  1e-8, 0.0, step_);
     }
     state += end - begin;
+  }
+  // Without fp32 master weights the update lands in the 16-bit weights themselves: what
+  // rounds away is lost.
+  if (!training_.master_weights && weights_ != &params_) {
+    for (const auto& [begin, end] : owned_) round(params_.f() + begin, end - begin);
   }
   if (zero_ == 0 || dp_ == 1) {
     refresh_weights(0, static_cast<std::size_t>(param_count_));

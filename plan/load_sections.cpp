@@ -414,7 +414,7 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
 TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   Reader r(v, "training", {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate", "loss_scale",
             "loss_scale_window", "attention", "grad_dtype", "fp8_recipe", "grad_clip", "warmup_steps", "lr_decay",
-            "decay_steps", "min_lr", "lr_scaling", "lr_reference_batch"},
+            "decay_steps", "min_lr", "lr_scaling", "lr_reference_batch", "master_weights", "loss_scaling"},
            &where);
   TrainingSpec t;
   t.global_batch = r.integer("global_batch", std::nullopt, 1, limits::global_batch);
@@ -433,6 +433,15 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   t.loss_scale = r.number("loss_scale", 65536.0, 1.0, 1e30);
   t.loss_scale_window = r.integer("loss_scale_window", 1000);
   t.grad_clip = r.number("grad_clip", 0.0, 0.0, 1e12);
+  t.master_weights = r.boolean("master_weights", true);
+  if (!t.master_weights && topology::dtype_bytes(topology::storage_dtype(t.precision)) != 2) {
+    r.fail("master_weights", fmt::format("fp32 master weights are kept only under 16-bit precision (bf16, fp16, fp8); "
+                                         "precision is {}", topology::to_string(t.precision)));
+  }
+  t.loss_scaling = r.choice<bool>("loss_scaling", true, {{"dynamic", true}, {"none", false}});
+  if (!t.loss_scaling && t.precision != Dtype::fp16) {
+    r.fail("loss_scaling", fmt::format("loss scaling applies to fp16 only; precision is {}", topology::to_string(t.precision)));
+  }
   t.warmup_steps = r.integer("warmup_steps", 0, 0);
   t.lr_decay = r.choice<LrDecay>("lr_decay", LrDecay::constant,
                                  {{"constant", LrDecay::constant}, {"linear", LrDecay::linear}, {"cosine", LrDecay::cosine}});

@@ -196,7 +196,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
     // The distributed optimizer shards the experts' state over the ranks holding the same
     // experts (ParallelPlan::expert_grad_ranks), the rest over all.
     const double state_params = optimizer_shard_params(p, b.parameters, p.ep > 1 ? experts : 0.0);
-    b.master = mixed ? state_params * 4.0 : 0.0;
+    b.master = mixed && s.training.master_weights ? state_params * 4.0 : 0.0;
     b.optimizer = state_params * optimizer_bytes;
     if (p.offload_optimizer) {
       // In host memory (beside any activations): the master weights (fp32 even when training in fp32: they are the

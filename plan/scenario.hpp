@@ -71,6 +71,12 @@ struct TrainingSpec {
   // overflow-free steps after which it doubles.
   double loss_scale = 65536.0;
   int loss_scale_window = 1000;
+  // Switches that trade stability for memory or speed: no fp32 master weights under 16-bit
+  // precision (the optimizer updates the 16-bit weights themselves, so an update under half
+  // a 16-bit step is lost; 4 bytes per parameter less), and fp16 without loss scaling (its
+  // small gradients underflow, its large ones overflow unnoticed).
+  bool master_weights = true;
+  bool loss_scaling = true;
   // fp8: Transformer Engine's scaling recipe. delayed: each tensor's scale from the amax
   // history of earlier steps, the amax taken inside the cast kernels; current: from the
   // tensor's own amax, one more pass over it before each cast.

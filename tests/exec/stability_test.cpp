@@ -110,3 +110,32 @@ TEST_CASE("learning rate 3 diverges: the loss spikes over its median and the ste
                              Catch::Contains("times the median of the last 1 steps'"));
   }
 }
+
+TEST_CASE("without fp32 master weights, updates under half a bf16 step are lost", "[exec][np1]") {
+  // AdamW's first updates are about the learning rate per value: at 1e-6, far under half a
+  // bf16 step of weights around 0.02 (6e-5), the 16-bit weights stay where they are unless
+  // the fp32 master copy accumulates the updates.
+  const std::vector<std::string> base{"training.precision=bf16", "training.learning_rate=0.000001"};
+  std::vector<std::string> off = base;
+  off.push_back("training.master_weights=false");
+  const Outcome start = parallel(tiny(off), 1);
+  const Outcome lost = parallel(tiny(off), 3);
+  const Outcome kept = parallel(tiny(base), 3);
+  auto moved = [&](const Outcome& o) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < o.params.size(); ++i) n += o.params[i] != start.params[i] ? 1 : 0;
+    return static_cast<double>(n) / static_cast<double>(o.params.size());
+  };
+  CHECK(moved(lost) < 0.1);  // only values near zero, whose steps are finer
+  CHECK(moved(kept) > 0.9);
+}
+
+TEST_CASE("fp16 without loss scaling keeps a scale of 1 and skips no step", "[exec][np1]") {
+  const Outcome o = parallel(tiny({"training.precision=fp16", "training.loss_scaling=none"}), 3);
+  for (std::size_t i = 0; i < o.scales.size(); ++i) {
+    CHECK(o.scales[i] == 1.0);
+    CHECK_FALSE(o.skipped[i]);
+  }
+  const Outcome scaled = parallel(tiny({"training.precision=fp16"}), 3);
+  CHECK(scaled.scales[0] == 65536.0);
+}

@@ -38,6 +38,14 @@ TEST_CASE("mixed-precision AdamW holds 16 bytes per parameter, 18 with fp32 main
   }
 }
 
+TEST_CASE("without fp32 master weights a 16-bit run holds 4 bytes per parameter less", "[memory]") {
+  const Scenario with = scenario(one_gpu);
+  const Scenario without = scenario(one_gpu, {"training.master_weights=false"});
+  const double P = with.model.parameter_count();
+  CHECK(memory_per_rank(without).stages[0].master == 0.0);
+  CHECK(memory_per_rank(with).stages[0].total() - memory_per_rank(without).stages[0].total() == Approx(4 * P));
+}
+
 TEST_CASE("fp32 needs no master copy, SGD keeps one moment", "[memory]") {
   const Scenario s = scenario(one_gpu, {"training.precision=fp32", "training.optimizer=sgd"});
   const MemoryReport r = memory_per_rank(s);
