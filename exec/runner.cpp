@@ -165,6 +165,20 @@ void Runner::run_compute(const Op& o) {
   }
 }
 
+int Runner::gradient_slot(const Op& o) const {
+  if (o.category != Category::backward) return no_slot;
+  switch (o.what) {
+    case ComputeWhat::embedding: return -1;
+    case ComputeWhat::layer:
+    case ComputeWhat::layer_attention:
+    case ComputeWhat::layer_mlp:
+    case ComputeWhat::lm_head: return o.layer;
+    case ComputeWhat::attention_core:
+    case ComputeWhat::optimizer: return no_slot;
+  }
+  return no_slot;
+}
+
 void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
   const Op& o = prog_.ops[static_cast<std::size_t>(id)];
   const auto i = static_cast<std::size_t>(id);
@@ -188,6 +202,8 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
     } else {
       run_compute(o);
     }
+    // 16-bit main gradients: what the op accumulated, rounded (Shard::gradients_accumulated).
+    if (const int slot = gradient_slot(o); slot != no_slot) shard_.gradients_accumulated(slot);
     end_[i] = dev_.record();
     if (dev_.done(end_[i])) {
       finish(id, dev_.event_time_ns(end_[i]));
@@ -248,6 +264,10 @@ void Runner::finish(std::int64_t id, std::int64_t end_ns) {
     if (o.category == Category::tp_comm) shard_.tp_finish(o);
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::all_gather) {
       shard_.bucket_gathered(o.layer, experts(o));
+    }
+    if (o.category == Category::dp_comm && o.collective != CollectiveOp::all_gather &&
+        prog_.groups[static_cast<std::size_t>(o.group)].part != plan::GroupPart::replica) {
+      shard_.gradients_reduced(shard_.bucket(o.layer, false, experts(o)));  // summed in the gradients' type
     }
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::reduce_scatter) shard_.bucket_reduced(o.layer);
   } else if (o.kind == OpKind::send && is_ring(o)) {

@@ -67,6 +67,9 @@ class Runner {
   // Marks `op` done; its span ends at end_ns when the device knows when (else now).
   void finish(std::int64_t op, std::int64_t end_ns = 0);
   void run_compute(const plan::Op& o);
+  // The layer slot whose gradients a backward compute op accumulates into, or no_slot.
+  static constexpr int no_slot = -1000;
+  int gradient_slot(const plan::Op& o) const;
   int boundary_of(const plan::Op& o) const;
   int tag_of(const plan::Op& o) const;
   // A collective over the ranks holding the same experts (their buckets).

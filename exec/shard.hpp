@@ -146,6 +146,11 @@ class Shard {
   // run.inject: before a data-parallel reduction of a bucket's gradients (`v`), this rank's
   // injected fault of the step, if any (the optimizer step applies it when there is none).
   void before_reduce(View v);
+  // 16-bit main gradients (training.grad_dtype bf16 / fp16): what a backward op of layer
+  // slot `slot` (-1 the embedding, L the head) accumulated, and what a reduction summed
+  // (`v`), rounded to that type, as Megatron keeps them. No-op for fp32 gradients.
+  void gradients_accumulated(int slot);
+  void gradients_reduced(View v);
 
   // fp8 under delayed scaling: the tensors (a linear layer's input, weight or output
   // gradient) whose amax history and scale this rank keeps.
@@ -262,6 +267,7 @@ class Shard {
   std::int64_t step_index_ = 0;
   bool injected_ = false;  // this step's fault applied
   bool source_tracked_ = false;
+  plan::Dtype grad_dtype_ = plan::Dtype::fp32;
   double source_norm2_ = 0.0;
   void inject(View v);
   double loss_scale_ = 1.0;

@@ -32,6 +32,9 @@ std::string scenario_yaml(const std::string& path, std::span<const std::string> 
 // Sections (load_sections.cpp), each given the section's value after preset resolution.
 Value resolve_preset(const Value& section, PresetKind kind, const std::string& path);
 topology::ClusterSpec read_cluster(const Value& v, LocationMap& where);
+// cluster.degraded and cluster.jitter of the cluster section `r` reads, into `c` (whose
+// other keys are read): link names checked against the graph.
+void read_heterogeneity(const Reader& r, topology::ClusterSpec& c, LocationMap& where);
 topology::DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& where);
 // A device's `kernels` and `host` sections (also in a measured profile).
 topology::KernelSpec read_kernels(const Value& v, const std::string& path, LocationMap& where);

@@ -9,7 +9,6 @@
 
 #include "plan/limits.hpp"
 #include "plan/load.hpp"
-#include "topology/cluster.hpp"
 #include "topology/units.hpp"
 
 namespace parasim::plan {
@@ -116,60 +115,6 @@ DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& whe
   if (const Value* h = r.get("host")) d.host = read_host(*h, r.key_path("host"), where);
   return d;
 }
-
-namespace {
-
-// cluster.degraded (a list of {rank | node | link, factor}) and cluster.jitter ({sigma, seed}).
-void read_heterogeneity(const Reader& r, ClusterSpec& c, LocationMap& where) {
-  if (const Value* list = r.get("degraded"); list != nullptr && list->kind != Value::Kind::null) {
-    if (list->kind != Value::Kind::sequence) {
-      r.fail("degraded", "expected a list of {rank, factor}, {node, factor} or {link, factor} entries");
-    }
-    std::vector<Reader> links;  // entries naming links, checked against the graph below
-    for (std::size_t i = 0; i < list->items.size(); ++i) {
-      Reader d(list->items[i], fmt::format("cluster.degraded[{}]", i), {"rank", "node", "link", "factor"}, &where);
-      topology::Degraded g;
-      const int named = (d.has("rank") ? 1 : 0) + (d.has("node") ? 1 : 0) + (d.has("link") ? 1 : 0);
-      if (named != 1) {
-        d.fail(named == 0 ? "factor" : d.has("rank") ? "rank" : "node",
-               "name one of rank (a device), node (its devices) or link (a link or a vertex's links)");
-      }
-      if (d.has("rank")) g.rank = d.integer("rank", std::nullopt, 0, c.total_gpus() - 1);
-      if (d.has("node")) g.node = d.integer("node", std::nullopt, 0, c.nodes - 1);
-      if (d.has("link")) {
-        g.link = d.string("link", std::nullopt);
-        links.push_back(d);
-      }
-      g.factor = d.number("factor", std::nullopt, 1e-3, 1.0);
-      c.degraded.push_back(std::move(g));
-    }
-    if (!links.empty()) {
-      // The names the graph gives (links as "a -> b", vertices by name): built without the
-      // degradations, which need them.
-      ClusterSpec plain = c;
-      plain.degraded.clear();
-      const topology::Cluster graph(plain);
-      for (const Reader& d : links) {
-        const std::string name = d.string("link", std::nullopt);
-        if (!graph.links_named(name).empty()) continue;
-        std::vector<std::string> names;
-        for (auto [v, end] = boost::vertices(graph.graph()); v != end; ++v) names.push_back(graph.graph()[*v].name);
-        const std::vector<std::string_view> views(names.begin(), names.end());
-        const std::string device = name.substr(0, name.find(" -> "));
-        d.fail("link", fmt::format("no link is named '{}': give a link as the reports name it (\"n0.nic0 -> leaf0\") or "
-                                   "a vertex whose links are meant (\"n0.nic0\"){}",
-                                   name, Reader::suggestion(device, views)));
-      }
-    }
-  }
-  if (const Value* j = r.get("jitter"); j != nullptr && j->kind != Value::Kind::null) {
-    Reader jr(*j, "cluster.jitter", {"sigma", "seed"}, &where);
-    c.jitter.sigma = jr.number("sigma", std::nullopt, 0.0, 2.0);
-    c.jitter.seed = static_cast<std::uint64_t>(jr.integer("seed", 1, 0));
-  }
-}
-
-}  // namespace
 
 ClusterSpec read_cluster(const Value& v, LocationMap& where) {
   Reader r(v, "cluster", {"preset", "name", "nodes", "gpus_per_node", "device", "intra_node", "inter_node", "wan", "host",

@@ -1,7 +1,10 @@
 // Stability on the executor: the global gradient norm and clipping, the learning rate's
 // schedule, divergence detection and injected faults, each against the serial model or
 // values computed by hand. Run under MPI like parallel_test.cpp.
+#include <bit>
+
 #include "exec/execute.hpp"
+#include "plan/load.hpp"
 #include "tests/exec/parallel_helpers.hpp"
 
 using namespace parasim;
@@ -29,7 +32,8 @@ TEST_CASE("clipping and the learning rate's schedule equal the serial model's", 
   // A clip far under the norm: every step clipped; warm-up then a cosine decay: step 0 at
   // lr / 1, step 1 halfway down to min_lr.
   matches_serial({"training.grad_clip=0.001"});
-  matches_serial({"training.warmup_steps=1", "training.lr_decay=cosine", "training.decay_steps=3", "training.min_lr=0.0001"});
+  matches_serial(
+      {"training.warmup_steps=1", "training.lr_decay=cosine", "training.decay_steps=3", "training.min_lr=0.0001"});
   matches_serial({"training.lr_scaling=sqrt", "training.lr_reference_batch=16", "training.lr_decay=linear",
                   "training.decay_steps=3"});
   // Clipped, the gradients the update uses have the clip's norm.
@@ -66,7 +70,8 @@ TEST_CASE("a bad worker: one rank's injected gradient, aggregated, is what the h
   // Clipping bounds what the update sees (each value keeps its direction); the norm taken
   // before it still shows the fault.
   std::vector<std::string> clipped = dp2;
-  clipped.insert(clipped.end(), {"run.inject=[{step: 1, rank: 1, kind: scale, factor: 10}]", "training.grad_clip=0.01"});
+  clipped.insert(clipped.end(),
+                 {"run.inject=[{step: 1, rank: 1, kind: scale, factor: 10}]", "training.grad_clip=0.01"});
   const Outcome c = parallel(tiny(clipped), 1);
   CHECK(c.norms[0] == Approx(x10.norms[0]).epsilon(1e-6));
   CHECK(norm(c.grads) == Approx(0.01).epsilon(1e-3));
@@ -79,7 +84,8 @@ TEST_CASE("a bad worker: one rank's injected gradient, aggregated, is what the h
   CHECK(std::isfinite(noisy.norms[0]));
 }
 
-TEST_CASE("a NaN injected into one rank's gradients is caught, named by step and rank, and stops the run", "[exec][np2]") {
+TEST_CASE("a NaN injected into one rank's gradients is caught, named by step and rank, and stops the run",
+          "[exec][np2]") {
   const plan::Scenario s =
       tiny({"plan.dp=2", "run.inject=[{step: 3, rank: 1, kind: nan}]", "run.steps=3", "run.warmup=0"});
   RunOptions o;
@@ -92,8 +98,10 @@ TEST_CASE("a NaN injected into one rank's gradients is caught, named by step and
   CHECK(std::isnan(m.steps[2].grad_norm));
   CHECK(m.steps[2].largest_rank == 1);
   CHECK_THAT(m.steps[2].divergence, Catch::Contains("step 3: the gradient norm is nan (non-finite on rank 1)"));
-  const plan::Scenario stop = tiny({"plan.dp=2", "run.inject=[{step: 2, rank: 1, kind: nan}]", "run.on_divergence=stop"});
-  CHECK_THROWS_WITH(execute(stop, device(), o), Catch::Contains("training diverged at step 2: the gradient norm is nan"));
+  const plan::Scenario stop =
+      tiny({"plan.dp=2", "run.inject=[{step: 2, rank: 1, kind: nan}]", "run.on_divergence=stop"});
+  CHECK_THROWS_WITH(execute(stop, device(), o),
+                    Catch::Contains("training diverged at step 2: the gradient norm is nan"));
 }
 
 TEST_CASE("learning rate 3 diverges: the loss spikes over its median and the step is named", "[exec][np1]") {
@@ -138,4 +146,43 @@ TEST_CASE("fp16 without loss scaling keeps a scale of 1 and skips no step", "[ex
   }
   const Outcome scaled = parallel(tiny({"training.precision=fp16"}), 3);
   CHECK(scaled.scales[0] == 65536.0);
+}
+
+TEST_CASE("seed scenarios: diverge-lr stops at its spike, bad-worker's fault dominates the norm and is clipped",
+          "[exec][np2]") {
+  RunOptions o;
+  o.warmup = 0;
+  o.steps = 10;
+  const plan::Scenario lr = plan::load(PARASIM_SOURCE_DIR "/scenarios/diverge-lr.yaml");
+  CHECK_THROWS_WITH(execute(lr, device(), o), Catch::StartsWith("training diverged at step 2: the loss"));
+  const plan::Scenario bad = plan::load(PARASIM_SOURCE_DIR "/scenarios/bad-worker.yaml");
+  o.steps = bad.run.steps;
+  const Measurement m = execute(bad, device(), o);
+  REQUIRE(m.steps.size() == 6);
+  const double around = std::max(m.steps[1].grad_norm, m.steps[3].grad_norm);
+  CHECK(m.steps[2].grad_norm > 4.0 * around);  // step 3, counted from 1
+  CHECK(m.steps[2].largest_rank == 1);
+  CHECK(m.steps[2].clip == Approx(1.0 / (m.steps[2].grad_norm + 1e-6)));
+  for (const StepRecord& r : m.steps) CHECK(r.divergence.empty());
+}
+
+TEST_CASE("16-bit main gradients: accumulated and reduced in bf16, close to the fp32 ones", "[exec][np2]") {
+  // dp 2, two micro-batches a rank: each layer's gradient is rounded to bf16 after each
+  // micro-batch's backward and after the all-reduce, as Megatron keeps bf16 main gradients.
+  const std::vector<std::string> base{"plan.dp=2", "training.precision=bf16"};
+  std::vector<std::string> narrow = base;
+  narrow.push_back("training.grad_dtype=bf16");
+  const Outcome wide = parallel(tiny(base), 1);
+  const Outcome bf16 = parallel(tiny(narrow), 1);
+  auto is_bf16 = [](double v) {
+    const auto f = static_cast<float>(v);
+    return static_cast<double>(f) == v && (std::bit_cast<std::uint32_t>(f) & 0xFFFFU) == 0;
+  };
+  const auto narrow_count = std::count_if(bf16.grads.begin(), bf16.grads.end(), is_bf16);
+  const auto wide_count = std::count_if(wide.grads.begin(), wide.grads.end(), is_bf16);
+  CHECK(narrow_count == static_cast<std::ptrdiff_t>(bf16.grads.size()));
+  CHECK(wide_count < static_cast<std::ptrdiff_t>(wide.grads.size() / 10));
+  const double err = relative_error(bf16.grads, wide.grads);
+  CHECK(err > 1e-4);  // rounding shows
+  CHECK(err < 1e-2);  // bf16's 8 bits: well under a percent
 }
