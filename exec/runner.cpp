@@ -322,7 +322,7 @@ StepTiming Runner::step(std::int64_t index) {
   shard_.begin_step(index);
   delay_ = 1.0;
   for (const plan::Injection& in : s_.run.inject) {
-    if (in.kind == plan::InjectKind::delay && in.rank == rank_ && in.step == index + 1) delay_ *= in.factor;
+    if (in.kind == plan::InjectKind::delay && in.rank == rank_ && (in.step == 0 || in.step == index + 1)) delay_ *= in.factor;
   }
   for (std::int64_t id : prog_.order[static_cast<std::size_t>(rank_)]) state_[static_cast<std::size_t>(id)] = 0;
   spans_.clear();

@@ -375,7 +375,7 @@ void Shard::before_reduce(View v) {
 
 void Shard::inject(View v) {
   for (const plan::Injection& in : injections_) {
-    if (in.step != step_index_ + 1 || v.count == 0) continue;  // steps counted from 1
+    if ((in.step != 0 && in.step != step_index_ + 1) || v.count == 0) continue;  // steps counted from 1
     const auto factor = static_cast<float>(in.factor);
     switch (in.kind) {
       case plan::InjectKind::scale: dev_.scale(v.data, factor, v.count); break;

@@ -538,7 +538,7 @@ RunSpec read_run(const Value& v, const DeviceSpec& device, int world, LocationMa
     for (std::size_t i = 0; i < list->items.size(); ++i) {
       Reader f(list->items[i], fmt::format("run.inject[{}]", i), {"step", "rank", "kind", "factor"}, &where);
       Injection in;
-      in.step = f.integer("step", std::nullopt, 1, run.warmup + run.steps);  // as run counts them
+      in.step = f.integer("step", 0, 0, run.warmup + run.steps);  // as run counts them; 0: every step
       in.rank = f.integer("rank", std::nullopt, 0, world - 1);
       in.kind = f.choice<InjectKind>("kind", std::nullopt,
                                      {{"scale", InjectKind::scale}, {"zero", InjectKind::zero}, {"nan", InjectKind::nan},

@@ -181,13 +181,13 @@ struct HardwareSpec {
 };
 
 // A fault injected into a run, for experiments: at step `step` (from 1, as `run` counts
-// them, warm-up steps included) rank `rank` scales its
+// them, warm-up steps included; 0: every step) rank `rank` scales its
 // gradients by `factor`, zeroes them, makes them NaN or random (normal, of the gradients'
 // own RMS times `factor`) before their data-parallel reduction, or computes `factor` times
 // slower (a straggler: each compute op followed by a wait of factor - 1 times its time).
 enum class InjectKind : std::uint8_t { scale, zero, nan, random, delay };
 struct Injection {
-  int step = 0;
+  int step = 0;  // 0: every step
   int rank = 0;
   InjectKind kind = InjectKind::scale;
   double factor = 1.0;

@@ -329,7 +329,7 @@ TEST_CASE("every bad scenario is rejected with file, line, key and the reason", 
   all.push_back({"a factor on a zeroing", good + "run:\n  inject: [{step: 1, rank: 1, kind: zero, factor: 2}]\n",
                  "run.inject[0].factor", 0, {"applies to the scale, random and delay kinds only"}});
   all.push_back({"an injection past the run's steps", good + "run:\n  steps: 3\n  warmup: 1\n  inject: [{step: 5, rank: 1, kind: nan}]\n",
-                 "run.inject[0].step", 0, {"from 1 to 4"}});
+                 "run.inject[0].step", 0, {"from 0 to 4"}});
   all.push_back({"no master weights in fp32", replace(good, "  precision: bf16", "  precision: fp32\n  master_weights: false"),
                  "training.master_weights", 25, {"only under 16-bit precision", "precision is fp32"}});
   all.push_back({"no loss scaling under bf16", after("  precision: bf16", "  loss_scaling: none\n"), "training.loss_scaling", 25,

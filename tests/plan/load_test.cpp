@@ -227,6 +227,19 @@ TEST_CASE("the YAML emitter writes a tree that parses back to the same tree", "[
   CHECK(back.find("g")->value.kind == parasim::plan::Value::Kind::null);
 }
 
+TEST_CASE("an injection without a step is one for every step", "[load][training]") {
+  const parasim::plan::Scenario s = parasim::plan::load_text(
+      "cluster: cpu-host\nmodel: tiny-gpt\ntraining: {global_batch: 8}\nplan: {dp: 2}\n"
+      "run: {inject: [{rank: 1, kind: delay, factor: 2}, {step: 3, rank: 0, kind: zero}]}\n",
+      "t.yaml");
+  REQUIRE(s.run.inject.size() == 2);
+  CHECK(s.run.inject[0].step == 0);
+  CHECK(s.run.inject[0].kind == InjectKind::delay);
+  CHECK(s.run.inject[0].factor == 2.0);
+  CHECK(s.run.inject[1].step == 3);
+  CHECK(s.run.inject[1].factor == 1.0);
+}
+
 TEST_CASE("the learning rate's schedule: scaling, warm-up, then linear or cosine decay to min_lr", "[load][training]") {
   const std::string base = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 64, learning_rate: 0.001}\n";
   auto lr = [&](const std::vector<std::string>& sets, int k) { return learning_rate_at(parasim::plan::load_text(base, "t.yaml", sets).training, k); };
