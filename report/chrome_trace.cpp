@@ -418,8 +418,15 @@ void ChromeTraceStream::add(const plan::Program& program, std::span<const Span> 
 
 std::string ChromeTraceStream::finish(const Trace& trace, const topology::Cluster& cluster) {
   State& st = *state_;
-  if (st.program == nullptr) throw std::logic_error("ChromeTraceStream::finish before the spans' last block");
-  if (st.worker.joinable()) st.worker.join();
+  if (st.program == nullptr) throw std::logic_error("ChromeTraceStream::finish before the spans' first block");
+  if (st.worker.joinable()) {  // the last block was not marked so: what is queued is all
+    {
+      const std::lock_guard lock(st.mutex);
+      st.last = true;
+    }
+    st.more.notify_one();
+    st.worker.join();
+  }
   if (st.failed) std::rethrow_exception(st.failed);
   tail(st.text, trace, cluster);
   if (!st.gzip) return std::move(st.text);
