@@ -158,7 +158,10 @@ Scenario from_document(const Value& root, const std::string& source) {
   // default on every device.
   if (s.plan.cp > 1 && section("training").find("attention") == nullptr) s.training.attention = Attention::flash;
   s.hardware = read_hardware(optional_section("hardware"), where);
-  s.run = read_run(optional_section("run"), s.cluster.device, s.plan.world(), where);
+  // The plan's ranks, for run.inject (not yet checked: a plan far past any cluster must not
+  // overflow an int before check() rejects it).
+  const double ranks = static_cast<double>(s.plan.dp) * s.plan.tp * s.plan.pp * s.plan.cp;
+  s.run = read_run(optional_section("run"), s.cluster.device, static_cast<int>(std::min(ranks, 1e9)), where);
   check(s);
   return s;
 }
