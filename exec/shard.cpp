@@ -85,7 +85,6 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   global_batch_ = s.training.global_batch;
   lr_ = s.training.learning_rate;
   training_ = s.training;
-  grad_dtype_ = s.training.grad_dtype;
   for (const plan::Injection& in : s.run.inject) {
     if (in.rank == rank && in.kind != plan::InjectKind::delay) injections_.push_back(in);
   }
@@ -351,20 +350,20 @@ void Shard::bucket_reduced(int lowest_layer) {
 }
 
 void Shard::gradients_accumulated(int slot) {
-  if (topology::dtype_bytes(grad_dtype_) != 2) return;
+  if (topology::dtype_bytes(training_.grad_dtype) != 2) return;
   auto round_slot = [&](const std::map<int, std::size_t>& slots, std::size_t region_end) {
     const auto it = slots.find(slot);
     if (it == slots.end()) return;
     const auto next = std::next(it);
     const std::size_t end = next == slots.end() ? region_end : next->second;
-    if (end > it->second) dev_.round_to(grad_dtype_, grads_.f() + it->second, static_cast<std::int64_t>(end - it->second));
+    if (end > it->second) dev_.round_to(training_.grad_dtype, grads_.f() + it->second, static_cast<std::int64_t>(end - it->second));
   };
   round_slot(slot_offset_, dense_end());
   round_slot(expert_slot_offset_, static_cast<std::size_t>(param_count_));
 }
 
 void Shard::gradients_reduced(View v) {
-  if (topology::dtype_bytes(grad_dtype_) == 2 && v.count > 0) dev_.round_to(grad_dtype_, v.data, v.count);
+  if (topology::dtype_bytes(training_.grad_dtype) == 2 && v.count > 0) dev_.round_to(training_.grad_dtype, v.data, v.count);
 }
 
 void Shard::before_reduce(View v) {

@@ -131,10 +131,9 @@ class Shard {
   [[nodiscard]] double loss_scale() const { return loss_scale_; }
   [[nodiscard]] bool last_step_skipped() const { return last_skipped_; }
   // The global gradient norm of the last optimizer step (over every rank's gradients, each
-  // value once, after fp16's unscaling, before clipping: what Megatron reports), this rank's
-  // part of its square, and the factor clipping scaled the gradients by (1: none).
+  // value once, after fp16's unscaling, before clipping: what Megatron reports), and the
+  // factor clipping scaled the gradients by (1: none).
   [[nodiscard]] double grad_norm() const { return grad_norm_; }
-  [[nodiscard]] double local_grad_norm2() const { return local_norm2_; }
   // The sum of squares of this rank's own gradients before their data-parallel reduction
   // (on a CPU rank, or with faults injected; else its part of the reduced norm): the rank
   // whose gradients are largest or non-finite.
@@ -267,7 +266,6 @@ class Shard {
   std::int64_t step_index_ = 0;
   bool injected_ = false;  // this step's fault applied
   bool source_tracked_ = false;
-  plan::Dtype grad_dtype_ = plan::Dtype::fp32;
   double source_norm2_ = 0.0;
   void inject(View v);
   double loss_scale_ = 1.0;

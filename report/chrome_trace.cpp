@@ -77,6 +77,20 @@ bool same_name(const plan::Program& p, const plan::Op& a, const plan::Op& b) {
          dim(a) == dim(b);
 }
 
+// A receive is drawn from its send's start (the transfer), within its own span: the sends'
+// starts by their match, and a span's drawn start.
+struct SendStarts {
+  std::unordered_map<std::int64_t, std::int64_t> by_match;
+  void saw(const Span& sp, const plan::Op& op) {
+    if (sp.kind == plan::OpKind::send) by_match.emplace(op.match, sp.start);
+  }
+  [[nodiscard]] std::int64_t drawn_start(const Span& sp, const plan::Op& op) const {
+    if (sp.kind != plan::OpKind::recv) return sp.start;
+    const auto it = by_match.find(op.match);
+    return it == by_match.end() ? sp.start : std::clamp(it->second, sp.start, sp.end);
+  }
+};
+
 // A count or size: an integer as one, else the shortest text that reads back the same.
 void number(Buffer& b, double v) {
   if (v == std::floor(v) && std::abs(v) < 9e15) {
@@ -150,20 +164,12 @@ std::string process_name(const Trace& trace, int r) {
 }
 
 std::vector<std::int64_t> drawn_starts(const Trace& trace, const plan::Program& program) {
-  std::unordered_map<std::int64_t, std::int64_t> send_start;  // match -> the send's start
-  for (const Span& sp : trace.spans) {
-    if (sp.kind == plan::OpKind::send) send_start.emplace(program.ops[static_cast<std::size_t>(sp.op)].match, sp.start);
-  }
+  auto op = [&program](const Span& sp) -> const plan::Op& { return program.ops[static_cast<std::size_t>(sp.op)]; };
+  SendStarts sends;  // every send first: a measured trace may list a receive before its send
+  for (const Span& sp : trace.spans) sends.saw(sp, op(sp));
   std::vector<std::int64_t> out;
   out.reserve(trace.spans.size());
-  for (const Span& sp : trace.spans) {
-    std::int64_t start = sp.start;
-    if (sp.kind == plan::OpKind::recv) {
-      const auto it = send_start.find(program.ops[static_cast<std::size_t>(sp.op)].match);
-      if (it != send_start.end()) start = std::clamp(it->second, sp.start, sp.end);
-    }
-    out.push_back(start);
-  }
+  for (const Span& sp : trace.spans) out.push_back(sends.drawn_start(sp, op(sp)));
   return out;
 }
 
@@ -335,7 +341,7 @@ struct ChromeTraceStream::State {
   std::unique_ptr<GzipWriter> gzip;
   Buffer text;  // what is formatted (and, with gzip, not yet compressed)
   const plan::Program* program = nullptr;
-  std::unordered_map<std::int64_t, std::int64_t> send_start;  // match -> the send's start
+  SendStarts sends;
   std::vector<std::int64_t> starts;
 
   std::mutex mutex;
@@ -349,13 +355,8 @@ struct ChromeTraceStream::State {
     starts.clear();
     for (const Span& sp : spans) {
       const plan::Op& op = program->ops[static_cast<std::size_t>(sp.op)];
-      std::int64_t start = sp.start;
-      if (sp.kind == plan::OpKind::send) send_start.emplace(op.match, sp.start);
-      if (sp.kind == plan::OpKind::recv) {
-        const auto it = send_start.find(op.match);
-        if (it != send_start.end()) start = std::clamp(it->second, sp.start, sp.end);
-      }
-      starts.push_back(start);
+      sends.saw(sp, op);
+      starts.push_back(sends.drawn_start(sp, op));
     }
     span_events(*program, spans, starts.data(), text);
     if (gzip) {

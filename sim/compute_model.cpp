@@ -349,11 +349,11 @@ std::vector<double> kernel_durations(const DeviceProfile& p, std::span<const pla
   return d;
 }
 
-double kernels_seconds(std::span<const double> durations, double first_issue, double dispatch) {
+double kernels_seconds(std::span<const double> durations, double first_issue, double dispatch, double scale) {
   double end = 0.0;
   double issue = first_issue;
   for (double d : durations) {
-    end = std::max(issue, end) + d;
+    end = std::max(issue, end) + d * scale;
     issue += dispatch;
   }
   return end;

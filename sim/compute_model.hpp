@@ -127,7 +127,8 @@ double kernel_work_seconds(const DeviceProfile& p, const plan::Kernel& k, topolo
 double kernels_seconds(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype,
                        double first_issue, double dispatch);
 // The same from each kernel's device time (launch included), as kernel_durations() gives.
-double kernels_seconds(std::span<const double> durations, double first_issue, double dispatch);
+// `scale` multiplies each kernel's device time (a degraded device, jitter), not the issuing.
+double kernels_seconds(std::span<const double> durations, double first_issue, double dispatch, double scale = 1.0);
 std::vector<double> kernel_durations(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype);
 // Host seconds to issue one kernel of an op of category `c`.
 double dispatch_seconds(const DeviceProfile& p, plan::Category c);

@@ -41,12 +41,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const int mbs = s.micro_batches();
   // A degraded device (cluster.degraded) sets every synchronised rank's pace: compute at the
   // slowest device's speed.
-  double slowest = 1.0;
-  for (const topology::Degraded& d : s.cluster.degraded) {
-    if (d.rank >= 0) slowest = std::min(slowest, s.cluster.compute_factor(d.rank));
-    if (d.node >= 0) slowest = std::min(slowest, s.cluster.compute_factor(d.node * s.cluster.gpus_per_node));
-  }
-  const double slow = 1.0 / slowest;
+  const double slow = 1.0 / s.cluster.slowest_compute_factor();
   auto op = [&](const std::vector<plan::Gemm>& g, double passes, double bytes) {
     return op_seconds(prof, g, passes, 0.0, bytes, false, dtype) * slow;
   };

@@ -257,7 +257,6 @@ class Runner {
     for (std::int64_t id : fresh) try_start(id);
   }
 
-  // Each kernel set's device times, worked out once: a step runs each set many times.
   // How many times longer than nominal a device compute op takes: its device's degradation
   // and the op's jitter (cluster.degraded, cluster.jitter).
   double slowdown(const Op& o, std::int64_t id) const {
@@ -266,6 +265,7 @@ class Runner {
     return s_.cluster.jitter.sigma > 0.0 ? slow * jitter(s_.cluster.jitter, id) : slow;
   }
 
+  // Each kernel set's device times, worked out once: a step runs each set many times.
   const std::vector<double>& durations(int set) {
     auto& d = durations_[static_cast<std::size_t>(set)];
     if (d.empty()) d = kernel_durations(profile_, prog_.kernel_sets[static_cast<std::size_t>(set)], s_.training.precision);
@@ -303,14 +303,7 @@ class Runner {
           // The first kernel is issued (now or earlier); the rest follow at the host's pace.
           const double first = Time::ps(issue_[static_cast<std::size_t>(id)] - engine_.now().picoseconds()).to_seconds();
           const auto& d = durations(o.kernels);
-          const double slow = slowdown(o, id);
-          if (slow == 1.0) {
-            secs = kernels_seconds(d, first, op_dispatch_seconds(profile_, o, d.size()));
-          } else {  // the device's time, not the host's issuing
-            std::vector<double> scaled(d);
-            for (double& k : scaled) k *= slow;
-            secs = kernels_seconds(scaled, first, op_dispatch_seconds(profile_, o, d.size()));
-          }
+          secs = kernels_seconds(d, first, op_dispatch_seconds(profile_, o, d.size()), slowdown(o, id));
         } else {
           secs = compute_seconds(profile_, prog_, o, s_.training.precision) * slowdown(o, id);
         }

@@ -4,6 +4,7 @@
 // All bandwidths are bytes per second in one direction; latencies are seconds.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -116,6 +117,15 @@ struct ClusterSpec {
     double f = 1.0;
     for (const Degraded& d : degraded) {
       if (d.rank == rank || (d.node >= 0 && d.node == rank / gpus_per_node)) f *= d.factor;
+    }
+    return f;
+  }
+  // The slowest device's share of its speed (1 without degraded devices).
+  [[nodiscard]] double slowest_compute_factor() const {
+    double f = 1.0;
+    for (const Degraded& d : degraded) {
+      if (d.rank >= 0) f = std::min(f, compute_factor(d.rank));
+      if (d.node >= 0) f = std::min(f, compute_factor(d.node * gpus_per_node));
     }
     return f;
   }

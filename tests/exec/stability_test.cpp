@@ -19,6 +19,12 @@ double norm(const std::vector<double>& v) {
   return std::sqrt(sum);
 }
 
+// The overrides `base` and more.
+std::vector<std::string> plus(std::vector<std::string> base, std::initializer_list<std::string> more) {
+  base.insert(base.end(), more);
+  return base;
+}
+
 // a + k (b - a), element by element.
 std::vector<double> extrapolated(const std::vector<double>& a, const std::vector<double>& b, double k) {
   std::vector<double> out(a.size());
@@ -55,11 +61,7 @@ TEST_CASE("a bad worker: one rank's injected gradient, aggregated, is what the h
   // dp 2: the aggregated gradient is g0 + g1 (each rank's half of the batch). Zeroing rank
   // 1's gives g0 alone; scaling it by 10 must give g0 + 10 g1 = Z + 10 (G - Z).
   const std::vector<std::string> dp2{"plan.dp=2"};
-  auto with = [&](const std::string& inject) {
-    std::vector<std::string> sets = dp2;
-    sets.push_back("run.inject=[" + inject + "]");
-    return tiny(sets);
-  };
+  auto with = [&](const std::string& inject) { return tiny(plus(dp2, {"run.inject=[" + inject + "]"})); };
   const Outcome g = parallel(tiny(dp2), 1);
   const Outcome z = parallel(with("{step: 1, rank: 1, kind: zero}"), 1);
   const Outcome x10 = parallel(with("{step: 1, rank: 1, kind: scale, factor: 10}"), 1);
@@ -69,10 +71,8 @@ TEST_CASE("a bad worker: one rank's injected gradient, aggregated, is what the h
   CHECK(x10.norms[0] > 5.0 * g.norms[0]);
   // Clipping bounds what the update sees (each value keeps its direction); the norm taken
   // before it still shows the fault.
-  std::vector<std::string> clipped = dp2;
-  clipped.insert(clipped.end(),
-                 {"run.inject=[{step: 1, rank: 1, kind: scale, factor: 10}]", "training.grad_clip=0.01"});
-  const Outcome c = parallel(tiny(clipped), 1);
+  const Outcome c = parallel(
+      tiny(plus(dp2, {"run.inject=[{step: 1, rank: 1, kind: scale, factor: 10}]", "training.grad_clip=0.01"})), 1);
   CHECK(c.norms[0] == Approx(x10.norms[0]).epsilon(1e-6));
   CHECK(norm(c.grads) == Approx(0.01).epsilon(1e-3));
   // Only the step named (steps count from 1): one of step 2 leaves step 1 alone.
@@ -124,8 +124,7 @@ TEST_CASE("without fp32 master weights, updates under half a bf16 step are lost"
   // bf16 step of weights around 0.02 (6e-5), the 16-bit weights stay where they are unless
   // the fp32 master copy accumulates the updates.
   const std::vector<std::string> base{"training.precision=bf16", "training.learning_rate=0.000001"};
-  std::vector<std::string> off = base;
-  off.push_back("training.master_weights=false");
+  const std::vector<std::string> off = plus(base, {"training.master_weights=false"});
   const Outcome start = parallel(tiny(off), 1);
   const Outcome lost = parallel(tiny(off), 3);
   const Outcome kept = parallel(tiny(base), 3);
@@ -170,10 +169,8 @@ TEST_CASE("16-bit main gradients: accumulated and reduced in bf16, close to the 
   // dp 2, two micro-batches a rank: each layer's gradient is rounded to bf16 after each
   // micro-batch's backward and after the all-reduce, as Megatron keeps bf16 main gradients.
   const std::vector<std::string> base{"plan.dp=2", "training.precision=bf16"};
-  std::vector<std::string> narrow = base;
-  narrow.push_back("training.grad_dtype=bf16");
   const Outcome wide = parallel(tiny(base), 1);
-  const Outcome bf16 = parallel(tiny(narrow), 1);
+  const Outcome bf16 = parallel(tiny(plus(base, {"training.grad_dtype=bf16"})), 1);
   auto is_bf16 = [](double v) {
     const auto f = static_cast<float>(v);
     return static_cast<double>(f) == v && (std::bit_cast<std::uint32_t>(f) & 0xFFFFU) == 0;
