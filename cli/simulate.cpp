@@ -59,8 +59,8 @@ nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::Me
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (const auto& r : f.ranks) {
     ranks.push_back({{"rank", r.rank}, {"compute", r.compute}, {"tp", r.comm[0]}, {"pp", r.comm[1]}, {"dp", r.comm[2]},
-                     {"cp", r.comm[3]}, {"ep", r.comm[4]}, {"offload", r.comm[5]}, {"tp_exposed", r.exposed[0]}, {"pp_exposed", r.exposed[1]},
-                     {"dp_exposed", r.exposed[2]}, {"cp_exposed", r.exposed[3]}, {"ep_exposed", r.exposed[4]}, {"offload_exposed", r.exposed[5]},
+                     {"cp", r.comm[3]}, {"ep", r.comm[4]}, {"offload", r.comm[5]}, {"syncbn", r.comm[6]}, {"tp_exposed", r.exposed[0]}, {"pp_exposed", r.exposed[1]},
+                     {"dp_exposed", r.exposed[2]}, {"cp_exposed", r.exposed[3]}, {"ep_exposed", r.exposed[4]}, {"offload_exposed", r.exposed[5]}, {"syncbn_exposed", r.exposed[6]},
                      {"bubble", r.bubble * f.step_time}, {"bubble_fraction", r.bubble}});
   }
   nlohmann::ordered_json links = nlohmann::ordered_json::array();
@@ -95,7 +95,7 @@ report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures&
   std::vector<std::size_t> dims;
   std::vector<std::string> head{each ? "rank" : "stage", "compute"};
   for (std::size_t d = 0; d < report::dimension_count; ++d) {
-    if (!report::dimension_shown(s.plan, d)) continue;
+    if (!report::dimension_shown(s, d)) continue;
     dims.push_back(d);
     head.push_back(fmt::format("{} (exposed)", report::dimension_names[d]));
   }
@@ -282,7 +282,7 @@ void run_simulate(const SimulateArgs& a) {
     using A = report::Table::Align;
     report::Table comm({"communication", "time per rank", "exposed", "of step"}, {A::left, A::right, A::right, A::right});
     for (std::size_t i = 0; i < report::dimension_count; ++i) {
-      if (!report::dimension_shown(s.plan, i)) continue;
+      if (!report::dimension_shown(s, i)) continue;
       comm.add_row({report::dimension_names[i], u::format_duration(f.comm_mean[i]), u::format_duration(f.exposed_mean[i]),
                     fmt::format("{:.1f} %", f.step_time > 0 ? 100 * f.exposed_mean[i] / f.step_time : 0.0)});
     }

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/model/batch_norm.hpp"
 #include "plan/program.hpp"
 #include "plan/scenario.hpp"
 
@@ -188,6 +189,18 @@ class Device {
   virtual void resample_backward(float* dx, std::int64_t nx, const float* dy, std::int64_t ny,
                                  const float* relu_input) = 0;
   virtual void add_cyclic(float* y, std::int64_t count, const float* bias, std::int64_t nb) = 0;
+  // A BatchNorm layer over a stretch of a generic layer's values (model/batch_norm.hpp,
+  // kernels::bn_*): this micro-batch's statistics, several members' merged, the
+  // normalisation, the backward's per-channel sums (adding the scale's and shift's
+  // gradients) and the input gradient from the group's sums.
+  virtual void bn_stats(float* stats, const float* x, const BnShape& s) = 0;
+  virtual void bn_merge(float* mean_invstd, const float* gathered, int members, const BnShape& s) = 0;
+  virtual void bn_normalize(float* y, const float* x, const float* mean_invstd, const float* gamma, const float* beta,
+                            const BnShape& s) = 0;
+  virtual void bn_backward_reduce(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
+                                  const float* mean_invstd, const BnShape& s) = 0;
+  virtual void bn_backward_input(float* dx, const float* dy, const float* x, const float* mean_invstd,
+                                 const float* gamma, const float* sums, double total_samples, const BnShape& s) = 0;
   // A mixture of experts' token permutation over n tokens of c values, k copies each:
   // copy q = i·k + j goes to row pos[q] (a whole number, held as a float) of the expert
   // rows. moe_permute: y[pos[q]] = scale[q] · x[q / k] (scale null: 1). moe_unpermute:

@@ -233,8 +233,8 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
       flying.push_back({id, exchange_tokens(o, comm, members), 0});
       return;
     }
-    if (o.category == Category::tp_comm) {
-      v = shard_.tp_buffer(o);
+    if (o.category == Category::tp_comm || o.category == Category::bn_comm) {
+      v = o.category == Category::tp_comm ? shard_.tp_buffer(o) : shard_.batch_norm_buffer(o);
       parts.assign(static_cast<std::size_t>(members), v.count / members);
     } else if (o.category == Category::dp_comm &&
                prog_.groups[static_cast<std::size_t>(o.group)].part == plan::GroupPart::replica) {

@@ -172,6 +172,7 @@ Shard::View Shard::tp_buffer(const plan::Op&) { throw std::logic_error("this mod
 void Shard::tp_finish(const plan::Op&) { throw std::logic_error("this model has no tensor parallel sums"); }
 void Shard::layer_piece(const plan::Op&) { throw std::logic_error("this model has no tensor parallel overlap"); }
 Shard::View Shard::ring_block(const plan::Op&) { throw std::logic_error("this model has no tensor parallel overlap"); }
+Shard::View Shard::batch_norm_buffer(const plan::Op&) { throw std::logic_error("this model has no BatchNorm"); }
 Shard::View Shard::tied_embedding_grads() { throw std::logic_error("this model has no tied embedding"); }
 std::vector<float> Shard::expert_counts(const plan::Op&) { throw std::logic_error("this model has no experts"); }
 void Shard::expert_counts_received(const plan::Op&, std::span<const float>) {

@@ -96,6 +96,11 @@ class Shard {
   // ranks' shares are zeroed, so that the next micro-batch's gradients accumulate into
   // them afresh and this rank's share holds the running sum alone.
   void bucket_reduced(int lowest_layer);
+  // SyncBN's collectives (Category::bn_comm, a generic model's): forward every member's
+  // statistics of the BN layer (this rank's block written by the piece before, at its
+  // grad_index; all-gathered in place), backward its two per-channel gradient sums
+  // (all-reduced). The piece after reads them.
+  virtual View batch_norm_buffer(const plan::Op& collective);
   // The tied embedding's gradient (first stage: the embedding, last stage: the head copy).
   virtual View tied_embedding_grads();
   // Expert parallelism's all-to-alls over the ep group (Category::ep_comm; Op::step 0 the

@@ -93,7 +93,8 @@ Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp, int cp) {
 }
 
 Gemm generic_layer_gemm(const GenericLayer& layer, int micro_batch) {
-  const auto side = std::max(1LL, static_cast<long long>(std::floor(std::sqrt(std::round(layer.params)))));
+  const double weights = std::round(layer.params) - layer.batch_norm.params();
+  const auto side = std::max(1LL, static_cast<long long>(std::floor(std::sqrt(weights))));
   const double square = static_cast<double>(side) * static_cast<double>(side);
   const auto rows = std::max(1LL, std::llround(layer.forward_flops * micro_batch / (2.0 * square)));
   return {layer.name, rows, side, side, 1};
@@ -101,7 +102,7 @@ Gemm generic_layer_gemm(const GenericLayer& layer, int micro_batch) {
 
 long long generic_layer_bias(const GenericLayer& layer) {
   const long long side = generic_layer_gemm(layer, 1).n;
-  return std::max(0LL, std::llround(layer.params) - side * side);
+  return std::max(0LL, std::llround(layer.params - layer.batch_norm.params()) - side * side);
 }
 
 double step_flops(const ModelSpec& m, int global_batch, Recompute recompute) {

@@ -65,10 +65,11 @@ long long expert_tokens(const ModelSpec& m, int micro_batch, int cp, int ep, dou
 Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp, int cp = 1);
 
 // A generic layer (model.kind: generic) as a GEMM of the same FLOPs and parameters: a
-// square weight of side S = floor(sqrt(params)) and rows = round(forward_flops · b / 2S²)
-// per micro-batch of b samples, so 2·rows·S² is the layer's forward FLOPs to within one
-// row. The params − S² left over (fewer than 2S + 1) are a bias vector; the executor adds
-// it cyclically to the layer's output.
+// square weight of side S = floor(sqrt(P)) and rows = round(forward_flops · b / 2S²) per
+// micro-batch of b samples, so 2·rows·S² is the layer's forward FLOPs to within one row;
+// P is the layer's params less its BatchNorm's scales and shifts. The P − S² left over
+// (fewer than 2S + 1) are a bias vector; the executor adds it cyclically to the layer's
+// output.
 Gemm generic_layer_gemm(const GenericLayer& layer, int micro_batch);
 long long generic_layer_bias(const GenericLayer& layer);
 

@@ -93,10 +93,20 @@ void Builder::make_gemm_sets() {
   } else {
     // A GEMM of the same FLOPs and parameters per layer (generic_layer_gemm): the ops
     // count its FLOPs, which the executor performs.
+    // Under SyncBN each pass of a layer with BatchNorm is split around its collectives.
     for (const GenericLayer& l : m_.generic_layers) {
-      generic_sets_.push_back(add_set({generic_layer_gemm(l, t_.micro_batch)}));
-      generic_kernels_.push_back({add_kernels(generic_layer_kernels(kernel_plan_, l, false)),
-                                  add_kernels(generic_layer_kernels(kernel_plan_, l, true))});
+      GenericSets g;
+      g.gemm = add_set({generic_layer_gemm(l, t_.micro_batch)});
+      g.forward = add_kernels(generic_layer_kernels(kernel_plan_, l, false));
+      g.recompute = add_kernels(generic_layer_kernels(kernel_plan_, l, false, recompute_layer));
+      g.backward = add_kernels(generic_layer_kernels(kernel_plan_, l, true));
+      if (kernel_plan_.bn_members > 1 && l.batch_norm.layers > 0) {
+        g.gemm_twice = add_set(piece_runs(prog_.gemm_sets[static_cast<std::size_t>(g.gemm)], true));
+        for (int k = 0; k <= l.batch_norm.layers; ++k) {
+          for (int b = 0; b < 2; ++b) g.pieces[b].push_back(add_kernels(generic_layer_kernels(kernel_plan_, l, b == 1, k)));
+        }
+      }
+      generic_.push_back(std::move(g));
     }
   }
 }

@@ -251,6 +251,9 @@ class Builder {
   void layer_forward(int layer, int mb, int chunk, Category cat);
 
   void layer_backward(int layer, int mb, int chunk);
+  // A generic layer's pass (forward, recompute or backward); under SyncBN split into pieces
+  // around its BatchNorms' collectives (plan/kernels.hpp, generic_layer_kernels).
+  void generic_layer(int layer, int mb, int chunk, Category cat);
   // Tensor-parallel communication overlap (ParallelPlan::tp_comm_overlap): the pieces' sets,
   // and one layer half's pass as its two rings.
   void make_overlap_sets(const std::vector<Gemm>& layer);
@@ -403,14 +406,19 @@ class Builder {
   }
   void make_layer_sets(const ModelSpec& spec, LayerSets& out);
   int core_set_ = -1, head_set_ = -1;
-  std::vector<int> generic_sets_;
+  // Per generic layer: its GEMM set (and the backward pieces' one, which lists it twice) and
+  // kernel sets; under SyncBN the pieces' kernel sets per pass [forward, backward] and piece.
+  struct GenericSets {
+    int gemm = -1, gemm_twice = -1;
+    int forward = -1, recompute = -1, backward = -1;
+    std::vector<int> pieces[2];
+  };
+  std::vector<GenericSets> generic_;
   // Kernel sets: embedding and head
-  // [forward, backward]; the attention core; per generic layer [forward, backward]; the
-  // optimizer's per shard size.
+  // [forward, backward]; the attention core; the optimizer's per shard size.
   int embedding_kernels_[2] = {-1, -1};
   int head_kernels_[2] = {-1, -1};
   int core_kernels_ = -1;
-  std::vector<std::array<int, 2>> generic_kernels_;
   std::map<double, int> optimizer_kernels_;
   int next_kernels_ = -1;
   // Per pass (forward, backward) and half (attention, MLP) under tp communication overlap:

@@ -6,13 +6,7 @@ namespace parasim::plan::detail {
 
 void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
   if (m_.kind == ModelKind::generic) {
-    const GenericLayer& g = m_.generic_layers[static_cast<std::size_t>(layer)];
-    const int set = generic_sets_[static_cast<std::size_t>(layer)];
-    auto deps = take_pending();
-    next_kernels(generic_kernels_[static_cast<std::size_t>(layer)][0]);
-    compute(ComputeWhat::layer, cat, set, sum_flops(prog_.gemm_sets[static_cast<std::size_t>(set)]),
-            gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) + g.activations * t_.micro_batch * e_, mb,
-            chunk, layer, deps);
+    generic_layer(layer, mb, chunk, cat);
     return;
   }
   const auto& sets = prog_.gemm_sets;
@@ -53,14 +47,7 @@ void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
 
 void Builder::layer_backward(int layer, int mb, int chunk) {
   if (m_.kind == ModelKind::generic) {
-    const GenericLayer& g = m_.generic_layers[static_cast<std::size_t>(layer)];
-    const int set = generic_sets_[static_cast<std::size_t>(layer)];
-    auto deps = take_pending();
-    next_kernels(generic_kernels_[static_cast<std::size_t>(layer)][1]);
-    grad_ready_[static_cast<std::size_t>(layer)] = compute(
-        ComputeWhat::layer, Category::backward, set, 2 * sum_flops(prog_.gemm_sets[static_cast<std::size_t>(set)]),
-        2 * gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(set)], e_) + g.activations * t_.micro_batch * e_, mb,
-        chunk, layer, deps);
+    generic_layer(layer, mb, chunk, Category::backward);
     return;
   }
   const auto& sets = prog_.gemm_sets;
@@ -106,6 +93,56 @@ void Builder::layer_backward(int layer, int mb, int chunk) {
   // The layer's gradients are complete once its last tp sum is: the first layer norm's
   // backward needs the summed input gradient. Without tp (cp > 1), with its last piece.
   grad_ready_[static_cast<std::size_t>(layer)] = p_.tp > 1 ? pending_ : last_compute_;
+}
+
+// --- generic layers ---------------------------------------------------------------------------
+
+void Builder::generic_layer(int layer, int mb, int chunk, Category cat) {
+  const GenericLayer& g = m_.generic_layers[static_cast<std::size_t>(layer)];
+  const GenericSets& sets = generic_[static_cast<std::size_t>(layer)];
+  const bool backward = cat == Category::backward;
+  const double flops = sum_flops(prog_.gemm_sets[static_cast<std::size_t>(sets.gemm)]);
+  const double gemm_bytes = gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(sets.gemm)], e_);
+  const double passes = backward ? 2.0 : 1.0;
+  // Each BatchNorm layer's traffic (plan/kernels.hpp): statistics and normalisation
+  // forward (3 passes over its values), reduction and input gradient backward (5).
+  const int n = g.batch_norm.layers;
+  const double bn = n > 0 ? g.batch_norm.values / n * t_.micro_batch * e_ : 0.0;
+  const double bn_passes = backward ? 5.0 : cat == Category::recompute ? 2.0 : 3.0;
+  const double act = g.activations * t_.micro_batch * e_;
+  if (sets.pieces[0].empty() || cat == Category::recompute) {
+    auto deps = take_pending();
+    next_kernels(backward ? sets.backward : cat == Category::recompute ? sets.recompute : sets.forward);
+    const std::int64_t id = compute(ComputeWhat::layer, cat, sets.gemm, passes * flops,
+                                    passes * gemm_bytes + act + n * bn_passes * bn, mb, chunk, layer, deps);
+    if (backward) grad_ready_[static_cast<std::size_t>(layer)] = id;
+    return;
+  }
+  // SyncBN: piece k of n + 1 (forward in order 0..n, backward n..0), a collective of BN k
+  // (forward) or k - 1 (backward) on the dp group between consecutive pieces.
+  const double stats = 4.0 * (2.0 * g.batch_norm.channels + 1.0) * p_.dp;  // every member's (2C + 1) fp32 values
+  const double sums = 4.0 * 2.0 * g.batch_norm.channels;
+  for (int i = 0; i <= n; ++i) {
+    const int k = backward ? n - i : i;
+    const bool gemm = k == 0;
+    const double bytes = (gemm ? passes * gemm_bytes : 0.0) + (k == n ? act : 0.0) +
+                         (backward ? (k < n ? 3.0 : 0.0) + (k > 0 ? 2.0 : 0.0) : (k > 0 ? 2.0 : 0.0) + (k < n ? 1.0 : 0.0)) * bn;
+    const int set = gemm ? (backward ? sets.gemm_twice : sets.gemm) : -1;
+    const std::int64_t id = piece(ComputeWhat::layer, cat, LayerPiece::block, k,
+                                  sets.pieces[backward ? 1 : 0][static_cast<std::size_t>(k)], set,
+                                  gemm ? passes * flops : 0.0, bytes, mb, chunk, layer, take_pending());
+    if (i == n) {
+      if (backward) grad_ready_[static_cast<std::size_t>(layer)] = id;
+      break;
+    }
+    const std::int64_t c =
+        collective(Dim::dp, backward ? CollectiveOp::all_reduce : CollectiveOp::all_gather, Category::bn_comm, Stream::dp,
+                   backward ? sums : stats, mb, layer, layer + 1, std::span<const std::int64_t>(&id, 1));
+    Op& o = prog_.ops[static_cast<std::size_t>(c)];
+    o.pass = cat;
+    o.step = static_cast<std::int16_t>(backward ? k - 1 : k);
+    pending_ = c;
+  }
 }
 
 // --- tensor-parallel communication overlap ---------------------------------------------------

@@ -64,6 +64,7 @@ KernelPlan kernel_plan(const Scenario& s) {
   p.biases = s.model.mlp == Mlp::gelu;
   p.ep = s.plan.ep;
   p.expert_load = s.model.expert_load();
+  p.bn_members = s.syncs_batch_norm() ? s.plan.dp : 1;
   p.fused_softmax = fused_softmax_available(p.element, s.model.seq_len,
                                             static_cast<long long>(p.micro_batch) * (s.model.heads / s.plan.tp));
   return p;
@@ -386,17 +387,46 @@ std::vector<Kernel> weight_cast_kernels(const KernelPlan& p, LayerPart part) {
   return k.take();
 }
 
-std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward) {
+std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward, int piece) {
   Emit k(p);
   const Gemm g = generic_layer_gemm(layer, p.micro_batch);
   const double act = layer.activations * p.micro_batch * p.element;
+  const BatchNorm& bn = layer.batch_norm;
+  const int n = bn.layers;
+  const double values = n > 0 ? bn.values / n * p.micro_batch * p.element : 0.0;  // one BN layer's
+  const double merged = (p.bn_members * (2.0 * bn.channels + 1.0) + 2.0 * bn.channels) * 4.0;
   if (!backward) {
-    k.gemm("layer", g.m, g.n, g.k);
-    k.memory("activation", act);
+    if (piece < 0) {
+      k.gemm("layer", g.m, g.n, g.k);
+      for (int i = 0; i < n; ++i) {
+        if (piece == whole_layer) k.memory("bn-stats", values);
+        k.memory("bn-normalize", 2.0 * values);
+      }
+      k.memory("activation", act);
+      return k.take();
+    }
+    if (piece == 0) k.gemm("layer", g.m, g.n, g.k);
+    if (piece > 0) {
+      k.memory("bn-merge-stats", merged);
+      k.memory("bn-normalize", 2.0 * values);
+    }
+    if (piece < n) k.memory("bn-stats", values);
+    if (piece == n) k.memory("activation", act);
+    return k.take();
+  }
+  if (piece < 0 || piece == n) k.memory("activation-grad", act);
+  if (piece < 0) {
+    for (int i = 0; i < n; ++i) {
+      k.memory("bn-backward-reduce", 2.0 * values);
+      k.memory("bn-backward-input", 3.0 * values);
+    }
   } else {
+    if (piece < n) k.memory("bn-backward-input", 3.0 * values);
+    if (piece > 0) k.memory("bn-backward-reduce", 2.0 * values);
+  }
+  if (piece <= 0) {
     k.gemm("layer-dgrad", g.m, g.k, g.n);
     k.wgrad("layer-wgrad", g.k, g.n, g.m);
-    k.memory("activation-grad", act);
   }
   return k.take();
 }

@@ -87,6 +87,8 @@ struct KernelPlan {
   // Mixture of experts: the local experts (experts / ep) and the busiest rank's load.
   int ep = 1;
   double expert_load = 1.0;
+  // A generic model's BatchNorm: the ranks whose statistics are merged (SyncBN: dp; else 1).
+  int bn_members = 1;
 };
 
 KernelPlan kernel_plan(const Scenario& s);
@@ -169,8 +171,31 @@ struct MoeKernels {
 };
 MoeKernels moe_kernels(const KernelPlan& p, bool backward);
 // A generic layer as its GEMM equivalent (accounting.hpp): the GEMM and its activations
-// written; backward, the data and weight gradients and the activations' gradient.
-std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward);
+// written; backward, the data and weight gradients and the activations' gradient. With
+// BatchNorm (GenericLayer::batch_norm: n layers of C channels normalising V values per
+// sample, each its V/n), per BN layer and micro-batch of b samples, e bytes per value, what
+// PyTorch's CUDA BatchNorm (and SyncBatchNorm) launches:
+//   forward   statistics (reads b·V/n·e: each channel's mean and variance); under SyncBN
+//             the gathered statistics merged (batch_norm_gather_stats_with_counts); the
+//             normalisation (reads and writes b·V/n·e)
+//   backward  the reduction (reads dy and x: Σdy, Σdy·x̂, the scale's and shift's
+//             gradients); the input gradient (reads dy and x, writes dx)
+// The GEMM comes first forward (its gradients last backward), the rest of the layer's
+// element-wise work (`activations` values) after the BatchNorms.
+//
+// `piece`: whole_layer; recompute_layer (a recompute's forward, normalising with the
+// statistics its forward kept: no statistics kernels); or under SyncBN
+// (KernelPlan::bn_members > 1) piece k of the n + 1 the collectives split a pass into:
+//   forward  k: [k = 0: the GEMM] [k > 0: BN k-1's merge and normalisation]
+//               [k < n: BN k's statistics] [k = n: the element-wise rest]
+//   backward k: [k = n: the element-wise rest's gradient] [k < n: BN k's input gradient]
+//               [k > 0: BN k-1's reduction] [k = 0: the GEMM's gradients]
+// between piece k and k + 1 forward BN k's statistics are gathered over the dp replicas,
+// between piece k and k - 1 backward BN k-1's sums are summed (run in order n, ..., 0).
+inline constexpr int whole_layer = -1;
+inline constexpr int recompute_layer = -2;
+std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward,
+                                          int piece = whole_layer);
 // Word (and learned position) embedding lookup, its dropout; backward: the embedding's
 // gradient, accumulated into the main gradient.
 std::vector<Kernel> embedding_kernels(const KernelPlan& p, bool backward);

@@ -261,6 +261,34 @@ void read_latent_attention(Reader& r, ModelSpec& m) {
 
 }  // namespace
 
+namespace {
+
+BatchNorm read_batch_norm(const Value& v, const Reader& layer, const GenericLayer& g, std::size_t i, LocationMap& where) {
+  if (v.kind != Value::Kind::map) layer.fail("batch_norm", "expected a map {layers, channels, values}");
+  Reader r(v, fmt::format("model.layers[{}].batch_norm", i), {"layers", "channels", "values"}, &where);
+  BatchNorm bn;
+  bn.layers = r.integer("layers", 1, 1, limits::layers);
+  bn.channels = r.integer("channels", std::nullopt, 1, 1 << 24);
+  bn.values = r.count("values", g.activations);
+  if (bn.values > g.activations) {
+    r.fail("values", fmt::format("the BatchNorm layers normalise at most the layer's {} stored values per sample",
+                                 g.activations));
+  }
+  if (static_cast<double>(bn.layers) * bn.channels > bn.values) {
+    r.fail("channels", fmt::format("{} BatchNorm layer(s) of {} channels need at least one value per channel of the "
+                                   "{} normalised per sample",
+                                   bn.layers, bn.channels, bn.values));
+  }
+  if (bn.params() >= g.params) {
+    layer.fail("params", fmt::format("the layer's {} parameters must exceed its BatchNorm's {} (a scale and a shift "
+                                     "per channel)",
+                                     g.params, bn.params()));
+  }
+  return bn;
+}
+
+}  // namespace
+
 ModelSpec read_model(const Value& v, LocationMap& where) {
   if (!v.is_map()) throw ScenarioError(v.loc, "model", fmt::format("expected a section of keys, got {}", v.kind_name()));
   const Entry* layers_entry = v.find("layers");
@@ -285,14 +313,15 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
       r.fail("layers", "a generic model needs 'layers': a list of {name, params, forward_flops, activations}");
     }
     for (std::size_t i = 0; i < layers->items.size(); ++i) {
-      Reader l(layers->items[i], fmt::format("model.layers[{}]", i), {"name", "params", "forward_flops", "activations"},
-               &where);
+      Reader l(layers->items[i], fmt::format("model.layers[{}]", i),
+               {"name", "params", "forward_flops", "activations", "batch_norm"}, &where);
       GenericLayer g;
       g.name = l.string("name", fmt::format("layer{}", i));
       g.params = l.count("params", std::nullopt);
       g.forward_flops = l.count("forward_flops", std::nullopt);
       g.activations = l.count("activations", std::nullopt);
       if (g.forward_flops <= 0.0) l.fail("forward_flops", "expected forward FLOPs per sample above zero");
+      if (const Value* bn = l.get("batch_norm"); bn != nullptr) g.batch_norm = read_batch_norm(*bn, l, g, i, where);
       m.generic_layers.push_back(std::move(g));
     }
     return m;
@@ -359,7 +388,8 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
 TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   Reader r(v, "training", {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate", "loss_scale",
             "loss_scale_window", "attention", "grad_dtype", "fp8_recipe", "grad_clip", "warmup_steps", "lr_decay",
-            "decay_steps", "min_lr", "lr_scaling", "lr_reference_batch", "master_weights", "loss_scaling"},
+            "decay_steps", "min_lr", "lr_scaling", "lr_reference_batch", "master_weights", "loss_scaling",
+            "batch_norm"},
            &where);
   TrainingSpec t;
   t.global_batch = r.integer("global_batch", std::nullopt, 1, limits::global_batch);
@@ -387,6 +417,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   if (!t.loss_scaling && t.precision != Dtype::fp16) {
     r.fail("loss_scaling", fmt::format("loss scaling applies to fp16 only; precision is {}", topology::to_string(t.precision)));
   }
+  t.sync_batch_norm = r.choice<bool>("batch_norm", false, {{"local", false}, {"sync", true}});
   t.warmup_steps = r.integer("warmup_steps", 0, 0);
   t.lr_decay = r.choice<LrDecay>("lr_decay", LrDecay::constant,
                                  {{"constant", LrDecay::constant}, {"linear", LrDecay::linear}, {"cosine", LrDecay::cosine}});

@@ -41,11 +41,25 @@ namespace parasim::plan {
 enum class ModelKind { transformer, generic };
 enum class Mlp { gelu, swiglu };
 
+// Batch normalisation inside a generic layer (a CNN stage's convolutions are each
+// followed by one): `layers` BatchNorm layers of `channels` channels each, normalising
+// `values` of the layer's values per sample between them (each its share, in turn). Their
+// scales and shifts (2·layers·channels) are part of the layer's params. Training
+// normalises by the batch's statistics: the rank's micro-batch's, or under SyncBN
+// (TrainingSpec::sync_batch_norm) those of the same micro-batch over every dp replica.
+struct BatchNorm {
+  int layers = 0;
+  int channels = 0;
+  double values = 0.0;  // per sample, all of the layer's BatchNorm layers together
+  [[nodiscard]] double params() const { return 2.0 * layers * static_cast<double>(channels); }
+};
+
 struct GenericLayer {
   std::string name;
   double params = 0.0;
   double forward_flops = 0.0;  // per sample
   double activations = 0.0;    // values stored per sample for backward
+  BatchNorm batch_norm{};
 };
 
 struct ModelSpec {

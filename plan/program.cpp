@@ -32,6 +32,7 @@ std::string_view to_string(Category c) {
     case Category::cp_comm: return "cp";
     case Category::ep_comm: return "ep";
     case Category::offload: return "offload";
+    case Category::bn_comm: return "syncbn";
   }
   return "?";
 }
@@ -117,6 +118,10 @@ std::string op_name(const Program& p, std::int64_t id) {
       if (o.category == Category::ep_comm) {  // "ep all-to-all dispatch L3 mb0", backward "... dispatch-grad ..."
         const char* grad = o.pass == Category::backward ? "-grad" : "";
         return std::string("ep all-to-all ") + (o.step == 0 ? "dispatch" : "combine") + grad + layer + mb;
+      }
+      if (o.category == Category::bn_comm) {  // "syncbn all-gather stats #1 L3 mb0", backward "... all-reduce grad-sums ..."
+        return std::string("syncbn ") + std::string(to_string(o.collective)) +
+               (o.pass == Category::backward ? " grad-sums #" : " stats #") + std::to_string(o.step) + layer + mb;
       }
       if (o.category == Category::dp_comm) {
         return dim + " " + std::string(to_string(o.collective)) + " bucket L" + std::to_string(o.layer) + "-" +

@@ -39,8 +39,12 @@ enum class Stream : std::uint8_t { compute, tp, pp, dp, dp_gather, to_host, from
 enum class OpKind : std::uint8_t { compute, send, recv, collective, copy };
 // What a copy carries: a unit's parameters or gradients, or a layer's stored activations.
 enum class Copied : std::uint8_t { params, grads, activations };
+// bn_comm: SyncBatchNorm's collectives over the dp group (a generic model's BatchNorm
+// layers under TrainingSpec::sync_batch_norm): forward the gather of a BN layer's
+// statistics, backward the sum of its gradient sums (Op::step: the BN layer within the
+// model layer, Op::pass the pass they serve), each between two pieces of the layer's pass.
 enum class Category : std::uint8_t {
-  forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm, cp_comm, ep_comm, offload
+  forward, backward, recompute, optimizer, tp_comm, pp_comm, dp_comm, cp_comm, ep_comm, offload, bn_comm
 };
 // all_to_all: every member sends each other member an equal share of its buffer (`bytes`,
 // its own share staying), as expert parallelism's token dispatch and combine.
@@ -79,7 +83,7 @@ enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicat
 enum class LayerPiece : std::uint8_t { whole, prepare, column, middle, row, wgrad, block, finish, merge, experts, shared };
 
 inline constexpr int stream_count = 8;
-inline constexpr std::size_t category_count = 10;
+inline constexpr std::size_t category_count = 11;
 std::string_view to_string(Stream s);
 std::string_view to_string(Category c);
 std::string_view to_string(CollectiveOp c);

@@ -93,6 +93,12 @@ struct TrainingSpec {
   // al.) or square root (the rule for Adam), by global_batch / lr_reference_batch.
   LrScaling lr_scaling = LrScaling::none;
   int lr_reference_batch = 0;
+  // A generic model's BatchNorm layers under data parallelism: statistics of the rank's own
+  // micro-batch (PyTorch's BatchNorm under DDP: false), or synchronised over the dp
+  // replicas (SyncBatchNorm: true). SyncBN gathers each layer's per-channel statistics in
+  // forward (an all-gather of 2C + 1 fp32 values per rank) and sums its two per-channel
+  // gradient sums in backward (an all-reduce of 2C), both on the dp group, blocking.
+  bool sync_batch_norm = false;
 };
 
 // The learning rate of optimizer step `k` (0-based, successful steps: a skipped fp16 step
@@ -224,6 +230,14 @@ struct Scenario {
 
   // Micro-batches each pipeline processes per step: global_batch / (dp * micro_batch).
   [[nodiscard]] int micro_batches() const { return training.global_batch / (plan.dp * training.micro_batch); }
+  // SyncBN exchanges statistics: training.batch_norm sync, dp > 1, and BatchNorm layers.
+  [[nodiscard]] bool syncs_batch_norm() const {
+    if (!training.sync_batch_norm || plan.dp == 1) return false;
+    for (const GenericLayer& l : model.generic_layers) {
+      if (l.batch_norm.layers > 0) return true;
+    }
+    return false;
+  }
 };
 
 }  // namespace parasim::plan

@@ -37,6 +37,7 @@ int dimension_of(plan::Category c) {
     case plan::Category::cp_comm: return 3;
     case plan::Category::ep_comm: return 4;
     case plan::Category::offload: return 5;
+    case plan::Category::bn_comm: return 6;
     default: return -1;
   }
 }
@@ -205,6 +206,8 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
       dimension(3, "cp", "exposed context-parallel key/value exchange"),
       dimension(4, "ep", "exposed expert-parallel token all-to-all"),
       dimension(5, "offload", "exposed offload copies between the devices and host memory"),
+      dimension(6, "syncbn", "exposed SyncBatchNorm exchange: each BatchNorm layer's statistics gathered forward and "
+                             "its gradient sums summed backward over dp, blocking the layer"),
       {host_mean, "the optimizer step on the hosts' cores (offloaded: bound by host memory bandwidth)", "host_optimizer", {}},
   };
   if (speed < 1.0) {

@@ -27,13 +27,19 @@ namespace parasim::report {
 
 // offload: the copies between devices and host memory (plan.offload_optimizer), reported
 // as a dimension's communication is: busy time and the part compute does not hide.
-enum class Dimension { tp = 0, pp = 1, dp = 2, cp = 3, ep = 4, offload = 5 };
-inline constexpr std::size_t dimension_count = 6;
-inline constexpr std::array<const char*, dimension_count> dimension_names{"tp", "pp", "dp", "cp", "ep", "offload"};
-// Whether a report shows dimension `d` for the plan: tp, pp and dp always, cp, ep and
-// offload only where the plan has them (so that other plans' reports keep their shape).
-inline bool dimension_shown(const plan::ParallelPlan& p, std::size_t d) {
-  return d < 3 || (d == 3 && p.cp > 1) || (d == 4 && p.ep > 1) || (d == 5 && p.offloads());
+// syncbn: SyncBatchNorm's statistics exchange over the dp group (Category::bn_comm), apart
+// from dp's gradient synchronisation.
+enum class Dimension { tp = 0, pp = 1, dp = 2, cp = 3, ep = 4, offload = 5, syncbn = 6 };
+inline constexpr std::size_t dimension_count = traffic_kinds;
+inline constexpr std::array<const char*, dimension_count> dimension_names{"tp", "pp", "dp", "cp", "ep", "offload",
+                                                                          "syncbn"};
+// Whether a report shows dimension `d` for the scenario: tp, pp and dp always, cp, ep,
+// offload and syncbn only where the plan has them (so that other plans' reports keep
+// their shape).
+inline bool dimension_shown(const plan::Scenario& s, std::size_t d) {
+  const plan::ParallelPlan& p = s.plan;
+  return d < 3 || (d == 3 && p.cp > 1) || (d == 4 && p.ep > 1) || (d == 5 && p.offloads()) ||
+         (d == 6 && s.syncs_batch_norm());
 }
 
 struct RankFigures {

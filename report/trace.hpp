@@ -15,6 +15,10 @@
 
 namespace parasim::report {
 
+// Kinds of communication traffic: tp, pp, dp, cp, ep, offload, syncbn (metrics.hpp's
+// dimensions).
+inline constexpr std::size_t traffic_kinds = 7;
+
 struct Span {
   std::int32_t rank = 0;
   plan::Stream stream = plan::Stream::compute;
@@ -31,7 +35,7 @@ struct Span {
 struct LinkUse {
   int link = -1;
   double bytes = 0.0;
-  std::array<double, 6> by_dimension{};  // of which tp, pp, dp, cp, ep and offload traffic
+  std::array<double, traffic_kinds> by_dimension{};  // of which tp, pp, dp, cp, ep, offload and syncbn traffic
 };
 
 // A quantity over time, as a step function: each sample holds until the next.

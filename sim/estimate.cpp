@@ -78,6 +78,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   std::vector<double> tp_l(fwd.size(), 0.0);
   std::vector<double> cp_l(fwd.size(), 0.0);
   std::vector<double> ep_l(fwd.size(), 0.0);
+  std::vector<double> bn_l(fwd.size(), 0.0);  // SyncBN's collectives, waited for
   double act = 0.0;  // one s·b·h tensor
   double emb_f = 0.0, emb_b = 0.0, head_f = 0.0, head_b = 0.0, tp_ends = 0.0;
   // One layer of a spec (the model's, or a mixture of experts' dense first layers): per
@@ -288,16 +289,33 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       const plan::GenericLayer& gl = m.generic_layers[static_cast<std::size_t>(l)];
       const std::vector<plan::Gemm> g{plan::generic_layer_gemm(gl, t.micro_batch)};
       const double a = gl.activations * t.micro_batch * e;
+      // SyncBN: per BatchNorm layer the statistics' all-gather forward and the gradient
+      // sums' all-reduce backward, both blocking the layer (plan/compile_layers.cpp).
+      if (s.syncs_batch_norm() && gl.batch_norm.layers > 0) {
+        const double c = gl.batch_norm.channels;
+        bn_l[static_cast<std::size_t>(l)] =
+            gl.batch_norm.layers * (im.collective(s, Dim::dp, CollectiveOp::all_gather, 4.0 * (2.0 * c + 1.0) * p.dp, 0) +
+                                    im.collective(s, Dim::dp, CollectiveOp::all_reduce, 4.0 * 2.0 * c, 0));
+      }
       if (kernels) {
-        fwd[static_cast<std::size_t>(l)] =
-            pass(plan::generic_layer_kernels(kp, gl, false), plan::Category::forward, 0.0, 0);
-        bwd[static_cast<std::size_t>(l)] =
-            pass(plan::generic_layer_kernels(kp, gl, true), plan::Category::backward, 0.0, 0);
+        const int calls = bn_l[static_cast<std::size_t>(l)] > 0.0 ? gl.batch_norm.layers : 0;
+        std::vector<plan::Kernel> kf, kb;  // SyncBN: its pieces' kernels together
+        for (int k = calls > 0 ? 0 : plan::whole_layer; k <= calls; ++k) {
+          for (auto* ks : {&kf, &kb}) {
+            const auto piece = plan::generic_layer_kernels(kp, gl, ks == &kb, k);
+            ks->insert(ks->end(), piece.begin(), piece.end());
+          }
+          if (calls == 0) break;
+        }
+        fwd[static_cast<std::size_t>(l)] = pass(kf, plan::Category::forward, 0.0, calls);
+        bwd[static_cast<std::size_t>(l)] = pass(kb, plan::Category::backward, 0.0, calls);
       } else {
         fwd[static_cast<std::size_t>(l)] = op(g, 1.0, plan::gemm_io_bytes(g, e) + a);
         bwd[static_cast<std::size_t>(l)] = op(g, 2.0, 2.0 * plan::gemm_io_bytes(g, e) + a);
       }
       rec[static_cast<std::size_t>(l)] = t.recompute == plan::Recompute::full ? fwd[static_cast<std::size_t>(l)] : 0.0;
+      fwd[static_cast<std::size_t>(l)] += bn_l[static_cast<std::size_t>(l)] / 2.0;
+      bwd[static_cast<std::size_t>(l)] += bn_l[static_cast<std::size_t>(l)] / 2.0;
     }
   }
 
@@ -557,16 +575,18 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   out.step_time = step;
   out.pipeline = pipeline;
   out.bubble = step > 0 ? std::max(0.0, pipeline - mbs * work[0]) / step : 0.0;
-  double tp_layers = 0.0, cp_layers = 0.0, ep_layers = 0.0;
+  double tp_layers = 0.0, cp_layers = 0.0, ep_layers = 0.0, bn_layers = 0.0;
   for (int l : stage_layers[0]) {
     tp_layers += tp_l[static_cast<std::size_t>(l)];
     cp_layers += cp_l[static_cast<std::size_t>(l)];
     ep_layers += ep_l[static_cast<std::size_t>(l)];
+    bn_layers += bn_l[static_cast<std::size_t>(l)];
   }
   out.tp_exposed = mbs * (tp_layers + tp_ends);
   out.dp_exposed = dp_exposed;
   out.cp_exposed = mbs * cp_layers;
   out.ep_exposed = mbs * ep_layers;
+  out.syncbn_exposed = mbs * bn_layers;
   out.optimizer = optimizer;
   out.offload_exposed = mbs * offload_exposed;
   out.tokens_per_s = step > 0 ? static_cast<double>(t.global_batch) * m.tokens_per_sample() / step : 0.0;
@@ -579,6 +599,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       {out.dp_exposed, "data-parallel gradient synchronisation"},
       {out.cp_exposed, "context-parallel key/value exchange"},
       {out.ep_exposed, "expert-parallel token all-to-all"},
+      {out.syncbn_exposed, "SyncBatchNorm statistics exchange"},
       {out.offload_exposed, "offload copies between the devices and host memory"},
       {p.offload_optimizer ? out.optimizer : 0.0, "the optimizer step on the hosts' cores"}};
   const auto worst = std::max_element(std::begin(losses), std::end(losses),

@@ -64,6 +64,7 @@ struct StepEstimate {
   double cp_exposed = 0.0;    // seconds per step the cp ring's transfers are waited for
   double ep_exposed = 0.0;    // seconds per step in the experts' all-to-alls (waited for)
   double offload_exposed = 0.0;  // seconds per step the copies to and from host memory add
+  double syncbn_exposed = 0.0;   // seconds per step in SyncBN's collectives (waited for)
   double optimizer = 0.0;
   double tokens_per_s = 0.0;
   double mfu = 0.0;

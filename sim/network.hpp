@@ -39,6 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "report/trace.hpp"
 #include "sim/engine.hpp"
 #include "sim/lmm/maxmin.hpp"
 #include "topology/routing.hpp"
@@ -81,7 +82,7 @@ class Network {
   Network(Engine& engine, const topology::Cluster& cluster);
 
   // Moves `bytes` from device `src` to device `dst`; `done` runs when the last byte arrives.
-  // `traffic` (0 tp, 1 pp, 2 dp, 3 cp, 4 ep, 5 offload, or -1) says whose bytes they are, for per-link accounting.
+  // `traffic` (0 tp, 1 pp, 2 dp, 3 cp, 4 ep, 5 offload, 6 syncbn, or -1) says whose bytes they are, for per-link accounting.
   void transfer(int src, int dst, double bytes, std::function<void()> done, int traffic = -1, bool single = false);
   // Moves `bytes` between device `device` and its node's host memory (to_host: out), on
   // the device's PCIe path (Router::host_route).
@@ -161,7 +162,7 @@ class Network {
   lmm::MaxMinSolver solver_;
   std::vector<Flow> flows_;         // indexed by solver flow id
   std::vector<double> carried_;     // bytes per link
-  std::array<std::vector<double>, 6> by_traffic_;  // bytes per link of tp, pp, dp, cp, ep, offload traffic
+  std::array<std::vector<double>, report::traffic_kinds> by_traffic_;  // bytes per link of each kind of traffic
   std::vector<std::vector<std::pair<std::int64_t, double>>> rate_deltas_;  // per link, when recording
   bool solve_pending_ = false;
   std::uint64_t flows_started_ = 0;

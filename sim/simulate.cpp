@@ -173,7 +173,7 @@ class Runner {
       if (net_.bytes_carried(l) > 0.0) {
         t.links.push_back({l, net_.bytes_carried(l),
                            {net_.bytes_carried(l, 0), net_.bytes_carried(l, 1), net_.bytes_carried(l, 2), net_.bytes_carried(l, 3),
-                            net_.bytes_carried(l, 4), net_.bytes_carried(l, 5)}});
+                            net_.bytes_carried(l, 4), net_.bytes_carried(l, 5), net_.bytes_carried(l, 6)}});
       }
     }
     if (counters_) finish_counters(t);

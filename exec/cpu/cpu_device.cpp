@@ -276,6 +276,34 @@ void CpuDevice::add_cyclic(float* y, std::int64_t count, const float* bias, std:
   kernels::add_cyclic(y, count, bias, nb);
 }
 
+void CpuDevice::bn_stats(float* stats, const float* x, const BnShape& s) {
+  progress();
+  kernels::bn_stats(stats, x, s);
+}
+
+void CpuDevice::bn_merge(float* mean_invstd, const float* gathered, int members, const BnShape& s) {
+  progress();
+  kernels::bn_merge(mean_invstd, gathered, members, s);
+}
+
+void CpuDevice::bn_normalize(float* y, const float* x, const float* mean_invstd, const float* gamma, const float* beta,
+                             const BnShape& s) {
+  progress();
+  kernels::bn_normalize(y, x, mean_invstd, gamma, beta, s);
+}
+
+void CpuDevice::bn_backward_reduce(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
+                                   const float* mean_invstd, const BnShape& s) {
+  progress();
+  kernels::bn_backward_reduce(sums, dgamma, dbeta, dy, x, mean_invstd, s);
+}
+
+void CpuDevice::bn_backward_input(float* dx, const float* dy, const float* x, const float* mean_invstd,
+                                  const float* gamma, const float* sums, double total_samples, const BnShape& s) {
+  progress();
+  kernels::bn_backward_input(dx, dy, x, mean_invstd, gamma, sums, total_samples, s);
+}
+
 void CpuDevice::moe_permute(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c) {
   progress();
   kernels::moe_permute(y, x, pos, scale, n, k, c);

@@ -76,6 +76,14 @@ class CpuDevice final : public Device {
   void resample_forward(float* y, std::int64_t ny, const float* x, std::int64_t nx, bool relu) override;
   void resample_backward(float* dx, std::int64_t nx, const float* dy, std::int64_t ny, const float* relu_input) override;
   void add_cyclic(float* y, std::int64_t count, const float* bias, std::int64_t nb) override;
+  void bn_stats(float* stats, const float* x, const BnShape& s) override;
+  void bn_merge(float* mean_invstd, const float* gathered, int members, const BnShape& s) override;
+  void bn_normalize(float* y, const float* x, const float* mean_invstd, const float* gamma, const float* beta,
+                    const BnShape& s) override;
+  void bn_backward_reduce(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
+                          const float* mean_invstd, const BnShape& s) override;
+  void bn_backward_input(float* dx, const float* dy, const float* x, const float* mean_invstd, const float* gamma,
+                         const float* sums, double total_samples, const BnShape& s) override;
   void moe_permute(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c) override;
   void moe_unpermute(float* y, const float* x, const float* pos, const float* scale, int n, int k, int c,
                      bool accumulate) override;

@@ -5,7 +5,15 @@
 //   X = stretch(input, rows·S)    the input laid out as the GEMM's rows x S operand, through
 //                                 a ReLU after the first layer (relu commutes with stretch)
 //   Y = X · W                     W: S x S, the layer's weight (plan::generic_layer_gemm)
-//   z = stretch(Y, out) + bias    out: the layer's stored activations, bias added cyclically
+//   u = stretch(Y, out)           out: the layer's stored activations per sample
+//   z = BN(u) + bias              bias added cyclically
+//
+// BN: with BatchNorm layers (GenericShape::bn_layers, each of bn_channels channels), BN
+// layer k normalises its share of the first bn_values values of each sample
+// (model/batch_norm.hpp; values [k·V/n, (k+1)·V/n), channel (i − begin) mod C) with its
+// own scale γ and shift β; the other values pass through. Statistics are those of the
+// forward's group: one micro-batch, or under SyncBN the same micro-batch of every dp
+// replica (forward() takes them together).
 //
 // and z is the next layer's input (the last layer's z are the logits, one per class),
 // stretch() being the nearest-neighbour resampling of kernels.hpp, so each sample's values
@@ -23,6 +31,8 @@
 #include <span>
 #include <vector>
 
+#include "exec/model/batch_norm.hpp"
+
 namespace parasim::exec {
 
 // One layer for a micro-batch.
@@ -31,6 +41,14 @@ struct GenericShape {
   std::int64_t side = 1;  // the weight is side x side
   std::int64_t bias = 0;  // bias values
   std::int64_t out = 1;   // output values per sample
+  int bn_layers = 0;      // BatchNorm layers (0: none)
+  std::int64_t bn_channels = 0;
+  std::int64_t bn_values = 0;  // values per sample they normalise, together
+  // BN layer k's values in a micro-batch of `samples`.
+  [[nodiscard]] BnShape bn_shape(int k, std::int64_t samples) const {
+    const std::int64_t begin = bn_values * k / bn_layers;
+    return {samples, out, begin, bn_values * (k + 1) / bn_layers - begin, bn_channels};
+  }
 };
 
 struct GenericConfig {
@@ -51,10 +69,13 @@ struct GenericConfig {
 };
 
 // Where layer l's tensors start in a flat parameter buffer: the weight (side x side, stored
-// [in x out]) then the bias. Advances `at` past the layer.
+// [in x out]), the bias, then the BatchNorms' scales (bn_layers x bn_channels) and shifts.
+// Advances `at` past the layer.
 struct GenericOffsets {
   std::size_t weight = 0;
   std::size_t bias = 0;
+  std::size_t gamma = 0;
+  std::size_t beta = 0;
 };
 GenericOffsets lay_out_generic_layer(std::size_t& at, const GenericShape& shape);
 
@@ -69,8 +90,10 @@ class GenericNet {
   [[nodiscard]] std::int64_t param_count() const { return static_cast<std::int64_t>(params_.size()); }
   [[nodiscard]] const GenericOffsets& offsets(int l) const { return offsets_[static_cast<std::size_t>(l)]; }
 
-  // Forward over one micro-batch (inputs: batch x input_width, labels: batch); returns the
-  // mean loss and keeps what backward() needs.
+  // Forward over a group of micro-batches (inputs: group x batch x input_width, labels:
+  // group x batch), each its own GEMMs, their BatchNorms sharing statistics (SyncBN's dp
+  // replicas; a group of one otherwise); returns the mean loss over the group's samples
+  // and keeps what backward() needs.
   T forward(std::span<const T> inputs, std::span<const std::int32_t> labels);
   // Adds d(loss)/d(params) of the last forward into grads().
   void backward();
@@ -80,8 +103,11 @@ class GenericNet {
   GenericConfig cfg_;
   std::vector<T> params_, grads_;
   std::vector<GenericOffsets> offsets_;
-  std::vector<std::vector<T>> in_, x_;  // per layer: its input and GEMM operand; in_[L]: logits
-  std::vector<T> dlogits_;
+  // Per micro-batch of the group, per layer: its input, GEMM operand and BatchNorm input;
+  // in_[m][L]: the logits.
+  std::vector<std::vector<std::vector<T>>> in_, x_, u_;
+  std::vector<std::vector<T>> mean_invstd_;  // per layer and BN layer (2C each, back to back)
+  std::vector<std::vector<T>> dlogits_;
 };
 
 // Deterministic labelled inputs a classifier can learn: one prototype per class drawn from

@@ -34,9 +34,10 @@ void SummaryModel::setFigures(const plan::Scenario& s, const report::StepFigures
                                                                {"dp communication", "dp exposed"},
                                                                {"cp communication", "cp exposed"},
                                                                {"ep communication", "ep exposed"},
-                                                               {"offload copies", "offload exposed"}};
+                                                               {"offload copies", "offload exposed"},
+                                                               {"syncbn communication", "syncbn exposed"}};
   for (std::size_t d = 0; d < report::dimension_count; ++d) {
-    if (!report::dimension_shown(s.plan, d)) continue;  // cp's and ep's rows where the plan has them
+    if (!report::dimension_shown(s, d)) continue;  // cp's and ep's rows where the plan has them
     add(dims[d][0], u::format_duration(f.comm_mean[d]), f.comm_mean[d]);
     add(dims[d][1], u::format_duration(f.exposed_mean[d]), f.exposed_mean[d]);
   }

@@ -354,6 +354,7 @@ QColor categoryColor(std::int32_t category) {
     case 7: return {255, 112, 67};   // cp
     case 8: return {233, 30, 99};    // ep
     case 9: return {96, 125, 139};   // offload
+    case 10: return {0, 96, 100};    // syncbn
     default: return {170, 170, 170};
   }
 }

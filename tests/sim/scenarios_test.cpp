@@ -49,7 +49,7 @@ std::string golden_text(const Outcome& o) {
   s += fmt::format("step_time_s {:.4g}\nsamples_per_s {:.4g}\ntokens_per_s {:.4g}\nmfu {:.4g}\nbubble {:.4g}\n",
                    f.step_time, f.samples_per_s, f.tokens_per_s, f.mfu, f.bubble_fraction);
   for (std::size_t d = 0; d < report::dimension_count; ++d) {  // cp's and ep's lines where the plan has them
-    if (!report::dimension_shown(o.scenario.plan, d)) continue;
+    if (!report::dimension_shown(o.scenario, d)) continue;
     s += fmt::format("{}_comm_s {:.4g} exposed_s {:.4g}\n", report::dimension_names[d], f.comm_mean[d], f.exposed_mean[d]);
   }
   for (const auto& b : mem.stages) {
