@@ -202,6 +202,31 @@ void print_heterogeneity(const plan::Scenario& s, const Heterogeneity& h, const 
   fmt::print("\n");
 }
 
+// SyncBN: the same plan with each rank's own BatchNorm statistics, and what the step pays
+// for synchronising them: its collectives (the syncbn dimension) and, beyond them, the
+// host's lost lead (each forward gather stops it).
+struct SyncBnCost {
+  double local_step = 0.0;
+  double collectives = 0.0;  // exposed, per rank
+};
+
+SyncBnCost syncbn_cost(const plan::Scenario& s, const report::StepFigures& f, sim::FoldMode fold) {
+  plan::Scenario local = s;
+  local.training.sync_batch_norm = false;
+  return {sim::predict(local, {false, fold, {}, {}}).trace.step_seconds(),
+          f.exposed_mean[static_cast<std::size_t>(report::Dimension::syncbn)]};
+}
+
+void print_syncbn(const SyncBnCost& c, const report::StepFigures& f) {
+  namespace u = units;
+  const double cost = f.step_time - c.local_step;
+  fmt::print("SyncBN             step {} against {} with each rank's own statistics: {} ({:+.1f} %), of which {} in its "
+             "collectives and {} the host's stalls after each forward gather\n\n",
+             u::format_duration(f.step_time), u::format_duration(c.local_step), u::format_duration(cost),
+             c.local_step > 0 ? 100 * cost / c.local_step : 0.0, u::format_duration(c.collectives),
+             u::format_duration(std::max(0.0, cost - c.collectives)));
+}
+
 void run_simulate(const SimulateArgs& a) {
   namespace u = units;
   const plan::Scenario s = a.scenario.load();
@@ -231,6 +256,11 @@ void run_simulate(const SimulateArgs& a) {
     if (progress.shown()) progress.update("simulating the uniform cluster", 0, 1);
     hetero = heterogeneity(s, trace, cluster, fold_mode(a.fold));
   }
+  std::optional<SyncBnCost> syncbn;
+  if (s.syncs_batch_norm()) {
+    if (progress.shown()) progress.update("simulating per-rank BatchNorm", 0, 1);
+    syncbn = syncbn_cost(s, f, fold_mode(a.fold));
+  }
   std::string trace_text;
   if (!a.trace.empty()) {
     progress.update("writing the trace", 0, 1);
@@ -252,6 +282,11 @@ void run_simulate(const SimulateArgs& a) {
                       {"folded_replicas", stats.replicas},
                       {"folding", program.one_replica() ? (stats.exact ? "exact" : "approximate") : "none"}};
     if (hetero) j["heterogeneity"] = heterogeneity_json(*hetero, f);
+    if (syncbn) {
+      j["syncbn"] = {{"local_step_time", syncbn->local_step},
+                     {"cost", f.step_time - syncbn->local_step},
+                     {"collectives", syncbn->collectives}};
+    }
     if (s.training.precision == topology::Dtype::fp16 && s.training.loss_scaling) {
       j["fp16"] = {{"skipped_fraction", fp16_skipped_fraction(s)},
                    {"effective_tokens_per_s", f.tokens_per_s * (1 - fp16_skipped_fraction(s))}};
@@ -289,6 +324,7 @@ void run_simulate(const SimulateArgs& a) {
     fmt::print("{}\n", comm.render());
     fmt::print("{}\n", per_rank_table(s, f).render());
     if (hetero) print_heterogeneity(s, *hetero, f);
+    if (syncbn) print_syncbn(*syncbn, f);
     // Offloading: each stage's host memory against the rank's share of its node's too.
     const bool host = mem.host_capacity > 0.0;
     std::vector<std::string> head{"stage", "memory per rank", "capacity", ""};

@@ -72,6 +72,7 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addChoice(QStringLiteral("training.precision"), tr("Precision"), {"fp32", "tf32", "bf16", "fp16", "fp8"});
   addChoice(QStringLiteral("training.recompute"), tr("Recompute"), {"none", "selective", "full"});
   addChoice(QStringLiteral("training.optimizer"), tr("Optimizer"), {"adamw", "adamw8bit", "sgd"});
+  addChoice(QStringLiteral("training.batch_norm"), tr("BatchNorm statistics (generic models)"), {"local", "sync"});
   addSection(tr("Parallelism"));
   addInteger(QStringLiteral("plan.dp"), tr("Data parallel (dp)"), 1, 1 << 20);
   addInteger(QStringLiteral("plan.tp"), tr("Tensor parallel (tp)"), 1, 1024);
@@ -202,6 +203,7 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("training.precision")] = q(topology::to_string(s.training.precision));
   v[QStringLiteral("training.recompute")] = q(plan::to_string(s.training.recompute));
   v[QStringLiteral("training.optimizer")] = q(plan::to_string(s.training.optimizer));
+  v[QStringLiteral("training.batch_norm")] = s.training.sync_batch_norm ? QStringLiteral("sync") : QStringLiteral("local");
   v[QStringLiteral("plan.dp")] = count(s.plan.dp);
   v[QStringLiteral("plan.tp")] = count(s.plan.tp);
   v[QStringLiteral("plan.pp")] = count(s.plan.pp);

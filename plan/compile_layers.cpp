@@ -141,6 +141,9 @@ void Builder::generic_layer(int layer, int mb, int chunk, Category cat) {
     Op& o = prog_.ops[static_cast<std::size_t>(c)];
     o.pass = cat;
     o.step = static_cast<std::int16_t>(backward ? k - 1 : k);
+    // PyTorch's SyncBatchNorm drops the statistics of members with no samples by a boolean
+    // mask on the gathered counts, which waits on the host for the all-gather.
+    o.host_sync = !backward;
     pending_ = c;
   }
 }

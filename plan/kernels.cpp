@@ -394,7 +394,8 @@ std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLaye
   const BatchNorm& bn = layer.batch_norm;
   const int n = bn.layers;
   const double values = n > 0 ? bn.values / n * p.micro_batch * p.element : 0.0;  // one BN layer's
-  const double merged = (p.bn_members * (2.0 * bn.channels + 1.0) + 2.0 * bn.channels) * 4.0;
+  const double stats = (2.0 * bn.channels + 1.0) * 4.0;  // one member's, fp32
+  const double merged = p.bn_members * stats + 2.0 * bn.channels * 4.0;
   if (!backward) {
     if (piece < 0) {
       k.gemm("layer", g.m, g.n, g.k);
@@ -407,10 +408,16 @@ std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLaye
     }
     if (piece == 0) k.gemm("layer", g.m, g.n, g.k);
     if (piece > 0) {
+      // The members' statistics without the empty ones (a boolean-mask selection), merged,
+      // then the normalisation.
+      k.memory("bn-mask-stats", 2.0 * p.bn_members * stats);
       k.memory("bn-merge-stats", merged);
       k.memory("bn-normalize", 2.0 * values);
     }
-    if (piece < n) k.memory("bn-stats", values);
+    if (piece < n) {
+      k.memory("bn-stats", values);
+      k.memory("bn-pack-stats", 2.0 * stats);  // mean, invstd and count into one buffer
+    }
     if (piece == n) k.memory("activation", act);
     return k.take();
   }
@@ -422,7 +429,10 @@ std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLaye
     }
   } else {
     if (piece < n) k.memory("bn-backward-input", 3.0 * values);
-    if (piece > 0) k.memory("bn-backward-reduce", 2.0 * values);
+    if (piece > 0) {
+      k.memory("bn-backward-reduce", 2.0 * values);
+      k.memory("bn-pack-sums", 2.0 * 2.0 * bn.channels * 4.0);  // Σdy and Σdy·x̂ into one buffer
+    }
   }
   if (piece <= 0) {
     k.gemm("layer-dgrad", g.m, g.k, g.n);

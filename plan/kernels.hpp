@@ -175,11 +175,15 @@ MoeKernels moe_kernels(const KernelPlan& p, bool backward);
 // BatchNorm (GenericLayer::batch_norm: n layers of C channels normalising V values per
 // sample, each its V/n), per BN layer and micro-batch of b samples, e bytes per value, what
 // PyTorch's CUDA BatchNorm (and SyncBatchNorm) launches:
-//   forward   statistics (reads b·V/n·e: each channel's mean and variance); under SyncBN
-//             the gathered statistics merged (batch_norm_gather_stats_with_counts); the
+//   forward   statistics (reads b·V/n·e: each channel's mean and variance); the
 //             normalisation (reads and writes b·V/n·e)
 //   backward  the reduction (reads dy and x: Σdy, Σdy·x̂, the scale's and shift's
 //             gradients); the input gradient (reads dy and x, writes dx)
+// SyncBatchNorm adds its small kernels: forward the statistics and count packed into one
+// buffer before the all-gather, after it the empty members' statistics masked out (a
+// host synchronisation, see compile_layers.cpp) and the merge
+// (batch_norm_gather_stats_with_counts); backward the two sums packed before the
+// all-reduce.
 // The GEMM comes first forward (its gradients last backward), the rest of the layer's
 // element-wise work (`activations` values) after the BatchNorms.
 //

@@ -291,31 +291,33 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       const double a = gl.activations * t.micro_batch * e;
       // SyncBN: per BatchNorm layer the statistics' all-gather forward and the gradient
       // sums' all-reduce backward, both blocking the layer (plan/compile_layers.cpp).
-      if (s.syncs_batch_norm() && gl.batch_norm.layers > 0) {
-        const double c = gl.batch_norm.channels;
-        bn_l[static_cast<std::size_t>(l)] =
-            gl.batch_norm.layers * (im.collective(s, Dim::dp, CollectiveOp::all_gather, 4.0 * (2.0 * c + 1.0) * p.dp, 0) +
-                                    im.collective(s, Dim::dp, CollectiveOp::all_reduce, 4.0 * 2.0 * c, 0));
-      }
-      if (kernels) {
-        const int calls = bn_l[static_cast<std::size_t>(l)] > 0.0 ? gl.batch_norm.layers : 0;
-        std::vector<plan::Kernel> kf, kb;  // SyncBN: its pieces' kernels together
-        for (int k = calls > 0 ? 0 : plan::whole_layer; k <= calls; ++k) {
-          for (auto* ks : {&kf, &kb}) {
-            const auto piece = plan::generic_layer_kernels(kp, gl, ks == &kb, k);
-            ks->insert(ks->end(), piece.begin(), piece.end());
-          }
-          if (calls == 0) break;
+      const bool sync = s.syncs_batch_norm() && gl.batch_norm.layers > 0;
+      const int n = gl.batch_norm.layers;
+      const double c = gl.batch_norm.channels;
+      const double gather = sync ? im.collective(s, Dim::dp, CollectiveOp::all_gather, 4.0 * (2.0 * c + 1.0) * p.dp, 0) : 0.0;
+      const double sums = sync ? im.collective(s, Dim::dp, CollectiveOp::all_reduce, 4.0 * 2.0 * c, 0) : 0.0;
+      bn_l[static_cast<std::size_t>(l)] = n * (gather + sums);
+      if (kernels && sync) {
+        // Forward, each gather stops the host (the gathered counts are masked on it): every
+        // piece after one takes its own device time or the host's issuing of it. Backward
+        // the host runs ahead as in a whole pass.
+        double f = 0.0;
+        std::vector<plan::Kernel> kb;
+        for (int k = 0; k <= n; ++k) {
+          f += pass(plan::generic_layer_kernels(kp, gl, false, k), plan::Category::forward, 0.0, k < n ? 1 : 0);
+          const auto piece = plan::generic_layer_kernels(kp, gl, true, k);
+          kb.insert(kb.end(), piece.begin(), piece.end());
         }
-        fwd[static_cast<std::size_t>(l)] = pass(kf, plan::Category::forward, 0.0, calls);
-        bwd[static_cast<std::size_t>(l)] = pass(kb, plan::Category::backward, 0.0, calls);
+        fwd[static_cast<std::size_t>(l)] = f + n * gather;
+        bwd[static_cast<std::size_t>(l)] = pass(kb, plan::Category::backward, n * sums, n);
+      } else if (kernels) {
+        fwd[static_cast<std::size_t>(l)] = pass(plan::generic_layer_kernels(kp, gl, false), plan::Category::forward, 0.0, 0);
+        bwd[static_cast<std::size_t>(l)] = pass(plan::generic_layer_kernels(kp, gl, true), plan::Category::backward, 0.0, 0);
       } else {
-        fwd[static_cast<std::size_t>(l)] = op(g, 1.0, plan::gemm_io_bytes(g, e) + a);
-        bwd[static_cast<std::size_t>(l)] = op(g, 2.0, 2.0 * plan::gemm_io_bytes(g, e) + a);
+        fwd[static_cast<std::size_t>(l)] = op(g, 1.0, plan::gemm_io_bytes(g, e) + a) + n * gather;
+        bwd[static_cast<std::size_t>(l)] = op(g, 2.0, 2.0 * plan::gemm_io_bytes(g, e) + a) + n * sums;
       }
       rec[static_cast<std::size_t>(l)] = t.recompute == plan::Recompute::full ? fwd[static_cast<std::size_t>(l)] : 0.0;
-      fwd[static_cast<std::size_t>(l)] += bn_l[static_cast<std::size_t>(l)] / 2.0;
-      bwd[static_cast<std::size_t>(l)] += bn_l[static_cast<std::size_t>(l)] / 2.0;
     }
   }
 

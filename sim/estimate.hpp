@@ -41,7 +41,9 @@
 // (tests/sim/estimate_test.cpp): within 5 % on every seed scenario's own plan; across the
 // search spaces of three seed scenarios, a median error under 20 % per schedule and none
 // off by 70 % or more (the worst, about 60 %, are plans whose pipeline or data
-// parallelism crosses a slow network).
+// parallelism crosses a slow network); within 10 % on LeNet and ResNet-18 with per-rank
+// BatchNorm and with SyncBN (whose forward gathers stop the host: each piece after one
+// costs its own device time or the host's issuing, whichever is longer).
 // Hence the planner ranks by it but reports its best plans as the simulator scores them.
 #pragma once
 

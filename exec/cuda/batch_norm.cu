@@ -9,14 +9,15 @@
 namespace parasim::exec::cuda {
 namespace {
 
-__device__ std::int64_t positions(const BnGeometry& g, std::int64_t c) {
-  return g.length / g.channels + (c < g.length % g.channels ? 1 : 0);
-}
+// BnShape's channel runs: where channel c starts, its values per sample, value i's channel.
+__device__ std::int64_t start(const BnGeometry& g, std::int64_t c) { return c * g.length / g.channels; }
+__device__ std::int64_t positions(const BnGeometry& g, std::int64_t c) { return start(g, c + 1) - start(g, c); }
+__device__ std::int64_t channel_of(const BnGeometry& g, std::int64_t i) { return ((i + 1) * g.channels - 1) / g.length; }
 
 // The index of the j-th value of channel c: sample j / positions, its (j % positions)-th
-// value of the channel in the stretch.
+// value of the channel's run.
 __device__ std::int64_t value_index(const BnGeometry& g, std::int64_t c, std::int64_t per, std::int64_t j) {
-  return (j / per) * g.stride + g.begin + c + (j % per) * g.channels;
+  return (j / per) * g.stride + g.begin + start(g, c) + j % per;
 }
 
 // Sums `a` (and `b`) over the block's threads, in a fixed order; thread 0 gets the total.
@@ -83,7 +84,7 @@ __global__ void bn_normalize_kernel(float* y, const float* x, const float* mean_
   PARASIM_FOR_EACH(v, g.samples * g.length) {
     const std::int64_t i = v % g.length;
     const std::int64_t at = (v / g.length) * g.stride + g.begin + i;
-    const std::int64_t c = i % g.channels;
+    const std::int64_t c = channel_of(g, i);
     const float xhat = (x[at] - mean_invstd[c]) * mean_invstd[g.channels + c];
     y[at] = gamma[c] * xhat + beta[c];
   }
@@ -116,7 +117,7 @@ __global__ void bn_backward_input_kernel(float* dx, const float* dy, const float
   PARASIM_FOR_EACH(v, g.samples * g.length) {
     const std::int64_t i = v % g.length;
     const std::int64_t at = (v / g.length) * g.stride + g.begin + i;
-    const std::int64_t c = i % g.channels;
+    const std::int64_t c = channel_of(g, i);
     const double n = total_samples * static_cast<double>(positions(g, c));
     const double invstd = mean_invstd[g.channels + c];
     const double xhat = (static_cast<double>(x[at]) - mean_invstd[c]) * invstd;

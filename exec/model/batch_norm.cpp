@@ -12,7 +12,9 @@ template <class F>
 void for_each_value(const BnShape& s, F&& f) {
   for (std::int64_t n = 0; n < s.samples; ++n) {
     const std::int64_t base = n * s.stride + s.begin;
-    for (std::int64_t i = 0; i < s.length; ++i) f(i % s.channels, base + i);
+    for (std::int64_t c = 0; c < s.channels; ++c) {
+      for (std::int64_t i = s.start(c); i < s.start(c + 1); ++i) f(c, base + i);
+    }
   }
 }
 

@@ -21,18 +21,19 @@ namespace parasim::exec {
 inline constexpr double batch_norm_eps = 1e-5;
 
 // One BatchNorm layer's values in a micro-batch: per sample (`samples` of them, `stride`
-// values apart), values [begin, begin + length) of the sample, value i of channel
-// (i − begin) mod channels.
+// values apart), values [begin, begin + length) of the sample, each channel a contiguous
+// run of them as in NCHW: channel c holds [begin + start(c), begin + start(c + 1)).
 struct BnShape {
   std::int64_t samples = 0;
   std::int64_t stride = 0;
   std::int64_t begin = 0;
   std::int64_t length = 0;
   std::int64_t channels = 1;
-  // Values of channel c in one sample.
-  [[nodiscard]] std::int64_t positions(std::int64_t c) const {
-    return length / channels + (c < length % channels ? 1 : 0);
-  }
+  // Where channel c starts in the stretch, its values per sample, and the channel of
+  // value i of the stretch.
+  [[nodiscard]] std::int64_t start(std::int64_t c) const { return c * length / channels; }
+  [[nodiscard]] std::int64_t positions(std::int64_t c) const { return start(c + 1) - start(c); }
+  [[nodiscard]] std::int64_t channel_of(std::int64_t i) const { return ((i + 1) * channels - 1) / length; }
   // What bn_stats writes per micro-batch: mean and M2 per channel, then the sample count.
   [[nodiscard]] std::int64_t stats_size() const { return 2 * channels + 1; }
 };

@@ -10,8 +10,8 @@
 //
 // BN: with BatchNorm layers (GenericShape::bn_layers, each of bn_channels channels), BN
 // layer k normalises its share of the first bn_values values of each sample
-// (model/batch_norm.hpp; values [k·V/n, (k+1)·V/n), channel (i − begin) mod C) with its
-// own scale γ and shift β; the other values pass through. Statistics are those of the
+// (model/batch_norm.hpp; values [k·V/n, (k+1)·V/n), each channel a contiguous run of
+// them as in NCHW) with its own scale γ and shift β; the other values pass through. Statistics are those of the
 // forward's group: one micro-batch, or under SyncBN the same micro-batch of every dp
 // replica (forward() takes them together).
 //

@@ -154,6 +154,14 @@ expect 0 "^ +0.4 +16 " -- "$parasim" sweep "$st" --vary cluster.degraded.0.facto
 expect 0 "ranks wait for the slowest of each synchronised op \(cluster.jitter\)" -- "$parasim" simulate "$st" --set "cluster.degraded=[]" --set "cluster.jitter={sigma: 0.3}"
 expect 2 "cluster.degraded.5: index 5 is past the list's end" -- "$parasim" simulate "$st" --set cluster.degraded.5.factor=0.5
 expect 2 "cluster.degraded\[1\].link: no link is named 'n1.nic9'.*did you mean 'n1.nic0'" -- "$parasim" check "$st" --set "cluster.degraded=[{rank: 1, factor: 0.5}, {link: n1.nic9, factor: 0.5}]"
+# SyncBN: its exchange as a dimension, its cost against per-rank statistics; a model with
+# BatchNorm runs for real with either.
+bn="$src/scenarios/syncbn-resnet18.yaml"
+expect 0 "SyncBN +step .* against .* with each rank's own statistics: .* \(\+[0-9.]+ %\), of which .* in its collectives" -- "$parasim" simulate "$bn"
+expect 0 "^syncbn +[0-9.]+ us" -- "$parasim" simulate "$bn"
+expect 0 "\"local_step_time\": 0\.03" -- "$parasim" simulate "$bn" --json
+expect 2 "training.batch_norm: expected one of local, sync, got 'global'" -- "$parasim" check "$bn" --set training.batch_norm=global
+expect 0 "loss " -- "$parasim" run "$q" --set model=lenet-bn --set training.batch_norm=sync --set run.steps=2 --set run.warmup=0
 expect 0 "does not fit|OUT OF MEMORY" -- "$parasim" simulate "$q" --set cluster=dgx-h100 --set cluster.gpus_per_node=1 --set model=gpt-30b --set plan.dp=1 --set training.micro_batch=1 --set training.global_batch=1
 expect 2 "plan.tp: heads 4 are not divisible by tp 3" -- "$parasim" simulate "$q" --set cluster.gpus_per_node=4 --set plan.tp=3 --set plan.dp=1 --set training.global_batch=4
 expect 2 "plan.dp: dp x tp x pp = 4 x 1 x 1 = 4 devices, but the cluster has 2" -- "$parasim" simulate "$q" --set plan.dp=4 --trace "$work/t.json"

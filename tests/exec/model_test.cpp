@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "exec/model/batch_norm.hpp"
 #include "exec/model/generic.hpp"
 #include "exec/model/gpt.hpp"
 #include "exec/model/kernels.hpp"
@@ -352,6 +353,97 @@ TEST_CASE("every GEMM-equivalent gradient equals the central finite difference",
   }
   CHECK(wrong == 0);
   CHECK(nonzero > static_cast<int>(params.size()) / 2);  // the check is not vacuous
+}
+
+namespace {
+// small_generic() with BatchNorm: one BN layer of 2 channels over 15 of the first layer's
+// 20 values, two of 3 channels over the second's 8 (shares of 4: runs of 1, 1 and 2).
+GenericConfig small_generic_bn() {
+  GenericConfig cfg = small_generic();
+  cfg.layers[0].bn_layers = 1;
+  cfg.layers[0].bn_channels = 2;
+  cfg.layers[0].bn_values = 15;
+  cfg.layers[1].bn_layers = 2;
+  cfg.layers[1].bn_channels = 3;
+  cfg.layers[1].bn_values = 8;
+  return cfg;
+}
+}  // namespace
+
+TEST_CASE("BatchNorm's gradients equal the central finite difference, alone and over a group", "[exec][model][generic][bn]") {
+  const GenericConfig cfg = small_generic_bn();
+  for (int group : {1, 2}) {
+    GenericNet<double> model(cfg, 5);
+    const ImageBatch b = synthetic_images(cfg.classes(), cfg.input_width, cfg.batch * group, 5, 0);
+    const std::vector<double> inputs(b.inputs.begin(), b.inputs.end());
+    // Scales and shifts off their start (1, 0) so that their gradients meet other values.
+    auto params = model.params();
+    for (int l = 0; l < 2; ++l) {
+      const GenericOffsets& o = model.offsets(l);
+      const GenericShape& s = cfg.layers[static_cast<std::size_t>(l)];
+      for (std::int64_t j = 0; j < s.bn_layers * s.bn_channels; ++j) {
+        params[o.gamma + static_cast<std::size_t>(j)] = 0.8 + 0.1 * static_cast<double>(j);
+        params[o.beta + static_cast<std::size_t>(j)] = 0.05 * static_cast<double>(j) - 0.1;
+      }
+    }
+    CHECK(params.size() == 9 + 2 + 4 + 25 + 1 + 12 + 16);
+    model.zero_grad();
+    model.forward(inputs, b.labels);
+    model.backward();
+    const std::vector<double> analytic(model.grads().begin(), model.grads().end());
+    const std::vector<double> numerics =
+        central_differences(params, 1e-6, [&] { return model.forward(inputs, b.labels); });
+    int wrong = 0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (std::abs(numerics[i] - analytic[i]) > 1e-7 + 1e-5 * std::abs(numerics[i])) ++wrong;
+    }
+    INFO("group " << group);
+    CHECK(wrong == 0);
+    // The scales' and shifts' gradients are not vacuous.
+    const GenericOffsets& o = model.offsets(1);
+    CHECK(std::abs(analytic[o.gamma]) > 1e-6);
+    CHECK(std::abs(analytic[o.beta + 2]) > 1e-6);
+  }
+}
+
+TEST_CASE("BatchNorm's statistics merge exactly and normalise each channel to mean 0, variance 1", "[exec][model][bn]") {
+  // Two samples of 7 values, values [1, 6) normalised over 2 channels, each a run as in
+  // NCHW: channel 0 holds positions 1 and 2 of each sample, channel 1 positions 3 to 5.
+  const std::vector<double> x{9, 1, 2, 3, 4, 5, 9, 9, 6, 8, 10, 12, 14, 9};
+  const BnShape whole{2, 7, 1, 5, 2};
+  const BnShape first{1, 7, 1, 5, 2};
+  std::vector<double> stats(5), halves(10), mi(4), mi_merged(4);
+  kernels::bn_stats(stats.data(), x.data(), whole);
+  // Channel 0: 1, 2, 6, 8 -> mean 4.25; channel 1: 3, 4, 5, 10, 12, 14 -> mean 8.
+  CHECK(stats[0] == Approx(4.25));
+  CHECK(stats[1] == Approx(8.0));
+  CHECK(stats[2] == Approx(3.25 * 3.25 + 2.25 * 2.25 + 1.75 * 1.75 + 3.75 * 3.75));
+  CHECK(stats[3] == Approx(25.0 + 16.0 + 9.0 + 4.0 + 16.0 + 36.0));
+  CHECK(stats[4] == 2.0);
+  kernels::bn_stats(halves.data(), x.data(), first);
+  kernels::bn_stats(halves.data() + 5, x.data() + 7, first);
+  kernels::bn_merge(mi.data(), stats.data(), 1, whole);
+  kernels::bn_merge(mi_merged.data(), halves.data(), 2, first);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(mi_merged[i] == Approx(mi[i]).epsilon(1e-12));
+  CHECK(mi[2] == Approx(1.0 / std::sqrt(stats[2] / 4.0 + batch_norm_eps)));
+  const std::vector<double> gamma{1, 1}, beta{0, 0};
+  std::vector<double> y = x;
+  kernels::bn_normalize(y.data(), x.data(), mi.data(), gamma.data(), beta.data(), whole);
+  for (int c = 0; c < 2; ++c) {
+    double sum = 0.0, sq = 0.0;
+    int n = 0;
+    for (int s = 0; s < 2; ++s) {
+      for (int i = c == 0 ? 1 : 3; i < (c == 0 ? 3 : 6); ++i) {
+        sum += y[static_cast<std::size_t>(s * 7 + i)];
+        sq += y[static_cast<std::size_t>(s * 7 + i)] * y[static_cast<std::size_t>(s * 7 + i)];
+        ++n;
+      }
+    }
+    CHECK(std::abs(sum / n) < 1e-12);
+    CHECK(sq / n == Approx(1.0).epsilon(1e-4));  // var / (var + eps)
+  }
+  CHECK(y[0] == 9.0);  // outside the stretch: untouched
+  CHECK(y[6] == 9.0);
 }
 
 TEST_CASE("the synthetic images: labelled, learnable, the same for the same seed", "[exec][model][generic]") {

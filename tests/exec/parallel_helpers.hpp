@@ -59,6 +59,27 @@ run: {seed: 7}
   return plan::load_text(text, "cnn.yaml", sets);
 }
 
+// The same with BatchNorm: one BN layer of 4 channels in c1, two of 3 channels over 151
+// values in c2 (shares of 75 and 76: a channel with one value more), one of 8 channels
+// over all of fc1's 40 values (BatchNorm1d), none in fc2. Each BN layer's scales and
+// shifts are in its layer's params.
+inline plan::Scenario cnn_bn(std::vector<std::string> sets) {
+  const std::string text = R"(cluster: {preset: cpu-host, gpus_per_node: 4}
+model:
+  name: tiny-cnn-bn
+  kind: generic
+  layers:
+    - {name: c1, params: 158, forward_flops: 60000, activations: 300, batch_norm: {channels: 4, values: 200}}
+    - {name: c2, params: 612, forward_flops: 40000, activations: 200, batch_norm: {layers: 2, channels: 3, values: 151}}
+    - {name: fc1, params: 2016, forward_flops: 4000, activations: 40, batch_norm: {channels: 8}}
+    - {name: fc2, params: 410, forward_flops: 800, activations: 10}
+training: {global_batch: 8, micro_batch: 2, precision: fp32}
+plan: {dp: 1}
+run: {seed: 7}
+)";
+  return plan::load_text(text, "cnn-bn.yaml", sets);
+}
+
 struct Outcome {
   std::vector<double> grads;   // full layout, after the last step (clipped, before its update)
   std::vector<double> params;  // full layout, after the last update
@@ -69,15 +90,14 @@ struct Outcome {
   std::vector<double> norms;   // per step: the global gradient norm (before clipping)
 };
 
-// Steps of a serial reference `model` (Gpt<float> or GenericNet<float>): every micro-batch
-// of the global batch in turn (`micro_batch(i, step)` runs forward and backward of the i-th
+// Steps of a serial reference `model` (Gpt<float> or GenericNet<float>): `count` parts of
+// the global batch in turn (`micro_batch(i, step)` runs forward and backward of the i-th
 // and returns its mean loss), gradients averaged, then AdamW with the executor's settings.
 template <class Model, class MicroBatch>
-Outcome train_serial(const plan::Scenario& s, int steps, Model& model, MicroBatch&& micro_batch) {
+Outcome train_serial(const plan::Scenario& s, int steps, Model& model, MicroBatch&& micro_batch, int count) {
   const auto n = static_cast<std::size_t>(model.param_count());
   std::vector<float> am(n, 0.0F), av(n, 0.0F);
   Outcome out;
-  const int count = s.training.global_batch / s.training.micro_batch;
   for (int step = 0; step < steps; ++step) {
     model.zero_grad();
     double loss = 0.0;
@@ -108,15 +128,30 @@ inline Outcome serial(const plan::Scenario& s, int steps) {
     const GenericConfig cfg = generic_config(s);
     GenericNet<float> model(cfg, s.run.seed);
     ImageBatch batch;
-    return train_serial(s, steps, model, [&](int i, int step) {
-      if (i == 0) batch = synthetic_images(cfg.classes(), cfg.input_width, s.training.global_batch, s.run.seed, step);
-      const auto width = static_cast<std::size_t>(cfg.input_width);
-      const float loss =
-          model.forward(std::span(batch.inputs).subspan(static_cast<std::size_t>(i * b) * width, b * width),
-                        std::span(batch.labels).subspan(static_cast<std::size_t>(i * b), static_cast<std::size_t>(b)));
-      model.backward();
-      return static_cast<double>(loss);
-    });
+    // Under SyncBN part i is micro-batch i of every dp replica (replica d trains on the
+    // global batch's micro-batches d·m to d·m + m - 1), their BatchNorms sharing statistics;
+    // else one micro-batch.
+    const int group = s.syncs_batch_norm() ? s.plan.dp : 1;
+    const int parts = s.training.global_batch / (b * group);
+    return train_serial(
+        s, steps, model,
+        [&](int i, int step) {
+          if (i == 0) batch = synthetic_images(cfg.classes(), cfg.input_width, s.training.global_batch, s.run.seed, step);
+          const auto width = static_cast<std::size_t>(cfg.input_width);
+          std::vector<float> inputs;
+          std::vector<std::int32_t> labels;
+          for (int d = 0; d < group; ++d) {
+            const auto at = static_cast<std::size_t>((d * parts + i) * b);
+            inputs.insert(inputs.end(), batch.inputs.begin() + static_cast<std::ptrdiff_t>(at * width),
+                          batch.inputs.begin() + static_cast<std::ptrdiff_t>((at + b) * width));
+            labels.insert(labels.end(), batch.labels.begin() + static_cast<std::ptrdiff_t>(at),
+                          batch.labels.begin() + static_cast<std::ptrdiff_t>(at + b));
+          }
+          const float loss = model.forward(inputs, labels);
+          model.backward();
+          return static_cast<double>(loss);
+        },
+        parts);
   }
   const plan::ModelSpec& m = s.model;
   GptConfig cfg{m.vocab, m.seq_len, m.layers, m.hidden, m.heads};
@@ -135,7 +170,7 @@ inline Outcome serial(const plan::Scenario& s, int steps) {
                                      std::span(batch.targets).subspan(at, len), b, m.seq_len);
     model.backward();
     return static_cast<double>(loss);
-  });
+  }, s.training.global_batch / b);
 }
 
 inline Outcome parallel(const plan::Scenario& s, int steps) {
@@ -211,9 +246,12 @@ inline void matches_serial(const std::vector<std::string>& sets, bool compare_gr
   matches_serial(tiny(sets), sets, compare_grads);
 }
 
-// The same for the generic model's GEMM equivalents.
+// The same for the generic model's GEMM equivalents, and with BatchNorm.
 inline void cnn_matches_serial(const std::vector<std::string>& sets, bool compare_grads = true) {
   matches_serial(cnn(sets), sets, compare_grads);
+}
+inline void cnn_bn_matches_serial(const std::vector<std::string>& sets, bool compare_grads = true) {
+  matches_serial(cnn_bn(sets), sets, compare_grads);
 }
 
 // The tiny GPT under `plan` trained 30 steps at learning rate 3e-3 with `key` set to

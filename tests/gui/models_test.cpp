@@ -102,6 +102,12 @@ TEST_CASE("the summary model holds the simulator's figures, formatted as the com
   CHECK(lines[1].startsWith(QStringLiteral("step time\t")));
   CHECK(lines[7].startsWith(QStringLiteral("tp communication\t0 s")));  // dp only
   CHECK(lines[13].startsWith(QStringLiteral("bottleneck\t")));
+  // SyncBN's exchange gets its rows where the plan has it.
+  const plan::Scenario bn = plan::load(scenarios + "syncbn-resnet18.yaml");
+  const report::StepFigures fb = report::step_figures(bn, sim::predict(bn).trace, topology::Cluster(bn.cluster));
+  model.setFigures(bn, fb);
+  CHECK(model.value("syncbn exposed").toStdString() == units::format_duration(fb.exposed_mean[6]));
+  CHECK(fb.exposed_mean[6] > 0.0);
 }
 
 TEST_CASE("the memory model marks a stage out of memory in red, and dumps to the expected text", "[gui][models]") {
@@ -155,6 +161,7 @@ TEST_CASE("the plan editor shows a scenario's values and turns edits into --set 
   CHECK(editor.value("plan.bucket_size").toStdString() == "25MiB");
   CHECK(editor.value("plan.overlap_param_gather").toStdString() == "false");
   CHECK(editor.value("plan.offload_optimizer").toStdString() == "false");
+  CHECK(editor.value("training.batch_norm").toStdString() == "local");
   CHECK(editor.overrides().isEmpty());
   int edits = 0;
   QObject::connect(&editor, &gui::PlanEditor::edited, [&] { ++edits; });

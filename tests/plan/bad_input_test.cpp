@@ -257,6 +257,29 @@ std::vector<Case> make_cases() {
     {"generic layer without FLOPs",
      "cluster: dgx-a100\nmodel:\n  layers:\n    - {name: a, params: 10, activations: 5}\ntraining: {global_batch: 8}\n",
      "model.layers[0].forward_flops", 4, {"missing required key 'forward_flops'"}},
+    // BatchNorm in generic layers
+    {"BatchNorm normalising more than the layer stores",
+     "cluster: dgx-a100\nmodel:\n  layers:\n    - {name: a, params: 100, forward_flops: 50, activations: 5,\n"
+     "       batch_norm: {channels: 2, values: 6}}\ntraining: {global_batch: 8}\n",
+     "model.layers[0].batch_norm.values", 5, {"at most the layer's 5 stored values per sample"}},
+    {"BatchNorm with more channels than values",
+     "cluster: dgx-a100\nmodel:\n  layers:\n    - {name: a, params: 100, forward_flops: 50, activations: 5,\n"
+     "       batch_norm: {layers: 2, channels: 3}}\ntraining: {global_batch: 8}\n",
+     "model.layers[0].batch_norm.channels", 5, {"2 BatchNorm layer(s) of 3 channels", "at least one value per channel"}},
+    {"BatchNorm's scales and shifts beyond the layer's parameters",
+     "cluster: dgx-a100\nmodel:\n  layers:\n    - {name: a, params: 10, forward_flops: 50, activations: 5,\n"
+     "       batch_norm: {channels: 5}}\ntraining: {global_batch: 8}\n",
+     "model.layers[0].params", 4, {"must exceed its BatchNorm's 10"}},
+    {"BatchNorm given as a number",
+     "cluster: dgx-a100\nmodel:\n  layers:\n    - {name: a, params: 10, forward_flops: 50, activations: 5,\n"
+     "       batch_norm: 4}\ntraining: {global_batch: 8}\n",
+     "model.layers[0].batch_norm", 5, {"expected a map {layers, channels, values}"}},
+    {"BatchNorm without channels",
+     "cluster: dgx-a100\nmodel:\n  layers:\n    - {name: a, params: 100, forward_flops: 50, activations: 5,\n"
+     "       batch_norm: {layers: 1}}\ntraining: {global_batch: 8}\n",
+     "model.layers[0].batch_norm.channels", 5, {"missing required key 'channels'"}},
+    {"unknown BatchNorm mode", "cluster: dgx-a100\nmodel: resnet18\ntraining: {global_batch: 64, batch_norm: global}\n",
+     "training.batch_norm", 3, {"global", "local", "sync"}},
     // schedules
     {"interleaved without virtual stages", after("  pp: 2", "  schedule: interleaved-1f1b\n"), "plan.virtual_stages", 26,
      {"needs virtual_stages of at least 2"}},

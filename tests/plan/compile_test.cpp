@@ -221,8 +221,9 @@ TEST_CASE("generic models compile to GEMM-equivalent layers of the same FLOPs", 
     forward += l.forward_flops;
     const Gemm g = generic_layer_gemm(l, 32);
     INFO(l.name);
-    // Same parameters (square weight + bias), same FLOPs to within half a row.
-    CHECK(static_cast<double>(g.n * g.k + generic_layer_bias(l)) == l.params);
+    // Same parameters (square weight + bias + the BatchNorms' scales and shifts), same FLOPs
+    // to within half a row.
+    CHECK(static_cast<double>(g.n * g.k + generic_layer_bias(l)) + l.batch_norm.params() == l.params);
     CHECK(std::abs(g.flops() - l.forward_flops * 32) <= static_cast<double>(g.n * g.k));
     equivalent += g.flops() / 32;
   }
