@@ -7,14 +7,13 @@ namespace parasim::exec::kernels {
 
 namespace {
 
-// Calls f(channel, index) for every value of the stretch, sample after sample.
+// Calls f(channel, first, last) for each channel's run of values in every sample, sample
+// after sample: x[first, last) are the channel's values there.
 template <class F>
-void for_each_value(const BnShape& s, F&& f) {
+void for_each_run(const BnShape& s, F&& f) {
   for (std::int64_t n = 0; n < s.samples; ++n) {
     const std::int64_t base = n * s.stride + s.begin;
-    for (std::int64_t c = 0; c < s.channels; ++c) {
-      for (std::int64_t i = s.start(c); i < s.start(c + 1); ++i) f(c, base + i);
-    }
+    for (std::int64_t c = 0; c < s.channels; ++c) f(c, base + s.start(c), base + s.start(c + 1));
   }
 }
 
@@ -23,16 +22,21 @@ void for_each_value(const BnShape& s, F&& f) {
 template <class T>
 void bn_stats(T* stats, const T* x, const BnShape& s) {
   const auto c = static_cast<std::size_t>(s.channels);
-  std::vector<double> sum(c, 0.0), m2(c, 0.0);
-  for_each_value(s, [&](std::int64_t ch, std::int64_t i) { sum[static_cast<std::size_t>(ch)] += x[i]; });
-  std::vector<double> mean(c, 0.0);
+  std::vector<double> sum(c, 0.0), m2(c, 0.0), mean(c, 0.0);
+  for_each_run(s, [&](std::int64_t ch, std::int64_t a, std::int64_t b) {
+    double acc = 0.0;
+    for (std::int64_t i = a; i < b; ++i) acc += x[i];
+    sum[static_cast<std::size_t>(ch)] += acc;
+  });
   for (std::size_t ch = 0; ch < c; ++ch) {
     const double n = static_cast<double>(s.samples * s.positions(static_cast<std::int64_t>(ch)));
     mean[ch] = n > 0 ? sum[ch] / n : 0.0;
   }
-  for_each_value(s, [&](std::int64_t ch, std::int64_t i) {
-    const double d = x[i] - mean[static_cast<std::size_t>(ch)];
-    m2[static_cast<std::size_t>(ch)] += d * d;
+  for_each_run(s, [&](std::int64_t ch, std::int64_t a, std::int64_t b) {
+    const double m = mean[static_cast<std::size_t>(ch)];
+    double acc = 0.0;
+    for (std::int64_t i = a; i < b; ++i) acc += (x[i] - m) * (x[i] - m);
+    m2[static_cast<std::size_t>(ch)] += acc;
   });
   for (std::size_t ch = 0; ch < c; ++ch) {
     stats[ch] = static_cast<T>(mean[ch]);
@@ -66,9 +70,9 @@ void bn_merge(T* mean_invstd, const T* gathered, int members, const BnShape& s) 
 template <class T>
 void bn_normalize(T* y, const T* x, const T* mean_invstd, const T* gamma, const T* beta, const BnShape& s) {
   const std::int64_t c = s.channels;
-  for_each_value(s, [&](std::int64_t ch, std::int64_t i) {
-    const T xhat = (x[i] - mean_invstd[ch]) * mean_invstd[c + ch];
-    y[i] = gamma[ch] * xhat + beta[ch];
+  for_each_run(s, [&](std::int64_t ch, std::int64_t a, std::int64_t b) {
+    const T mean = mean_invstd[ch], invstd = mean_invstd[c + ch], g = gamma[ch], sh = beta[ch];
+    for (std::int64_t i = a; i < b; ++i) y[i] = g * ((x[i] - mean) * invstd) + sh;
   });
 }
 
@@ -76,11 +80,16 @@ template <class T>
 void bn_backward_reduce(T* sums, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean_invstd, const BnShape& s) {
   const auto c = static_cast<std::size_t>(s.channels);
   std::vector<double> sdy(c, 0.0), sdyx(c, 0.0);
-  for_each_value(s, [&](std::int64_t ch, std::int64_t i) {
+  for_each_run(s, [&](std::int64_t ch, std::int64_t a, std::int64_t b) {
     const auto k = static_cast<std::size_t>(ch);
-    const double xhat = (static_cast<double>(x[i]) - mean_invstd[k]) * static_cast<double>(mean_invstd[c + k]);
-    sdy[k] += dy[i];
-    sdyx[k] += dy[i] * xhat;
+    const double mean = mean_invstd[k], invstd = mean_invstd[c + k];
+    double s1 = 0.0, s2 = 0.0;
+    for (std::int64_t i = a; i < b; ++i) {
+      s1 += dy[i];
+      s2 += dy[i] * ((static_cast<double>(x[i]) - mean) * invstd);
+    }
+    sdy[k] += s1;
+    sdyx[k] += s2;
   });
   for (std::size_t k = 0; k < c; ++k) {
     sums[k] = static_cast<T>(sdy[k]);
@@ -94,11 +103,14 @@ template <class T>
 void bn_backward_input(T* dx, const T* dy, const T* x, const T* mean_invstd, const T* gamma, const T* sums,
                        double total_samples, const BnShape& s) {
   const std::int64_t c = s.channels;
-  for_each_value(s, [&](std::int64_t ch, std::int64_t i) {
+  for_each_run(s, [&](std::int64_t ch, std::int64_t a, std::int64_t b) {
     const double n = total_samples * static_cast<double>(s.positions(ch));
-    const double invstd = mean_invstd[c + ch];
-    const double xhat = (static_cast<double>(x[i]) - mean_invstd[ch]) * invstd;
-    dx[i] = static_cast<T>(gamma[ch] * invstd * (dy[i] - sums[ch] / n - xhat * sums[c + ch] / n));
+    const double mean = mean_invstd[ch], invstd = mean_invstd[c + ch];
+    const double scale = gamma[ch] * invstd, mean_dy = sums[ch] / n, mean_dyx = sums[c + ch] / n;
+    for (std::int64_t i = a; i < b; ++i) {
+      const double xhat = (static_cast<double>(x[i]) - mean) * invstd;
+      dx[i] = static_cast<T>(scale * (dy[i] - mean_dy - xhat * mean_dyx));
+    }
   });
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "exec/cuda/kernels.hpp"
+#include "exec/model/batch_norm.hpp"
 #include "exec/model/kernels.hpp"
 #include "exec/model/ring_attention.hpp"
 #include "tests/exec/host_vectors.hpp"
@@ -371,6 +372,42 @@ TEST_CASE("CUDA GEMM-equivalent kernels, AdamW and rounding equal the host kerne
   cu::round_fp16(nullptr, hf_d.p, static_cast<std::int64_t>(r.size()));
   CHECK(bf_d.get() == bf);
   CHECK(hf_d.get() == hf);
+}
+
+TEST_CASE("CUDA BatchNorm equals the host's: statistics, merge, normalisation and both backward kernels", "[cuda][bn]") {
+  // Three samples of 1,000 values, a stretch of 901 of them at 50 in 7 channels (runs of
+  // 128 and 129), two members' statistics merged.
+  const parasim::exec::BnShape s{3, 1000, 50, 901, 7};
+  const cu::BnGeometry g{s.samples, s.stride, s.begin, s.length, s.channels};
+  const auto x = random_values(3000, 60), dy = random_values(3000, 61), x2 = random_values(3000, 62);
+  const auto gamma = random_values(7, 63), beta = random_values(7, 64);
+  std::vector<float> stats(30), mi(14), y = x, sums(14), dgamma(7, 0.5F), dbeta(7, 0.25F), dx = dy;
+  k::bn_stats(stats.data(), x.data(), s);
+  k::bn_stats(stats.data() + 15, x2.data(), s);
+  k::bn_merge(mi.data(), stats.data(), 2, s);
+  k::bn_normalize(y.data(), x.data(), mi.data(), gamma.data(), beta.data(), s);
+  k::bn_backward_reduce(sums.data(), dgamma.data(), dbeta.data(), dy.data(), x.data(), mi.data(), s);
+  k::bn_backward_input(dx.data(), dy.data(), x.data(), mi.data(), gamma.data(), sums.data(), 6.0, s);
+  On<float> x_d(x), x2_d(x2), dy_d(dy), gamma_d(gamma), beta_d(beta), stats_d(zeros(30)), mi_d(zeros(14)), y_d(x),
+      sums_d(zeros(14)), dgamma_d(zeros(7, 0.5F)), dbeta_d(zeros(7, 0.25F)), dx_d(dy);
+  cu::bn_stats(nullptr, stats_d.p, x_d.p, g);
+  cu::bn_stats(nullptr, stats_d.p + 15, x2_d.p, g);
+  cu::bn_merge(nullptr, mi_d.p, stats_d.p, 2, g, parasim::exec::batch_norm_eps);
+  cu::bn_normalize(nullptr, y_d.p, x_d.p, mi_d.p, gamma_d.p, beta_d.p, g);
+  cu::bn_backward_reduce(nullptr, sums_d.p, dgamma_d.p, dbeta_d.p, dy_d.p, x_d.p, mi_d.p, g);
+  cu::bn_backward_input(nullptr, dx_d.p, dy_d.p, x_d.p, mi_d.p, gamma_d.p, sums_d.p, 6.0, g);
+  CHECK(relative(stats_d.get(), stats) < 1e-6);
+  CHECK(relative(mi_d.get(), mi) < 1e-6);
+  CHECK(relative(y_d.get(), y) < 1e-6);  // the values outside the stretch untouched
+  CHECK(relative(sums_d.get(), sums) < 1e-6);
+  CHECK(relative(dgamma_d.get(), dgamma) < 1e-6);
+  CHECK(relative(dbeta_d.get(), dbeta) < 1e-6);
+  CHECK(relative(dx_d.get(), dx) < 1e-6);
+  // The reductions' tree is fixed: the same bits again.
+  On<float> again(zeros(15));
+  cu::bn_stats(nullptr, again.p, x_d.p, g);
+  const std::vector<float> first = stats_d.get();
+  CHECK(again.get() == std::vector<float>(first.begin(), first.begin() + 15));
 }
 
 TEST_CASE("CUDA count of non-finite values equals the host's", "[cuda]") {
