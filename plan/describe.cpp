@@ -153,6 +153,10 @@ nlohmann::ordered_json to_json(const Scenario& s) {
     for (const auto& l : m.generic_layers) {
       layers.push_back({{"name", l.name}, {"params", l.params}, {"forward_flops", l.forward_flops},
                         {"activations", l.activations}});
+      if (l.batch_norm.layers > 0) {
+        layers.back()["batch_norm"] = {{"layers", l.batch_norm.layers}, {"channels", l.batch_norm.channels},
+                                       {"values", l.batch_norm.values}};
+      }
     }
     model["layers"] = layers;
   }
@@ -168,7 +172,8 @@ nlohmann::ordered_json to_json(const Scenario& s) {
        {{"global_batch", t.global_batch}, {"micro_batch", t.micro_batch}, {"micro_batches", s.micro_batches()},
         {"precision", topology::to_string(t.precision)}, {"optimizer", to_string(t.optimizer)},
         {"recompute", to_string(t.recompute)}, {"attention", to_string(t.attention)},
-        {"grad_dtype", topology::to_string(t.grad_dtype)}, {"fp8_recipe", to_string(t.fp8_recipe)}}},
+        {"grad_dtype", topology::to_string(t.grad_dtype)}, {"fp8_recipe", to_string(t.fp8_recipe)},
+        {"batch_norm", t.sync_batch_norm ? "sync" : "local"}}},
       {"plan",
        {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp}, {"ep", p.ep}, {"virtual_stages", p.virtual_stages},
         {"schedule", to_string(p.schedule)}, {"sequence_parallel", p.sequence_parallel},

@@ -42,20 +42,13 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // A degraded device (cluster.degraded) sets every synchronised rank's pace: compute at the
   // slowest device's speed.
   const double slow = 1.0 / s.cluster.slowest_compute_factor();
-  auto op = [&](const std::vector<plan::Gemm>& g, double passes, double bytes) {
-    return op_seconds(prof, g, passes, 0.0, bytes, false, dtype) * slow;
-  };
-  // Kernel level: a pass takes its kernels' device time and its collectives, or the host's
-  // time to issue them, whichever is longer (the simulator interleaves the two exactly).
+  const Costing cost{prof, dtype, slow};
+  auto op = [&](const std::vector<plan::Gemm>& g, double passes, double bytes) { return cost.op(g, passes, bytes); };
   const bool kernels = prof.kernel_model();
   const plan::KernelPlan kp = plan::kernel_plan(s);
-  auto device = [&](const std::vector<plan::Kernel>& ks) {
-    const std::vector<double> d = kernel_durations(prof, ks, dtype);
-    return std::accumulate(d.begin(), d.end(), 0.0) * slow;
-  };
+  auto device = [&](const std::vector<plan::Kernel>& ks) { return cost.device(ks); };
   auto pass = [&](const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) {
-    const double host = static_cast<double>(ks.size()) * dispatch_seconds(prof, c) + calls * prof.host.communication;
-    return std::max(device(ks) + comm, host);
+    return cost.pass(ks, c, comm, calls);
   };
   // With pipeline stages the host waits for each transfer (Megatron synchronises), so it
   // starts issuing a chunk's kernels only when the chunk starts: the first pass of a chunk
@@ -286,38 +279,12 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     tp_ends = p.tp > 1 ? 2.0 * (sum + gather) + stats : 0.0;
   } else {
     for (int l = 0; l < layers; ++l) {
-      const plan::GenericLayer& gl = m.generic_layers[static_cast<std::size_t>(l)];
-      const std::vector<plan::Gemm> g{plan::generic_layer_gemm(gl, t.micro_batch)};
-      const double a = gl.activations * t.micro_batch * e;
-      // SyncBN: per BatchNorm layer the statistics' all-gather forward and the gradient
-      // sums' all-reduce backward, both blocking the layer (plan/compile_layers.cpp).
-      const bool sync = s.syncs_batch_norm() && gl.batch_norm.layers > 0;
-      const int n = gl.batch_norm.layers;
-      const double c = gl.batch_norm.channels;
-      const double gather = sync ? im.collective(s, Dim::dp, CollectiveOp::all_gather, 4.0 * (2.0 * c + 1.0) * p.dp, 0) : 0.0;
-      const double sums = sync ? im.collective(s, Dim::dp, CollectiveOp::all_reduce, 4.0 * 2.0 * c, 0) : 0.0;
-      bn_l[static_cast<std::size_t>(l)] = n * (gather + sums);
-      if (kernels && sync) {
-        // Forward, each gather stops the host (the gathered counts are masked on it): every
-        // piece after one takes its own device time or the host's issuing of it. Backward
-        // the host runs ahead as in a whole pass.
-        double f = 0.0;
-        std::vector<plan::Kernel> kb;
-        for (int k = 0; k <= n; ++k) {
-          f += pass(plan::generic_layer_kernels(kp, gl, false, k), plan::Category::forward, 0.0, k < n ? 1 : 0);
-          const auto piece = plan::generic_layer_kernels(kp, gl, true, k);
-          kb.insert(kb.end(), piece.begin(), piece.end());
-        }
-        fwd[static_cast<std::size_t>(l)] = f + n * gather;
-        bwd[static_cast<std::size_t>(l)] = pass(kb, plan::Category::backward, n * sums, n);
-      } else if (kernels) {
-        fwd[static_cast<std::size_t>(l)] = pass(plan::generic_layer_kernels(kp, gl, false), plan::Category::forward, 0.0, 0);
-        bwd[static_cast<std::size_t>(l)] = pass(plan::generic_layer_kernels(kp, gl, true), plan::Category::backward, 0.0, 0);
-      } else {
-        fwd[static_cast<std::size_t>(l)] = op(g, 1.0, plan::gemm_io_bytes(g, e) + a) + n * gather;
-        bwd[static_cast<std::size_t>(l)] = op(g, 2.0, 2.0 * plan::gemm_io_bytes(g, e) + a) + n * sums;
-      }
-      rec[static_cast<std::size_t>(l)] = t.recompute == plan::Recompute::full ? fwd[static_cast<std::size_t>(l)] : 0.0;
+      const auto li = static_cast<std::size_t>(l);
+      const GenericCost c = im.generic_layer_cost(s, cost, m.generic_layers[li]);
+      fwd[li] = c.forward;
+      bwd[li] = c.backward;
+      bn_l[li] = c.syncbn;
+      rec[li] = t.recompute == plan::Recompute::full ? fwd[li] : 0.0;
     }
   }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <tuple>
 #include <vector>
 
@@ -87,6 +88,31 @@ inline int placement_code(const plan::ParallelPlan& p) {
 
 }  // namespace estimate_detail
 
+// A pass's cost from its GEMMs and traffic, or at kernel level: its kernels' device time
+// and its collectives, or the host's time to issue them, whichever is longer (the simulator
+// interleaves the two exactly). `slow`: every rank's pace, the slowest device's.
+struct Costing {
+  const DeviceProfile& prof;
+  topology::Dtype dtype;
+  double slow = 1.0;
+  [[nodiscard]] double op(const std::vector<plan::Gemm>& g, double passes, double bytes) const {
+    return op_seconds(prof, g, passes, 0.0, bytes, false, dtype) * slow;
+  }
+  [[nodiscard]] double device(const std::vector<plan::Kernel>& ks) const {
+    const std::vector<double> d = kernel_durations(prof, ks, dtype);
+    return std::accumulate(d.begin(), d.end(), 0.0) * slow;
+  }
+  [[nodiscard]] double pass(const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) const {
+    const double host = static_cast<double>(ks.size()) * dispatch_seconds(prof, c) + calls * prof.host.communication;
+    return std::max(device(ks) + comm, host);
+  }
+};
+
+// A generic layer's forward and backward per micro-batch, and of them SyncBN's collectives.
+struct GenericCost {
+  double forward = 0.0, backward = 0.0, syncbn = 0.0;
+};
+
 struct Estimator::Impl {
   explicit Impl(const plan::Scenario& s)
       : profile(profile_of(s)),
@@ -144,6 +170,9 @@ struct Estimator::Impl {
   // A collective of the group at `stage`, its transfer stretched by the groups that share
   // its links: the stage's, plus the other stages' in proportion to `overlap`, the share of
   // the time the other stages run such collectives too.
+  // A generic (CNN) layer's cost (estimate_generic.cpp).
+  GenericCost generic_layer_cost(const plan::Scenario& s, const Costing& cost, const plan::GenericLayer& layer);
+
   double collective(const plan::Scenario& s, Dim d, CollectiveOp op, double bytes, int stage, double overlap = 0.0,
                     plan::GroupPart part = plan::GroupPart::whole) {
     const plan::ParallelPlan& p = s.plan;
