@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/emulated.hpp"
 #include "cli/json.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
@@ -44,6 +45,7 @@ struct CalibrateArgs {
   std::string max_size = "256MiB";
   bool quick = false;
   std::string mpirun_args;
+  bool emulated = false;  // between the emulated cluster's nodes (cli/emulated.hpp)
 };
 
 void precheck(const CalibrateArgs& a) {
@@ -79,7 +81,10 @@ std::string today() {
   return text;
 }
 
-sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& device) {
+// `between_nodes`: the ranks were on different nodes (calibrate --emulated, one rank per
+// node): the link measured is the nodes' NIC to NIC (the profile's inter_node), and the
+// collectives are those between nodes (inter_node_collectives).
+sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& device, bool between_nodes) {
   sim::DeviceProfile p;
   p.device = device;
   p.name = device + " (measured)";
@@ -93,14 +98,17 @@ sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& devi
   // What the executor's host pays per kernel and per call (it issues from C++, not from
   // Python as the presets' Megatron-LM figures assume).
   if (f.host_kernel > 0.0) p.host = {f.host_kernel, f.host_kernel, f.host_communication};
-  if (f.link_bandwidth > 0.0) p.intra_node = sim::LinkFigures{f.link_bandwidth, f.link_latency};
+  if (f.link_bandwidth > 0.0) {
+    (between_nodes ? p.inter_node : p.intra_node) = sim::LinkFigures{f.link_bandwidth, f.link_latency};
+  }
+  std::vector<sim::CollectiveCurve>& curves = between_nodes ? p.inter_node_collectives : p.collectives;
   for (const exec::ProfileFit::Collective& c : f.collectives) {
     plan::CollectiveOp op = plan::CollectiveOp::all_reduce;
     if (c.op == "reduce-scatter") op = plan::CollectiveOp::reduce_scatter;
     if (c.op == "all-gather") op = plan::CollectiveOp::all_gather;
-    auto it = std::find_if(p.collectives.begin(), p.collectives.end(),
+    auto it = std::find_if(curves.begin(), curves.end(),
                            [&](const sim::CollectiveCurve& k) { return k.op == op && k.group == c.group; });
-    if (it == p.collectives.end()) it = p.collectives.insert(p.collectives.end(), sim::CollectiveCurve{op, c.group, {}});
+    if (it == curves.end()) it = curves.insert(curves.end(), sim::CollectiveCurve{op, c.group, {}});
     it->busbw.emplace_back(c.bytes, c.busbw);
   }
   return p;
@@ -171,6 +179,9 @@ nlohmann::ordered_json calibration_json(const exec::Calibration& c, const sim::D
   if (c.sms > 0) {
     profile["host"] = {{"forward", p.host.forward}, {"backward", p.host.backward}, {"communication", p.host.communication}};
   }
+  if (p.inter_node) {
+    profile["inter_node"] = {{"bandwidth", p.inter_node->bandwidth}, {"latency", p.inter_node->latency}};
+  }
   if (p.intra_node) {
     profile["intra_node"] = {{"bandwidth", p.intra_node->bandwidth}, {"latency", p.intra_node->latency}};
   }
@@ -229,6 +240,10 @@ void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
   fmt::print("\nprofile for {}: peak {}; element-wise {}, optimizer {}, launch {}", p.device, peaks,
              u::format_bandwidth(p.memory_bandwidth),
              u::format_bandwidth(p.optimizer_bandwidth), u::format_duration(p.launch_overhead));
+  if (p.inter_node) {
+    fmt::print(", link between nodes {} + {}", u::format_bandwidth(p.inter_node->bandwidth),
+               u::format_duration(p.inter_node->latency));
+  }
   if (p.intra_node) {
     fmt::print(", link {} + {}", u::format_bandwidth(p.intra_node->bandwidth), u::format_duration(p.intra_node->latency));
   }
@@ -270,6 +285,16 @@ void run_calibrate(const CalibrateArgs& a) {
     precheck(a);
     // One rank per core on the CPU backend; one GPU unless --ranks says more.
     const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+    if (a.emulated) {
+      const std::optional<EmulatedCluster> c = cluster_state();
+      if (!c) throw UsageError("--emulated: no emulated cluster is up; start one with `parasim cluster up SCENARIO`");
+      if (c->ranks_per_node != 1) {
+        throw UsageError(fmt::format("--emulated measures the link between nodes with one rank on each; the emulated "
+                                     "cluster has {} ranks per node (bring one up with --set cluster.gpus_per_node=1)",
+                                     c->ranks_per_node));
+      }
+      relaunch_under_mpirun(c->nodes, 0.0, emulated_mpirun_args(*c) + " " + a.mpirun_args);
+    }
     const int ranks = a.ranks > 0 ? a.ranks : a.backend == "cuda" ? 1 : cores;
     if (ranks > 1) relaunch_under_mpirun(ranks, 0.0, a.mpirun_args);
   }
@@ -317,7 +342,7 @@ void run_calibrate(const CalibrateArgs& a) {
     dev.abort_all(exit_failure);
   }
   if (!root) return;
-  const sim::DeviceProfile p = to_profile(exec::fit_profile(c), a.device);
+  const sim::DeviceProfile p = to_profile(exec::fit_profile(c), a.device, a.emulated);
   print_report(c, p);
   // validate reads the host back from this line (cli/validate.cpp, profile_host).
   const std::string header =
@@ -362,6 +387,9 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option("--max-size", a->max_size, "Largest message measured (from 1KiB in steps of 4)")
       ->capture_default_str();
   cmd->add_flag("--quick", a->quick, "A small GEMM and kernel grid, for smoke tests");
+  cmd->add_flag("--emulated", a->emulated,
+                "One rank on each node of the emulated cluster (`parasim cluster up`): the link measured is the "
+                "nodes' (the profile's inter_node)");
   cmd->callback([a] { run_calibrate(*a); });
 }
 

@@ -95,5 +95,6 @@ void add_plan(CLI::App& app);
 void add_sweep(CLI::App& app);
 void add_export(CLI::App& app);
 void add_import(CLI::App& app);
+void add_cluster(CLI::App& app);
 
 }  // namespace parasim::cli

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   add_sweep(app);
   add_export(app);
   add_import(app);
+  add_cluster(app);
 
   // "--json" takes a file name only when one follows (cli/json.hpp).
   const std::vector<std::string> args = spell_json_options(std::vector<std::string>(argv, argv + argc));

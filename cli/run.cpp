@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
+#include "cli/emulated.hpp"
 #include "cli/json.hpp"
 #include "cli/output.hpp"
 #include "cli/run.hpp"
@@ -49,7 +50,14 @@ namespace u = units;
 
 
 plan::Scenario load_for_run(const RunArgs& a) {
-  plan::Scenario s = a.scenario.load();
+  ScenarioArgs args = a.scenario;
+  if (a.emulated) {
+    const std::optional<EmulatedCluster> c = cluster_state();
+    if (!c) throw UsageError("--emulated: no emulated cluster is up; start one with `parasim cluster up SCENARIO` (as root)");
+    for (const std::string& o : emulated_overrides(*c)) args.overrides.push_back(o);
+  }
+  plan::Scenario s = args.load();
+  if (a.emulated) require_emulated(s);
   if (a.steps) s.run.steps = *a.steps;
   if (a.warmup) s.run.warmup = *a.warmup;
   if (s.run.steps < 1) throw UsageError("--steps must be at least 1");
@@ -244,6 +252,9 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
 Job launch_and_run(const plan::Scenario& s, const RunArgs& a) {
   if (!under_mpi()) {
     precheck(s);
+    if (a.emulated) {
+      relaunch_under_mpirun(s.plan.world(), a.stall, emulated_mpirun_args(require_emulated(s)) + " " + a.mpirun_args);
+    }
     if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world(), a.stall, a.mpirun_args);
   }
   const StdoutToStderr json_alone(a.json.on_stdout());
@@ -320,6 +331,9 @@ void add_run_options(CLI::App& cmd, RunArgs& a) {
   cmd.add_option("--mpirun-args", a.mpirun_args,
                  "Arguments for the mpirun that starts the ranks, e.g. '--hostfile hosts' (split at spaces)")
       ->type_name("ARGS");
+  cmd.add_flag("--emulated", a.emulated,
+               "Run on the emulated cluster (`parasim cluster up`): each node's ranks in its network namespace, "
+               "nodes joined by the shaped links; the prediction's cluster is the emulated one");
   cmd.add_option("--stall-timeout", a.stall, "Seconds without progress after which a rank ends the job")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {

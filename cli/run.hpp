@@ -32,11 +32,13 @@ struct RunArgs {
   int repeat = 1;                   // validate: measured runs
   double stall = 60.0;
   std::string mpirun_args;
+  bool emulated = false;  // on the emulated cluster (`parasim cluster up`, cli/emulated.hpp)
 };
 
 void add_run_options(CLI::App& cmd, RunArgs& a);
 
-// The scenario with the command line's --steps, --warmup and --backend applied.
+// The scenario with the command line's --steps, --warmup and --backend applied; with
+// --emulated its cluster's nodes and NICs are the emulated cluster's.
 plan::Scenario load_for_run(const RunArgs& a);
 
 // The memory each rank's tensors need, as the executor's allocator holds them: the

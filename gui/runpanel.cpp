@@ -1,5 +1,6 @@
 #include "runpanel.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QCoreApplication>
 #include <QDir>
@@ -74,6 +75,7 @@ RunPanel::RunPanel(QWidget* parent)
       m_stop(new QPushButton(tr("Stop"), this)),
       m_backend(new QComboBox(this)),
       m_steps(new QSpinBox(this)),
+      m_emulated(new QCheckBox(tr("On the emulated cluster"), this)),
       m_progress(new QProgressBar(this)),
       m_status(new QLabel(tr("Runs `parasim validate` on the plan in the editor and loads the measurement."), this)),
       m_log(new QPlainTextEdit(this)),
@@ -84,6 +86,9 @@ RunPanel::RunPanel(QWidget* parent)
   m_steps->setRange(0, 100000);
   m_steps->setSpecialValueText(tr("as the scenario says"));
   m_steps->setToolTip(tr("Measured steps (--steps); the scenario's run.steps when left at its value"));
+  m_emulated->setObjectName(QStringLiteral("emulated"));
+  m_emulated->setToolTip(tr("Run on the nodes `parasim cluster up` emulates on this machine (--emulated): each node's "
+                            "ranks in a network namespace, the nodes joined by shaped links"));
   m_stop->setEnabled(false);
   m_run->setEnabled(false);
   m_status->setWordWrap(true);
@@ -105,6 +110,7 @@ RunPanel::RunPanel(QWidget* parent)
   bar->addWidget(m_backend);
   bar->addWidget(stepsLabel);
   bar->addWidget(m_steps);
+  bar->addWidget(m_emulated);
   bar->addWidget(m_progress, 1);
   auto* split = new QSplitter(Qt::Horizontal, this);
   split->addWidget(m_table);
@@ -145,6 +151,7 @@ QStringList RunPanel::start() {
   for (const QString& o : m_overrides) args << QStringLiteral("--set") << o;
   if (m_backend->currentIndex() > 0) args << QStringLiteral("--backend") << m_backend->currentText();
   if (m_steps->value() > 0) args << QStringLiteral("--steps") << QString::number(m_steps->value());
+  if (m_emulated->isChecked()) args << QStringLiteral("--emulated");
   m_error.clear();
   m_pending.clear();
   m_log->clear();

@@ -15,6 +15,7 @@
 #include "report/compare.hpp"
 #include "timeline/timelinetrace.h"
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QPlainTextEdit;
@@ -85,6 +86,7 @@ class RunPanel : public QWidget {
   QPushButton* m_stop;
   QComboBox* m_backend;
   QSpinBox* m_steps;
+  QCheckBox* m_emulated;  // --emulated: on the cluster `parasim cluster up` made
   QProgressBar* m_progress;
   QLabel* m_status;
   QPlainTextEdit* m_log;

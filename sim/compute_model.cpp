@@ -84,18 +84,19 @@ LinkFigures read_link(const plan::Value& v, const std::string& path, plan::Locat
 
 }  // namespace
 
-double DeviceProfile::collective_slowdown(plan::CollectiveOp op, int group, double bytes) const {
-  if (!intra_node || bytes <= 0.0) return 1.0;
+double DeviceProfile::collective_slowdown(plan::CollectiveOp op, int group, double bytes, bool across) const {
+  const std::optional<LinkFigures>& link = across ? inter_node : intra_node;
+  if (!link || bytes <= 0.0) return 1.0;
   const CollectiveCurve* below = nullptr;     // the largest measured group not above `group`
   const CollectiveCurve* smallest = nullptr;
-  for (const CollectiveCurve& c : collectives) {
+  for (const CollectiveCurve& c : across ? inter_node_collectives : collectives) {
     if (c.op != op || c.busbw.empty()) continue;
     if (c.group <= group && (below == nullptr || c.group > below->group)) below = &c;
     if (smallest == nullptr || c.group < smallest->group) smallest = &c;
   }
   const CollectiveCurve* best = below != nullptr ? below : smallest;
   if (best == nullptr) return 1.0;
-  return intra_node->bandwidth / log_interpolate(best->busbw, bytes);
+  return link->bandwidth / log_interpolate(best->busbw, bytes);
 }
 
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device) {
@@ -106,7 +107,7 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
   // only the figures.
   plan::Reader r(doc, "",
                  {"device", "backend", "ranks", "gemm_efficiency", "memory_bandwidth", "optimizer_bandwidth", "launch_overhead", "peak", "links",
-                  "collectives", "measurements", "kernels", "host"},
+                  "collectives", "inter_node_collectives", "measurements", "kernels", "host"},
                  &where);
   p.device = r.string("device", device.name);
   if (p.device != device.name) {
@@ -152,14 +153,17 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
     if (const plan::Value* v = lr.get("intra_node")) p.intra_node = read_link(*v, "links.intra_node", where);
     if (const plan::Value* v = lr.get("inter_node")) p.inter_node = read_link(*v, "links.inter_node", where);
   }
-  if (const plan::Value* coll = r.get("collectives")) {
-    plan::Reader cr(*coll, "collectives", {"all-reduce", "reduce-scatter", "all-gather"}, &where);
+  for (const char* section : {"collectives", "inter_node_collectives"}) {
+    const plan::Value* coll = r.get(section);
+    if (coll == nullptr) continue;
+    std::vector<CollectiveCurve>& curves = std::string_view(section) == "collectives" ? p.collectives : p.inter_node_collectives;
+    plan::Reader cr(*coll, section, {"all-reduce", "reduce-scatter", "all-gather"}, &where);
     for (plan::CollectiveOp op : {plan::CollectiveOp::all_reduce, plan::CollectiveOp::reduce_scatter,
                                   plan::CollectiveOp::all_gather}) {
       const std::string name(plan::to_string(op));
       const plan::Value* list = cr.get(name);
       if (list == nullptr) continue;
-      const std::string key = "collectives." + name;
+      const std::string key = std::string(section) + "." + name;
       if (list->kind != plan::Value::Kind::sequence || list->items.empty()) {
         cr.fail(name, "expected a list of [group, bytes, busbw GB/s] triples");
       }
@@ -173,11 +177,11 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
         if (group < 2 || bytes <= 0.0 || busbw <= 0.0) {
           throw plan::ScenarioError(item.loc, key, "expected a group of 2 or more ranks, positive bytes and a positive busbw");
         }
-        auto it = std::find_if(p.collectives.begin(), p.collectives.end(),
+        auto it = std::find_if(curves.begin(), curves.end(),
                                [&](const CollectiveCurve& c) { return c.op == op && c.group == group; });
-        if (it == p.collectives.end()) {
-          p.collectives.push_back({op, group, {}});
-          it = p.collectives.end() - 1;
+        if (it == curves.end()) {
+          curves.push_back({op, group, {}});
+          it = curves.end() - 1;
         }
         if (!it->busbw.empty() && bytes <= it->busbw.back().first) {
           throw plan::ScenarioError(item.loc, key, "expected sizes ascending within a group");
@@ -187,6 +191,20 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
     }
   }
   return p;
+}
+
+double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
+                         const std::vector<int>& devices, double bytes) {
+  if (devices.size() < 2) return 1.0;
+  std::vector<int> nodes;
+  for (int d : devices) nodes.push_back(cluster.node_of(d));
+  std::sort(nodes.begin(), nodes.end());
+  const auto group = static_cast<int>(devices.size());
+  if (nodes.front() == nodes.back()) return p.collectives.empty() ? 1.0 : p.collective_slowdown(op, group, bytes);
+  if (std::adjacent_find(nodes.begin(), nodes.end()) == nodes.end() && !p.inter_node_collectives.empty()) {
+    return p.collective_slowdown(op, group, bytes, true);
+  }
+  return 1.0;
 }
 
 std::string profile_yaml(const DeviceProfile& p) {
@@ -219,19 +237,26 @@ std::string profile_yaml(const DeviceProfile& p) {
     if (p.intra_node) link("intra_node", *p.intra_node);
     if (p.inter_node) link("inter_node", *p.inter_node);
   }
-  if (!p.collectives.empty()) {
-    y += "# Collectives inside a node: [ranks, bytes S, busbw GB/s] (nccl-tests' bus bandwidth);\n"
-         "# the simulator runs them at this rate rather than the link's\ncollectives:\n";
+  auto curves = [&](const std::vector<CollectiveCurve>& list) {
     for (plan::CollectiveOp op : {plan::CollectiveOp::all_reduce, plan::CollectiveOp::reduce_scatter,
                                   plan::CollectiveOp::all_gather}) {
       bool first = true;
-      for (const CollectiveCurve& c : p.collectives) {
+      for (const CollectiveCurve& c : list) {
         if (c.op != op) continue;
         if (first) y += fmt::format("  {}:\n", plan::to_string(op));
         first = false;
         for (const auto& [bytes, bw] : c.busbw) y += fmt::format("    - [{}, {:.0f}, {:.4g}]\n", c.group, bytes, bw * 1e-9);
       }
     }
+  };
+  if (!p.collectives.empty()) {
+    y += "# Collectives inside a node: [ranks, bytes S, busbw GB/s] (nccl-tests' bus bandwidth);\n"
+         "# the simulator runs them at this rate rather than the link's\ncollectives:\n";
+    curves(p.collectives);
+  }
+  if (!p.inter_node_collectives.empty()) {
+    y += "# Collectives between nodes, one rank on each: [ranks, bytes S, busbw GB/s]\ninter_node_collectives:\n";
+    curves(p.inter_node_collectives);
   }
   return y;
 }

@@ -45,6 +45,7 @@
 
 #include "plan/kernels.hpp"
 #include "plan/program.hpp"
+#include "topology/cluster.hpp"
 #include "topology/cluster_spec.hpp"
 #include "topology/device.hpp"
 
@@ -80,6 +81,9 @@ struct DeviceProfile {
   // bytes scaled by collective_slowdown(), so that on an uncontended link it takes the
   // measured time (the busbw already counts the algorithm's share of S on the wire).
   std::vector<CollectiveCurve> collectives;
+  // The same between nodes, one rank on each (with inter_node; `calibrate --emulated`):
+  // what the MPI library's algorithms make of the NICs, which may be far from a ring's.
+  std::vector<CollectiveCurve> inter_node_collectives;
   topology::KernelSpec kernels;  // sms > 0: the kernel-level model above
   topology::HostSpec host;
 
@@ -89,10 +93,17 @@ struct DeviceProfile {
   // intra_node bandwidth / the measured busbw of `op` at `bytes` (log-linear between
   // measured sizes, clamped at the ends) on the largest measured group not above `group`
   // (the smallest when all are above); 1 without a curve for `op` or a measured link.
-  [[nodiscard]] double collective_slowdown(plan::CollectiveOp op, int group, double bytes) const;
+  // `across`: a group of one rank per node, from inter_node and its curves.
+  [[nodiscard]] double collective_slowdown(plan::CollectiveOp op, int group, double bytes, bool across = false) const;
 };
 
 DeviceProfile default_profile(const topology::DeviceSpec& device);
+
+// The factor a collective over `devices` runs its bytes by under a measured profile: its
+// curves inside a node when every device is on one node, its curves between nodes when
+// each is on a node of its own; 1 otherwise (and without curves).
+double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
+                         const std::vector<int>& devices, double bytes);
 // Reads a measured profile (YAML); errors name file, line and key.
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device);
 // The profile as load_profile reads it (keys device, peak, gemm_efficiency,

@@ -185,11 +185,7 @@ struct Estimator::Impl {
     c.pp = stage;
     CollectiveCall call{op, estimate_detail::group_of(p, c, d, part), bytes, -1};
     if (call.devices.size() <= 1) return 0.0;
-    const int node = cluster.node_of(call.devices.front());
-    if (!profile.collectives.empty() &&
-        std::all_of(call.devices.begin(), call.devices.end(), [&](int r) { return cluster.node_of(r) == node; })) {
-      call.bytes *= profile.collective_slowdown(op, static_cast<int>(call.devices.size()), call.bytes);
-    }
+    call.bytes *= measured_slowdown(profile, cluster, op, call.devices, call.bytes);
     const Choice a = choose(p.collective, net, call);
     // Sharing stretches the transfer, not the latency.
     const double full = estimate_seconds(a, net, call);

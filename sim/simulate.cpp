@@ -363,14 +363,10 @@ class Runner {
 
   void run_collective(const Op& o, std::function<void()> done) {
     CollectiveCall call = call_of(o);
-    // Inside one node a measured profile's collective rate replaces the link's: the flows
-    // carry the bytes that take the measured time at the link's bandwidth.
-    const auto& d = call.devices;
-    const int node = cluster_.node_of(d.front());
-    if (!profile_.collectives.empty() &&
-        std::all_of(d.begin(), d.end(), [&](int r) { return cluster_.node_of(r) == node; })) {
-      call.bytes *= profile_.collective_slowdown(o.collective, static_cast<int>(d.size()), call.bytes);
-    }
+    // Inside one node (or with one rank on each node) a measured profile's collective rate
+    // replaces the link's: the flows carry the bytes that take the measured time at the
+    // link's bandwidth.
+    call.bytes *= measured_slowdown(profile_, cluster_, o.collective, call.devices, call.bytes);
     const Choice& choice = algorithms_.get(s_.plan.collective, net_, call, o.group);
     sim::run_collective(net_, choice, std::move(call), std::move(done));
   }

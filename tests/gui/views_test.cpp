@@ -3,6 +3,7 @@
 // and exporting the views as images.
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QCheckBox>
 #include <QFile>
 #include <QGraphicsPathItem>
 #include <QImage>
@@ -251,6 +252,22 @@ TEST_CASE("Run for real runs parasim validate, shows progress and loads the meas
   }
   CHECK(panel.progress() == 1);
   CHECK(panel.log().contains(QStringLiteral("step ")));
+}
+
+TEST_CASE("Run for real on the emulated cluster passes --emulated, and says when none is up", "[gui][run][widgets]") {
+  qputenv("PARASIM_CLUSTER_DIR", "/nonexistent/parasim-cluster");  // none up, whatever this machine has
+  gui::RunPanel panel;
+  panel.setExecutable(QStringLiteral(PARASIM_CLI_PATH));
+  QSignalSpy failed(&panel, &gui::RunPanel::failed);
+  auto* emulated = panel.findChild<QCheckBox*>(QStringLiteral("emulated"));
+  REQUIRE(emulated != nullptr);
+  emulated->setChecked(true);
+  panel.setScenario(q(scenarios + "emulated-dp.yaml"), {});
+  const QStringList args = panel.start();
+  CHECK(args.contains(QStringLiteral("--emulated")));
+  REQUIRE(waitFor([&] { return !panel.running() && failed.count() == 1; }, 120000));
+  CHECK(panel.error().contains(QStringLiteral("no emulated cluster is up")));
+  qunsetenv("PARASIM_CLUSTER_DIR");
 }
 
 TEST_CASE("a run that fails shows the command line's error, and a missing program says so", "[gui][run][widgets]") {

@@ -1,0 +1,109 @@
+// parasim cluster up | down | status: an emulated multi-node cluster on this machine
+// (cli/emulated.hpp), for `run`, `validate` and `calibrate --emulated`.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "cli/emulated.hpp"
+#include "cli/json.hpp"
+#include "topology/units.hpp"
+
+namespace parasim::cli {
+
+namespace {
+
+struct ClusterArgs {
+  ScenarioArgs scenario;
+  std::string rate, latency;
+  std::string max_rate = "1Gbps";
+  JsonOption json;
+};
+
+double parse_or_throw(const std::string& text, bool bandwidth, const char* option) {
+  const units::Parsed p = bandwidth ? units::parse_bandwidth(text) : units::parse_duration(text);
+  if (!p.ok()) throw UsageError(fmt::format("{} {}: {}", option, text, p.error));
+  return p.value;
+}
+
+std::string describe(const EmulatedCluster& c) {
+  namespace u = units;
+  return fmt::format("{} nodes x {} rank{} ({}), {} NIC{} per node at {} each way, {} NIC to NIC", c.nodes,
+                     c.ranks_per_node, c.ranks_per_node == 1 ? "" : "s", c.scenario, c.nics, c.nics == 1 ? "" : "s",
+                     u::format_bandwidth(c.rate),
+                     c.latency > 0.0 ? u::format_duration(c.latency) + " added" : std::string("no latency added"));
+}
+
+void up(const ClusterArgs& a) {
+  const plan::Scenario s = a.scenario.load();
+  const double rate = a.rate.empty() ? 0.0 : parse_or_throw(a.rate, true, "--rate");
+  const double latency = a.latency.empty() ? -1.0 : parse_or_throw(a.latency, false, "--latency");
+  const double max_rate = parse_or_throw(a.max_rate, true, "--max-rate");
+  EmulatedCluster c = emulated_for(s, rate, latency, max_rate);
+  const double asked = c.latency;
+  if (c.rate < s.cluster.inter.nic_bandwidth) {
+    fmt::print("note: the scenario's {} NICs run at {} here (--max-rate); `run`, `validate` and `calibrate "
+               "--emulated` predict with the emulated rate\n",
+               units::format_bandwidth(s.cluster.inter.nic_bandwidth), units::format_bandwidth(c.rate));
+  }
+  const bool made = cluster_up(c);
+  if (asked > 0.0 && c.latency == 0.0) {
+    fmt::print("note: this kernel has no netem (CONFIG_NET_SCH_NETEM): the links keep their own latency rather than "
+               "{}; `parasim calibrate --emulated` measures it\n",
+               units::format_duration(asked));
+  }
+  fmt::print("emulated cluster {}: {}\n", made ? "up" : "already up", describe(c));
+  fmt::print("  nodes n0 .. n{} in network namespaces psim-n0 .. psim-n{}; NIC k of node i is eth<k> at {}.<k>.<i+1>\n",
+             c.nodes - 1, c.nodes - 1, c.address(0, 0).substr(0, c.address(0, 0).find(".0.")));
+  fmt::print("  hostfile {}/hosts, launch agent {}/agent\n", state_dir(), state_dir());
+  fmt::print("run on it:  parasim run {} --emulated     take it down:  parasim cluster down\n", a.scenario.path);
+}
+
+void down() {
+  const std::vector<std::string> removed = cluster_down();
+  if (removed.empty()) {
+    fmt::print("no emulated cluster was up\n");
+    return;
+  }
+  fmt::print("emulated cluster down: removed {} thing{}\n", removed.size(), removed.size() == 1 ? "" : "s");
+  for (const std::string& r : removed) fmt::print("  {}\n", r);
+}
+
+void status(const ClusterArgs& a) {
+  const std::optional<EmulatedCluster> c = cluster_state();
+  if (a.json.wanted()) {
+    nlohmann::ordered_json j = {{"schema", "parasim.cluster/1"}, {"up", c.has_value()}};
+    if (c) {
+      j.update({{"scenario", c->scenario}, {"nodes", c->nodes}, {"ranks_per_node", c->ranks_per_node},
+                {"nics", c->nics}, {"rate", c->rate}, {"latency", c->latency},
+                {"mpirun_args", emulated_mpirun_args(*c)}});
+    }
+    write_output(a.json.path, j.dump(2) + "\n");
+    return;
+  }
+  if (!c) {
+    fmt::print("no emulated cluster is up\n");
+    return;
+  }
+  fmt::print("emulated cluster up: {}\n  mpirun {}\n", describe(*c), emulated_mpirun_args(*c));
+}
+
+}  // namespace
+
+void add_cluster(CLI::App& app) {
+  auto a = std::make_shared<ClusterArgs>();
+  CLI::App* cmd = app.add_subcommand("cluster", "An emulated multi-node cluster on this machine (network namespaces and "
+                                                 "shaped links), for run, validate and calibrate --emulated");
+  cmd->require_subcommand(1);
+  CLI::App* u = cmd->add_subcommand("up", "Bring up the scenario's nodes and NICs, shaped to its rate and latency");
+  a->scenario.add_to(*u);
+  u->add_option("--rate", a->rate, "Each NIC's rate, each way (default: the scenario's, at most --max-rate)");
+  u->add_option("--max-rate", a->max_rate, "The most this machine is asked to carry per NIC")->capture_default_str();
+  u->add_option("--latency", a->latency, "NIC to NIC latency (default: the scenario's)");
+  u->callback([a] { up(*a); });
+  cmd->add_subcommand("down", "Take down the emulated cluster (also what a crash left)")->callback([] { down(); });
+  CLI::App* st = cmd->add_subcommand("status", "Say whether an emulated cluster is up, and its shape");
+  a->json.add_to(*st, "Whether a cluster is up, its shape and the mpirun arguments that start ranks on it");
+  st->callback([a] { status(*a); });
+}
+
+}  // namespace parasim::cli
