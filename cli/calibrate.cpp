@@ -286,14 +286,13 @@ void run_calibrate(const CalibrateArgs& a) {
     // One rank per core on the CPU backend; one GPU unless --ranks says more.
     const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
     if (a.emulated) {
-      const std::optional<EmulatedCluster> c = cluster_state();
-      if (!c) throw UsageError("--emulated: no emulated cluster is up; start one with `parasim cluster up SCENARIO`");
-      if (c->ranks_per_node != 1) {
+      const EmulatedCluster c = emulated_cluster_up();
+      if (c.ranks_per_node != 1) {
         throw UsageError(fmt::format("--emulated measures the link between nodes with one rank on each; the emulated "
                                      "cluster has {} ranks per node (bring one up with --set cluster.gpus_per_node=1)",
-                                     c->ranks_per_node));
+                                     c.ranks_per_node));
       }
-      relaunch_under_mpirun(c->nodes, 0.0, emulated_mpirun_args(*c) + " " + a.mpirun_args);
+      relaunch_under_mpirun(c.nodes, 0.0, emulated_mpirun_args(c) + " " + a.mpirun_args);
     }
     const int ranks = a.ranks > 0 ? a.ranks : a.backend == "cuda" ? 1 : cores;
     if (ranks > 1) relaunch_under_mpirun(ranks, 0.0, a.mpirun_args);

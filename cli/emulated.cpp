@@ -299,14 +299,9 @@ std::vector<std::string> emulated_overrides(const EmulatedCluster& c) {
           fmt::format("cluster.inter_node.latency={:.9g}us", c.latency * 1e6)};
 }
 
-EmulatedCluster require_emulated(const plan::Scenario& s) {
+EmulatedCluster emulated_cluster_up() {
   const std::optional<EmulatedCluster> c = cluster_state();
-  if (!c) throw UsageError("no emulated cluster is up: start one with `parasim cluster up SCENARIO` (as root)");
-  if (s.plan.world() != c->nodes * c->ranks_per_node) {
-    throw UsageError(fmt::format("the plan has {} ranks but the emulated cluster ({}) holds {} nodes x {}; bring up one "
-                                 "for this scenario with `parasim cluster up`",
-                                 s.plan.world(), c->scenario, c->nodes, c->ranks_per_node));
-  }
+  if (!c) throw UsageError("--emulated: no emulated cluster is up; start one with `parasim cluster up SCENARIO` (as root)");
   return *c;
 }
 

@@ -57,12 +57,12 @@ std::vector<std::string> cluster_down();
 // The cluster that is up, if any.
 std::optional<EmulatedCluster> cluster_state();
 
-// For `run`, `validate` and `calibrate --emulated`: the mpirun arguments that start the
-// ranks on the emulated nodes; and the overrides that make the scenario's cluster the
-// emulated one (its nodes' NICs at the shaped rate and latency). Throw UsageError when no
-// cluster is up or the scenario's shape is not the emulated cluster's.
+// For `run`, `validate` and `calibrate --emulated`: the cluster that is up (UsageError when
+// none is), the mpirun arguments that start the ranks on its nodes, and the overrides that
+// make the scenario's cluster the emulated one (its nodes, devices per node, and NICs at the
+// shaped rate and latency; the loader then refuses a plan of another size).
+EmulatedCluster emulated_cluster_up();
 std::string emulated_mpirun_args(const EmulatedCluster& c);
 std::vector<std::string> emulated_overrides(const EmulatedCluster& c);
-EmulatedCluster require_emulated(const plan::Scenario& s);
 
 }  // namespace parasim::cli

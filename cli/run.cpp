@@ -52,12 +52,9 @@ namespace u = units;
 plan::Scenario load_for_run(const RunArgs& a) {
   ScenarioArgs args = a.scenario;
   if (a.emulated) {
-    const std::optional<EmulatedCluster> c = cluster_state();
-    if (!c) throw UsageError("--emulated: no emulated cluster is up; start one with `parasim cluster up SCENARIO` (as root)");
-    for (const std::string& o : emulated_overrides(*c)) args.overrides.push_back(o);
+    for (const std::string& o : emulated_overrides(emulated_cluster_up())) args.overrides.push_back(o);
   }
   plan::Scenario s = args.load();
-  if (a.emulated) require_emulated(s);
   if (a.steps) s.run.steps = *a.steps;
   if (a.warmup) s.run.warmup = *a.warmup;
   if (s.run.steps < 1) throw UsageError("--steps must be at least 1");
@@ -253,7 +250,7 @@ Job launch_and_run(const plan::Scenario& s, const RunArgs& a) {
   if (!under_mpi()) {
     precheck(s);
     if (a.emulated) {
-      relaunch_under_mpirun(s.plan.world(), a.stall, emulated_mpirun_args(require_emulated(s)) + " " + a.mpirun_args);
+      relaunch_under_mpirun(s.plan.world(), a.stall, emulated_mpirun_args(emulated_cluster_up()) + " " + a.mpirun_args);
     }
     if (s.plan.world() > 1) relaunch_under_mpirun(s.plan.world(), a.stall, a.mpirun_args);
   }

@@ -259,10 +259,6 @@ void read_latent_attention(Reader& r, ModelSpec& m) {
   m.v_head_dim = r.integer("v_head_dim", m.qk_nope_head_dim, 1, limits::hidden);
 }
 
-}  // namespace
-
-namespace {
-
 BatchNorm read_batch_norm(const Value& v, const Reader& layer, const GenericLayer& g, std::size_t i, LocationMap& where) {
   if (v.kind != Value::Kind::map) layer.fail("batch_norm", "expected a map {layers, channels, values}");
   Reader r(v, fmt::format("model.layers[{}].batch_norm", i), {"layers", "channels", "values"}, &where);

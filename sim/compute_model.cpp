@@ -195,16 +195,18 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
 
 double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
                          const std::vector<int>& devices, double bytes) {
-  if (devices.size() < 2) return 1.0;
+  if (devices.size() < 2 || (p.collectives.empty() && p.inter_node_collectives.empty())) return 1.0;
+  const auto group = static_cast<int>(devices.size());
+  const int first = cluster.node_of(devices.front());
+  if (std::all_of(devices.begin(), devices.end(), [&](int d) { return cluster.node_of(d) == first; })) {
+    return p.collectives.empty() ? 1.0 : p.collective_slowdown(op, group, bytes);
+  }
+  if (p.inter_node_collectives.empty()) return 1.0;
   std::vector<int> nodes;
   for (int d : devices) nodes.push_back(cluster.node_of(d));
   std::sort(nodes.begin(), nodes.end());
-  const auto group = static_cast<int>(devices.size());
-  if (nodes.front() == nodes.back()) return p.collectives.empty() ? 1.0 : p.collective_slowdown(op, group, bytes);
-  if (std::adjacent_find(nodes.begin(), nodes.end()) == nodes.end() && !p.inter_node_collectives.empty()) {
-    return p.collective_slowdown(op, group, bytes, true);
-  }
-  return 1.0;
+  return std::adjacent_find(nodes.begin(), nodes.end()) == nodes.end() ? p.collective_slowdown(op, group, bytes, true)
+                                                                        : 1.0;
 }
 
 std::string profile_yaml(const DeviceProfile& p) {

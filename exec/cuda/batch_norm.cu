@@ -10,13 +10,13 @@ namespace parasim::exec::cuda {
 namespace {
 
 // BnShape's channel runs: where channel c starts, its values per sample, value i's channel.
-__device__ std::int64_t start(const BnGeometry& g, std::int64_t c) { return c * g.length / g.channels; }
-__device__ std::int64_t positions(const BnGeometry& g, std::int64_t c) { return start(g, c + 1) - start(g, c); }
-__device__ std::int64_t channel_of(const BnGeometry& g, std::int64_t i) { return ((i + 1) * g.channels - 1) / g.length; }
+__device__ std::int64_t start(const BnShape& g, std::int64_t c) { return c * g.length / g.channels; }
+__device__ std::int64_t positions(const BnShape& g, std::int64_t c) { return start(g, c + 1) - start(g, c); }
+__device__ std::int64_t channel_of(const BnShape& g, std::int64_t i) { return ((i + 1) * g.channels - 1) / g.length; }
 
 // The index of the j-th value of channel c: sample j / positions, its (j % positions)-th
 // value of the channel's run.
-__device__ std::int64_t value_index(const BnGeometry& g, std::int64_t c, std::int64_t per, std::int64_t j) {
+__device__ std::int64_t value_index(const BnShape& g, std::int64_t c, std::int64_t per, std::int64_t j) {
   return (j / per) * g.stride + g.begin + start(g, c) + j % per;
 }
 
@@ -38,7 +38,7 @@ __device__ void block_sum(double& a, double& b) {
   __syncthreads();
 }
 
-__global__ void bn_stats_kernel(float* stats, const float* x, BnGeometry g) {
+__global__ void bn_stats_kernel(float* stats, const float* x, BnShape g) {
   const auto c = static_cast<std::int64_t>(blockIdx.x);
   const std::int64_t per = positions(g, c);
   const std::int64_t n = g.samples * per;
@@ -60,7 +60,7 @@ __global__ void bn_stats_kernel(float* stats, const float* x, BnGeometry g) {
   }
 }
 
-__global__ void bn_merge_kernel(float* mean_invstd, const float* gathered, int members, BnGeometry g, double eps) {
+__global__ void bn_merge_kernel(float* mean_invstd, const float* gathered, int members, BnShape g, double eps) {
   PARASIM_FOR_EACH(c, g.channels) {
     double n = 0.0, mean = 0.0, m2 = 0.0;
     for (int r = 0; r < members; ++r) {
@@ -80,7 +80,7 @@ __global__ void bn_merge_kernel(float* mean_invstd, const float* gathered, int m
 }
 
 __global__ void bn_normalize_kernel(float* y, const float* x, const float* mean_invstd, const float* gamma,
-                                    const float* beta, BnGeometry g) {
+                                    const float* beta, BnShape g) {
   PARASIM_FOR_EACH(v, g.samples * g.length) {
     const std::int64_t i = v % g.length;
     const std::int64_t at = (v / g.length) * g.stride + g.begin + i;
@@ -91,7 +91,7 @@ __global__ void bn_normalize_kernel(float* y, const float* x, const float* mean_
 }
 
 __global__ void bn_backward_reduce_kernel(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
-                                          const float* mean_invstd, BnGeometry g) {
+                                          const float* mean_invstd, BnShape g) {
   const auto c = static_cast<std::int64_t>(blockIdx.x);
   const std::int64_t per = positions(g, c);
   const std::int64_t n = g.samples * per;
@@ -113,7 +113,7 @@ __global__ void bn_backward_reduce_kernel(float* sums, float* dgamma, float* dbe
 }
 
 __global__ void bn_backward_input_kernel(float* dx, const float* dy, const float* x, const float* mean_invstd,
-                                         const float* gamma, const float* sums, double total_samples, BnGeometry g) {
+                                         const float* gamma, const float* sums, double total_samples, BnShape g) {
   PARASIM_FOR_EACH(v, g.samples * g.length) {
     const std::int64_t i = v % g.length;
     const std::int64_t at = (v / g.length) * g.stride + g.begin + i;
@@ -125,34 +125,34 @@ __global__ void bn_backward_input_kernel(float* dx, const float* dy, const float
   }
 }
 
-unsigned channel_blocks(const BnGeometry& g) { return static_cast<unsigned>(g.channels); }
+unsigned channel_blocks(const BnShape& g) { return static_cast<unsigned>(g.channels); }
 
 }  // namespace
 
-void bn_stats(cudaStream_t s, float* stats, const float* x, BnGeometry g) {
+void bn_stats(cudaStream_t s, float* stats, const float* x, const BnShape& g) {
   bn_stats_kernel<<<channel_blocks(g), threads, 0, s>>>(stats, x, g);
   check_launch("bn_stats");
 }
 
-void bn_merge(cudaStream_t s, float* mean_invstd, const float* gathered, int members, BnGeometry g, double eps) {
+void bn_merge(cudaStream_t s, float* mean_invstd, const float* gathered, int members, const BnShape& g, double eps) {
   bn_merge_kernel<<<blocks_for(g.channels), threads, 0, s>>>(mean_invstd, gathered, members, g, eps);
   check_launch("bn_merge");
 }
 
 void bn_normalize(cudaStream_t s, float* y, const float* x, const float* mean_invstd, const float* gamma,
-                  const float* beta, BnGeometry g) {
+                  const float* beta, const BnShape& g) {
   bn_normalize_kernel<<<blocks_for(g.samples * g.length), threads, 0, s>>>(y, x, mean_invstd, gamma, beta, g);
   check_launch("bn_normalize");
 }
 
 void bn_backward_reduce(cudaStream_t s, float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
-                        const float* mean_invstd, BnGeometry g) {
+                        const float* mean_invstd, const BnShape& g) {
   bn_backward_reduce_kernel<<<channel_blocks(g), threads, 0, s>>>(sums, dgamma, dbeta, dy, x, mean_invstd, g);
   check_launch("bn_backward_reduce");
 }
 
 void bn_backward_input(cudaStream_t s, float* dx, const float* dy, const float* x, const float* mean_invstd,
-                       const float* gamma, const float* sums, double total_samples, BnGeometry g) {
+                       const float* gamma, const float* sums, double total_samples, const BnShape& g) {
   bn_backward_input_kernel<<<blocks_for(g.samples * g.length), threads, 0, s>>>(dx, dy, x, mean_invstd, gamma, sums,
                                                                                 total_samples, g);
   check_launch("bn_backward_input");

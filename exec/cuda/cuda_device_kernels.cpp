@@ -135,26 +135,26 @@ void CudaDevice::moe_unpermute(float* y, const float* x, const float* pos, const
   cuda::moe_unpermute(current_, y, x, pos, scale, n, k, c, accumulate);
 }
 void CudaDevice::bn_stats(float* stats, const float* x, const BnShape& s) {
-  cuda::bn_stats(current_, stats, x, cuda::BnGeometry{s.samples, s.stride, s.begin, s.length, s.channels});
+  cuda::bn_stats(current_, stats, x, s);
 }
 void CudaDevice::bn_merge(float* mean_invstd, const float* gathered, int members, const BnShape& s) {
   cuda::bn_merge(current_, mean_invstd, gathered, members,
-                 cuda::BnGeometry{s.samples, s.stride, s.begin, s.length, s.channels}, batch_norm_eps);
+                 s, batch_norm_eps);
 }
 void CudaDevice::bn_normalize(float* y, const float* x, const float* mean_invstd, const float* gamma, const float* beta,
                               const BnShape& s) {
   cuda::bn_normalize(current_, y, x, mean_invstd, gamma, beta,
-                     cuda::BnGeometry{s.samples, s.stride, s.begin, s.length, s.channels});
+                     s);
 }
 void CudaDevice::bn_backward_reduce(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                                     const float* mean_invstd, const BnShape& s) {
   cuda::bn_backward_reduce(current_, sums, dgamma, dbeta, dy, x, mean_invstd,
-                           cuda::BnGeometry{s.samples, s.stride, s.begin, s.length, s.channels});
+                           s);
 }
 void CudaDevice::bn_backward_input(float* dx, const float* dy, const float* x, const float* mean_invstd,
                                    const float* gamma, const float* sums, double total_samples, const BnShape& s) {
   cuda::bn_backward_input(current_, dx, dy, x, mean_invstd, gamma, sums, total_samples,
-                          cuda::BnGeometry{s.samples, s.stride, s.begin, s.length, s.channels});
+                          s);
 }
 void CudaDevice::cyclic_backward(float* dbias, std::int64_t nb, const float* dy, std::int64_t count) {
   cuda::cyclic_backward(current_, dbias, nb, dy, count);

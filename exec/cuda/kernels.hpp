@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "exec/model/batch_norm.hpp"
+
 namespace parasim::exec::cuda {
 
 void layer_norm_forward(cudaStream_t s, float* y, float* mean, float* rstd, const float* x, const float* gamma,
@@ -53,20 +55,17 @@ void moe_permute(cudaStream_t s, float* y, const float* x, const float* pos, con
 void moe_unpermute(cudaStream_t s, float* y, const float* x, const float* pos, const float* scale, int n, int k, int c,
                    bool accumulate);
 void cyclic_backward(cudaStream_t s, float* dbias, std::int64_t nb, const float* dy, std::int64_t count);
-// BatchNorm (model/batch_norm.hpp, kernels::bn_*) over the geometry of a BnShape. The
-// per-channel reductions run one block per channel, its threads' partial sums (in double)
-// combined in a fixed tree: deterministic.
-struct BnGeometry {
-  std::int64_t samples, stride, begin, length, channels;
-};
-void bn_stats(cudaStream_t s, float* stats, const float* x, BnGeometry g);
-void bn_merge(cudaStream_t s, float* mean_invstd, const float* gathered, int members, BnGeometry g, double eps);
+// BatchNorm (model/batch_norm.hpp, kernels::bn_*) over a BnShape's values. The per-channel
+// reductions run one block per channel, its threads' partial sums (in double) combined in a
+// fixed tree: deterministic.
+void bn_stats(cudaStream_t s, float* stats, const float* x, const BnShape& g);
+void bn_merge(cudaStream_t s, float* mean_invstd, const float* gathered, int members, const BnShape& g, double eps);
 void bn_normalize(cudaStream_t s, float* y, const float* x, const float* mean_invstd, const float* gamma,
-                  const float* beta, BnGeometry g);
+                  const float* beta, const BnShape& g);
 void bn_backward_reduce(cudaStream_t s, float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
-                        const float* mean_invstd, BnGeometry g);
+                        const float* mean_invstd, const BnShape& g);
 void bn_backward_input(cudaStream_t s, float* dx, const float* dy, const float* x, const float* mean_invstd,
-                       const float* gamma, const float* sums, double total_samples, BnGeometry g);
+                       const float* gamma, const float* sums, double total_samples, const BnShape& g);
 // One AdamW step (bias-corrected, decoupled weight decay; `step` from 1), in fp32.
 void adamw(cudaStream_t s, float* param, const float* grad, float* m, float* v, std::int64_t count, float lr,
            float beta1, float beta2, float eps, float weight_decay, int step);

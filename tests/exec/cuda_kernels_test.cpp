@@ -378,7 +378,7 @@ TEST_CASE("CUDA BatchNorm equals the host's: statistics, merge, normalisation an
   // Three samples of 1,000 values, a stretch of 901 of them at 50 in 7 channels (runs of
   // 128 and 129), two members' statistics merged.
   const parasim::exec::BnShape s{3, 1000, 50, 901, 7};
-  const cu::BnGeometry g{s.samples, s.stride, s.begin, s.length, s.channels};
+  const parasim::exec::BnShape& g = s;
   const auto x = random_values(3000, 60), dy = random_values(3000, 61), x2 = random_values(3000, 62);
   const auto gamma = random_values(7, 63), beta = random_values(7, 64);
   std::vector<float> stats(30), mi(14), y = x, sums(14), dgamma(7, 0.5F), dbeta(7, 0.25F), dx = dy;
