@@ -81,9 +81,9 @@ std::string today() {
   return text;
 }
 
-// `between_nodes`: the ranks were on different nodes (calibrate --emulated, one rank per
-// node): the link measured is the nodes' NIC to NIC (the profile's inter_node), and the
-// collectives are those between nodes (inter_node_collectives).
+// `between_nodes`: calibrate --emulated, its links and collectives measured between ranks
+// of different nodes: the link is the nodes' NIC to NIC (the profile's inter_node), and the
+// collectives are those of one rank per node (inter_node_collectives).
 sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& device, bool between_nodes) {
   sim::DeviceProfile p;
   p.device = device;
@@ -101,6 +101,8 @@ sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& devi
   if (f.link_bandwidth > 0.0) {
     (between_nodes ? p.inter_node : p.intra_node) = sim::LinkFigures{f.link_bandwidth, f.link_latency};
   }
+  p.send_cpu_per_byte = f.send_cpu_per_byte;
+  p.receive_cpu_per_byte = f.receive_cpu_per_byte;
   std::vector<sim::CollectiveCurve>& curves = between_nodes ? p.inter_node_collectives : p.collectives;
   for (const exec::ProfileFit::Collective& c : f.collectives) {
     plan::CollectiveOp op = plan::CollectiveOp::all_reduce;
@@ -243,7 +245,11 @@ void print_report(const exec::Calibration& c, const sim::DeviceProfile& p) {
   if (p.inter_node) {
     fmt::print(", link between nodes {} + {}", u::format_bandwidth(p.inter_node->bandwidth),
                u::format_duration(p.inter_node->latency));
+  }  if (p.send_cpu_per_byte > 0.0 || p.receive_cpu_per_byte > 0.0) {
+    fmt::print(", CPU per byte between nodes {:.3g} ns sent, {:.3g} ns received", p.send_cpu_per_byte * 1e9,
+               p.receive_cpu_per_byte * 1e9);
   }
+
   if (p.intra_node) {
     fmt::print(", link {} + {}", u::format_bandwidth(p.intra_node->bandwidth), u::format_duration(p.intra_node->latency));
   }
@@ -286,13 +292,11 @@ void run_calibrate(const CalibrateArgs& a) {
     // One rank per core on the CPU backend; one GPU unless --ranks says more.
     const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
     if (a.emulated) {
+      // Every rank of every node (what computes shares the node's cores), the ranks told
+      // where the cluster's state is, so that they measure between their nodes.
       const EmulatedCluster c = emulated_cluster_up();
-      if (c.ranks_per_node != 1) {
-        throw UsageError(fmt::format("--emulated measures the link between nodes with one rank on each; the emulated "
-                                     "cluster has {} ranks per node (bring one up with --set cluster.gpus_per_node=1)",
-                                     c.ranks_per_node));
-      }
-      relaunch_under_mpirun(c.nodes, 0.0, emulated_mpirun_args(c) + " " + a.mpirun_args);
+      relaunch_under_mpirun(c.nodes * c.ranks_per_node, 0.0,
+                            fmt::format("{} -x PARASIM_CLUSTER_DIR={} {}", emulated_mpirun_args(c), state_dir(), a.mpirun_args));
     }
     const int ranks = a.ranks > 0 ? a.ranks : a.backend == "cuda" ? 1 : cores;
     if (ranks > 1) relaunch_under_mpirun(ranks, 0.0, a.mpirun_args);
@@ -315,6 +319,10 @@ void run_calibrate(const CalibrateArgs& a) {
     o.large_shapes = !a.quick;
   }
   o.max_comm_bytes = static_cast<std::int64_t>(max.value);
+  if (a.emulated) {
+    const std::optional<EmulatedCluster> up = cluster_state();
+    o.node_ranks = up ? up->ranks_per_node : 1;
+  }
   if (root) {
     fmt::print("calibrating backend {} with {} rank{} at once ({}){}\n", a.backend, dev.world(),
                dev.world() == 1 ? "" : "s", cpu, a.quick ? ", quick grid" : "");

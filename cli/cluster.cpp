@@ -54,6 +54,11 @@ void up(const ClusterArgs& a) {
   fmt::print("emulated cluster {}: {}\n", made ? "up" : "already up", describe(c));
   fmt::print("  nodes n0 .. n{} in network namespaces psim-n0 .. psim-n{}; NIC k of node i is eth<k> at {}.<k>.<i+1>\n",
              c.nodes - 1, c.nodes - 1, c.address(0, 0).substr(0, c.address(0, 0).find(".0.")));
+  std::string cores;
+  for (std::size_t i = 0; i < c.cores.size(); ++i) {
+    cores += fmt::format("{}n{} on {} {}", i == 0 ? "" : ", ", i, c.cores[i].find(',') == std::string::npos ? "core" : "cores", c.cores[i]);
+  }
+  fmt::print("  {} (this machine's cores shared out)\n", cores);
   fmt::print("  hostfile {}/hosts, launch agent {}/agent\n", state_dir(), state_dir());
   fmt::print("run on it:  parasim run {} --emulated     take it down:  parasim cluster down\n", a.scenario.path);
 }
@@ -74,7 +79,7 @@ void status(const ClusterArgs& a) {
     nlohmann::ordered_json j = {{"schema", "parasim.cluster/1"}, {"up", c.has_value()}};
     if (c) {
       j.update({{"scenario", c->scenario}, {"nodes", c->nodes}, {"ranks_per_node", c->ranks_per_node},
-                {"nics", c->nics}, {"rate", c->rate}, {"latency", c->latency},
+                {"nics", c->nics}, {"rate", c->rate}, {"latency", c->latency}, {"cores", c->cores},
                 {"mpirun_args", emulated_mpirun_args(*c)}});
     }
     write_output(a.json.path, j.dump(2) + "\n");

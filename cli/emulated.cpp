@@ -1,6 +1,7 @@
 #include "cli/emulated.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -112,7 +113,36 @@ bool nodes_present(const EmulatedCluster& c) {
 
 nlohmann::json to_json(const EmulatedCluster& c) {
   return {{"scenario", c.scenario}, {"nodes", c.nodes},   {"ranks_per_node", c.ranks_per_node},
-          {"nics", c.nics},         {"rate", c.rate},     {"latency", c.latency}};
+          {"nics", c.nics},         {"rate", c.rate},     {"latency", c.latency}, {"cores", c.cores}};
+}
+
+// The cores this process may run on, shared out among `nodes` nodes.
+std::vector<std::string> node_cores(int nodes) {
+  std::vector<int> mine;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) mine.push_back(c);
+    }
+  }
+  if (mine.empty()) mine.push_back(0);
+  const auto n = static_cast<int>(mine.size());
+  std::vector<std::string> out;
+  for (int i = 0; i < nodes; ++i) {
+    std::string list;
+    if (n < nodes) {
+      list = std::to_string(mine[static_cast<std::size_t>(i % n)]);
+    } else {
+      const int per = n / nodes;
+      for (int k = i * per; k < (i + 1) * per; ++k) {
+        if (!list.empty()) list.push_back(',');
+        list += std::to_string(mine[static_cast<std::size_t>(k)]);
+      }
+    }
+    out.push_back(list);
+  }
+  return out;
 }
 
 void write_file(const fs::path& p, const std::string& text) {
@@ -142,6 +172,7 @@ EmulatedCluster emulated_for(const plan::Scenario& s, double rate, double latenc
     throw UsageError(fmt::format("an emulated cluster has 2 to 64 nodes; the scenario's cluster has {}", c.nodes));
   }
   if (c.nics > 8) throw UsageError(fmt::format("an emulated node has at most 8 NICs; the scenario's have {}", c.nics));
+  c.cores = node_cores(c.nodes);
   return c;
 }
 
@@ -182,6 +213,7 @@ std::optional<EmulatedCluster> cluster_state() {
     c.nics = j.at("nics").get<int>();
     c.rate = j.at("rate").get<double>();
     c.latency = j.at("latency").get<double>();
+    c.cores = j.at("cores").get<std::vector<std::string>>();
     return c;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;  // a half-written state: `down` clears it
@@ -260,18 +292,24 @@ bool cluster_up(EmulatedCluster& c) {
     std::string hostfile;
     for (int i = 0; i < c.nodes; ++i) hostfile += fmt::format("{} slots={}\n", node_name(i), c.ranks_per_node);
     write_file(dir / "hosts", hostfile);
-    // ssh's place for mpirun: run the command line in the node's namespace.
+    // ssh's place for mpirun: run the command line in the node's namespace, on its cores.
+    std::string nodes;
+    for (int i = 0; i < c.nodes; ++i) {
+      nodes += fmt::format("  {}) cores={} ;;\n", node_name(i), c.cores.at(static_cast<std::size_t>(i)));
+    }
     write_file(dir / "agent",
                "#!/bin/sh\n"
                "# parasim's launch agent for the emulated cluster (mpirun's plm_rsh_agent): runs the\n"
-               "# command line mpirun gives for node NAME inside that node's network namespace.\n"
+               "# command line mpirun gives for node NAME inside that node's network namespace, under\n"
+               "# the node's host name (Open MPI names its session files and shared-memory segments\n"
+               "# after it), on the node's cores.\n"
                "node=$1\n"
                "shift\n"
-               "case \"$node\" in\n"
-               "  n[0-9]*) ;;\n"
-               "  *) echo \"parasim agent: no emulated node named '$node'\" >&2; exit 255 ;;\n"
-               "esac\n"
-               "exec ip netns exec \"psim-$node\" /bin/sh -c \"$*\"\n");
+               "case \"$node\" in\n" +
+                   nodes +
+                   "  *) echo \"parasim agent: no emulated node named '$node'\" >&2; exit 255 ;;\n"
+                   "esac\n"
+                   "exec ip netns exec \"psim-$node\" unshare --uts taskset -c \"$cores\" /bin/sh -c \"hostname $node && $*\"\n");
     fs::permissions(dir / "agent", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                                        fs::perms::others_read | fs::perms::others_exec);
     write_file(dir / "cluster.json", to_json(c).dump(2) + "\n");  // last: the cluster is up
@@ -286,10 +324,15 @@ std::string emulated_mpirun_args(const EmulatedCluster& c) {
   const std::string dir = state_dir();
   // routed direct: each node's daemon reports to mpirun itself rather than through a tree
   // of the others (whose wire-up over the emulated links occasionally failed).
+  // A node with more ranks than cores: a rank waiting in MPI yields its core to the one
+  // computing beside it rather than spinning (Open MPI does so by itself only where it
+  // knows the host is oversubscribed, which it cannot see through the namespaces).
+  const std::string& cores = c.cores.empty() ? std::string("0") : c.cores.front();
+  const auto node_cores = static_cast<int>(std::count(cores.begin(), cores.end(), ',')) + 1;
   return fmt::format("--hostfile {0}/hosts --mca plm_rsh_agent {0}/agent --mca oob_tcp_if_include {1}.0.0/16 "
                      "--mca btl_tcp_if_include {1}.0.0/16 --mca btl self,vader,tcp --mca routed direct "
-                     "--map-by ppr:{2}:node",
-                     dir, subnet, c.ranks_per_node);
+                     "--map-by ppr:{2}:node{3}",
+                     dir, subnet, c.ranks_per_node, c.ranks_per_node > node_cores ? " --mca mpi_yield_when_idle 1" : "");
 }
 
 std::vector<std::string> emulated_overrides(const EmulatedCluster& c) {

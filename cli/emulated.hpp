@@ -29,6 +29,9 @@ struct EmulatedCluster {
   int nics = 1;            // per node: rails
   double rate = 0.0;       // bytes/s per NIC and direction
   double latency = 0.0;    // seconds added NIC to NIC one way (half on each end; 0: none)
+  // Per node: the cores of this machine its ranks run on (a list as taskset reads it), a
+  // share of the cores of its own, as a real node has.
+  std::vector<std::string> cores;
 
   [[nodiscard]] std::string address(int node, int nic) const;
   [[nodiscard]] bool operator==(const EmulatedCluster& o) const = default;
@@ -39,7 +42,9 @@ std::string state_dir();
 
 // The emulated cluster a scenario asks for: its nodes, devices per node and NICs, each
 // NIC at the scenario's rate and latency, the rate capped at `max_rate` (what this machine
-// carries; `rate` > 0 sets it outright, as `latency` >= 0 does the latency).
+// carries; `rate` > 0 sets it outright, as `latency` >= 0 does the latency); the cores this
+// process may use shared out among the nodes, an equal block each (one each, round robin,
+// when there are fewer cores than nodes).
 EmulatedCluster emulated_for(const plan::Scenario& s, double rate, double latency, double max_rate);
 
 // Why this machine cannot emulate a cluster ("" when it can): not root, no `ip` or `tc`, no

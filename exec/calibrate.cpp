@@ -304,6 +304,61 @@ std::vector<int> group_sizes(int world) {
   return g;
 }
 
+// The CPU a transfer between nodes costs its two ranks (calibrate --emulated on the CPU
+// backend): rank 0 and the first rank of the next node time a GEMM alone, then while rank 0
+// sends `bytes` to the other, both computing GEMMs until the transfer is done (each GEMM
+// drives the transfer's progress, as the executor's kernels do). A rank's compute loses
+// 1 - alone / during of its speed to the network stack while the transfer moves at its
+// rate; that share over the rate is its CPU seconds per byte. The median of three rounds.
+void measure_network_cpu(Device& dev, const CalibrateOptions& o, Calibration& c) {
+  if (o.node_ranks <= 0 || dev.multiprocessors() > 0 || dev.world() <= o.node_ranks) return;
+  meter->begin("the CPU a transfer between nodes takes");
+  const int me = dev.rank();
+  const int peer = o.node_ranks;
+  const bool in = me == 0 || me == peer;
+  constexpr int n = 256;
+  const std::int64_t count = std::min<std::int64_t>(o.max_comm_bytes, std::int64_t{4} << 20) / 4;
+  Buffer a = dev.zeroed_floats(n * n), b = dev.zeroed_floats(n * n), out = dev.zeroed_floats(n * n);
+  Buffer data = dev.zeroed_floats(static_cast<std::size_t>(count));
+  auto gemm = [&] { dev.gemm(false, false, n, n, n, 1.0f, a.f(), n, b.f(), n, 0.0f, out.f(), n); };
+  std::vector<double> shares;
+  for (int round = 0; round < 3; ++round) {
+    double alone = 0.0, during = 0.0, rate = 0.0;
+    dev.barrier();
+    if (in) {
+      std::int64_t t0 = dev.now_ns();
+      int k = 0;
+      for (; k < 8 || dev.now_ns() - t0 < 50'000'000; ++k) gemm();
+      alone = static_cast<double>(dev.now_ns() - t0) * 1e-9 / k;
+    }
+    dev.barrier();
+    if (in) {
+      const Request r = me == 0 ? dev.send(data.f(), count, peer, 11) : dev.recv(data.f(), count, 0, 11);
+      const std::int64_t t0 = dev.now_ns();
+      int k = 0;
+      std::int64_t end = 0;
+      while (!dev.test(r, &end)) {
+        gemm();
+        ++k;
+      }
+      const double seconds = static_cast<double>(std::max(end, t0 + 1) - t0) * 1e-9;
+      during = k > 0 ? seconds / k : alone;
+      rate = static_cast<double>(count) * 4.0 / seconds;
+    }
+    // Rank 0's share as the sender, the peer's as the receiver, to every rank.
+    std::vector<double> share(2, 0.0);
+    if (in && during > 0.0 && rate > 0.0) share[me == 0 ? 0 : 1] = std::max(0.0, 1.0 - alone / during) / rate;
+    dev.sum_to_all(share);
+    shares.push_back(share[0]);
+    shares.push_back(share[1]);
+  }
+  std::vector<double> send{shares[0], shares[2], shares[4]}, receive{shares[1], shares[3], shares[5]};
+  std::sort(send.begin(), send.end());
+  std::sort(receive.begin(), receive.end());
+  c.send_cpu_per_byte = send[1];
+  c.receive_cpu_per_byte = receive[1];
+}
+
 void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c) {
   const int world = dev.world();
   if (world < 2) return;
@@ -322,16 +377,20 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c) {
   std::vector<std::int64_t> sizes;
   for (std::int64_t b = o.min_comm_bytes; b <= o.max_comm_bytes; b *= 4) sizes.push_back(b);
   const int me = dev.rank();
+  // Between nodes: the first rank of each; else every rank.
+  const int stride = std::max(1, o.node_ranks);
+  const int peer = o.node_ranks > 0 ? stride : 1;
+  const int leaders = o.node_ranks > 0 ? (world + stride - 1) / stride : world;
 
-  meter->begin("send/recv between ranks 0 and 1");
+  meter->begin(fmt::format("send/recv between ranks 0 and {}", peer));
   for (const std::int64_t bytes : sizes) {
     const std::int64_t count = bytes / 4;
     const Timing round_trip = time_call(dev, o.seconds_per_point, [&] {
       float* buf = cold(count);
       if (me == 0) {
-        dev.wait(dev.send(buf, count, 1, 7));
-        dev.wait(dev.recv(buf, count, 1, 8));
-      } else if (me == 1) {
+        dev.wait(dev.send(buf, count, peer, 7));
+        dev.wait(dev.recv(buf, count, peer, 8));
+      } else if (me == peer) {
         dev.wait(dev.recv(buf, count, 0, 7));
         dev.wait(dev.send(buf, count, 0, 8));
       }
@@ -341,11 +400,11 @@ void measure_comms(Device& dev, const CalibrateOptions& o, Calibration& c) {
   }
 
   int key = 900;
-  for (const int g : group_sizes(world)) {
+  for (const int g : group_sizes(leaders)) {
     meter->begin(fmt::format("collectives on {} ranks", g));
     std::vector<int> members(static_cast<std::size_t>(g));
-    std::iota(members.begin(), members.end(), 0);
-    const bool in = me < g;
+    for (int i = 0; i < g; ++i) members[static_cast<std::size_t>(i)] = i * stride;
+    const bool in = me % stride == 0 && me / stride < g;
     const Comm comm = in ? dev.comm_create(members, key) : -1;
     ++key;
     for (const std::string op : {"all-reduce", "reduce-scatter", "all-gather"}) {
@@ -382,9 +441,9 @@ Calibration calibrate(Device& dev, const CalibrateOptions& options, const Calibr
   if (dev.rank() == 0) m.progress = progress;
   std::size_t messages = 0;
   for (std::int64_t b = options.min_comm_bytes; b <= options.max_comm_bytes; b *= 4) ++messages;
+  const int leaders = options.node_ranks > 0 ? (dev.world() + options.node_ranks - 1) / options.node_ranks : dev.world();
   m.total = gemm_grid(options.quick, options.large_shapes).size() * 3 * options.gemm_precisions.size() +
-            kernel_sizes(options).size() * 9 + 1 +
-            (dev.world() < 2 ? 0 : messages * (1 + 3 * group_sizes(dev.world()).size()));
+            kernel_sizes(options).size() * 9 + 1 + (dev.world() < 2 ? 0 : messages * (1 + 3 * group_sizes(leaders).size()));
   meter = &m;
   struct Reset {
     ~Reset() { meter = nullptr; }
@@ -396,6 +455,7 @@ Calibration calibrate(Device& dev, const CalibrateOptions& options, const Calibr
   m.begin("the host's and the device's part of a kernel");
   measure_issue(dev, c);
   measure_comms(dev, options, c);
+  measure_network_cpu(dev, options, c);
   reject_outliers(c);
   return c;
 }
@@ -501,6 +561,8 @@ ProfileFit fit_profile(const Calibration& c) {
   }
   f.link_bandwidth = best_large > 0.0 ? best_large : best_any;
   if (smallest != nullptr) f.link_latency = std::max(0.0, smallest->seconds - smallest->bytes / f.link_bandwidth);
+  f.send_cpu_per_byte = c.send_cpu_per_byte;
+  f.receive_cpu_per_byte = c.receive_cpu_per_byte;
   for (const CommSample& s : c.comms) {
     if (s.op != "send/recv" && s.rejected.empty()) f.collectives.push_back({s.op, s.group, s.bytes, s.busbw()});
   }

@@ -51,6 +51,10 @@ struct CalibrateOptions {
   // least); its time is the median round's mean, its spread how far the rounds lie apart.
   double seconds_per_point = 0.02;
   bool quick = false;               // a small GEMM grid and kernel sizes (smoke tests)
+  // > 0: the ranks are nodes' (consecutive, this many a node; calibrate --emulated): the
+  // link and the collectives are measured between the first rank of each node, the others
+  // idle. 0: every rank in every measurement.
+  int node_ranks = 0;
 };
 
 struct GemmSample {
@@ -101,6 +105,11 @@ struct Calibration {
   double device_launch_seconds = 0.0;  // device time per tiny kernel queued back to back
   double post_seconds = 0.0;          // host time to post a collective (0: one rank, none)
   std::vector<CommSample> comms;
+  // Between nodes on the CPU backend (node_ranks > 0): the share of its core a rank loses
+  // to its traffic, per byte/s it sends and per byte/s it receives (CPU seconds per byte:
+  // the network stack's work on the rank's cores). 0: not measured.
+  double send_cpu_per_byte = 0.0;
+  double receive_cpu_per_byte = 0.0;
 };
 
 // Told on rank 0 what is being measured and how many of the measurements are done: at each
@@ -133,6 +142,8 @@ struct ProfileFit {
   double host_communication = 0.0;
   double link_bandwidth = 0.0;                          // bytes/s; 0 when nothing was measured
   double link_latency = 0.0;                            // seconds
+  double send_cpu_per_byte = 0.0;                       // Calibration's, as measured
+  double receive_cpu_per_byte = 0.0;
   // Every collective measured, as (op, group, bytes, busbw): the profile's curves.
   struct Collective {
     std::string op;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -189,6 +190,18 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
     sp.end = (w.end_ns - origin) * 1000;
     tr.spans.push_back(sp);
     memory[static_cast<std::size_t>(o.rank)].samples.emplace_back(sp.end, w.memory);
+  }
+  // A transfer is done when its data is at the receiver, as the simulator's send ends. A
+  // library's send can return earlier, once it has buffered the data (Open MPI over TCP
+  // hands 64 KiB to the socket and returns): the send's span runs to its receive's end.
+  std::unordered_map<std::int64_t, std::int64_t> received;
+  for (const report::Span& sp : tr.spans) {
+    if (sp.kind == plan::OpKind::recv) received.emplace(prog.ops[static_cast<std::size_t>(sp.op)].match, sp.end);
+  }
+  for (report::Span& sp : tr.spans) {
+    if (sp.kind != plan::OpKind::send) continue;
+    const auto it = received.find(prog.ops[static_cast<std::size_t>(sp.op)].match);
+    if (it != received.end()) sp.end = std::max(sp.end, it->second);
   }
   std::stable_sort(tr.spans.begin(), tr.spans.end(), [](const report::Span& a, const report::Span& b) {
     return a.rank != b.rank ? a.rank < b.rank : a.start < b.start;

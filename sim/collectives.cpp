@@ -1,6 +1,7 @@
 #include "sim/collectives.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -25,6 +26,7 @@ std::string_view to_string(Algorithm a) {
     case Algorithm::hierarchical: return "hierarchical";
     case Algorithm::nvls: return "nvls";
     case Algorithm::direct: return "direct";
+    case Algorithm::binomial: return "binomial";
   }
   return "?";
 }
@@ -184,6 +186,33 @@ void add_direct(std::vector<Phase>& phases, const std::vector<int>& d, double by
   phases.push_back(std::move(p));
 }
 
+// libnbc's binomial reduce of S to the first member: round r's senders v (v mod 2^r =
+// 2^(r-1)) send to v - 2^(r-1), one phase a round.
+void add_binomial_reduce(std::vector<Phase>& phases, const std::vector<int>& d, double bytes) {
+  const int n = static_cast<int>(d.size());
+  for (int half = 1; half < n; half *= 2) {
+    Phase p;
+    for (int v = half; v < n; v += 2 * half) p.flows.push_back({d[static_cast<std::size_t>(v)], d[static_cast<std::size_t>(v - half)], -1, 0.0, bytes});
+    phases.push_back(std::move(p));
+  }
+}
+
+// libnbc's binomial broadcast of S from the first member: member v receives from v less its
+// highest bit, then sends to all its children at once; the members at k bits receive in
+// phase k.
+void add_binomial_broadcast(std::vector<Phase>& phases, const std::vector<int>& d, double bytes) {
+  const int n = static_cast<int>(d.size());
+  std::vector<Phase> by_bits;
+  for (int v = 1; v < n; ++v) {
+    int high = 1;
+    while (high * 2 <= v) high *= 2;
+    const auto bits = static_cast<std::size_t>(std::popcount(static_cast<unsigned>(v)));
+    if (by_bits.size() < bits) by_bits.resize(bits);
+    by_bits[bits - 1].flows.push_back({d[static_cast<std::size_t>(v - high)], d[static_cast<std::size_t>(v)], -1, 0.0, bytes});
+  }
+  for (Phase& p : by_bits) phases.push_back(std::move(p));
+}
+
 std::vector<Phase> build(Algorithm a, Network& net, const CollectiveCall& c) {
   std::vector<Phase> phases;
   const auto& d = c.devices;
@@ -201,6 +230,19 @@ std::vector<Phase> build(Algorithm a, Network& net, const CollectiveCall& c) {
     case Algorithm::direct:
       add_direct(phases, d, c.bytes);
       if (c.op == CollectiveOp::all_reduce) add_direct(phases, d, c.bytes);
+      break;
+    case Algorithm::binomial:
+      if (c.op == CollectiveOp::all_reduce) {
+        add_binomial_reduce(phases, d, c.bytes);
+        add_binomial_broadcast(phases, d, c.bytes);
+      } else if (c.op == CollectiveOp::reduce_scatter) {
+        add_binomial_reduce(phases, d, c.bytes);
+        Phase scatter;
+        for (int v = 1; v < n; ++v) scatter.flows.push_back({d[0], d[static_cast<std::size_t>(v)], -1, 0.0, c.bytes / n});
+        phases.push_back(std::move(scatter));
+      } else {
+        add_direct(phases, d, c.bytes);
+      }
       break;
     case Algorithm::tree: {
       Phase p;
@@ -353,6 +395,7 @@ bool applicable(Algorithm a, const topology::Cluster& cluster, const CollectiveC
   switch (a) {
     case Algorithm::ring:
     case Algorithm::direct: return true;
+    case Algorithm::binomial: return c.op != CollectiveOp::all_to_all;
     case Algorithm::tree: return all_reduce && c.devices.size() > 2;
     case Algorithm::hierarchical: {
       if (!all_reduce || c.devices.empty()) return false;
@@ -390,14 +433,13 @@ double estimate_seconds(Algorithm a, Network& net, const CollectiveCall& c) {
   return total;
 }
 
-namespace {
-
-// Seconds the phases' flows take at the links' rates, latencies left out.
 double transfer_seconds(Algorithm a, Network& net, const CollectiveCall& c) {
   CollectiveCall none = c;
   none.bytes = 0.0;
   return estimate_seconds(a, net, c) - estimate_seconds(a, net, none);
 }
+
+namespace {
 
 bool nvlink(const topology::ClusterSpec& spec) {
   return spec.intra.fabric == topology::IntraFabric::nvswitch || spec.intra.fabric == topology::IntraFabric::nvlink_mesh;
@@ -496,6 +538,7 @@ Choice choose(plan::Collective setting, Network& net, const CollectiveCall& c) {
       candidates = {applicable(Algorithm::nvls, cluster, c) ? Algorithm::nvls : or_ring(Algorithm::hierarchical)};
       break;
     case plan::Collective::automatic:
+      if (cluster.spec().library == topology::CollectiveLibrary::mpi) return Choice{Algorithm::binomial};
       candidates = {Algorithm::ring};
       for (Algorithm a : {Algorithm::tree, Algorithm::hierarchical, Algorithm::nvls}) {
         if (applicable(a, cluster, c)) candidates.push_back(a);

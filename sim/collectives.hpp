@@ -33,7 +33,19 @@
 //               An all-to-all (S: each member's buffer, 1/n of it to each member) always
 //               runs so, as NCCL's grouped sends: (n-1)/n · S/B + a, and under NCCL the
 //               Simple ring's base latency and one hop (below).
-// auto          as NCCL's tuner: estimate each applicable algorithm among ring, tree,
+// binomial      Open MPI's nonblocking collectives (coll/libnbc, which the CPU executor's
+//               MPI_Iallreduce, MPI_Ireduce_scatter and MPI_Iallgatherv run): an
+//               all-reduce is a binomial reduce to the first member, each of its
+//               ceil(log2 n) rounds a phase in which member v (v mod 2^r = 2^(r-1))
+//               sends all of S to v - 2^(r-1), then a binomial broadcast in which each
+//               member, once it has S, sends it to all of its children at once (member
+//               v's children are v + 2^s for 2^s > v); libnbc takes it whenever the buffer
+//               is in place, as the executor's is. A reduce-scatter is the same reduce,
+//               then the first member sends every other member its block at once. An
+//               all-gather is direct. Uncontended, with n = 2: all-reduce 2 S/B,
+//               reduce-scatter 3S/2B, all-gather S/2B.
+// auto          under MPI (cluster.collectives: mpi, CPU ranks): libnbc's, binomial above.
+//               Under NCCL as NCCL's tuner: estimate each applicable algorithm among ring, tree,
 //               hierarchical and nvls and take the fastest (ties to the earlier). The
 //               estimate of a phase is its latency steps plus the load of its most
 //               loaded link over that link's bandwidth, with every flow of the phase on
@@ -75,7 +87,7 @@
 
 namespace parasim::sim {
 
-enum class Algorithm { ring, tree, hierarchical, nvls, direct };
+enum class Algorithm { ring, tree, hierarchical, nvls, direct, binomial };
 std::string_view to_string(Algorithm a);
 enum class Protocol { simple, ll128, ll };
 std::string_view to_string(Protocol p);
@@ -107,6 +119,9 @@ double nccl_latency(Algorithm a, Protocol p, const topology::Cluster& cluster, c
 // `choice` runs it.
 double estimate_seconds(Algorithm a, Network& net, const CollectiveCall& c);
 double estimate_seconds(const Choice& choice, Network& net, const CollectiveCall& c);
+
+// Seconds the flows of `a` for `c` take at the links' rates, latencies left out.
+double transfer_seconds(Algorithm a, Network& net, const CollectiveCall& c);
 
 // How a plan's setting runs `c`, after fallbacks; auto chooses by estimate (and, under
 // NCCL, the protocol too).

@@ -107,7 +107,7 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
   // only the figures.
   plan::Reader r(doc, "",
                  {"device", "backend", "ranks", "gemm_efficiency", "memory_bandwidth", "optimizer_bandwidth", "launch_overhead", "peak", "links",
-                  "collectives", "inter_node_collectives", "measurements", "kernels", "host"},
+                  "collectives", "inter_node_collectives", "network_cpu", "measurements", "kernels", "host"},
                  &where);
   p.device = r.string("device", device.name);
   if (p.device != device.name) {
@@ -153,6 +153,15 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
     if (const plan::Value* v = lr.get("intra_node")) p.intra_node = read_link(*v, "links.intra_node", where);
     if (const plan::Value* v = lr.get("inter_node")) p.inter_node = read_link(*v, "links.inter_node", where);
   }
+  if (const plan::Value* v = r.get("network_cpu")) {
+    plan::Reader nr(*v, "network_cpu", {"send", "receive"}, &where);
+    p.send_cpu_per_byte = nr.duration("send", 0.0);
+    p.receive_cpu_per_byte = nr.duration("receive", 0.0);
+    if (p.send_cpu_per_byte < 0.0 || p.receive_cpu_per_byte < 0.0 || p.send_cpu_per_byte > 1e-6 ||
+        p.receive_cpu_per_byte > 1e-6) {
+      r.fail("network_cpu", "expected the CPU time per byte sent and received, each from 0 to 1 us");
+    }
+  }
   for (const char* section : {"collectives", "inter_node_collectives"}) {
     const plan::Value* coll = r.get(section);
     if (coll == nullptr) continue;
@@ -193,20 +202,41 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
   return p;
 }
 
-double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
-                         const std::vector<int>& devices, double bytes) {
-  if (devices.size() < 2 || (p.collectives.empty() && p.inter_node_collectives.empty())) return 1.0;
-  const auto group = static_cast<int>(devices.size());
+namespace {
+
+// Which of a profile's curves a collective over `devices` runs at: 0 none, 1 those inside a
+// node (every device on one), 2 those between nodes (each device on a node of its own).
+int curves_for(const DeviceProfile& p, const topology::Cluster& cluster, const std::vector<int>& devices) {
+  if (devices.size() < 2 || (p.collectives.empty() && p.inter_node_collectives.empty())) return 0;
   const int first = cluster.node_of(devices.front());
   if (std::all_of(devices.begin(), devices.end(), [&](int d) { return cluster.node_of(d) == first; })) {
-    return p.collectives.empty() ? 1.0 : p.collective_slowdown(op, group, bytes);
+    return p.collectives.empty() ? 0 : 1;
   }
-  if (p.inter_node_collectives.empty()) return 1.0;
+  if (p.inter_node_collectives.empty()) return 0;
   std::vector<int> nodes;
   for (int d : devices) nodes.push_back(cluster.node_of(d));
   std::sort(nodes.begin(), nodes.end());
-  return std::adjacent_find(nodes.begin(), nodes.end()) == nodes.end() ? p.collective_slowdown(op, group, bytes, true)
-                                                                        : 1.0;
+  return std::adjacent_find(nodes.begin(), nodes.end()) == nodes.end() ? 2 : 0;
+}
+
+}  // namespace
+
+double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
+                         const std::vector<int>& devices, double bytes) {
+  const int curves = curves_for(p, cluster, devices);
+  return curves == 0 ? 1.0 : p.collective_slowdown(op, static_cast<int>(devices.size()), bytes, curves == 2);
+}
+
+double measured_seconds(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
+                        const std::vector<int>& devices, double bytes) {
+  const int curves = curves_for(p, cluster, devices);
+  if (curves == 0 || bytes <= 0.0) return 0.0;
+  const std::optional<LinkFigures>& link = curves == 2 ? p.inter_node : p.intra_node;
+  if (!link) return 0.0;
+  const auto n = static_cast<double>(devices.size());
+  const double factor = op == plan::CollectiveOp::all_reduce ? 2.0 * (n - 1) / n : (n - 1) / n;
+  const double slowdown = p.collective_slowdown(op, static_cast<int>(devices.size()), bytes, curves == 2);
+  return slowdown == 1.0 ? 0.0 : factor * bytes * slowdown / link->bandwidth;  // busbw = bandwidth / slowdown
 }
 
 std::string profile_yaml(const DeviceProfile& p) {
@@ -238,6 +268,11 @@ std::string profile_yaml(const DeviceProfile& p) {
     };
     if (p.intra_node) link("intra_node", *p.intra_node);
     if (p.inter_node) link("inter_node", *p.inter_node);
+  }
+  if (p.send_cpu_per_byte > 0.0 || p.receive_cpu_per_byte > 0.0) {
+    y += fmt::format("# The CPU time a rank's cores spend per byte it sends and receives between nodes\n"
+                     "network_cpu: {{send: {:.4g} ns, receive: {:.4g} ns}}\n",
+                     p.send_cpu_per_byte * 1e9, p.receive_cpu_per_byte * 1e9);
   }
   auto curves = [&](const std::vector<CollectiveCurve>& list) {
     for (plan::CollectiveOp op : {plan::CollectiveOp::all_reduce, plan::CollectiveOp::reduce_scatter,

@@ -84,6 +84,12 @@ struct DeviceProfile {
   // The same between nodes, one rank on each (with inter_node; `calibrate --emulated`):
   // what the MPI library's algorithms make of the NICs, which may be far from a ring's.
   std::vector<CollectiveCurve> inter_node_collectives;
+  // CPU ranks (`calibrate --emulated`): the CPU time a rank's cores spend per byte it sends
+  // and per byte it receives between nodes (the TCP stack's work; 0: none). While such
+  // traffic flows, the rank computes at 1 - (send rate x send + receive rate x receive) of
+  // its speed.
+  double send_cpu_per_byte = 0.0;
+  double receive_cpu_per_byte = 0.0;
   topology::KernelSpec kernels;  // sms > 0: the kernel-level model above
   topology::HostSpec host;
 
@@ -104,6 +110,12 @@ DeviceProfile default_profile(const topology::DeviceSpec& device);
 // each is on a node of its own; 1 otherwise (and without curves).
 double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
                          const std::vector<int>& devices, double bytes);
+// The measured time of that collective (its bus bytes, all-reduce 2(n-1)/n S and the
+// others (n-1)/n S, over the measured busbw), from the same curves; 0 when none applies.
+// Under MPI the simulator runs libnbc's algorithm with its flows' bytes scaled so that,
+// uncontended, it takes this time.
+double measured_seconds(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
+                        const std::vector<int>& devices, double bytes);
 // Reads a measured profile (YAML); errors name file, line and key.
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device);
 // The profile as load_profile reads it (keys device, peak, gemm_efficiency,

@@ -185,8 +185,16 @@ struct Estimator::Impl {
     c.pp = stage;
     CollectiveCall call{op, estimate_detail::group_of(p, c, d, part), bytes, -1};
     if (call.devices.size() <= 1) return 0.0;
-    call.bytes *= measured_slowdown(profile, cluster, op, call.devices, call.bytes);
-    const Choice a = choose(p.collective, net, call);
+    Choice a;
+    if (cluster.spec().library == topology::CollectiveLibrary::mpi) {
+      a = choose(p.collective, net, call);  // libnbc's, its bytes scaled to the measured time
+      if (const double t = measured_seconds(profile, cluster, op, call.devices, call.bytes); t > 0.0) {
+        call.bytes *= t / transfer_seconds(a.algorithm, net, call);
+      }
+    } else {
+      call.bytes *= measured_slowdown(profile, cluster, op, call.devices, call.bytes);
+      a = choose(p.collective, net, call);
+    }
     // Sharing stretches the transfer, not the latency.
     const double full = estimate_seconds(a, net, call);
     CollectiveCall empty = call;

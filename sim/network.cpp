@@ -20,13 +20,50 @@ void Network::transfer(int src, int dst, double bytes, std::function<void()> don
     engine_.after(Time{}, std::move(done));
     return;
   }
+  // With charge_cpu, a flow between nodes loads both ends' cores.
+  const int per_node = cluster_.spec().gpus_per_node;
+  const bool charged = !cpu_load_.empty() && src / per_node != dst / per_node;
+  const int from = charged ? in_replica0(src) : -1;
+  const int to = charged ? in_replica0(dst) : -1;
   if (folded()) {
     const Folded& f = folded_flow({src, dst, -1}, single);
-    start(f.links, f.weights, f.latency, bytes, std::move(done), traffic);
+    start(f.links, f.weights, f.latency, bytes, std::move(done), traffic, from, to);
     return;
   }
   const topology::Route& route = router_.route(src, dst);
-  start(route.links, {}, route.latency, bytes, std::move(done), traffic);
+  start(route.links, {}, route.latency, bytes, std::move(done), traffic, from, to);
+}
+
+void Network::charge_cpu(double send_per_byte, double receive_per_byte, std::function<void(int)> changed) {
+  send_cpu_ = send_per_byte;
+  receive_cpu_ = receive_per_byte;
+  cpu_load_.assign(static_cast<std::size_t>(cluster_.gpu_count()), 0.0);
+  cpu_changed_ = std::move(changed);
+}
+
+int Network::in_replica0(int d) const {
+  if (!folded()) return d;
+  for (int hops = 0; hops < replicas_.count && replicas_.represented[static_cast<std::size_t>(d)] == 0; ++hops) {
+    d = replicas_.next[static_cast<std::size_t>(d)];
+  }
+  return d;
+}
+
+void Network::charge(const Flow& f, double rate) {
+  if (f.src < 0 || rate == 0.0) return;
+  cpu_load_[static_cast<std::size_t>(f.src)] += rate * send_cpu_;
+  cpu_load_[static_cast<std::size_t>(f.dst)] += rate * receive_cpu_;
+  cpu_dirty_.push_back(f.src);
+  cpu_dirty_.push_back(f.dst);
+}
+
+void Network::tell_cpu() {
+  if (cpu_dirty_.empty()) return;
+  std::sort(cpu_dirty_.begin(), cpu_dirty_.end());
+  cpu_dirty_.erase(std::unique(cpu_dirty_.begin(), cpu_dirty_.end()), cpu_dirty_.end());
+  const std::vector<int> dirty = std::move(cpu_dirty_);
+  cpu_dirty_.clear();
+  for (int d : dirty) cpu_changed_(d);
 }
 
 void Network::transfer_host(int device, bool to_host, double bytes, std::function<void()> done, int traffic) {
@@ -54,7 +91,7 @@ void Network::transfer_on_link(int link, double latency, double bytes, std::func
 }
 
 void Network::start(std::span<const int> route, std::span<const double> weights, double latency, double bytes,
-                    std::function<void()> done, int traffic) {
+                    std::function<void()> done, int traffic, int src, int dst) {
   for (std::size_t i = 0; i < route.size(); ++i) {
     const double b = weights.empty() ? bytes : bytes * weights[i];
     carried_[static_cast<std::size_t>(route[i])] += b;
@@ -62,7 +99,7 @@ void Network::start(std::span<const int> route, std::span<const double> weights,
   }
   // The flow enters the network after the path latency. `route` and `weights` live in
   // the router's or the folding's cache, so the flow refers to them without a copy.
-  engine_.after(Time::seconds(latency), [this, bytes, route, weights, done = std::move(done)]() mutable {
+  engine_.after(Time::seconds(latency), [this, bytes, route, weights, src, dst, done = std::move(done)]() mutable {
     const int id = weights.empty() ? solver_.add_flow(route) : solver_.add_flow(route, weights);
     if (static_cast<std::size_t>(id) >= flows_.size()) flows_.resize(static_cast<std::size_t>(id) + 1);
     Flow& f = flows_[static_cast<std::size_t>(id)];
@@ -73,6 +110,8 @@ void Network::start(std::span<const int> route, std::span<const double> weights,
     f.links = route;
     f.weights = weights;
     f.done = std::move(done);
+    f.src = src;
+    f.dst = dst;
     ++flows_started_;
     request_solve();
   });
@@ -314,12 +353,15 @@ void Network::solve() {
   for (int id : solver_.changed()) {
     Flow& f = flows_[static_cast<std::size_t>(id)];
     settle(f);
+    const double before = f.rate;
     f.rate = solver_.rate(id);
+    charge(f, f.rate - before);
     const std::uint64_t version = ++f.version;
     // Round the finishing time up to the next picosecond so no byte is left behind.
     const auto ps = static_cast<std::int64_t>(std::ceil(f.remaining / f.rate * 1e12));
     engine_.after(Time::ps(ps), [this, id, version] { finish(static_cast<std::size_t>(id), version); });
   }
+  tell_cpu();
 }
 
 void Network::finish(std::size_t slot, std::uint64_t version) {
@@ -327,10 +369,14 @@ void Network::finish(std::size_t slot, std::uint64_t version) {
   if (f.version != version) return;  // rescheduled since
   record(f);
   ++f.version;
+  charge(f, -f.rate);
+  f.rate = 0.0;
+  f.src = f.dst = -1;
   auto done = std::move(f.done);
   f.done = nullptr;
   solver_.remove_flow(static_cast<int>(slot));
   request_solve();
+  tell_cpu();
   done();
 }
 

@@ -107,6 +107,14 @@ class Network {
     return !folded() || replicas_.represented[static_cast<std::size_t>(d)] != 0;
   }
 
+  // CPU ranks: the CPU their traffic between nodes takes (DeviceProfile's send and receive
+  // seconds per byte). A device's load is the share of its core its flows between nodes
+  // take (rate x cost, sending and receiving); after rates change, `changed` is told each
+  // device whose load did. Call before any transfer.
+  void charge_cpu(double send_per_byte, double receive_per_byte, std::function<void(int)> changed);
+  [[nodiscard]] double cpu_load(int device) const {
+    return cpu_load_.empty() ? 0.0 : cpu_load_[static_cast<std::size_t>(device)];
+  }
   // From now on, remember every link's rate over time (for utilisation counters).
   void record_rates() { rate_deltas_.resize(carried_.size()); }
   // A link's utilisation (rate / bandwidth) as a step function over the recorded time.
@@ -131,6 +139,7 @@ class Network {
     std::span<const int> links;       // in the router's or the folding's cache
     std::span<const double> weights;  // folded: per link (class)
     std::function<void()> done;
+    int src = -1, dst = -1;  // with charge_cpu, between nodes: the devices whose cores it loads
   };
   // A folded flow's classes and weights.
   struct Folded {
@@ -140,7 +149,12 @@ class Network {
   };
 
   void start(std::span<const int> links, std::span<const double> weights, double latency, double bytes,
-             std::function<void()> done, int traffic);
+             std::function<void()> done, int traffic, int src = -1, int dst = -1);
+  // The device whose core pays for device d's share (folded: the device in replica 0 at the
+  // same position), and a flow's load moving by `rate` bytes/s.
+  [[nodiscard]] int in_replica0(int d) const;
+  void charge(const Flow& f, double rate);
+  void tell_cpu();
   // The links each copy of a flow crosses, replica by replica, and its route's latency.
   std::vector<Copy> copies(const FlowEnds& e, int count);
   [[nodiscard]] Folded weigh(const std::vector<Copy>& copies) const;
@@ -165,6 +179,10 @@ class Network {
   std::array<std::vector<double>, report::traffic_kinds> by_traffic_;  // bytes per link of each kind of traffic
   std::vector<std::vector<std::pair<std::int64_t, double>>> rate_deltas_;  // per link, when recording
   bool solve_pending_ = false;
+  double send_cpu_ = 0.0, receive_cpu_ = 0.0;  // seconds per byte (charge_cpu)
+  std::vector<double> cpu_load_;               // per device
+  std::vector<int> cpu_dirty_;                 // devices whose load changed, to tell
+  std::function<void(int)> cpu_changed_;
   std::uint64_t flows_started_ = 0;
   // Folding.
   Replicas replicas_;

@@ -5,6 +5,7 @@
 #include <numbers>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -15,6 +16,7 @@
 #include "report/metrics.hpp"
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
+#include "sim/mpi_ranks.hpp"
 #include "sim/network.hpp"
 
 namespace parasim::sim {
@@ -64,10 +66,11 @@ class Runner {
         dependents_[count[static_cast<std::size_t>(d)]++] = static_cast<std::int64_t>(i);
       }
     }
-    // Lanes: per rank and serial stream, op ids in program order.
+    // Lanes: per rank and stream, op ids in program order.
     // Partners, resolved once: a send's receive, a collective op's instance.
     lanes_.resize(prog.order.size() * plan::stream_count);
     cursor_.assign(lanes_.size(), 0);
+    draining_.assign(lanes_.size(), 0);
     partner_.assign(n, -1);
     arrived_.assign(n, 0);
     std::unordered_map<std::int64_t, std::int64_t> by_match;
@@ -75,7 +78,7 @@ class Runner {
     for (std::size_t r = 0; r < prog.order.size(); ++r) {
       for (std::int64_t id : prog.order[r]) {
         const Op& o = prog.ops[static_cast<std::size_t>(id)];
-        if (o.stream != Stream::pp) lanes_[lane_of(o)].push_back(id);
+        lanes_[lane_of(o)].push_back(id);
         if (o.kind == OpKind::collective) {
           auto [it, fresh] = by_match.try_emplace(o.match, static_cast<std::int64_t>(instances_.size()));
           if (fresh) instances_.emplace_back();
@@ -95,6 +98,12 @@ class Runner {
       partner_[i] = it->second;
     }
     if (prog.world > cluster_.gpu_count()) throw std::invalid_argument("the program has more ranks than the cluster");
+    // CPU ranks over TCP: their traffic between nodes takes their cores' time.
+    if (s.cluster.library == topology::CollectiveLibrary::mpi &&
+        (profile.send_cpu_per_byte > 0.0 || profile.receive_cpu_per_byte > 0.0)) {
+      compute_.emplace(engine_, net_, cluster_.gpu_count(), [this](std::int64_t id) { complete(id); });
+      net_.charge_cpu(profile.send_cpu_per_byte, profile.receive_cpu_per_byte, [this](int d) { compute_->load_changed(d); });
+    }
     if (prog.one_replica()) fold(options.approximate);
     for (int r = 0; r < prog.world; ++r) speed_.push_back(s.cluster.compute_factor(r));
     if (counters_) start_counters();
@@ -194,10 +203,10 @@ class Runner {
     return static_cast<std::size_t>(o.rank) * plan::stream_count + static_cast<std::size_t>(o.stream);
   }
 
+  // The next op of its lane: serial streams advance when an op completes, the pp stream
+  // when one is posted (it starts).
   bool at_head(std::int64_t id) const {
-    const Op& o = prog_.ops[static_cast<std::size_t>(id)];
-    if (o.stream == Stream::pp) return true;
-    const std::size_t lane = lane_of(o);
+    const std::size_t lane = lane_of(prog_.ops[static_cast<std::size_t>(id)]);
     return cursor_[lane] < lanes_[lane].size() && lanes_[lane][cursor_[lane]] == id;
   }
 
@@ -282,7 +291,19 @@ class Runner {
   }
 
   void try_lane(std::size_t lane) {
-    if (cursor_[lane] < lanes_[lane].size()) try_start(lanes_[lane][cursor_[lane]]);
+    if (lane % plan::stream_count != static_cast<std::size_t>(Stream::pp)) {
+      if (cursor_[lane] < lanes_[lane].size()) try_start(lanes_[lane][cursor_[lane]]);
+      return;
+    }
+    // The pp stream posts every op in turn that is ready (once, if a start reaches here again).
+    if (draining_[lane] != 0) return;
+    draining_[lane] = 1;
+    while (cursor_[lane] < lanes_[lane].size()) {
+      const std::int64_t id = lanes_[lane][cursor_[lane]];
+      try_start(id);
+      if (started_[static_cast<std::size_t>(id)] == 0) break;
+    }
+    draining_[lane] = 0;
   }
 
   void try_start(std::int64_t id) {
@@ -307,26 +328,31 @@ class Runner {
         } else {
           secs = compute_seconds(profile_, prog_, o, s_.training.precision) * slowdown(o, id);
         }
-        engine_.after(Time::seconds(secs), [this, id] { complete(id); });
+        if (compute_ && o.stream == Stream::compute) {
+          compute_->start(o.rank, id, secs);
+        } else {
+          engine_.after(Time::seconds(secs), [this, id] { complete(id); });
+        }
         break;
       }
       case OpKind::recv:
-        // Completes when its send's data arrives.
+        // Completes when its send's data arrives; a rendezvous send moves from now.
         mark_started(id);
         if (arrived_[static_cast<std::size_t>(id)] != 0) complete(id);
+        if (const std::int64_t send = partner_[static_cast<std::size_t>(id)]; send >= 0) transfer(send);
+        try_lane(lane_of(o));
         break;
-      case OpKind::send:
+      case OpKind::send: {
         mark_started(id);
-        net_.transfer(o.rank, o.peer, o.bytes, [this, id] {
-          complete(id);
-          const std::int64_t recv = partner_[static_cast<std::size_t>(id)];
-          if (started_[static_cast<std::size_t>(recv)]) {
-            complete(recv);
-          } else {
-            arrived_[static_cast<std::size_t>(recv)] = 1;
-          }
-        }, report::dimension_of(o.category));
+        const std::int64_t recv = partner_[static_cast<std::size_t>(id)];
+        if (!rendezvous(s_.cluster, o) || started_[static_cast<std::size_t>(recv)]) {
+          transfer(id);
+        } else {
+          partner_[static_cast<std::size_t>(recv)] = id;  // the receive starts it
+        }
+        try_lane(lane_of(o));
         break;
+      }
       case OpKind::copy:
         mark_started(id);
         net_.transfer_host(o.rank, o.to_host, o.bytes, [this, id] { complete(id); }, report::dimension_of(o.category));
@@ -352,6 +378,23 @@ class Runner {
   void mark_started(std::int64_t id) {
     started_[static_cast<std::size_t>(id)] = 1;
     start_time_[static_cast<std::size_t>(id)] = engine_.now().picoseconds();
+    const Op& o = prog_.ops[static_cast<std::size_t>(id)];
+    if (o.stream == Stream::pp) ++cursor_[lane_of(o)];  // posted: the next may be
+  }
+
+  // A send's data on its way; at its arrival the send completes, and its receive (now, or
+  // when posted).
+  void transfer(std::int64_t send) {
+    const Op& o = prog_.ops[static_cast<std::size_t>(send)];
+    net_.transfer(o.rank, o.peer, o.bytes, [this, send] {
+      complete(send);
+      const std::int64_t recv = partner_[static_cast<std::size_t>(send)];
+      if (started_[static_cast<std::size_t>(recv)]) {
+        complete(recv);
+      } else {
+        arrived_[static_cast<std::size_t>(recv)] = 1;
+      }
+    }, report::dimension_of(o.category));
   }
 
   // Every member of the op's group (in a one-replica Program, the members of the other
@@ -363,6 +406,16 @@ class Runner {
 
   void run_collective(const Op& o, std::function<void()> done) {
     CollectiveCall call = call_of(o);
+    if (s_.cluster.library == topology::CollectiveLibrary::mpi) {
+      // libnbc's algorithm, its flows' bytes scaled to the measured time where a profile
+      // has one (compute_model.hpp).
+      const Choice& choice = algorithms_.get(s_.plan.collective, net_, call, o.group);
+      if (const double t = measured_seconds(profile_, cluster_, o.collective, call.devices, call.bytes); t > 0.0) {
+        call.bytes *= t / transfer_seconds(choice.algorithm, net_, call);
+      }
+      sim::run_collective(net_, choice, std::move(call), std::move(done));
+      return;
+    }
     // Inside one node (or with one rank on each node) a measured profile's collective rate
     // replaces the link's: the flows carry the bytes that take the measured time at the
     // link's bandwidth.
@@ -478,7 +531,8 @@ class Runner {
   std::vector<std::int64_t> dependents_;
   std::vector<std::vector<std::int64_t>> lanes_;
   std::vector<std::size_t> cursor_;
-  std::vector<std::int64_t> partner_;                // send: its recv; collective op: its instance
+  std::vector<char> draining_;  // a pp lane whose ready ops are being posted
+  std::vector<std::int64_t> partner_;  // send: its recv; recv: a rendezvous send waiting for it; collective op: its instance
   std::vector<std::vector<std::int64_t>> instances_;  // member ops of each collective instance
   std::vector<char> arrived_;                         // recv: its data is here
   bool host_model_ = false;
@@ -492,6 +546,7 @@ class Runner {
   SimProgress progress_;
   SpanSink sink_;
   std::vector<double> speed_;  // per rank: the share of its speed it computes at (cluster.degraded)
+  std::optional<RankCompute> compute_;  // when the network takes the ranks' CPU time
   std::size_t sent_ = 0;  // spans handed to sink_
   static constexpr std::size_t span_block = 1 << 15;
 

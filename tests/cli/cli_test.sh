@@ -135,8 +135,11 @@ expect 0 "h100-sxm" -- "$parasim" presets
 expect 0 "step time .*ms" -- "$parasim" simulate "$q"
 expect 0 "bottleneck: compute-bound" -- "$parasim" simulate "$q"
 expect 0 "\"step_time\": [0-9]" -- "$parasim" simulate --json "$q"
-expect 0 "ranks simulated: 1 of 2 \(2 data-parallel replicas folded, exact\)" -- "$parasim" simulate "$q"
-expect 0 "ranks simulated: all 2" -- "$parasim" simulate "$q" --fold never
+# NCCL's ring folds exactly; MPI's binomial all-reduce (libnbc) is no shift of itself, so
+# the CPU quickstart simulates both ranks.
+expect 0 "ranks simulated: 1 of 2 \(2 data-parallel replicas folded, exact\)" -- "$parasim" simulate "$q" --set cluster=dgx-h100
+expect 0 "collectives: 1 x binomial \(setting auto\)" -- "$parasim" simulate "$q"
+expect 0 "ranks simulated: all 2" -- "$parasim" simulate "$q" --set cluster=dgx-h100 --fold never
 expect 2 "fold" -- "$parasim" simulate "$q" --fold sometimes
 expect 0 "fp16 loss scaling  1 step in 501 skipped \(0\.20 %\)" -- "$parasim" simulate "$q" --set training.precision=fp16 --set training.loss_scale_window=500
 expect 0 "\"skipped_fraction\": 0\.000999" -- "$parasim" simulate "$q" --set training.precision=fp16 --json

@@ -39,6 +39,14 @@ check "the NIC is shaped" bash -c "ip netns exec psim-n0 tc qdisc show dev eth0 
 again=$("$parasim" cluster up "$s" 2>&1)
 check "up again is a no-op" grep -q "emulated cluster already up" <<<"$again"
 check "status" bash -c "\"$parasim\" cluster status --json | grep -q '\"nodes\": 2'"
+# The launch agent runs a node's processes under its host name, on its own cores.
+agent_out=$("$PARASIM_CLUSTER_DIR/agent" n1 hostname 2>&1)
+check "the agent runs node n1 as host n1 ($agent_out)" grep -qx "n1" <<<"$agent_out"
+if [ "$(nproc)" -ge 2 ]; then
+  c0=$("$PARASIM_CLUSTER_DIR/agent" n0 'grep Cpus_allowed_list /proc/self/status' 2>&1)
+  c1=$("$PARASIM_CLUSTER_DIR/agent" n1 'grep Cpus_allowed_list /proc/self/status' 2>&1)
+  check "each node on cores of its own ($c0 / $c1)" test "$c0" != "$c1"
+fi
 # A run on it: one rank per namespace, the gradient all-reduce over the shaped link.
 validate() { OPENBLAS_NUM_THREADS=1 timeout 300 "$parasim" validate "$s" --emulated --steps 3 --warmup 1 --out "$PARASIM_CLUSTER_DIR-out" 2>&1; }
 run=$(validate)
@@ -54,6 +62,12 @@ check "validate --emulated runs" grep -q "prediction against measurement" <<<"$r
 dp=$(grep -E "^dp communication" <<<"$run" | awk '{print $3, $4, $5, $6}')
 check "the gradients cross the link: tens of milliseconds of dp communication ($dp)" bash -c "grep -Eq '^dp communication +[0-9.]+ ms +[0-9.]+ ms' <<<\"$run\""
 rm -rf "$PARASIM_CLUSTER_DIR-out"
+# calibrate between the nodes: the link, and the CPU a transfer takes from the ranks.
+cal=$(OPENBLAS_NUM_THREADS=1 timeout 300 "$parasim" calibrate --emulated --quick --max-size 256KiB --out "$PARASIM_CLUSTER_DIR-profile.yaml" 2>&1)
+check "calibrate --emulated writes the link between the nodes" grep -q "inter_node: {bandwidth" "$PARASIM_CLUSTER_DIR-profile.yaml"
+check "and the network's CPU per byte" grep -Eq "^network_cpu: \{send: [0-9.e+-]+ ns, receive: [0-9.e+-]+ ns\}" "$PARASIM_CLUSTER_DIR-profile.yaml"
+grep -q "^network_cpu" "$PARASIM_CLUSTER_DIR-profile.yaml" 2>/dev/null || tail -20 <<<"$cal"
+rm -f "$PARASIM_CLUSTER_DIR-profile.yaml"
 # Half-made: a namespace and a bridge left without state; down removes them.
 "$parasim" cluster down >/dev/null 2>&1
 ip netns add psim-n7 && ip link add psim-r5 type bridge

@@ -33,7 +33,8 @@ Both scenario(const std::string& file) { return both(plan::load((root / "scenari
 }  // namespace
 
 TEST_CASE("folding is exact where every replica's routes map onto the next one's", "[sim][fold]") {
-  for (const std::string file : {"dp-one-node.yaml", "hybrid-32-gpus.yaml", "refresh-h100.yaml", "quickstart.yaml"}) {
+  // (Not the CPU quickstart: MPI's binomial all-reduce is no shift of itself.)
+  for (const std::string file : {"dp-one-node.yaml", "hybrid-32-gpus.yaml", "refresh-h100.yaml"}) {
     INFO(file);
     const Both b = scenario(file);
     REQUIRE(b.folded.program.one_replica());

@@ -159,8 +159,12 @@ TEST_CASE("the tree's latency grows with log n, the ring's with n", "[sim][colle
   const double ring = run_alone(c, Algorithm::ring, plan::CollectiveOp::all_reduce, first(16), S);
   const double tree = run_alone(c, Algorithm::tree, plan::CollectiveOp::all_reduce, first(16), S);
   CHECK(tree < ring / 3);
+  // NCCL's tuner (auto under NCCL) takes the tree for the tiny buffer, the ring for 1 GB.
+  topology::ClusterSpec nccl = one_nic_per_node(16, 1);
+  nccl.library = topology::CollectiveLibrary::nccl;
+  const topology::Cluster cn(nccl);
   Engine engine;
-  Network net(engine, c);
+  Network net(engine, cn);
   const CollectiveCall small{plan::CollectiveOp::all_reduce, first(16), S};
   const CollectiveCall large{plan::CollectiveOp::all_reduce, first(16), 1e9};
   CHECK(resolve(plan::Collective::automatic, net, small) == Algorithm::tree);
@@ -171,9 +175,12 @@ TEST_CASE("NVLS all-reduce: each port carries S once each way, a + S/B", "[sim][
   const topology::Cluster c(dgx(1));
   const double S = 450e6;
   CHECK(run_alone(c, Algorithm::nvls, plan::CollectiveOp::all_reduce, first(8), S) == Approx(2e-6 + 1e-3).epsilon(1e-6));
-  // Twice the ring's algorithm bandwidth at 8 GPUs: auto takes it for large buffers.
+  // Twice the ring's algorithm bandwidth at 8 GPUs: NCCL's auto takes it for large buffers.
+  topology::ClusterSpec nccl = dgx(1);
+  nccl.library = topology::CollectiveLibrary::nccl;
+  const topology::Cluster cn(nccl);
   Engine engine;
-  Network net(engine, c);
+  Network net(engine, cn);
   CHECK(resolve(plan::Collective::automatic, net, {plan::CollectiveOp::all_reduce, first(8), S}) == Algorithm::nvls);
   // Reduce-scatter has no switch form: ring.
   CHECK(resolve(plan::Collective::nvls, net, {plan::CollectiveOp::reduce_scatter, first(8), S}) == Algorithm::ring);

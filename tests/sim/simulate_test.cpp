@@ -85,14 +85,14 @@ TEST_CASE("interleaving divides the pipeline bubble by v", "[sim][simulate][bubb
 }
 
 TEST_CASE("DP buckets hide their all-reduce when backward is longer", "[sim][simulate][dp]") {
-  // dp 2, one micro-batch, 4 layers of P = 25M parameters: a bucket per layer of 100 MB,
-  // all-reduced over a 2-ring in 2 x 50 MB / 100 GB/s = 1 ms, less than a layer's 2 ms
+  // dp 2, one micro-batch, 4 layers of P = 25M parameters (the ring chosen, not MPI's
+  // libnbc): a bucket per layer of 100 MB, all-reduced over a 2-ring in 2 x 50 MB / 100 GB/s = 1 ms, less than a layer's 2 ms
   // backward. Only the last bucket's 1 ms shows after the 4 + 8 ms of compute.
   const double P = 25e6;
-  const auto s = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, bucket_size: 100MB");
+  const auto s = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, collective: ring, bucket_size: 100MB");
   CHECK(step(s) == Approx(12e-3 + 1e-3 + optimizer(4 * P)).epsilon(1e-5));
   // Without overlap all four all-reduces follow the backward: 12 + 4 x 1 ms.
-  const auto flat = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, bucket_size: 100MB, overlap_dp: false");
+  const auto flat = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, collective: ring, bucket_size: 100MB, overlap_dp: false");
   CHECK(step(flat) == Approx(12e-3 + 4e-3 + optimizer(4 * P)).epsilon(1e-5));
 }
 
@@ -101,7 +101,7 @@ TEST_CASE("DP buckets expose exactly the remainder when backward is shorter", "[
   // back to back from the first bucket's readiness at 4 + 2 = 6 ms: done at 6 + 4 x 4 =
   // 22 ms, so 10 ms beyond the backward's end at 12 ms are exposed.
   const double P = 100e6;
-  const auto s = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, bucket_size: 400MB");
+  const auto s = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, collective: ring, bucket_size: 400MB");
   CHECK(step(s) == Approx(22e-3 + optimizer(4 * P)).epsilon(1e-5));
 }
 
@@ -112,20 +112,20 @@ TEST_CASE("ZeRO-1's parameter all-gathers hide under the next forward with overl
   // compute, the last reduce-scatter's 0.5 ms, the optimizer on half the parameters, then
   // the four gathers, 4 x 0.5 ms.
   const double P = 25e6;
-  const auto after = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, zero: 1, bucket_size: 100MB");
+  const auto after = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1", "dp: 2, collective: ring, zero: 1, bucket_size: 100MB");
   CHECK(step(after) == Approx(12.5e-3 + optimizer(2 * P) + 2e-3).epsilon(1e-5));
   // With it the gathers open the step in forward order: the first layer waits 0.5 ms for
   // its own, the other three finish under the forward (1 ms a layer); the step is 1.5 ms
   // shorter.
   const auto under = equal_layers(2, 4, P, "global_batch: 2, micro_batch: 1",
-                                  "dp: 2, zero: 1, bucket_size: 100MB, overlap_param_gather: true");
+                                  "dp: 2, collective: ring, zero: 1, bucket_size: 100MB, overlap_param_gather: true");
   CHECK(step(under) == Approx(0.5e-3 + 12.5e-3 + optimizer(2 * P)).epsilon(1e-5));
   // Gathers longer than a layer's forward (P = 100M: 2 ms each) leave the forward waiting
   // on each: the last gather ends at 8 ms, then the last layer's 1 ms forward and the
   // backward's 8 ms, the last reduce-scatter's 2 ms.
   const double Q = 100e6;
   const auto slow = equal_layers(2, 4, Q, "global_batch: 2, micro_batch: 1",
-                                 "dp: 2, zero: 1, bucket_size: 400MB, overlap_param_gather: true");
+                                 "dp: 2, collective: ring, zero: 1, bucket_size: 400MB, overlap_param_gather: true");
   CHECK(step(slow) == Approx(8e-3 + 1e-3 + 8e-3 + 2e-3 + optimizer(2 * Q)).epsilon(1e-5));
 }
 

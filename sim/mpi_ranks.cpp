@@ -1,0 +1,53 @@
+#include "sim/mpi_ranks.hpp"
+
+#include <algorithm>
+
+namespace parasim::sim {
+
+bool rendezvous(const topology::ClusterSpec& c, const plan::Op& o) {
+  if (c.library != topology::CollectiveLibrary::mpi) return false;
+  constexpr double match_header = 16.0;
+  const bool same_node = o.rank / c.gpus_per_node == o.peer / c.gpus_per_node;
+  const double eager_limit = same_node ? 4096.0 : 65536.0;
+  return o.bytes + match_header > eager_limit;
+}
+
+RankCompute::RankCompute(Engine& engine, const Network& net, int ranks, std::function<void(std::int64_t)> complete)
+    : engine_(engine), net_(net), running_(static_cast<std::size_t>(ranks)), complete_(std::move(complete)) {}
+
+double RankCompute::speed(int rank) const { return std::max(0.1, 1.0 - net_.cpu_load(rank)); }
+
+void RankCompute::start(int rank, std::int64_t op, double seconds) {
+  Running& r = running_[static_cast<std::size_t>(rank)];
+  r.op = op;
+  r.work = seconds;
+  r.since = engine_.now().picoseconds();
+  r.speed = speed(rank);
+  schedule(rank);
+}
+
+void RankCompute::load_changed(int rank) {
+  if (static_cast<std::size_t>(rank) >= running_.size()) return;
+  Running& r = running_[static_cast<std::size_t>(rank)];
+  const double now_speed = speed(rank);
+  if (r.op < 0 || now_speed == r.speed) return;
+  const std::int64_t now = engine_.now().picoseconds();
+  r.work = std::max(0.0, r.work - static_cast<double>(now - r.since) * 1e-12 * r.speed);
+  r.since = now;
+  r.speed = now_speed;
+  schedule(rank);
+}
+
+void RankCompute::schedule(int rank) {
+  Running& r = running_[static_cast<std::size_t>(rank)];
+  const std::uint64_t version = ++r.version;
+  engine_.after(Time::seconds(r.work / r.speed), [this, rank, version] {
+    Running& now = running_[static_cast<std::size_t>(rank)];
+    if (now.version != version) return;  // rescheduled since
+    const std::int64_t op = now.op;
+    now.op = -1;
+    complete_(op);
+  });
+}
+
+}  // namespace parasim::sim

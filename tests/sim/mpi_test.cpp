@@ -1,0 +1,172 @@
+// What the simulator models of MPI on CPU ranks (cluster.collectives: mpi), each case
+// worked out by hand: Open MPI's nonblocking collectives as libnbc runs them (binomial
+// reduce and broadcast), rendezvous sends above the transport's eager limit, and the CPU
+// time a rank's traffic between nodes takes from its compute.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "../topology/fixtures.hpp"
+#include "plan/load.hpp"
+#include "sim/collectives.hpp"
+#include "sim/simulate.hpp"
+
+using namespace parasim;
+using namespace parasim::sim;
+
+namespace {
+
+// `nodes` nodes of one device each, every NIC at B = 1 GB/s on one switch, `a` seconds
+// NIC to NIC.
+topology::ClusterSpec one_per_node(int nodes, double a) {
+  topology::ClusterSpec s = topology::test::dgx(nodes, topology::NetworkShape::single_switch);
+  s.gpus_per_node = 1;
+  s.inter.nics_per_node = 1;
+  s.inter.nic_bandwidth = 1e9;
+  s.inter.latency = a;
+  s.library = topology::CollectiveLibrary::mpi;
+  return s;
+}
+
+// One hop's latency, device to device through the switch.
+double hop(const topology::Cluster& c) {
+  Engine engine;
+  Network net(engine, c);
+  return net.router().route(0, 1).latency;
+}
+
+double run_alone(const topology::Cluster& c, Algorithm a, plan::CollectiveOp op, int n, double S) {
+  Engine engine;
+  Network net(engine, c);
+  std::vector<int> devices;
+  for (int d = 0; d < n; ++d) devices.push_back(d);
+  double end = -1.0;
+  run_collective(net, a, CollectiveCall{op, devices, S}, [&] { end = engine.now().to_seconds(); });
+  engine.run();
+  return end;
+}
+
+}  // namespace
+
+TEST_CASE("libnbc's collectives on two ranks: the all-reduce there and back, the reduce-scatter 3S/2B",
+          "[sim][mpi]") {
+  const topology::Cluster c(one_per_node(2, 0.0));
+  const double a = hop(c);
+  const double B = 1e9;
+  const double S = 64e6;
+  // Member 1 sends S to member 0, which reduces and sends S back: two hops.
+  CHECK(run_alone(c, Algorithm::binomial, plan::CollectiveOp::all_reduce, 2, S) == Approx(2 * (a + S / B)).epsilon(1e-9));
+  // The same reduce, then member 0 sends member 1 its half.
+  CHECK(run_alone(c, Algorithm::binomial, plan::CollectiveOp::reduce_scatter, 2, S) ==
+        Approx(2 * a + 1.5 * S / B).epsilon(1e-9));
+  // Each member sends its half to the other at once.
+  CHECK(run_alone(c, Algorithm::binomial, plan::CollectiveOp::all_gather, 2, S) == Approx(a + 0.5 * S / B).epsilon(1e-9));
+}
+
+TEST_CASE("libnbc's binomial all-reduce on four ranks: two reduce rounds, the root's two sends at once",
+          "[sim][mpi]") {
+  // Reduce: 1 -> 0 and 3 -> 2, then 2 -> 0 (S/B each). Broadcast: the root sends to 1 and
+  // 2 at once (its NIC carries 2S), then 2 sends to 3: 5 S/B and four hops in all.
+  const topology::Cluster c(one_per_node(4, 0.0));
+  const double a = hop(c);
+  const double S = 16e6;
+  CHECK(run_alone(c, Algorithm::binomial, plan::CollectiveOp::all_reduce, 4, S) == Approx(4 * a + 5 * S / 1e9).epsilon(1e-9));
+}
+
+TEST_CASE("under MPI auto runs libnbc's algorithms, under NCCL never", "[sim][mpi]") {
+  const topology::Cluster c(one_per_node(4, 0.0));
+  Engine engine;
+  Network net(engine, c);
+  for (plan::CollectiveOp op : {plan::CollectiveOp::all_reduce, plan::CollectiveOp::reduce_scatter,
+                                plan::CollectiveOp::all_gather}) {
+    CHECK(resolve(plan::Collective::automatic, net, {op, {0, 1, 2, 3}, 1e6}) == Algorithm::binomial);
+    CHECK(resolve(plan::Collective::ring, net, {op, {0, 1, 2, 3}, 1e6}) == Algorithm::ring);
+  }
+  CHECK(resolve(plan::Collective::automatic, net, {plan::CollectiveOp::all_to_all, {0, 1, 2, 3}, 1e6}) ==
+        Algorithm::direct);
+  topology::ClusterSpec nccl = one_per_node(4, 0.0);
+  nccl.library = topology::CollectiveLibrary::nccl;
+  const topology::Cluster cn(nccl);
+  Network nn(engine, cn);
+  CHECK(resolve(plan::Collective::automatic, nn, {plan::CollectiveOp::all_reduce, {0, 1, 2, 3}, 1e6}) !=
+        Algorithm::binomial);
+}
+
+namespace {
+
+// Two stages of one layer on two nodes (1 GB/s NICs, no latency), an ideal device of
+// 1 TFLOP/s: 1 ms forward and 2 ms backward per micro-batch, each activation 1 MB (1 ms on
+// the link), two micro-batches under 1F1B.
+plan::Scenario two_stages(const char* library) {
+  const std::string text = fmt::format(R"(cluster:
+  nodes: 2
+  gpus_per_node: 1
+  device: {{peak: {{fp32: 1 TFLOPS}}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}}
+  intra_node: {{fabric: nvswitch, bandwidth: 100 GB/s, latency: 0us}}
+  inter_node: {{nics_per_node: 1, nic_bandwidth: 8 Gbps, latency: 0us, shape: single-switch, attach_bandwidth: 1000 GB/s}}
+  collectives: {}
+model:
+  layers:
+    - {{name: l0, params: 1000, forward_flops: 1e9, activations: 250000}}
+    - {{name: l1, params: 1000, forward_flops: 1e9, activations: 250000}}
+training: {{global_batch: 2, micro_batch: 1, precision: fp32}}
+plan: {{dp: 1, pp: 2, schedule: 1f1b}}
+)",
+                                       library);
+  return plan::load_text(text, "two-stages.yaml");
+}
+
+double step(const plan::Scenario& s, DeviceProfile p) {
+  p.gemm_efficiency = {{1.0, 1.0}};
+  p.memory_bandwidth = 1e30;
+  p.launch_overhead = 0.0;
+  return simulate(s, plan::compile(s), p).step_seconds();
+}
+
+}  // namespace
+
+TEST_CASE("a send above the eager limit waits for its receive to be posted", "[sim][mpi]") {
+  // Eager (NCCL's buffers): stage 0 computes F0 [0, 1], F1 [1, 2]; the activations cross
+  // in [1, 2] and [2, 3]. Stage 1: F0 [2, 3], B0 [3, 5], its gradient back in [5, 6]; F1
+  // (its input there since 3) [5, 6], B1 [6, 8], the gradient in [8, 9]. Stage 0: B0
+  // [6, 8], B1 [9, 11].
+  // Rendezvous (MPI over TCP, 1 MB > 64 KiB): stage 1 posts the receive of the second
+  // activation after the send of its first gradient, at 5, so it crosses in [5, 6]:
+  // F1 [6, 7], B1 [7, 9], the gradient in [9, 10], stage 0's B1 [10, 12].
+  const plan::Scenario eager = two_stages("nccl");
+  const plan::Scenario mpi = two_stages("mpi");
+  const double opt = 12.0 * 1000 / 1e12;  // one layer's optimizer step
+  CHECK(step(eager, default_profile(eager.cluster.device)) == Approx(11e-3 + opt).epsilon(1e-6));
+  CHECK(step(mpi, default_profile(mpi.cluster.device)) == Approx(12e-3 + opt).epsilon(1e-6));
+}
+
+TEST_CASE("a CPU rank computes slower while its traffic between nodes moves", "[sim][mpi]") {
+  // dp 2 on the two nodes, two layers of 250k parameters (a 1 MB bucket each, 1 ms on the
+  // link), one micro-batch: forward [0, 2], the last layer's backward [2, 4], then its
+  // bucket's binomial all-reduce (1 -> 0 in [4, 5], 0 -> 1 in [5, 6]) under the first
+  // layer's backward [4, 6]; the first bucket's all-reduce [6, 8].
+  const plan::Scenario s = plan::load_text(R"(cluster:
+  nodes: 2
+  gpus_per_node: 1
+  device: {peak: {fp32: 1 TFLOPS}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}
+  intra_node: {fabric: nvswitch, bandwidth: 100 GB/s, latency: 0us}
+  inter_node: {nics_per_node: 1, nic_bandwidth: 8 Gbps, latency: 0us, shape: single-switch, attach_bandwidth: 1000 GB/s}
+  collectives: mpi
+model:
+  layers:
+    - {name: l0, params: 250000, forward_flops: 1e9, activations: 1}
+    - {name: l1, params: 250000, forward_flops: 1e9, activations: 1}
+training: {global_batch: 2, micro_batch: 1, precision: fp32}
+plan: {dp: 2, bucket_size: 1MB}
+)",
+                                           "dp.yaml");
+  DeviceProfile p = default_profile(s.cluster.device);
+  const double opt = 12.0 * 500000 / 1e12;
+  CHECK(step(s, p) == Approx(8e-3 + opt).epsilon(1e-6));
+  // Receiving costs 0.5 ns of CPU a byte, half a core at 1 GB/s. In [4, 5] rank 0 receives
+  // and computes its backward at half speed (0.5 ms of its 2 ms done); in [5, 6] rank 1
+  // does, having done 1 ms, so 1.5 ms. Rank 0 ends at 5 + 1.5 = 6.5, rank 1 at 6 + 0.5 =
+  // 6.5; the first bucket's all-reduce [6.5, 8.5].
+  p.receive_cpu_per_byte = 0.5e-9;
+  CHECK(step(s, p) == Approx(8.5e-3 + opt).epsilon(1e-6));
+}
