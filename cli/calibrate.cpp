@@ -395,8 +395,9 @@ void add_calibrate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--quick", a->quick, "A small GEMM and kernel grid, for smoke tests");
   cmd->add_flag("--emulated", a->emulated,
-                "One rank on each node of the emulated cluster (`parasim cluster up`): the link measured is the "
-                "nodes' (the profile's inter_node)");
+                "Every rank of every node of the emulated cluster (`parasim cluster up`): the link, the "
+                "collectives and the network's CPU measured between the nodes' first ranks (the profile's "
+                "inter_node, inter_node_collectives, network_cpu)");
   cmd->callback([a] { run_calibrate(*a); });
 }
 

@@ -1,6 +1,7 @@
 // The simulator end to end on plans whose step time can be worked out by hand: an ideal
 // device (GEMMs at exactly the peak, no launch cost, unlimited memory bandwidth), layers of
-// equal cost, links without latency and collectives as plain flows (collectives: mpi).
+// equal cost, links without latency and collectives as plain flows (collectives: mpi; the
+// cases that work out a ring choose it, where MPI would run libnbc's binomial tree).
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
