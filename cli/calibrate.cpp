@@ -187,6 +187,9 @@ nlohmann::ordered_json calibration_json(const exec::Calibration& c, const sim::D
   if (p.intra_node) {
     profile["intra_node"] = {{"bandwidth", p.intra_node->bandwidth}, {"latency", p.intra_node->latency}};
   }
+  if (p.send_cpu_per_byte > 0.0 || p.receive_cpu_per_byte > 0.0) {
+    profile["network_cpu"] = {{"send", p.send_cpu_per_byte}, {"receive", p.receive_cpu_per_byte}};
+  }
   nlohmann::ordered_json out{{"backend", c.backend}, {"ranks", c.ranks}, {"profile", profile}, {"gemm", gemm},
                              {"kernels", kernels},   {"launch_seconds", c.launch_seconds}};
   if (c.sms > 0) {
