@@ -20,6 +20,36 @@ void Network::transfer(int src, int dst, double bytes, std::function<void()> don
     engine_.after(Time{}, std::move(done));
     return;
   }
+  const int per_node = cluster_.spec().gpus_per_node;
+  if (!ordered_ || src / per_node == dst / per_node) {
+    start_pair(src, dst, bytes, std::move(done), traffic, single);
+    return;
+  }
+  // One connection: behind the transfers under way on it, or now (and the next one on it
+  // when this one arrives).
+  const std::pair<int, int> key{src, dst};
+  if (auto it = connections_.find(key); it != connections_.end()) {
+    it->second.push_back({bytes, std::move(done), traffic, single});
+    return;
+  }
+  connections_.emplace(key, std::deque<Queued>{});
+  auto next = [this, key](auto& self, Queued q) -> void {
+    start_pair(key.first, key.second, q.bytes, [this, key, self, done = std::move(q.done)]() mutable {
+      auto& waiting = connections_.at(key);
+      if (waiting.empty()) {
+        connections_.erase(key);
+      } else {
+        Queued front = std::move(waiting.front());
+        waiting.pop_front();
+        self(self, std::move(front));
+      }
+      done();
+    }, q.traffic, q.single);
+  };
+  next(next, Queued{bytes, std::move(done), traffic, single});
+}
+
+void Network::start_pair(int src, int dst, double bytes, std::function<void()> done, int traffic, bool single) {
   // With charge_cpu, a flow between nodes loads both ends' cores.
   const int per_node = cluster_.spec().gpus_per_node;
   const bool charged = !cpu_load_.empty() && src / per_node != dst / per_node;

@@ -33,7 +33,9 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <functional>
+#include <map>
 #include <span>
 #include <stdexcept>
 #include <unordered_map>
@@ -115,6 +117,11 @@ class Network {
   [[nodiscard]] double cpu_load(int device) const {
     return cpu_load_.empty() ? 0.0 : cpu_load_[static_cast<std::size_t>(device)];
   }
+  // MPI's connections (Open MPI's TCP transport: one connection per pair of ranks, which
+  // sends their messages in the order posted): from now on a transfer between two devices
+  // of different nodes moves only once the earlier ones from the same device to the same
+  // device have arrived.
+  void order_between_nodes() { ordered_ = true; }
   // From now on, remember every link's rate over time (for utilisation counters).
   void record_rates() { rate_deltas_.resize(carried_.size()); }
   // A link's utilisation (rate / bandwidth) as a step function over the recorded time.
@@ -155,6 +162,15 @@ class Network {
   [[nodiscard]] int in_replica0(int d) const;
   void charge(const Flow& f, double rate);
   void tell_cpu();
+  // Starts a transfer between two devices (the route or the folded flow), as transfer().
+  void start_pair(int src, int dst, double bytes, std::function<void()> done, int traffic, bool single);
+  // A transfer waiting for the earlier ones on its connection (order_between_nodes).
+  struct Queued {
+    double bytes = 0.0;
+    std::function<void()> done;
+    int traffic = -1;
+    bool single = false;
+  };
   // The links each copy of a flow crosses, replica by replica, and its route's latency.
   std::vector<Copy> copies(const FlowEnds& e, int count);
   [[nodiscard]] Folded weigh(const std::vector<Copy>& copies) const;
@@ -183,6 +199,9 @@ class Network {
   std::vector<double> cpu_load_;               // per device
   std::vector<int> cpu_dirty_;                 // devices whose load changed, to tell
   std::function<void(int)> cpu_changed_;
+  bool ordered_ = false;
+  // Per connection (source, destination) with a transfer under way: those waiting behind it.
+  std::map<std::pair<int, int>, std::deque<Queued>> connections_;
   std::uint64_t flows_started_ = 0;
   // Folding.
   Replicas replicas_;

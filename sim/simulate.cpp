@@ -98,6 +98,8 @@ class Runner {
       partner_[i] = it->second;
     }
     if (prog.world > cluster_.gpu_count()) throw std::invalid_argument("the program has more ranks than the cluster");
+    // MPI between nodes: one connection per pair of ranks, in order.
+    if (s.cluster.library == topology::CollectiveLibrary::mpi) net_.order_between_nodes();
     // CPU ranks over TCP: their traffic between nodes takes their cores' time.
     if (s.cluster.library == topology::CollectiveLibrary::mpi &&
         (profile.send_cpu_per_byte > 0.0 || profile.receive_cpu_per_byte > 0.0)) {

@@ -73,6 +73,42 @@ TEST_CASE("libnbc's binomial all-reduce on four ranks: two reduce rounds, the ro
   CHECK(run_alone(c, Algorithm::binomial, plan::CollectiveOp::all_reduce, 4, S) == Approx(4 * a + 5 * S / 1e9).epsilon(1e-9));
 }
 
+TEST_CASE("MPI's messages between two ranks of different nodes cross their connection in order", "[sim][mpi]") {
+  // Two 64 MB messages from device 0 to device 1 (1 GB/s NICs): shared, both would end at
+  // a + 2 S/B; in order the first ends at a + S/B and the second, started then, at
+  // 2a + 2 S/B. A message from device 2 to device 1 shares device 1's NIC with whichever
+  // is moving.
+  const topology::Cluster c(one_per_node(3, 0.0));
+  const double a = hop(c);
+  const double S = 64e6, B = 1e9;
+  for (bool ordered : {false, true}) {
+    Engine engine;
+    Network net(engine, c);
+    if (ordered) net.order_between_nodes();
+    std::vector<double> ends;
+    for (int k = 0; k < 2; ++k) net.transfer(0, 1, S, [&] { ends.push_back(engine.now().to_seconds()); });
+    engine.run();
+    REQUIRE(ends.size() == 2);
+    if (ordered) {
+      CHECK(ends[0] == Approx(a + S / B).epsilon(1e-9));
+      CHECK(ends[1] == Approx(2 * a + 2 * S / B).epsilon(1e-9));
+    } else {
+      CHECK(ends[0] == Approx(a + 2 * S / B).epsilon(1e-9));
+      CHECK(ends[1] == Approx(a + 2 * S / B).epsilon(1e-9));
+    }
+  }
+  // Different connections into one NIC still share it: 0 -> 1 and 2 -> 1 both end at
+  // a + 2 S/B.
+  Engine engine;
+  Network net(engine, c);
+  net.order_between_nodes();
+  std::vector<double> ends;
+  for (int src : {0, 2}) net.transfer(src, 1, S, [&] { ends.push_back(engine.now().to_seconds()); });
+  engine.run();
+  REQUIRE(ends.size() == 2);
+  for (double e : ends) CHECK(e == Approx(a + 2 * S / B).epsilon(1e-9));
+}
+
 TEST_CASE("under MPI auto runs libnbc's algorithms, under NCCL never", "[sim][mpi]") {
   const topology::Cluster c(one_per_node(4, 0.0));
   Engine engine;
