@@ -6,10 +6,8 @@ namespace parasim::sim {
 
 bool rendezvous(const topology::ClusterSpec& c, const plan::Op& o) {
   if (c.library != topology::CollectiveLibrary::mpi) return false;
-  constexpr double match_header = 16.0;
   const bool same_node = o.rank / c.gpus_per_node == o.peer / c.gpus_per_node;
-  const double eager_limit = same_node ? 4096.0 : 65536.0;
-  return o.bytes + match_header > eager_limit;
+  return o.bytes + mpi_match_header > (same_node ? shared_memory_eager_limit : tcp_eager_limit);
 }
 
 RankCompute::RankCompute(Engine& engine, const Network& net, int ranks, std::function<void(std::int64_t)> complete)

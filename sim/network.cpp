@@ -25,6 +25,20 @@ void Network::transfer(int src, int dst, double bytes, std::function<void()> don
     start_pair(src, dst, bytes, std::move(done), traffic, single);
     return;
   }
+  if (bytes + mpi_match_header > tcp_eager_limit) {
+    // A rendezvous: the data follows the receiver's acknowledgement, which comes back in
+    // order on the reverse connection.
+    connection(dst, src, mpi_control_bytes,
+               [this, src, dst, bytes, traffic, single, done = std::move(done)]() mutable {
+                 connection(src, dst, bytes, std::move(done), traffic, single);
+               },
+               -1, single);
+    return;
+  }
+  connection(src, dst, bytes, std::move(done), traffic, single);
+}
+
+void Network::connection(int src, int dst, double bytes, std::function<void()> done, int traffic, bool single) {
   // One connection: behind the transfers under way on it, or now (and the next one on it
   // when this one arrives).
   const std::pair<int, int> key{src, dst};

@@ -48,6 +48,14 @@
 
 namespace parasim::sim {
 
+// Open MPI 4.1 over TCP (ob1, btl/tcp): a message whose data and match header fit the
+// eager limit goes at once; a larger one is a rendezvous. Its control messages (the
+// receiver's acknowledgement) carry about a header's bytes.
+inline constexpr double tcp_eager_limit = 65536.0;
+inline constexpr double shared_memory_eager_limit = 4096.0;
+inline constexpr double mpi_match_header = 16.0;
+inline constexpr double mpi_control_bytes = 64.0;
+
 // Thrown when a scenario cannot be simulated folded (the caller simulates every rank).
 struct NotFoldable : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -120,7 +128,8 @@ class Network {
   // MPI's connections (Open MPI's TCP transport: one connection per pair of ranks, which
   // sends their messages in the order posted): from now on a transfer between two devices
   // of different nodes moves only once the earlier ones from the same device to the same
-  // device have arrived.
+  // device have arrived; one above the eager limit (a rendezvous) waits first for the
+  // receiver's acknowledgement, a message on the reverse connection, in order there.
   void order_between_nodes() { ordered_ = true; }
   // From now on, remember every link's rate over time (for utilisation counters).
   void record_rates() { rate_deltas_.resize(carried_.size()); }
@@ -162,6 +171,8 @@ class Network {
   [[nodiscard]] int in_replica0(int d) const;
   void charge(const Flow& f, double rate);
   void tell_cpu();
+  // A transfer on the connection src -> dst, in order (order_between_nodes).
+  void connection(int src, int dst, double bytes, std::function<void()> done, int traffic, bool single);
   // Starts a transfer between two devices (the route or the folded flow), as transfer().
   void start_pair(int src, int dst, double bytes, std::function<void()> done, int traffic, bool single);
   // A transfer waiting for the earlier ones on its connection (order_between_nodes).
