@@ -120,6 +120,9 @@ double nccl_latency(Algorithm a, Protocol p, const topology::Cluster& cluster, c
 double estimate_seconds(Algorithm a, Network& net, const CollectiveCall& c);
 double estimate_seconds(const Choice& choice, Network& net, const CollectiveCall& c);
 
+// nccl-tests' bus factor: the bus bytes are bus_factor x S (all-reduce 2(n-1)/n, the
+// others (n-1)/n).
+double bus_factor(const CollectiveCall& c);
 // Seconds the flows of `a` for `c` take at the links' rates, latencies left out.
 double transfer_seconds(Algorithm a, Network& net, const CollectiveCall& c);
 

@@ -86,7 +86,12 @@ LinkFigures read_link(const plan::Value& v, const std::string& path, plan::Locat
 
 double DeviceProfile::collective_slowdown(plan::CollectiveOp op, int group, double bytes, bool across) const {
   const std::optional<LinkFigures>& link = across ? inter_node : intra_node;
-  if (!link || bytes <= 0.0) return 1.0;
+  const double busbw = curve_busbw(op, group, bytes, across);
+  return busbw > 0.0 ? link->bandwidth / busbw : 1.0;
+}
+
+double DeviceProfile::curve_busbw(plan::CollectiveOp op, int group, double bytes, bool across) const {
+  if (!(across ? inter_node : intra_node) || bytes <= 0.0) return 0.0;
   const CollectiveCurve* below = nullptr;     // the largest measured group not above `group`
   const CollectiveCurve* smallest = nullptr;
   for (const CollectiveCurve& c : across ? inter_node_collectives : collectives) {
@@ -95,8 +100,7 @@ double DeviceProfile::collective_slowdown(plan::CollectiveOp op, int group, doub
     if (smallest == nullptr || c.group < smallest->group) smallest = &c;
   }
   const CollectiveCurve* best = below != nullptr ? below : smallest;
-  if (best == nullptr) return 1.0;
-  return link->bandwidth / log_interpolate(best->busbw, bytes);
+  return best == nullptr ? 0.0 : log_interpolate(best->busbw, bytes);
 }
 
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device) {
@@ -227,16 +231,10 @@ double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluste
   return curves == 0 ? 1.0 : p.collective_slowdown(op, static_cast<int>(devices.size()), bytes, curves == 2);
 }
 
-double measured_seconds(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
-                        const std::vector<int>& devices, double bytes) {
+double measured_busbw(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
+                      const std::vector<int>& devices, double bytes) {
   const int curves = curves_for(p, cluster, devices);
-  if (curves == 0 || bytes <= 0.0) return 0.0;
-  const std::optional<LinkFigures>& link = curves == 2 ? p.inter_node : p.intra_node;
-  if (!link) return 0.0;
-  const auto n = static_cast<double>(devices.size());
-  const double factor = op == plan::CollectiveOp::all_reduce ? 2.0 * (n - 1) / n : (n - 1) / n;
-  const double slowdown = p.collective_slowdown(op, static_cast<int>(devices.size()), bytes, curves == 2);
-  return slowdown == 1.0 ? 0.0 : factor * bytes * slowdown / link->bandwidth;  // busbw = bandwidth / slowdown
+  return curves == 0 ? 0.0 : p.curve_busbw(op, static_cast<int>(devices.size()), bytes, curves == 2);
 }
 
 std::string profile_yaml(const DeviceProfile& p) {

@@ -101,6 +101,8 @@ struct DeviceProfile {
   // (the smallest when all are above); 1 without a curve for `op` or a measured link.
   // `across`: a group of one rank per node, from inter_node and its curves.
   [[nodiscard]] double collective_slowdown(plan::CollectiveOp op, int group, double bytes, bool across = false) const;
+  // That measured busbw itself; 0 without a curve for `op` or a measured link.
+  [[nodiscard]] double curve_busbw(plan::CollectiveOp op, int group, double bytes, bool across = false) const;
 };
 
 DeviceProfile default_profile(const topology::DeviceSpec& device);
@@ -110,12 +112,11 @@ DeviceProfile default_profile(const topology::DeviceSpec& device);
 // each is on a node of its own; 1 otherwise (and without curves).
 double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
                          const std::vector<int>& devices, double bytes);
-// The measured time of that collective (its bus bytes, all-reduce 2(n-1)/n S and the
-// others (n-1)/n S, over the measured busbw), from the same curves; 0 when none applies.
-// Under MPI the simulator runs libnbc's algorithm with its flows' bytes scaled so that,
-// uncontended, it takes this time.
-double measured_seconds(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
-                        const std::vector<int>& devices, double bytes);
+// The measured busbw of that collective, from the same curves; 0 when none applies. Under
+// MPI the simulator runs libnbc's algorithm with its flows' bytes scaled so that,
+// uncontended, it takes the measured time (scale_to_measured, mpi_ranks.hpp).
+double measured_busbw(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
+                      const std::vector<int>& devices, double bytes);
 // Reads a measured profile (YAML); errors name file, line and key.
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device);
 // The profile as load_profile reads it (keys device, peak, gemm_efficiency,

@@ -15,6 +15,7 @@
 #include "sim/compute_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/estimate.hpp"
+#include "sim/mpi_ranks.hpp"
 #include "sim/network.hpp"
 #include "sim/simulate.hpp"
 #include "topology/routing.hpp"
@@ -188,9 +189,7 @@ struct Estimator::Impl {
     Choice a;
     if (cluster.spec().library == topology::CollectiveLibrary::mpi) {
       a = choose(p.collective, net, call);  // libnbc's, its bytes scaled to the measured time
-      if (const double t = measured_seconds(profile, cluster, op, call.devices, call.bytes); t > 0.0) {
-        call.bytes *= t / transfer_seconds(a.algorithm, net, call);
-      }
+      scale_to_measured(profile, a.algorithm, net, call);
     } else {
       call.bytes *= measured_slowdown(profile, cluster, op, call.devices, call.bytes);
       a = choose(p.collective, net, call);

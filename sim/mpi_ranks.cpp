@@ -6,8 +6,12 @@ namespace parasim::sim {
 
 bool rendezvous(const topology::ClusterSpec& c, const plan::Op& o) {
   if (c.library != topology::CollectiveLibrary::mpi) return false;
-  const bool same_node = o.rank / c.gpus_per_node == o.peer / c.gpus_per_node;
-  return o.bytes + mpi_match_header > (same_node ? shared_memory_eager_limit : tcp_eager_limit);
+  return mpi_rendezvous(o.bytes, o.rank / c.gpus_per_node != o.peer / c.gpus_per_node);
+}
+
+void scale_to_measured(const DeviceProfile& p, Algorithm a, Network& net, CollectiveCall& call) {
+  const double busbw = measured_busbw(p, net.cluster(), call.op, call.devices, call.bytes);
+  if (busbw > 0.0) call.bytes *= bus_factor(call) * call.bytes / busbw / transfer_seconds(a, net, call);
 }
 
 RankCompute::RankCompute(Engine& engine, const Network& net, int ranks, std::function<void(std::int64_t)> complete)

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "plan/program.hpp"
+#include "sim/collectives.hpp"
+#include "sim/compute_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "topology/cluster_spec.hpp"
@@ -21,6 +23,11 @@ namespace parasim::sim {
 // btl_tcp_eager_limit 64 KiB). NCCL's sends go into the receiver's preallocated buffers,
 // as the simulator's flows do: never.
 bool rendezvous(const topology::ClusterSpec& c, const plan::Op& o);
+
+// A collective run by `a` (libnbc's) under a measured profile: its bytes scaled so that,
+// uncontended, its flows take the time the profile's curve measured (bus bytes over the
+// measured busbw); unchanged where no curve applies.
+void scale_to_measured(const DeviceProfile& p, Algorithm a, Network& net, CollectiveCall& call);
 
 // The compute of CPU ranks whose traffic between nodes takes their cores' time
 // (Network::charge_cpu): each rank's compute op runs at 1 - the rank's network load (at

@@ -25,7 +25,7 @@ void Network::transfer(int src, int dst, double bytes, std::function<void()> don
     start_pair(src, dst, bytes, std::move(done), traffic, single);
     return;
   }
-  if (bytes + mpi_match_header > tcp_eager_limit) {
+  if (mpi_rendezvous(bytes, true)) {
     // A rendezvous: the data follows the receiver's acknowledgement, which comes back in
     // order on the reverse connection.
     connection(dst, src, mpi_control_bytes,
@@ -47,20 +47,22 @@ void Network::connection(int src, int dst, double bytes, std::function<void()> d
     return;
   }
   connections_.emplace(key, std::deque<Queued>{});
-  auto next = [this, key](auto& self, Queued q) -> void {
-    start_pair(key.first, key.second, q.bytes, [this, key, self, done = std::move(q.done)]() mutable {
-      auto& waiting = connections_.at(key);
-      if (waiting.empty()) {
-        connections_.erase(key);
-      } else {
-        Queued front = std::move(waiting.front());
-        waiting.pop_front();
-        self(self, std::move(front));
-      }
-      done();
-    }, q.traffic, q.single);
-  };
-  next(next, Queued{bytes, std::move(done), traffic, single});
+  send_on(key, Queued{bytes, std::move(done), traffic, single});
+}
+
+void Network::send_on(std::pair<int, int> key, Queued q) {
+  start_pair(key.first, key.second, q.bytes, [this, key, done = std::move(q.done)] {
+    // Arrived: the next waiting on the connection goes, or the connection is idle.
+    auto& waiting = connections_.at(key);
+    if (waiting.empty()) {
+      connections_.erase(key);
+    } else {
+      Queued next = std::move(waiting.front());
+      waiting.pop_front();
+      send_on(key, std::move(next));
+    }
+    done();
+  }, q.traffic, q.single);
 }
 
 void Network::start_pair(int src, int dst, double bytes, std::function<void()> done, int traffic, bool single) {

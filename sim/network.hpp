@@ -55,6 +55,11 @@ inline constexpr double tcp_eager_limit = 65536.0;
 inline constexpr double shared_memory_eager_limit = 4096.0;
 inline constexpr double mpi_match_header = 16.0;
 inline constexpr double mpi_control_bytes = 64.0;
+// Whether a message of `bytes` is a rendezvous: between nodes over TCP, else through
+// shared memory.
+inline bool mpi_rendezvous(double bytes, bool between_nodes) {
+  return bytes + mpi_match_header > (between_nodes ? tcp_eager_limit : shared_memory_eager_limit);
+}
 
 // Thrown when a scenario cannot be simulated folded (the caller simulates every rank).
 struct NotFoldable : std::runtime_error {
@@ -182,6 +187,8 @@ class Network {
     int traffic = -1;
     bool single = false;
   };
+  // Starts `q` on the idle connection `key`; when it arrives, the next waiting there.
+  void send_on(std::pair<int, int> key, Queued q);
   // The links each copy of a flow crosses, replica by replica, and its route's latency.
   std::vector<Copy> copies(const FlowEnds& e, int count);
   [[nodiscard]] Folded weigh(const std::vector<Copy>& copies) const;

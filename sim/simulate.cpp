@@ -3,19 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
-#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <stdexcept>
-#include <tuple>
 #include <string>
 #include <unordered_map>
 
-#include "plan/memory.hpp"
 #include "report/metrics.hpp"
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
+#include "sim/memory_counter.hpp"
 #include "sim/mpi_ranks.hpp"
 #include "sim/network.hpp"
 
@@ -318,7 +315,7 @@ class Runner {
     switch (o.kind) {
       case OpKind::compute: {
         mark_started(id);
-        if (counters_) memory_on_start(o);
+        if (counters_) memory_->on_start(o, engine_.now().picoseconds());
         double secs = 0.0;
         if (o.stream == Stream::host) {
           secs = host_seconds(s_, o);  // the offloaded optimizer, on the host's cores
@@ -412,9 +409,7 @@ class Runner {
       // libnbc's algorithm, its flows' bytes scaled to the measured time where a profile
       // has one (compute_model.hpp).
       const Choice& choice = algorithms_.get(s_.plan.collective, net_, call, o.group);
-      if (const double t = measured_seconds(profile_, cluster_, o.collective, call.devices, call.bytes); t > 0.0) {
-        call.bytes *= t / transfer_seconds(choice.algorithm, net_, call);
-      }
+      scale_to_measured(profile_, choice.algorithm, net_, call);
       sim::run_collective(net_, choice, std::move(call), std::move(done));
       return;
     }
@@ -431,7 +426,7 @@ class Runner {
     if (done_[i]) return;
     done_[i] = 1;
     const Op& o = prog_.ops[i];
-    if (counters_ && o.kind == OpKind::compute) memory_on_end(o);
+    if (counters_ && o.kind == OpKind::compute) memory_->on_end(o, engine_.now().picoseconds());
     spans_.push_back(report::Span{o.rank, o.stream, o.category, o.kind, o.micro_batch, id, start_time_[i],
                                   engine_.now().picoseconds()});
     if (progress_ && spans_.size() % 4096 == 0) progress_(spans_.size(), prog_.ops.size());
@@ -448,60 +443,15 @@ class Runner {
     if (host_model_ && host_[static_cast<std::size_t>(o.rank)].waiting_for == id) advance_host(static_cast<std::size_t>(o.rank));
   }
 
-  // Memory counters: the stage's static memory (memory.hpp), plus one micro-batch's
-  // activations for a model chunk from the start of its first forward op to the end of its
-  // last backward op, plus the logits from the LM head's forward to its backward.
-  using ChunkKey = std::tuple<int, int, int>;  // rank, micro-batch, chunk
-
   void start_counters() {
     net_.record_rates();
-    const plan::MemoryReport mem = plan::memory_per_rank(s_);
-    memory_.resize(static_cast<std::size_t>(prog_.world));
-    for (int r = 0; r < prog_.world; ++r) {
-      const plan::MemoryBreakdown& b = mem.stages[static_cast<std::size_t>(plan::coord_of(s_.plan, r).pp)];
-      RankMemory& m = memory_[static_cast<std::size_t>(r)];
-      m.now = b.total() - b.activations - b.logits;
-      m.per_chunk = b.in_flight > 0 ? b.activations / b.in_flight : 0.0;
-      m.logits = b.logits_in_flight > 0 ? b.logits / b.logits_in_flight : 0.0;
-      m.samples.emplace_back(0, m.now);
-    }
-    for (const Op& o : prog_.ops) {
-      if (o.kind == OpKind::compute && o.category == plan::Category::backward && o.micro_batch >= 0) {
-        ++backward_left_[{o.rank, o.micro_batch, o.chunk}];
-      }
-    }
-  }
-
-  void add_memory(int rank, double bytes) {
-    RankMemory& m = memory_[static_cast<std::size_t>(rank)];
-    m.now += bytes;
-    const std::int64_t t = engine_.now().picoseconds();
-    if (!m.samples.empty() && m.samples.back().first == t) {
-      m.samples.back().second = m.now;
-    } else {
-      m.samples.emplace_back(t, m.now);
-    }
-  }
-
-  void memory_on_start(const Op& o) {
-    if (o.category != plan::Category::forward || o.micro_batch < 0) return;
-    const RankMemory& m = memory_[static_cast<std::size_t>(o.rank)];
-    if (holding_.insert({o.rank, o.micro_batch, o.chunk}).second) add_memory(o.rank, m.per_chunk);
-    if (o.what == plan::ComputeWhat::lm_head) add_memory(o.rank, m.logits);
-  }
-
-  void memory_on_end(const Op& o) {
-    if (o.category != plan::Category::backward || o.micro_batch < 0) return;
-    const RankMemory& m = memory_[static_cast<std::size_t>(o.rank)];
-    if (o.what == plan::ComputeWhat::lm_head) add_memory(o.rank, -m.logits);
-    const ChunkKey key{o.rank, o.micro_batch, o.chunk};
-    if (--backward_left_[key] == 0 && holding_.erase(key) > 0) add_memory(o.rank, -m.per_chunk);
+    memory_.emplace(s_, prog_);
   }
 
   void finish_counters(report::Trace& t) {
     for (int r = 0; r < prog_.world; ++r) {
       if (prog_.one_replica() && prog_.mirror_of[static_cast<std::size_t>(r)] != r) continue;
-      t.counters.push_back({"memory", r, -1, std::move(memory_[static_cast<std::size_t>(r)].samples)});
+      t.counters.push_back({"memory", r, -1, memory_->take(r)});
     }
     std::vector<report::LinkUse> busiest = t.links;
     std::stable_sort(busiest.begin(), busiest.end(), [this](const report::LinkUse& a, const report::LinkUse& b) {
@@ -511,12 +461,6 @@ class Runner {
     for (const report::LinkUse& l : busiest) t.counters.push_back({cluster_.link_name(l.link), -1, l.link, net_.utilisation(l.link)});
   }
 
-  struct RankMemory {
-    double now = 0.0;
-    double per_chunk = 0.0;
-    double logits = 0.0;
-    std::vector<std::pair<std::int64_t, double>> samples;
-  };
   static constexpr std::size_t busiest_links_counted = 16;
 
   const plan::Scenario& s_;
@@ -556,9 +500,7 @@ class Runner {
     sink_(prog_, std::span<const report::Span>(spans_).subspan(sent_), last);
     sent_ = spans_.size();
   }
-  std::vector<RankMemory> memory_;
-  std::map<ChunkKey, int> backward_left_;
-  std::set<ChunkKey> holding_;
+  std::optional<MemoryCounter> memory_;  // with counters
 };
 
 }  // namespace
