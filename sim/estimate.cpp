@@ -411,16 +411,24 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     }
     if (scatter) t_p2p += im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0);
   }
-  // Each micro-batch's round trip through the pipeline waits on its transfers: a cycle
-  // of the steady state is the slowest stage's work plus a receive each way per chunk.
-  // GPipe streams all forwards, then all backwards: its transfers overlap the next
-  // micro-batch's work.
+  // Each micro-batch's round trip through the pipeline waits on its transfers. Under 1F1B
+  // a stage exchanges with the next stage after each forward (its activation out, a
+  // gradient in, both at once) and with the previous one after each backward: a cycle of
+  // the steady state is the slowest stage's work plus one transfer per neighbour (the
+  // first and last stages have one, the middle ones two). Interleaved chunks have two
+  // neighbours each. GPipe streams all forwards, then all backwards: its transfers overlap
+  // the next micro-batch's work.
+  double cycle = 0.0;
+  for (int st = 0; st < p.pp; ++st) {
+    const int neighbours = (st > 0 ? 1 : 0) + (st + 1 < p.pp ? 1 : 0);
+    cycle = std::max(cycle, work[static_cast<std::size_t>(st)] + neighbours * t_p2p);
+  }
   const double pipeline =
       p.schedule == plan::Schedule::interleaved_1f1b
           ? (mbs + static_cast<double>(p.pp - 1) / v) * (w_max + 2.0 * t_p2p) + 2.0 * (p.pp * v - 1) * t_p2p
       : p.schedule == plan::Schedule::gpipe
           ? w_sum + (mbs - 1) * std::max(w_max, 2.0 * t_p2p) + 2.0 * (p.pp - 1) * t_p2p
-          : w_sum + (mbs - 1) * (w_max + 2.0 * t_p2p) + 2.0 * (p.pp - 1) * t_p2p;
+          : w_sum + (mbs - 1) * cycle + 2.0 * (p.pp - 1) * t_p2p;
 
   // Gradient synchronisation, optimizer and ZeRO-1's all-gathers, per stage.
   const double word = transformer ? static_cast<double>(m.vocab) * m.hidden / p.tp : 0.0;

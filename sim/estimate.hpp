@@ -9,12 +9,16 @@
 // host's time to issue them, and with pipeline stages each chunk starts with the host
 // issuing from scratch, as Megatron synchronises at every transfer),
 // plus the embedding on the first stage and the LM head on the last. The pipeline takes
-//   1F1B              sum_s W_s + (m - 1) (max_s W_s + 2 t_p2p) + 2 (pp - 1) t_p2p
+//   1F1B              sum_s W_s + (m - 1) max_s (W_s + n_s t_p2p) + 2 (pp - 1) t_p2p
 //   GPipe             sum_s W_s + (m - 1) max(max_s W_s, 2 t_p2p) + 2 (pp - 1) t_p2p
 //   interleaved       (m + (pp - 1) / v) (max_s W_s + 2 v t_p2p)
 // where t_p2p is one boundary's transfer (latency + bytes / route bottleneck, stretched by
-// the pipelines sending at once over the same links): a 1F1B cycle waits for a receive
-// each way per chunk, GPipe's stream behind the work. Stage s
+// the pipelines sending at once over the same links) and n_s stage s's neighbours (1 for
+// the first and last, 2 between): a 1F1B stage exchanges with the next stage after each
+// forward (its activation out while a gradient comes in, the two directions at once) and
+// with the previous one after each backward, so a two-stage cycle waits for one transfer
+// and a middle stage's for two; an interleaved chunk waits each way, GPipe's transfers
+// stream behind the work. Stage s
 // ends its last backward sum_{s' < s} B_s' + s t_p2p before the pipeline does (B: the
 // backward part of W); its gradients become ready through that backward, layer by layer
 // from the last, and go out in buckets of plan.bucket_size one after another on the dp

@@ -4,10 +4,16 @@
 // time a rank's traffic between nodes takes from its compute.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "../topology/fixtures.hpp"
 #include "plan/load.hpp"
+#include "report/trace.hpp"
 #include "sim/collectives.hpp"
 #include "sim/simulate.hpp"
 
@@ -257,4 +263,81 @@ plan: {dp: 2, bucket_size: 1MB}
   // 6.5; the first bucket's all-reduce [6.5, 8.5].
   p.receive_cpu_per_byte = 0.5e-9;
   CHECK(step(s, p) == Approx(8.5e-3 + opt).margin(1e-6));
+}
+
+namespace {
+
+// The seed scenarios on the emulated cluster: their step, profile and transfer time alone.
+struct Emulated {
+  plan::Scenario scenario;
+  Prediction prediction;
+  double t = 0.0;  // one micro-batch's 64 KiB activation (or gradient) alone on the link
+};
+
+Emulated emulated(const std::string& file) {
+  Emulated e{plan::load(std::string(PARASIM_SOURCE_DIR "/scenarios/") + file), {}, 0.0};
+  e.prediction = predict(e.scenario);
+  const DeviceProfile p = profile_of(e.scenario);
+  REQUIRE(p.inter_node.has_value());
+  const plan::ModelSpec& m = e.scenario.model;
+  const double bytes = static_cast<double>(e.scenario.training.micro_batch) * m.seq_len * m.hidden * 4;  // fp32
+  REQUIRE(bytes == 65536.0);  // at the TCP eager limit with its header: a rendezvous
+  e.t = bytes / p.inter_node->bandwidth + p.inter_node->latency;
+  return e;
+}
+
+// How long each transfer between the stages into `rank` took on the wire: from when both
+// its send and its receive were posted (a rendezvous moves no data before) to the
+// receive's end.
+std::vector<double> transfers_into(const Prediction& p, int rank) {
+  std::map<std::int64_t, std::int64_t> sent;  // match -> the send's start
+  for (const report::Span& sp : p.trace.spans) {
+    if (sp.kind == plan::OpKind::send) sent[p.program.ops[static_cast<std::size_t>(sp.op)].match] = sp.start;
+  }
+  std::vector<double> out;
+  for (const report::Span& sp : p.trace.spans) {
+    if (sp.rank != rank || sp.kind != plan::OpKind::recv || sp.stream != plan::Stream::pp) continue;
+    const std::int64_t from = std::max(sp.start, sent.at(p.program.ops[static_cast<std::size_t>(sp.op)].match));
+    out.push_back(static_cast<double>(sp.end - from) * 1e-12);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("scenario 24: a two-stage 1F1B pipeline over a slow link waits for one transfer a micro-batch",
+          "[scenarios][mpi]") {
+  const Emulated e = emulated("emulated-pp.yaml");
+  // Every activation and gradient crosses alone on its direction of the link.
+  for (int rank : {0, 1}) {
+    const std::vector<double> in = transfers_into(e.prediction, rank);
+    REQUIRE(in.size() == 8);
+    for (double t : in) CHECK(t == Approx(e.t).epsilon(0.01));
+  }
+  // In the steady state stage 0's forward after micro-batch k's waits for stage 1's
+  // forward and backward of k and one exchange: micro-batch k + 1's activation out while
+  // k's gradient comes back, the two directions at once (Megatron's
+  // send_forward_recv_backward; the executor posts both before waiting).
+  std::map<int, double> start;  // micro-batch -> stage 0's first forward op
+  double stage1 = 0.0;          // stage 1's compute for micro-batch 3
+  for (const report::Span& sp : e.prediction.trace.spans) {
+    if (sp.stream != plan::Stream::compute || sp.kind != plan::OpKind::compute) continue;
+    if (sp.rank == 0 && sp.category == plan::Category::forward && !start.count(sp.micro_batch)) {
+      start[sp.micro_batch] = static_cast<double>(sp.start) * 1e-12;
+    }
+    if (sp.rank == 1 && sp.micro_batch == 3) stage1 += sp.seconds();
+  }
+  CHECK(start.at(5) - start.at(4) == Approx(stage1 + e.t).epsilon(0.01));
+  CHECK(start.at(6) - start.at(5) == Approx(stage1 + e.t).epsilon(0.01));
+}
+
+TEST_CASE("scenario 25: two replicas' transfers share each node's NIC and take twice as long", "[scenarios][mpi]") {
+  const Emulated e = emulated("emulated-contention.yaml");
+  // Stages on different nodes, both replicas' stage 0 on node 0: every activation leaves
+  // through node 0's one NIC beside the other replica's, every gradient through node 1's.
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::vector<double> in = transfers_into(e.prediction, rank);
+    REQUIRE(in.size() == 4);
+    for (double t : in) CHECK(t == Approx(2.0 * e.t).epsilon(0.01));
+  }
 }
