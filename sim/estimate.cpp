@@ -415,9 +415,9 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // a stage exchanges with the next stage after each forward (its activation out, a
   // gradient in, both at once) and with the previous one after each backward: a cycle of
   // the steady state is the slowest stage's work plus one transfer per neighbour (the
-  // first and last stages have one, the middle ones two). Interleaved chunks have two
-  // neighbours each. GPipe streams all forwards, then all backwards: its transfers overlap
-  // the next micro-batch's work.
+  // first and last stages have one, the middle ones two). Interleaved, two a micro-batch:
+  // the rest of the chunks' transfers hide behind the other chunks' work. GPipe streams
+  // all forwards, then all backwards: its transfers overlap the next micro-batch's work.
   double cycle = 0.0;
   for (int st = 0; st < p.pp; ++st) {
     const int neighbours = (st > 0 ? 1 : 0) + (st + 1 < p.pp ? 1 : 0);
