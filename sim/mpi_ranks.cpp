@@ -4,9 +4,9 @@
 
 namespace parasim::sim {
 
-bool rendezvous(const topology::ClusterSpec& c, const plan::Op& o) {
-  if (c.library != topology::CollectiveLibrary::mpi) return false;
-  return mpi_rendezvous(o.bytes, o.rank / c.gpus_per_node != o.peer / c.gpus_per_node);
+bool rendezvous(const topology::Cluster& c, const plan::Op& o) {
+  if (c.spec().library != topology::CollectiveLibrary::mpi) return false;
+  return mpi_rendezvous(o.bytes, c.node_of(o.rank) != c.node_of(o.peer));
 }
 
 void scale_to_measured(const DeviceProfile& p, Algorithm a, Network& net, CollectiveCall& call) {

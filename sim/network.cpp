@@ -20,8 +20,7 @@ void Network::transfer(int src, int dst, double bytes, std::function<void()> don
     engine_.after(Time{}, std::move(done));
     return;
   }
-  const int per_node = cluster_.spec().gpus_per_node;
-  if (!ordered_ || src / per_node == dst / per_node) {
+  if (!ordered_ || cluster_.node_of(src) == cluster_.node_of(dst)) {
     start_pair(src, dst, bytes, std::move(done), traffic, single);
     return;
   }
@@ -67,8 +66,7 @@ void Network::send_on(std::pair<int, int> key, Queued q) {
 
 void Network::start_pair(int src, int dst, double bytes, std::function<void()> done, int traffic, bool single) {
   // With charge_cpu, a flow between nodes loads both ends' cores.
-  const int per_node = cluster_.spec().gpus_per_node;
-  const bool charged = !cpu_load_.empty() && src / per_node != dst / per_node;
+  const bool charged = !cpu_load_.empty() && cluster_.node_of(src) != cluster_.node_of(dst);
   const int from = charged ? in_replica0(src) : -1;
   const int to = charged ? in_replica0(dst) : -1;
   if (folded()) {

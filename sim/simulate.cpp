@@ -344,7 +344,7 @@ class Runner {
       case OpKind::send: {
         mark_started(id);
         const std::int64_t recv = partner_[static_cast<std::size_t>(id)];
-        if (!rendezvous(s_.cluster, o) || started_[static_cast<std::size_t>(recv)]) {
+        if (!rendezvous(cluster_, o) || started_[static_cast<std::size_t>(recv)]) {
           transfer(id);
         } else {
           partner_[static_cast<std::size_t>(recv)] = id;  // the receive starts it
