@@ -327,6 +327,11 @@ class Builder {
   void param_gathers_first();
 
   void data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad);
+  // Moves this rank's data-parallel stream ops emitted from `first` to before `end` in
+  // its program order to just after what they wait for (and after the stream's previous
+  // op): the host issues a bucket's collective from the backward's hook once its last
+  // gradient is ready, not after the whole backward. Each stream's order is unchanged.
+  void issue_with_backward(std::int64_t first, std::int64_t end);
 
   // ZeRO's collectives over the ranks it shards over (the dp group, or under hybrid
   // sharding the rank's shard group) on the dp stream. After a reduce-scatter, hybrid

@@ -1,6 +1,8 @@
 // The end of a rank's step as ops: the data-parallel gradient buckets, the tied
 // embedding's and sequence-parallel norms' sums, the optimizer, the parameter gathers;
 // and ZeRO-2/3's per-unit gathers and reduce-scatters, which the passes emit.
+#include <numeric>
+
 #include "plan/compile_builder.hpp"
 
 namespace parasim::plan::detail {
@@ -101,6 +103,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     if (also_of.back() >= 0) tails.push_back(also_of.back());
   }
   const std::int64_t end_of_backward = last_compute_;
+  const auto tail = static_cast<std::int64_t>(prog_.ops.size());
   std::vector<std::int64_t> synced;
   // (ZeRO-2/3 reduce their gradients by unit, in the passes.)
   const std::vector<GradientBucket> buckets = p_.grad_ranks() > 1 && !p_.unit_grads()
@@ -195,11 +198,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   }
   const double shard = optimizer_shard_params(p_, params, experts);
   const double opt_bytes = (8.0 + 2.0 * optimizer_state_bytes(t_.optimizer) + 2.0 * e_) * shard;
-  // The host reads the overflow flag and the gradient norm before the step: it waits for
-  // every gradient to be synchronised.
-  for (std::int64_t op : synced) {
-    if (op >= 0) prog_.ops[static_cast<std::size_t>(op)].host_sync = true;
-  }
+  std::erase(synced, -1);
   std::int64_t opt = -1;
   if (p_.offload_optimizer) {
     // The host's optimizer step (DeepSpeed's CPU Adam): it reads the fp32 master weights
@@ -221,6 +220,10 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     next_kernels(it->second);
     opt = compute(ComputeWhat::optimizer, Category::optimizer, -1, 12.0 * shard, opt_bytes, -1, -1, -1, synced);
   }
+  // The host reads the overflow flag and the gradient norm before the step: it waits for
+  // every gradient to be synchronised.
+  prog_.ops[static_cast<std::size_t>(opt)].host_waits = true;
+  if (p_.overlap_dp) issue_with_backward(tail, opt);
   // ZeRO-1 gathers the updated parameters by bucket, ZeRO-2 by unit (ZeRO-3 gathers them
   // before each use).
   if (p_.zero == 1 && !p_.defers_param_gather()) {  // no buckets with dp 1
@@ -245,6 +248,47 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
       }
     }
   }
+}
+
+void Builder::issue_with_backward(std::int64_t first, std::int64_t end) {
+  std::vector<std::int64_t>& order = prog_.order[static_cast<std::size_t>(rank_)];
+  // A rank's ops are emitted in its order, so ids ascend along it.
+  auto position = [&](std::int64_t id) {
+    return static_cast<std::size_t>(std::lower_bound(order.begin(), order.end(), id) - order.begin());
+  };
+  const std::size_t from = position(first), to = position(end);
+  // place[i]: the op at position i of the old order goes just after the one at place[i]
+  // (itself: it stays); `moved` lists those that go earlier, in order.
+  std::vector<std::size_t> place(order.size());
+  std::iota(place.begin(), place.end(), std::size_t{0});
+  std::vector<std::pair<std::size_t, std::int64_t>> moved;
+  std::size_t stream_last = 0;  // the dp stream's previous op
+  for (std::size_t i = 0; i < from; ++i) {
+    if (prog_.ops[static_cast<std::size_t>(order[i])].stream == Stream::dp) stream_last = i;
+  }
+  for (std::size_t i = from; i < to; ++i) {
+    const std::int64_t id = order[i];
+    if (prog_.ops[static_cast<std::size_t>(id)].stream != Stream::dp) continue;
+    std::size_t after = stream_last;
+    for (std::int64_t d : prog_.deps_of(id)) {
+      const std::size_t at = position(d);
+      if (at < order.size() && order[at] == d) after = std::max(after, place[at]);
+    }
+    if (after + 1 < i) {
+      place[i] = after;
+      moved.emplace_back(after, id);
+    }
+    stream_last = place[i];
+  }
+  if (moved.empty()) return;
+  std::vector<std::int64_t> out;
+  out.reserve(order.size());
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (place[i] == i) out.push_back(order[i]);
+    while (next < moved.size() && moved[next].first == i) out.push_back(moved[next++].second);
+  }
+  order = std::move(out);
 }
 
 }  // namespace parasim::plan::detail

@@ -115,8 +115,11 @@ struct Op {
   std::int32_t gemm_repeat = 0;
   std::int32_t kernels = -1;     // compute: Program::kernel_sets index (what a GPU implementation launches)
   // The host waits for this op to complete before it issues the rank's next op (Megatron
-  // synchronises the device after its pipeline transfers and before the optimizer step).
+  // synchronises the device after its pipeline transfers; PyTorch's SyncBatchNorm).
   bool host_sync = false;
+  // The host waits for this op's dependencies to complete before it issues it (Megatron
+  // reads the gradient norm and the overflow flag before the optimizer step).
+  bool host_waits = false;
   std::uint32_t deps_begin = 0;  // Program::deps range
   std::uint32_t deps_count = 0;
 };
@@ -146,7 +149,8 @@ struct Program {
   int world = 0;
   std::vector<Op> ops;                           // global op ids
   std::vector<std::int64_t> deps;                // flat dependency lists
-  std::vector<std::vector<std::int64_t>> order;  // per rank: op ids in program order
+  std::vector<std::vector<std::int64_t>> order;  // per rank: op ids in the order its host issues them
+                                                 // (each stream's in the order emitted)
   std::vector<Group> groups;
   std::vector<std::vector<Gemm>> gemm_sets;
   std::vector<std::vector<Kernel>> kernel_sets;

@@ -217,7 +217,8 @@ class Runner {
   // --- the host (profiles with host costs) ---------------------------------------------
   // Each rank's host issues its ops in program order, spending the profile's dispatch time
   // per kernel (compute ops) or per call (communication), and stops after an op marked
-  // host_sync until that op completes. An op cannot start before it is issued; a compute
+  // host_sync until that op completes, and before one marked host_waits until its
+  // dependencies have. An op cannot start before it is issued; a compute
   // op's later kernels are issued while it runs (compute_model.hpp).
   struct Host {
     std::int64_t clock = 0;   // ps: when the host is free to issue the next op
@@ -246,8 +247,18 @@ class Runner {
         h.waiting_for = -1;
         h.clock = std::max(h.clock, engine_.now().picoseconds());
       }
-      const std::int64_t id = order[h.cursor++];
+      const std::int64_t id = order[h.cursor];
       const Op& o = prog_.ops[static_cast<std::size_t>(id)];
+      if (o.host_waits) {
+        const auto deps = prog_.deps_of(id);
+        const auto pending =
+            std::find_if(deps.begin(), deps.end(), [&](std::int64_t d) { return !done_[static_cast<std::size_t>(d)]; });
+        if (pending != deps.end()) {
+          h.waiting_for = *pending;
+          break;
+        }
+      }
+      ++h.cursor;
       // A compute op costs a dispatch per kernel (none without kernels: a generic model's
       // empty embedding step), a communication op one call.
       std::int64_t count = 1;

@@ -182,6 +182,51 @@ TEST_CASE("data-parallel buckets follow reverse layer order and wait for their g
   CHECK(unfinished(early) == 0);
 }
 
+TEST_CASE("the host issues each bucket's collective from the backward, right after its last gradient",
+          "[compile][dp]") {
+  // Megatron's gradient hooks (and, interleaved, its grad_sync_func) launch a bucket's
+  // collective as soon as its gradients are final, in the middle of the backward. In each
+  // rank's issue order a bucket comes right after the last op it waits for, each stream's
+  // ops keep their order (the executor runs them from it), and every op comes after its
+  // own rank's dependencies.
+  for (const auto& sets : std::vector<std::vector<std::string>>{
+           {"plan.dp=4", "plan.bucket_size=4MiB"},
+           {"plan.dp=2", "plan.pp=2", "plan.virtual_stages=2", "plan.zero=1", "plan.bucket_size=1MiB"},
+           {"plan.dp=2", "plan.tp=2", "plan.pp=2", "plan.sequence_parallel=true", "plan.zero=1"}}) {
+    const Program prog = compile(gpt(sets));
+    for (std::size_t r = 0; r < prog.order.size(); ++r) {
+      const std::vector<std::int64_t>& order = prog.order[r];
+      std::map<std::int64_t, std::size_t> at;
+      std::vector<std::int64_t> last(stream_count, -1);
+      int buckets = 0;
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const Op& o = prog.ops[static_cast<std::size_t>(order[i])];
+        CHECK(order[i] > last[static_cast<std::size_t>(o.stream)]);
+        last[static_cast<std::size_t>(o.stream)] = order[i];
+        std::size_t latest = 0;
+        for (std::int64_t d : prog.deps_of(order[i])) {
+          if (prog.ops[static_cast<std::size_t>(d)].rank != static_cast<int>(r)) continue;
+          REQUIRE(at.count(d) == 1);
+          latest = std::max(latest, at[d]);
+        }
+        at[order[i]] = i;
+        if (o.category != Category::dp_comm || o.collective == CollectiveOp::all_gather || i == 0) continue;
+        ++buckets;
+        // Right after what it waits for, or after the dp stream's previous bucket.
+        const Op& before = prog.ops[static_cast<std::size_t>(order[i - 1])];
+        CHECK((latest == i - 1 || before.category == Category::dp_comm));
+      }
+      CHECK(buckets > 0);
+    }
+    // The optimizer is issued last but for ZeRO-1's gathers, once its gradients are in.
+    const Op& opt = prog.ops[static_cast<std::size_t>(*std::find_if(
+        prog.order[0].begin(), prog.order[0].end(),
+        [&](std::int64_t id) { return prog.ops[static_cast<std::size_t>(id)].category == Category::optimizer; }))];
+    CHECK(opt.host_waits);
+    CHECK(unfinished(prog) == 0);
+  }
+}
+
 TEST_CASE("ZeRO-2 and ZeRO-3 reduce-scatter each unit every micro-batch, ZeRO-3 gathers it before each pass",
           "[compile][dp]") {
   // dp 4, global batch 32, micro-batch 2: 4 micro-batches. Units of the one stage: the

@@ -2,6 +2,7 @@
 // tiles in waves, the L2 cap on small tiles, and the host issuing kernels.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <vector>
 
 #include "plan/load.hpp"
@@ -90,4 +91,46 @@ plan: {dp: 1}
   const plan::Scenario fast = plan::load_text(text, "host.yaml", std::vector<std::string>{"cluster.device.host.forward=0us",
                                                                                           "cluster.device.host.backward=0us"});
   CHECK(sim::predict(fast).trace.step_seconds() < 1e-5);
+}
+
+TEST_CASE("the host issues a gradient bucket's all-reduce from the backward, once its layer is done",
+          "[sim][kernels][host][dp]") {
+  // dp 2 on the host-bound device above, a bucket per layer over a slow link, each
+  // torch.distributed call costing the host 40 us. Forward: 4 kernels to 400 us; layer b's
+  // backward kernels issued at 450, 500 and 550 us; its bucket's all-reduce then, at
+  // 550 + 40 = 590 us, as the gradient hook issues it (not after layer a's backward, at
+  // 740 + 40 us). Layer a's bucket follows it on the dp stream; the host waits for both
+  // before it issues the optimizer's 3 kernels at 100 us each.
+  const std::string text = R"(cluster:
+  gpus_per_node: 2
+  device:
+    peak: {fp32: 1000 PFLOPS}
+    memory: 80GiB
+    memory_bandwidth: 1000 PB/s
+    kernels: {sms: 100, gemm_efficiency: 1, l2_bandwidth: 1000 PB/s, memory_efficiency: 1}
+    host: {forward: 100us, backward: 50us, communication: 40us}
+  intra_node: {fabric: nvswitch, bandwidth: 0.1 GB/s}
+  collectives: mpi
+model:
+  layers:
+    - {name: a, params: 1e4, forward_flops: 1e6, activations: 10}
+    - {name: b, params: 1e4, forward_flops: 1e6, activations: 10}
+training: {global_batch: 2, micro_batch: 1, precision: fp32}
+plan: {dp: 2, collective: ring, bucket_size: 40KB}
+)";
+  const sim::Prediction p = sim::predict(plan::load_text(text, "hooks.yaml"));
+  std::vector<const report::Span*> buckets;  // L1, L0, then the empty input's
+  for (const report::Span& sp : p.trace.spans) {
+    if (sp.rank == 0 && sp.category == plan::Category::dp_comm) buckets.push_back(&sp);
+  }
+  std::sort(buckets.begin(), buckets.end(), [](const auto* a, const auto* b) { return a->start < b->start; });
+  REQUIRE(buckets.size() == 3);
+  const double first = static_cast<double>(buckets[0]->start) * 1e-12;
+  const double all_reduce = buckets[0]->seconds();
+  CHECK(first == Approx(590e-6).epsilon(1e-4));
+  CHECK(all_reduce > 200e-6);  // longer than layer a's backward and the call: back to back
+  CHECK(buckets[1]->start == buckets[0]->end);
+  CHECK(buckets[1]->seconds() == Approx(all_reduce));
+  // The host waits for the last bucket, then issues the optimizer.
+  CHECK(p.trace.step_seconds() == Approx(static_cast<double>(buckets[2]->end) * 1e-12 + 300e-6).epsilon(1e-4));
 }
