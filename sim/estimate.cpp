@@ -72,7 +72,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   std::vector<double> cp_l(fwd.size(), 0.0);
   std::vector<double> ep_l(fwd.size(), 0.0);
   std::vector<double> bn_l(fwd.size(), 0.0);  // SyncBN's collectives, waited for
-  double act = 0.0;  // one s·b·h tensor
+  double act = 0.0;                           // one s·b·h tensor
   double emb_f = 0.0, emb_b = 0.0, head_f = 0.0, head_b = 0.0, tp_ends = 0.0;
   // One layer of a spec (the model's, or a mixture of experts' dense first layers): per
   // micro-batch its forward, recompute and backward (tp waits included), and the exposed
@@ -454,11 +454,22 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     std::vector<double> ready_at;
     double params = 0.0;
     double clock = end_bwd - back[sti];
+    // Interleaved, the last micro-batches' backwards run chunk by chunk from the last,
+    // pp of them each: chunk c's gradients are final c such rounds before the end (and
+    // the host issues their buckets then, plan::Builder::issue_with_backward).
+    const bool chunked = p.schedule == plan::Schedule::interleaved_1f1b && v > 1;
+    const double round = back[sti] / v + t_p2p;
+    int chunk = v - 1;
+    if (chunked) clock = end_bwd - (chunk * p.pp + 1) * round;
     for (const plan::GradientSource& x : sources) {
       params += x.params + x.experts;
       if (x.layer == layers) clock += head_b;
       if (x.layer >= 0 && x.layer < layers) {
         const auto l = static_cast<std::size_t>(x.layer);
+        while (chunked && chunk > 0 && x.layer < plan::chunk_layers(layers, p.pp, v, st, chunk).first) {
+          --chunk;
+          clock = end_bwd - (chunk * p.pp + 1) * round;
+        }
         clock += rec[l] + bwd[l];
       }
       ready_at.push_back(x.layer < 0 ? end_bwd : clock);
@@ -514,10 +525,10 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     // The host waits for the gradients before the step (the overflow and norm checks), then
     // issues the optimizer's kernels.
     const double d_opt = dispatch_seconds(prof, plan::Category::optimizer);
-    double opt =
-        slow * (kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
-                        : op_seconds(prof, {}, 1.0, 12.0 * shard,
-                                     (8.0 + 2.0 * plan::optimizer_state_bytes(t.optimizer) + 2.0 * e) * shard, true, dtype));
+    double opt = slow * (kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
+                                 : op_seconds(prof, {}, 1.0, 12.0 * shard,
+                                              (8.0 + 2.0 * plan::optimizer_state_bytes(t.optimizer) + 2.0 * e) * shard,
+                                              true, dtype));
     if (p.offload_optimizer) {
       // The host's step (host_seconds), then the updated weights copied in unit by unit.
       plan::Op host;

@@ -22,12 +22,12 @@
 // and drain pay each; GPipe's transfers stream behind the work. Stage s
 // ends its last backward sum_{s' < s} B_s' + s t_p2p before the pipeline does (B: the
 // backward part of W); its gradients become ready through that backward, layer by layer
-// from the last, and go out in buckets of plan.bucket_size one after another on the dp
-// stream (all-reduce, or reduce-scatter under ZeRO-1); then the sequence-parallel norm sum,
-// the tied-embedding sum, the optimizer, and under ZeRO-1 the parameters' all-gathers. The
-// step ends when the last stage's does. Offloading: the units' copies to and from host
-// memory stretch a stage like ZeRO's traffic (the longer of its work and each direction's
-// copies), the activations' stretch its passes (each direction against the micro-batch's
+// from the last (interleaved: chunk c's in its own last backward, c rounds of pp chunk
+// backwards before the end, as the cooldown runs them chunk by chunk), and go out in buckets of plan.bucket_size one
+// after another on the dp stream (all-reduce, or reduce-scatter under ZeRO-1); then the sequence-parallel norm sum, the
+// tied-embedding sum, the optimizer, and under ZeRO-1 the parameters' all-gathers. The step ends when the last stage's
+// does. Offloading: the units' copies to and from host memory stretch a stage like ZeRO's traffic (the longer of its
+// work and each direction's copies), the activations' stretch its passes (each direction against the micro-batch's
 // work; on one stage the forward also waits for its copies out once per step), and the
 // host's optimizer step and the weights' copy back follow the last backward.
 //
@@ -63,13 +63,13 @@
 namespace parasim::sim {
 
 struct StepEstimate {
-  double step_time = 0.0;     // seconds
-  double pipeline = 0.0;      // forward and backward of every micro-batch, bubble included
-  double bubble = 0.0;        // fraction of the step stage 0 spends waiting on the pipeline
-  double tp_exposed = 0.0;    // seconds per step (tp collectives are waited for)
-  double dp_exposed = 0.0;    // seconds after the pipeline until the optimizer can start
-  double cp_exposed = 0.0;    // seconds per step the cp ring's transfers are waited for
-  double ep_exposed = 0.0;    // seconds per step in the experts' all-to-alls (waited for)
+  double step_time = 0.0;        // seconds
+  double pipeline = 0.0;         // forward and backward of every micro-batch, bubble included
+  double bubble = 0.0;           // fraction of the step stage 0 spends waiting on the pipeline
+  double tp_exposed = 0.0;       // seconds per step (tp collectives are waited for)
+  double dp_exposed = 0.0;       // seconds after the pipeline until the optimizer can start
+  double cp_exposed = 0.0;       // seconds per step the cp ring's transfers are waited for
+  double ep_exposed = 0.0;       // seconds per step in the experts' all-to-alls (waited for)
   double offload_exposed = 0.0;  // seconds per step the copies to and from host memory add
   double syncbn_exposed = 0.0;   // seconds per step in SyncBN's collectives (waited for)
   double optimizer = 0.0;

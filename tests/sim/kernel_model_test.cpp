@@ -1,9 +1,9 @@
 // The kernel-level compute model (sim/compute_model.hpp) on hand-computed cases: GEMM
 // tiles in waves, the L2 cap on small tiles, and the host issuing kernels.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "plan/load.hpp"
 #include "sim/compute_model.hpp"
@@ -28,6 +28,24 @@ double gemm(const sim::DeviceProfile& p, long long m, long long n, long long k) 
   const plan::Kernel g{plan::KernelKind::gemm, "g", m, n, k, 1, 2, 0, 0.0, false};
   return sim::kernel_work_seconds(p, g, topology::Dtype::bf16);
 }
+
+// Two generic layers on one device with a kernel model so fast that only its host counts.
+const char* const tiny_kernels = R"(cluster:
+  gpus_per_node: 1
+  device:
+    peak: {fp32: 1000 PFLOPS}
+    memory: 80GiB
+    memory_bandwidth: 1000 PB/s
+    kernels: {sms: 100, gemm_efficiency: 1, l2_bandwidth: 1000 PB/s, memory_efficiency: 1}
+    host: {forward: 100us, backward: 50us}
+  intra_node: {fabric: nvswitch, bandwidth: 100 GB/s}
+model:
+  layers:
+    - {name: a, params: 1e4, forward_flops: 1e6, activations: 10}
+    - {name: b, params: 1e4, forward_flops: 1e6, activations: 10}
+training: {global_batch: 1, micro_batch: 1, precision: fp32}
+plan: {dp: 1}
+)";
 
 }  // namespace
 
@@ -68,28 +86,13 @@ TEST_CASE("a step of tiny kernels takes what the host needs to issue them", "[si
   // one micro-batch, fp32. Forward: 2 layers x 2 kernels at 100 us; backward 2 x 3 at
   // 50 us; after the gradients the host issues the optimizer's 3 kernels (norm, AdamW,
   // zeroing) at 100 us: 400 + 300 + 300 = 1 ms.
-  const std::string text = R"(cluster:
-  gpus_per_node: 1
-  device:
-    peak: {fp32: 1000 PFLOPS}
-    memory: 80GiB
-    memory_bandwidth: 1000 PB/s
-    kernels: {sms: 100, gemm_efficiency: 1, l2_bandwidth: 1000 PB/s, memory_efficiency: 1}
-    host: {forward: 100us, backward: 50us}
-  intra_node: {fabric: nvswitch, bandwidth: 100 GB/s}
-model:
-  layers:
-    - {name: a, params: 1e4, forward_flops: 1e6, activations: 10}
-    - {name: b, params: 1e4, forward_flops: 1e6, activations: 10}
-training: {global_batch: 1, micro_batch: 1, precision: fp32}
-plan: {dp: 1}
-)";
-  const plan::Scenario s = plan::load_text(text, "host.yaml");
+  const plan::Scenario s = plan::load_text(tiny_kernels, "host.yaml");
   const sim::Prediction p = sim::predict(s);
   CHECK(p.trace.step_seconds() == Approx(1e-3).epsilon(1e-3));
   // Without host costs the same step is the device's, microseconds.
-  const plan::Scenario fast = plan::load_text(text, "host.yaml", std::vector<std::string>{"cluster.device.host.forward=0us",
-                                                                                          "cluster.device.host.backward=0us"});
+  const plan::Scenario fast =
+      plan::load_text(tiny_kernels, "host.yaml",
+                      std::vector<std::string>{"cluster.device.host.forward=0us", "cluster.device.host.backward=0us"});
   CHECK(sim::predict(fast).trace.step_seconds() < 1e-5);
 }
 
@@ -101,24 +104,12 @@ TEST_CASE("the host issues a gradient bucket's all-reduce from the backward, onc
   // 550 + 40 = 590 us, as the gradient hook issues it (not after layer a's backward, at
   // 740 + 40 us). Layer a's bucket follows it on the dp stream; the host waits for both
   // before it issues the optimizer's 3 kernels at 100 us each.
-  const std::string text = R"(cluster:
-  gpus_per_node: 2
-  device:
-    peak: {fp32: 1000 PFLOPS}
-    memory: 80GiB
-    memory_bandwidth: 1000 PB/s
-    kernels: {sms: 100, gemm_efficiency: 1, l2_bandwidth: 1000 PB/s, memory_efficiency: 1}
-    host: {forward: 100us, backward: 50us, communication: 40us}
-  intra_node: {fabric: nvswitch, bandwidth: 0.1 GB/s}
-  collectives: mpi
-model:
-  layers:
-    - {name: a, params: 1e4, forward_flops: 1e6, activations: 10}
-    - {name: b, params: 1e4, forward_flops: 1e6, activations: 10}
-training: {global_batch: 2, micro_batch: 1, precision: fp32}
-plan: {dp: 2, collective: ring, bucket_size: 40KB}
-)";
-  const sim::Prediction p = sim::predict(plan::load_text(text, "hooks.yaml"));
+  const sim::Prediction p = sim::predict(
+      plan::load_text(tiny_kernels, "hooks.yaml",
+                      std::vector<std::string>{"cluster.gpus_per_node=2", "cluster.device.host.communication=40us",
+                                               "cluster.intra_node.bandwidth=0.1 GB/s", "cluster.collectives=mpi",
+                                               "training.global_batch=2", "plan.dp=2", "plan.collective=ring",
+                                               "plan.bucket_size=40KB"}));
   std::vector<const report::Span*> buckets;  // L1, L0, then the empty input's
   for (const report::Span& sp : p.trace.spans) {
     if (sp.rank == 0 && sp.category == plan::Category::dp_comm) buckets.push_back(&sp);
