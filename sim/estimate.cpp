@@ -417,17 +417,22 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // the steady state is the slowest stage's work plus one transfer per neighbour (the
   // first and last stages have one, the middle ones two). Interleaved, two a micro-batch:
   // the rest of the chunks' transfers hide behind the other chunks' work. GPipe streams
-  // all forwards, then all backwards: its transfers overlap the next micro-batch's work.
+  // all forwards, then all backwards: its transfers overlap the next micro-batch's work,
+  // each phase going at the pace of its slower side, the work or the link.
   double cycle = 0.0;
+  double f_max = 0.0, b_max = 0.0;  // GPipe's phases: the slowest forward, backward
   for (int st = 0; st < p.pp; ++st) {
+    const auto sti = static_cast<std::size_t>(st);
     const int neighbours = (st > 0 ? 1 : 0) + (st + 1 < p.pp ? 1 : 0);
-    cycle = std::max(cycle, work[static_cast<std::size_t>(st)] + neighbours * t_p2p);
+    cycle = std::max(cycle, work[sti] + neighbours * t_p2p);
+    f_max = std::max(f_max, work[sti] - back[sti]);
+    b_max = std::max(b_max, back[sti]);
   }
   const double pipeline =
       p.schedule == plan::Schedule::interleaved_1f1b
           ? (mbs + static_cast<double>(p.pp - 1) / v) * (w_max + 2.0 * t_p2p) + 2.0 * (p.pp * v - 1) * t_p2p
       : p.schedule == plan::Schedule::gpipe
-          ? w_sum + (mbs - 1) * std::max(w_max, 2.0 * t_p2p) + 2.0 * (p.pp - 1) * t_p2p
+          ? w_sum + (mbs - 1) * (std::max(f_max, t_p2p) + std::max(b_max, t_p2p)) + 2.0 * (p.pp - 1) * t_p2p
           : w_sum + (mbs - 1) * cycle + 2.0 * (p.pp - 1) * t_p2p;
 
   // Gradient synchronisation, optimizer and ZeRO-1's all-gathers, per stage.

@@ -10,7 +10,7 @@
 // issuing from scratch, as Megatron synchronises at every transfer),
 // plus the embedding on the first stage and the LM head on the last. The pipeline takes
 //   1F1B              sum_s W_s + (m - 1) max_s (W_s + n_s t_p2p) + 2 (pp - 1) t_p2p
-//   GPipe             sum_s W_s + (m - 1) max(max_s W_s, 2 t_p2p) + 2 (pp - 1) t_p2p
+//   GPipe             sum_s W_s + (m - 1) (max(max_s F_s, t_p2p) + max(max_s B_s, t_p2p)) + 2 (pp - 1) t_p2p
 //   interleaved       (m + (pp - 1) / v) (max_s W_s + 2 t_p2p) + 2 (pp v - 1) t_p2p
 // where t_p2p is one boundary's transfer (latency + bytes / route bottleneck, stretched by
 // the pipelines sending at once over the same links) and n_s stage s's neighbours (1 for
@@ -19,7 +19,9 @@
 // with the previous one after each backward, so a two-stage cycle waits for one transfer
 // and a middle stage's for two; interleaved, most of a stage's 2v transfers a micro-batch
 // hide behind its other chunks' work (the simulator's interleaving), the pipeline's fill
-// and drain pay each; GPipe's transfers stream behind the work. Stage s
+// and drain pay each; GPipe's transfers stream behind the work, its forward phase (F: the
+// forward part of W) and its backward phase each at the pace of the slower of the work
+// and the link. Stage s
 // ends its last backward sum_{s' < s} B_s' + s t_p2p before the pipeline does (B: the
 // backward part of W); its gradients become ready through that backward, layer by layer
 // from the last (interleaved: chunk c's in its own last backward, c rounds of pp chunk
