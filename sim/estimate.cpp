@@ -43,22 +43,8 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // slowest device's speed.
   const double slow = 1.0 / s.cluster.slowest_compute_factor();
   const Costing cost{prof, dtype, slow};
-  auto op = [&](const std::vector<plan::Gemm>& g, double passes, double bytes) { return cost.op(g, passes, bytes); };
   const bool kernels = prof.kernel_model();
   const plan::KernelPlan kp = plan::kernel_plan(s);
-  auto device = [&](const std::vector<plan::Kernel>& ks) { return cost.device(ks); };
-  auto pass = [&](const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) {
-    return cost.pass(ks, c, comm, calls);
-  };
-  // With pipeline stages the host waits for each transfer (Megatron synchronises), so it
-  // starts issuing a chunk's kernels only when the chunk starts: the first pass of a chunk
-  // waits for the host from its first kernel on (the recurrence of compute_model.hpp); what
-  // that costs beyond pass().
-  auto cold_start = [&](const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) {
-    const double d = dispatch_seconds(prof, c);
-    const double host = static_cast<double>(ks.size()) * d + calls * prof.host.communication;
-    return std::max(kernels_seconds(prof, ks, dtype, d, d) * slow + comm, host) - pass(ks, c, comm, calls);
-  };
   double start_f = 0.0, start_b = 0.0;  // per chunk and micro-batch, pipelines only
 
   // Per layer and micro-batch on one rank: forward, recompute, backward (tp waits included),
@@ -74,172 +60,9 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   std::vector<double> bn_l(fwd.size(), 0.0);  // SyncBN's collectives, waited for
   double act = 0.0;                           // one s·b·h tensor
   double emb_f = 0.0, emb_b = 0.0, head_f = 0.0, head_b = 0.0, tp_ends = 0.0;
-  // One layer of a spec (the model's, or a mixture of experts' dense first layers): per
-  // micro-batch its forward, recompute and backward (tp waits included), and the exposed
-  // communication among them.
-  struct LayerCost {
-    double f = 0.0, b = 0.0, r = 0.0, tp = 0.0, cp = 0.0, ep = 0.0, start_f = 0.0, start_b = 0.0;
-    double sum = 0.0, gather = 0.0, overlap = 0.0;  // one tp sum and gather of s·b·h, the links' share
-  };
   if (transformer) act = static_cast<double>(m.seq_len / p.cp) * t.micro_batch * m.hidden * e;  // this rank's positions
-  auto layer_cost = [&](const plan::ModelSpec& lm, const plan::KernelPlan& lkp) {
-    const std::vector<plan::Gemm> g = plan::layer_forward_gemms(lm, t.micro_batch, p.tp, p.cp, p.ep, lm.expert_load());
-    const auto split = g.begin() + plan::attention_gemm_count(lm);
-    const std::vector<plan::Gemm> att(g.begin(), split);
-    const std::vector<plan::Gemm> mlp(split, g.end());
-    const std::vector<plan::Gemm> core(split - 3, split - 1);
-    const double ew =
-        plan::layer_activation_bytes(lm, t.micro_batch, p.tp, p.sequence_parallel, plan::Recompute::none, e) / p.cp;
-    // The tp collectives of the other stages share the links for the part of the time
-    // that they, too, are in a tp collective: that share, from the stage's own figures.
-    const CollectiveOp sum_op = sp ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce;
-    double overlap = 0.0;
-    if (p.tp > 1 && p.pp > 1) {
-      const double alone = 2.0 * (im.collective(s, Dim::tp, sum_op, act, 0) +
-                                  (sp ? im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0) : 0.0));
-      const double work = op(g, 3.0, 3.0 * plan::gemm_io_bytes(g, e) + 2.0 * ew);
-      // ... while they run at all: never with one micro-batch, nearly always with many.
-      const double together = static_cast<double>(mbs - 1) / (mbs + p.pp - 2);
-      overlap = together * 2.0 * alone / (2.0 * alone + work);
-    }
-    const double sum = im.collective(s, Dim::tp, sum_op, act, 0, overlap);
-    const double gather = sp ? im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0, overlap) : 0.0;
-    double f = 0.0, b = 0.0, tp_comm = 0.0, ep_comm = 0.0, cp_f = 0.0, cp_b = 0.0, chunk_f = 0.0, chunk_b = 0.0;
-    int calls = p.tp == 1 ? 0 : sp ? 4 : 2;  // tp collectives per layer pass
-    if (p.tp > 1) tp_comm = 2.0 * (sum + gather);
-    // A split mixture-of-experts MLP (plan/compile_moe.cpp): two all-to-alls over ep, and
-    // with tp the routed tokens' all-gather and their outputs' reduce-scatter over tp in
-    // place of the half's sequence gather and sum.
-    if (lm.moe() && (p.ep > 1 || p.tp > 1)) {
-      const double routed = act * lm.top_k * lm.expert_load();  // the tp group's token copies
-      const double tp_tokens = p.tp > 1
-                                   ? im.collective(s, Dim::tp, CollectiveOp::all_gather, routed, 0, overlap) +
-                                         im.collective(s, Dim::tp, CollectiveOp::reduce_scatter, routed, 0, overlap)
-                                   : 0.0;
-      ep_comm = p.ep > 1 ? 2.0 * im.collective(s, Dim::dp, CollectiveOp::all_to_all, routed / p.tp, 0, 0.0,
-                                               plan::GroupPart::expert)
-                         : 0.0;
-      // With tp the shared experts gather the layer's tokens and sum their output over tp.
-      const bool shared = p.tp > 1 && lm.shared_expert_ffn_hidden > 0;
-      tp_comm = p.tp > 1 ? (shared ? 2.0 : 1.0) * (sum + gather) + tp_tokens : 0.0;
-      calls = (p.tp > 1 ? (shared ? 6 : 4) : 0) + (p.ep > 1 ? 2 : 0);
-    }
-    const bool overlapped = kernels && sp && p.tp_comm_overlap;
-    if (overlapped) {
-      // Tensor-parallel overlap (plan/kernels.hpp, OverlapKernels): per half, the ring's
-      // steps each take the longer of a block's GEMM and a block's transfer (an all-gather's
-      // step); forward the pipelined sums the longer of a block's GEMM and its
-      // reduce-scatter; backward the sum runs under the weight gradients. The ring's blocks
-      // after the first and its communication cost the host nothing (host_issued).
-      const int splits = plan::overlap_splits(lkp);
-      const double step = gather / (p.tp - 1);
-      const double block_sum = im.collective(s, Dim::tp, sum_op, act / splits, 0, overlap);
-      double exposed = 0.0;  // forward and backward, per layer
-      auto overlapped_pass = [&](bool backward, double* host) {
-        double time = 0.0, work = 0.0;
-        *host = 0.0;
-        for (plan::LayerPart half : {plan::LayerPart::attention, plan::LayerPart::mlp}) {
-          const plan::OverlapKernels k = plan::overlap_kernels(lkp, half, backward, splits);
-          const double column = device(k.column);
-          const double row = device(k.row);
-          time += device(k.prepare) + column + (p.tp - 1) * std::max(column, step) + device(k.middle);
-          work += device(k.prepare) + p.tp * column + device(k.middle);
-          if (backward) {
-            const double w = device(k.wgrad);
-            time += row + std::max(w, sum);
-            work += row + w;
-          } else {
-            time += row + (splits - 1) * std::max(row, block_sum) + block_sum + device(k.row_last) - row;
-            work += (splits - 1) * row + device(k.row_last);
-          }
-          const std::size_t issued =
-              k.prepare.size() + 1 + k.middle.size() + 1 + (backward ? k.wgrad.size() : k.row_last.size() - 1);
-          *host += static_cast<double>(issued) *
-                   dispatch_seconds(prof, backward ? plan::Category::backward : plan::Category::forward);
-        }
-        exposed += time - work;
-        return time;
-      };
-      double host_f = 0.0, host_b = 0.0;
-      const double dev_f = overlapped_pass(false, &host_f);
-      const double dev_b = overlapped_pass(true, &host_b);
-      f = std::max(dev_f, host_f);
-      b = std::max(dev_b, host_b);
-      tp_comm = exposed / 2.0;  // per pass, as reported
-      // A chunk's first pass waits for the host's first kernel at least.
-      chunk_f = p.pp > 1 ? dispatch_seconds(prof, plan::Category::forward) : 0.0;
-      chunk_b = p.pp > 1 ? dispatch_seconds(prof, plan::Category::backward) : 0.0;
-    } else if (kernels) {
-      const auto kf = plan::layer_kernels(lkp, plan::LayerPart::whole, false);
-      const auto kb = plan::layer_kernels(lkp, plan::LayerPart::whole, true);
-      f = pass(kf, plan::Category::forward, tp_comm + ep_comm, calls);
-      b = pass(kb, plan::Category::backward, tp_comm + ep_comm, calls);
-      if (p.pp > 1) {
-        chunk_f = cold_start(kf, plan::Category::forward, tp_comm + ep_comm, calls);
-        chunk_b = t.recompute == plan::Recompute::full
-                      ? chunk_f
-                      : cold_start(kb, plan::Category::backward, tp_comm + ep_comm, calls);
-      }
-    } else if (p.tp == 1) {
-      f = op(g, 1.0, plan::gemm_io_bytes(g, e) + ew) + ep_comm;
-      b = op(g, 2.0, 2.0 * plan::gemm_io_bytes(g, e) + ew) + ep_comm;
-    } else {
-      f = op(att, 1.0, plan::gemm_io_bytes(att, e) + ew / 2) + op(mlp, 1.0, plan::gemm_io_bytes(mlp, e) + ew / 2) +
-          tp_comm;
-      b = op(att, 2.0, 2.0 * plan::gemm_io_bytes(att, e) + ew / 2) +
-          op(mlp, 2.0, 2.0 * plan::gemm_io_bytes(mlp, e) + ew / 2) + tp_comm;
-      f += ep_comm;
-      b += ep_comm;
-    }
-    // Context parallelism's ring (plan/compile_layers.cpp, context_half): forward each later
-    // step waits for its keys and values as far as their transfer outlasts the step before;
-    // backward the keys and values travel beside the gradients' sums (twice the bytes on
-    // the link), each merge waits for its sum likewise, and the last sum's hop home is
-    // waited for whole.
-    if (p.cp > 1) {
-      const double kv = plan::cp_kv_block_bytes(s);
-      const double one = im.ring_step(p, kv);
-      const double both = im.ring_step(p, 2.0 * kv);
-      double block_f = 0.0, block_b = 0.0, merge = 0.0;
-      if (kernels) {
-        const plan::ContextKernels ck_f = plan::context_kernels(lkp, false);
-        const plan::ContextKernels ck_b = plan::context_kernels(lkp, true);
-        block_f = device(ck_f.block);
-        block_b = device(ck_b.block);
-        merge = device(ck_b.merge);
-      } else {
-        block_f = op(core, 1.0, plan::gemm_io_bytes(core, e)) / p.cp;
-        block_b = 2.0 * block_f;
-      }
-      cp_f = (p.cp - 1) * std::max(0.0, one - block_f);
-      cp_b = (p.cp - 1) * (std::max(0.0, both - block_b) + merge) + one;
-      f += cp_f;
-      b += cp_b;
-    }
-    double r = 0.0;
-    if (t.recompute == plan::Recompute::full) {
-      r = f;
-    } else if (t.recompute == plan::Recompute::selective) {
-      r = kernels ? pass(plan::layer_kernels(lkp, plan::LayerPart::attention_core, false), plan::Category::recompute,
-                         0.0, 0)
-                  : op(core, 1.0, plan::gemm_io_bytes(core, e));
-    }
-    LayerCost c;
-    c.f = f;
-    c.b = b;
-    c.r = r;
-    c.tp = tp_comm * (t.recompute == plan::Recompute::full ? 3.0 : 2.0);
-    c.cp = cp_f * (t.recompute == plan::Recompute::full ? 2.0 : 1.0) + cp_b;
-    c.ep = ep_comm * (t.recompute == plan::Recompute::full ? 3.0 : 2.0);
-    c.start_f = chunk_f;
-    c.start_b = chunk_b;
-    c.sum = sum;
-    c.gather = gather;
-    c.overlap = overlap;
-    return c;
-  };
   if (transformer) {
-    const LayerCost main = layer_cost(m, kp);
+    const LayerCost main = im.transformer_layer_cost(s, cost, m, kp, act);
     const std::vector<plan::Gemm> head{plan::lm_head_gemm(m, t.micro_batch, p.tp, p.cp)};
     start_f = main.start_f;
     start_b = main.start_b;
@@ -257,7 +80,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     fill(main, 0, layers);
     if (m.moe() && m.dense_layers > 0) {  // a mixture of experts' dense first layers
       const plan::KernelPlan dense = plan::layer_kernel_plan(kp, m.layer_spec(0));
-      fill(layer_cost(dense.model, dense), 0, std::min(layers, m.dense_layers));
+      fill(im.transformer_layer_cost(s, cost, dense.model, dense, act), 0, std::min(layers, m.dense_layers));
     }
     const double sum = main.sum;
     const double gather = main.gather;
@@ -266,15 +89,15 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
                                                   3.0 * 4.0 * (m.seq_len / p.cp) * t.micro_batch * p.tp, 0, overlap)
                                   : 0.0;
     if (kernels) {
-      emb_f = pass(plan::embedding_kernels(kp, false), plan::Category::forward, 0.0, 0) + (p.tp > 1 ? sum : 0.0);
-      emb_b = pass(plan::embedding_kernels(kp, true), plan::Category::backward, 0.0, 0) + gather;
-      head_f = gather + pass(plan::head_kernels(kp, false), plan::Category::forward, 0.0, 0) + stats;
-      head_b = pass(plan::head_kernels(kp, true), plan::Category::backward, 0.0, 0) + (p.tp > 1 ? sum : 0.0);
+      emb_f = cost.pass(plan::embedding_kernels(kp, false), plan::Category::forward, 0.0, 0) + (p.tp > 1 ? sum : 0.0);
+      emb_b = cost.pass(plan::embedding_kernels(kp, true), plan::Category::backward, 0.0, 0) + gather;
+      head_f = gather + cost.pass(plan::head_kernels(kp, false), plan::Category::forward, 0.0, 0) + stats;
+      head_b = cost.pass(plan::head_kernels(kp, true), plan::Category::backward, 0.0, 0) + (p.tp > 1 ? sum : 0.0);
     } else {
-      emb_f = op({}, 1.0, act) + (p.tp > 1 ? sum : 0.0);
-      emb_b = op({}, 1.0, act) + gather;
-      head_f = gather + op(head, 1.0, plan::gemm_io_bytes(head, e)) + stats;
-      head_b = op(head, 2.0, 2.0 * plan::gemm_io_bytes(head, e)) + (p.tp > 1 ? sum : 0.0);
+      emb_f = cost.op({}, 1.0, act) + (p.tp > 1 ? sum : 0.0);
+      emb_b = cost.op({}, 1.0, act) + gather;
+      head_f = gather + cost.op(head, 1.0, plan::gemm_io_bytes(head, e)) + stats;
+      head_b = cost.op(head, 2.0, 2.0 * plan::gemm_io_bytes(head, e)) + (p.tp > 1 ? sum : 0.0);
     }
     tp_ends = p.tp > 1 ? 2.0 * (sum + gather) + stats : 0.0;
   } else {

@@ -21,17 +21,19 @@
 // hide behind its other chunks' work (the simulator's interleaving), the pipeline's fill
 // and drain pay each; GPipe's transfers stream behind the work, its forward phase (F: the
 // forward part of W) and its backward phase each at the pace of the slower of the work
-// and the link. Stage s
-// ends its last backward sum_{s' < s} B_s' + s t_p2p before the pipeline does (B: the
-// backward part of W); its gradients become ready through that backward, layer by layer
-// from the last (interleaved: chunk c's in its own last backward, c rounds of pp chunk
-// backwards before the end, as the cooldown runs them chunk by chunk), and go out in buckets of plan.bucket_size one
-// after another on the dp stream (all-reduce, or reduce-scatter under ZeRO-1); then the sequence-parallel norm sum, the
-// tied-embedding sum, the optimizer, and under ZeRO-1 the parameters' all-gathers. The step ends when the last stage's
-// does. Offloading: the units' copies to and from host memory stretch a stage like ZeRO's traffic (the longer of its
-// work and each direction's copies), the activations' stretch its passes (each direction against the micro-batch's
-// work; on one stage the forward also waits for its copies out once per step), and the
-// host's optimizer step and the weights' copy back follow the last backward.
+// and the link. Stage s ends its last backward sum_{s' < s} B_s' + s t_p2p before the
+// pipeline does (B: the backward part of W); its gradients become ready through that
+// backward, layer by layer from the last (interleaved: chunk c's in its own last
+// backward, c rounds of pp chunk backwards before the end, as the cooldown runs them
+// chunk by chunk), and go out in buckets of plan.bucket_size one after another on the dp
+// stream (all-reduce, or reduce-scatter under ZeRO-1); then the sequence-parallel norm
+// sum, the tied-embedding sum, the optimizer, and under ZeRO-1 the parameters'
+// all-gathers. The step ends when the last stage's does. Offloading: the units' copies to
+// and from host memory stretch a stage like ZeRO's traffic (the longer of its work and
+// each direction's copies), the activations' stretch its passes (each direction against
+// the micro-batch's work; on one stage the forward also waits for its copies out once per
+// step), and the host's optimizer step and the weights' copy back follow the last
+// backward.
 //
 // Collectives over a group that leaves its node share the NICs with the other groups of
 // their dimension running at once: the estimate's transfer part (not its latency) is

@@ -107,6 +107,23 @@ struct Costing {
     const double host = static_cast<double>(ks.size()) * dispatch_seconds(prof, c) + calls * prof.host.communication;
     return std::max(device(ks) + comm, host);
   }
+  // With pipeline stages the host waits for each transfer (Megatron synchronises), so it
+  // starts issuing a chunk's kernels only when the chunk starts: the first pass of a chunk
+  // waits for the host from its first kernel on (the recurrence of compute_model.hpp); what
+  // that costs beyond pass().
+  [[nodiscard]] double cold_start(const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) const {
+    const double d = dispatch_seconds(prof, c);
+    const double host = static_cast<double>(ks.size()) * d + calls * prof.host.communication;
+    return std::max(kernels_seconds(prof, ks, dtype, d, d) * slow + comm, host) - pass(ks, c, comm, calls);
+  }
+};
+
+// One transformer layer of a spec (the model's, or a mixture of experts' dense first
+// layers): per micro-batch its forward, recompute and backward (tp waits included), and
+// the exposed communication among them.
+struct LayerCost {
+  double f = 0.0, b = 0.0, r = 0.0, tp = 0.0, cp = 0.0, ep = 0.0, start_f = 0.0, start_b = 0.0;
+  double sum = 0.0, gather = 0.0, overlap = 0.0;  // one tp sum and gather of s·b·h, the links' share
 };
 
 // A generic layer's forward and backward per micro-batch, and of them SyncBN's collectives.
@@ -173,6 +190,10 @@ struct Estimator::Impl {
   // the time the other stages run such collectives too.
   // A generic (CNN) layer's cost (estimate_generic.cpp).
   GenericCost generic_layer_cost(const plan::Scenario& s, const Costing& cost, const plan::GenericLayer& layer);
+  // A transformer layer of `lm` run as `lkp` says (estimate_layer.cpp); `act` is one of
+  // this rank's s·b·h tensors in bytes.
+  LayerCost transformer_layer_cost(const plan::Scenario& s, const Costing& cost, const plan::ModelSpec& lm,
+                                   const plan::KernelPlan& lkp, double act);
 
   double collective(const plan::Scenario& s, Dim d, CollectiveOp op, double bytes, int stage, double overlap = 0.0,
                     plan::GroupPart part = plan::GroupPart::whole) {
