@@ -1,6 +1,7 @@
 // The prediction against public measurements of real training runs: a fixed subset of the
 // vTrain file (every 6th of its 1,440 rows: Megatron-DeepSpeed GPT training on 2 to 8 A100s
-// of one DGX node) predicted with the built-in A100 profile. The bounds fail CI when a
+// of one DGX node) predicted with the built-in A100 profile, Megatron-LM's weak-scaling runs
+// on up to 2,520 A100s and NeMo's FP8 runs on up to 512 H100s. The bounds fail CI when a
 // change makes the out-of-the-box prediction worse; docs/validation.md has the full file's
 // figures (bench/fidelity).
 #include <catch2/catch.hpp>
@@ -104,4 +105,27 @@ TEST_CASE("Megatron-LM's weak-scaling runs from 1.7B on 32 A100s to 530B on 2520
   }
   INFO(sim::fidelity_report(rows));
   CHECK(sim::error_stats(errors).mean_abs <= 0.10);
+}
+
+TEST_CASE("NeMo's published FP8 runs on DGX H100 from 8 to 512 GPUs predicted within the bounds", "[sim][fidelity]") {
+  // Measured throughputs of NVIDIA's NeMo performance recipes (tests/data/fidelity/README.md):
+  // H100 and FP8, sequence and context parallelism, interleaved pipelines, tp overlap and
+  // the distributed optimizer, none of which the A100 files exercise. No constant of the
+  // model was taken from them.
+  const std::vector<sim::MeasuredRun> runs =
+      sim::read_measured_runs(std::string(PARASIM_SOURCE_DIR) + "/tests/data/fidelity/nemo-h100-fp8.csv");
+  REQUIRE(runs.size() == 11);
+  // The first row, GPT-3 5B on 64 GPUs: 2,048 x 2,048 tokens at 22,521 tokens/s per GPU.
+  CHECK(runs.front().measured == Approx(2048.0 * 2048.0 / (22521.0 * 64.0)).epsilon(1e-4));
+  CHECK(runs.front().yaml.find("nodes: 8") != std::string::npos);
+  const std::vector<sim::FidelityRow> rows = sim::predict_runs(runs, 2);
+  std::vector<double> errors;
+  for (const auto& r : rows) {
+    INFO(fmt::format("line {}: {}", r.run->line, r.error));
+    REQUIRE(r.error.empty());
+    errors.push_back(r.relative_error());
+    CHECK(std::abs(r.relative_error()) <= 0.25);
+  }
+  INFO(sim::fidelity_report(rows));
+  CHECK(sim::error_stats(errors).mean_abs <= 0.12);
 }
