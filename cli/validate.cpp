@@ -220,8 +220,9 @@ void run_validate(const RunArgs& a) {
   if (const plan::Dtype stored = topology::storage_dtype(s.training.precision);
       stored == plan::Dtype::bf16 || stored == plan::Dtype::fp16) {
     fmt::print(
-        "note: the executor keeps {} tensors as rounded fp32 values, so it holds more memory than the\n"
-        "      prediction's 2-byte tensors; compare memory with training.precision fp32 or tf32\n",
+        "note: the executor keeps {} weights and stored activations in 2 bytes, but computes on fp32\n"
+        "      copies (the weights of the two layers in use, a layer's working tensors and gradients),\n"
+        "      which the prediction's 2-byte tensors do not have: it holds somewhat more memory\n",
         topology::to_string(stored));
   }
   if (m.expert_load > 0.0 && std::abs(m.expert_load / s.model.expert_load() - 1.0) > 0.05) {

@@ -5,7 +5,9 @@
 //
 // Conventions:
 //   * tensors are fp32, row-major, in the device's memory (Buffer); mixed precision rounds
-//     them to bf16 / fp16 values where the plan stores 16-bit tensors (round_to());
+//     them to bf16 / fp16 values where the plan stores 16-bit tensors (round_to()), and
+//     what rests between passes (the weights' copy, a layer's stored activations) is
+//     packed into two bytes a value (pack_16()) and unpacked when it is used;
 //   * kernels are enqueued on the current stream (set_stream) and run in order on it; an
 //     Event recorded on a stream completes when everything enqueued before it has; another
 //     stream can wait for it (wait_event) without the host waiting;
@@ -49,6 +51,7 @@ class Buffer {
 
   [[nodiscard]] float* f() const { return static_cast<float*>(data_); }
   [[nodiscard]] std::int32_t* i32() const { return static_cast<std::int32_t*>(data_); }
+  [[nodiscard]] std::uint16_t* u16() const { return static_cast<std::uint16_t*>(data_); }
   [[nodiscard]] std::size_t bytes() const { return bytes_; }
   [[nodiscard]] std::size_t floats() const { return bytes_ / sizeof(float); }
   [[nodiscard]] bool empty() const { return data_ == nullptr; }
@@ -225,6 +228,11 @@ class Device {
   // Rounds fp32 values to the nearest bf16 / fp16 value (round to nearest even); no-op for
   // fp32 and tf32 (TF32 rounding happens inside GEMMs on devices that have it).
   virtual void round_to(plan::Dtype dtype, float* y, std::int64_t count) = 0;
+  // 16-bit storage (bf16 / fp16): y[i] = x[i] rounded as round_to() does, in the format's
+  // two bytes; and back, exactly. What the shard keeps in 16 bits between a pass and the
+  // next (activations from the forward to the backward) lives in such buffers.
+  virtual void pack_16(plan::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) = 0;
+  virtual void unpack_16(plan::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) = 0;
   // fp8 training's GEMM operands: y = x scaled by the FP8 format's largest value over x's
   // largest magnitude, rounded to the format, scaled back (exec/model/fp8.hpp; E5M2 for
   // gradients, E4M3 otherwise). y may be x.

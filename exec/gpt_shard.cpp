@@ -44,6 +44,7 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   // the tensor-parallel GEMMs (norms, residuals, biases after the sums).
   sp_ = p.sequence_parallel && tp_ > 1;
   flash_ = s.training.attention == plan::Attention::flash;
+  pack16_ = storage_ == plan::Dtype::bf16 || storage_ == plan::Dtype::fp16;
   ns_ = sp_ ? n_ / tp_ : n_;
   r0_ = sp_ ? tp_index_ * ns_ : 0;
   splits_ = plan::overlap_splits(plan::kernel_plan(s));
@@ -155,7 +156,35 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
 }
 
 
-GptShard::Acts& GptShard::acts(int layer, int mb) { return acts_[{layer, mb}]; }
+GptShard::Acts& GptShard::acts(int layer, int mb) {
+  Acts& a = acts_[{layer, mb}];
+  if (a.packed) unpack(a);
+  return a;
+}
+
+void GptShard::pack(Acts& a) {
+  if (!pack16_ || a.packed) return;
+  for (Buffer Acts::*m : stored16) {
+    Buffer& b = a.*m;
+    if (b.empty()) continue;
+    Buffer h = dev_.allocate(b.floats() * sizeof(std::uint16_t));
+    dev_.pack_16(storage_, h.u16(), b.f(), static_cast<std::int64_t>(b.floats()));
+    b = std::move(h);
+  }
+  a.packed = true;
+}
+
+void GptShard::unpack(Acts& a) {
+  a.packed = false;
+  for (Buffer Acts::*m : stored16) {
+    Buffer& h = a.*m;
+    if (h.empty()) continue;
+    const std::size_t count = h.bytes() / sizeof(std::uint16_t);
+    Buffer b = dev_.allocate_floats(count);
+    dev_.unpack_16(storage_, b.f(), h.u16(), static_cast<std::int64_t>(count));
+    h = std::move(b);
+  }
+}
 
 // --- layers -------------------------------------------------------------------------------------
 
@@ -297,6 +326,8 @@ void GptShard::finish_mlp_forward(int layer, int mb, bool recompute, const float
     a = Acts{};
     a.x = std::move(x);
   }
+  // What stays until the backward, in the storage type (a recompute's is used at once).
+  if (!recompute) pack(a);
 }
 
 void GptShard::recompute_attention_core(int layer, int mb) { attention_core_forward(acts(layer, mb)); }

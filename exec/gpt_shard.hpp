@@ -70,7 +70,20 @@ class GptShard final : public Shard {
     // rows this rank's experts compute (from every ep member) are xin's, epre's and eact's,
     // expert after expert; xpos: where each row received (member after member) goes there.
     Buffer router, epos, egate, ein, epre, eact, eout, xin, xpos;
+    // Under 16-bit storage, between a layer's forward and its backward (or recompute) the
+    // tensors of stored16 hold their values in two bytes each (pack(); acts() unpacks).
+    bool packed = false;
   };
+  // What a layer keeps for its backward in the storage type: the input, the layer norms'
+  // outputs, Q K V, the attention probabilities (naive) and output, the residual, the MLP's
+  // pre-activation and activation. Their values are already rounded to the type, so
+  // packing loses nothing. The statistics (mean, rstd, lse) stay fp32, as Megatron keeps
+  // them; the experts' buffers stay fp32 too.
+  static constexpr Buffer Acts::* stored16[] = {&Acts::x,  &Acts::ln1, &Acts::qkv, &Acts::att, &Acts::atty,
+                                                 &Acts::x1, &Acts::ln2, &Acts::fch, &Acts::fcg};
+  void pack(Acts& a);
+  void unpack(Acts& a);
+  bool pack16_ = false;  // storage is bf16 or fp16: activations kept across passes in 16 bits
   // A mixture-of-experts layer's routing of one micro-batch, on the host: per copy (token
   // row i's j-th, i·k + j) its expert and gate; per expert its copies and where its rows
   // start in the expert buffers.

@@ -142,8 +142,9 @@ void Shard::init_parameters(const std::function<float(std::size_t)>& value) {
   for (std::thread& w : workers) w.join();
   dev_.upload(params_.f(), host.data(), host.size() * sizeof(float));
   if (storage_ == plan::Dtype::bf16 || storage_ == plan::Dtype::fp16) {
-    rounded_ = dev_.allocate_floats(static_cast<std::size_t>(param_count_));
+    rounded_ = dev_.allocate(static_cast<std::size_t>(param_count_) * sizeof(std::uint16_t));
     weights_ = &rounded_;
+    half_weights_ = true;
     refresh_weights(0, static_cast<std::size_t>(param_count_));
   } else {
     weights_ = &params_;
@@ -286,8 +287,46 @@ void Shard::update_fp8_scales() {
 
 void Shard::refresh_weights(std::size_t begin, std::size_t end) {
   if (weights_ == &params_ || end <= begin) return;
-  dev_.copy(rounded_.f() + begin, params_.f() + begin, static_cast<std::int64_t>(end - begin));
-  round(rounded_.f() + begin, end - begin);
+  dev_.pack_16(storage_, rounded_.u16() + begin, params_.f() + begin, static_cast<std::int64_t>(end - begin));
+  for (Unpacked& u : unpacked_) {
+    if (u.begin < end && begin < u.end) u.begin = u.end = 0;
+  }
+}
+
+std::pair<std::size_t, std::size_t> Shard::weight_range(std::size_t offset) const {
+  if (range_starts_.empty()) {
+    range_starts_.push_back(0);
+    for (const auto& [slot, at] : slot_offset_) range_starts_.push_back(at);
+    for (const auto& [slot, at] : expert_slot_offset_) range_starts_.push_back(at);
+    if (!expert_slot_offset_.empty()) range_starts_.push_back(expert_begin_);
+    range_starts_.push_back(static_cast<std::size_t>(param_count_));
+    std::sort(range_starts_.begin(), range_starts_.end());
+    range_starts_.erase(std::unique(range_starts_.begin(), range_starts_.end()), range_starts_.end());
+  }
+  const auto next = std::upper_bound(range_starts_.begin(), range_starts_.end(), offset);
+  if (next == range_starts_.begin() || next == range_starts_.end()) {
+    throw std::out_of_range(fmt::format("weight offset {} outside the rank's {} parameters", offset, param_count_));
+  }
+  return {*(next - 1), *next};
+}
+
+float* Shard::unpacked_weights(std::size_t offset) const {
+  const auto [begin, end] = weight_range(offset);
+  Unpacked* slot = &unpacked_[0];
+  for (Unpacked& u : unpacked_) {
+    if (u.begin == begin && u.end == end && end > begin) {
+      u.used = ++uses_;
+      return u.data.f() + (offset - begin);
+    }
+    if (u.used < slot->used) slot = &u;  // the least recently used
+  }
+  const std::size_t n = end - begin;
+  if (slot->data.floats() < n || slot->data.floats() > 2 * n) slot->data = dev_.allocate_floats(n);
+  dev_.unpack_16(storage_, slot->data.f(), rounded_.u16() + begin, static_cast<std::int64_t>(n));
+  slot->begin = begin;
+  slot->end = end;
+  slot->used = ++uses_;
+  return slot->data.f() + (offset - begin);
 }
 
 
@@ -521,7 +560,7 @@ void Shard::optimizer_step() {
       if (end <= begin) return;
       const auto n = static_cast<std::int64_t>(end - begin);
       dev_.scale(params_.f() + begin, std::numeric_limits<float>::quiet_NaN(), n);
-      if (weights_ != &params_) dev_.scale(rounded_.f() + begin, std::numeric_limits<float>::quiet_NaN(), n);
+      refresh_weights(begin, end);  // the 16-bit copy too
     };
     for (const auto& [begin, end] : owned_) {
       poison(at, begin);

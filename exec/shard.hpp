@@ -10,16 +10,19 @@
 // step, mixed-precision weights, and the map from local parameters to the full model's
 // (add_to_full), which the correctness tests sum over ranks.
 //
-// Mixed precision (bf16 / fp16) is emulated: fp32 master weights and gradients, a copy of
-// the weights rounded to 16 bits for compute, activations and the gradients of the logits
-// and between layers rounded to 16 bits where they are stored, fp32 arithmetic inside
-// kernels (as tensor cores accumulate in fp32); GEMMs run in the plan's precision
+// Mixed precision (bf16 / fp16): fp32 master weights and gradients, a copy of the weights
+// in 16 bits (two bytes a parameter; w() unpacks the two layer slots in use to fp32),
+// activations and the gradients of the logits and between layers rounded to 16 bits where
+// they are stored (a GPT layer's stored activations packed into two bytes until its
+// backward), fp32 arithmetic inside kernels (as tensor cores accumulate in fp32), so that
+// the values are those of 16-bit training; GEMMs run in the plan's precision
 // (Device::set_gemm_precision). fp16 adds dynamic loss scaling: the loss gradient is
 // scaled by loss_scale(); optimizer_step() skips the step and halves the scale when any
 // rank's gradients overflowed, else unscales them, steps, and doubles the scale after
 // loss_scale_window overflow-free steps.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -186,7 +189,9 @@ class Shard {
   }
   virtual void load_batch(std::int64_t step) = 0;
 
-  float* w(std::size_t offset) const { return weights_->f() + offset; }
+  // The compute weights at `offset`: the fp32 parameters, or under 16-bit storage the
+  // 16-bit copy's values, unpacked a layer slot at a time (weight_range()).
+  float* w(std::size_t offset) const { return half_weights_ ? unpacked_weights(offset) : weights_->f() + offset; }
   float* g(std::size_t offset) const { return grads_.f() + offset; }
   Buffer& need(Buffer& b, std::size_t floats);
   // At least `floats` (a new buffer when b is smaller): for sizes that vary, as the rows
@@ -240,6 +245,23 @@ class Shard {
  private:
   void refresh_weights(std::size_t begin, std::size_t end);
   std::pair<std::size_t, std::size_t> bucket_range(int lowest_layer, bool experts) const;
+
+  // Under 16-bit storage the compute weights are rounded_, two bytes each, which w()
+  // serves from an fp32 copy of the two layer slots used last (a slot's range: from its
+  // first offset to the next slot's, dense and expert regions alike). An op touches at
+  // most two slots at once (the LM head: its norm and the tied embedding). The copies go
+  // stale when refresh_weights() writes their range.
+  float* unpacked_weights(std::size_t offset) const;
+  [[nodiscard]] std::pair<std::size_t, std::size_t> weight_range(std::size_t offset) const;
+  bool half_weights_ = false;
+  struct Unpacked {
+    std::size_t begin = 0, end = 0;  // empty: none
+    Buffer data;
+    std::uint64_t used = 0;
+  };
+  mutable std::array<Unpacked, 2> unpacked_;
+  mutable std::uint64_t uses_ = 0;
+  mutable std::vector<std::size_t> range_starts_;  // built at the first use
 
   Buffer adam_m_, adam_v_, rounded_;
   bool eight_bit_ = false;  // training.optimizer adamw8bit: adam_m_, adam_v_ hold a byte per value

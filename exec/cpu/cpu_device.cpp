@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -42,6 +43,46 @@ float round_fp16(float x) {
   (void)std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
   const int ulp = std::max(e - 11, -24);
   return std::copysign(std::ldexp(std::nearbyint(std::ldexp(a, -ulp)), ulp), x);
+#endif
+}
+
+// The two bytes of a bf16 / fp16 value: x rounded to nearest even, then its bits (NaN stays
+// a quiet NaN of x's sign).
+std::uint16_t bf16_bits(float x) {
+  if (std::isnan(x)) return static_cast<std::uint16_t>(std::signbit(x) ? 0xffc0U : 0x7fc0U);
+  return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(round_bf16(x)) >> 16);
+}
+
+float from_bf16_bits(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+
+std::uint16_t fp16_bits(float x) {
+#ifdef __FLT16_MAX__
+  return std::bit_cast<std::uint16_t>(static_cast<_Float16>(x));
+#else
+  const auto sign = static_cast<std::uint16_t>(std::signbit(x) ? 0x8000U : 0U);
+  if (std::isnan(x)) return static_cast<std::uint16_t>(sign | 0x7e00U);
+  const float a = std::fabs(round_fp16(x));
+  if (std::isinf(a)) return static_cast<std::uint16_t>(sign | 0x7c00U);
+  if (a < 0x1p-14F) {  // subnormal: a multiple of 2^-24
+    return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(std::ldexp(a, 24)));
+  }
+  int e = 0;
+  const float m = std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1): exponent field e - 1 + 15
+  const auto mantissa = static_cast<std::uint32_t>(std::ldexp(m, 11)) - 1024U;
+  return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(e + 14) << 10 | mantissa);
+#endif
+}
+
+float from_fp16_bits(std::uint16_t h) {
+#ifdef __FLT16_MAX__
+  return static_cast<float>(std::bit_cast<_Float16>(h));
+#else
+  const float sign = (h & 0x8000U) != 0 ? -1.0F : 1.0F;
+  const unsigned e = (h >> 10) & 0x1fU;
+  const unsigned m = h & 0x3ffU;
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m), -24);
+  if (e == 31) return m == 0 ? sign * std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  return sign * std::ldexp(static_cast<float>(1024U + m), static_cast<int>(e) - 25);
 #endif
 }
 
@@ -340,6 +381,28 @@ void CpuDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
     for (std::int64_t i = 0; i < count; ++i) y[i] = round_bf16(y[i]);
   } else if (dtype == plan::Dtype::fp16) {
     for (std::int64_t i = 0; i < count; ++i) y[i] = round_fp16(y[i]);
+  }
+}
+
+void CpuDevice::pack_16(plan::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) {
+  progress();
+  if (dtype == plan::Dtype::bf16) {
+    for (std::int64_t i = 0; i < count; ++i) y[i] = bf16_bits(x[i]);
+  } else if (dtype == plan::Dtype::fp16) {
+    for (std::int64_t i = 0; i < count; ++i) y[i] = fp16_bits(x[i]);
+  } else {
+    throw std::invalid_argument("pack_16: bf16 or fp16 only");
+  }
+}
+
+void CpuDevice::unpack_16(plan::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) {
+  progress();
+  if (dtype == plan::Dtype::bf16) {
+    for (std::int64_t i = 0; i < count; ++i) y[i] = from_bf16_bits(x[i]);
+  } else if (dtype == plan::Dtype::fp16) {
+    for (std::int64_t i = 0; i < count; ++i) y[i] = from_fp16_bits(x[i]);
+  } else {
+    throw std::invalid_argument("unpack_16: bf16 or fp16 only");
   }
 }
 

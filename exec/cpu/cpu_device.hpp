@@ -94,6 +94,8 @@ class CpuDevice final : public Device {
                  std::int64_t count, double lr, double beta1, double beta2, double eps, double weight_decay,
                  int step) override;
   void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;
+  void pack_16(plan::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) override;
+  void unpack_16(plan::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) override;
   void fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) override;
   void fake_quantize_fp8_scaled(float* y, const float* x, std::int64_t count, bool e5m2, float scale,
                                 float* amax) override;

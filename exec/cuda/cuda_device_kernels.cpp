@@ -176,6 +176,18 @@ void CudaDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
   if (dtype == plan::Dtype::bf16) cuda::round_bf16(current_, y, count);
   if (dtype == plan::Dtype::fp16) cuda::round_fp16(current_, y, count);
 }
+void CudaDevice::pack_16(plan::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) {
+  if (dtype != plan::Dtype::bf16 && dtype != plan::Dtype::fp16) {
+    throw std::invalid_argument("pack_16: bf16 or fp16 only");
+  }
+  cuda::pack_16(current_, y, x, count, dtype == plan::Dtype::bf16 ? 1 : 2);
+}
+void CudaDevice::unpack_16(plan::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) {
+  if (dtype != plan::Dtype::bf16 && dtype != plan::Dtype::fp16) {
+    throw std::invalid_argument("unpack_16: bf16 or fp16 only");
+  }
+  cuda::unpack_16(current_, y, x, count, dtype == plan::Dtype::bf16 ? 1 : 2);
+}
 void CudaDevice::fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) {
   cuda::fake_quantize_fp8(current_, amax_, y, x, count, e5m2);
 }

@@ -364,6 +364,26 @@ __global__ void round_fp16_kernel(float* y, std::int64_t count) {
   PARASIM_FOR_EACH(i, count) y[i] = round_to_format(y[i], 2);
 }
 
+// 16-bit storage: the rounded value's two bytes (bf16: the top half of its fp32 bits, a
+// NaN kept quiet; fp16: IEEE half), and back.
+__global__ void pack_16_kernel(std::uint16_t* y, const float* x, std::int64_t count, int format) {
+  PARASIM_FOR_EACH(i, count) {
+    const float v = x[i];
+    if (format == 1) {
+      y[i] = isnan(v) ? static_cast<std::uint16_t>(signbit(v) ? 0xffc0U : 0x7fc0U)
+                      : static_cast<std::uint16_t>(__float_as_uint(round_to_format(v, 1)) >> 16);
+    } else {
+      y[i] = __half_as_ushort(__float2half_rn(v));
+    }
+  }
+}
+
+__global__ void unpack_16_kernel(float* y, const std::uint16_t* x, std::int64_t count, int format) {
+  PARASIM_FOR_EACH(i, count) {
+    y[i] = format == 1 ? __uint_as_float(static_cast<unsigned>(x[i]) << 16) : __half2float(__ushort_as_half(x[i]));
+  }
+}
+
 __global__ void bias_gelu_forward_kernel(float* pre, float* act, const float* bias, std::int64_t count, int c,
                                          int format) {
   PARASIM_FOR_EACH(i, count) {
@@ -553,6 +573,18 @@ void round_bf16(cudaStream_t s, float* y, std::int64_t count) {
 void round_fp16(cudaStream_t s, float* y, std::int64_t count) {
   round_fp16_kernel<<<blocks_for(count), threads, 0, s>>>(y, count);
   check_launch("round_fp16");
+}
+
+void pack_16(cudaStream_t s, std::uint16_t* y, const float* x, std::int64_t count, int format) {
+  if (count <= 0) return;
+  pack_16_kernel<<<blocks_for(count), threads, 0, s>>>(y, x, count, format);
+  check_launch("pack_16");
+}
+
+void unpack_16(cudaStream_t s, float* y, const std::uint16_t* x, std::int64_t count, int format) {
+  if (count <= 0) return;
+  unpack_16_kernel<<<blocks_for(count), threads, 0, s>>>(y, x, count, format);
+  check_launch("unpack_16");
 }
 
 void fake_quantize_fp8(cudaStream_t s, unsigned int* amax, float* y, const float* x, std::int64_t count, bool e5m2) {

@@ -76,6 +76,9 @@ void adamw8bit(cudaStream_t s, float* param, const float* grad, std::uint8_t* m,
 // Rounds to the nearest bf16 / fp16 value (ties to even), kept in fp32.
 void round_bf16(cudaStream_t s, float* y, std::int64_t count);
 void round_fp16(cudaStream_t s, float* y, std::int64_t count);
+// 16-bit storage (Device::pack_16): format 1 bf16, 2 fp16; rounded to nearest even.
+void pack_16(cudaStream_t s, std::uint16_t* y, const float* x, std::int64_t count, int format);
+void unpack_16(cudaStream_t s, float* y, const std::uint16_t* x, std::int64_t count, int format);
 // Device::fake_quantize_fp8: the largest magnitude into *amax (as float bits), then the
 // quantization; `amax` is device scratch of one word.
 void fake_quantize_fp8(cudaStream_t s, unsigned int* amax, float* y, const float* x, std::int64_t count, bool e5m2);

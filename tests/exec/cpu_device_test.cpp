@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <utility>
 #include <vector>
 
 #include "exec/cpu/cpu_device.hpp"
@@ -45,6 +47,55 @@ TEST_CASE("the fused bias, rounding and GELU give the unfused calls' values exac
     CHECK(x1 == x2);
     CHECK(y1 == y2);
     CHECK(x1 != pre);  // the bias was added
+  }
+}
+
+TEST_CASE("16-bit storage: two bytes per value, rounded as round_to, read back exactly", "[exec][np1]") {
+  exec::CpuDevice dev;
+  const float inf = std::numeric_limits<float>::infinity();
+  // By hand: bf16 keeps fp32's top 16 bits; fp16 is IEEE half (1, 5, 10 bits).
+  const std::vector<float> x = {1.0F, -2.5F, 0.0F, -0.0F, 0.375F, 0x1p-24F, 0x1p-14F, inf, -inf};
+  const std::vector<std::uint16_t> bf16 = {0x3f80, 0xc020, 0x0000, 0x8000, 0x3ec0, 0x3380, 0x3880, 0x7f80, 0xff80};
+  const std::vector<std::uint16_t> fp16 = {0x3c00, 0xc100, 0x0000, 0x8000, 0x3600, 0x0001, 0x0400, 0x7c00, 0xfc00};
+  for (const auto& [dtype, bits] : {std::pair{plan::Dtype::bf16, bf16}, std::pair{plan::Dtype::fp16, fp16}}) {
+    INFO(topology::to_string(dtype));
+    std::vector<std::uint16_t> h(x.size());
+    dev.pack_16(dtype, h.data(), x.data(), static_cast<std::int64_t>(x.size()));
+    CHECK(h == bits);
+    std::vector<float> back(x.size());
+    dev.unpack_16(dtype, back.data(), h.data(), static_cast<std::int64_t>(x.size()));
+    CHECK(back == x);
+    CHECK(std::signbit(back[3]));
+  }
+  // Any value: packing rounds as round_to does (to nearest, ties to even), and the two
+  // bytes give that value back exactly; fp16 past its range is infinite; NaN stays NaN.
+  std::uint64_t state = 11;
+  std::vector<float> v(4096);
+  for (std::size_t i = 0; i < v.size(); ++i) {  // magnitudes from 2^-28 to 2^11
+    v[i] = static_cast<float>(exec::normal(state) * std::ldexp(1.0, static_cast<int>(i % 40) - 28));
+  }
+  v[0] = std::numeric_limits<float>::quiet_NaN();
+  v[1] = 1.0F + 0x1p-8F;   // a bf16 tie (to even: 1); an fp16 value
+  v[2] = 1.0F + 0x1p-11F;  // an fp16 tie (to even: 1); under half a bf16 step
+  v[3] = 70000.0F;         // past fp16's largest value, 65504
+  v[4] = 65504.0F;         // fp16's largest; in bf16 above a tie, up to 65536
+  for (const plan::Dtype dtype : {plan::Dtype::bf16, plan::Dtype::fp16}) {
+    INFO(topology::to_string(dtype));
+    std::vector<float> rounded = v;
+    dev.round_to(dtype, rounded.data(), static_cast<std::int64_t>(rounded.size()));
+    std::vector<std::uint16_t> h(v.size());
+    std::vector<float> back(v.size());
+    dev.pack_16(dtype, h.data(), v.data(), static_cast<std::int64_t>(v.size()));
+    dev.unpack_16(dtype, back.data(), h.data(), static_cast<std::int64_t>(v.size()));
+    CHECK(std::isnan(back[0]));
+    CHECK(back[1] == (dtype == plan::Dtype::fp16 ? 1.0F + 0x1p-8F : 1.0F));
+    CHECK(back[2] == 1.0F);
+    CHECK(back[3] == (dtype == plan::Dtype::fp16 ? inf : 70144.0F));
+    CHECK(back[4] == (dtype == plan::Dtype::fp16 ? 65504.0F : 65536.0F));
+    for (std::size_t i = 1; i < v.size(); ++i) {
+      INFO(i << ": " << v[i]);
+      REQUIRE(back[i] == rounded[i]);
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -372,6 +373,20 @@ TEST_CASE("CUDA GEMM-equivalent kernels, AdamW and rounding equal the host kerne
   cu::round_fp16(nullptr, hf_d.p, static_cast<std::int64_t>(r.size()));
   CHECK(bf_d.get() == bf);
   CHECK(hf_d.get() == hf);
+
+  // 16-bit storage: packed as rounded, unpacked exactly (the rounded values back).
+  for (const int format : {1, 2}) {
+    INFO("format " << format);
+    On<float> x_d(r), back_d(r);
+    On<std::uint16_t> h_d(std::vector<std::uint16_t>(r.size()));
+    cu::pack_16(nullptr, h_d.p, x_d.p, static_cast<std::int64_t>(r.size()), format);
+    cu::unpack_16(nullptr, back_d.p, h_d.p, static_cast<std::int64_t>(r.size()), format);
+    CHECK(back_d.get() == (format == 1 ? bf : hf));
+    if (format == 1) {  // bf16: the top half of the rounded value's bits
+      const auto h = h_d.get();
+      for (std::size_t i = 0; i < 8; ++i) CHECK(h[i] == std::bit_cast<std::uint32_t>(bf[i]) >> 16);
+    }
+  }
 }
 
 TEST_CASE("CUDA BatchNorm equals the host's: statistics, merge, normalisation and both backward kernels", "[cuda][bn]") {

@@ -4,6 +4,9 @@
 //
 // The reference is Gpt<float> on one process: every micro-batch of the global batch in
 // turn, gradients accumulated and averaged, then AdamW with the executor's settings.
+#include <map>
+#include <memory>
+
 #include "tests/exec/parallel_helpers.hpp"
 
 using namespace parasim;
@@ -171,6 +174,40 @@ TEST_CASE("mixed precision: 16-bit storage with fp32 master weights tracks the f
     CHECK(worst > 1e-6);   // and the rounding is really there
     CHECK(half.losses.back() < 0.8 * half.losses.front());
   }
+}
+
+TEST_CASE("16-bit storage holds two bytes a value: the weights' copy and what a layer keeps for its backward",
+          "[exec][np1]") {
+  // The tiny GPT (hidden 32, 4 heads, MLP 128, micro-batch 2 x sequence 16: N = 32 rows)
+  // with the unfused attention (b x heads x t x t = 2,048 probabilities).
+  const std::int64_t N = 32, H = 32, F = 128, att = 2 * 4 * 16 * 16;
+  CpuDevice& dev = device();
+  std::map<std::string, std::size_t> weights, layer;
+  for (const char* dtype : {"fp32", "bf16", "fp16"}) {
+    const plan::Scenario s = tiny({std::string("training.precision=") + dtype, "training.attention=naive"});
+    const std::size_t before = dev.in_use();
+    std::unique_ptr<Shard> shard = make_shard(dev, s, 0);
+    weights[dtype] = dev.in_use() - before;
+    shard->begin_step(0);
+    shard->embedding_forward(0);
+    for (int l = 0; l < 2; ++l) shard->layer_forward(l, 0, plan::ComputeWhat::layer, false);
+    const std::size_t at = dev.in_use();
+    shard->layer_forward(2, 0, plan::ComputeWhat::layer, false);
+    // Layer 2's stored tensors, less its input (there before, fp32 until packed), plus
+    // layer 3's input (fp32, written now): what layer 2 keeps, its input included.
+    layer[dtype] = dev.in_use() - at;
+    INFO(dtype << ": " << shard->param_count() << " parameters");
+    const auto value = static_cast<std::size_t>(std::string(dtype) == "fp32" ? 4 : 2);
+    // x, ln1, qkv (3), atty, x1, ln2: 8 N H; fc pre-activation and activation: 2 N F; the
+    // probabilities; and the two layer norms' mean and rstd, fp32 always.
+    const auto stored = static_cast<std::size_t>(8 * N * H + 2 * N * F + att);
+    CHECK(layer[dtype] == value * stored + 4 * 4 * static_cast<std::size_t>(N));
+  }
+  // The compute copy of the weights: none in fp32 (the master weights are used), two bytes a
+  // parameter in 16 bits.
+  const std::size_t params = make_shard(dev, tiny({}), 0)->param_count();
+  CHECK(weights["bf16"] - weights["fp32"] == 2 * params);
+  CHECK(weights["fp16"] == weights["bf16"]);
 }
 
 TEST_CASE("fp8: FP8 GEMM operands on bf16 storage track the bf16 run", "[exec][np2][fp8]") {
