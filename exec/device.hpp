@@ -52,6 +52,7 @@ class Buffer {
   [[nodiscard]] float* f() const { return static_cast<float*>(data_); }
   [[nodiscard]] std::int32_t* i32() const { return static_cast<std::int32_t*>(data_); }
   [[nodiscard]] std::uint16_t* u16() const { return static_cast<std::uint16_t*>(data_); }
+  [[nodiscard]] std::uint8_t* u8() const { return static_cast<std::uint8_t*>(data_); }
   [[nodiscard]] std::size_t bytes() const { return bytes_; }
   [[nodiscard]] std::size_t floats() const { return bytes_ / sizeof(float); }
   [[nodiscard]] bool empty() const { return data_ == nullptr; }

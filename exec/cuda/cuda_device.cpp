@@ -60,6 +60,15 @@ CudaDevice::CudaDevice(std::size_t capacity_bytes) {
   check_cuda(cudaMalloc(&counter_, sizeof *counter_), "counter");
   check_cuda(cudaMalloc(&sum_, sizeof *sum_), "sum");
   check_cuda(cudaMalloc(&amax_, sizeof *amax_), "amax");
+  int major = 0, minor = 0;
+  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, local_rank % count), "capability");
+  check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, local_rank % count), "capability");
+  fp8_tensor_cores_ = major * 10 + minor >= 89;  // Ada and Hopper on
+  if (fp8_tensor_cores_) {
+    check_blas(cublasLtCreate(&lt_), "create cuBLASLt");
+    check_cuda(cudaMalloc(&lt_workspace_, lt_workspace_bytes), "cuBLASLt workspace");
+    check_cuda(cudaMalloc(&fp8_scales_, 2 * fp8_slots * sizeof *fp8_scales_), "fp8 scales");
+  }
   // The world communicator for pipeline transfers: rank 0's id, broadcast over MPI.
   ncclUniqueId id{};
   if (job_.rank() == 0) check_nccl(ncclGetUniqueId(&id), "unique id");
@@ -70,6 +79,10 @@ CudaDevice::CudaDevice(std::size_t capacity_bytes) {
 CudaDevice::~CudaDevice() {
   cudaDeviceSynchronize();
   positions_.clear();  // its buffers go back to the cache while the device is whole
+  {
+    auto codes = std::move(fp8_codes_);  // releasing them calls drop_fp8 on the (now empty) member
+    fp8_codes_.clear();
+  }
   for (auto& [size, blocks] : cache_) {
     for (const Cached& b : blocks) {
       cudaFree(b.p);
@@ -89,6 +102,9 @@ CudaDevice::~CudaDevice() {
   if (counter_ != nullptr) cudaFree(counter_);
   if (sum_ != nullptr) cudaFree(sum_);
   if (amax_ != nullptr) cudaFree(amax_);
+  if (fp8_scales_ != nullptr) cudaFree(fp8_scales_);
+  if (lt_workspace_ != nullptr) cudaFree(lt_workspace_);
+  if (lt_ != nullptr) cublasLtDestroy(lt_);
   if (blas_ != nullptr) cublasDestroy(blas_);
   for (cudaStream_t s : streams_) cudaStreamDestroy(s);
   for (cudaStream_t s : p2p_streams_) cudaStreamDestroy(s);
@@ -168,6 +184,7 @@ void* CudaDevice::raw_allocate(std::size_t bytes) {
 }
 
 void CudaDevice::raw_release(void* p, std::size_t bytes) {
+  drop_fp8(p);  // its FP8 values are gone with it
   Cached b{p, spare_event(), nullptr};
   const cudaStream_t compute = streams_[static_cast<std::size_t>(plan::Stream::compute)];
   check_cuda(cudaEventRecord(b.compute, compute), "release");
@@ -207,6 +224,10 @@ cublasComputeType_t gemm_compute_type(plan::Dtype precision) {
 
 void CudaDevice::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                       const float* b, int ldb, float beta, float* c, int ldc) {
+  // fp8: two fake-quantized operands run as FP8 on tensor cores where the GPU has them.
+  if (gemm_precision() == plan::Dtype::fp8 && gemm_fp8(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) {
+    return;
+  }
   const ColumnMajorGemm g = column_major(trans_a, trans_b, m, n, k);
   check_blas(cublasSetStream(blas_, current_), "set stream");
   check_blas(cublasGemmEx(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -219,6 +240,8 @@ void CudaDevice::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alp
 void CudaDevice::gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                               std::int64_t stride_a, const float* b, int ldb, std::int64_t stride_b, float beta,
                               float* c, int ldc, std::int64_t stride_c, int batch) {
+  drop_fp8(a);  // batched GEMMs stay on the bf16 path (fp8_gemm.cpp)
+  drop_fp8(b);
   const ColumnMajorGemm g = column_major(trans_a, trans_b, m, n, k);
   check_blas(cublasSetStream(blas_, current_), "set stream");
   check_blas(cublasGemmStridedBatchedEx(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,

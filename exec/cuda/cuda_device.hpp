@@ -14,6 +14,7 @@
 // One rank per GPU: rank r uses device (local rank mod device count).
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -52,6 +53,11 @@ class CudaDevice final : public Device {
   [[nodiscard]] int rank() const override { return job_.rank(); }
   [[nodiscard]] int world() const override { return job_.world(); }
   [[nodiscard]] int multiprocessors() const override { return sms_; }
+  // Whether the GPU has FP8 tensor cores, the GEMMs that ran on them (fp8_gemm.cpp), and
+  // those of two FP8 operands that fell back to bf16 (a shape or type cuBLASLt refused).
+  [[nodiscard]] bool fp8_tensor_cores() const { return fp8_tensor_cores_; }
+  [[nodiscard]] std::int64_t fp8_gemms() const { return fp8_gemms_; }
+  [[nodiscard]] std::int64_t fp8_fallbacks() const { return fp8_fallbacks_; }
   [[nodiscard]] bool wants_pair_comms() const override { return true; }
   void pair_with(int peer, Comm comm) override { pair_comm_[peer] = comm; }
 
@@ -188,6 +194,46 @@ class CudaDevice final : public Device {
   unsigned long long* counter_ = nullptr;  // count_nonfinite's result
   double* sum_ = nullptr;                   // sum_squares' result
   unsigned int* amax_ = nullptr;           // fake_quantize_fp8's largest magnitude (float bits)
+  // FP8 GEMMs on tensor cores (fp8_gemm.cpp). The shard hands a GEMM operands that
+  // fake_quantize_fp8* wrote; each such output is tagged with its format and a slot of
+  // fp8_scales_ ({scale, 1 / scale}, on the device) holding the scale it was quantized at.
+  // Under fp8 precision, on a GPU with FP8 tensor cores (compute capability 8.9 and up),
+  // a GEMM of two tagged operands casts them to FP8 codes and runs cuBLASLt's FP8 matmul;
+  // any other GEMM, or one cuBLASLt has no algorithm for, runs as before (the values are
+  // exact in bf16). A tag lasts until its buffer is quantized again or released (the shard
+  // writes its FP8 scratch only by quantizing), or a batched GEMM reads it.
+  // The codes of an operand are kept with the layout they were cast to, and cast again only
+  // when it was quantized again or is read in another layout (calibrate's repeated GEMMs
+  // cast once). A slot of fp8_scales_ is reused after fp8_slots later quantizations; the
+  // shard multiplies right after quantizing, calibrate quantizes at most 512 operands.
+  struct Fp8Tag {
+    bool e5m2 = false;
+    int slot = 0;
+    std::uint64_t version = 0;
+  };
+  struct Fp8Codes {
+    std::uint64_t version = 0;
+    int rows = 0, cols = 0, ld = 0;
+    bool transposed = false;
+    Buffer codes;
+  };
+  void tag_fp8(const float* y, bool e5m2, int slot) { fp8_tags_[y] = {e5m2, slot, ++fp8_version_}; }
+  int next_fp8_slot() { return fp8_next_slot_ = (fp8_next_slot_ + 1) % fp8_slots; }
+  const std::uint8_t* fp8_codes(const float* src, const Fp8Tag& tag, int ld, int rows, int cols, bool transposed);
+  bool gemm_fp8(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+                int ldb, float beta, float* c, int ldc);
+  void drop_fp8(const void* p);  // p's tag and codes
+  bool fp8_tensor_cores_ = false;
+  std::int64_t fp8_gemms_ = 0, fp8_fallbacks_ = 0;
+  static constexpr int fp8_slots = 1024;
+  float* fp8_scales_ = nullptr;  // fp8_slots x {scale, 1 / scale}
+  int fp8_next_slot_ = 0;
+  std::uint64_t fp8_version_ = 0;
+  std::unordered_map<const void*, Fp8Tag> fp8_tags_;
+  std::unordered_map<const void*, Fp8Codes> fp8_codes_;
+  cublasLtHandle_t lt_ = nullptr;
+  void* lt_workspace_ = nullptr;
+  static constexpr std::size_t lt_workspace_bytes = std::size_t{32} << 20;
   // Ring attention's positions on the device, by their host copy (the shard keeps each
   // rank's for the run): uploaded at first use.
   const int* positions_on_device(std::span<const int> host);

@@ -190,11 +190,21 @@ void CudaDevice::unpack_16(plan::Dtype dtype, float* y, const std::uint16_t* x, 
 }
 void CudaDevice::fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) {
   cuda::fake_quantize_fp8(current_, amax_, y, x, count, e5m2);
+  if (fp8_tensor_cores_) {  // the scale it used, for an FP8 GEMM of y (fp8_gemm.cpp)
+    const int slot = next_fp8_slot();
+    cuda::fp8_scales_from_amax(current_, fp8_scales_ + 2 * slot, amax_, e5m2);
+    tag_fp8(y, e5m2, slot);
+  }
 }
 
 void CudaDevice::fake_quantize_fp8_scaled(float* y, const float* x, std::int64_t count, bool e5m2, float scale,
                                           float* amax) {
   cuda::fake_quantize_fp8_scaled(current_, reinterpret_cast<unsigned int*>(amax), y, x, count, e5m2, scale);
+  if (fp8_tensor_cores_) {
+    const int slot = next_fp8_slot();
+    cuda::fp8_set_scales(current_, fp8_scales_ + 2 * slot, scale);
+    tag_fp8(y, e5m2, slot);
+  }
 }
 
 double CudaDevice::sum_squares(const float* x, std::int64_t count) {

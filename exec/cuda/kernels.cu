@@ -3,6 +3,7 @@
 #include "exec/model/fp8.hpp"
 
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -411,6 +412,34 @@ __global__ void fake_quantize_fp8_scaled_kernel(float* y, const float* x, std::i
   PARASIM_FOR_EACH(i, count) y[i] = fp8::fake_quantize(x[i], scale, f);
 }
 
+// FP8 GEMM operands for cuBLASLt (fp8_gemm.cpp): scales[0] the scale that maps values onto
+// the format, scales[1] its inverse (cuBLASLt's dequantisation factor).
+__global__ void fp8_scales_from_amax_kernel(float* scales, const unsigned int* amax, bool e5m2) {
+  const fp8::Format f = e5m2 ? fp8::e5m2 : fp8::e4m3;
+  const float scale = fp8::scale_for(__uint_as_float(*amax), f);
+  scales[0] = scale;
+  scales[1] = 1.0F / scale;
+}
+
+__global__ void fp8_set_scales_kernel(float* scales, float scale) {
+  scales[0] = scale;
+  scales[1] = 1.0F / scale;
+}
+
+// out[r * cols + c] = the FP8 code of x(r, c) * scales[0], x(r, c) = src[r * ld + c], or
+// src[c * ld + r] when `transposed`. The values were fake-quantized with the same scale, so
+// the product lands on (within fp32 rounding of) a code: the cast recovers it exactly.
+__global__ void fp8_cast_gather_kernel(std::uint8_t* out, const float* src, int ld, int rows, int cols,
+                                       bool transposed, const float* scales, bool e5m2) {
+  const std::int64_t count = static_cast<std::int64_t>(rows) * cols;
+  const float scale = scales[0];
+  PARASIM_FOR_EACH(i, count) {
+    const std::int64_t r = i / cols, c = i % cols;
+    const float x = transposed ? src[c * ld + r] : src[r * ld + c];
+    out[i] = __nv_cvt_float_to_fp8(x * scale, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
+  }
+}
+
 int row_threads(int width) {
   int t = 32;
   while (t < width && t < 1024) t *= 2;
@@ -594,6 +623,24 @@ void fake_quantize_fp8(cudaStream_t s, unsigned int* amax, float* y, const float
   check_launch("amax");
   fake_quantize_fp8_kernel<<<blocks_for(count), threads, 0, s>>>(amax, y, x, count, e5m2);
   check_launch("fake_quantize_fp8");
+}
+
+void fp8_scales_from_amax(cudaStream_t s, float* scales, const unsigned int* amax, bool e5m2) {
+  fp8_scales_from_amax_kernel<<<1, 1, 0, s>>>(scales, amax, e5m2);
+  check_launch("fp8_scales_from_amax");
+}
+
+void fp8_set_scales(cudaStream_t s, float* scales, float scale) {
+  fp8_set_scales_kernel<<<1, 1, 0, s>>>(scales, scale);
+  check_launch("fp8_set_scales");
+}
+
+void fp8_cast_gather(cudaStream_t s, std::uint8_t* out, const float* src, int ld, int rows, int cols, bool transposed,
+                     const float* scales, bool e5m2) {
+  const std::int64_t count = static_cast<std::int64_t>(rows) * cols;
+  if (count <= 0) return;
+  fp8_cast_gather_kernel<<<blocks_for(count), threads, 0, s>>>(out, src, ld, rows, cols, transposed, scales, e5m2);
+  check_launch("fp8_cast_gather");
 }
 
 void fake_quantize_fp8_scaled(cudaStream_t s, unsigned int* amax, float* y, const float* x, std::int64_t count,

@@ -82,6 +82,14 @@ void unpack_16(cudaStream_t s, float* y, const std::uint16_t* x, std::int64_t co
 // Device::fake_quantize_fp8: the largest magnitude into *amax (as float bits), then the
 // quantization; `amax` is device scratch of one word.
 void fake_quantize_fp8(cudaStream_t s, unsigned int* amax, float* y, const float* x, std::int64_t count, bool e5m2);
+// FP8 GEMMs on tensor cores (fp8_gemm.cpp): scales = {scale, 1 / scale}, from a tensor's
+// largest magnitude (float bits, as fake_quantize_fp8 leaves it) or given; and an operand
+// cast to FP8 codes at scales[0], rows x cols from src (row r at src + r * ld, or column r
+// when `transposed`) into out, row-major and contiguous.
+void fp8_scales_from_amax(cudaStream_t s, float* scales, const unsigned int* amax, bool e5m2);
+void fp8_set_scales(cudaStream_t s, float* scales, float scale);
+void fp8_cast_gather(cudaStream_t s, std::uint8_t* out, const float* src, int ld, int rows, int cols, bool transposed,
+                     const float* scales, bool e5m2);
 // Device::fake_quantize_fp8_scaled: at a given scale; x's largest magnitude max-ed into
 // *amax (float bits: non-negative floats order as their bits).
 void fake_quantize_fp8_scaled(cudaStream_t s, unsigned int* amax, float* y, const float* x, std::int64_t count,

@@ -115,6 +115,54 @@ TEST_CASE("the CUDA device's FP8 casts, current and delayed, equal the CPU devic
   }
 }
 
+TEST_CASE("FP8 GEMMs on tensor cores multiply the fake-quantized operands exactly, in every transpose form",
+          "[cuda][device][fp8]") {
+  // The operands as the shard hands them: fake-quantized (current scaling for the input
+  // and the weight, a given scale for the E5M2 gradient). On a GPU with FP8 tensor cores
+  // (compute capability 8.9 and up) cuBLASLt's FP8 matmul runs; the products of FP8 values
+  // are exact, so only the fp32 sums' order and (forward) Hopper's fast accumulation differ
+  // from the host's double sums.
+  exec::CudaDevice dev;
+  dev.set_gemm_precision(plan::Dtype::fp8);
+  const int m = 64, n = 96, k = 128;
+  for (const bool gradient : {false, true}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        INFO("gradient " << gradient << " trans_a " << ta << " trans_b " << tb);
+        const auto a = random_values(static_cast<std::size_t>(m) * k, 21, -2.0F, 2.0F);
+        const auto b = random_values(static_cast<std::size_t>(k) * n, 22, -0.05F, 0.05F);
+        const exec::Buffer ad = on(dev, a), bd = on(dev, b);
+        const exec::Buffer qa = dev.allocate_floats(a.size()), qb = dev.allocate_floats(b.size());
+        dev.fake_quantize_fp8(qa.f(), ad.f(), static_cast<std::int64_t>(a.size()), false);
+        if (gradient) {
+          const exec::Buffer amax = on(dev, {0.0F});
+          dev.fake_quantize_fp8_scaled(qb.f(), bd.f(), static_cast<std::int64_t>(b.size()), true, 1000.0F, amax.f());
+        } else {
+          dev.fake_quantize_fp8(qb.f(), bd.f(), static_cast<std::int64_t>(b.size()), false);
+        }
+        const std::vector<float> ha = back(dev, qa, a.size()), hb = back(dev, qb, b.size());
+        std::vector<float> want(static_cast<std::size_t>(m) * n, 0.5F);
+        const exec::Buffer cd = on(dev, want);
+        exec::kernels::gemm<float>(ta, tb, m, n, k, 1.0F, ha.data(), hb.data(), 1.0F, want.data());
+        const std::int64_t before = dev.fp8_gemms();
+        dev.gemm(ta, tb, m, n, k, 1.0F, qa.f(), ta ? m : k, qb.f(), tb ? k : n, 1.0F, cd.f(), n);
+        CHECK(dev.fp8_gemms() == before + (dev.fp8_tensor_cores() ? 1 : 0));
+        CHECK(dev.fp8_fallbacks() == 0);
+        CHECK(relative(back(dev, cd, want.size()), want) < (gradient ? 1e-5 : 1e-3));
+        // Quantized again with other values, the same buffer's codes are cast again.
+        const auto a2 = random_values(a.size(), 23, -1.0F, 1.0F);
+        dev.upload(ad.f(), a2.data(), a2.size() * sizeof(float));
+        dev.fake_quantize_fp8(qa.f(), ad.f(), static_cast<std::int64_t>(a2.size()), false);
+        const std::vector<float> ha2 = back(dev, qa, a2.size());
+        std::vector<float> want2(want.size(), 0.0F);
+        exec::kernels::gemm<float>(ta, tb, m, n, k, 1.0F, ha2.data(), hb.data(), 0.0F, want2.data());
+        dev.gemm(ta, tb, m, n, k, 1.0F, qa.f(), ta ? m : k, qb.f(), tb ? k : n, 0.0F, cd.f(), n);
+        CHECK(relative(back(dev, cd, want2.size()), want2) < (gradient ? 1e-5 : 1e-3));
+      }
+    }
+  }
+}
+
 TEST_CASE("one-rank NCCL collectives complete and leave the data as it is (an all-to-all copies it)", "[cuda][device][nccl]") {
   exec::CudaDevice dev;
   const std::vector<int> me{0};
@@ -155,5 +203,32 @@ TEST_CASE("the CUDA executor on one GPU trains as the CPU executor does", "[cuda
   }
   CHECK(got.steps.back().loss < got.steps.front().loss);  // it learns
   CHECK(got.peak_memory.at(0) > 0.0);
+}
+
+TEST_CASE("the CUDA executor in fp8 multiplies on FP8 tensor cores and trains as the CPU executor's emulation",
+          "[cuda][device][executor][fp8]") {
+  // The linear layers' GEMMs take the same FP8 values on both (the CPU multiplies them in
+  // fp32, the GPU on FP8 tensor cores where it has them); hidden 64 and MLP 256 keep every
+  // GEMM's inner size a multiple of 16, as cuBLASLt's FP8 needs.
+  const plan::Scenario s = plan::load_text(
+      "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 1}\n"
+      "model: {layers: 2, hidden: 64, heads: 4, vocab: 128, seq_len: 32}\n"
+      "training: {global_batch: 8, micro_batch: 2, precision: fp8, fp8_recipe: current, attention: naive}\n"
+      "plan: {dp: 1}\nrun: {steps: 4, warmup: 2, seed: 7}\n",
+      "one-gpu-fp8.yaml");
+  exec::RunOptions options;
+  options.steps = 4;
+  options.warmup = 2;
+  exec::CpuDevice cpu;
+  const exec::Measurement want = exec::execute(s, cpu, options);
+  exec::CudaDevice gpu;
+  const exec::Measurement got = exec::execute(s, gpu, options);
+  REQUIRE(got.steps.size() == want.steps.size());
+  for (std::size_t i = 0; i < got.steps.size(); ++i) {
+    INFO("step " << i << ": cuda " << got.steps[i].loss << ", cpu " << want.steps[i].loss);
+    CHECK(got.steps[i].loss == Approx(want.steps[i].loss).epsilon(2e-3));
+  }
+  if (gpu.fp8_tensor_cores()) CHECK(gpu.fp8_gemms() > 0);
+  CHECK(gpu.fp8_fallbacks() == 0);
 }
 #endif

@@ -1,0 +1,140 @@
+// FP8 GEMMs on tensor cores: cuBLASLt's FP8 matmul for the GEMMs whose operands the shard
+// fake-quantized (cuda_device.hpp, Fp8Tag). The operands hold FP8 values over their scale;
+// cast back to codes at that scale they are exactly the FP8 tensors Transformer Engine
+// would multiply, and cuBLASLt's A and B scale pointers take 1 / scale back out.
+//
+// cuBLASLt runs FP8 only as "TN" (column-major D[M x N] = A^T B with A stored K x M and B
+// K x N, both with leading dimension K), and never with two E5M2 operands. The row-major
+// C[m x n] = op(A) op(B) is the column-major C^T[n x m] = op(B)^T op(A)^T, so cuBLASLt's A
+// is op(B)^T stored n x K row-major (K x n column-major) and its B is op(A) stored m x K
+// row-major: fp8_cast_gather writes both, transposing where the shard's layout needs it.
+// Forward GEMMs (two E4M3 operands) use fast accumulation, the gradients' GEMMs the split
+// accumulator, as Transformer Engine does.
+#include <cublasLt.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "exec/cuda/check.hpp"
+#include "exec/cuda/cuda_device.hpp"
+#include "exec/cuda/kernels.hpp"
+
+namespace parasim::exec {
+
+namespace {
+
+void check_lt(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string("cuBLASLt ") + what + ": status " + std::to_string(s));
+}
+
+// cuBLASLt's descriptors, destroyed with the call.
+struct LtCall {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  LtCall() = default;
+  LtCall(const LtCall&) = delete;
+  LtCall& operator=(const LtCall&) = delete;
+  ~LtCall() {
+    if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
+    for (cublasLtMatrixLayout_t l : {a, b, c}) {
+      if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+    }
+    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+}  // namespace
+
+void CudaDevice::drop_fp8(const void* p) {
+  fp8_tags_.erase(p);
+  if (auto node = fp8_codes_.extract(p)) node.mapped().codes = Buffer();  // released outside the map
+}
+
+const std::uint8_t* CudaDevice::fp8_codes(const float* src, const Fp8Tag& tag, int ld, int rows, int cols,
+                                          bool transposed) {
+  Fp8Codes& c = fp8_codes_[src];
+  if (!c.codes.empty() && c.version == tag.version && c.ld == ld && c.rows == rows && c.cols == cols &&
+      c.transposed == transposed) {
+    return c.codes.u8();
+  }
+  const std::size_t bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  if (c.codes.bytes() < bytes) {
+    c.codes = Buffer();  // (its release drops nothing of this map: codes are no keys)
+    c.codes = allocate(bytes);
+  }
+  cuda::fp8_cast_gather(current_, c.codes.u8(), src, ld, rows, cols, transposed, fp8_scales_ + 2 * tag.slot, tag.e5m2);
+  c.version = tag.version;
+  c.rows = rows;
+  c.cols = cols;
+  c.ld = ld;
+  c.transposed = transposed;
+  return c.codes.u8();
+}
+
+bool CudaDevice::gemm_fp8(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                          const float* b, int ldb, float beta, float* c, int ldc) {
+  if (!fp8_tensor_cores_) return false;
+  const auto ta = fp8_tags_.find(a);
+  const auto tb = fp8_tags_.find(b);
+  if (ta == fp8_tags_.end() || tb == fp8_tags_.end()) return false;
+  const Fp8Tag first = tb->second;   // cuBLASLt's A: op(B)^T
+  const Fp8Tag second = ta->second;  // cuBLASLt's B: op(A)
+  // FP8 needs 16-byte aligned rows (K a multiple of 16) and at least one E4M3 operand.
+  if (k % 16 != 0 || n % 16 != 0 || (first.e5m2 && second.e5m2)) {
+    ++fp8_fallbacks_;
+    return false;
+  }
+
+  const float* scale_first = fp8_scales_ + 2 * first.slot;
+  const float* scale_second = fp8_scales_ + 2 * second.slot;
+  // op(B)^T(j, kk) = op(B)(kk, j): B[j * ldb + kk] when B is transposed, else B[kk * ldb + j].
+  const std::uint8_t* qa = fp8_codes(b, first, ldb, n, k, !trans_b);
+  // op(A)(i, kk): A[kk * lda + i] when A is transposed, else A[i * lda + kk].
+  const std::uint8_t* qb = fp8_codes(a, second, lda, m, k, trans_a);
+
+  // Any setup cuBLASLt refuses (a type or layout this version or GPU lacks) leaves the GEMM
+  // to the bf16 path, which multiplies the same values.
+  LtCall call;
+  const auto ok = [](cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS; };
+  const cublasOperation_t transpose = CUBLAS_OP_T, plain = CUBLAS_OP_N;
+  const float* descale_first = scale_first + 1;
+  const float* descale_second = scale_second + 1;
+  const std::int8_t fast = first.e5m2 || second.e5m2 ? 0 : 1;
+  const auto type = [](bool e5m2) { return e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; };
+  const auto u64 = [](int v) { return static_cast<std::uint64_t>(v); };
+  const std::size_t workspace = lt_workspace_bytes;
+  if (!ok(cublasLtMatmulDescCreate(&call.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof plain)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &descale_first,
+                                         sizeof descale_first)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &descale_second,
+                                         sizeof descale_second)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast)) ||
+      !ok(cublasLtMatrixLayoutCreate(&call.a, type(first.e5m2), u64(k), u64(n), k)) ||
+      !ok(cublasLtMatrixLayoutCreate(&call.b, type(second.e5m2), u64(k), u64(m), k)) ||
+      !ok(cublasLtMatrixLayoutCreate(&call.c, CUDA_R_32F, u64(n), u64(m), ldc)) ||
+      !ok(cublasLtMatmulPreferenceCreate(&call.pref)) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                               sizeof workspace))) {
+    ++fp8_fallbacks_;
+    return false;
+  }
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(lt_, call.desc, call.a, call.b, call.c, call.c, call.pref, 1, &heuristic, &found) !=
+          CUBLAS_STATUS_SUCCESS ||
+      found == 0) {
+    ++fp8_fallbacks_;  // no FP8 algorithm for this shape
+    return false;
+  }
+  check_lt(cublasLtMatmul(lt_, call.desc, &alpha, qa, call.a, qb, call.b, &beta, c, call.c, c, call.c, &heuristic.algo,
+                          lt_workspace_, lt_workspace_bytes, current_),
+           "FP8 matmul");
+  count_flops(2.0 * m * n * static_cast<double>(k));
+  ++fp8_gemms_;
+  return true;
+}
+
+}  // namespace parasim::exec
