@@ -7,6 +7,7 @@
 #ifdef PARASIM_HAVE_CUDA_DEVICE
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "exec/cpu/cpu_device.hpp"
@@ -180,13 +181,16 @@ TEST_CASE("one-rank NCCL collectives complete and leave the data as it is (an al
   CHECK(back(dev, c, v.size()) == v);
 }
 
-TEST_CASE("the CUDA executor on one GPU trains as the CPU executor does", "[cuda][device][executor]") {
-  // fp32 on both (cuBLAS's GEMMs in true fp32), 6 steps of AdamW: the same losses to about
-  // 4 digits (GEMMs and reductions sum in other orders).
+namespace {
+
+// The tiny GPT of the executor tests on one GPU, in `precision` (the YAML after the key), trained 4 measured steps
+// (after 2 of warm-up) on the CPU and on the GPU: the losses step by step agree to
+// `epsilon`, relatively (GEMMs and reductions sum in other orders).
+exec::Measurement train_on_both(exec::CudaDevice& gpu, const std::string& precision, double epsilon) {
   const plan::Scenario s = plan::load_text(
       "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 1}\n"
       "model: {layers: 2, hidden: 64, heads: 4, vocab: 128, seq_len: 32}\n"
-      "training: {global_batch: 8, micro_batch: 2, precision: fp32, attention: naive}\n"
+      "training: {global_batch: 8, micro_batch: 2, precision: " + precision + ", attention: naive}\n"
       "plan: {dp: 1}\nrun: {steps: 4, warmup: 2, seed: 7}\n",
       "one-gpu.yaml");
   exec::RunOptions options;
@@ -194,40 +198,33 @@ TEST_CASE("the CUDA executor on one GPU trains as the CPU executor does", "[cuda
   options.warmup = 2;
   exec::CpuDevice cpu;
   const exec::Measurement want = exec::execute(s, cpu, options);
-  exec::CudaDevice gpu;
-  const exec::Measurement got = exec::execute(s, gpu, options);
+  exec::Measurement got = exec::execute(s, gpu, options);
   REQUIRE(got.steps.size() == want.steps.size());
   for (std::size_t i = 0; i < got.steps.size(); ++i) {
-    INFO("step " << i << ": cuda " << got.steps[i].loss << ", cpu " << want.steps[i].loss);
-    CHECK(got.steps[i].loss == Approx(want.steps[i].loss).epsilon(2e-4));
+    INFO(precision << " step " << i << ": cuda " << got.steps[i].loss << ", cpu " << want.steps[i].loss);
+    CHECK(got.steps[i].loss == Approx(want.steps[i].loss).epsilon(epsilon));
   }
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("the CUDA executor on one GPU trains as the CPU executor does", "[cuda][device][executor]") {
+  // fp32 on both (cuBLAS's GEMMs in true fp32), 6 steps of AdamW: the same losses to about
+  // 4 digits.
+  exec::CudaDevice gpu;
+  const exec::Measurement got = train_on_both(gpu, "fp32", 2e-4);
   CHECK(got.steps.back().loss < got.steps.front().loss);  // it learns
   CHECK(got.peak_memory.at(0) > 0.0);
 }
 
 TEST_CASE("the CUDA executor in fp8 multiplies on FP8 tensor cores and trains as the CPU executor's emulation",
           "[cuda][device][executor][fp8]") {
-  // The linear layers' GEMMs take the same FP8 values on both (the CPU multiplies them in
-  // fp32, the GPU on FP8 tensor cores where it has them); hidden 64 and MLP 256 keep every
-  // GEMM's inner size a multiple of 16, as cuBLASLt's FP8 needs.
-  const plan::Scenario s = plan::load_text(
-      "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 1}\n"
-      "model: {layers: 2, hidden: 64, heads: 4, vocab: 128, seq_len: 32}\n"
-      "training: {global_batch: 8, micro_batch: 2, precision: fp8, fp8_recipe: current, attention: naive}\n"
-      "plan: {dp: 1}\nrun: {steps: 4, warmup: 2, seed: 7}\n",
-      "one-gpu-fp8.yaml");
-  exec::RunOptions options;
-  options.steps = 4;
-  options.warmup = 2;
-  exec::CpuDevice cpu;
-  const exec::Measurement want = exec::execute(s, cpu, options);
+  // The linear layers' GEMMs take the same FP8 values on both (current scaling: the CPU
+  // multiplies them in fp32, the GPU on FP8 tensor cores where it has them); hidden 64 and
+  // MLP 256 keep every GEMM's inner size a multiple of 16, as cuBLASLt's FP8 needs.
   exec::CudaDevice gpu;
-  const exec::Measurement got = exec::execute(s, gpu, options);
-  REQUIRE(got.steps.size() == want.steps.size());
-  for (std::size_t i = 0; i < got.steps.size(); ++i) {
-    INFO("step " << i << ": cuda " << got.steps[i].loss << ", cpu " << want.steps[i].loss);
-    CHECK(got.steps[i].loss == Approx(want.steps[i].loss).epsilon(2e-3));
-  }
+  train_on_both(gpu, "fp8, fp8_recipe: current", 2e-3);
   if (gpu.fp8_tensor_cores()) CHECK(gpu.fp8_gemms() > 0);
   CHECK(gpu.fp8_fallbacks() == 0);
 }

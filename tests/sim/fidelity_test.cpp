@@ -29,6 +29,21 @@ const std::vector<sim::FidelityRow>& subset_rows() {
   return rows;
 }
 
+// Predicts `runs`: every row predicted, none off by more than `worst`, and their mean
+// absolute error at most `mae`.
+void check_predicted(const std::vector<sim::MeasuredRun>& runs, double worst, double mae) {
+  const std::vector<sim::FidelityRow> rows = sim::predict_runs(runs, 2);
+  std::vector<double> errors;
+  for (const auto& r : rows) {
+    INFO(fmt::format("line {}: {}", r.run->line, r.error));
+    REQUIRE(r.error.empty());
+    errors.push_back(r.relative_error());
+    CHECK(std::abs(r.relative_error()) <= worst);
+  }
+  INFO(sim::fidelity_report(rows));
+  CHECK(sim::error_stats(errors).mean_abs <= mae);
+}
+
 }  // namespace
 
 TEST_CASE("the vTrain measurements are read with Megatron's setup", "[sim][fidelity]") {
@@ -95,16 +110,7 @@ TEST_CASE("Megatron-LM's weak-scaling runs from 1.7B on 32 A100s to 530B on 2520
   REQUIRE(runs.size() == 10);
   CHECK(runs.back().gpus == 3072);
   runs.pop_back();
-  const std::vector<sim::FidelityRow> rows = sim::predict_runs(runs, 2);
-  std::vector<double> errors;
-  for (const auto& r : rows) {
-    INFO(fmt::format("line {}: {}", r.run->line, r.error));
-    REQUIRE(r.error.empty());
-    errors.push_back(r.relative_error());
-    CHECK(std::abs(r.relative_error()) <= 0.25);
-  }
-  INFO(sim::fidelity_report(rows));
-  CHECK(sim::error_stats(errors).mean_abs <= 0.10);
+  check_predicted(runs, 0.25, 0.10);
 }
 
 TEST_CASE("NeMo's published FP8 runs on DGX H100 from 8 to 512 GPUs predicted within the bounds", "[sim][fidelity]") {
@@ -118,14 +124,5 @@ TEST_CASE("NeMo's published FP8 runs on DGX H100 from 8 to 512 GPUs predicted wi
   // The first row, GPT-3 5B on 64 GPUs: 2,048 x 2,048 tokens at 22,521 tokens/s per GPU.
   CHECK(runs.front().measured == Approx(2048.0 * 2048.0 / (22521.0 * 64.0)).epsilon(1e-4));
   CHECK(runs.front().yaml.find("nodes: 8") != std::string::npos);
-  const std::vector<sim::FidelityRow> rows = sim::predict_runs(runs, 2);
-  std::vector<double> errors;
-  for (const auto& r : rows) {
-    INFO(fmt::format("line {}: {}", r.run->line, r.error));
-    REQUIRE(r.error.empty());
-    errors.push_back(r.relative_error());
-    CHECK(std::abs(r.relative_error()) <= 0.25);
-  }
-  INFO(sim::fidelity_report(rows));
-  CHECK(sim::error_stats(errors).mean_abs <= 0.12);
+  check_predicted(runs, 0.25, 0.12);
 }
