@@ -3,11 +3,9 @@
 // cast back to codes at that scale they are exactly the FP8 tensors Transformer Engine
 // would multiply, and cuBLASLt's A and B scale pointers take 1 / scale back out.
 //
-// cuBLASLt runs FP8 only as "TN" (column-major D[M x N] = A^T B with A stored K x M and B
-// K x N, both with leading dimension K), and never with two E5M2 operands. The row-major
-// C[m x n] = op(A) op(B) is the column-major C^T[n x m] = op(B)^T op(A)^T, so cuBLASLt's A
-// is op(B)^T stored n x K row-major (K x n column-major) and its B is op(A) stored m x K
-// row-major: fp8_cast_gather writes both, transposing where the shard's layout needs it.
+// cuBLASLt runs FP8 only as "TN" and never with two E5M2 operands; exec/model/fp8.hpp
+// (tn_first, tn_second, gather_index) maps the row-major GEMM onto it, which the host
+// tests check against the GEMM itself, and fp8_cast_gather writes both operands so.
 // Forward GEMMs (two E4M3 operands) use fast accumulation, the gradients' GEMMs the split
 // accumulator, as Transformer Engine does.
 #include <cublasLt.h>
@@ -18,6 +16,7 @@
 #include "exec/cuda/check.hpp"
 #include "exec/cuda/cuda_device.hpp"
 #include "exec/cuda/kernels.hpp"
+#include "exec/model/fp8.hpp"
 
 namespace parasim::exec {
 
@@ -88,10 +87,9 @@ bool CudaDevice::gemm_fp8(bool trans_a, bool trans_b, int m, int n, int k, float
 
   const float* scale_first = fp8_scales_ + 2 * first.slot;
   const float* scale_second = fp8_scales_ + 2 * second.slot;
-  // op(B)^T(j, kk) = op(B)(kk, j): B[j * ldb + kk] when B is transposed, else B[kk * ldb + j].
-  const std::uint8_t* qa = fp8_codes(b, first, ldb, n, k, !trans_b);
-  // op(A)(i, kk): A[kk * lda + i] when A is transposed, else A[i * lda + kk].
-  const std::uint8_t* qb = fp8_codes(a, second, lda, m, k, trans_a);
+  const fp8::TnOperand lay_first = fp8::tn_first(trans_b, n, k), lay_second = fp8::tn_second(trans_a, m, k);
+  const std::uint8_t* qa = fp8_codes(b, first, ldb, lay_first.rows, lay_first.cols, lay_first.transposed);
+  const std::uint8_t* qb = fp8_codes(a, second, lda, lay_second.rows, lay_second.cols, lay_second.transposed);
 
   // Any setup cuBLASLt refuses (a type or layout this version or GPU lacks) leaves the GEMM
   // to the bf16 path, which multiplies the same values.

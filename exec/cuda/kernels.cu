@@ -434,8 +434,7 @@ __global__ void fp8_cast_gather_kernel(std::uint8_t* out, const float* src, int 
   const std::int64_t count = static_cast<std::int64_t>(rows) * cols;
   const float scale = scales[0];
   PARASIM_FOR_EACH(i, count) {
-    const std::int64_t r = i / cols, c = i % cols;
-    const float x = transposed ? src[c * ld + r] : src[r * ld + c];
+    const float x = src[fp8::gather_index(i / cols, i % cols, ld, transposed)];
     out[i] = __nv_cvt_float_to_fp8(x * scale, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
   }
 }

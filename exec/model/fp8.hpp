@@ -76,4 +76,21 @@ PARASIM_HOST_DEVICE inline float scale_for(float amax, Format f) {
 
 PARASIM_HOST_DEVICE inline float fake_quantize(float x, float scale, Format f) { return round(x * scale, f) / scale; }
 
+// FP8 GEMMs on cuBLASLt (exec/cuda/fp8_gemm.cpp), which runs FP8 only "TN": column-major
+// D[M x N] = A^T B, A stored K x M and B K x N, both with leading dimension K. The
+// row-major C[m x n] = op(A) op(B) (leading dimension ldc) is the column-major
+// C^T[n x m] = op(B)^T op(A)^T, so cuBLASLt's A is op(B)^T, gathered n x k row-major, and
+// its B is op(A), gathered m x k row-major. Each gathered operand: element (r, c) of a
+// contiguous rows x cols block, taken from src[gather_index(r, c, ld, transposed)].
+struct TnOperand {
+  int rows = 0, cols = 0;
+  bool transposed = false;  // read src's transpose
+};
+inline TnOperand tn_first(bool trans_b, int n, int k) { return {n, k, !trans_b}; }   // op(B)^T from B
+inline TnOperand tn_second(bool trans_a, int m, int k) { return {m, k, trans_a}; }   // op(A) from A
+
+PARASIM_HOST_DEVICE inline long long gather_index(long long r, long long c, int ld, bool transposed) {
+  return transposed ? c * ld + r : r * ld + c;
+}
+
 }  // namespace parasim::exec::fp8

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "exec/model/batch_norm.hpp"
+#include "exec/model/fp8.hpp"
 #include "exec/model/generic.hpp"
 #include "exec/model/gpt.hpp"
 #include "exec/model/kernels.hpp"
@@ -32,6 +33,61 @@ TEST_CASE("GEMM and the linear layer against hand-computed products", "[exec][mo
   const std::vector<double> bias{1, -1};
   kernels::linear_forward<double>(c.data(), a.data(), b.data(), bias.data(), 2, 2, 2);
   CHECK(c == std::vector<double>{20, 21, 44, 49});
+}
+
+TEST_CASE("FP8 GEMMs' TN layout: the gathered operands multiplied as cuBLASLt does give the row-major GEMM",
+          "[exec][model][fp8]") {
+  // exec/cuda/fp8_gemm.cpp gathers op(B)^T and op(A) (fp8.hpp) and has cuBLASLt compute the
+  // column-major D[n x m] = A^T B from them, with A and B stored K x n and K x m; D with
+  // leading dimension ldc is then the row-major C[m x n]. Checked here on the host in every
+  // transpose form, with leading dimensions wider than the operands.
+  const int m = 5, n = 7, k = 4, pad = 3;
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      INFO("trans_a " << ta << " trans_b " << tb);
+      const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+      std::vector<float> a(static_cast<std::size_t>((ta ? k : m) * lda)), b(static_cast<std::size_t>((tb ? n : k) * ldb));
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(static_cast<int>(i % 11) - 5);
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i % 7) - 3);
+      // The row-major reference, element by element.
+      auto at = [](const std::vector<float>& v, int i) { return v[static_cast<std::size_t>(i)]; };
+      auto op_a = [&](int i, int kk) { return ta ? at(a, kk * lda + i) : at(a, i * lda + kk); };
+      auto op_b = [&](int kk, int j) { return tb ? at(b, j * ldb + kk) : at(b, kk * ldb + j); };
+      // The gathered operands.
+      const fp8::TnOperand first = fp8::tn_first(tb, n, k), second = fp8::tn_second(ta, m, k);
+      REQUIRE(first.rows == n);
+      REQUIRE(second.rows == m);
+      std::vector<float> qa(static_cast<std::size_t>(n * k)), qb(static_cast<std::size_t>(m * k));
+      for (int r = 0; r < first.rows; ++r) {
+        for (int c = 0; c < first.cols; ++c) {
+          qa[static_cast<std::size_t>(r * k + c)] = b[static_cast<std::size_t>(fp8::gather_index(r, c, ldb, first.transposed))];
+        }
+      }
+      for (int r = 0; r < second.rows; ++r) {
+        for (int c = 0; c < second.cols; ++c) {
+          qb[static_cast<std::size_t>(r * k + c)] = a[static_cast<std::size_t>(fp8::gather_index(r, c, lda, second.transposed))];
+        }
+      }
+      // cuBLASLt's TN product: A stored K x n column-major is qa, B stored K x m is qb;
+      // D(row jj, column ii) at D[jj + ii * ldc].
+      std::vector<float> d(static_cast<std::size_t>(m * ldc), 0.0F);
+      for (int jj = 0; jj < n; ++jj) {
+        for (int ii = 0; ii < m; ++ii) {
+          float s = 0.0F;
+          for (int kk = 0; kk < k; ++kk) s += at(qa, jj * k + kk) * at(qb, ii * k + kk);
+          d[static_cast<std::size_t>(jj + ii * ldc)] = s;
+        }
+      }
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) {
+          float want = 0.0F;
+          for (int kk = 0; kk < k; ++kk) want += op_a(i, kk) * op_b(kk, j);
+          INFO("C(" << i << ", " << j << ")");
+          CHECK(d[static_cast<std::size_t>(i * ldc + j)] == want);  // small integers: exact
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("layer norm, GELU, softmax attention and cross-entropy against hand-computed values", "[exec][model]") {
