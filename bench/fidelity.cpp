@@ -1,6 +1,6 @@
 // Prediction against public measurements of real training runs.
 //
-//   parasim_fidelity [CSV] [--every K] [--threads T] [--svg FILE] [--csv FILE] [--set KEY=VALUE]...
+//   parasim_fidelity [CSV] [--every K] [--threads T] [--svg FILE] [--csv FILE] [--by-layer] [--set KEY=VALUE]...
 //   parasim_fidelity --allreduce DIR
 //
 // Reads a CSV of measured step times (vTrain's columns, plus optional cluster, precision
@@ -8,7 +8,10 @@
 // profiles and prints MAE, mean, median, p90 and max relative error overall and by tp,
 // pp, dp, micro-batch, hidden size, layers and GPUs. --svg draws predicted against
 // measured; --csv writes every row with its prediction; --set overrides a scenario key of
-// every row (to try a device constant, e.g. cluster.device.host.forward=40us).
+// every row (to try a device constant, e.g. cluster.device.host.forward=40us); --by-layer
+// splits each error into a layer's cost and a micro-batch's (sim::layer_sweeps): the rows
+// that differ only in their layer count, fitted against it, by hidden size, tp and
+// micro-batch.
 // --allreduce DIR compares the all-reduce model with the measured files AR_GPUn_a100 in DIR
 // (tests/data/fidelity/a100-allreduce). Default CSV: the vTrain file in
 // tests/data/fidelity.
@@ -29,6 +32,7 @@ using namespace parasim;
 int main(int argc, char** argv) {
   std::string csv = std::string(PARASIM_SOURCE_DIR) + "/tests/data/fidelity/vtrain-single-node.csv";
   std::string svg, out_csv, allreduce;
+  bool by_layer = false;
   std::vector<std::string> sets;
   int every = 1;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -44,12 +48,14 @@ int main(int argc, char** argv) {
       allreduce = argv[++i];
     } else if (std::strcmp(argv[i], "--set") == 0 && more) {
       sets.emplace_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--by-layer") == 0) {
+      by_layer = true;
     } else if (std::strcmp(argv[i], "--csv") == 0 && more) {
       out_csv = argv[++i];
     } else if (argv[i][0] != '-') {
       csv = argv[i];
     } else {
-      std::fprintf(stderr, "usage: %s [CSV] [--every K] [--threads T] [--svg FILE] [--csv FILE] [--set KEY=VALUE]... | --allreduce DIR\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [CSV] [--every K] [--threads T] [--svg FILE] [--csv FILE] [--by-layer] [--set KEY=VALUE]... | --allreduce DIR\n", argv[0]);
       return 2;
     }
   }
@@ -73,6 +79,11 @@ int main(int argc, char** argv) {
   const auto rows = sim::predict_runs(chosen, threads);
   fmt::print("{}: {} rows, relative error (predicted - measured) / measured\n\n{}", csv, rows.size(),
              sim::fidelity_report(rows));
+  if (by_layer) {
+    fmt::print("\nby layer count: a layer's cost per micro-batch and a micro-batch's besides its layers, fitted over\n"
+               "the rows that differ only in layers (medians of the sweeps)\n\n{}",
+               sim::layer_sweep_report(sim::layer_sweeps(rows)));
+  }
   if (!svg.empty()) {
     std::ofstream(svg) << sim::fidelity_svg(rows, fmt::format("predicted against measured step time ({} rows)", rows.size()));
   }

@@ -4,9 +4,11 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -252,6 +254,82 @@ std::string fidelity_report(const std::vector<FidelityRow>& rows) {
     for (const FidelityRow& r : rows) {
       if (!r.error.empty()) out += fmt::format("  line {}: {}\n", r.run->line, r.error);
     }
+  }
+  return out;
+}
+
+std::vector<LayerSweep> layer_sweeps(const std::vector<FidelityRow>& rows) {
+  // The sweep a row belongs to: every dim but its layers, its overrides and its cluster.
+  std::map<std::string, std::vector<const FidelityRow*>> sweeps;
+  for (const FidelityRow& r : rows) {
+    if (!r.error.empty()) continue;
+    std::string key;
+    for (const auto& [dim, value] : r.run->dims) {
+      if (dim != "layers") key += fmt::format("{}={};", dim, value);
+    }
+    for (const std::string& o : r.run->overrides) key += o + ";";
+    const std::size_t cluster = r.run->yaml.find("cluster:");
+    if (cluster != std::string::npos) key += r.run->yaml.substr(cluster, r.run->yaml.find('\n', cluster) - cluster);
+    sweeps[key].push_back(&r);
+  }
+  std::vector<LayerSweep> out;
+  for (const auto& [key, members] : sweeps) {
+    std::set<int> layers;
+    for (const FidelityRow* r : members) layers.insert(r->run->dims.at("layers"));
+    if (layers.size() < 2) continue;
+    const auto& d = members.front()->run->dims;
+    const int pp = d.at("pp");
+    const int per_replica = d.at("global batch") / (d.at("dp") * d.at("micro batch"));
+    const double passes = per_replica + pp - 1;
+    // Least squares of y against x, for the measured and the predicted times.
+    double sx = 0, sy = 0, sp = 0, sxx = 0, sxy = 0, sxp = 0;
+    for (const FidelityRow* r : members) {
+      const double x = static_cast<double>(r->run->dims.at("layers")) / pp;
+      const double y = r->run->measured / passes, p = r->predicted / passes;
+      sx += x;
+      sy += y;
+      sp += p;
+      sxx += x * x;
+      sxy += x * y;
+      sxp += x * p;
+    }
+    const double n = static_cast<double>(members.size());
+    const double var = sxx - sx * sx / n;
+    LayerSweep s;
+    s.dims = d;
+    s.dims.erase("layers");
+    s.points = static_cast<int>(members.size());
+    s.measured_slope = (sxy - sx * sy / n) / var;
+    s.predicted_slope = (sxp - sx * sp / n) / var;
+    s.measured_intercept = (sy - s.measured_slope * sx) / n;
+    s.predicted_intercept = (sp - s.predicted_slope * sx) / n;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string layer_sweep_report(const std::vector<LayerSweep>& sweeps) {
+  std::map<std::tuple<int, int, int>, std::vector<const LayerSweep*>> groups;
+  for (const LayerSweep& s : sweeps) groups[{s.dims.at("hidden"), s.dims.at("tp"), s.dims.at("micro batch")}].push_back(&s);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t h = v.size() / 2;
+    return v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2;
+  };
+  std::string out = fmt::format("{:>6} {:>3} {:>3} {:>6}  {:>25}  {:>30}\n", "hidden", "tp", "mb", "sweeps",
+                                "per layer: measured  pred", "per micro-batch: measured  pred");
+  for (const auto& [key, members] : groups) {
+    std::vector<double> ms, ps, mi, pi;
+    for (const LayerSweep* s : members) {
+      ms.push_back(s->measured_slope);
+      ps.push_back(s->predicted_slope);
+      mi.push_back(s->measured_intercept);
+      pi.push_back(s->predicted_intercept);
+    }
+    const double a = median(ms), b = median(ps), c = median(mi), e = median(pi);
+    out += fmt::format("{:>6} {:>3} {:>3} {:>6}  {:>8.2f} ms {:>5.2f} {:>+5.0f} %  {:>11.1f} ms {:>5.1f} {:>+6.0f} %\n",
+                       std::get<0>(key), std::get<1>(key), std::get<2>(key), members.size(), a * 1e3, b * 1e3,
+                       100 * (b / a - 1), c * 1e3, e * 1e3, 100 * (e / c - 1));
   }
   return out;
 }

@@ -62,6 +62,25 @@ std::string fidelity_report(const std::vector<FidelityRow>& rows);
 // Predicted against measured on log axes, with the y = x line and +-10 % band.
 std::string fidelity_svg(const std::vector<FidelityRow>& rows, const std::string& title);
 
+// Where the error lives: per layer or per micro-batch. Rows that differ only in their layer
+// count are one sweep; its step times per micro-batch, t / (m + pp - 1) with m micro-batches
+// a replica (a pipeline's step is about m + pp - 1 stage passes), are fitted against the
+// layers per stage by least squares, measured and predicted alike. The slope is a layer's
+// cost per micro-batch (forward, recompute and backward, with its share of the per-step
+// optimizer and gradient reduction spread over the m micro-batches), the intercept what a
+// micro-batch costs besides its layers (embedding, LM head, loss). Sweeps of fewer than two
+// layer counts are left out.
+struct LayerSweep {
+  std::map<std::string, int> dims;  // the rows' dims, layers excepted
+  int points = 0;                   // rows fitted
+  double measured_slope = 0.0, predicted_slope = 0.0;          // seconds per layer
+  double measured_intercept = 0.0, predicted_intercept = 0.0;  // seconds per micro-batch
+};
+std::vector<LayerSweep> layer_sweeps(const std::vector<FidelityRow>& rows);
+// The sweeps' medians by hidden size, tp and micro-batch: slope and intercept, measured
+// against predicted.
+std::string layer_sweep_report(const std::vector<LayerSweep>& sweeps);
+
 // All-reduce bus bandwidth on n GPUs of one node of `cluster` (a preset) as the simulator
 // runs it alone (NCCL's choice of algorithm and protocol), against the measured times in
 // `dir`/AR_GPU<n>_a100 (nccl-tests' busbw), at 1, 16, 64, 256 MiB and 1 GiB.

@@ -81,6 +81,35 @@ TEST_CASE("a subset of the vTrain file predicted within the fidelity bounds", "[
   }
 }
 
+TEST_CASE("a sweep over layer counts splits the step into a layer's cost and a micro-batch's", "[sim][fidelity]") {
+  // Two stages, 8 micro-batches a replica: 9 stage passes a step. Each layer costs 4 ms a
+  // micro-batch measured (5 predicted), each micro-batch 3 ms besides (2 predicted).
+  const auto run = [](int layers, int hidden) {
+    sim::MeasuredRun r;
+    r.dims = {{"gpus", 2},  {"global batch", 16}, {"micro batch", 2}, {"hidden", hidden}, {"heads", 16},
+              {"seq", 1024}, {"tp", 1},            {"dp", 1},          {"pp", 2},           {"layers", layers}};
+    r.measured = 9 * (3e-3 + 4e-3 * layers / 2);
+    r.yaml = "cluster: {preset: dgx-a100, nodes: 1, gpus_per_node: 2}\n";
+    return r;
+  };
+  const std::vector<sim::MeasuredRun> runs{run(12, 1024), run(16, 1024), run(24, 1024), run(12, 2048)};
+  std::vector<sim::FidelityRow> rows;
+  for (const auto& r : runs) rows.push_back({&r, 9 * (2e-3 + 5e-3 * r.dims.at("layers") / 2), ""});
+  const auto sweeps = sim::layer_sweeps(rows);
+  REQUIRE(sweeps.size() == 1);  // hidden 2,048 has one layer count: no sweep
+  const sim::LayerSweep& s = sweeps.front();
+  CHECK(s.points == 3);
+  CHECK(s.dims.count("layers") == 0);
+  CHECK(s.measured_slope == Approx(4e-3));
+  CHECK(s.predicted_slope == Approx(5e-3));
+  CHECK(s.measured_intercept == Approx(3e-3));
+  CHECK(s.predicted_intercept == Approx(2e-3));
+  const std::string report = sim::layer_sweep_report(sweeps);
+  INFO(report);
+  CHECK(report.find("4.00 ms  5.00   +25 %") != std::string::npos);
+  CHECK(report.find("3.0 ms   2.0    -33 %") != std::string::npos);
+}
+
 TEST_CASE("a malformed measurement file is refused at its line and column", "[sim][fidelity]") {
   const std::string path = "/tmp/parasim-fidelity-bad.csv";
   {
