@@ -117,7 +117,7 @@ nlohmann::ordered_json to_json(const Scenario& s) {
     cluster["inter_node"] = {{"nics_per_node", c.inter.nics_per_node},     {"nic_bandwidth", c.inter.nic_bandwidth},
                              {"latency", c.inter.latency},                 {"shape", topology::to_string(c.inter.shape)},
                              {"oversubscription", c.inter.oversubscription}, {"leaf_downlinks", c.inter.leaf_downlinks},
-                             {"attach_bandwidth", c.inter.attach_bandwidth}};
+                             {"attach_bandwidth", c.inter.attach_bandwidth}, {"routing", topology::to_string(c.inter.routing)}};
   }
   if (c.host.described()) {
     cluster["host"] = {{"memory", c.host.memory}, {"memory_bandwidth", c.host.memory_bandwidth}};
@@ -201,8 +201,11 @@ std::string describe(const Scenario& s) {
                      "memory", u::format_bandwidth(c.device.memory_bandwidth), topology::to_string(c.intra.fabric),
                      u::format_bandwidth(c.intra.bandwidth));
   if (c.nodes > 1 || c.wan) {
-    out += fmt::format("network   {} x {} NICs per node, {}, latency {}\n", c.inter.nics_per_node,
-                       u::format_bandwidth(c.inter.nic_bandwidth), topology::to_string(c.inter.shape),
+    const std::string routing = c.inter.shape == topology::NetworkShape::single_switch
+                                    ? std::string()
+                                    : fmt::format(" ({} routing)", topology::to_string(c.inter.routing));
+    out += fmt::format("network   {} x {} NICs per node, {}{}, latency {}\n", c.inter.nics_per_node,
+                       u::format_bandwidth(c.inter.nic_bandwidth), topology::to_string(c.inter.shape), routing,
                        u::format_duration(c.inter.latency));
   }
   if (c.wan) {

@@ -153,7 +153,7 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
   if (inter != nullptr) {
     Reader net(*inter, "cluster.inter_node",
                {"nics_per_node", "nic_bandwidth", "latency", "shape", "oversubscription", "leaf_downlinks",
-                "attach_bandwidth", "efficiency"},
+                "attach_bandwidth", "efficiency", "routing"},
                &where);
     c.inter.nics_per_node = net.integer("nics_per_node", 1, 1, 1024);
     c.inter.nic_bandwidth = net.bandwidth("nic_bandwidth", std::nullopt);
@@ -177,10 +177,12 @@ ClusterSpec read_cluster(const Value& v, LocationMap& where) {
     c.inter.leaf_downlinks = net.integer("leaf_downlinks", 32, 1, 4096);
     c.inter.attach_bandwidth = net.bandwidth("attach_bandwidth", 64e9);
     c.inter.efficiency = net.number("efficiency", 1.0, 0.01, 1.0);
-    if (c.inter.shape == NetworkShape::single_switch &&
-        (user_set(net, "oversubscription") || user_set(net, "leaf_downlinks"))) {
-      net.fail(user_set(net, "oversubscription") ? "oversubscription" : "leaf_downlinks",
-               "applies only to the fat-tree and rail-optimized shapes (shape is single-switch)");
+    c.inter.routing = net.choice<topology::Routing>(
+        "routing", topology::Routing::ecmp, {{"ecmp", topology::Routing::ecmp}, {"destination", topology::Routing::destination}});
+    if (c.inter.shape == NetworkShape::single_switch) {
+      for (const char* key : {"oversubscription", "leaf_downlinks", "routing"}) {
+        if (user_set(net, key)) net.fail(key, "applies only to the fat-tree and rail-optimized shapes (shape is single-switch)");
+      }
     }
   } else if (c.nodes > 1) {
     r.fail("inter_node", fmt::format("a cluster of {} nodes needs an 'inter_node' section (nics_per_node, nic_bandwidth, "

@@ -23,4 +23,6 @@ std::string_view to_string(NetworkShape s) {
   return "?";
 }
 
+std::string_view to_string(Routing r) { return r == Routing::destination ? "destination" : "ecmp"; }
+
 }  // namespace parasim::topology

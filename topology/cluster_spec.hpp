@@ -17,9 +17,18 @@ namespace parasim::topology {
 
 enum class IntraFabric { nvswitch, nvlink_mesh, pcie, shared_memory };
 enum class NetworkShape { single_switch, fat_tree, rail_optimized };
+// How a fat tree's switches pick among equal-cost spines (topology/routing.hpp):
+//   ecmp         each flow by a hash of its ends, as Ethernet switches hash flows (ECMP):
+//                flows of different pairs may meet on a spine link while others idle
+//   destination  by the destination alone, as InfiniBand's subnet manager programs a fat
+//                tree (OpenSM's ftree engine, D-mod-k): traffic to a NIC climbs to the
+//                spine its port on its leaf picks, modulo the leaf's uplinks, so a shift
+//                between leaves (a ring's or a pipeline's transfers) uses each spine once
+enum class Routing { ecmp, destination };
 
 std::string_view to_string(IntraFabric f);
 std::string_view to_string(NetworkShape s);
+std::string_view to_string(Routing r);
 
 struct IntraNodeSpec {
   IntraFabric fabric = IntraFabric::nvswitch;
@@ -46,6 +55,7 @@ struct InterNodeSpec {
   int leaf_downlinks = 32;        // NIC ports per leaf switch
   double attach_bandwidth = 0.0;  // device (or PCIe switch) to NIC, PCIe
   double efficiency = 1.0;        // the share of nic_bandwidth that transfers carry as data
+  Routing routing = Routing::ecmp;  // fat-tree / rail-optimized: the spine a flow takes
 };
 
 // How collectives run: NCCL on GPUs (protocols LL / LL128 / Simple with NCCL's latencies,

@@ -45,6 +45,18 @@ Router::Router(const Cluster& cluster)
       if (g[w].kind == VertexKind::leaf_switch) node_leaves_[static_cast<std::size_t>(g[v].node)].push_back(w);
     }
   }
+  // Each NIC's port on its leaf: its place among the leaf's links down to NICs, in link order.
+  nic_port_.assign(boost::num_vertices(g), -1);
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+    if (g[v].kind != VertexKind::leaf_switch) continue;
+    std::vector<std::pair<int, VertexId>> ports;  // (link id, NIC)
+    for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) {
+      const VertexId w = boost::target(e, g);
+      if (g[w].kind == VertexKind::nic) ports.emplace_back(g[e].id, w);
+    }
+    std::sort(ports.begin(), ports.end());
+    for (std::size_t i = 0; i < ports.size(); ++i) nic_port_[ports[i].second] = static_cast<int>(i);
+  }
   // A spine's edges: to each leaf (looked up by leaf, a spine reaches hundreds), and the rest.
   for (auto v : boost::make_iterator_range(boost::vertices(g))) {
     if (g[v].kind != VertexKind::spine_switch) continue;
@@ -150,12 +162,25 @@ Route Router::compute(int src, int dst) {
     throw std::runtime_error(fmt::format("no route from {} to {}", g[s].name, g[t].name));
   }
 
-  // Walk back, choosing among equal-cost predecessors by hash.
+  // Walk back, choosing among equal-cost predecessors by the network's routing.
+  const bool by_destination = cluster_.spec().inter.routing == Routing::destination;
+  int port = -1;  // the destination NIC's port on its leaf, once the walk has passed it
   r.bottleneck = std::numeric_limits<double>::infinity();
   for (VertexId v = t; v != s;) {
     const std::vector<int>& p = preds_[v];
-    const std::uint64_t h = mix((static_cast<std::uint64_t>(src) << 40) ^ (static_cast<std::uint64_t>(dst) << 20) ^ v);
-    const int link = p.size() == 1 ? p.front() : p[h % p.size()];
+    if (port < 0 && g[v].kind == VertexKind::nic) port = nic_port_[v];
+    int link = p.front();
+    if (p.size() > 1 && by_destination && port >= 0 && g[v].kind == VertexKind::leaf_switch) {
+      // A spine's link can be listed more than once (reached through each of the
+      // destination node's NICs on this leaf): each counts once.
+      spines_.assign(p.begin(), p.end());
+      std::sort(spines_.begin(), spines_.end());
+      spines_.erase(std::unique(spines_.begin(), spines_.end()), spines_.end());
+      link = spines_[static_cast<std::size_t>(port) % spines_.size()];
+    } else if (p.size() > 1) {
+      const std::uint64_t h = mix((static_cast<std::uint64_t>(src) << 40) ^ (static_cast<std::uint64_t>(dst) << 20) ^ v);
+      link = p[h % p.size()];
+    }
     r.links.push_back(link);
     const Link& l = cluster_.link(link);
     r.bottleneck = std::min(r.bottleneck, l.bandwidth);

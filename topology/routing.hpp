@@ -6,9 +6,15 @@
 // its node and the network only, never between two devices of its node (they use the
 // node's fabric). Where several shortest paths exist (spines of a fat-tree, NICs of a
 // node), the path is chosen by walking back from the destination and picking among the
-// equal-cost predecessors with a hash of
-// (source, destination, vertex): deterministic, and spread evenly over the alternatives
-// across pairs, as ECMP hashing spreads flows in a real network.
+// equal-cost predecessors by the network's routing (cluster.inter_node.routing):
+//   ecmp         a hash of (source, destination, vertex): deterministic, and spread evenly
+//                over the alternatives across pairs, as ECMP hashing spreads flows
+//   destination  at the destination's leaf, the spine numbered (the destination NIC's port
+//                on that leaf) modulo the spines that reach it, in link order (D-mod-k,
+//                Zahavi 2010, as InfiniBand's ftree routing programs a fat tree); a
+//                leaf's k uplinks thus carry the traffic to its ports p, p + k, ... and a
+//                shift between two leaves, every NIC sending to the same port of the other
+//                leaf, takes each uplink once. Elsewhere (a WAN's gateways) the hash.
 //
 // Cost: one Dijkstra from the source with early exit at the destination, pruned to the
 // vertices that can lie on a path to it (a NIC entered from the network leads only into its
@@ -60,6 +66,8 @@ class Router {
   std::vector<std::vector<VertexId>> node_leaves_;  // per node: leaves its NICs hang from
   std::unordered_map<std::uint64_t, std::vector<int>> spine_leaf_;  // (spine, leaf) -> link ids
   std::unordered_map<VertexId, std::vector<int>> spine_other_;      // spine -> its links to non-leaves
+  std::vector<int> nic_port_;  // per vertex: a NIC's port on its leaf (its place among the leaf's NIC links), else -1
+  std::vector<int> spines_;    // scratch: a leaf's equal-cost spine links, once each, in link order
 };
 
 }  // namespace parasim::topology

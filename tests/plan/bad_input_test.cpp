@@ -224,6 +224,10 @@ std::vector<Case> make_cases() {
     {"oversubscription on a single switch",
      replace(good, "    shape: fat-tree", "    shape: single-switch\n    oversubscription: 2"),
      "cluster.inter_node.oversubscription", 15, {"applies only to the fat-tree and rail-optimized"}},
+    {"routing on a single switch", replace(good, "    shape: fat-tree", "    shape: single-switch\n    routing: ecmp"),
+     "cluster.inter_node.routing", 15, {"applies only to the fat-tree and rail-optimized"}},
+    {"unknown routing", replace(good, "    shape: fat-tree", "    shape: fat-tree\n    routing: adaptive"),
+     "cluster.inter_node.routing", 15, {"expected one of ecmp, destination", "adaptive"}},
     {"WAN that leaves a site empty", good + "  \n", "", 0, {}},  // placeholder replaced below
     // model shape against the plan
     {"hidden not divisible by heads", replace(good, "  heads: 16", "  heads: 15"), "model.hidden", 17,

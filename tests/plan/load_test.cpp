@@ -64,6 +64,7 @@ TEST_CASE("a preset refined by keys beside it", "[load][presets]") {
   CHECK(s.cluster.gpus_per_node == 8);             // from the preset
   CHECK(s.cluster.inter.nic_bandwidth == 50e9);    // from the preset
   CHECK(s.cluster.inter.oversubscription == 2.0);  // refined, "2:1" form
+  CHECK(s.cluster.inter.routing == parasim::topology::Routing::destination);  // InfiniBand's, from the preset
   CHECK(s.model.name == "llama2-7b");
   CHECK(s.model.seq_len == 2048);
   CHECK(s.model.ffn_hidden == 11008);
@@ -77,6 +78,9 @@ TEST_CASE("a preset refined to another shape drops the options that no longer ap
                                "model: tiny-gpt\ntraining: {global_batch: 16}\n",
                                "refined.yaml");
   CHECK(s.cluster.inter.shape == parasim::topology::NetworkShape::single_switch);
+  // hgx-h100-roce refines dgx-h100's InfiniBand to Ethernet: its flows are hashed.
+  CHECK(load_text("cluster: {preset: hgx-h100-roce, nodes: 2}\nmodel: tiny-gpt\ntraining: {global_batch: 16}\n", "roce.yaml")
+            .cluster.inter.routing == parasim::topology::Routing::ecmp);
   CHECK_THROWS_WITH(load_text("cluster: {preset: dgx-a100, nodes: 2, inter_node: {shape: single-switch, "
                               "oversubscription: 2}}\nmodel: tiny-gpt\ntraining: {global_batch: 16}\n",
                               "refined.yaml"),

@@ -100,7 +100,7 @@ TEST_CASE("folding with a tree across the replicas is approximate and stays with
 cluster:
   preset: dgx-h100
   nodes: 16
-  inter_node: {shape: fat-tree, leaf_downlinks: 2, oversubscription: 2}
+  inter_node: {shape: fat-tree, leaf_downlinks: 2, oversubscription: 2, routing: ecmp}
 model: {layers: 8, hidden: 2048, heads: 16, vocab: 32000, seq_len: 1024}
 training: {global_batch: 32, micro_batch: 1, precision: bf16}
 plan: {tp: 8, pp: 2, dp: 8, bucket_size: 8MB, collective: tree}
@@ -121,6 +121,37 @@ plan: {tp: 8, pp: 2, dp: 8, bucket_size: 8MB, collective: tree}
   const sim::Prediction automatic = sim::predict(s);
   CHECK_FALSE(automatic.program.one_replica());
   CHECK_FALSE(automatic.not_folded.empty());
+}
+
+TEST_CASE("a pipeline across a fat tree's spines folds exactly under destination routing, not under ECMP",
+          "[sim][fold]") {
+  // 16 HGX H100 nodes, four to a leaf of 32 NICs, 32 spines; each replica's 8 stages on
+  // every other node, so stage transfers cross leaves. By destination (InfiniBand's
+  // D-mod-k) a transfer's spine is its destination's port on its leaf: the two replicas'
+  // transfers climb to disjoint spines and each replica's meet as replica 0's do. Hashed
+  // per pair (ECMP), some collide on an uplink, differently in each replica.
+  const std::string yaml = R"(name: spines
+cluster: {preset: hgx-h100, nodes: 16, inter_node: {routing: ROUTING}}
+model: {layers: 8, hidden: 1024, heads: 16, vocab: 50304, seq_len: 1024}
+training: {global_batch: 16, micro_batch: 1, precision: bf16}
+plan: {tp: 8, pp: 8, dp: 2}
+)";
+  auto with = [&](const std::string& routing) {
+    std::string text = yaml;
+    text.replace(text.find("ROUTING"), 7, routing);
+    return both(plan::load_text(text, "spines.yaml"));
+  };
+  const Both d = with("destination");
+  CHECK(d.folded.stats.exact);
+  CHECK(d.folded.trace.step_seconds() == Approx(d.full.trace.step_seconds()).epsilon(1e-9));
+  const topology::Cluster cluster(d.s.cluster);
+  const double pp_full = report::step_figures(d.s, d.full.trace, cluster).ranks[0].comm[1];
+  CHECK(report::step_figures(d.s, d.folded.trace, cluster).ranks[0].comm[1] == Approx(pp_full).epsilon(1e-9));
+
+  const Both e = with("ecmp");
+  CHECK_FALSE(e.folded.stats.exact);
+  // A collision slows a transfer: ECMP's pipeline time is no less than by destination.
+  CHECK(report::step_figures(e.s, e.full.trace, cluster).ranks[0].comm[1] >= pp_full);
 }
 
 TEST_CASE("folding is deterministic: the same scenario gives the same folded trace", "[sim][fold]") {

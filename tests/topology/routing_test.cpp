@@ -62,6 +62,48 @@ TEST_CASE("routes across leaves go through a spine, spread over all spines", "[r
   CHECK(spines_used.size() == 16);  // 256 pairs hashed over 16 equal-cost spines
 }
 
+TEST_CASE("destination routing climbs to the spine of the destination's leaf port, one per port", "[routing]") {
+  // 4 nodes of 8 NICs, 2 leaves of 16 NICs (nodes 0-1, 2-3), 16 spines. The destination's
+  // port on its leaf is its NIC's place there: device 16 + p is port p of leaf1.
+  ClusterSpec spec = dgx(4, NetworkShape::fat_tree, 16);
+  spec.inter.routing = Routing::destination;
+  const Cluster c(spec);
+  Router router(c);
+  auto spine = [&](int src, int dst) { return c.vertex(c.target(router.route(src, dst).links[2])).name; };
+  for (int p = 0; p < 16; ++p) {
+    const std::string expected = "spine" + std::to_string(p);
+    for (int src = 0; src < 16; ++src) {
+      INFO("from " << src << " to " << 16 + p);
+      CHECK(spine(src, 16 + p) == expected);  // every source to one destination: its spine
+    }
+  }
+  // A shift between the leaves (device i to 16 + i, as a ring's or pipeline's transfers
+  // between nodes 0-1 and 2-3) climbs each of leaf0's 16 uplinks once.
+  std::set<int> uplinks;
+  for (int i = 0; i < 16; ++i) uplinks.insert(router.route(i, 16 + i).links[1]);
+  CHECK(uplinks.size() == 16);
+}
+
+TEST_CASE("destination routing on an oversubscribed tree: ports share spines modulo the uplinks", "[routing]") {
+  // 2:1: leaves of 16 NICs with 8 uplinks, 8 spines; port p and p + 8 share spine p.
+  ClusterSpec spec = dgx(4, NetworkShape::fat_tree, 16, 2.0);
+  spec.inter.routing = Routing::destination;
+  const Cluster c(spec);
+  Router router(c);
+  for (int p = 0; p < 16; ++p) {
+    CHECK(c.vertex(c.target(router.route(0, 16 + p).links[2])).name == "spine" + std::to_string(p % 8));
+  }
+}
+
+TEST_CASE("ecmp routing hashes each pair: one destination is reached over several spines", "[routing]") {
+  const Cluster c(dgx(4, NetworkShape::fat_tree, 16));
+  REQUIRE(c.spec().inter.routing == Routing::ecmp);
+  Router router(c);
+  std::set<std::string> spines;
+  for (int src = 0; src < 16; ++src) spines.insert(c.vertex(c.target(router.route(src, 20).links[2])).name);
+  CHECK(spines.size() > 1);  // destination routing would take one
+}
+
 TEST_CASE("routing is deterministic and cached", "[routing]") {
   const Cluster c(dgx(4, NetworkShape::fat_tree, 16));
   Router a(c);
