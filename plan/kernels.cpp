@@ -65,6 +65,8 @@ KernelPlan kernel_plan(const Scenario& s) {
   p.ep = s.plan.ep;
   p.expert_load = s.model.expert_load();
   p.bn_members = s.syncs_batch_norm() ? s.plan.dp : 1;
+  p.qk_layer_scaling = s.training.precision == Dtype::fp16;
+  p.loss_scale = s.training.precision == Dtype::fp16 && s.training.loss_scaling;
   p.fused_softmax = fused_softmax_available(p.element, s.model.seq_len,
                                             static_cast<long long>(p.micro_batch) * (s.model.heads / s.plan.tp));
   return p;
@@ -128,6 +130,7 @@ void attention_core_forward(Emit& k, const KernelPlan& p, const Dims& x) {
     k.memory("scale-mask-softmax", 2.0 * x.A * x.e);
   } else {  // PyTorch: to fp32, mask, softmax, back to 16 bits
     k.memory("scores-to-fp32", x.A * (x.e + 4.0));
+    if (p.qk_layer_scaling) k.memory("scores-scale", 8.0 * x.A);
     k.memory("mask-fill", 8.0 * x.A);
     k.memory("softmax", 8.0 * x.A);
     k.memory("probs-to-16-bit", x.A * (4.0 + x.e));
@@ -252,6 +255,7 @@ void attention_backward(Emit& k, const KernelPlan& p, const Dims& x) {
       k.memory("probs-grad-to-fp32", x.A * (x.e + 4.0));
       k.memory("softmax-bwd", 12.0 * x.A);
       k.memory("mask-fill-bwd", 8.0 * x.A);
+      if (p.qk_layer_scaling) k.memory("scores-scale-bwd", 8.0 * x.A);
       k.memory("scores-grad-to-16-bit", x.A * (4.0 + x.e));
     }
     k.gemm("attention-q-grad", x.si, x.dqk, x.si, x.bh);
@@ -447,7 +451,20 @@ std::vector<Kernel> embedding_kernels(const KernelPlan& p, bool backward) {
   const double word = static_cast<double>(p.model.vocab) / p.tp * x.h;
   const bool positions = p.model.mlp == Mlp::gelu;
   if (!backward) {
+    // VocabParallelEmbedding under tp: the ids outside this rank's slice masked to 0 before
+    // the lookup ((t < start) | (t >= end), t.clone() - start, the masked fill) and their
+    // rows zeroed after it.
+    const double ids = 8.0 * x.T;
+    if (p.tp > 1) {
+      k.memory("ids-below", ids + x.T);
+      k.memory("ids-above", ids + x.T);
+      k.memory("ids-mask-or", 3.0 * x.T);
+      k.memory("ids-clone", 2.0 * ids);
+      k.memory("ids-shift", 2.0 * ids);
+      k.memory("ids-mask-fill", ids + x.T);
+    }
     k.memory("embedding-lookup", 2.0 * x.T * x.h * x.e);
+    if (p.tp > 1) k.memory("embedding-rows-zero", 2.0 * x.T * x.h * x.e + x.T);
     if (positions) k.memory("position-add", 3.0 * x.T * x.h * x.e);
     if (p.dropout) k.memory("embedding-dropout", 2.0 * x.T * x.h * x.e + x.T * x.h);
     return k.take();
@@ -469,20 +486,65 @@ std::vector<Kernel> head_kernels(const KernelPlan& p, bool backward) {
   const double logits = x.T * static_cast<double>(vocab);
   // The cross-entropy runs on an fp32 copy of the logits: 4 bytes each, plus the cast.
   const double cast = x.e == 4 ? 0.0 : logits * (x.e + 4.0);
+  // Megatron's vocabulary-parallel cross-entropy (_VocabParallelCrossEntropy) and GPT's
+  // loss_func, kernel by kernel as PyTorch launches them: besides the passes over the
+  // logits, a dozen small kernels on the T targets and losses (int64 or fp32 each).
+  const double ids = 8.0 * x.T;
+  const double per_token = 4.0 * x.T;
   if (!backward) {
     k.memory("final-layer-norm", 2.0 * x.Tl * x.h * x.e);
     k.gemm("lm-head", x.Ti, vocab, x.hi);
     if (cast > 0) k.memory("logits-to-fp32", cast);
     k.memory("logits-max", 4.0 * logits);
     k.memory("logits-sub-max", 8.0 * logits);
+    // The targets outside this rank's slice: (t < start) | (t >= end), t.clone() - start,
+    // masked to 0.
+    k.memory("target-below", ids + x.T);
+    k.memory("target-above", ids + x.T);
+    k.memory("target-mask-or", 3.0 * x.T);
+    k.memory("target-clone", 2.0 * ids);
+    k.memory("target-shift", 2.0 * ids);
+    k.memory("target-mask-fill", ids + x.T);
+    // logits_2d[arange, target]: the index, the gather, its copy, the masked positions zeroed.
+    k.memory("target-arange", ids);
+    k.memory("target-logit", 2.0 * ids + per_token);
+    k.memory("target-logit-copy", 2.0 * per_token);
+    k.memory("target-logit-mask-fill", 2.0 * per_token + x.T);
     k.memory("logits-exp", 8.0 * logits);
     k.memory("logits-sum-exp", 4.0 * logits);
-    k.memory("target-logit", 4.0 * x.T);
+    k.memory("log-sum-exp", 2.0 * per_token);
+    k.memory("loss-per-token", 3.0 * per_token);
     k.memory("softmax-divide", 8.0 * logits);
-    k.memory("loss", 12.0 * x.T);
+    // loss_func: sum(losses * loss_mask) / loss_mask.sum(), and the copy averaged over the
+    // data-parallel group for the log; the schedule divides by the micro-batches.
+    k.memory("loss-mask-mul", 3.0 * per_token);
+    k.memory("loss-sum", per_token);
+    k.memory("loss-mask-sum", per_token);
+    k.memory("loss-divide", 12.0);
+    k.memory("loss-log-copy", 8.0);
+    k.memory("loss-log-cat", 8.0);
+    k.memory("loss-log-average", 8.0);
+    k.memory("loss-over-micro-batches", 8.0);
     return k.take();
   }
-  k.memory("softmax-minus-one-hot", 4.0 * x.T);
+  // The loss's scalar chain backward (the seed gradient, the loss scale under fp16, the
+  // divisions, the mask product), then the cross-entropy's: softmax - one-hot at the
+  // targets this rank holds (arange, the mask as float, 1 - mask, the gather, the
+  // subtraction, the scatter back), times the loss gradient.
+  k.memory("loss-grad-seed", 4.0);
+  if (p.loss_scale) {
+    k.memory("loss-scale", 8.0);
+    k.memory("loss-scale-bwd", 8.0);
+  }
+  k.memory("loss-over-micro-batches-bwd", 8.0);
+  k.memory("loss-divide-bwd", 12.0);
+  k.memory("loss-mask-mul-bwd", 3.0 * per_token);
+  k.memory("target-arange-bwd", ids);
+  k.memory("target-mask-float", x.T + per_token);
+  k.memory("target-one-minus-mask", 2.0 * per_token);
+  k.memory("target-grad-gather", 2.0 * ids + per_token);
+  k.memory("target-grad-sub", 3.0 * per_token);
+  k.memory("target-grad-scatter", 2.0 * ids + per_token);
   k.memory("logits-grad-scale", 8.0 * logits);
   if (cast > 0) k.memory("logits-grad-cast", cast);
   k.gemm("lm-head-dgrad", x.Ti, x.hi, vocab);

@@ -78,6 +78,11 @@ struct KernelPlan {
   // Unfused attention: Megatron's fused scale-mask-softmax kernel takes the shape (see
   // fused_softmax_available); else PyTorch's softmax runs, in fp32 with casts around it.
   bool fused_softmax = true;
+  // fp16: Megatron scales the query-key products by the layer number before the softmax
+  // (apply_query_key_layer_scaling, on for fp16); PyTorch's softmax path multiplies by it
+  // in a kernel of its own each way, the fused kernel takes it as an argument.
+  bool qk_layer_scaling = false;
+  bool loss_scale = false;  // fp16 with dynamic loss scaling: the loss is multiplied by the scale
   bool dropout = true;      // model.dropout > 0 (GPT's default; LLaMA trains without)
   // fp8 (Transformer Engine): the linear layers' GEMMs in FP8; current scaling adds an amax
   // pass before each cast.

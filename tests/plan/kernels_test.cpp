@@ -74,8 +74,9 @@ TEST_CASE("Megatron's fused softmax runs where its kernel takes the shape, else 
   CHECK_FALSE(fused_softmax_available(2, 32768, 4));
   CHECK(fused_softmax_available(4, 1024, 2));  // fp32: one kernel, as the executor runs it
   // 16 heads over tp 8 at micro-batch 1: 2 attention batches. Forward the one kernel becomes
-  // four (to fp32, mask, softmax, back), backward four too; the s x s tensors then move in
-  // fp32: A (2 + 4) + 8A + 8A + A (4 + 2) = 28 A bytes forward instead of 4 A.
+  // five (to fp32, the fp16 query-key layer scaling, mask, softmax, back), backward five
+  // too; the s x s tensors then move in fp32: A (2 + 4) + 8A + 8A + 8A + A (4 + 2) = 36 A
+  // bytes forward instead of 4 A. In bf16 the scaling is off: four each way, 28 A.
   const Scenario s = gpt("global_batch: 8, micro_batch: 1, precision: fp16, attention: naive");
   Scenario t8 = s;
   t8.plan.tp = 8;
@@ -83,21 +84,28 @@ TEST_CASE("Megatron's fused softmax runs where its kernel takes the shape, else 
   const KernelPlan torch = kernel_plan(t8);
   CHECK(fused.fused_softmax);
   CHECK_FALSE(torch.fused_softmax);
-  CHECK(layer_kernels(torch, LayerPart::whole, false).size() == 15 + 3);
-  CHECK(layer_kernels(torch, LayerPart::whole, true).size() == 29 + 3);
+  CHECK(layer_kernels(torch, LayerPart::whole, false).size() == 15 + 4);
+  CHECK(layer_kernels(torch, LayerPart::whole, true).size() == 29 + 4);
   const double A = 2.0 * 1024 * 1024;
   auto softmax_bytes = [](const std::vector<Kernel>& ks) {
     double b = 0.0;
     for (const Kernel& k : ks) {
       const std::string n(k.name);
       if (n.find("fp32") != std::string::npos || n.find("mask") != std::string::npos || n == "softmax" ||
+          n == "scores-scale" ||
           n.find("16-bit") != std::string::npos) {
         b += k.bytes;
       }
     }
     return b;
   };
-  CHECK(softmax_bytes(layer_kernels(torch, LayerPart::attention_core, false)) == Approx(28 * A));
+  CHECK(softmax_bytes(layer_kernels(torch, LayerPart::attention_core, false)) == Approx(36 * A));
+  Scenario b8 = t8;
+  b8.training.precision = Dtype::bf16;
+  const KernelPlan bf = kernel_plan(b8);
+  CHECK_FALSE(bf.fused_softmax);
+  CHECK(layer_kernels(bf, LayerPart::whole, false).size() == 15 + 3);
+  CHECK(softmax_bytes(layer_kernels(bf, LayerPart::attention_core, false)) == Approx(28 * A));
 }
 
 TEST_CASE("FlashAttention computes half the causal scores, the unfused core streams the s x s tensors", "[plan][kernels]") {

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/kernels.hpp"
 #include "sim/fidelity.hpp"
 
 using namespace parasim;
@@ -68,15 +69,16 @@ TEST_CASE("a subset of the vTrain file predicted within the fidelity bounds", "[
   const sim::ErrorStats all = sim::error_stats(errors);
   INFO(sim::fidelity_report(rows));
   CHECK(all.n == 240);
-  CHECK(all.mean_abs <= 0.10);
-  CHECK(all.max_abs <= 0.40);
-  // No group far off on average: by tensor parallelism and micro-batch.
+  // The targets for the whole file: MAE 8 % and no tp, micro-batch or hidden-size group
+  // off by more than 12 % on average (this subset: 7.4 %, the worst group tp 8 at -10.5 %).
+  CHECK(all.mean_abs <= 0.08);
+  CHECK(all.max_abs <= 0.30);
   for (const char* dim : {"tp", "micro batch", "hidden"}) {
     std::map<int, std::vector<double>> groups;
     for (const auto& r : rows) groups[r.run->dims.at(dim)].push_back(r.relative_error());
     for (const auto& [value, e] : groups) {
       INFO(fmt::format("{} {}", dim, value));
-      CHECK(std::abs(sim::error_stats(e).mean) <= (std::string(dim) == "tp" && value == 8 ? 0.20 : 0.15));
+      CHECK(std::abs(sim::error_stats(e).mean) <= 0.12);
     }
   }
 }
@@ -138,8 +140,16 @@ TEST_CASE("Megatron-LM's weak-scaling runs from 1.7B on 32 A100s to 530B on 2520
       sim::read_measured_runs(std::string(PARASIM_SOURCE_DIR) + "/tests/data/fidelity/megatron-weak-scaling.csv");
   REQUIRE(runs.size() == 10);
   CHECK(runs.back().gpus == 3072);
+  // The table states no micro-batch: the file takes the smallest at which Megatron's fused
+  // softmax kernel takes the shape (2 where 1 would leave 6 or 10 heads a rank).
+  for (const auto& r : runs) {
+    INFO(fmt::format("line {}", r.line));
+    const long long heads_per_rank = r.dims.at("heads") / r.dims.at("tp");
+    CHECK(plan::fused_softmax_available(2, r.dims.at("seq"), r.dims.at("micro batch") * heads_per_rank));
+    CHECK((r.dims.at("micro batch") == 1 || !plan::fused_softmax_available(2, r.dims.at("seq"), heads_per_rank)));
+  }
   runs.pop_back();
-  check_predicted(runs, 0.25, 0.10);
+  check_predicted(runs, 0.15, 0.08);
 }
 
 TEST_CASE("NeMo's published FP8 runs on DGX H100 from 8 to 512 GPUs predicted within the bounds", "[sim][fidelity]") {
