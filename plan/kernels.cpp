@@ -1,6 +1,8 @@
 #include "plan/kernels.hpp"
 
 #include <algorithm>
+#include <array>
+#include <string_view>
 
 #include "plan/kernels_detail.hpp"
 
@@ -445,6 +447,23 @@ std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLaye
   return k.take();
 }
 
+namespace {
+
+// Megatron's masking of the token ids outside this rank's vocabulary slice (the embedding's
+// ids, the cross-entropy's targets): (t < start) | (t >= end), t.clone() - start, and the
+// masked ids set to 0, over T int64 ids and a byte of mask each.
+void out_of_slice(Emit& k, const Dims& x, const std::array<std::string_view, 6>& names) {
+  const double ids = 8.0 * x.T;
+  k.memory(names[0], ids + x.T);
+  k.memory(names[1], ids + x.T);
+  k.memory(names[2], 3.0 * x.T);
+  k.memory(names[3], 2.0 * ids);
+  k.memory(names[4], 2.0 * ids);
+  k.memory(names[5], ids + x.T);
+}
+
+}  // namespace
+
 std::vector<Kernel> embedding_kernels(const KernelPlan& p, bool backward) {
   Emit k(p);
   const Dims x = dims_of(p);
@@ -454,14 +473,10 @@ std::vector<Kernel> embedding_kernels(const KernelPlan& p, bool backward) {
     // VocabParallelEmbedding under tp: the ids outside this rank's slice masked to 0 before
     // the lookup ((t < start) | (t >= end), t.clone() - start, the masked fill) and their
     // rows zeroed after it.
-    const double ids = 8.0 * x.T;
     if (p.tp > 1) {
-      k.memory("ids-below", ids + x.T);
-      k.memory("ids-above", ids + x.T);
-      k.memory("ids-mask-or", 3.0 * x.T);
-      k.memory("ids-clone", 2.0 * ids);
-      k.memory("ids-shift", 2.0 * ids);
-      k.memory("ids-mask-fill", ids + x.T);
+      static constexpr std::array<std::string_view, 6> names{"ids-below", "ids-above",  "ids-mask-or",
+                                                             "ids-clone", "ids-shift", "ids-mask-fill"};
+      out_of_slice(k, x, names);
     }
     k.memory("embedding-lookup", 2.0 * x.T * x.h * x.e);
     if (p.tp > 1) k.memory("embedding-rows-zero", 2.0 * x.T * x.h * x.e + x.T);
@@ -499,12 +514,9 @@ std::vector<Kernel> head_kernels(const KernelPlan& p, bool backward) {
     k.memory("logits-sub-max", 8.0 * logits);
     // The targets outside this rank's slice: (t < start) | (t >= end), t.clone() - start,
     // masked to 0.
-    k.memory("target-below", ids + x.T);
-    k.memory("target-above", ids + x.T);
-    k.memory("target-mask-or", 3.0 * x.T);
-    k.memory("target-clone", 2.0 * ids);
-    k.memory("target-shift", 2.0 * ids);
-    k.memory("target-mask-fill", ids + x.T);
+    static constexpr std::array<std::string_view, 6> names{"target-below", "target-above",  "target-mask-or",
+                                                           "target-clone", "target-shift", "target-mask-fill"};
+    out_of_slice(k, x, names);
     // logits_2d[arange, target]: the index, the gather, its copy, the masked positions zeroed.
     k.memory("target-arange", ids);
     k.memory("target-logit", 2.0 * ids + per_token);
