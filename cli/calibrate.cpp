@@ -23,6 +23,7 @@
 #include "cli/progress.hpp"
 #include "exec/backend.hpp"
 #include "exec/calibrate.hpp"
+#include "plan/presets.hpp"
 #include "report/table.hpp"
 #include "sim/compute_model.hpp"
 #include "topology/units.hpp"
@@ -49,6 +50,13 @@ struct CalibrateArgs {
 };
 
 void precheck(const CalibrateArgs& a) {
+  // The preset the profile will describe must exist before anything is measured: a profile
+  // naming no preset could never be loaded.
+  if (plan::find_preset(plan::PresetKind::device, a.device) == nullptr) {
+    std::string names;
+    for (const std::string& n : plan::preset_names(plan::PresetKind::device)) names += (names.empty() ? "" : ", ") + n;
+    throw UsageError(fmt::format("--device: no device preset '{}' (one of: {})", a.device, names));
+  }
   const exec::BackendStatus b = exec::backend_status(a.backend);
   if (!b.usable) throw UsageError(fmt::format("backend {} cannot run here: {}", b.name, b.detail));
 #ifndef PARASIM_HAVE_CUDA_DEVICE

@@ -221,6 +221,7 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
     fmt::print("throughput         {:.1f} samples/s\n", s.training.global_batch / m.median_seconds);
   }
   fmt::print("model              {}\n", m.model_note);
+  if (!m.kernel_paths.empty()) fmt::print("kernels            {}\n", m.kernel_paths);
   fmt::print("achieved           {} per rank (FLOPs executed: {:.4g} per step)\n",
              u::format_flop_rate(m.flops_per_step / m.median_seconds / s.plan.world()), m.flops_per_step);
   fmt::print("loss               {:.4f} -> {:.4f}\n", first, last);
@@ -294,6 +295,7 @@ void run_run(const RunArgs& a) {
                              {"ranks", s.plan.world()},
                              {"backend", plan::to_string(s.run.backend)},
                              {"model", m.model_note},
+                             {"kernel_paths", m.kernel_paths},
                              {"median_step_time", m.median_seconds},
                              {"mean_step_time", m.mean_seconds},
                              {"flops_per_step", m.flops_per_step},

@@ -268,6 +268,7 @@ void run_validate(const RunArgs& a) {
                            {"ranks", s.plan.world()},
                            {"backend", plan::to_string(s.run.backend)},
                            {"model", m.model_note},
+                           {"kernel_paths", m.kernel_paths},
                            {"profile", s.hardware.profile.empty() ? std::string("datasheet") : s.hardware.profile},
                            {"runs", job.runs.size()},
                            {"median_run", job.median},

@@ -90,6 +90,10 @@ class Device {
   // Streaming multiprocessors of a device that queues kernels and runs them apart from the
   // host (a GPU); 0 where the calling thread runs each kernel to its end (CPU ranks).
   [[nodiscard]] virtual int multiprocessors() const { return 0; }
+  // Which kernels ran where a backend chooses between paths (tensor cores or not, a library's
+  // refusal and its fallback), counted since the device was made, for the run's report;
+  // "" where it has no choice.
+  [[nodiscard]] virtual std::string kernel_paths() const { return ""; }
 
   // --- memory ---------------------------------------------------------------------------
   // Zero-filled. Throws OutOfMemory past the device's capacity.

@@ -140,6 +140,7 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
   peaks[static_cast<std::size_t>(dev.rank())] = static_cast<double>(dev.peak());
   dev.sum_to_all(peaks);
   m.peak_memory = peaks;
+  m.kernel_paths = dev.kernel_paths();
   if (kept.empty()) return m;
 
   // The measured step of median time (the lower median), by the same rule on every rank.

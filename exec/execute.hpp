@@ -65,6 +65,7 @@ struct Measurement {
   // over the measured steps (what model.moe_imbalance stands for); 0 without.
   double expert_load = 0.0;
   std::string model_note;           // how the model was run ("GPT decoder", or GEMM equivalents)
+  std::string kernel_paths;         // rank 0's Device::kernel_paths() after the run ("" when none)
 };
 
 Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& options);

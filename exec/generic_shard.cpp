@@ -167,14 +167,10 @@ float* GenericShard::backward_begin(int layer, int mb) {
     // The mean over the step's samples: b per micro-batch, m micro-batches, dp replicas.
     const float scale = loss_gradient_scale(static_cast<double>(b_) * micro_batches_ * dp_);
     Buffer& logits = in_.at({layer + 1, mb});
-    Buffer loss = dev_.allocate_floats(static_cast<std::size_t>(b_));
-    dev_.cross_entropy_backward(logits.f(), loss.f(), logits.f(), stats_.at(mb).f(), 1,
-                                labels_[static_cast<std::size_t>(mb)].i32(), b_, cfg_.classes(), 0, scale);
+    dev_.cross_entropy_backward(logits.f(), loss_rows(mb, static_cast<std::size_t>(b_), true), logits.f(),
+                                stats_.at(mb).f(), 1, labels_[static_cast<std::size_t>(mb)].i32(), b_, cfg_.classes(), 0,
+                                scale);
     round(logits.f(), logits.floats());
-    loss_rows_.resize(static_cast<std::size_t>(b_));
-    dev_.download(loss_rows_.data(), loss.f(), loss.bytes());
-    for (float l : loss_rows_) loss_sum_ += l;
-    loss_tokens_ += b_;
     stats_.erase(mb);
   }
   float* dz = output_grad(layer, mb);

@@ -78,7 +78,6 @@ class GenericShard final : public Shard {
   // 2C + 1) and the backward's sums (2C), reused by every BN layer.
   std::map<std::pair<int, int>, Buffer> bn_in_, bn_mean_invstd_;
   Buffer bn_gathered_, bn_sums_;
-  std::vector<float> loss_rows_;
 };
 
 }  // namespace parasim::exec

@@ -140,17 +140,10 @@ void GptShard::head_backward(int mb) {
   const auto N = static_cast<std::size_t>(n_);
   // The mean over the step's tokens: this micro-batch's n tokens, m micro-batches, dp replicas.
   const float scale = loss_gradient_scale(static_cast<double>(n_) * micro_batches_ * dp_);
-  loss_rows_.resize(N);
-  Buffer loss = dev_.allocate_floats(N);
   float* dlogits = a.logits.f();  // in place
-  dev_.cross_entropy_backward(dlogits, loss.f(), a.logits.f(), a.stats.f(), tp_,
+  dev_.cross_entropy_backward(dlogits, loss_rows(mb, N, tp_index_ == 0), a.logits.f(), a.stats.f(), tp_,
                               targets_[static_cast<std::size_t>(mb)].i32(), n_, vl_, v0_, scale);
   round(dlogits, N * static_cast<std::size_t>(vl_));
-  if (tp_index_ == 0) {
-    dev_.download(loss_rows_.data(), loss.f(), N * sizeof(float));
-    for (float l : loss_rows_) loss_sum_ += l;
-    loss_tokens_ += static_cast<double>(N);
-  }
   dev_.gemm(false, false, n_, h_, vl_, 1.0F, dlogits, vl_, w(head_), h_, 0.0F, a.part.f(), h_);
   dev_.gemm(true, false, vl_, h_, n_, 1.0F, dlogits, vl_, a.lnf.f(), h_, 1.0F, g(head_), h_);
   if (tp_ == 1) finish_head_backward(mb);

@@ -208,7 +208,6 @@ class GptShard final : public Shard {
   Buffer dfull_;       // SP backward: the gathered gradient the next compute op consumes
   Buffer replicated_;  // SP: the gradients summed over tp once a step
   Buffer summed_;      // overlap: this rank's rows of a pipelined reduce-scatter's sum
-  std::vector<float> loss_rows_;
 };
 
 }  // namespace parasim::exec

@@ -394,6 +394,7 @@ StepTiming Runner::step(std::int64_t index) {
     }
   }
   dev_.synchronize();
+  shard_.end_step();  // the step's losses, read once it is over
   timing.end_ns = timing.start_ns;
   for (const OpSpan& sp : spans_) timing.end_ns = std::max(timing.end_ns, sp.end_ns);
   timing.spans = spans_;

@@ -161,8 +161,33 @@ void Shard::begin_step(std::int64_t step) {
   dev_.zero(grads_.f(), param_count_);
   loss_sum_ = 0.0;
   loss_tokens_ = 0.0;
+  losses_written_.clear();
   if (ep_ > 1) expert_rows_.assign(static_cast<std::size_t>(model_layers_) * static_cast<std::size_t>(micro_batches_), 0.0);
   load_batch(step);
+}
+
+float* Shard::loss_rows(int mb, std::size_t rows, bool counted) {
+  if (rows > loss_stride_) {
+    // Sized once for the run (a micro-batch's rows do not change between steps).
+    loss_stride_ = rows;
+    step_losses_ = Buffer();
+    step_losses_ = dev_.allocate_floats(static_cast<std::size_t>(micro_batches_) * loss_stride_);
+  }
+  if (counted) {
+    losses_written_.emplace_back(mb, rows);
+    loss_tokens_ += static_cast<double>(rows);
+  }
+  return step_losses_.f() + static_cast<std::size_t>(mb) * loss_stride_;
+}
+
+void Shard::end_step() {
+  if (losses_written_.empty()) return;
+  losses_host_.resize(step_losses_.floats());
+  dev_.download(losses_host_.data(), step_losses_.f(), step_losses_.bytes());
+  for (const auto& [mb, rows] : losses_written_) {
+    const float* l = losses_host_.data() + static_cast<std::size_t>(mb) * loss_stride_;
+    for (std::size_t r = 0; r < rows; ++r) loss_sum_ += l[r];
+  }
 }
 
 // Ops only one of the models has: the Program never asks the other for them.

@@ -58,6 +58,9 @@ class Shard {
   void set_buckets(std::vector<int> lowest_layers, std::vector<int> expert_lowest_layers = {});
   // Zeroes gradients and loads the step's synthetic batch.
   void begin_step(std::int64_t step);
+  // After the step's last op: reads the step's losses from the device in one download
+  // (loss_rows) and sums them into loss_sum().
+  void end_step();
 
   // --- compute ops ---------------------------------------------------------------------------
   virtual void embedding_forward(int mb) = 0;
@@ -205,6 +208,12 @@ class Shard {
   // with the operand's role (its input, its weight, the gradient of its output) names the
   // tensor whose scale delayed scaling keeps.
   const float* fp8_in(const float* x, int rows, int cols, bool gradient, int slot, std::size_t linear);
+  // Where micro-batch mb's `rows` per-token (per-sample) losses go on the device. They stay
+  // there until end_step() reads the whole step's at once and sums them in the order they
+  // were written, so the host never waits for a micro-batch's loss (as Megatron keeps its
+  // losses on the GPU until the step's end). `counted`: whether this rank's losses count
+  // (the LM head's tp rank 0 of the last stage; the others write and are not read).
+  float* loss_rows(int mb, std::size_t rows, bool counted);
   // The factor of the loss gradient: the loss scale over the step's tokens (samples).
   [[nodiscard]] float loss_gradient_scale(double count) const { return static_cast<float>(loss_scale_ / count); }
 
@@ -245,6 +254,11 @@ class Shard {
  private:
   void refresh_weights(std::size_t begin, std::size_t end);
   std::pair<std::size_t, std::size_t> bucket_range(int lowest_layer, bool experts) const;
+
+  Buffer step_losses_;  // micro-batches x loss_stride_ floats, for the run
+  std::size_t loss_stride_ = 0;
+  std::vector<std::pair<int, std::size_t>> losses_written_;  // counted (micro-batch, rows), in order
+  std::vector<float> losses_host_;
 
   // Under 16-bit storage the compute weights are rounded_, two bytes each, which w()
   // serves from an fp32 copy of the two layer slots used last (a slot's range: from its

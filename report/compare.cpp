@@ -52,6 +52,9 @@ std::vector<ComparisonRow> compare(const StepFigures& predicted, const Trace& pr
                                    const std::vector<double>& predicted_memory, const std::vector<double>& measured_memory) {
   std::vector<ComparisonRow> rows;
   rows.push_back({"step time", "s", predicted.step_time, measured.step_time});
+  // The model's FLOPs over each step time and the devices' dense peak in the precision: the
+  // same FLOPs, so the two differ as the step times do, shown in points.
+  rows.push_back({"MFU", "fraction", predicted.mfu, measured.mfu});
   const std::vector<double> p = category_seconds(predicted_trace);
   const std::vector<double> m = category_seconds(measured_trace);
   const char* names[] = {"forward", "backward", "recompute", "optimizer"};

@@ -30,7 +30,7 @@ std::string format_error(const ComparisonRow& row);
 // Mean over ranks of the busy time (union of spans) of each op category.
 std::vector<double> category_seconds(const Trace& t);
 
-// Step time, forward, backward, recompute, optimizer, tp / pp / dp communication and their
+// Step time, MFU, forward, backward, recompute, optimizer, tp / pp / dp communication and their
 // exposed parts, bubble fraction, then the peak of the model's tensors per rank (predicted
 // by the memory model without the runtime's workspace, measured by the executor's
 // allocator).

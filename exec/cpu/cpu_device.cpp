@@ -17,34 +17,14 @@
 
 #include "exec/model/fp8.hpp"
 #include "exec/model/kernels.hpp"
+#include "exec/model/rounding.hpp"
 
 namespace parasim::exec {
 
 namespace {
 
-float round_bf16(float x) {
-  if (std::isnan(x)) return x;
-  auto bits = std::bit_cast<std::uint32_t>(x);
-  bits += 0x7fffU + ((bits >> 16) & 1U);
-  return std::bit_cast<float>(bits & 0xffff0000U);
-}
-
-float round_fp16(float x) {
-#ifdef __FLT16_MAX__
-  return static_cast<float>(static_cast<_Float16>(x));
-#else
-  // Without _Float16 (clang 14 on x86): IEEE round-to-nearest-even in software. 11
-  // significant bits for normals, a fixed step of 2^-24 for subnormals, and infinity from
-  // 65520 (half an ulp past the largest value, 65504) on, as a loss-scaled overflow needs.
-  if (!std::isfinite(x) || x == 0.0F) return x;
-  const float a = std::fabs(x);
-  if (a >= 65520.0F) return std::copysign(std::numeric_limits<float>::infinity(), x);
-  int e = 0;
-  (void)std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
-  const int ulp = std::max(e - 11, -24);
-  return std::copysign(std::ldexp(std::nearbyint(std::ldexp(a, -ulp)), ulp), x);
-#endif
-}
+using rounding::round_bf16;
+using rounding::round_fp16;
 
 // The two bytes of a bf16 / fp16 value: x rounded to nearest even, then its bits (NaN stays
 // a quiet NaN of x's sign).
@@ -118,7 +98,10 @@ void* CpuDevice::raw_allocate(std::size_t bytes) {
 void CpuDevice::raw_release(void* p, std::size_t bytes) { cache_[block_size(bytes)].push_back(p); }
 
 void CpuDevice::upload(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
-void CpuDevice::download(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuDevice::download(void* dst, const void* src, std::size_t bytes) {
+  ++downloads_;
+  std::memcpy(dst, src, bytes);
+}
 
 // --- GEMM ------------------------------------------------------------------------------------
 

@@ -79,10 +79,7 @@ CudaDevice::CudaDevice(std::size_t capacity_bytes) {
 CudaDevice::~CudaDevice() {
   cudaDeviceSynchronize();
   positions_.clear();  // its buffers go back to the cache while the device is whole
-  {
-    auto codes = std::move(fp8_codes_);  // releasing them calls drop_fp8 on the (now empty) member
-    fp8_codes_.clear();
-  }
+  fp8_codes_.extract_all();  // released here, with the map already empty (their release calls drop_fp8)
   for (auto& [size, blocks] : cache_) {
     for (const Cached& b : blocks) {
       cudaFree(b.p);
@@ -184,7 +181,7 @@ void* CudaDevice::raw_allocate(std::size_t bytes) {
 }
 
 void CudaDevice::raw_release(void* p, std::size_t bytes) {
-  drop_fp8(p);  // its FP8 values are gone with it
+  drop_fp8(p, bytes);  // the FP8 values of every operand inside it are gone with it
   Cached b{p, spare_event(), nullptr};
   const cudaStream_t compute = streams_[static_cast<std::size_t>(plan::Stream::compute)];
   check_cuda(cudaEventRecord(b.compute, compute), "release");

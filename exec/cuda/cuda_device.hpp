@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "exec/device.hpp"
+#include "exec/model/fp8.hpp"
 #include "exec/mpi_job.hpp"
 
 namespace parasim::exec {
@@ -58,6 +59,10 @@ class CudaDevice final : public Device {
   [[nodiscard]] bool fp8_tensor_cores() const { return fp8_tensor_cores_; }
   [[nodiscard]] std::int64_t fp8_gemms() const { return fp8_gemms_; }
   [[nodiscard]] std::int64_t fp8_fallbacks() const { return fp8_fallbacks_; }
+  // The fused attention's calls on tensor cores (attention_tc.cu) and on CUDA cores.
+  [[nodiscard]] std::int64_t attention_tensor_cores() const { return attention_tensor_cores_; }
+  [[nodiscard]] std::int64_t attention_cuda_cores() const { return attention_cuda_cores_; }
+  [[nodiscard]] std::string kernel_paths() const override;
   [[nodiscard]] bool wants_pair_comms() const override { return true; }
   void pair_with(int peer, Comm comm) override { pair_comm_[peer] = comm; }
 
@@ -222,15 +227,19 @@ class CudaDevice final : public Device {
   const std::uint8_t* fp8_codes(const float* src, const Fp8Tag& tag, int ld, int rows, int cols, bool transposed);
   bool gemm_fp8(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
                 int ldb, float beta, float* c, int ldc);
-  void drop_fp8(const void* p);  // p's tag and codes
+  // The tags and codes of every operand inside [p, p + bytes) (only p's when bytes is 0).
+  void drop_fp8(const void* p, std::size_t bytes = 0);
+  // The 16-bit format the fused attention's operands take (1 bf16, 2 fp16), 0: fp32.
+  [[nodiscard]] int attention_format() const;
+  std::int64_t attention_tensor_cores_ = 0, attention_cuda_cores_ = 0;
   bool fp8_tensor_cores_ = false;
   std::int64_t fp8_gemms_ = 0, fp8_fallbacks_ = 0;
   static constexpr int fp8_slots = 1024;
   float* fp8_scales_ = nullptr;  // fp8_slots x {scale, 1 / scale}
   int fp8_next_slot_ = 0;
   std::uint64_t fp8_version_ = 0;
-  std::unordered_map<const void*, Fp8Tag> fp8_tags_;
-  std::unordered_map<const void*, Fp8Codes> fp8_codes_;
+  fp8::AddressMap<Fp8Tag> fp8_tags_;
+  fp8::AddressMap<Fp8Codes> fp8_codes_;
   cublasLtHandle_t lt_ = nullptr;
   void* lt_workspace_ = nullptr;
   static constexpr std::size_t lt_workspace_bytes = std::size_t{32} << 20;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "exec/cuda/check.hpp"
 #include "exec/cuda/cuda_device.hpp"
 #include "exec/cuda/kernels.hpp"
@@ -72,15 +74,53 @@ void CudaDevice::ring_attention_block_backward(float* dqkv, float* dkv, const fl
   count_attention_flops(b, tq, tk, heads, d, true);
 }
 
+// Tensor cores where the plan computes in 16 bits (fp8 plans run attention in bf16, as
+// Transformer Engine's recipes do) and the GPU takes the head size; else the CUDA-core kernels.
+int CudaDevice::attention_format() const {
+  switch (gemm_precision()) {
+    case plan::Dtype::bf16:
+    case plan::Dtype::fp8: return 1;
+    case plan::Dtype::fp16: return 2;
+    default: return 0;
+  }
+}
+
 void CudaDevice::flash_attention_forward(float* out, float* lse, const float* qkv, int b, int t, int heads, int d) {
-  cuda::flash_attention_forward(current_, out, lse, qkv, b, t, heads, d);
+  if (cuda::flash_attention_tc_forward(current_, out, lse, qkv, b, t, heads, d, attention_format())) {
+    ++attention_tensor_cores_;
+  } else {
+    cuda::flash_attention_forward(current_, out, lse, qkv, b, t, heads, d);
+    ++attention_cuda_cores_;
+  }
   count_attention_flops(b, t, heads, d, false);
 }
 void CudaDevice::flash_attention_backward(float* dqkv, const float* dout, const float* out, const float* qkv,
                                           const float* lse, int b, int t, int heads, int d) {
-  cuda::flash_attention_backward(current_, dqkv, dout, out, qkv, lse, b, t, heads, d);
+  const int format = attention_format();
+  if (cuda::flash_attention_tc_supported(d, format)) {
+    Buffer delta = allocate_floats(static_cast<std::size_t>(b) * heads * t);  // D_i = dO_i . O_i
+    cuda::flash_attention_tc_backward(current_, dqkv, delta.f(), dout, out, qkv, lse, b, t, heads, d, format);
+    ++attention_tensor_cores_;
+  } else {
+    cuda::flash_attention_backward(current_, dqkv, dout, out, qkv, lse, b, t, heads, d);
+    ++attention_cuda_cores_;
+  }
   count_attention_flops(b, t, heads, d, true);
 }
+
+std::string CudaDevice::kernel_paths() const {
+  std::string s;
+  if (attention_tensor_cores_ + attention_cuda_cores_ > 0) {
+    s += fmt::format("fused attention: {} calls on tensor cores, {} on CUDA cores", attention_tensor_cores_,
+                     attention_cuda_cores_);
+  }
+  if (fp8_gemms_ + fp8_fallbacks_ > 0) {
+    s += fmt::format("{}FP8 GEMMs: {} on FP8 tensor cores, {} on bf16 ones (a shape, alignment or call cuBLASLt refused)",
+                     s.empty() ? "" : "; ", fp8_gemms_, fp8_fallbacks_);
+  }
+  return s;
+}
+
 void CudaDevice::causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) {
   cuda::causal_softmax_forward(current_, p, s, batch, t, scale);
 }

@@ -22,10 +22,6 @@ namespace parasim::exec {
 
 namespace {
 
-void check_lt(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string("cuBLASLt ") + what + ": status " + std::to_string(s));
-}
-
 // cuBLASLt's descriptors, destroyed with the call.
 struct LtCall {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -45,9 +41,10 @@ struct LtCall {
 
 }  // namespace
 
-void CudaDevice::drop_fp8(const void* p) {
-  fp8_tags_.erase(p);
-  if (auto node = fp8_codes_.extract(p)) node.mapped().codes = Buffer();  // released outside the map
+void CudaDevice::drop_fp8(const void* p, std::size_t bytes) {
+  fp8_tags_.extract_range(p, bytes);
+  // The codes' buffers are released once the map is whole (their release drops their range).
+  std::vector<Fp8Codes> codes = fp8_codes_.extract_range(p, bytes);
 }
 
 const std::uint8_t* CudaDevice::fp8_codes(const float* src, const Fp8Tag& tag, int ld, int rows, int cols,
@@ -74,13 +71,14 @@ const std::uint8_t* CudaDevice::fp8_codes(const float* src, const Fp8Tag& tag, i
 bool CudaDevice::gemm_fp8(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                           const float* b, int ldb, float beta, float* c, int ldc) {
   if (!fp8_tensor_cores_) return false;
-  const auto ta = fp8_tags_.find(a);
-  const auto tb = fp8_tags_.find(b);
-  if (ta == fp8_tags_.end() || tb == fp8_tags_.end()) return false;
-  const Fp8Tag first = tb->second;   // cuBLASLt's A: op(B)^T
-  const Fp8Tag second = ta->second;  // cuBLASLt's B: op(A)
-  // FP8 needs 16-byte aligned rows (K a multiple of 16) and at least one E4M3 operand.
-  if (k % 16 != 0 || n % 16 != 0 || (first.e5m2 && second.e5m2)) {
+  const Fp8Tag* ta = fp8_tags_.find(a);
+  const Fp8Tag* tb = fp8_tags_.find(b);
+  if (ta == nullptr || tb == nullptr) return false;
+  const Fp8Tag first = *tb;   // cuBLASLt's A: op(B)^T
+  const Fp8Tag second = *ta;  // cuBLASLt's B: op(A)
+  // FP8 needs 16-byte aligned rows (K a multiple of 16; the fp32 output's rows 16 bytes
+  // apart) and at least one E4M3 operand.
+  if (k % 16 != 0 || n % 16 != 0 || ldc % 4 != 0 || (first.e5m2 && second.e5m2)) {
     ++fp8_fallbacks_;
     return false;
   }
@@ -91,8 +89,10 @@ bool CudaDevice::gemm_fp8(bool trans_a, bool trans_b, int m, int n, int k, float
   const std::uint8_t* qa = fp8_codes(b, first, ldb, lay_first.rows, lay_first.cols, lay_first.transposed);
   const std::uint8_t* qb = fp8_codes(a, second, lda, lay_second.rows, lay_second.cols, lay_second.transposed);
 
-  // Any setup cuBLASLt refuses (a type or layout this version or GPU lacks) leaves the GEMM
-  // to the bf16 path, which multiplies the same values.
+  // Any setup or call cuBLASLt refuses (a type, layout or alignment this version or GPU
+  // lacks) leaves the GEMM to the bf16 path, which multiplies the same values: counted in
+  // fp8_fallbacks() and reported with the run, never the end of it. The heuristic is told
+  // each matrix's real alignment (the output may start inside a buffer).
   LtCall call;
   const auto ok = [](cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS; };
   const cublasOperation_t transpose = CUBLAS_OP_T, plain = CUBLAS_OP_N;
@@ -102,6 +102,12 @@ bool CudaDevice::gemm_fp8(bool trans_a, bool trans_b, int m, int n, int k, float
   const auto type = [](bool e5m2) { return e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; };
   const auto u64 = [](int v) { return static_cast<std::uint64_t>(v); };
   const std::size_t workspace = lt_workspace_bytes;
+  const std::uint32_t align_a = fp8::buffer_alignment(qa, static_cast<std::size_t>(k));
+  const std::uint32_t align_b = fp8::buffer_alignment(qb, static_cast<std::size_t>(k));
+  const std::uint32_t align_c = fp8::buffer_alignment(c, static_cast<std::size_t>(ldc) * sizeof(float));
+  const auto prefer = [&](cublasLtMatmulPreferenceAttributes_t what, const void* value, std::size_t size) {
+    return ok(cublasLtMatmulPreferenceSetAttribute(call.pref, what, value, size));
+  };
   if (!ok(cublasLtMatmulDescCreate(&call.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
       !ok(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose)) ||
       !ok(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof plain)) ||
@@ -114,8 +120,11 @@ bool CudaDevice::gemm_fp8(bool trans_a, bool trans_b, int m, int n, int k, float
       !ok(cublasLtMatrixLayoutCreate(&call.b, type(second.e5m2), u64(k), u64(m), k)) ||
       !ok(cublasLtMatrixLayoutCreate(&call.c, CUDA_R_32F, u64(n), u64(m), ldc)) ||
       !ok(cublasLtMatmulPreferenceCreate(&call.pref)) ||
-      !ok(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                               sizeof workspace))) {
+      !prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace) ||
+      !prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a) ||
+      !prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b) ||
+      !prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c) ||
+      !prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c)) {
     ++fp8_fallbacks_;
     return false;
   }
@@ -127,9 +136,12 @@ bool CudaDevice::gemm_fp8(bool trans_a, bool trans_b, int m, int n, int k, float
     ++fp8_fallbacks_;  // no FP8 algorithm for this shape
     return false;
   }
-  check_lt(cublasLtMatmul(lt_, call.desc, &alpha, qa, call.a, qb, call.b, &beta, c, call.c, c, call.c, &heuristic.algo,
-                          lt_workspace_, lt_workspace_bytes, current_),
-           "FP8 matmul");
+  if (cublasLtMatmul(lt_, call.desc, &alpha, qa, call.a, qb, call.b, &beta, c, call.c, c, call.c, &heuristic.algo,
+                     lt_workspace_, lt_workspace_bytes, current_) != CUBLAS_STATUS_SUCCESS) {
+    cudaGetLastError();  // a refused launch leaves c untouched: the bf16 path computes it
+    ++fp8_fallbacks_;
+    return false;
+  }
   count_flops(2.0 * m * n * static_cast<double>(k));
   ++fp8_gemms_;
   return true;

@@ -34,6 +34,15 @@ void causal_softmax_backward(cudaStream_t s, float* ds, const float* p, const fl
 void flash_attention_forward(cudaStream_t s, float* out, float* lse, const float* qkv, int b, int t, int h, int d);
 void flash_attention_backward(cudaStream_t s, float* dqkv, const float* dout, const float* out, const float* qkv,
                               const float* lse, int b, int t, int h, int d);
+// The same on tensor cores (attention_tc.cu; exec/model/flash_tiled.hpp's algorithm and
+// roundings), operands rounded to bf16 (format 1) or fp16 (2). Whether this GPU takes the
+// head size and format; the calls return false (and launch nothing) where it does not.
+// `delta` is scratch of b x h x t floats.
+bool flash_attention_tc_supported(int d, int format);
+bool flash_attention_tc_forward(cudaStream_t s, float* out, float* lse, const float* qkv, int b, int t, int h, int d,
+                                int format);
+bool flash_attention_tc_backward(cudaStream_t s, float* dqkv, float* delta, const float* dout, const float* out,
+                                 const float* qkv, const float* lse, int b, int t, int h, int d, int format);
 void add_bias(cudaStream_t s, float* out, const float* bias, int n, int c);
 void bias_backward(cudaStream_t s, float* dbias, const float* dout, int n, int c);
 void add(cudaStream_t s, float* y, const float* a, const float* b, std::int64_t count);

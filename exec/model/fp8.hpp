@@ -9,8 +9,13 @@
 // to it (TE casts saturating). Host and CUDA code share these functions.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <map>
+#include <vector>
 
 #if defined(__CUDACC__)
 #define PARASIM_HOST_DEVICE __host__ __device__
@@ -92,5 +97,49 @@ inline TnOperand tn_second(bool trans_a, int m, int k) { return {m, k, trans_a};
 PARASIM_HOST_DEVICE inline long long gather_index(long long r, long long c, int ld, bool transposed) {
   return transposed ? c * ld + r : r * ld + c;
 }
+
+// The alignment cuBLASLt may assume of a matrix (its MIN_ALIGNMENT preferences): the
+// largest power of two, at most 256 (cuBLASLt's default), dividing both the address and the
+// bytes between rows. Left at the default, the heuristic may pick a kernel that assumes 256
+// bytes for an operand that starts inside a buffer.
+inline std::uint32_t buffer_alignment(const void* p, std::size_t row_bytes) {
+  std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(p) | row_bytes | std::uintptr_t{256};
+  return static_cast<std::uint32_t>(bits & (~bits + 1));  // the lowest set bit
+}
+
+// Entries kept by the address of the tensor they describe (an operand's FP8 tag, its cast
+// codes). A buffer's release must drop every entry inside it, not only the one at its start:
+// calibrate quantizes copies at offsets inside one buffer, and an entry left behind would
+// outlive its memory (and claim FP8 values for whatever is allocated there next).
+template <class T>
+class AddressMap {
+ public:
+  T* find(const void* p) {
+    const auto it = map_.find(key(p));
+    return it == map_.end() ? nullptr : &it->second;
+  }
+  T& operator[](const void* p) { return map_[key(p)]; }
+  // Removes the entries whose address lies in [p, p + bytes) (only the one at p when bytes
+  // is 0) and hands them back, so that what they own is released after the map is whole.
+  std::vector<T> extract_range(const void* p, std::size_t bytes) {
+    std::vector<T> out;
+    const auto first = map_.lower_bound(key(p));
+    const auto last = map_.lower_bound(key(p) + std::max<std::size_t>(bytes, 1));
+    for (auto it = first; it != last; ++it) out.push_back(std::move(it->second));
+    map_.erase(first, last);
+    return out;
+  }
+  std::vector<T> extract_all() {
+    std::vector<T> out;
+    for (auto& [at, value] : map_) out.push_back(std::move(value));
+    map_.clear();
+    return out;
+  }
+  [[nodiscard]] std::size_t size() const { return map_.size(); }
+
+ private:
+  static std::uintptr_t key(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  std::map<std::uintptr_t, T> map_;
+};
 
 }  // namespace parasim::exec::fp8

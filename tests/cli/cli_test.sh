@@ -246,7 +246,12 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 0 "prediction against measurement" -- "$parasim" validate "$lenet" --backend cpu --set plan.dp=1 --set plan.pp=2 --steps 2 --warmup 0 --out "$work/val-lenet"
   check "comparison JSON names the equivalents" grep -q '"model": "GEMM equivalents of lenet' "$work/val-lenet/comparison.json"
   expect 2 "does not fit in memory: stage 0 needs .* of 4 GiB" -- "$parasim" run "$q" --set model=gpt3-13b
-  expect 2 "backend cuda cannot run here|CUDA executor" -- "$parasim" run "$q" --backend cuda
+  # Without a usable GPU (CI) the CUDA backend refuses at once; on a GPU host it trains.
+  if "$parasim" backends | grep -Eq '^cuda +yes +yes'; then
+    expect 0 "loss +[0-9.]+ -> [0-9.]+" -- "$parasim" run "$q" --backend cuda --set plan.dp=1 --steps 1 --warmup 0
+  else
+    expect 2 "backend cuda cannot run here|CUDA executor" -- "$parasim" run "$q" --backend cuda
+  fi
   expect 2 "the plan needs 2 ranks .*; the job has 3" -- tests_mpirun 3 "$parasim" run "$q" --steps 1
   start=$(date +%s)
   expect 1 "error: rank 1: injected fault at step 1" -- env PARASIM_FAULT=1:1:raise "$parasim" run "$q" --steps 3
@@ -267,7 +272,9 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 0 "device profile +.*prof.yaml \\(measured\\)" -- "$parasim" simulate "$q" --set hardware.profile="$work/prof.yaml"
   expect 0 "profile: .*prof.yaml" -- "$parasim" validate "$q" --steps 2 --warmup 0 --set hardware.profile="$work/prof.yaml" --out "$work/val2"
   expect 2 "--max-size must be at least 1KiB" -- "$parasim" calibrate --max-size 12B --out "$work/none.yaml"
-  expect 2 "backend cuda cannot run here|CUDA executor" -- "$parasim" calibrate --backend cuda --out "$work/none.yaml"
+  # Refused before measuring, with or without a GPU: no backend here, or no GPU preset named.
+  expect 2 "backend cuda cannot run here|CUDA executor|--device: name the GPU preset" -- "$parasim" calibrate --backend cuda --out "$work/none.yaml"
+  expect 2 "--device: no device preset 'bogus' \(one of: .*h100-sxm" -- "$parasim" calibrate --backend cuda --device bogus --out "$work/none.yaml"
   check "no profile after a refused calibration" test ! -e "$work/none.yaml"
   sed 's/^device: cpu-core/device: h100-sxm/' "$work/prof.yaml" >"$work/other.yaml"
   expect 2 "other.yaml:[0-9]+:9: device: the profile was measured for device 'h100-sxm'" -- "$parasim" simulate "$q" --set hardware.profile="$work/other.yaml"

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #ifdef PARASIM_HAVE_CUDA_DEVICE
+#include <cuda_runtime_api.h>
+
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -164,6 +166,59 @@ TEST_CASE("FP8 GEMMs on tensor cores multiply the fake-quantized operands exactl
   }
 }
 
+TEST_CASE("an FP8 GEMM into a matrix inside a buffer runs or falls back, never ends the run", "[cuda][device][fp8]") {
+  // The output starts 16 bytes into its buffer (as a slice of a larger tensor would):
+  // cuBLASLt is told that alignment, so it either picks a kernel that takes it or refuses,
+  // and a refusal runs the GEMM on bf16 tensor cores, counted. Either way the product is right.
+  exec::CudaDevice dev;
+  dev.set_gemm_precision(plan::Dtype::fp8);
+  const int m = 32, n = 48, k = 64;
+  const auto a = random_values(static_cast<std::size_t>(m) * k, 31, -1.0F, 1.0F);
+  const auto b = random_values(static_cast<std::size_t>(k) * n, 32, -1.0F, 1.0F);
+  const exec::Buffer ad = on(dev, a), bd = on(dev, b);
+  const exec::Buffer qa = dev.allocate_floats(a.size()), qb = dev.allocate_floats(b.size());
+  dev.fake_quantize_fp8(qa.f(), ad.f(), static_cast<std::int64_t>(a.size()), false);
+  dev.fake_quantize_fp8(qb.f(), bd.f(), static_cast<std::int64_t>(b.size()), false);
+  const std::vector<float> ha = back(dev, qa, a.size()), hb = back(dev, qb, b.size());
+  std::vector<float> want(static_cast<std::size_t>(m) * n, 0.0F);
+  exec::kernels::gemm<float>(false, false, m, n, k, 1.0F, ha.data(), hb.data(), 0.0F, want.data());
+  const exec::Buffer out = dev.zeroed_floats(want.size() + 4);
+  const std::int64_t before = dev.fp8_gemms() + dev.fp8_fallbacks();
+  REQUIRE_NOTHROW(dev.gemm(false, false, m, n, k, 1.0F, qa.f(), k, qb.f(), n, 0.0F, out.f() + 4, n));
+  if (dev.fp8_tensor_cores()) CHECK(dev.fp8_gemms() + dev.fp8_fallbacks() == before + 1);
+  std::vector<float> got = back(dev, out, want.size() + 4);
+  got.erase(got.begin(), got.begin() + 4);
+  CHECK(relative(got, want) < 1e-3);
+}
+
+TEST_CASE("operands quantized inside one buffer leave no FP8 codes behind when it is released", "[cuda][device][fp8]") {
+  // calibrate's way: copies quantized at offsets inside one buffer, each multiplied (its
+  // codes cast and kept). The buffer's release drops every copy's tag and codes, so the
+  // memory in use returns to where it was (before, only the copy at the start went).
+  exec::CudaDevice dev;
+  dev.set_gemm_precision(plan::Dtype::fp8);
+  const int m = 64, n = 64, k = 64, copies = 4;
+  const exec::Buffer b = on(dev, random_values(static_cast<std::size_t>(k) * n, 33, -1.0F, 1.0F));
+  dev.fake_quantize_fp8(b.f(), b.f(), static_cast<std::int64_t>(k) * n, false);
+  const exec::Buffer c = dev.zeroed_floats(static_cast<std::size_t>(m) * n);
+  // One product first, so that b's codes (kept while b lives) are counted in the base.
+  const exec::Buffer a0 = on(dev, random_values(static_cast<std::size_t>(m) * k, 35, -1.0F, 1.0F));
+  dev.fake_quantize_fp8(a0.f(), a0.f(), static_cast<std::int64_t>(m) * k, false);
+  dev.gemm(false, false, m, n, k, 1.0F, a0.f(), k, b.f(), n, 0.0F, c.f(), n);
+  const std::size_t base = dev.in_use();
+  {
+    const std::size_t each = static_cast<std::size_t>(m) * k;
+    const exec::Buffer a = on(dev, random_values(each * copies, 34, -1.0F, 1.0F));
+    for (int i = 0; i < copies; ++i) {
+      float* at = a.f() + static_cast<std::size_t>(i) * each;
+      dev.fake_quantize_fp8(at, at, static_cast<std::int64_t>(each), false);
+      dev.gemm(false, false, m, n, k, 1.0F, at, k, b.f(), n, 0.0F, c.f(), n);
+    }
+    dev.synchronize();
+  }
+  CHECK(dev.in_use() == base);
+}
+
 TEST_CASE("one-rank NCCL collectives complete and leave the data as it is (an all-to-all copies it)", "[cuda][device][nccl]") {
   exec::CudaDevice dev;
   const std::vector<int> me{0};
@@ -186,11 +241,12 @@ namespace {
 // The tiny GPT of the executor tests on one GPU, in `precision` (the YAML after the key), trained 4 measured steps
 // (after 2 of warm-up) on the CPU and on the GPU: the losses step by step agree to
 // `epsilon`, relatively (GEMMs and reductions sum in other orders).
-exec::Measurement train_on_both(exec::CudaDevice& gpu, const std::string& precision, double epsilon) {
+exec::Measurement train_on_both(exec::CudaDevice& gpu, const std::string& precision, double epsilon,
+                                const std::string& attention = "naive") {
   const plan::Scenario s = plan::load_text(
       "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 1}\n"
       "model: {layers: 2, hidden: 64, heads: 4, vocab: 128, seq_len: 32}\n"
-      "training: {global_batch: 8, micro_batch: 2, precision: " + precision + ", attention: naive}\n"
+      "training: {global_batch: 8, micro_batch: 2, precision: " + precision + ", attention: " + attention + "}\n"
       "plan: {dp: 1}\nrun: {steps: 4, warmup: 2, seed: 7}\n",
       "one-gpu.yaml");
   exec::RunOptions options;
@@ -227,5 +283,21 @@ TEST_CASE("the CUDA executor in fp8 multiplies on FP8 tensor cores and trains as
   train_on_both(gpu, "fp8, fp8_recipe: current", 2e-3);
   if (gpu.fp8_tensor_cores()) CHECK(gpu.fp8_gemms() > 0);
   CHECK(gpu.fp8_fallbacks() == 0);
+}
+TEST_CASE("the CUDA executor's fused attention in bf16 runs on tensor cores and trains as the CPU executor does",
+          "[cuda][device][executor][flash]") {
+  // Head size 16: the tensor-core kernels, whose P and dS are rounded to bf16 as
+  // FlashAttention-2 rounds them (the CPU's fused attention keeps them fp32), so the losses
+  // agree to bf16's rounding rather than to fp32's.
+  exec::CudaDevice gpu;
+  const exec::Measurement got = train_on_both(gpu, "bf16", 5e-3, "flash");
+  int dev = 0, major = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (major >= 8) {
+    CHECK(gpu.attention_tensor_cores() > 0);
+    CHECK(gpu.attention_cuda_cores() == 0);
+    CHECK(got.kernel_paths.find("on tensor cores") != std::string::npos);
+  }
 }
 #endif

@@ -15,6 +15,7 @@
 
 #include "exec/cuda/kernels.hpp"
 #include "exec/model/batch_norm.hpp"
+#include "exec/model/flash_tiled.hpp"
 #include "exec/model/kernels.hpp"
 #include "exec/model/ring_attention.hpp"
 #include "tests/exec/host_vectors.hpp"
@@ -26,6 +27,7 @@
 
 namespace k = parasim::exec::kernels;
 namespace cu = parasim::exec::cuda;
+namespace tiled = parasim::exec::flash_tiled;
 
 namespace {
 
@@ -203,6 +205,69 @@ TEST_CASE("CUDA fused (flash) attention equals the host's, forward and backward"
     CHECK(relative(lse_d.get(), lse) < 1e-5);
     CHECK(relative(dqkv_d.get(), dqkv) < 1e-4);  // every entry written (the 9s gone)
   }
+}
+
+TEST_CASE("CUDA flash attention on tensor cores equals FlashAttention-2's tiles on the host, bit for bit each run",
+          "[cuda][flash]") {
+  // bf16 and fp16 operands; head sizes 16, 64 and 128 (the 1.3B scenario's); 77 positions (a
+  // full tile of 64 and a partial one) and 130 (three tiles). The host model
+  // (exec/model/flash_tiled.hpp) rounds the same operands at the same points, so the
+  // kernels differ from it only by the order of the tensor cores' fp32 sums (and a 16-bit
+  // rounding that order may tip): within 2.5e-3 (bf16) and 5e-4 (fp16) of the largest
+  // value, twice that for the gradients. Against the untiled fp32 attention on the same
+  // rounded inputs the host model itself is at most 1.3e-3 / 2.0e-3 off (bf16: output,
+  // gradients) and 1.4e-4 / 2.2e-4 (fp16): the bounds are about 4x those. The backward reads the host
+  // model's forward output, so each pass is checked on its own; it writes every entry.
+  int dev = 0, major = 0;
+  REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess);
+  for (const int format : {1, 2}) {
+    for (const int d : {16, 64, 128}) {
+      for (const int t : {77, 130}) {
+        INFO("format " << format << ", head size " << d << ", " << t << " positions");
+        if (major < 8) {
+          CHECK_FALSE(cu::flash_attention_tc_supported(d, format));  // no bf16 tensor cores before Ampere
+          continue;
+        }
+        REQUIRE(cu::flash_attention_tc_supported(d, format));
+        const int b = 2, h = 3, c = h * d;
+        const auto round = [format](std::vector<float> v) {
+          for (float& x : v) x = format == 1 ? to_bf16(x) : to_fp16(x);
+          return v;
+        };
+        const auto qkv = round(random_values(static_cast<std::size_t>(b) * t * 3 * c, 61, -1.0F, 1.0F));
+        const auto dout = round(random_values(static_cast<std::size_t>(b) * t * c, 62));
+        std::vector<float> out(dout.size()), lse(static_cast<std::size_t>(b) * h * t), dqkv(qkv.size());
+        tiled::forward(out.data(), lse.data(), qkv.data(), b, t, h, d, format);
+        tiled::backward(dqkv.data(), dout.data(), out.data(), qkv.data(), lse.data(), b, t, h, d, format);
+        std::vector<float> ref_out(out.size()), ref_lse(lse.size()), ref_dqkv(qkv.size());
+        k::flash_attention_forward(ref_out.data(), ref_lse.data(), qkv.data(), b, t, h, d);
+        k::flash_attention_backward(ref_dqkv.data(), dout.data(), ref_out.data(), qkv.data(), ref_lse.data(), b, t, h, d);
+
+        On<float> qkv_d(qkv), dout_d(dout), out_d(zeros(out.size())), lse_d(zeros(lse.size()));
+        REQUIRE(cu::flash_attention_tc_forward(nullptr, out_d.p, lse_d.p, qkv_d.p, b, t, h, d, format));
+        const double tight = format == 1 ? 2.5e-3 : 5e-4;
+        CHECK(relative(out_d.get(), out) < tight);
+        CHECK(relative(lse_d.get(), lse) < 1e-5);  // P's rounding does not reach lse
+        CHECK(relative(out_d.get(), ref_out) < (format == 1 ? 5e-3 : 6e-4));
+
+        On<float> host_out(out), host_lse(lse), delta(zeros(lse.size()));
+        On<float> dqkv_d(zeros(qkv.size(), 9.0F)), again(zeros(qkv.size(), 9.0F));
+        REQUIRE(cu::flash_attention_tc_backward(nullptr, dqkv_d.p, delta.p, dout_d.p, host_out.p, qkv_d.p, host_lse.p, b,
+                                                t, h, d, format));
+        REQUIRE(cu::flash_attention_tc_backward(nullptr, again.p, delta.p, dout_d.p, host_out.p, qkv_d.p, host_lse.p, b,
+                                                t, h, d, format));
+        const std::vector<float> got = dqkv_d.get();
+        CHECK(relative(got, dqkv) < 2 * tight);  // every entry written (the 9s gone)
+        CHECK(relative(got, ref_dqkv) < (format == 1 ? 8e-3 : 1e-3));
+        CHECK(std::memcmp(got.data(), again.get().data(), got.size() * sizeof(float)) == 0);  // deterministic
+      }
+    }
+  }
+  // fp32 / tf32 operands (format 0) and head sizes without a build stay on the CUDA cores.
+  CHECK_FALSE(cu::flash_attention_tc_supported(64, 0));
+  CHECK_FALSE(cu::flash_attention_tc_supported(80, 1));
+  CHECK_FALSE(cu::flash_attention_tc_supported(256, 1));
 }
 
 TEST_CASE("CUDA ring attention equals the host's: one rank's blocks, forward and backward", "[cuda]") {

@@ -27,6 +27,29 @@ TEST_CASE("the fused (flash) attention trains as the unfused one does", "[exec][
   matches_serial({"training.attention=flash", "training.recompute=selective"});
 }
 
+TEST_CASE("the step's losses are read from the device once, after the step, whatever its micro-batches", "[exec][np1]") {
+  // On a GPU every download stops the host until the device has caught up: one per
+  // micro-batch for its loss would stall the issuing at each head backward. The losses stay
+  // on the device and end_step() reads them at once, so a step of 4 micro-batches asks for
+  // as many downloads as a step of one, and the loss is the same sum.
+  CpuDevice& dev = device();
+  const auto downloads_per_step = [&](const plan::Scenario& s) {
+    const plan::Program prog = plan::compile(s);
+    const std::unique_ptr<Shard> shard = make_shard(dev, s, dev.rank());
+    Runner runner(dev, s, prog, *shard, 30.0);
+    runner.step(0);
+    const std::int64_t before = dev.downloads();
+    runner.step(1);
+    CHECK(shard->loss_tokens() == static_cast<double>(s.training.global_batch) * s.model.seq_len);
+    CHECK(std::isfinite(shard->loss_sum()));
+    return dev.downloads() - before;
+  };
+  const std::int64_t one = downloads_per_step(tiny({"training.global_batch=2"}));  // one micro-batch of 2
+  const std::int64_t four = downloads_per_step(tiny({}));                         // four of 2
+  CHECK(four == one);
+  CHECK(one <= 2);  // the losses, and the gradient norm's sum
+}
+
 TEST_CASE("data parallel 2: the all-reduced gradient is the full mini-batch's", "[exec][np2]") {
   matches_serial({"plan.dp=2"});
   matches_serial({"plan.dp=2", "plan.overlap_dp=false"});
