@@ -1,160 +1,265 @@
 #!/usr/bin/env bash
-# The GPU checks of docs/validation.md, in phases that each fit one command of a lent GPU
-# machine (under 8 minutes), the headline first:
+# The whole GPU check in ONE command with one deadline, the headline first (docs/gpu.md):
 #
-#   1  backends, the CUDA kernel tests, and validate of scenarios/gpu-gpt-1b3.yaml (1.3B
-#      GPT, one GPU) in bf16 (the headline: MFU, step and memory against the prediction)
-#      and in tf32 (memory like for like)
-#   2  calibrate (one rank per GPU, at most 2), validate bf16 again with the measured
-#      profile, the GEMM benchmark
-#   3  validate in fp16 (loss scaling), with full recompute and with the fused (flash)
-#      attention, a tiny model run under
-#      compute-sanitizer's memcheck; with 2 or more GPUs an 8-layer version under dp 2,
-#      tp 2, tp 2 with sequence parallelism, and pp 2
+#   facts        the GPU, driver, glibc, where cuBLAS / NCCL live, compute-sanitizer
+#   binaries     the bundle (.gpu/parasim-gpu.tar.xz, scripts/gpu-bundle.sh) unpacked and
+#                loaded; if it does not load, a build from the carried .deps
+#                (scripts/gpu-host.sh) inside the same deadline
+#   backends     `parasim backends`
+#   headline     validate scenarios/gpu-gpt-1b3.yaml in bf16: prediction against
+#                measurement, MFU from the measured FLOPs; its comparison.json to OUT at once
+#   kernels      cuda_kernel_tests (every kernel against the host's, the tensor-core attention
+#                against its host model, FP8 GEMMs, a training run against the CPU executor)
+#   calibrate    calibrate --backend cuda --quick; profile.yaml to OUT
+#   profile      validate bf16 again on the measured profile
+#   flash        validate bf16 with the fused attention (tensor cores)
+#   sanitizer    a 2-layer model's run under compute-sanitizer's memcheck
+#   gemm-bench   the GEMM benchmark
 #
-# Each step runs under `timeout` with its own limit and fails softly (the phase goes on).
-# A phase ends by its deadline: PARASIM_CHECK_DEADLINE (seconds since the epoch, for a
-# command that built first), else PARASIM_CHECK_BUDGET seconds (default 420) after it
-# starts; a step's limit is cut to what is left, and one with under 30 s left is skipped. The
-# results of a phase are two files in OUT_DIR: summary-PHASE.txt (one line per step: exit
-# code, seconds, command; then the prediction-against-measurement tables) and
-# gpu-check-PHASE.tar.gz (every log and output; files over 4 MiB are left out and listed
-# in the summary). Work files stay in PARASIM_CHECK_WORK (default /tmp/parasim-gpu-check),
-# where phase 3 finds the profile phase 2 measured.
+# Every step runs under `timeout` with its own limit, cut to what is left before the
+# deadline (PARASIM_CHECK_DEADLINE, seconds since the epoch, else PARASIM_CHECK_BUDGET
+# seconds from the start, default 480); a step with under 20 s left is skipped. A failing
+# step is noted and the check goes on. OUT receives at most 4 files, written as the check
+# goes (what a killed command leaves still tells): summary.txt (the facts, a line per step,
+# the comparison tables), comparison.json (the headline), profile.yaml (the calibration),
+# results.tar.gz (every log and output under 4 MiB, refreshed after each step).
 #
-# Usage: scripts/gpu-check.sh PHASE BUILD_DIR [OUT_DIR]
-#   PHASE: 1, 2, 3 or all; BUILD_DIR: a build with the CUDA backend (scripts/gpu-host.sh
-#   build, or a release build); OUT_DIR: default $OUT, else gpu-check/
+# Usage: scripts/gpu-check.sh [--dry-run] [--build DIR] [--bundle FILE] [OUT]
+#   --dry-run  the same orchestration on the CPU backend with the CPU build (default
+#              build/release) and a small model: what CI runs to prove the script, its
+#              deadline logic and its files
+#   --build    use this CUDA-enabled build instead of the bundle
+#   --bundle   default .gpu/parasim-gpu.tar.xz
+#   OUT        default $OUT, else gpu-check-out/
+# Exit status: 0 when every step that ran passed (or was skipped), 1 otherwise, 2 on bad usage.
 set -uo pipefail
 
-phase=${1:?usage: scripts/gpu-check.sh PHASE BUILD_DIR [OUT_DIR]}
-build=${2:?usage: scripts/gpu-check.sh PHASE BUILD_DIR [OUT_DIR]}
-out=${3:-${OUT:-gpu-check}}
-case "$phase" in
-  1 | 2 | 3 | all) ;;
-  *) echo "gpu-check: PHASE is 1, 2, 3 or all, not '$phase'" >&2; exit 2 ;;
-esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=$(cd "$build" 2>/dev/null && pwd) || { echo "gpu-check: no build directory '$2'" >&2; exit 2; }
-budget=${PARASIM_CHECK_BUDGET:-420}
-base=${PARASIM_CHECK_WORK:-/tmp/parasim-gpu-check}
-mkdir -p "$out" "$base"
+dry=0
+build=""
+bundle=$root/.gpu/parasim-gpu.tar.xz
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry=1; shift ;;
+    --build) build=${2:?--build needs a directory}; shift 2 ;;
+    --bundle) bundle=${2:?--bundle needs a file}; shift 2 ;;
+    -h | --help) sed -n '2,37p' "$0"; exit 0 ;;
+    -*) echo "gpu-check: unknown option '$1'" >&2; exit 2 ;;
+    *) [ -z "$out" ] || { echo "gpu-check: one OUT folder, not '$1' too" >&2; exit 2; }; out=$1; shift ;;
+  esac
+done
+out=${out:-${OUT:-gpu-check-out}}
+start=$(date +%s)
+deadline=${PARASIM_CHECK_DEADLINE:-$((start + ${PARASIM_CHECK_BUDGET:-480}))}
+min_step=20
+work=${PARASIM_CHECK_WORK:-$(mktemp -d /tmp/parasim-gpu-check.XXXXXX)}
+mkdir -p "$out" "$work/results" || { echo "gpu-check: cannot make $out or $work" >&2; exit 2; }
 out=$(cd "$out" && pwd)
-parasim="$build/cli/parasim"
+res=$work/results
+summary=$out/summary.txt
+: >"$summary"
+failed=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 
-gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-case "$name" in
-  *H200*) device=h200 ;;
-  *H100*) device=h100-sxm ;;
-  *A100*) device=a100-80gb ;;
-  *L40S*) device=l40s ;;
-  *) device=${PARASIM_DEVICE:-h100-sxm} ;;
-esac
-scenario=$root/scenarios/gpu-gpt-1b3.yaml
-sets=(--set cluster.device="$device")
-multi=(--set cluster.gpus_per_node="$gpus" --set model.layers=8 --set training.global_batch=16)
-
-run_phase() {
-  local p=$1
-  local work=$base/phase$p
-  rm -rf "$work"
-  mkdir -p "$work"
-  local summary=$work/summary.txt
-  local start deadline
-  start=$(date +%s)
-  deadline=${PARASIM_CHECK_DEADLINE:-$((start + budget))}
-  note() { echo "$*" | tee -a "$summary"; }
-  # step NAME LIMIT COMMAND...: the command under `timeout LIMIT`, its output in NAME.log.
-  step() {
-    local name=$1 limit=$2
-    shift 2
-    local left=$((deadline - $(date +%s)))
-    if [ "$left" -lt 30 ]; then
-      note "$name: skipped, $left s left before the phase's deadline: $*"
-      return 0
-    fi
-    [ "$left" -lt "$limit" ] && limit=$left
-    local t0 rc
-    t0=$(date +%s)
-    timeout --kill-after=15 "$limit" "$@" >"$work/$name.log" 2>&1
-    rc=$?
-    local why=""
-    [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && why=" (past its $limit s limit)"
-    note "$name: exit $rc$why in $(($(date +%s) - t0)) s: $*"
-  }
-  validate() {  # validate NAME LIMIT SETS...
-    local name=$1 limit=$2
-    shift 2
-    step "$name" "$limit" "$parasim" validate "$scenario" "${sets[@]}" "$@" --out "$work/$name"
-  }
-
-  note "gpu-check phase $p: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname)"
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /' | tee -a "$summary"
-  note "device preset: $device, $gpus GPU(s); build $build"
-  case "$p" in
-    1)
-      step backends 60 "$parasim" backends
-      step kernel-tests 180 env PARASIM_POISON_MEMORY=1 "$build/tests/cuda_kernel_tests"
-      validate validate-bf16 240 --set training.precision=bf16
-      validate validate-tf32 240
-      ;;
-    2)
-      step calibrate 300 "$parasim" calibrate --backend cuda --device "$device" \
-        --ranks "$([ "$gpus" -ge 2 ] && echo 2 || echo 1)" --out "$base/profile.yaml" --json "$work/calibrate.json"
-      [ -s "$base/profile.yaml" ] && cp "$base/profile.yaml" "$work/"
-      if [ -s "$base/profile.yaml" ]; then
-        validate validate-bf16-profile 240 --set training.precision=bf16 --set hardware.profile="$base/profile.yaml"
-      else
-        note "validate-bf16-profile: skipped, calibrate wrote no profile"
-      fi
-      step gemm-bench 120 "$build/bench/parasim_gpu_gemm_bench" --device "$device"
-      ;;
-    3)
-      validate validate-fp16 240 --set training.precision=fp16
-      validate validate-recompute 240 --set training.precision=bf16 --set training.recompute=full
-      validate validate-flash 240 --set training.precision=bf16 --set training.attention=flash
-      # A tiny model under compute-sanitizer's memcheck: out-of-bounds and misaligned
-      # accesses in the executor's kernels and copies.
-      if command -v compute-sanitizer >/dev/null; then
-        step sanitizer 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$parasim" run "$scenario" "${sets[@]}" \
-          --set model.layers=2 --set model.hidden=256 --set model.heads=4 --set model.vocab=512 \
-          --set model.seq_len=64 --set training.global_batch=4 --set training.micro_batch=2 \
-          --steps 2 --warmup 1 --json "$work/sanitizer.json"
-      else
-        note "sanitizer: skipped, no compute-sanitizer on the PATH"
-      fi
-      if [ "$gpus" -ge 2 ]; then
-        validate validate-dp2 180 "${multi[@]}" --set plan.dp=2
-        validate validate-tp2 180 "${multi[@]}" --set plan.tp=2
-        validate validate-tp2-sp 180 "${multi[@]}" --set plan.tp=2 --set plan.sequence_parallel=true
-        validate validate-pp2 180 "${multi[@]}" --set plan.pp=2
-      else
-        note "multi-GPU validations: skipped, $gpus GPU(s)"
-      fi
-      ;;
+note() { echo "$*" | tee -a "$summary"; }
+left() { echo $((deadline - $(date +%s))); }
+# Everything under 4 MiB in the results folder, as one tarball in OUT (replaced whole).
+pack() {
+  tar -czf "$out/results.tar.gz.tmp" -C "$res" --exclude-from=<(find "$res" -type f -size +4M -printf '%P\n') . 2>/dev/null &&
+    mv "$out/results.tar.gz.tmp" "$out/results.tar.gz"
+}
+# step NAME LIMIT COMMAND...: the command under `timeout`, its output in NAME.log.
+# Sets step_rc (77: skipped, as ctest's convention, by the step or for want of time).
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0 remaining why=""
+  remaining=$(left)
+  if [ "$remaining" -lt "$min_step" ]; then
+    note "$name: skipped, $remaining s left before the deadline"
+    step_rc=77
+    return
+  fi
+  [ "$remaining" -lt "$limit" ] && limit=$remaining
+  t0=$(date +%s)
+  timeout --kill-after=10 "$limit" "$@" >"$res/$name.log" 2>&1
+  step_rc=$?
+  case $step_rc in
+    0) why="ok" ;;
+    77) why="skipped by the step (exit 77)" ;;
+    124 | 137) why="FAILED: past its $limit s limit"; failed=1 ;;
+    *) why="FAILED: exit $step_rc"; failed=1 ;;
   esac
-
-  # The comparison tables, from each validate's log.
-  local log
-  for log in "$work"/validate-*.log; do
-    [ -f "$log" ] || continue
-    note "--- $(basename "$log" .log)"
-    sed -n '/prediction against measurement/,/^$/p' "$log" >>"$summary"
-    grep -E '^(error|warning):' "$log" | head -5 >>"$summary"
-  done
-  # One tarball of everything small enough to travel.
-  local big
-  big=$(find "$work" -type f -size +4M)
-  [ -n "$big" ] && note "left out of the tarball (over 4 MiB): $(echo $big | sed "s|$work/||g")"
-  note "phase $p done in $(($(date +%s) - start)) s"
-  tar -czf "$out/gpu-check-$p.tar.gz" -C "$work" --exclude-from=<(find "$work" -type f -size +4M -printf '%P\n') .
-  cp "$summary" "$out/summary-$p.txt"
+  note "$name: $why in $(($(date +%s) - t0)) s: $*"
+  [ "$step_rc" -eq 0 ] || [ "$step_rc" -eq 77 ] || tail -5 "$res/$name.log" | sed 's/^/    /' >>"$summary"
+  pack
 }
 
-if [ "$phase" = all ]; then
-  for p in 1 2 3; do run_phase "$p"; done
+note "gpu-check$([ $dry = 1 ] && echo ' --dry-run'): $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), deadline in $(left) s"
+
+# --- facts ------------------------------------------------------------------------------------
+{
+  echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader 2>/dev/null | head -1)"
+  echo "gpus: $(nvidia-smi -L 2>/dev/null | wc -l), cuda (driver): $(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)"
+  echo "glibc: $(ldd --version 2>/dev/null | head -1)"
+  echo "cores: $(nproc), memory: $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
+  for lib in libcublasLt.so.13 libcublas.so.13 libnccl.so.2 libcudart.so.13; do
+    echo "$lib: $( (ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF}'; \
+      find /usr/local/cuda/ /usr/lib/x86_64-linux-gnu /usr/local/lib/python3*/ /usr/lib/python3/ -name "$lib" 2>/dev/null) | sort -u | head -3 | tr '\n' ' ')"
+  done
+  echo "nvcc: $(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null) $(nvcc --version 2>/dev/null | tail -1)"
+  echo "compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo none)"
+  echo "dpkg: $(command -v dpkg || echo none), zlib.h: $(ls /usr/include/zlib.h 2>/dev/null || echo none), python: $(python3 --version 2>&1)"
+} >"$res/facts.txt" 2>&1
+sed 's/^/  /' "$res/facts.txt" >>"$summary"
+pack
+
+# --- binaries ------------------------------------------------------------------------------------
+# bin_of NAME: the program, from the build or the bundle's bin.
+bindir=""
+bin_of() {
+  case "$1" in
+    parasim) echo "$bindir/cli/parasim" ;;
+    cuda_kernel_tests) echo "$bindir/tests/cuda_kernel_tests" ;;
+    parasim_gpu_gemm_bench) echo "$bindir/bench/parasim_gpu_gemm_bench" ;;
+  esac
+}
+if [ $dry = 1 ] && [ -z "$build" ]; then build=$root/build/release; fi
+if [ -n "$build" ]; then
+  bindir=$(cd "$build" 2>/dev/null && pwd) || { note "binaries: no build folder '$build'"; exit 2; }
 else
-  run_phase "$phase"
+  loaded=0
+  if [ -s "$bundle" ]; then
+    mkdir -p "$work/bundle"
+    step unpack 60 tar -xJf "$bundle" -C "$work/bundle"
+    if [ "$step_rc" -eq 0 ]; then
+      # shellcheck disable=SC1091
+      source "$work/bundle/parasim-gpu/env.sh"
+      step load 30 parasim --version
+      [ "$step_rc" -eq 0 ] && loaded=1
+      sed 's/^/  /' "$work/bundle/parasim-gpu/MANIFEST" >>"$summary"
+      ldd "$work/bundle/parasim-gpu/bin/parasim" >"$res/ldd.txt" 2>&1
+    fi
+  else
+    note "binaries: no bundle at $bundle"
+  fi
+  if [ $loaded = 1 ]; then
+    bin_of() { echo "$work/bundle/parasim-gpu/bin/$1"; }
+  elif ls "$root"/.deps/*.deb >/dev/null 2>&1; then
+    note "binaries: building from .deps instead"
+    step build 300 env PARASIM_DEPS="$work/deps" \
+      PARASIM_BUILD_TARGETS="parasim cuda_kernel_tests parasim_gpu_gemm_bench" "$root/scripts/gpu-host.sh" build "$work/build"
+    [ "$step_rc" -eq 0 ] || { note "gpu-check: no binaries, stopping"; pack; exit 1; }
+    eval "$(PARASIM_DEPS="$work/deps" "$root/scripts/gpu-host.sh" env)"
+    bindir=$work/build
+  else
+    note "gpu-check: the bundle does not load and no .deps came to build from; stopping"
+    pack
+    exit 1
+  fi
 fi
+parasim=$(bin_of parasim)
+
+# --- the checks ----------------------------------------------------------------------------------
+scenario=$root/scenarios/gpu-gpt-1b3.yaml
+if [ $dry = 1 ]; then
+  backend=cpu
+  # A model the CPU runs in seconds, on the same scenario file and the same steps.
+  sets=(--set cluster=cpu-host --set run.backend=cpu --set model.layers=2 --set model.hidden=128 --set model.heads=4
+    --set model.vocab=512 --set model.seq_len=64 --set training.global_batch=8 --set training.micro_batch=4)
+  run_steps=(--steps 2 --warmup 1)
+  device=cpu-core
+  calibrate_args=(--backend cpu --ranks 1 --max-size 64KiB)
+else
+  backend=cuda
+  name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  case "$name" in
+    *H200*) device=h200 ;;
+    *H100*) device=h100-sxm ;;
+    *A100*) device=a100-80gb ;;
+    *L40S*) device=l40s ;;
+    *) device=${PARASIM_DEVICE:-h100-sxm} ;;
+  esac
+  sets=(--set cluster.device="$device")
+  run_steps=(--steps 6 --warmup 2)
+  calibrate_args=(--backend cuda --ranks 1)
+fi
+note "device preset: $device, backend $backend, binaries: $parasim"
+
+validate() {  # validate NAME LIMIT SETS...: one validate, its folder under the results
+  local name=$1 limit=$2
+  shift 2
+  step "$name" "$limit" "$parasim" validate "$scenario" --backend "$backend" "${sets[@]}" "$@" "${run_steps[@]}" \
+    --out "$res/$name"
+  # The comparison table and the measured throughput, from its log.
+  {
+    sed -n '/prediction against measurement/,/^$/p' "$res/$name.log"
+    grep -E '^(achieved|step time .* median|peak memory|kernels|warning|error)' "$res/$name.log" | head -8
+  } | sed 's/^/    /' >>"$summary"
+}
+# MFU of the headline run: the measured model FLOPs per second over the device's dense
+# peak in the precision, both from the comparison (measured tflops_per_device, the
+# prediction's peak) where they are there.
+mfu_line() {
+  local json=$1
+  [ -s "$json" ] || return
+  local measured predicted
+  measured=$(grep -A6 '"id": "mfu"' "$json" | sed -n 's/.*"measured": \([0-9.eE+-]*\).*/\1/p' | head -1)
+  predicted=$(grep -A6 '"id": "mfu"' "$json" | sed -n 's/.*"predicted": \([0-9.eE+-]*\).*/\1/p' | head -1)
+  [ -n "$measured" ] && note "headline MFU: measured $(awk -v m="$measured" 'BEGIN {printf "%.1f %%", 100 * m}'), predicted $(awk -v p="$predicted" 'BEGIN {printf "%.1f %%", 100 * p}')"
+}
+
+step backends 30 "$parasim" backends
+sed 's/^/    /' "$res/backends.log" >>"$summary"
+
+validate headline 240 --set training.precision=bf16
+if [ -s "$res/headline/comparison.json" ]; then
+  cp "$res/headline/comparison.json" "$out/comparison.json"
+  mfu_line "$out/comparison.json"
+fi
+
+kernel_tests=$(bin_of cuda_kernel_tests)
+if [ -x "$kernel_tests" ]; then
+  step kernel-tests 180 env PARASIM_POISON_MEMORY=1 "$kernel_tests"
+  grep -E "^(test cases|All tests|no usable GPU)" "$res/kernel-tests.log" | sed 's/^/    /' >>"$summary"
+else
+  note "kernel-tests: skipped, not built ($kernel_tests)"
+fi
+
+step calibrate 180 "$parasim" calibrate "${calibrate_args[@]}" --device "$device" --quick --out "$res/profile.yaml" \
+  --json "$res/calibrate.json"
+if [ -s "$res/profile.yaml" ]; then
+  cp "$res/profile.yaml" "$out/profile.yaml"
+  validate profile 180 --set training.precision=bf16 --set hardware.profile="$res/profile.yaml"
+else
+  note "profile: skipped, calibrate wrote no profile"
+fi
+
+validate flash 180 --set training.precision=bf16 --set training.attention=flash
+
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if [ $dry = 0 ] && [ -n "$sanitizer" ]; then
+  step sanitizer 150 "$sanitizer" --tool memcheck --error-exitcode 3 "$parasim" run "$scenario" "${sets[@]}" \
+    --set model.layers=2 --set model.hidden=256 --set model.heads=4 --set model.vocab=512 --set model.seq_len=64 \
+    --set training.global_batch=4 --set training.micro_batch=2 --set training.precision=bf16 \
+    --set training.attention=flash --steps 2 --warmup 1
+  grep -E "ERROR SUMMARY" "$res/sanitizer.log" | sed 's/^/    /' >>"$summary"
+else
+  note "sanitizer: skipped, $([ $dry = 1 ] && echo 'a dry run' || echo 'no compute-sanitizer')"
+fi
+
+bench=$(bin_of parasim_gpu_gemm_bench)
+if [ -x "$bench" ]; then
+  step gemm-bench 90 "$bench" --device "$device"
+  grep -E "GEMM|TFLOP" "$res/gemm-bench.log" | head -12 | sed 's/^/    /' >>"$summary"
+else
+  note "gemm-bench: skipped, not built ($bench)"
+fi
+
+big=$(find "$res" -type f -size +4M -printf '%P ')
+[ -n "$big" ] && note "left out of results.tar.gz (over 4 MiB): $big"
+note "gpu-check done in $(($(date +%s) - start)) s$([ $failed = 1 ] && echo ', with failures' || echo ', every step passed or was skipped')"
+pack
+[ -n "${PARASIM_CHECK_WORK:-}" ] || rm -rf "$work"
+exit $failed

@@ -22,7 +22,7 @@ arch=x86_64-linux-gnu
 # `apt-get install` would add; the GPU host has libc, libstdc++ and CUDA already).
 packages=(
   libyaml-cpp-dev libyaml-cpp0.7 libboost1.74-dev libboost-graph1.74-dev libboost-graph1.74.0
-  libboost-regex1.74.0 libfmt-dev libfmt9 catch2 libcli11-dev nlohmann-json3-dev
+  libboost-regex1.74.0 libfmt-dev libfmt9 catch2 libcli11-dev nlohmann-json3-dev zlib1g-dev zlib1g
   libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libhwloc15 libevent-core-2.1-7
   libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0 libibverbs1 librdmacm1 libnl-3-200
   libnl-route-3-200 libpsm2-2 libpsm-infinipath1 libnuma1 libltdl7 libxnvctrl0 libudev1

@@ -22,6 +22,7 @@ packages=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-qpa-plugins libgl-dev
   protobuf-compiler
+  patchelf xz-utils
 )
 # The sanitizer build is clang's (with the libFuzzer target, scripts/fuzz.sh).
 [ "$preset" != asan ] || packages+=(clang)
