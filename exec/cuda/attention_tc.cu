@@ -264,6 +264,47 @@ constexpr std::size_t backward_smem(std::size_t half) {
          round128(tc_warps * frag * prob_ld * half) + 2 * round128(tile * 4);
 }
 
+// What both backward passes hold in shared memory and where this warp's rows are: the
+// block's own tile and its companion (`mine`, `mine2`: K and V for dK / dV, Q and dO for
+// dQ), the other side's two tiles, this warp's scores and 16-bit products, and a query
+// tile's lse and delta.
+template <class T, int D>
+struct BackwardBlock {
+  static constexpr int ld = D + pad16;
+  T *mine, *mine2, *other, *other2;
+  float* s_w;
+  T* p_w;
+  float *lse_s, *delta_s;
+  int warp, lane, first;
+  HeadAt at;
+
+  __device__ BackwardBlock(unsigned char* smem, int t, int h)
+      : at{t, h, D, static_cast<int>(blockIdx.y) / h, static_cast<int>(blockIdx.y) % h} {
+    Carver carve{smem};
+    mine = carve.take<T>(tile * ld);
+    mine2 = carve.take<T>(tile * ld);
+    other = carve.take<T>(tile * ld);
+    other2 = carve.take<T>(tile * ld);
+    float* scores = carve.take<float>(tc_warps * frag * score_ld);
+    T* probs = carve.take<T>(tc_warps * frag * prob_ld);
+    lse_s = carve.take<float>(tile);
+    delta_s = carve.take<float>(tile);
+    warp = static_cast<int>(threadIdx.x / 32);
+    lane = static_cast<int>(threadIdx.x % 32);
+    first = static_cast<int>(blockIdx.x) * tile;
+    s_w = scores + warp * frag * score_ld;
+    p_w = probs + warp * frag * prob_ld;
+  }
+  // The lse and delta of the query tile from i0 (0 past the sequence's end).
+  __device__ void load_row_stats(const float* lse, const float* delta, int i0) {
+    if (threadIdx.x < tile) {
+      const int i = i0 + static_cast<int>(threadIdx.x);
+      lse_s[threadIdx.x] = i < at.t ? lse[at.row(i)] : 0.0F;
+      delta_s[threadIdx.x] = i < at.t ? delta[at.row(i)] : 0.0F;
+    }
+  }
+};
+
 // dK and dV: a block per key tile, its warps' 16 keys each over every query tile at or after it.
 template <class T, int D>
 __global__ void __launch_bounds__(tc_threads) tc_dkdv_kernel(float* dqkv, const float* dout, const float* qkv,
@@ -272,21 +313,13 @@ __global__ void __launch_bounds__(tc_threads) tc_dkdv_kernel(float* dqkv, const 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int ld = D + pad16;
-  Carver carve{smem};
-  T* k = carve.take<T>(tile * ld);
-  T* v = carve.take<T>(tile * ld);
-  T* q = carve.take<T>(tile * ld);
-  T* go = carve.take<T>(tile * ld);
-  float* scores = carve.take<float>(tc_warps * frag * score_ld);
-  T* probs = carve.take<T>(tc_warps * frag * prob_ld);
-  float* lse_s = carve.take<float>(tile);
-  float* delta_s = carve.take<float>(tile);
-
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int j0 = static_cast<int>(blockIdx.x) * tile;
-  const HeadAt at{t, h, D, static_cast<int>(blockIdx.y) / h, static_cast<int>(blockIdx.y) % h};
-  float* s_w = scores + warp * frag * score_ld;
-  T* p_w = probs + warp * frag * prob_ld;
+  BackwardBlock<T, D> blk(smem, t, h);
+  T *k = blk.mine, *v = blk.mine2, *q = blk.other, *go = blk.other2;
+  float* s_w = blk.s_w;
+  T* p_w = blk.p_w;
+  const float *lse_s = blk.lse_s, *delta_s = blk.delta_s;
+  const int warp = blk.warp, lane = blk.lane, j0 = blk.first;
+  const HeadAt& at = blk.at;
   load_tile<T, D>(k, qkv, j0, t, [&](int pos) { return at.qkv(pos, 1); });
   load_tile<T, D>(v, qkv, j0, t, [&](int pos) { return at.qkv(pos, 2); });
   AccFrag dk[D / frag], dv[D / frag];
@@ -302,11 +335,7 @@ __global__ void __launch_bounds__(tc_threads) tc_dkdv_kernel(float* dqkv, const 
     __syncthreads();
     load_tile<T, D>(q, qkv, i0, t, [&](int pos) { return at.qkv(pos, 0); });
     load_tile<T, D>(go, dout, i0, t, [&](int pos) { return at.out(pos); });
-    if (threadIdx.x < tile) {
-      const int i = i0 + static_cast<int>(threadIdx.x);
-      lse_s[threadIdx.x] = i < t ? lse[at.row(i)] : 0.0F;
-      delta_s[threadIdx.x] = i < t ? delta[at.row(i)] : 0.0F;
-    }
+    blk.load_row_stats(lse, delta, i0);
     __syncthreads();
     // P^T: the warp's keys (rows) against the tile's queries (columns).
     rows_times_rows<T, D>(s_w, k + warp * frag * ld, q);
@@ -345,28 +374,16 @@ __global__ void __launch_bounds__(tc_threads) tc_dq_kernel(float* dqkv, const fl
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int ld = D + pad16;
-  Carver carve{smem};
-  T* q = carve.take<T>(tile * ld);
-  T* go = carve.take<T>(tile * ld);
-  T* k = carve.take<T>(tile * ld);
-  T* v = carve.take<T>(tile * ld);
-  float* scores = carve.take<float>(tc_warps * frag * score_ld);
-  T* probs = carve.take<T>(tc_warps * frag * prob_ld);
-  float* lse_s = carve.take<float>(tile);
-  float* delta_s = carve.take<float>(tile);
-
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int i0 = static_cast<int>(blockIdx.x) * tile;
-  const HeadAt at{t, h, D, static_cast<int>(blockIdx.y) / h, static_cast<int>(blockIdx.y) % h};
-  float* s_w = scores + warp * frag * score_ld;
-  T* p_w = probs + warp * frag * prob_ld;
+  BackwardBlock<T, D> blk(smem, t, h);
+  T *q = blk.mine, *go = blk.mine2, *k = blk.other, *v = blk.other2;
+  float* s_w = blk.s_w;
+  T* p_w = blk.p_w;
+  const float *lse_s = blk.lse_s, *delta_s = blk.delta_s;
+  const int warp = blk.warp, lane = blk.lane, i0 = blk.first;
+  const HeadAt& at = blk.at;
   load_tile<T, D>(q, qkv, i0, t, [&](int pos) { return at.qkv(pos, 0); });
   load_tile<T, D>(go, dout, i0, t, [&](int pos) { return at.out(pos); });
-  if (threadIdx.x < tile) {
-    const int i = i0 + static_cast<int>(threadIdx.x);
-    lse_s[threadIdx.x] = i < t ? lse[at.row(i)] : 0.0F;
-    delta_s[threadIdx.x] = i < t ? delta[at.row(i)] : 0.0F;
-  }
+  blk.load_row_stats(lse, delta, i0);
   AccFrag dq[D / frag];
 #pragma unroll
   for (int n = 0; n < D / frag; ++n) wmma::fill_fragment(dq[n], 0.0F);
