@@ -17,7 +17,7 @@
 #include "exec/cpu/cpu_device.hpp"
 #include "exec/runner.hpp"
 #include "exec/shard.hpp"
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 
 using namespace parasim;
 
@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
   const std::string text = "cluster: {preset: cpu-host, gpus_per_node: 1}\nmodel: {layers: " + std::to_string(layers) +
                            ", hidden: 8, heads: 2, vocab: 16, seq_len: 4}\ntraining: {global_batch: 8, micro_batch: 1, "
                            "precision: fp32}\nplan: {dp: 1}\n";
-  const plan::Scenario s = plan::load_text(text, "bench.yaml");
-  const plan::Program prog = plan::compile(s);
+  const scenario::Scenario s = scenario::load_text(text, "bench.yaml");
+  const program::Program prog = program::compile(s);
   const auto shard = exec::make_shard(dev, s, 0);
   exec::Runner runner(dev, s, prog, *shard);
   dev.align_clock();

@@ -24,7 +24,7 @@
 
 #include <fmt/format.h>
 
-#include "plan/diagnostics.hpp"
+#include "scenario/diagnostics.hpp"
 #include "sim/fidelity.hpp"
 
 using namespace parasim;
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   std::vector<sim::MeasuredRun> runs;
   try {
     runs = sim::read_measured_runs(csv);
-  } catch (const plan::ScenarioError& e) {
+  } catch (const scenario::ScenarioError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }

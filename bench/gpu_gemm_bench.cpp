@@ -27,7 +27,7 @@
 #include <fmt/format.h>
 
 #include "exec/cuda/cuda_device.hpp"
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 
 using namespace parasim;
 
@@ -97,7 +97,7 @@ std::string preset_for(const std::string& name) {
 
 struct Path {
   const char* name;
-  plan::Dtype dtype;    // the peak it is measured against
+  scenario::Dtype dtype;  // the peak it is measured against
   cudaDataType store;   // operand and output type
   cublasComputeType_t compute;
 };
@@ -132,19 +132,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::vector<std::string> sets{"cluster.device=" + device};
-  const plan::Scenario s = plan::load_text(
+  const scenario::Scenario s = scenario::load_text(
       "cluster: {preset: dgx-h100, nodes: 1}\nmodel: {layers: 1, hidden: 64, heads: 1, vocab: 64, seq_len: 16}\n"
       "training: {global_batch: 8}\n",
       "gpu_gemm_bench", sets);
   const topology::DeviceSpec& spec = s.cluster.device;
 
   const std::vector<Path> paths{
-      {"bf16 native", plan::Dtype::bf16, CUDA_R_16BF, CUBLAS_COMPUTE_32F},
-      {"fp16 native", plan::Dtype::fp16, CUDA_R_16F, CUBLAS_COMPUTE_32F},
-      {"bf16 executor", plan::Dtype::bf16, CUDA_R_32F, exec::gemm_compute_type(plan::Dtype::bf16)},
-      {"fp16 executor", plan::Dtype::fp16, CUDA_R_32F, exec::gemm_compute_type(plan::Dtype::fp16)},
-      {"tf32 executor", plan::Dtype::tf32, CUDA_R_32F, exec::gemm_compute_type(plan::Dtype::tf32)},
-      {"fp32", plan::Dtype::fp32, CUDA_R_32F, exec::gemm_compute_type(plan::Dtype::fp32)},
+      {"bf16 native", scenario::Dtype::bf16, CUDA_R_16BF, CUBLAS_COMPUTE_32F},
+      {"fp16 native", scenario::Dtype::fp16, CUDA_R_16F, CUBLAS_COMPUTE_32F},
+      {"bf16 executor", scenario::Dtype::bf16, CUDA_R_32F, exec::gemm_compute_type(scenario::Dtype::bf16)},
+      {"fp16 executor", scenario::Dtype::fp16, CUDA_R_32F, exec::gemm_compute_type(scenario::Dtype::fp16)},
+      {"tf32 executor", scenario::Dtype::tf32, CUDA_R_32F, exec::gemm_compute_type(scenario::Dtype::tf32)},
+      {"fp32", scenario::Dtype::fp32, CUDA_R_32F, exec::gemm_compute_type(scenario::Dtype::fp32)},
   };
   cublasHandle_t h = nullptr;
   check(cublasCreate(&h), "create");

@@ -24,7 +24,7 @@
 #include <QScrollBar>
 
 #include "mainwindow.h"
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "sim/simulate.hpp"
 #include "planeditor.h"
 #include "timeline/timelineview.h"
@@ -40,14 +40,15 @@ bool waitFor(const std::function<bool()>& done, int ms = 600000) {
 
 int bigTrace(bool json) {
   const std::vector<std::string> sets{"cluster.nodes=128", "plan.dp=64", "training.global_batch=256"};
-  const parasim::plan::Scenario s = parasim::plan::load(PARASIM_SOURCE_DIR "/scenarios/hybrid-32-gpus.yaml", sets);
+  const parasim::scenario::Scenario s =
+      parasim::scenario::load(PARASIM_SOURCE_DIR "/scenarios/hybrid-32-gpus.yaml", sets);
   QElapsedTimer t;
   t.start();
   const auto prediction = std::make_shared<const parasim::sim::Prediction>(
       parasim::sim::predict(s, {false, parasim::sim::FoldMode::never}));
   const double simulate = double(t.nsecsElapsed()) * 1e-9;
   t.restart();
-  const std::shared_ptr<const parasim::plan::Program> program(prediction, &prediction->program);
+  const std::shared_ptr<const parasim::program::Program> program(prediction, &prediction->program);
   auto trace = std::make_shared<const parasim::gui::TimelineTrace>(parasim::gui::timelineFromTrace(
       prediction->trace, program, parasim::topology::Cluster(s.cluster), QStringLiteral("1024 ranks")));
   const double layout = double(t.nsecsElapsed()) * 1e-9;

@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
-#include "plan/load.hpp"
-#include "sim/planner.hpp"
+#include "scenario/load.hpp"
+#include "planner/planner.hpp"
 
 using namespace parasim;
 
@@ -52,25 +52,26 @@ training: {{global_batch: 1536, micro_batch: 1, precision: bf16}}
 plan: {{tp: 8, pp: 2, dp: {2}}}
 )",
                                        gpus, gpus / 8, gpus / 16, model);
-  const plan::Scenario s = plan::load_text(text, "bench.yaml");
-  sim::PlanOptions o;
+  const scenario::Scenario s = scenario::load_text(text, "bench.yaml");
+  planner::PlanOptions o;
   o.threads = threads;
   o.resimulate = resimulate;
-  const sim::PlanReport r = sim::plan_search(s, o);
+  const planner::PlanReport r = planner::plan_search(s, o);
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   const double rss = static_cast<double>(u.ru_maxrss) / 1024.0;
   std::size_t rejected = 0;
   for (const auto& [reason, n] : r.rejected) rejected += n;
-  const sim::PlanScore& best = r.ranked.front();
+  const planner::PlanScore& best = r.ranked.front();
   if (json) {
-    fmt::print(R"({{"gpus": {}, "threads": {}, "valid_plans": {}, "fit": {}, "rejected": {}, "score_s": {:.3f}, )"
-               R"("plans_per_s": {:.0f}, "resimulated": {}, "resimulate_s": {:.3f}, "peak_rss_mib": {:.0f}, "best": "{}", )"
-               R"("best_step_time_s": {:.4f}}})"
-               "\n",
-               gpus, threads, r.candidates, r.ranked.size(), rejected, r.score_seconds,
-               static_cast<double>(r.candidates) / r.score_seconds, r.simulated, r.resimulate_seconds, rss,
-               plan::describe(best.candidate), best.step_time);
+    fmt::print(
+        R"({{"gpus": {}, "threads": {}, "valid_plans": {}, "fit": {}, "rejected": {}, "score_s": {:.3f}, )"
+        R"("plans_per_s": {:.0f}, "resimulated": {}, "resimulate_s": {:.3f}, "peak_rss_mib": {:.0f}, "best": "{}", )"
+        R"("best_step_time_s": {:.4f}}})"
+        "\n",
+        gpus, threads, r.candidates, r.ranked.size(), rejected, r.score_seconds,
+        static_cast<double>(r.candidates) / r.score_seconds, r.simulated, r.resimulate_seconds, rss,
+        planner::describe(best.candidate), best.step_time);
   } else {
     fmt::print("{} on {} GPUs, {} thread(s)\n", model, gpus, threads);
     fmt::print("valid plans        {} ({} fit, {} rejected)\n", r.candidates, r.ranked.size(), rejected);
@@ -78,7 +79,7 @@ plan: {{tp: 8, pp: 2, dp: {2}}}
     fmt::print("re-simulated       {} (the best {} and any whose estimate beat them) in {:.2f} s\n", r.simulated, resimulate,
                r.resimulate_seconds);
     fmt::print("peak memory        {:.0f} MiB\n", rss);
-    fmt::print("best plan          {} ({:.3f} s per step, {})\n", plan::describe(best.candidate), best.step_time,
+    fmt::print("best plan          {} ({:.3f} s per step, {})\n", planner::describe(best.candidate), best.step_time,
                best.simulated ? "simulated" : "estimate");
   }
   return 0;

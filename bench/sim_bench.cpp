@@ -27,8 +27,8 @@
 
 #include <fmt/format.h>
 
-#include "plan/load.hpp"
-#include "plan/program.hpp"
+#include "scenario/load.hpp"
+#include "program/program.hpp"
 #include "report/chrome_trace.hpp"
 #include "report/gzip.hpp"
 #include "report/metrics.hpp"
@@ -85,13 +85,13 @@ plan: {{tp: 8, pp: 8, dp: {3}, virtual_stages: 2, schedule: interleaved-1f1b, se
 )",
                                        gpus, gpus / 8, 96 * dp, dp);
   const auto t0 = std::chrono::steady_clock::now();
-  const plan::Scenario s = plan::load_text(text, "bench.yaml");
+  const scenario::Scenario s = scenario::load_text(text, "bench.yaml");
   // The trace as `parasim simulate --trace` writes it: a Chrome trace beside the simulation.
   sim::PredictOptions options{!trace_file.empty(), fold, {}, {}};
   std::optional<report::ChromeTraceStream> stream;
   if (!trace_file.empty() && report::chrome_trace_streamed(trace_file)) {
     stream.emplace(report::gzip_name(trace_file));
-    options.spans = [&stream](const plan::Program& program, std::span<const report::Span> spans, bool last) {
+    options.spans = [&stream](const program::Program& program, std::span<const report::Span> spans, bool last) {
       stream->add(program, spans, last);
     };
   }

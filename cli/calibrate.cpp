@@ -23,7 +23,7 @@
 #include "cli/progress.hpp"
 #include "exec/backend.hpp"
 #include "exec/calibrate.hpp"
-#include "plan/presets.hpp"
+#include "scenario/presets.hpp"
 #include "report/table.hpp"
 #include "sim/compute_model.hpp"
 #include "topology/units.hpp"
@@ -52,9 +52,10 @@ struct CalibrateArgs {
 void precheck(const CalibrateArgs& a) {
   // The preset the profile will describe must exist before anything is measured: a profile
   // naming no preset could never be loaded.
-  if (plan::find_preset(plan::PresetKind::device, a.device) == nullptr) {
+  if (scenario::find_preset(scenario::PresetKind::device, a.device) == nullptr) {
     std::string names;
-    for (const std::string& n : plan::preset_names(plan::PresetKind::device)) names += (names.empty() ? "" : ", ") + n;
+    for (const std::string& n : scenario::preset_names(scenario::PresetKind::device))
+      names += (names.empty() ? "" : ", ") + n;
     throw UsageError(fmt::format("--device: no device preset '{}' (one of: {})", a.device, names));
   }
   const exec::BackendStatus b = exec::backend_status(a.backend);
@@ -113,9 +114,9 @@ sim::DeviceProfile to_profile(const exec::ProfileFit& f, const std::string& devi
   p.receive_cpu_per_byte = f.receive_cpu_per_byte;
   std::vector<sim::CollectiveCurve>& curves = between_nodes ? p.inter_node_collectives : p.collectives;
   for (const exec::ProfileFit::Collective& c : f.collectives) {
-    plan::CollectiveOp op = plan::CollectiveOp::all_reduce;
-    if (c.op == "reduce-scatter") op = plan::CollectiveOp::reduce_scatter;
-    if (c.op == "all-gather") op = plan::CollectiveOp::all_gather;
+    program::CollectiveOp op = program::CollectiveOp::all_reduce;
+    if (c.op == "reduce-scatter") op = program::CollectiveOp::reduce_scatter;
+    if (c.op == "all-gather") op = program::CollectiveOp::all_gather;
     auto it = std::find_if(curves.begin(), curves.end(),
                            [&](const sim::CollectiveCurve& k) { return k.op == op && k.group == c.group; });
     if (it == curves.end()) it = curves.insert(curves.end(), sim::CollectiveCurve{op, c.group, {}});
@@ -315,7 +316,7 @@ void run_calibrate(const CalibrateArgs& a) {
   std::optional<StdoutToStderr> json_alone;  // the tables to standard error while the JSON has standard output
   json_alone.emplace(a.json.on_stdout());
   const std::unique_ptr<exec::Device> owned =
-      exec::make_device(a.backend == "cuda" ? plan::Backend::cuda : plan::Backend::cpu, 0);
+      exec::make_device(a.backend == "cuda" ? scenario::Backend::cuda : scenario::Backend::cpu, 0);
   exec::Device& dev = *owned;
   if (a.ranks > 0 && dev.world() != a.ranks) {
     if (dev.rank() == 0) std::cerr << fmt::format("error: --ranks {} but the job has {}\n", a.ranks, dev.world());

@@ -6,8 +6,8 @@
 
 #include "cli/common.hpp"
 #include "cli/json.hpp"
-#include "plan/describe.hpp"
-#include "plan/memory.hpp"
+#include "scenario/describe.hpp"
+#include "workload/memory.hpp"
 #include "report/table.hpp"
 #include "sim/compute_model.hpp"
 #include "topology/units.hpp"
@@ -26,12 +26,12 @@ void add_check(CLI::App& app) {
   args->json.add_to(*cmd, "The resolved scenario and its memory (SI units)");
   cmd->add_flag("--require-fit", args->require_fit, "Exit with status 3 when the plan does not fit in memory");
   cmd->callback([args] {
-    const plan::Scenario s = args->scenario.load();
+    const scenario::Scenario s = args->scenario.load();
     // The device profile too: simulate reads it, so check must refuse what simulate would.
     if (!s.hardware.profile.empty()) (void)sim::load_profile(s.hardware.profile, s.cluster.device);
-    const plan::MemoryReport mem = plan::memory_per_rank(s);
+    const workload::MemoryReport mem = workload::memory_per_rank(s);
     if (args->json.wanted()) {
-      auto j = plan::to_json(s);
+      auto j = scenario::to_json(s);
       j["memory"] = memory_json(mem);
       write_output(args->json.path, stamped("check", j).dump(2) + "\n");
       if (args->json.on_stdout()) {
@@ -50,8 +50,8 @@ void add_check(CLI::App& app) {
                  u::format_bytes(b.activations), std::to_string(b.in_flight), u::format_bytes(b.logits + b.workspace),
                  u::format_bytes(b.total())});
     }
-    fmt::print("{}\nmemory per rank (capacity {}):\n{}{}\n\n", plan::describe(s), u::format_bytes(mem.capacity),
-               t.render("  "), plan::describe_memory(mem));
+    fmt::print("{}\nmemory per rank (capacity {}):\n{}{}\n\n", scenario::describe(s), u::format_bytes(mem.capacity),
+               t.render("  "), workload::describe_memory(mem));
     if (mem.fits()) {
       fmt::print("ok: {} is a valid scenario and fits in memory\n", s.source);
     } else {

@@ -34,7 +34,7 @@ std::string describe(const EmulatedCluster& c) {
 }
 
 void up(const ClusterArgs& a) {
-  const plan::Scenario s = a.scenario.load();
+  const scenario::Scenario s = a.scenario.load();
   const double rate = a.rate.empty() ? 0.0 : parse_or_throw(a.rate, true, "--rate");
   const double latency = a.latency.empty() ? -1.0 : parse_or_throw(a.latency, false, "--latency");
   const double max_rate = parse_or_throw(a.max_rate, true, "--max-rate");

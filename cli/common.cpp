@@ -18,9 +18,9 @@
 
 #include "cli/output.hpp"
 #include "exec/watchdog.hpp"
-#include "plan/load.hpp"
-#include "plan/search.hpp"
-#include "sim/planner.hpp"
+#include "scenario/load.hpp"
+#include "planner/search.hpp"
+#include "planner/planner.hpp"
 #include "topology/units.hpp"
 
 namespace parasim::cli {
@@ -153,43 +153,43 @@ extern "C" void forward_to_launcher(int sig) {
   std::_Exit(exit_failure);
 }
 
-plan::Scenario ScenarioArgs::load() const {
-  return plan::load(path, overrides);
+scenario::Scenario ScenarioArgs::load() const {
+  return scenario::load(path, overrides);
 }
 
-std::vector<std::string> plan_overrides(const ScenarioArgs& args, const plan::Scenario& s, const plan::Candidate& c,
-                                        int devices) {
+std::vector<std::string> plan_overrides(const ScenarioArgs& args, const scenario::Scenario& s,
+                                        const planner::Candidate& c, int devices) {
   std::vector<std::string> sets = args.overrides;
-  const plan::Scenario sized = plan::on_devices(s, devices);
+  const scenario::Scenario sized = planner::on_devices(s, devices);
   if (sized.cluster.nodes != s.cluster.nodes) sets.push_back(fmt::format("cluster.nodes={}", sized.cluster.nodes));
   if (sized.cluster.gpus_per_node != s.cluster.gpus_per_node) {
     sets.push_back(fmt::format("cluster.gpus_per_node={}", sized.cluster.gpus_per_node));
   }
-  for (const std::string& o : plan::overrides_of(c)) sets.push_back(o);
+  for (const std::string& o : planner::overrides_of(c)) sets.push_back(o);
   return sets;
 }
 
-std::string fitting_plan_advice(const ScenarioArgs& args, const plan::Scenario& s) {
-  sim::PlanOptions options;
+std::string fitting_plan_advice(const ScenarioArgs& args, const scenario::Scenario& s) {
+  planner::PlanOptions options;
   options.resimulate = 0;
-  const sim::PlanReport r = sim::plan_search(s, options);
+  const planner::PlanReport r = planner::plan_search(s, options);
   if (r.ranked.empty()) {
     std::string sets;
     for (const std::string& o : args.overrides) sets += " --set " + o;
     return fmt::format("no plan fits on these {} devices; parasim plan {}{} finds the smallest cluster where one does",
                        r.devices, args.path, sets);
   }
-  const sim::PlanScore& best = r.ranked.front();
+  const planner::PlanScore& best = r.ranked.front();
   const std::vector<std::string> sets = plan_overrides(args, s, best.candidate);
   return fmt::format(
       "the best of the {} plans that fit on these devices (estimated {} a step): parasim simulate {} --set {}",
       r.ranked.size(), units::format_duration(best.step_time), args.path, fmt::join(sets, " --set "));
 }
 
-void require_fit(bool required, const plan::MemoryReport& memory, const plan::Scenario& s) {
+void require_fit(bool required, const workload::MemoryReport& memory, const scenario::Scenario& s) {
   if (!required || memory.fits()) return;
   throw ExitStatus(exit_no_fit, fmt::format("{} does not fit in memory: {} (--require-fit)", s.source,
-                                            plan::describe_memory(memory)));
+                                            workload::describe_memory(memory)));
 }
 
 std::string sets_yaml(const std::vector<std::string>& sets) {

@@ -7,9 +7,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "plan/memory.hpp"
-#include "plan/scenario.hpp"
-#include "plan/search.hpp"
+#include "workload/memory.hpp"
+#include "scenario/scenario.hpp"
+#include "planner/search.hpp"
 
 namespace parasim::cli {
 
@@ -33,7 +33,7 @@ struct ScenarioArgs {
   std::string path;
   std::vector<std::string> overrides;
   void add_to(CLI::App& cmd);
-  [[nodiscard]] plan::Scenario load() const;
+  [[nodiscard]] scenario::Scenario load() const;
 };
 
 // Thrown for a usage problem found after parsing (exit code 2).
@@ -71,16 +71,16 @@ bool under_mpi();
 
 // A plan the planner found as --set arguments: the scenario's own overrides, the cluster's
 // new size when the plan is for `devices` (0: the cluster's), the candidate's keys.
-std::vector<std::string> plan_overrides(const ScenarioArgs& args, const plan::Scenario& s, const plan::Candidate& c,
-                                        int devices = 0);
+std::vector<std::string> plan_overrides(const ScenarioArgs& args, const scenario::Scenario& s,
+                                        const planner::Candidate& c, int devices = 0);
 
 // For a plan that does not fit: the best plan that does on the same devices, by the
 // planner's estimates (nothing re-simulated), as a line with the command that simulates it;
 // or where none fits, that. Empty for a generic model's scenario with nothing to search.
-std::string fitting_plan_advice(const ScenarioArgs& args, const plan::Scenario& s);
+std::string fitting_plan_advice(const ScenarioArgs& args, const scenario::Scenario& s);
 
 // --require-fit: ends the command with exit_no_fit when the scenario's plan does not fit.
-void require_fit(bool required, const plan::MemoryReport& memory, const plan::Scenario& s);
+void require_fit(bool required, const workload::MemoryReport& memory, const scenario::Scenario& s);
 
 // Subcommands.
 void add_topo(CLI::App& app);

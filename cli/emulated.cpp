@@ -160,7 +160,7 @@ std::string state_dir() {
   return dir != nullptr && *dir != '\0' ? dir : "/run/parasim-cluster";
 }
 
-EmulatedCluster emulated_for(const plan::Scenario& s, double rate, double latency, double max_rate) {
+EmulatedCluster emulated_for(const scenario::Scenario& s, double rate, double latency, double max_rate) {
   EmulatedCluster c;
   c.scenario = s.name;
   c.nodes = s.cluster.nodes;

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 
 namespace parasim::cli {
 
@@ -45,7 +45,7 @@ std::string state_dir();
 // carries; `rate` > 0 sets it outright, as `latency` >= 0 does the latency); the cores this
 // process may use shared out among the nodes, an equal block each (one each, round robin,
 // when there are fewer cores than nodes).
-EmulatedCluster emulated_for(const plan::Scenario& s, double rate, double latency, double max_rate);
+EmulatedCluster emulated_for(const scenario::Scenario& s, double rate, double latency, double max_rate);
 
 // Why this machine cannot emulate a cluster ("" when it can): not root, no `ip` or `tc`, no
 // network namespaces, veth pairs, bridges or token bucket in the kernel.

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/common.hpp"
-#include "plan/describe.hpp"
+#include "scenario/describe.hpp"
 #include "topology/units.hpp"
 
 namespace parasim::cli {
@@ -13,14 +13,14 @@ namespace {
 
 // The arguments, one per line with a trailing backslash; what Megatron-LM cannot be told
 // (or what it does its own way) as comment lines before them.
-std::string megatron_arguments(const plan::Scenario& s) {
-  const plan::ModelSpec& m = s.model;
-  const plan::TrainingSpec& t = s.training;
-  const plan::ParallelPlan& p = s.plan;
+std::string megatron_arguments(const scenario::Scenario& s) {
+  const scenario::ModelSpec& m = s.model;
+  const scenario::TrainingSpec& t = s.training;
+  const scenario::ParallelPlan& p = s.plan;
   std::vector<std::string> notes;
   std::vector<std::string> args;
   auto arg = [&args](std::string a) { args.push_back(std::move(a)); };
-  if (m.kind != plan::ModelKind::transformer) {
+  if (m.kind != scenario::ModelKind::transformer) {
     throw UsageError(fmt::format("'{}' is a generic layer list: Megatron-LM trains transformers only", m.name));
   }
   // The model.
@@ -31,7 +31,7 @@ std::string megatron_arguments(const plan::Scenario& s) {
   if (m.kv_heads != m.heads && !m.mla()) arg(fmt::format("--group-query-attention --num-query-groups {}", m.kv_heads));
   arg(fmt::format("--seq-length {} --max-position-embeddings {}", m.seq_len, m.seq_len));
   arg(fmt::format("--tokenizer-type NullTokenizer --vocab-size {}", m.vocab));
-  if (m.mlp == plan::Mlp::swiglu) {
+  if (m.mlp == scenario::Mlp::swiglu) {
     arg("--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear");
   }
   if (!m.tie_embeddings) arg("--untie-embeddings-and-output-weights");
@@ -57,28 +57,29 @@ std::string megatron_arguments(const plan::Scenario& s) {
   // The batch and precision.
   arg(fmt::format("--micro-batch-size {} --global-batch-size {}", t.micro_batch, t.global_batch));
   switch (t.precision) {
-    case plan::Dtype::bf16: arg("--bf16"); break;
-    case plan::Dtype::fp16: arg(fmt::format("--fp16 --initial-loss-scale {:g}", t.loss_scale)); break;
-    case plan::Dtype::fp8:
+    case scenario::Dtype::bf16: arg("--bf16"); break;
+    case scenario::Dtype::fp16: arg(fmt::format("--fp16 --initial-loss-scale {:g}", t.loss_scale)); break;
+    case scenario::Dtype::fp8:
       arg(fmt::format("--bf16 --fp8-format hybrid --fp8-recipe {}",
-                      t.fp8_recipe == plan::Fp8Recipe::delayed ? "delayed" : "tensorwise"));
+                      t.fp8_recipe == scenario::Fp8Recipe::delayed ? "delayed" : "tensorwise"));
       break;
-    case plan::Dtype::tf32:
-    case plan::Dtype::fp32:
+    case scenario::Dtype::tf32:
+    case scenario::Dtype::fp32:
       notes.push_back(
           fmt::format("training.precision {}: neither --bf16 nor --fp16 (PyTorch decides TF32 for the matmuls)",
                       topology::to_string(t.precision)));
       break;
   }
-  if (t.grad_dtype != plan::Dtype::fp32 && (t.precision == plan::Dtype::bf16 || t.precision == plan::Dtype::fp8)) {
+  if (t.grad_dtype != scenario::Dtype::fp32 &&
+      (t.precision == scenario::Dtype::bf16 || t.precision == scenario::Dtype::fp8)) {
     notes.push_back("training.grad_dtype bf16: Megatron-LM accumulates and reduces fp32 main gradients under --bf16");
   }
-  if (t.attention == plan::Attention::flash) arg("--use-flash-attn");
-  if (t.recompute == plan::Recompute::selective) arg("--recompute-granularity selective");
-  if (t.recompute == plan::Recompute::full)
+  if (t.attention == scenario::Attention::flash) arg("--use-flash-attn");
+  if (t.recompute == scenario::Recompute::selective) arg("--recompute-granularity selective");
+  if (t.recompute == scenario::Recompute::full)
     arg("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
-  arg(t.optimizer == plan::Optimizer::sgd ? "--optimizer sgd" : "--optimizer adam");
-  if (t.optimizer == plan::Optimizer::adamw8bit)
+  arg(t.optimizer == scenario::Optimizer::sgd ? "--optimizer sgd" : "--optimizer adam");
+  if (t.optimizer == scenario::Optimizer::adamw8bit)
     notes.push_back("training.optimizer adamw8bit: bitsandbytes' 8-bit Adam, not a Megatron argument");
   arg(fmt::format("--lr {:g}", t.learning_rate));
   // The plan.

@@ -1,6 +1,6 @@
 // parasim import --megatron FILE: Megatron-LM's pretrain_gpt.py arguments (a launch script,
 // or what `parasim export --megatron` printed) as a scenario on a cluster preset, so that a
-// plan already running can be predicted, checked and planned from (plan/megatron.hpp).
+// plan already running can be predicted, checked and planned from (scenario/megatron.hpp).
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -10,10 +10,10 @@
 #include <fmt/ranges.h>
 
 #include "cli/common.hpp"
-#include "plan/describe.hpp"
-#include "plan/diagnostics.hpp"
-#include "plan/load.hpp"
-#include "plan/megatron.hpp"
+#include "scenario/describe.hpp"
+#include "scenario/diagnostics.hpp"
+#include "scenario/load.hpp"
+#include "scenario/megatron.hpp"
 
 namespace parasim::cli {
 namespace {
@@ -45,7 +45,7 @@ std::string quoted(const std::string& text) {
 
 void run_import(const ImportArgs& a) {
   const std::string source = a.file == "-" ? std::string("<stdin>") : a.file;
-  const plan::MegatronImport m = plan::read_megatron_arguments(read_all(a.file), source);
+  const scenario::MegatronImport m = scenario::read_megatron_arguments(read_all(a.file), source);
   const int gpus = a.gpus > 0 ? a.gpus : m.gpus;
   if (gpus == 0) {
     throw UsageError(
@@ -61,7 +61,7 @@ void run_import(const ImportArgs& a) {
                     gpus, m.tp, m.pp, m.cp, model_parallel));
   }
   // The cluster preset's node size, from the preset itself.
-  const plan::Scenario probe = plan::load_text(
+  const scenario::Scenario probe = scenario::load_text(
       fmt::format("cluster: {}\nmodel: tiny-gpt\ntraining: {{global_batch: 1, micro_batch: 1}}\nplan: {{dp: 1}}\n",
                   a.cluster),
       "--cluster " + a.cluster);
@@ -81,16 +81,16 @@ void run_import(const ImportArgs& a) {
   yaml += sets_yaml(sets);
   // What was written must load: an inconsistent set of arguments is refused here, naming
   // the setting, rather than in the next command.
-  plan::Scenario s;
+  scenario::Scenario s;
   try {
-    s = plan::load_text(yaml, "the imported scenario");
-  } catch (const plan::ScenarioError& e) {
+    s = scenario::load_text(yaml, "the imported scenario");
+  } catch (const scenario::ScenarioError& e) {
     throw UsageError(
         fmt::format("{}: the arguments do not make a plan parasim can run: {}: {}", source, e.key(), e.message()));
   }
   write_output(a.out, yaml);
   if (a.out != "-") {
-    const std::string described = plan::describe(s);
+    const std::string described = scenario::describe(s);
     fmt::print("wrote {}: {}\n", a.out, described.substr(0, described.find('\n')));
     if (!m.ignored.empty())
       fmt::print("ignored {} argument{} parasim does not model\n", m.ignored.size(), m.ignored.size() == 1 ? "" : "s");

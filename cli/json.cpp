@@ -23,7 +23,7 @@ nlohmann::ordered_json stamped(std::string_view kind, const nlohmann::ordered_js
   return j;
 }
 
-nlohmann::ordered_json memory_json(const plan::MemoryReport& mem) {
+nlohmann::ordered_json memory_json(const workload::MemoryReport& mem) {
   nlohmann::ordered_json j{{"capacity", mem.capacity}, {"fits", mem.fits()}};
   if (mem.host_capacity > 0.0) j["host_capacity"] = mem.host_capacity;
   j["stages"] = nlohmann::ordered_json::array();

@@ -11,7 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "plan/memory.hpp"
+#include "workload/memory.hpp"
 
 namespace parasim::cli {
 
@@ -20,7 +20,7 @@ nlohmann::ordered_json stamped(std::string_view kind, const nlohmann::ordered_js
 // The memory per rank as check and simulate print it: capacity, fits, and per pipeline
 // stage each part (weights, gradients, master, optimizer, activations, logits, workspace,
 // host with offloading) and the total.
-nlohmann::ordered_json memory_json(const plan::MemoryReport& mem);
+nlohmann::ordered_json memory_json(const workload::MemoryReport& mem);
 
 // "parasim 0.1.0 (git 1a2b3c4d5e6f), built with ...": --version's line.
 std::string version_line();

@@ -12,7 +12,7 @@
 #include "cli/json.hpp"
 #include "cli/output.hpp"
 #include "parasim/config.hpp"
-#include "plan/diagnostics.hpp"
+#include "scenario/diagnostics.hpp"
 #include "sim/time.hpp"
 
 int main(int argc, char** argv) {
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return exit_bad_input;
-  } catch (const parasim::plan::ScenarioError& e) {
+  } catch (const parasim::scenario::ScenarioError& e) {
     std::cerr << "error: " << e.what() << '\n';
     return exit_bad_input;
   } catch (const parasim::sim::TimeRangeError& e) {

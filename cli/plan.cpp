@@ -11,11 +11,11 @@
 #include "cli/common.hpp"
 #include "cli/json.hpp"
 #include "cli/progress.hpp"
-#include "plan/describe.hpp"
-#include "plan/limits.hpp"
-#include "plan/search.hpp"
+#include "scenario/describe.hpp"
+#include "scenario/limits.hpp"
+#include "planner/search.hpp"
 #include "report/table.hpp"
-#include "sim/planner.hpp"
+#include "planner/planner.hpp"
 #include "topology/units.hpp"
 
 #ifdef PARASIM_HAVE_CPU_BACKEND
@@ -38,17 +38,17 @@ struct PlanArgs {
 };
 
 // The best plan as --set arguments (common.hpp, plan_overrides).
-std::vector<std::string> best_overrides(const PlanArgs& a, const plan::Scenario& s, const sim::PlanReport& r) {
+std::vector<std::string> best_overrides(const PlanArgs& a, const scenario::Scenario& s, const planner::PlanReport& r) {
   return plan_overrides(a.scenario, s, r.ranked[0].candidate, a.gpus);
 }
 
 // --write-best: a scenario that extends the one planned (by its path from the new file's
 // folder) with the best plan's keys, the dotted --set keys written as YAML sections.
-std::string best_scenario_yaml(const PlanArgs& a, const plan::Scenario& s, const sim::PlanReport& r) {
+std::string best_scenario_yaml(const PlanArgs& a, const scenario::Scenario& s, const planner::PlanReport& r) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::absolute(fs::path(a.write_best)).parent_path();
   const std::string base = fs::absolute(fs::path(a.scenario.path)).lexically_relative(dir).generic_string();
-  const sim::PlanScore& best = r.ranked[0];
+  const planner::PlanScore& best = r.ranked[0];
   std::string out = fmt::format(
       "# parasim plan's best of {} plans that fit for {}: {} a step, {} tokens/s, MFU {:.1f} %\n", r.ranked.size(),
       s.source, units::format_duration(best.step_time), units::format_count(best.tokens_per_s), 100 * best.mfu);
@@ -56,12 +56,12 @@ std::string best_scenario_yaml(const PlanArgs& a, const plan::Scenario& s, const
   return out + sets_yaml(best_overrides(a, s, r));
 }
 
-const char* tier(const sim::PlanScore& p) {
+const char* tier(const planner::PlanScore& p) {
   return p.simulated ? "simulated" : "estimate";
 }
 
-nlohmann::ordered_json plan_json(const sim::PlanScore& p, std::size_t rank) {
-  const plan::ParallelPlan& pl = p.candidate.plan;
+nlohmann::ordered_json plan_json(const planner::PlanScore& p, std::size_t rank) {
+  const scenario::ParallelPlan& pl = p.candidate.plan;
   return {{"rank", rank},
           {"dp", pl.dp},
           {"tp", pl.tp},
@@ -69,13 +69,13 @@ nlohmann::ordered_json plan_json(const sim::PlanScore& p, std::size_t rank) {
           {"cp", pl.cp},
           {"ep", pl.ep},
           {"virtual_stages", pl.virtual_stages},
-          {"schedule", plan::to_string(pl.schedule)},
+          {"schedule", to_string(pl.schedule)},
           {"micro_batch", p.candidate.micro_batch},
-          {"recompute", plan::to_string(p.candidate.recompute)},
+          {"recompute", to_string(p.candidate.recompute)},
           {"zero", pl.zero},
           {"sequence_parallel", pl.sequence_parallel},
           {"tp_comm_overlap", pl.tp_comm_overlap},
-          {"placement", plan::placement_string(pl)},
+          {"placement", scenario::placement_string(pl)},
           {"step_time", p.step_time},
           {"tokens_per_s", p.tokens_per_s},
           {"mfu", p.mfu},
@@ -83,42 +83,42 @@ nlohmann::ordered_json plan_json(const sim::PlanScore& p, std::size_t rank) {
           {"bottleneck", p.bottleneck},
           {"tier", tier(p)},
           {"estimated_step_time", p.estimate},
-          {"overrides", plan::overrides_of(p.candidate)}};
+          {"overrides", planner::overrides_of(p.candidate)}};
 }
 
-std::string csv_text(const sim::PlanReport& r) {
+std::string csv_text(const planner::PlanReport& r) {
   std::string out =
       "rank,dp,tp,pp,cp,ep,virtual_stages,schedule,micro_batch,recompute,zero,sequence_parallel,tp_comm_overlap,"
       "placement,step_time_s,"
       "tokens_per_s,mfu,memory_bytes,tier,estimated_step_time_s,bottleneck\n";
   for (std::size_t i = 0; i < r.ranked.size(); ++i) {
-    const sim::PlanScore& p = r.ranked[i];
-    const plan::ParallelPlan& pl = p.candidate.plan;
+    const planner::PlanScore& p = r.ranked[i];
+    const scenario::ParallelPlan& pl = p.candidate.plan;
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{:.9g},{:.9g},{:.6g},{:.0f},{},{:.9g},\"{}\"\n",
-                       i + 1, pl.dp, pl.tp, pl.pp, pl.cp, pl.ep, pl.virtual_stages, plan::to_string(pl.schedule),
-                       p.candidate.micro_batch, plan::to_string(p.candidate.recompute), pl.zero,
+                       i + 1, pl.dp, pl.tp, pl.pp, pl.cp, pl.ep, pl.virtual_stages, to_string(pl.schedule),
+                       p.candidate.micro_batch, to_string(p.candidate.recompute), pl.zero,
                        pl.sequence_parallel ? "true" : "false", pl.tp_comm_overlap ? "true" : "false",
-                       plan::placement_string(pl), p.step_time, p.tokens_per_s, p.mfu, p.memory, tier(p), p.estimate,
-                       p.bottleneck);
+                       scenario::placement_string(pl), p.step_time, p.tokens_per_s, p.mfu, p.memory, tier(p),
+                       p.estimate, p.bottleneck);
   }
   return out;
 }
 
 // Returns whether a plan fits on the devices planned for (another rank of an MPI job: true).
 bool run_plan(const PlanArgs& a) {
-  const plan::Scenario s = a.scenario.load();
+  const scenario::Scenario s = a.scenario.load();
   if (a.gpus < 0) throw UsageError("--gpus: expected a positive device count");
-  sim::PlanOptions options;
+  planner::PlanOptions options;
   options.devices = a.gpus;
   options.resimulate = a.resimulate;
   options.threads = a.threads;
-  sim::PlanReport r;
+  planner::PlanReport r;
   if (under_mpi()) {
     // Under mpirun or srun: each rank scores its slice of the candidates, rank 0 gathers
     // them into the one ranking a single process would make, and prints it.
 #ifdef PARASIM_HAVE_CPU_BACKEND
     exec::MpiJob job;
-    const std::string mine = sim::score_part(s, options, job.rank(), job.world()) + "\n";
+    const std::string mine = planner::score_part(s, options, job.rank(), job.world()) + "\n";
     const std::vector<char> all = job.gather_to_root(std::span<const char>(mine.data(), mine.size()));
     if (job.rank() != 0) return true;
     std::vector<std::string> parts;
@@ -131,7 +131,7 @@ bool run_plan(const PlanArgs& a) {
       parts.push_back(std::move(line));
       line.clear();
     }
-    r = sim::merge_parts(s, options, parts);
+    r = planner::merge_parts(s, options, parts);
 #else
     throw UsageError("this build has no MPI: run parasim plan without mpirun (it uses every core by itself)");
 #endif
@@ -142,7 +142,7 @@ bool run_plan(const PlanArgs& a) {
         progress.update(phase, done, total);
       };
     }
-    r = sim::plan_search(s, options);
+    r = planner::plan_search(s, options);
   }
   std::size_t rejected = 0;
   for (const auto& [reason, n] : r.rejected) rejected += n;
@@ -150,12 +150,12 @@ bool run_plan(const PlanArgs& a) {
   if (!a.write_best.empty() && !r.ranked.empty()) write_output(a.write_best, best_scenario_yaml(a, s, r));
   const std::size_t shown = std::min(r.ranked.size(), static_cast<std::size_t>(std::max(0, a.top)));
   // Nothing fits: the smallest cluster on which something does (by memory alone).
-  const int bigger = r.ranked.empty() && !under_mpi() ? sim::smallest_fitting_devices(s, r.devices) : 0;
+  const int bigger = r.ranked.empty() && !under_mpi() ? planner::smallest_fitting_devices(s, r.devices) : 0;
   // Only plans that offload to host memory fit: the smallest cluster where one fits without.
   const bool all_offload =
       !r.ranked.empty() && std::all_of(r.ranked.begin(), r.ranked.end(),
-                                       [](const sim::PlanScore& p) { return p.candidate.plan.offloads(); });
-  const int without_offload = all_offload && !under_mpi() ? sim::smallest_fitting_devices(s, r.devices, false) : 0;
+                                       [](const planner::PlanScore& p) { return p.candidate.plan.offloads(); });
+  const int without_offload = all_offload && !under_mpi() ? planner::smallest_fitting_devices(s, r.devices, false) : 0;
   if (a.json.wanted()) {
     nlohmann::ordered_json plans = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json(r.ranked[i], i + 1));
@@ -184,10 +184,10 @@ bool run_plan(const PlanArgs& a) {
   if (r.ranked.empty()) {
     fmt::print("no plan fits in {} per device\n", u::format_bytes(r.capacity));
     if (bigger == 0) {
-      if (!under_mpi()) fmt::print("nor on any cluster of this node up to {} devices\n", plan::limits::gpus);
+      if (!under_mpi()) fmt::print("nor on any cluster of this node up to {} devices\n", scenario::limits::gpus);
       return !r.ranked.empty();
     }
-    const plan::Scenario grown = plan::on_devices(s, bigger);
+    const scenario::Scenario grown = planner::on_devices(s, bigger);
     fmt::print("the smallest cluster where one fits: {} devices ({} node{} of {}); its plans:\n\n", bigger,
                grown.cluster.nodes, grown.cluster.nodes == 1 ? "" : "s", grown.cluster.gpus_per_node);
     PlanArgs more = a;
@@ -202,16 +202,16 @@ bool run_plan(const PlanArgs& a) {
                   {A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left, A::right, A::left,
                    A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::left, A::left});
   for (std::size_t i = 0; i < shown; ++i) {
-    const sim::PlanScore& p = r.ranked[i];
-    const plan::ParallelPlan& pl = p.candidate.plan;
+    const planner::PlanScore& p = r.ranked[i];
+    const scenario::ParallelPlan& pl = p.candidate.plan;
     t.add_row({std::to_string(i + 1), std::to_string(pl.dp), std::to_string(pl.tp), std::to_string(pl.pp),
                std::to_string(pl.cp), std::to_string(pl.ep), std::to_string(pl.virtual_stages),
-               std::string(plan::to_string(pl.schedule)), std::to_string(p.candidate.micro_batch),
-               std::string(plan::to_string(p.candidate.recompute)), plan::sharding_string(pl),
+               std::string(to_string(pl.schedule)), std::to_string(p.candidate.micro_batch),
+               std::string(to_string(p.candidate.recompute)), planner::sharding_string(pl),
                pl.tp_comm_overlap     ? "overlap"
                : pl.sequence_parallel ? "yes"
                                       : "no",
-               plan::placement_string(pl), u::format_duration(p.step_time), u::format_count(p.tokens_per_s),
+               scenario::placement_string(pl), u::format_duration(p.step_time), u::format_count(p.tokens_per_s),
                fmt::format("{:.1f} %", 100 * p.mfu), u::format_bytes(p.memory), tier(p), p.bottleneck});
   }
   fmt::print("{}", t.render());
@@ -219,7 +219,7 @@ bool run_plan(const PlanArgs& a) {
     fmt::print("\nevery plan that fits on {} device{} offloads to host memory; without offloading, {}\n", r.devices,
                r.devices == 1 ? "" : "s",
                without_offload > 0 ? fmt::format("the smallest cluster where one fits has {} devices", without_offload)
-                                   : fmt::format("none fits up to {} devices", plan::limits::gpus));
+                                   : fmt::format("none fits up to {} devices", scenario::limits::gpus));
   }
   // The best plan as a command: the scenario's own overrides, the cluster's new size, the plan.
   fmt::print("\nbest: parasim simulate {} --set {}\n", a.scenario.path, fmt::join(best_overrides(a, s, r), " --set "));
@@ -236,7 +236,7 @@ void add_plan(CLI::App& app) {
   args->scenario.add_to(*cmd);
   cmd->add_option("--gpus", args->gpus, "Plan for N devices (default: the cluster's; nodes are added or removed)")
       ->type_name("N")
-      ->check(CLI::Range(1, static_cast<int>(plan::limits::gpus)));
+      ->check(CLI::Range(1, static_cast<int>(scenario::limits::gpus)));
   cmd->add_option("--top", args->top, "Plans shown")
       ->type_name("K")
       ->check(CLI::NonNegativeNumber)

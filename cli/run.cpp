@@ -26,12 +26,12 @@
 #include "cli/json.hpp"
 #include "cli/output.hpp"
 #include "cli/run.hpp"
-#include "plan/describe.hpp"
-#include "plan/limits.hpp"
+#include "scenario/describe.hpp"
+#include "scenario/limits.hpp"
 #include "exec/backend.hpp"
 #include "exec/shard.hpp"
 #include "exec/watchdog.hpp"
-#include "plan/memory.hpp"
+#include "workload/memory.hpp"
 #include "report/chrome_trace.hpp"
 #include "report/compare.hpp"
 #include "report/metrics.hpp"
@@ -48,28 +48,27 @@ namespace parasim::cli {
 
 namespace u = units;
 
-
-plan::Scenario load_for_run(const RunArgs& a) {
+scenario::Scenario load_for_run(const RunArgs& a) {
   ScenarioArgs args = a.scenario;
   if (a.emulated) {
     for (const std::string& o : emulated_overrides(emulated_cluster_up())) args.overrides.push_back(o);
   }
-  plan::Scenario s = args.load();
+  scenario::Scenario s = args.load();
   if (a.steps) s.run.steps = *a.steps;
   if (a.warmup) s.run.warmup = *a.warmup;
   if (s.run.steps < 1) throw UsageError("--steps must be at least 1");
   if (s.run.warmup < 0) throw UsageError("--warmup must not be negative");
-  if (!a.backend.empty()) s.run.backend = a.backend == "cuda" ? plan::Backend::cuda : plan::Backend::cpu;
+  if (!a.backend.empty()) s.run.backend = a.backend == "cuda" ? scenario::Backend::cuda : scenario::Backend::cpu;
   // The executor's GPT trains without dropout (deterministic, comparable across plans):
   // what runs, and what validate predicts, is the model without it (no masks, no kernels).
   s.model.dropout = 0.0;
   return s;
 }
 
-std::vector<double> rank_tensor_memory(const plan::Scenario& s, const plan::MemoryReport& mem) {
+std::vector<double> rank_tensor_memory(const scenario::Scenario& s, const workload::MemoryReport& mem) {
   std::vector<double> out;
   for (int r = 0; r < s.plan.world(); ++r) {
-    const plan::MemoryBreakdown& b = mem.stages[static_cast<std::size_t>(plan::coord_of(s.plan, r).pp)];
+    const workload::MemoryBreakdown& b = mem.stages[static_cast<std::size_t>(scenario::coord_of(s.plan, r).pp)];
     out.push_back(b.total() - b.workspace);
   }
   return out;
@@ -92,17 +91,18 @@ double host_available_memory() {
 
 }  // namespace
 
-void precheck(const plan::Scenario& s) {
-  const exec::BackendStatus b = exec::backend_status(plan::to_string(s.run.backend));
+void precheck(const scenario::Scenario& s) {
+  const exec::BackendStatus b = exec::backend_status(to_string(s.run.backend));
   if (!b.usable) throw UsageError(fmt::format("backend {} cannot run here: {}", b.name, b.detail));
 #ifndef PARASIM_HAVE_CUDA_DEVICE
-  if (s.run.backend == plan::Backend::cuda) throw UsageError("this build has no CUDA executor; run with --backend cpu");
+  if (s.run.backend == scenario::Backend::cuda)
+    throw UsageError("this build has no CUDA executor; run with --backend cpu");
 #endif
   if (const std::string why = exec::unsupported_reason(s); !why.empty()) throw UsageError(why);
-  const plan::MemoryReport mem = plan::memory_per_rank(s);
-  if (!mem.fits()) throw UsageError("the plan does not fit in memory: " + plan::describe_memory(mem));
+  const workload::MemoryReport mem = workload::memory_per_rank(s);
+  if (!mem.fits()) throw UsageError("the plan does not fit in memory: " + workload::describe_memory(mem));
   // CPU ranks share this host's memory, whatever the device preset declares.
-  if (s.run.backend == plan::Backend::cpu) {
+  if (s.run.backend == scenario::Backend::cpu) {
     const std::vector<double> ranks = rank_tensor_memory(s, mem);
     const double need = std::accumulate(ranks.begin(), ranks.end(), 0.0);
     const double available = host_available_memory();
@@ -119,7 +119,7 @@ void precheck(const plan::Scenario& s) {
 namespace {
 
 // Runs the plan on this rank (every rank of the job calls it). Rank 0 prints progress.
-Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
+Job run_job(const scenario::Scenario& s, const RunArgs& a, bool quiet) {
   // The CPU backend holds the device preset's memory; a GPU its own (or the preset's, if less).
   const auto capacity = static_cast<std::size_t>(s.cluster.device.memory_bytes);
   exec::watchdog::start(a.stall);  // from here every phase is watched, MPI start-up included
@@ -141,10 +141,9 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   }
   const bool root = dev.rank() == 0;
   if (root && !quiet) {
-    fmt::print("running {}: {} rank{} ({}), backend {}, {}, {}, {} + {} warm-up steps\n",
-               s.name, s.plan.world(), s.plan.world() == 1 ? "" : "s", plan::layout_string(s.plan),
-               plan::to_string(s.run.backend), exec::model_description(s), topology::to_string(s.training.precision),
-               s.run.steps, s.run.warmup);
+    fmt::print("running {}: {} rank{} ({}), backend {}, {}, {}, {} + {} warm-up steps\n", s.name, s.plan.world(),
+               s.plan.world() == 1 ? "" : "s", scenario::layout_string(s.plan), to_string(s.run.backend),
+               exec::model_description(s), topology::to_string(s.training.precision), s.run.steps, s.run.warmup);
   }
   exec::RunOptions o;
   o.steps = s.run.steps;
@@ -159,8 +158,8 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   const int every = total > 50 ? total / 25 : 1;
   // Tokens for a language model, samples (images) for a generic one.
   const double items = static_cast<double>(s.training.global_batch) * s.model.tokens_per_sample();
-  const char* unit = s.model.kind == plan::ModelKind::transformer ? "tokens/s" : "samples/s";
-  const bool scheduled = s.training.warmup_steps > 0 || s.training.lr_decay != plan::LrDecay::constant;
+  const char* unit = s.model.kind == scenario::ModelKind::transformer ? "tokens/s" : "samples/s";
+  const bool scheduled = s.training.warmup_steps > 0 || s.training.lr_decay != scenario::LrDecay::constant;
   o.on_step = [&, total, every, unit, scheduled](const exec::StepRecord& r) {
     // A diverging step is always told (on stderr, after its line), whatever the output.
     const auto warn = [&r] {
@@ -204,7 +203,7 @@ Job run_job(const plan::Scenario& s, const RunArgs& a, bool quiet) {
   return job;
 }
 
-void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
+void print_summary(const scenario::Scenario& s, const exec::Measurement& m) {
   const double tokens = static_cast<double>(s.training.global_batch) * s.model.tokens_per_sample();
   if (m.steps.empty()) {
     fmt::print("\nno step was measured\n");
@@ -214,7 +213,7 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
   const double last = m.steps.back().loss;
   fmt::print("\nmeasured over {} steps\n", s.run.steps);
   fmt::print("step time          {} median, {} mean\n", u::format_duration(m.median_seconds), u::format_duration(m.mean_seconds));
-  if (s.model.kind == plan::ModelKind::transformer) {
+  if (s.model.kind == scenario::ModelKind::transformer) {
     fmt::print("throughput         {:.1f} samples/s, {} tokens/s\n", s.training.global_batch / m.median_seconds,
                u::format_count(tokens / m.median_seconds));
   } else {
@@ -229,7 +228,7 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
     fmt::print("expert load        the busiest rank's experts computed {:.2f} x the mean's rows (ep {})\n", m.expert_load,
                s.plan.ep);
   }
-  if (s.training.precision == plan::Dtype::fp16) {
+  if (s.training.precision == scenario::Dtype::fp16) {
     const auto skipped = std::count_if(m.steps.begin(), m.steps.end(), [](const exec::StepRecord& r) { return r.skipped; });
     fmt::print("loss scale         {:g} (from {:g}; {} step{} skipped for overflow)\n", m.steps.back().loss_scale,
                s.training.loss_scale, skipped, skipped == 1 ? "" : "s");
@@ -247,7 +246,7 @@ void print_summary(const plan::Scenario& s, const exec::Measurement& m) {
 
 }  // namespace
 
-Job launch_and_run(const plan::Scenario& s, const RunArgs& a) {
+Job launch_and_run(const scenario::Scenario& s, const RunArgs& a) {
   if (!under_mpi()) {
     precheck(s);
     if (a.emulated) {
@@ -283,7 +282,7 @@ nlohmann::ordered_json steps_json(const exec::Measurement& m) {
 namespace {
 
 void run_run(const RunArgs& a) {
-  const plan::Scenario s = load_for_run(a);
+  const scenario::Scenario s = load_for_run(a);
   const Job job = launch_and_run(s, a);
   if (!job.root) return;
   const exec::Measurement& m = job.measured();
@@ -293,7 +292,7 @@ void run_run(const RunArgs& a) {
   if (a.json.wanted()) {
     nlohmann::ordered_json j{{"scenario", s.name},
                              {"ranks", s.plan.world()},
-                             {"backend", plan::to_string(s.run.backend)},
+                             {"backend", to_string(s.run.backend)},
                              {"model", m.model_note},
                              {"kernel_paths", m.kernel_paths},
                              {"median_step_time", m.median_seconds},
@@ -323,9 +322,9 @@ void run_run(const RunArgs& a) {
 void add_run_options(CLI::App& cmd, RunArgs& a) {
   a.scenario.add_to(cmd);
   cmd.add_option("--steps", a.steps, "Measured steps (default: the scenario's run.steps)")
-      ->check(CLI::Range(1, plan::limits::steps));
+      ->check(CLI::Range(1, scenario::limits::steps));
   cmd.add_option("--warmup", a.warmup, "Warm-up steps before measuring (default: run.warmup)")
-      ->check(CLI::Range(0, plan::limits::steps));
+      ->check(CLI::Range(0, scenario::limits::steps));
   cmd.add_option("--backend", a.backend, "Executor backend (default: run.backend)")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--mpirun-args", a.mpirun_args,
                  "Arguments for the mpirun that starts the ranks, e.g. '--hostfile hosts' (split at spaces)")

@@ -11,8 +11,8 @@
 
 #include "cli/common.hpp"
 #include "cli/json.hpp"
-#include "plan/memory.hpp"
-#include "plan/scenario.hpp"
+#include "workload/memory.hpp"
+#include "scenario/scenario.hpp"
 
 #ifdef PARASIM_HAVE_CPU_BACKEND
 #include "exec/execute.hpp"
@@ -39,14 +39,14 @@ void add_run_options(CLI::App& cmd, RunArgs& a);
 
 // The scenario with the command line's --steps, --warmup and --backend applied; with
 // --emulated its cluster's nodes and NICs are the emulated cluster's.
-plan::Scenario load_for_run(const RunArgs& a);
+scenario::Scenario load_for_run(const RunArgs& a);
 
 // The memory each rank's tensors need, as the executor's allocator holds them: the
 // stage's total less the runtime's workspace (MPI or NCCL buffers, BLAS scratch).
-std::vector<double> rank_tensor_memory(const plan::Scenario& s, const plan::MemoryReport& mem);
+std::vector<double> rank_tensor_memory(const scenario::Scenario& s, const workload::MemoryReport& mem);
 
 // Everything that can be refused before any rank starts: the backend, the model, memory.
-void precheck(const plan::Scenario& s);
+void precheck(const scenario::Scenario& s);
 
 #ifdef PARASIM_HAVE_CPU_BACKEND
 
@@ -61,7 +61,7 @@ struct Job {
 // Outside MPI: the checks that need no rank, then a restart under mpirun (more than one
 // rank). As a rank: runs the plan a.repeat times; rank 0 prints the steps and a summary (to
 // standard error when the JSON has standard output).
-Job launch_and_run(const plan::Scenario& s, const RunArgs& a);
+Job launch_and_run(const scenario::Scenario& s, const RunArgs& a);
 
 nlohmann::ordered_json steps_json(const exec::Measurement& m);
 

@@ -16,9 +16,9 @@
 #include "cli/json.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
-#include "plan/describe.hpp"
-#include "plan/memory.hpp"
-#include "plan/program.hpp"
+#include "scenario/describe.hpp"
+#include "workload/memory.hpp"
+#include "program/program.hpp"
 #include "report/chrome_trace.hpp"
 #include "report/gzip.hpp"
 #include "report/metrics.hpp"
@@ -44,13 +44,13 @@ sim::FoldMode fold_mode(const std::string& s) {
 }
 
 // "64 of 1,024 (16 data-parallel replicas folded, exact)"
-std::string ranks_line(const plan::Scenario& s, const sim::Prediction& p) {
+std::string ranks_line(const scenario::Scenario& s, const sim::Prediction& p) {
   if (!p.program.one_replica()) return fmt::format("all {}", s.plan.world());
   return fmt::format("{} of {} ({} data-parallel replicas folded, {})", p.simulated_ranks(), s.plan.world(),
                      s.plan.dp, p.stats.exact ? "exact" : "approximate");
 }
 
-nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::MemoryReport& mem) {
+nlohmann::ordered_json figures_json(const report::StepFigures& f, const workload::MemoryReport& mem) {
   nlohmann::ordered_json comm = nlohmann::ordered_json::object();
   for (std::size_t d = 0; d < report::dimension_count; ++d) {
     comm[report::dimension_names[static_cast<std::size_t>(d)]] = {{"time", f.comm_mean[static_cast<std::size_t>(d)]},
@@ -87,7 +87,7 @@ nlohmann::ordered_json figures_json(const report::StepFigures& f, const plan::Me
 }
 
 // Communication per rank (each rank up to 16, else the mean of each pipeline stage's ranks).
-report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures& f) {
+report::Table per_rank_table(const scenario::Scenario& s, const report::StepFigures& f) {
   namespace u = units;
   using A = report::Table::Align;
   const bool each = f.ranks.size() <= 16;
@@ -106,7 +106,7 @@ report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures&
     report::RankFigures sum;
     int n = 0;
     for (const auto& r : f.ranks) {
-      if (each ? r.rank != row : plan::coord_of(s.plan, r.rank).pp != row) continue;
+      if (each ? r.rank != row : scenario::coord_of(s.plan, r.rank).pp != row) continue;
       ++n;
       sum.compute += r.compute;
       sum.bubble += r.bubble;
@@ -130,7 +130,9 @@ report::Table per_rank_table(const plan::Scenario& s, const report::StepFigures&
 // fp16's dynamic loss scaling in its steady state: the scale doubles after
 // loss_scale_window overflow-free steps until the gradients overflow, and that step is
 // skipped (the scale halved): one step in window + 1 does no training.
-double fp16_skipped_fraction(const plan::Scenario& s) { return 1.0 / (s.training.loss_scale_window + 1.0); }
+double fp16_skipped_fraction(const scenario::Scenario& s) {
+  return 1.0 / (s.training.loss_scale_window + 1.0);
+}
 
 // On a cluster with degraded parts or jitter: the same plan on the uniform cluster, and
 // what the degraded links carried.
@@ -145,10 +147,10 @@ struct Heterogeneity {
   std::vector<DegradedLinks> links;
 };
 
-Heterogeneity heterogeneity(const plan::Scenario& s, const report::Trace& trace, const topology::Cluster& cluster,
+Heterogeneity heterogeneity(const scenario::Scenario& s, const report::Trace& trace, const topology::Cluster& cluster,
                             sim::FoldMode fold) {
   Heterogeneity h;
-  plan::Scenario uniform = s;
+  scenario::Scenario uniform = s;
   uniform.cluster.degraded.clear();
   uniform.cluster.jitter = {};
   h.uniform_step = sim::predict(uniform, {false, fold, {}, {}}).trace.step_seconds();
@@ -181,7 +183,7 @@ nlohmann::ordered_json heterogeneity_json(const Heterogeneity& h, const report::
           {"degraded_links", links}};
 }
 
-void print_heterogeneity(const plan::Scenario& s, const Heterogeneity& h, const report::StepFigures& f) {
+void print_heterogeneity(const scenario::Scenario& s, const Heterogeneity& h, const report::StepFigures& f) {
   namespace u = units;
   const double lost = f.step_time - h.uniform_step;
   fmt::print("non-uniform cluster  step {} against {} with every device and link at its rate: {} {} ({:+.1f} %)\n",
@@ -210,8 +212,8 @@ struct SyncBnCost {
   double collectives = 0.0;  // exposed, per rank
 };
 
-SyncBnCost syncbn_cost(const plan::Scenario& s, const report::StepFigures& f, sim::FoldMode fold) {
-  plan::Scenario local = s;
+SyncBnCost syncbn_cost(const scenario::Scenario& s, const report::StepFigures& f, sim::FoldMode fold) {
+  scenario::Scenario local = s;
   local.training.sync_batch_norm = false;
   return {sim::predict(local, {false, fold, {}, {}}).trace.step_seconds(),
           f.exposed_mean[static_cast<std::size_t>(report::Dimension::syncbn)]};
@@ -229,7 +231,7 @@ void print_syncbn(const SyncBnCost& c, const report::StepFigures& f) {
 
 void run_simulate(const SimulateArgs& a) {
   namespace u = units;
-  const plan::Scenario s = a.scenario.load();
+  const scenario::Scenario s = a.scenario.load();
   const topology::Cluster cluster(s.cluster);
   // A large unfolded step takes a while: its progress on a terminal.
   Progress progress(a.json.on_stdout());
@@ -241,16 +243,16 @@ void run_simulate(const SimulateArgs& a) {
   std::optional<report::ChromeTraceStream> stream;
   if (!a.trace.empty() && report::chrome_trace_streamed(a.trace)) {
     stream.emplace(report::gzip_name(a.trace));
-    po.spans = [&stream](const plan::Program& p, std::span<const report::Span> spans, bool last) {
+    po.spans = [&stream](const program::Program& p, std::span<const report::Span> spans, bool last) {
       stream->add(p, spans, last);
     };
   }
   const sim::Prediction prediction = sim::predict(s, po);
-  const plan::Program& program = prediction.program;
+  const program::Program& program = prediction.program;
   const sim::SimStats& stats = prediction.stats;
   const report::Trace& trace = prediction.trace;
   const report::StepFigures f = report::step_figures(s, trace, cluster);
-  const plan::MemoryReport mem = plan::memory_per_rank(s);
+  const workload::MemoryReport mem = workload::memory_per_rank(s);
   std::optional<Heterogeneity> hetero;
   if (!s.cluster.uniform()) {
     if (progress.shown()) progress.update("simulating the uniform cluster", 0, 1);
@@ -297,8 +299,8 @@ void run_simulate(const SimulateArgs& a) {
     // Colour on a terminal, unless NO_COLOR is set (https://no-color.org).
     const char* no_colour = std::getenv("NO_COLOR");
     const bool colour = ::isatty(STDOUT_FILENO) != 0 && (no_colour == nullptr || *no_colour == '\0');
-    fmt::print("scenario {}: {} devices, {}, {} {}\n\n", s.name, s.plan.world(), plan::layout_string(s.plan),
-               plan::to_string(s.plan.schedule), topology::to_string(s.training.precision));
+    fmt::print("scenario {}: {} devices, {}, {} {}\n\n", s.name, s.plan.world(), scenario::layout_string(s.plan),
+               to_string(s.plan.schedule), topology::to_string(s.training.precision));
     fmt::print("device profile     {}\n", s.hardware.profile.empty()
                                                ? s.cluster.device.name + " datasheet figures (not calibrated)"
                                                : s.hardware.profile + " (measured)");
@@ -362,11 +364,11 @@ void run_simulate(const SimulateArgs& a) {
       for (const auto& [protocol, n] : stats.protocols) {
         protocols += fmt::format("{}{} {}", protocols.empty() ? "; NCCL protocols " : ", ", n, protocol);
       }
-      fmt::print("collectives: {} (setting {}{}{})\n", used, plan::to_string(s.plan.collective), protocols,
+      fmt::print("collectives: {} (setting {}{}{})\n", used, to_string(s.plan.collective), protocols,
                  program.one_replica() ? "; instances simulated" : "");
     }
     fmt::print("ranks simulated: {}\n", ranks_line(s, prediction));
-    if (!mem.fits()) fmt::print("memory: {}\n", plan::describe_memory(mem));
+    if (!mem.fits()) fmt::print("memory: {}\n", workload::describe_memory(mem));
     fmt::print("bottleneck: {}\n", mem.fits() ? f.bottleneck : "memory: the plan does not fit; " + f.bottleneck);
     if (!mem.fits()) fmt::print("{}\n", fitting_plan_advice(a.scenario, s));
   }

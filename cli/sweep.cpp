@@ -10,7 +10,7 @@
 #include "cli/progress.hpp"
 #include "cli/output.hpp"
 #include "report/table.hpp"
-#include "sim/sweep.hpp"
+#include "planner/sweep.hpp"
 #include "topology/units.hpp"
 
 namespace parasim::cli {
@@ -35,10 +35,10 @@ std::string csv_field(const std::string& v) {
 }
 
 void run_sweep(const SweepArgs& a) {
-  std::vector<sim::SweepAxis> axes;
+  std::vector<planner::SweepAxis> axes;
   for (const std::string& v : a.vary) {
     try {
-      axes.push_back(sim::parse_axis(v));
+      axes.push_back(planner::parse_axis(v));
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
@@ -50,16 +50,16 @@ void run_sweep(const SweepArgs& a) {
     throw UsageError("--csv - and --json both write to standard output: give one of them a file");
   }
   const std::string name = a.scenario.load().name;  // a bad scenario fails here, naming its file and line
-  sim::SweepOptions o;
+  planner::SweepOptions o;
   o.per_replica_batch = a.batch == "per-replica";
   o.grow_nodes = !a.fixed_nodes;
-  std::vector<sim::SweepPoint> points;
+  std::vector<planner::SweepPoint> points;
   Progress progress(a.json.on_stdout() || a.csv == "-");
   if (progress.shown()) {
     o.progress = [&progress](std::size_t done, std::size_t total) { progress.update("simulating the grid", done, total); };
   }
   try {
-    points = sim::sweep(a.scenario.path, a.scenario.overrides, axes, o);
+    points = planner::sweep(a.scenario.path, a.scenario.overrides, axes, o);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -71,7 +71,7 @@ void run_sweep(const SweepArgs& a) {
     std::string csv;
     for (const auto& axis : axes) csv += axis.key + ",";
     csv += "gpus,step_time_s,tokens_per_s,ideal_tokens_per_s,efficiency,mfu,fits,error\n";
-    for (const sim::SweepPoint& p : points) {
+    for (const planner::SweepPoint& p : points) {
       for (const std::string& v : p.values) csv += csv_field(v) + ",";
       if (!p.error.empty()) {  // no figures: empty fields, and the reason
         csv += fmt::format(",,,,,,,{}\n", csv_field(p.error));
@@ -84,11 +84,11 @@ void run_sweep(const SweepArgs& a) {
     out.add(a.csv, csv);
   }
   if (!a.plot.empty()) {
-    out.add(a.plot, sim::sweep_svg(points, axes, fmt::format("{}: throughput against {}", name, axes.front().key)));
+    out.add(a.plot, planner::sweep_svg(points, axes, fmt::format("{}: throughput against {}", name, axes.front().key)));
   }
   if (a.json.wanted()) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    for (const sim::SweepPoint& p : points) {
+    for (const planner::SweepPoint& p : points) {
       nlohmann::ordered_json set = nlohmann::ordered_json::object();
       for (std::size_t i = 0; i < axes.size(); ++i) set[axes[i].key] = p.values[i];
       nlohmann::ordered_json row{{"values", set}, {"gpus", p.gpus}};
@@ -118,7 +118,7 @@ void run_sweep(const SweepArgs& a) {
   }
   report::Table t(header, align);
   std::vector<std::string> errors;
-  for (const sim::SweepPoint& p : points) {
+  for (const planner::SweepPoint& p : points) {
     std::vector<std::string> row = p.values;
     if (!p.error.empty()) {
       for (int i = 0; i < 7; ++i) row.emplace_back("-");

@@ -31,7 +31,7 @@ nlohmann::ordered_json route_json(const topology::Cluster& c, const topology::Ro
 
 void run_topo(const TopoArgs& a) {
   namespace u = units;
-  const plan::Scenario s = a.scenario.load();
+  const scenario::Scenario s = a.scenario.load();
   const topology::Cluster cluster(s.cluster);
   if (!a.route.empty()) {
     for (int r : a.route) {

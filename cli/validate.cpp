@@ -23,7 +23,7 @@
 #include "cli/output.hpp"
 #include "cli/run.hpp"
 #include "exec/backend.hpp"
-#include "plan/memory.hpp"
+#include "workload/memory.hpp"
 #include "report/chrome_trace.hpp"
 #include "report/compare.hpp"
 #include "report/metrics.hpp"
@@ -52,7 +52,7 @@ std::string metric_id(const std::string& name) {
 }
 
 // validate's folder: made (and so proven writable) before any rank starts.
-std::string validate_dir(const RunArgs& a, const plan::Scenario& s) {
+std::string validate_dir(const RunArgs& a, const scenario::Scenario& s) {
   const std::string dir = a.out.empty() ? fmt::format("validate-{}", s.name) : a.out;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -113,7 +113,7 @@ std::string profile_host(const std::string& path) {
 }
 
 // The warnings a comparison carries; printed and written to comparison.json.
-std::vector<std::string> measurement_warnings(const plan::Scenario& s, const HostLoad& load, int repeat,
+std::vector<std::string> measurement_warnings(const scenario::Scenario& s, const HostLoad& load, int repeat,
                                               double spread) {
   std::vector<std::string> w;
   const auto cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
@@ -129,7 +129,7 @@ std::vector<std::string> measurement_warnings(const plan::Scenario& s, const Hos
                     "host's neighbours",
                     100 * std::max(load.steal, load.steal_during)));
   }
-  if (s.run.backend == plan::Backend::cpu && s.plan.world() > cores) {
+  if (s.run.backend == scenario::Backend::cpu && s.plan.world() > cores) {
     w.push_back(fmt::format("{} ranks share {} core{}: they take turns, which the prediction does not model",
                             s.plan.world(), cores, cores == 1 ? "" : "s"));
   }
@@ -154,7 +154,7 @@ struct Spread {
 };
 
 void run_validate(const RunArgs& a) {
-  const plan::Scenario s = load_for_run(a);
+  const scenario::Scenario s = load_for_run(a);
   const std::string dir = validate_dir(a, s);
   if (!under_mpi()) sample_host_load();
   HostLoad load;
@@ -173,7 +173,7 @@ void run_validate(const RunArgs& a) {
   const topology::Cluster cluster(s.cluster);
   const sim::Prediction prediction = sim::predict(s, {true, sim::FoldMode::never});
   const report::StepFigures pf = report::step_figures(s, prediction.trace, cluster);
-  const plan::MemoryReport mem = plan::memory_per_rank(s);
+  const workload::MemoryReport mem = workload::memory_per_rank(s);
   // The executor's allocator holds the model's tensors; the runtime's workspace is outside
   // it, so the comparison leaves it out of the prediction too.
   const std::vector<double> predicted_memory = rank_tensor_memory(s, mem);
@@ -217,8 +217,8 @@ void run_validate(const RunArgs& a) {
   fmt::print("\nprediction against measurement (median step{}; profile: {})\n{}",
              repeated ? fmt::format(" of run {}, the median of {} runs", job.median + 1, job.runs.size()) : "",
              s.hardware.profile.empty() ? "datasheet defaults, not calibrated" : s.hardware.profile, t.render());
-  if (const plan::Dtype stored = topology::storage_dtype(s.training.precision);
-      stored == plan::Dtype::bf16 || stored == plan::Dtype::fp16) {
+  if (const scenario::Dtype stored = topology::storage_dtype(s.training.precision);
+      stored == scenario::Dtype::bf16 || stored == scenario::Dtype::fp16) {
     fmt::print(
         "note: the executor keeps {} weights and stored activations in 2 bytes, but computes on fp32\n"
         "      copies (the weights of the two layers in use, a layer's working tensors and gradients),\n"
@@ -231,7 +231,7 @@ void run_validate(const RunArgs& a) {
         "      {:.2f} x; --set model.moe_imbalance={:.2f} predicts with the routing measured\n",
         m.expert_load, s.model.expert_load(), m.expert_load);
   }
-  if (s.training.precision == plan::Dtype::fp8) {
+  if (s.training.precision == scenario::Dtype::fp8) {
     fmt::print(
         "note: fp8 runs here as FP8 values in fp32 GEMMs (each linear layer's operands rounded to E4M3 or\n"
         "      E5M2 under current scaling), at the bf16 rate, whatever training.fp8_recipe says\n");
@@ -266,7 +266,7 @@ void run_validate(const RunArgs& a) {
                            {"host", host_name()},
                            {"date", utc_now()},
                            {"ranks", s.plan.world()},
-                           {"backend", plan::to_string(s.run.backend)},
+                           {"backend", to_string(s.run.backend)},
                            {"model", m.model_note},
                            {"kernel_paths", m.kernel_paths},
                            {"profile", s.hardware.profile.empty() ? std::string("datasheet") : s.hardware.profile},

@@ -1,5 +1,5 @@
 # cmake -DOUT=file.cpp -DROOT=<source dir> -P embed_presets.cmake
-# Writes a C++ file holding every preset YAML as a string, for plan/presets.cpp.
+# Writes a C++ file holding every preset YAML as a string, for scenario/presets.cpp.
 set(groups "device:scenarios/hardware/devices" "cluster:scenarios/hardware/clusters" "model:scenarios/models")
 set(body "")
 set(count 0)
@@ -16,5 +16,5 @@ foreach(group IN LISTS groups)
     math(EXPR count "${count} + 1")
   endforeach()
 endforeach()
-file(WRITE "${OUT}.tmp" "// Generated from the preset YAML files; do not edit.\n#include \"plan/presets.hpp\"\n\nnamespace parasim::plan {\n\nextern const PresetFile embedded_presets[] = {\n${body}};\nextern const std::size_t embedded_preset_count = ${count};\n\n}  // namespace parasim::plan\n")
+file(WRITE "${OUT}.tmp" "// Generated from the preset YAML files; do not edit.\n#include \"scenario/presets.hpp\"\n\nnamespace parasim::scenario {\n\nextern const PresetFile embedded_presets[] = {\n${body}};\nextern const std::size_t embedded_preset_count = ${count};\n\n}  // namespace parasim::scenario\n")
 file(RENAME "${OUT}.tmp" "${OUT}")

@@ -168,9 +168,10 @@ void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
     fill(dev, b, [](std::size_t i) { return static_cast<float>(i % 5) * 0.01F; });
     // The three forms a layer runs: forward (NN), input gradient (NT), weight gradient (TN).
     std::size_t next = 0;
-    for (const plan::Dtype d : o.gemm_precisions) {
+    for (const scenario::Dtype d : o.gemm_precisions) {
       dev.set_gemm_precision(d);
-      if (d == plan::Dtype::fp8) {  // FP8 operands, as the shard hands them: on a GPU with FP8 tensor cores these run there
+      if (d == scenario::Dtype::fp8) {  // FP8 operands, as the shard hands them: on a GPU with FP8 tensor cores these
+                                        // run there
         for (std::size_t i = 0; i < copies; ++i) {
           dev.fake_quantize_fp8(a.f() + i * a_n, a.f() + i * a_n, static_cast<std::int64_t>(a_n), false);
           dev.fake_quantize_fp8(b.f() + i * b_n, b.f() + i * b_n, static_cast<std::int64_t>(b_n), false);
@@ -191,7 +192,7 @@ void measure_gemms(Device& dev, const CalibrateOptions& o, Calibration& c) {
       }
     }
   }
-  dev.set_gemm_precision(plan::Dtype::fp32);
+  dev.set_gemm_precision(scenario::Dtype::fp32);
 }
 
 std::vector<std::int64_t> kernel_sizes(const CalibrateOptions& o) {
@@ -512,7 +513,7 @@ std::size_t reject_outliers(Calibration& c) {
 
 ProfileFit fit_profile(const Calibration& c) {
   ProfileFit f;
-  auto at = [](plan::Dtype d) { return static_cast<std::size_t>(d); };
+  auto at = [](scenario::Dtype d) { return static_cast<std::size_t>(d); };
   for (const GemmSample& g : c.gemms) {
     if (g.rejected.empty()) f.peak[at(g.dtype)] = std::max(f.peak[at(g.dtype)], g.rate());
   }

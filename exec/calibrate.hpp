@@ -43,7 +43,7 @@ inline constexpr std::size_t cold_cache_bytes = std::size_t{64} << 20;
 struct CalibrateOptions {
   // GEMMs are measured in each of these precisions (Device::set_gemm_precision): fp32
   // alone on the CPU backend, which computes every format in fp32; all four on GPUs.
-  std::vector<plan::Dtype> gemm_precisions{plan::Dtype::fp32};
+  std::vector<scenario::Dtype> gemm_precisions{scenario::Dtype::fp32};
   bool large_shapes = false;  // GPU-sized grid: hidden 1024 to 12288, squares to 8192
   std::int64_t min_comm_bytes = 1 << 10;
   std::int64_t max_comm_bytes = std::int64_t{256} << 20;
@@ -59,7 +59,7 @@ struct CalibrateOptions {
 
 struct GemmSample {
   int m = 0, n = 0, k = 0;
-  plan::Dtype dtype = plan::Dtype::fp32;
+  scenario::Dtype dtype = scenario::Dtype::fp32;
   double seconds = 0.0;    // one GEMM, mean over the ranks
   std::string form = "NN";  // NN: C = A·B, NT: C = A·Bᵀ, TN: C = Aᵀ·B (B stored n x k, A k x m)
   double spread = 0.0;      // (slowest round - fastest round) / median round, the largest over the ranks

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "exec/model/batch_norm.hpp"
-#include "plan/program.hpp"
-#include "plan/scenario.hpp"
+#include "program/program.hpp"
+#include "scenario/scenario.hpp"
 
 namespace parasim::exec {
 
@@ -119,8 +119,8 @@ class Device {
   // fp32 (default), tf32, bf16 or fp16, accumulated in fp32. The CUDA backend lets cuBLAS
   // down-convert the operands for tensor cores; the CPU backend computes in fp32 (the
   // shard has already rounded 16-bit operands, so the products are exact there too).
-  void set_gemm_precision(plan::Dtype d) { gemm_precision_ = d; }
-  [[nodiscard]] plan::Dtype gemm_precision() const { return gemm_precision_; }
+  void set_gemm_precision(scenario::Dtype d) { gemm_precision_ = d; }
+  [[nodiscard]] scenario::Dtype gemm_precision() const { return gemm_precision_; }
   // C = alpha op(A) op(B) + beta C with leading dimensions (row-major).
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                     const float* b, int ldb, float beta, float* c, int ldc) = 0;
@@ -138,7 +138,7 @@ class Device {
   // The MLP's chain in one pass over n x c values: pre = round(pre + bias per column), then
   // act = round(gelu(pre)), rounding to `dtype` (bf16, fp16; none for fp32 and tf32). The
   // same values as add_bias, round_to, gelu_forward, round_to one after another.
-  virtual void bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, plan::Dtype dtype) = 0;
+  virtual void bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, scenario::Dtype dtype) = 0;
   virtual void gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) = 0;
   // rows x t scores per batch entry, `batch` of them, each row i of a t x t block masked
   // above the diagonal: p = softmax(scale · s) in place of p (s and p may alias).
@@ -232,12 +232,12 @@ class Device {
   virtual double sum_squares(const float* x, std::int64_t count) = 0;
   // Rounds fp32 values to the nearest bf16 / fp16 value (round to nearest even); no-op for
   // fp32 and tf32 (TF32 rounding happens inside GEMMs on devices that have it).
-  virtual void round_to(plan::Dtype dtype, float* y, std::int64_t count) = 0;
+  virtual void round_to(scenario::Dtype dtype, float* y, std::int64_t count) = 0;
   // 16-bit storage (bf16 / fp16): y[i] = x[i] rounded as round_to() does, in the format's
   // two bytes; and back, exactly. What the shard keeps in 16 bits between a pass and the
   // next (activations from the forward to the backward) lives in such buffers.
-  virtual void pack_16(plan::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) = 0;
-  virtual void unpack_16(plan::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) = 0;
+  virtual void pack_16(scenario::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) = 0;
+  virtual void unpack_16(scenario::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) = 0;
   // fp8 training's GEMM operands: y = x scaled by the FP8 format's largest value over x's
   // largest magnitude, rounded to the format, scaled back (exec/model/fp8.hpp; E5M2 for
   // gradients, E4M3 otherwise). y may be x.
@@ -288,7 +288,7 @@ class Device {
   [[noreturn]] virtual void abort_all(int code) = 0;
 
   // --- streams, events, clock ------------------------------------------------------------------
-  virtual void set_stream(plan::Stream s) = 0;
+  virtual void set_stream(program::Stream s) = 0;
   virtual Event record() = 0;
   virtual bool done(Event e) = 0;
   // When the event completed, in now()'s time base (valid once done()).
@@ -318,7 +318,7 @@ class Device {
     count_flops((backward ? 4.0 : 2.0) * 2.0 * b * heads * static_cast<double>(tq) * tk * d);
   }
   std::size_t capacity_ = 0;  // 0: unlimited
-  plan::Dtype gemm_precision_ = plan::Dtype::fp32;
+  scenario::Dtype gemm_precision_ = scenario::Dtype::fp32;
 
  private:
   friend class Buffer;

@@ -9,8 +9,8 @@
 
 namespace parasim::exec {
 
-std::unique_ptr<Device> make_device(plan::Backend backend, std::size_t capacity_bytes) {
-  if (backend == plan::Backend::cuda) {
+std::unique_ptr<Device> make_device(scenario::Backend backend, std::size_t capacity_bytes) {
+  if (backend == scenario::Backend::cuda) {
 #ifdef PARASIM_HAVE_CUDA_DEVICE
     return std::make_unique<CudaDevice>(capacity_bytes);
 #else

@@ -8,11 +8,11 @@
 #include <memory>
 
 #include "exec/device.hpp"
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 
 namespace parasim::exec {
 
 // capacity_bytes: the allocator's limit (0: the device's own memory).
-std::unique_ptr<Device> make_device(plan::Backend backend, std::size_t capacity_bytes);
+std::unique_ptr<Device> make_device(scenario::Backend backend, std::size_t capacity_bytes);
 
 }  // namespace parasim::exec

@@ -48,14 +48,14 @@ std::string divergence(const StepRecord& r, const std::vector<double>& earlier_l
   return "";
 }
 
-Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& options) {
+Measurement execute(const scenario::Scenario& s, Device& dev, const RunOptions& options) {
   if (dev.world() != s.plan.world()) {
     throw std::invalid_argument(fmt::format("the plan needs {} ranks (dp {} x tp {} x pp {}); the job has {}",
                                             s.plan.world(), s.plan.dp, s.plan.tp, s.plan.pp, dev.world()));
   }
   Measurement m;
-  m.program = plan::compile(s);
-  const plan::Program& prog = m.program;
+  m.program = program::compile(s);
+  const program::Program& prog = m.program;
   const std::unique_ptr<Shard> shard_ptr = make_shard(dev, s, dev.rank());
   Shard& shard = *shard_ptr;
   Runner runner(dev, s, prog, shard, options.stall_seconds);
@@ -89,7 +89,7 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
     r.loss_scale = shard.loss_scale();
     r.grad_norm = shard.grad_norm();
     r.clip = shard.clip_factor();
-    r.learning_rate = plan::learning_rate_at(s.training, std::max(0, shard.optimizer_steps() - 1));
+    r.learning_rate = scenario::learning_rate_at(s.training, std::max(0, shard.optimizer_steps() - 1));
     {
       // Each rank's share of the squared norm: the largest (a non-finite one first) names
       // the rank a diverging step comes from.
@@ -101,13 +101,13 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
       r.largest_rank = static_cast<int>((bad != shares.end() ? bad : std::max_element(shares.begin(), shares.end())) - shares.begin());
       if (std::count(shares.begin(), shares.end(), -1.0) == dev.world() && dev.world() > 1) r.largest_rank = -1;  // all
     }
-    if (s.run.on_divergence != plan::OnDivergence::ignore) {
+    if (s.run.on_divergence != scenario::OnDivergence::ignore) {
       std::vector<double> earlier;
       for (const StepRecord& e : m.steps) earlier.push_back(e.loss);
       r.divergence = divergence(r, earlier, s.run.divergence_factor);
     }
     m.steps.push_back(r);
-    if (!r.divergence.empty() && s.run.on_divergence == plan::OnDivergence::stop) {
+    if (!r.divergence.empty() && s.run.on_divergence == scenario::OnDivergence::stop) {
       if (dev.rank() == 0 && options.on_step) options.on_step(r);
       throw Diverged("training diverged at " + r.divergence);
     }
@@ -179,7 +179,7 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
   for (std::size_t at = 0; at + sizeof(WireSpan) <= all.size(); at += sizeof(WireSpan)) {
     WireSpan w{};
     std::memcpy(&w, all.data() + at, sizeof(WireSpan));
-    const plan::Op& o = prog.ops[static_cast<std::size_t>(w.op)];
+    const program::Op& o = prog.ops[static_cast<std::size_t>(w.op)];
     report::Span sp;
     sp.rank = o.rank;
     sp.stream = o.stream;
@@ -197,10 +197,10 @@ Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& opti
   // hands 64 KiB to the socket and returns): the send's span runs to its receive's end.
   std::unordered_map<std::int64_t, std::int64_t> received;
   for (const report::Span& sp : tr.spans) {
-    if (sp.kind == plan::OpKind::recv) received.emplace(prog.ops[static_cast<std::size_t>(sp.op)].match, sp.end);
+    if (sp.kind == program::OpKind::recv) received.emplace(prog.ops[static_cast<std::size_t>(sp.op)].match, sp.end);
   }
   for (report::Span& sp : tr.spans) {
-    if (sp.kind != plan::OpKind::send) continue;
+    if (sp.kind != program::OpKind::send) continue;
     const auto it = received.find(prog.ops[static_cast<std::size_t>(sp.op)].match);
     if (it != received.end()) sp.end = std::max(sp.end, it->second);
   }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "exec/device.hpp"
-#include "plan/program.hpp"
+#include "program/program.hpp"
 #include "report/trace.hpp"
 
 namespace parasim::exec {
@@ -53,7 +53,7 @@ struct RunOptions {
 };
 
 struct Measurement {
-  plan::Program program;          // what ran; the trace's op ids refer to it
+  program::Program program;       // what ran; the trace's op ids refer to it
   std::vector<StepRecord> steps;  // warm-up and measured, in order
   report::Trace trace;            // rank 0: the measured step of median time
   int traced_step = -1;
@@ -68,6 +68,6 @@ struct Measurement {
   std::string kernel_paths;         // rank 0's Device::kernel_paths() after the run ("" when none)
 };
 
-Measurement execute(const plan::Scenario& s, Device& dev, const RunOptions& options);
+Measurement execute(const scenario::Scenario& s, Device& dev, const RunOptions& options);
 
 }  // namespace parasim::exec

@@ -6,19 +6,19 @@
 
 #include <fmt/format.h>
 
-#include "plan/accounting.hpp"
-#include "plan/schedule.hpp"
+#include "workload/accounting.hpp"
+#include "workload/schedule.hpp"
 
 namespace parasim::exec {
 
-using plan::ComputeWhat;
+using program::ComputeWhat;
 
-GenericConfig generic_config(const plan::Scenario& s) {
+GenericConfig generic_config(const scenario::Scenario& s) {
   GenericConfig cfg;
   cfg.batch = s.training.micro_batch;
-  for (const plan::GenericLayer& l : s.model.generic_layers) {
-    const plan::Gemm g = plan::generic_layer_gemm(l, cfg.batch);
-    GenericShape shape{g.m, g.n, plan::generic_layer_bias(l), std::max(1LL, std::llround(l.activations))};
+  for (const scenario::GenericLayer& l : s.model.generic_layers) {
+    const workload::Gemm g = workload::generic_layer_gemm(l, cfg.batch);
+    GenericShape shape{g.m, g.n, workload::generic_layer_bias(l), std::max(1LL, std::llround(l.activations))};
     if (l.batch_norm.layers > 0) {
       shape.bn_layers = l.batch_norm.layers;
       shape.bn_channels = l.batch_norm.channels;
@@ -29,11 +29,11 @@ GenericConfig generic_config(const plan::Scenario& s) {
   return cfg;
 }
 
-GenericShard::GenericShard(Device& dev, const plan::Scenario& s, int rank)
+GenericShard::GenericShard(Device& dev, const scenario::Scenario& s, int rank)
     : Shard(dev, s, rank), cfg_(generic_config(s)), layers_(s.model.layer_count()) {
-  const plan::ParallelPlan& p = s.plan;
+  const scenario::ParallelPlan& p = s.plan;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
-    chunk_first_.push_back(plan::chunk_layers(layers_, pp_, p.virtual_stages, stage_, chunk).first);
+    chunk_first_.push_back(workload::chunk_layers(layers_, pp_, p.virtual_stages, stage_, chunk).first);
   }
   std::size_t at = 0;
   std::int64_t widest = 0;
@@ -140,7 +140,7 @@ void GenericShard::forward_finish(int layer, int mb, bool recompute) {
   // Full recompute keeps only each chunk's input (and the BatchNorms' statistics) until the
   // backward runs the forward again.
   const bool chunk_input = std::find(chunk_first_.begin(), chunk_first_.end(), layer) != chunk_first_.end();
-  if (recompute_ == plan::Recompute::full && !recompute) {
+  if (recompute_ == scenario::Recompute::full && !recompute) {
     if (!chunk_input) in_.erase({layer, mb});
     bn_in_.erase({layer, mb});
   }
@@ -230,16 +230,16 @@ void GenericShard::layer_backward(int layer, int mb, ComputeWhat) {
   backward_gemm(layer, mb);
 }
 
-// SyncBN's pieces (plan/kernels.hpp, generic_layer_kernels): forward piece k merges BN
+// SyncBN's pieces (workload/kernels.hpp, generic_layer_kernels): forward piece k merges BN
 // k-1's gathered statistics and normalises, then computes BN k's; backward piece k takes
 // BN k's summed sums for its input gradient, then computes BN k-1's sums.
-void GenericShard::layer_piece(const plan::Op& op) {
+void GenericShard::layer_piece(const program::Op& op) {
   const int layer = op.layer;
   const int mb = op.micro_batch;
   const int k = op.step;
   const int n = cfg_.layers[static_cast<std::size_t>(layer)].bn_layers;
   const auto stride = static_cast<std::size_t>(2 * cfg_.layers[static_cast<std::size_t>(layer)].bn_channels + 1);
-  if (op.category != plan::Category::backward) {
+  if (op.category != program::Category::backward) {
     if (k == 0) forward_gemm(layer, mb);
     if (k > 0) bn_forward_normalize(layer, mb, k - 1, bn_gathered_.f(), dp_);
     if (k < n) bn_forward_stats(layer, mb, k, bn_gathered_.f() + static_cast<std::size_t>(grad_index_) * stride);
@@ -252,9 +252,9 @@ void GenericShard::layer_piece(const plan::Op& op) {
   if (k == 0) backward_gemm(layer, mb);
 }
 
-Shard::View GenericShard::batch_norm_buffer(const plan::Op& collective) {
+Shard::View GenericShard::batch_norm_buffer(const program::Op& collective) {
   const auto c = cfg_.layers[static_cast<std::size_t>(collective.layer)].bn_channels;
-  if (collective.pass == plan::Category::backward) return {bn_sums_.f(), 2 * c};
+  if (collective.pass == program::Category::backward) return {bn_sums_.f(), 2 * c};
   return {bn_gathered_.f(), dp_ * (2 * c + 1)};
 }
 

@@ -11,7 +11,7 @@
 //
 // BatchNorm: a layer's BN layers normalise with the statistics of the rank's micro-batch
 // (one op per pass), or under SyncBN with those of the same micro-batch on every dp
-// replica: the pass runs as the Program's pieces (plan/kernels.hpp, generic_layer_kernels),
+// replica: the pass runs as the Program's pieces (workload/kernels.hpp, generic_layer_kernels),
 // each BN layer's statistics all-gathered between two forward pieces and its gradient
 // sums all-reduced between two backward ones (batch_norm_buffer). A recompute normalises
 // with the statistics its forward kept, so it needs no collective.
@@ -29,18 +29,18 @@
 namespace parasim::exec {
 
 // The GEMM-equivalent layers of a generic model for the scenario's micro-batch.
-GenericConfig generic_config(const plan::Scenario& s);
+GenericConfig generic_config(const scenario::Scenario& s);
 
 class GenericShard final : public Shard {
  public:
-  GenericShard(Device& dev, const plan::Scenario& s, int rank);
+  GenericShard(Device& dev, const scenario::Scenario& s, int rank);
 
   void embedding_forward(int mb) override;
   void embedding_backward(int mb) override;
-  void layer_forward(int layer, int mb, plan::ComputeWhat part, bool recompute) override;
-  void layer_backward(int layer, int mb, plan::ComputeWhat part) override;
-  void layer_piece(const plan::Op& op) override;
-  View batch_norm_buffer(const plan::Op& collective) override;
+  void layer_forward(int layer, int mb, program::ComputeWhat part, bool recompute) override;
+  void layer_backward(int layer, int mb, program::ComputeWhat part) override;
+  void layer_piece(const program::Op& op) override;
+  View batch_norm_buffer(const program::Op& collective) override;
   // The values entering layer `boundary`, or their gradient.
   View boundary(int boundary, int mb, bool gradient) override;
   void release_boundary(int boundary, int mb, bool gradient) override;

@@ -8,13 +8,13 @@
 
 namespace parasim::exec {
 
-using plan::ComputeWhat;
-using plan::TpRole;
+using program::ComputeWhat;
+using program::TpRole;
 
 // --- tensor parallel sums -------------------------------------------------------------------------
 
-Shard::View GptShard::tp_buffer(const plan::Op& c) {
-  if (c.piece == plan::LayerPiece::row && c.step >= 0) return block_sum_buffer(c);
+Shard::View GptShard::tp_buffer(const program::Op& c) {
+  if (c.piece == program::LayerPiece::row && c.step >= 0) return block_sum_buffer(c);
   const int mb = c.micro_batch;
   const std::int64_t rows = static_cast<std::int64_t>(n_) * h_;
   switch (c.tp_role) {
@@ -43,12 +43,12 @@ Shard::View GptShard::tp_buffer(const plan::Op& c) {
 // Sequence parallelism: the full input of the op `c` serves, from every rank's block of
 // rows. Forward, this rank's block is the layer norm of its rows (run here, as the gather
 // is posted); backward, its block of the output's gradient.
-Shard::View GptShard::gather_input(const plan::Op& c) {
+Shard::View GptShard::gather_input(const program::Op& c) {
   const int mb = c.micro_batch;
   const auto N = static_cast<std::size_t>(n_);
   const auto H = static_cast<std::size_t>(h_);
   const auto NS = static_cast<std::size_t>(ns_);
-  if (c.pass == plan::Category::backward) {
+  if (c.pass == program::Category::backward) {
     const Buffer& own = c.what == ComputeWhat::embedding  ? dx_.at({0, mb})
                         : c.what == ComputeWhat::layer_mlp ? dx_.at({c.layer + 1, mb})
                                                            : acts(c.layer, mb).dx1;
@@ -110,14 +110,14 @@ Shard::View GptShard::replicated_grads(bool gather) {
   return {buf.f(), static_cast<std::int64_t>(total)};
 }
 
-void GptShard::tp_finish(const plan::Op& c) {
+void GptShard::tp_finish(const program::Op& c) {
   if (moe_ && c.what == ComputeWhat::layer_mlp) return;  // the experts' gather and sum: its pieces go on
-  if (c.piece == plan::LayerPiece::row && c.step >= 0) {
+  if (c.piece == program::LayerPiece::row && c.step >= 0) {
     block_sum_finish(c);
     return;
   }
   const int mb = c.micro_batch;
-  const bool backward = c.pass == plan::Category::backward;
+  const bool backward = c.pass == program::Category::backward;
   switch (c.tp_role) {
     case TpRole::loss_stats:  // the gathered statistics are used by the head's backward
     case TpRole::gather_input:
@@ -138,7 +138,8 @@ void GptShard::tp_finish(const plan::Op& c) {
           if (backward) {
             finish_mlp_backward(c.layer, mb);
           } else {
-            finish_mlp_forward(c.layer, mb, c.pass == plan::Category::recompute, acts(c.layer, mb).part.f() + own_rows());
+            finish_mlp_forward(c.layer, mb, c.pass == program::Category::recompute,
+                               acts(c.layer, mb).part.f() + own_rows());
           }
           return;
         default: break;

@@ -1,5 +1,5 @@
 // Context parallelism on the executor: the attention half's pieces around the cp ring
-// (plan/compile_layers.cpp, context_half, emits them with the ring's transfers), so that
+// (program/compile_layers.cpp, context_half, emits them with the ring's transfers), so that
 // together they compute what layer_forward / layer_backward's attention half does, with
 // ring attention (exec/model/ring_attention.hpp) in place of the whole sequence's.
 //
@@ -16,8 +16,8 @@
 
 namespace parasim::exec {
 
-using plan::Category;
-using plan::LayerPiece;
+using program::Category;
+using program::LayerPiece;
 
 namespace {
 
@@ -29,28 +29,28 @@ int pass_of(Category c) { return c == Category::forward ? 0 : c == Category::rec
 
 }  // namespace
 
-std::tuple<int, int, int> GptShard::ring_slot(int layer, int mb, plan::Category pass, int slot) const {
+std::tuple<int, int, int> GptShard::ring_slot(int layer, int mb, program::Category pass, int slot) const {
   return {layer, mb, pass_of(pass) * 3 * cp_ + slot};
 }
 
-Shard::View GptShard::context_block(const plan::Op& t) {
+Shard::View GptShard::context_block(const program::Op& t) {
   const std::size_t kv = static_cast<std::size_t>(n_) * 2 * static_cast<std::size_t>(cl_);
   // Op::step is the sender's step: a send carries that step's block (or gradients), a
   // receive fills the next step's block (or the slot of the gradients rank i - 1 sent).
-  const bool send = t.kind == plan::OpKind::send;
+  const bool send = t.kind == program::OpKind::send;
   const int slot = t.gradient ? (send ? cp_ : 2 * cp_) + t.step : t.step + (send ? 0 : 1);
   if (send) ++ring_sends_[{t.layer, t.micro_batch, pass_of(t.pass)}];
   Buffer& b = need(ring_[ring_slot(t.layer, t.micro_batch, t.pass, slot)], kv);
   return {b.f(), static_cast<std::int64_t>(kv)};
 }
 
-void GptShard::ring_sent(const plan::Op& send) {
+void GptShard::ring_sent(const program::Op& send) {
   if (send.category != Category::cp_comm) return;
   const std::tuple<int, int, int> pass{send.layer, send.micro_batch, pass_of(send.pass)};
   if (--ring_sends_.at(pass) == 0 && ring_finished_.erase(pass) > 0) free_ring(send.layer, send.micro_batch, send.pass);
 }
 
-void GptShard::release_ring(int layer, int mb, plan::Category pass) {
+void GptShard::release_ring(int layer, int mb, program::Category pass) {
   const std::tuple<int, int, int> key{layer, mb, pass_of(pass)};
   if (ring_sends_[key] > 0) {
     ring_finished_.insert(key);  // freed by the last send's completion
@@ -59,12 +59,12 @@ void GptShard::release_ring(int layer, int mb, plan::Category pass) {
   }
 }
 
-void GptShard::free_ring(int layer, int mb, plan::Category pass) {
+void GptShard::free_ring(int layer, int mb, program::Category pass) {
   for (int slot = 0; slot < 3 * cp_; ++slot) ring_.erase(ring_slot(layer, mb, pass, slot));
   ring_sends_.erase({layer, mb, pass_of(pass)});
 }
 
-void GptShard::context_piece(const plan::Op& op) {
+void GptShard::context_piece(const program::Op& op) {
   Acts& a = acts(op.layer, op.micro_batch);
   const auto N = static_cast<std::size_t>(n_);
   const auto CL = static_cast<std::size_t>(cl_);

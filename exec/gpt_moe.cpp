@@ -21,8 +21,8 @@
 
 namespace parasim::exec {
 
-using plan::Category;
-using plan::LayerPiece;
+using program::Category;
+using program::LayerPiece;
 
 GptShard::ExpertOffsets GptShard::expert(int layer, int j) const {
   const LayerParams& p = layer_params_.at(layer);
@@ -186,8 +186,8 @@ void GptShard::moe_backward(int layer, int mb, const float* dy) {
 
 namespace {
 
-bool is_gather(const plan::Op& o) {
-  return o.category == Category::tp_comm && o.collective == plan::CollectiveOp::all_gather;
+bool is_gather(const program::Op& o) {
+  return o.category == Category::tp_comm && o.collective == program::CollectiveOp::all_gather;
 }
 
 }  // namespace
@@ -220,7 +220,7 @@ void GptShard::set_rows(int layer, int mb, std::vector<std::int64_t> rows) {
 
 // The dispatch: this rank's copies of each expert (every expert, each ep member's back to
 // back). The tp gather: the rows this rank has for each expert it holds, per ep member.
-std::vector<float> GptShard::expert_counts(const plan::Op& o) {
+std::vector<float> GptShard::expert_counts(const program::Op& o) {
   const MoeRoute& r = routes_.at({o.layer, o.micro_batch});
   std::vector<float> counts;
   if (is_gather(o)) {
@@ -231,7 +231,7 @@ std::vector<float> GptShard::expert_counts(const plan::Op& o) {
   return counts;
 }
 
-void GptShard::expert_counts_received(const plan::Op& o, std::span<const float> counts) {
+void GptShard::expert_counts_received(const program::Op& o, std::span<const float> counts) {
   MoeRoute& r = routes_.at({o.layer, o.micro_batch});
   std::vector<std::int64_t> rows(counts.begin(), counts.end());
   if (!is_gather(o)) {
@@ -251,14 +251,14 @@ void GptShard::expert_counts_received(const plan::Op& o, std::span<const float> 
 // The dispatch sends this rank's copies (ein) and receives its experts' rows; the combine
 // sends their results back and receives this rank's copies' (into eout). The tp gather
 // puts this rank's rows among every tp member's, the tp reduce-scatter sums each member's.
-Shard::Exchange GptShard::exchange(const plan::Op& x) {
+Shard::Exchange GptShard::exchange(const program::Op& x) {
   const MoeRoute& r = routes_.at({x.layer, x.micro_batch});
   Acts& a = acts(x.layer, x.micro_batch);
   const auto H = static_cast<std::size_t>(h_);
   if (x.category == Category::tp_comm) {
     std::vector<std::int64_t> parts;
     for (std::int64_t n : r.tp_rows) parts.push_back(n * h_);
-    if (x.collective == plan::CollectiveOp::reduce_scatter) return {moe_send_.f(), parts, moe_send_.f(), parts};
+    if (x.collective == program::CollectiveOp::reduce_scatter) return {moe_send_.f(), parts, moe_send_.f(), parts};
     float* all = fit(moe_gather_, r.received * H).f();
     const std::size_t mine = static_cast<std::size_t>(r.tp_rows[static_cast<std::size_t>(tp_index_)]);
     if (mine > 0)
@@ -280,7 +280,7 @@ Shard::Exchange GptShard::exchange(const plan::Op& x) {
   return {moe_send_.f() + r.tp_first * H, std::move(theirs), need(a.eout, copies).f(), std::move(mine)};
 }
 
-void GptShard::moe_piece(const plan::Op& op) {
+void GptShard::moe_piece(const program::Op& op) {
   const int layer = op.layer;
   const int mb = op.micro_batch;
   const bool backward = op.category == Category::backward;

@@ -1,5 +1,5 @@
 // Tensor-parallel communication overlap on the executor: the pieces a layer half is split
-// into (plan/kernels.hpp, OverlapKernels; plan/compile_layers.cpp emits them with their
+// into (workload/kernels.hpp, OverlapKernels; program/compile_layers.cpp emits them with their
 // ring transfers and reduce-scatters), on the buffers of the unsplit half, so that the
 // pieces together compute exactly what layer_forward / layer_backward do under sequence
 // parallelism.
@@ -16,9 +16,9 @@
 
 namespace parasim::exec {
 
-using plan::Category;
-using plan::ComputeWhat;
-using plan::LayerPiece;
+using program::Category;
+using program::ComputeWhat;
+using program::LayerPiece;
 
 namespace {
 
@@ -26,7 +26,7 @@ std::size_t block_of(int tp_index, int step, int tp) { return static_cast<std::s
 
 }  // namespace
 
-void GptShard::layer_piece(const plan::Op& op) {
+void GptShard::layer_piece(const program::Op& op) {
   if (moe_ && op.what == ComputeWhat::layer_mlp) {
     moe_piece(op);
   } else if (cp_ > 1 && op.what == ComputeWhat::layer_attention) {
@@ -38,9 +38,9 @@ void GptShard::layer_piece(const plan::Op& op) {
   }
 }
 
-Shard::View GptShard::ring_block(const plan::Op& t) {
+Shard::View GptShard::ring_block(const program::Op& t) {
   if (t.category == Category::cp_comm) return context_block(t);
-  const int sender = t.kind == plan::OpKind::send ? tp_index_ : (tp_index_ + tp_ - 1) % tp_;
+  const int sender = t.kind == program::OpKind::send ? tp_index_ : (tp_index_ + tp_ - 1) % tp_;
   const std::size_t rows = static_cast<std::size_t>(ns_) * static_cast<std::size_t>(h_);
   float* base = nullptr;
   if (t.pass == Category::backward) {
@@ -55,10 +55,10 @@ Shard::View GptShard::ring_block(const plan::Op& t) {
 // What both halves' first piece does: its input gathered (forward: the layer norm of this
 // rank's rows into its block; backward: this rank's block of the output's gradient, see
 // gather_input), and the buffers the half writes.
-void GptShard::prepare_piece(const plan::Op& op) {
+void GptShard::prepare_piece(const program::Op& op) {
   const auto N = static_cast<std::size_t>(n_);
   const bool backward = op.category == Category::backward;
-  plan::Op gather = op;
+  program::Op gather = op;
   gather.pass = backward ? Category::backward : Category::forward;
   gather_input(gather);
   need(acts(op.layer, op.micro_batch).part, N * static_cast<std::size_t>(h_));
@@ -70,11 +70,11 @@ void GptShard::prepare_piece(const plan::Op& op) {
 }
 
 // A column piece's first row: its block's, (tp index - step) mod tp.
-std::size_t GptShard::column_row(const plan::Op& op) const {
+std::size_t GptShard::column_row(const program::Op& op) const {
   return op.piece == LayerPiece::column ? block_of(tp_index_, op.step, tp_) * static_cast<std::size_t>(ns_) : 0;
 }
 
-void GptShard::attention_piece(const plan::Op& op) {
+void GptShard::attention_piece(const program::Op& op) {
   const LayerParams& p = layer_params_.at(op.layer);
   Acts& a = acts(op.layer, op.micro_batch);
   const auto N = static_cast<std::size_t>(n_);
@@ -109,7 +109,7 @@ void GptShard::attention_piece(const plan::Op& op) {
         attention_core_backward(a, datty, dqkv);
       } else {
         attention_core_forward(a);
-        if (recompute_ == plan::Recompute::selective) a.att = Buffer();
+        if (recompute_ == scenario::Recompute::selective) a.att = Buffer();
       }
       return;
     case LayerPiece::row:
@@ -135,7 +135,7 @@ void GptShard::attention_piece(const plan::Op& op) {
   throw std::logic_error("not a piece of a layer half");
 }
 
-void GptShard::mlp_piece(const plan::Op& op) {
+void GptShard::mlp_piece(const program::Op& op) {
   const LayerParams& p = layer_params_.at(op.layer);
   Acts& a = acts(op.layer, op.micro_batch);
   const auto N = static_cast<std::size_t>(n_);
@@ -200,7 +200,7 @@ void GptShard::mlp_piece(const plan::Op& op) {
 // Block j of the forward's row GEMM: `in` (n x k) times the weight (k x h), the rows
 // j·sub .. (j+1)·sub of every rank's block, packed rank by rank at the block's place in
 // a.part (its reduce-scatter's buffer).
-void GptShard::row_block(const plan::Op& op, const float* in, int k, std::size_t weight) {
+void GptShard::row_block(const program::Op& op, const float* in, int k, std::size_t weight) {
   Acts& a = acts(op.layer, op.micro_batch);
   const auto sub = static_cast<std::size_t>(ns_ / splits_);
   const auto j = static_cast<std::size_t>(op.step);
@@ -212,7 +212,7 @@ void GptShard::row_block(const plan::Op& op, const float* in, int k, std::size_t
                     a.part.f() + j * tp_ * sub * H, h_, static_cast<std::int64_t>(sub * H), tp_);
 }
 
-Shard::View GptShard::block_sum_buffer(const plan::Op& c) {
+Shard::View GptShard::block_sum_buffer(const program::Op& c) {
   const auto sub = static_cast<std::size_t>(ns_ / splits_);
   const auto rows = static_cast<std::size_t>(tp_) * sub;
   return {acts(c.layer, c.micro_batch).part.f() + static_cast<std::size_t>(c.step) * rows * static_cast<std::size_t>(h_),
@@ -221,7 +221,7 @@ Shard::View GptShard::block_sum_buffer(const plan::Op& c) {
 
 // A block's sum: this rank's rows of it into their place among its own rows; after the
 // last block, what follows the sum.
-void GptShard::block_sum_finish(const plan::Op& c) {
+void GptShard::block_sum_finish(const program::Op& c) {
   const auto sub = static_cast<std::size_t>(ns_ / splits_);
   const auto H = static_cast<std::size_t>(h_);
   const auto j = static_cast<std::size_t>(c.step);

@@ -8,17 +8,17 @@
 
 #include "exec/model/gpt.hpp"
 #include "exec/model/ring_attention.hpp"
-#include "plan/kernels.hpp"
-#include "plan/schedule.hpp"
+#include "workload/kernels.hpp"
+#include "workload/schedule.hpp"
 
 namespace parasim::exec {
 
-using plan::ComputeWhat;
-using plan::TpRole;
+using program::ComputeWhat;
+using program::TpRole;
 
-GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, s, rank) {
-  const plan::ParallelPlan& p = s.plan;
-  const plan::Coord c = plan::coord_of(p, rank);
+GptShard::GptShard(Device& dev, const scenario::Scenario& s, int rank) : Shard(dev, s, rank) {
+  const scenario::ParallelPlan& p = s.plan;
+  const scenario::Coord c = scenario::coord_of(p, rank);
   tp_ = p.tp;
   tp_index_ = c.tp;
   t_ = s.model.seq_len;
@@ -43,11 +43,11 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   // Sequence parallelism: each tp rank holds a block of ns_ of the n_ token rows outside
   // the tensor-parallel GEMMs (norms, residuals, biases after the sums).
   sp_ = p.sequence_parallel && tp_ > 1;
-  flash_ = s.training.attention == plan::Attention::flash;
-  pack16_ = storage_ == plan::Dtype::bf16 || storage_ == plan::Dtype::fp16;
+  flash_ = s.training.attention == scenario::Attention::flash;
+  pack16_ = storage_ == scenario::Dtype::bf16 || storage_ == scenario::Dtype::fp16;
   ns_ = sp_ ? n_ / tp_ : n_;
   r0_ = sp_ ? tp_index_ * ns_ : 0;
-  splits_ = plan::overlap_splits(plan::kernel_plan(s));
+  splits_ = workload::overlap_splits(workload::kernel_plan(s));
   // Megatron's scatter-gather: pipeline transfers carry this rank's 1/tp of the boundary,
   // and a tp all-gather (TpRole::pp_gather) completes it on the receiver.
   scatter_ = tp_ > 1 && !sp_ && p.pp_scatter_gather;
@@ -155,7 +155,6 @@ GptShard::GptShard(Device& dev, const plan::Scenario& s, int rank) : Shard(dev, 
   init_parameters([&initial](std::size_t i) { return static_cast<float>(initial(i)); });
 }
 
-
 GptShard::Acts& GptShard::acts(int layer, int mb) {
   Acts& a = acts_[{layer, mb}];
   if (a.packed) unpack(a);
@@ -222,7 +221,7 @@ void GptShard::layer_forward(int layer, int mb, ComputeWhat part, bool recompute
     qkv_forward(layer, mb);
     attention_core_forward(a);
     // Selective recompute keeps Q, K, V and the attention output, not the s x s scores.
-    if (recompute_ == plan::Recompute::selective) a.att = Buffer();
+    if (recompute_ == scenario::Recompute::selective) a.att = Buffer();
     projection_forward(layer, mb, part == ComputeWhat::layer || tp_ == 1);
   }
   if (part == ComputeWhat::layer || part == ComputeWhat::layer_mlp) {
@@ -321,7 +320,7 @@ void GptShard::finish_mlp_forward(int layer, int mb, bool recompute, const float
   // own, so a layer's stored activations are those memory.hpp counts.
   a.part = Buffer();
   // Full recompute keeps only the layer's input until its backward runs the forward again.
-  if (recompute_ == plan::Recompute::full && !recompute) {
+  if (recompute_ == scenario::Recompute::full && !recompute) {
     Buffer x = std::move(a.x);
     a = Acts{};
     a.x = std::move(x);

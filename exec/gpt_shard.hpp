@@ -28,20 +28,20 @@ namespace parasim::exec {
 
 class GptShard final : public Shard {
  public:
-  GptShard(Device& dev, const plan::Scenario& s, int rank);
+  GptShard(Device& dev, const scenario::Scenario& s, int rank);
 
   void embedding_forward(int mb) override;
   void embedding_backward(int mb) override;
-  void layer_forward(int layer, int mb, plan::ComputeWhat part, bool recompute) override;
-  void layer_backward(int layer, int mb, plan::ComputeWhat part) override;
+  void layer_forward(int layer, int mb, program::ComputeWhat part, bool recompute) override;
+  void layer_backward(int layer, int mb, program::ComputeWhat part) override;
   void recompute_attention_core(int layer, int mb) override;
-  void layer_piece(const plan::Op& op) override;
+  void layer_piece(const program::Op& op) override;
   void head_forward(int mb) override;
   void head_backward(int mb) override;
 
-  View tp_buffer(const plan::Op& collective) override;
-  void tp_finish(const plan::Op& collective) override;
-  View ring_block(const plan::Op& transfer) override;
+  View tp_buffer(const program::Op& collective) override;
+  void tp_finish(const program::Op& collective) override;
+  View ring_block(const program::Op& transfer) override;
   // The residual stream entering layer `boundary`, or its gradient: what a transfer carries
   // (this rank's 1/tp slice under scatter-gather).
   View boundary(int boundary, int mb, bool gradient) override;
@@ -49,9 +49,9 @@ class GptShard final : public Shard {
   View whole_boundary(int boundary, int mb, bool gradient);
   void release_boundary(int boundary, int mb, bool gradient) override;
   View tied_embedding_grads() override;
-  std::vector<float> expert_counts(const plan::Op& dispatch) override;
-  void expert_counts_received(const plan::Op& dispatch, std::span<const float> counts) override;
-  Exchange exchange(const plan::Op& all_to_all) override;
+  std::vector<float> expert_counts(const program::Op& dispatch) override;
+  void expert_counts_received(const program::Op& dispatch, std::span<const float> counts) override;
+  Exchange exchange(const program::Op& all_to_all) override;
 
  private:
   using LayerParams = LayerOffsets;  // offsets in the rank's flat buffers
@@ -109,7 +109,7 @@ class GptShard final : public Shard {
   // (LayerPiece::prepare, experts, finish).
   void moe_forward(int layer, int mb);
   void moe_backward(int layer, int mb, const float* dy);
-  void moe_piece(const plan::Op& op);
+  void moe_piece(const program::Op& op);
   // The rows the experts compute arrive in blocks of `rows` (per block, per expert held):
   // where each goes in expert order (a.xpos) and where each expert's start.
   void set_rows(int layer, int mb, std::vector<std::int64_t> rows);
@@ -154,26 +154,26 @@ class GptShard final : public Shard {
   void finish_attention_backward(int layer, int mb);
   void finish_head_backward(int mb);
   void finish_embedding_forward(int mb);
-  View gather_input(const plan::Op& c);
+  View gather_input(const program::Op& c);
   // Tensor-parallel overlap (gpt_overlap.cpp): the pieces of each half, and the blocks of
   // the forward's pipelined reduce-scatter.
-  void prepare_piece(const plan::Op& op);
-  [[nodiscard]] std::size_t column_row(const plan::Op& op) const;
-  void attention_piece(const plan::Op& op);
-  void mlp_piece(const plan::Op& op);
-  void row_block(const plan::Op& op, const float* in, int k, std::size_t weight);
-  View block_sum_buffer(const plan::Op& c);
-  void block_sum_finish(const plan::Op& c);
-  int splits_ = 1;  // blocks of the forward's pipelined reduce-scatter (plan::overlap_splits)
+  void prepare_piece(const program::Op& op);
+  [[nodiscard]] std::size_t column_row(const program::Op& op) const;
+  void attention_piece(const program::Op& op);
+  void mlp_piece(const program::Op& op);
+  void row_block(const program::Op& op, const float* in, int k, std::size_t weight);
+  View block_sum_buffer(const program::Op& c);
+  void block_sum_finish(const program::Op& c);
+  int splits_ = 1;  // blocks of the forward's pipelined reduce-scatter (workload::overlap_splits)
   // Context parallelism (gpt_context.cpp): the attention half's pieces around the cp ring,
   // the ring's blocks, and the positions this rank holds of each sequence.
-  void context_piece(const plan::Op& op);
-  View context_block(const plan::Op& transfer);
-  void ring_sent(const plan::Op& send) override;
+  void context_piece(const program::Op& op);
+  View context_block(const program::Op& transfer);
+  void ring_sent(const program::Op& send) override;
   // Frees a pass's ring blocks now, or once its sends in flight have completed.
-  void release_ring(int layer, int mb, plan::Category pass);
-  void free_ring(int layer, int mb, plan::Category pass);
-  [[nodiscard]] std::tuple<int, int, int> ring_slot(int layer, int mb, plan::Category pass, int slot) const;
+  void release_ring(int layer, int mb, program::Category pass);
+  void free_ring(int layer, int mb, program::Category pass);
+  [[nodiscard]] std::tuple<int, int, int> ring_slot(int layer, int mb, program::Category pass, int slot) const;
   // Adds the position embedding to rows [r0, r0 + rows) of x (x's first row is row r0), and
   // its backward: the gradient of each row's position += dx.
   void add_positions(float* x, int r0, int rows);

@@ -10,18 +10,19 @@
 
 #include <fmt/format.h>
 
-#include "plan/schedule.hpp"
+#include "workload/schedule.hpp"
 
 namespace parasim::exec {
 
-using plan::Category;
-using plan::CollectiveOp;
-using plan::ComputeWhat;
-using plan::Op;
-using plan::OpKind;
-using plan::Stream;
+using program::Category;
+using program::CollectiveOp;
+using program::ComputeWhat;
+using program::Op;
+using program::OpKind;
+using program::Stream;
 
-Runner::Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, Shard& shard, double stall_seconds)
+Runner::Runner(Device& dev, const scenario::Scenario& s, const program::Program& prog, Shard& shard,
+               double stall_seconds)
     : dev_(dev), s_(s), prog_(prog), shard_(shard), stall_seconds_(stall_seconds), rank_(dev.rank()) {
   if (prog.one_replica()) throw std::invalid_argument("the executor runs a Program of every rank, not a folded one");
   state_.assign(prog.ops.size(), 0);
@@ -78,14 +79,15 @@ bool Runner::ready(std::int64_t op) const {
 // activations, its start for gradients.
 int Runner::boundary_of(const Op& o) const {
   const int sender = o.kind == OpKind::send ? rank_ : o.peer;
-  const int stage = plan::coord_of(s_.plan, sender).pp;
+  const int stage = scenario::coord_of(s_.plan, sender).pp;
   const auto [first, last] =
-      plan::chunk_layers(s_.model.layer_count(), s_.plan.pp, s_.plan.virtual_stages, stage, o.chunk);
+      workload::chunk_layers(s_.model.layer_count(), s_.plan.pp, s_.plan.virtual_stages, stage, o.chunk);
   return o.gradient ? first : last;
 }
 
 bool Runner::experts(const Op& o) const {
-  return o.kind == OpKind::collective && prog_.groups[static_cast<std::size_t>(o.group)].part == plan::GroupPart::expert_data;
+  return o.kind == OpKind::collective &&
+         prog_.groups[static_cast<std::size_t>(o.group)].part == program::GroupPart::expert_data;
 }
 
 bool Runner::moe_tp(const Op& o) const {
@@ -145,7 +147,7 @@ void Runner::run_compute(const Op& o) {
     case ComputeWhat::layer:
     case ComputeWhat::layer_attention:
     case ComputeWhat::layer_mlp:
-      if (o.piece != plan::LayerPiece::whole) {
+      if (o.piece != program::LayerPiece::whole) {
         shard_.layer_piece(o);
       } else if (o.category == Category::backward) {
         shard_.layer_backward(o.layer, o.micro_batch, o.what);
@@ -237,7 +239,7 @@ void Runner::start(std::int64_t id, std::vector<InFlight>& flying) {
       v = o.category == Category::tp_comm ? shard_.tp_buffer(o) : shard_.batch_norm_buffer(o);
       parts.assign(static_cast<std::size_t>(members), v.count / members);
     } else if (o.category == Category::dp_comm &&
-               prog_.groups[static_cast<std::size_t>(o.group)].part == plan::GroupPart::replica) {
+               prog_.groups[static_cast<std::size_t>(o.group)].part == program::GroupPart::replica) {
       v = shard_.owned_part(o.layer);  // hybrid sharding: the shard, summed over the replicas
     } else if (o.category == Category::dp_comm) {
       v = shard_.bucket(o.layer, o.collective == CollectiveOp::all_gather, experts(o));
@@ -266,7 +268,7 @@ void Runner::finish(std::int64_t id, std::int64_t end_ns) {
       shard_.bucket_gathered(o.layer, experts(o));
     }
     if (o.category == Category::dp_comm && o.collective != CollectiveOp::all_gather &&
-        prog_.groups[static_cast<std::size_t>(o.group)].part != plan::GroupPart::replica) {
+        prog_.groups[static_cast<std::size_t>(o.group)].part != program::GroupPart::replica) {
       shard_.gradients_reduced(shard_.bucket(o.layer, false, experts(o)));  // summed in the gradients' type
     }
     if (o.category == Category::dp_comm && o.collective == CollectiveOp::reduce_scatter) shard_.bucket_reduced(o.layer);
@@ -285,12 +287,12 @@ void Runner::finish(std::int64_t id, std::int64_t end_ns) {
 
 void Runner::stalled(const std::vector<InFlight>& flying, const std::vector<std::size_t>& next) const {
   std::string waits;
-  for (const InFlight& f : flying) waits += fmt::format("\n  in flight: {}", plan::op_name(prog_, f.op));
-  for (int s = 0; s < plan::stream_count; ++s) {
+  for (const InFlight& f : flying) waits += fmt::format("\n  in flight: {}", program::op_name(prog_, f.op));
+  for (int s = 0; s < program::stream_count; ++s) {
     const auto& q = queue_[s];
     if (next[static_cast<std::size_t>(s)] < q.size()) {
-      waits += fmt::format("\n  next on {}: {}", plan::to_string(static_cast<Stream>(s)),
-                           plan::op_name(prog_, q[next[static_cast<std::size_t>(s)]]));
+      waits += fmt::format("\n  next on {}: {}", to_string(static_cast<Stream>(s)),
+                           program::op_name(prog_, q[next[static_cast<std::size_t>(s)]]));
     }
   }
   std::cerr << fmt::format("error: rank {} made no progress for {:.0f} s (a peer rank died or stopped){}\n", rank_,
@@ -321,8 +323,9 @@ void Runner::gather_parameters() {
 StepTiming Runner::step(std::int64_t index) {
   shard_.begin_step(index);
   delay_ = 1.0;
-  for (const plan::Injection& in : s_.run.inject) {
-    if (in.kind == plan::InjectKind::delay && in.rank == rank_ && (in.step == 0 || in.step == index + 1)) delay_ *= in.factor;
+  for (const scenario::Injection& in : s_.run.inject) {
+    if (in.kind == scenario::InjectKind::delay && in.rank == rank_ && (in.step == 0 || in.step == index + 1))
+      delay_ *= in.factor;
   }
   for (std::int64_t id : prog_.order[static_cast<std::size_t>(rank_)]) state_[static_cast<std::size_t>(id)] = 0;
   spans_.clear();
@@ -333,7 +336,7 @@ StepTiming Runner::step(std::int64_t index) {
   StepTiming timing;
   timing.start_ns = dev_.now_ns();
 
-  std::vector<std::size_t> next(plan::stream_count, 0);
+  std::vector<std::size_t> next(program::stream_count, 0);
   std::vector<InFlight> flying;
   const std::size_t total = prog_.order[static_cast<std::size_t>(rank_)].size();
   std::int64_t last_progress = timing.start_ns;

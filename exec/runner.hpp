@@ -27,7 +27,7 @@
 
 #include "exec/device.hpp"
 #include "exec/shard.hpp"
-#include "plan/program.hpp"
+#include "program/program.hpp"
 
 namespace parasim::exec {
 
@@ -47,7 +47,8 @@ struct StepTiming {
 
 class Runner {
  public:
-  Runner(Device& dev, const plan::Scenario& s, const plan::Program& prog, Shard& shard, double stall_seconds = 60.0);
+  Runner(Device& dev, const scenario::Scenario& s, const program::Program& prog, Shard& shard,
+         double stall_seconds = 60.0);
 
   StepTiming step(std::int64_t index);
   // With overlap_param_gather each step opens with the previous step's parameter
@@ -66,32 +67,32 @@ class Runner {
   void start(std::int64_t op, std::vector<InFlight>& flying);
   // Marks `op` done; its span ends at end_ns when the device knows when (else now).
   void finish(std::int64_t op, std::int64_t end_ns = 0);
-  void run_compute(const plan::Op& o);
+  void run_compute(const program::Op& o);
   // The layer slot whose gradients a backward compute op accumulates into, or no_slot.
   static constexpr int no_slot = -1000;
-  int gradient_slot(const plan::Op& o) const;
-  int boundary_of(const plan::Op& o) const;
-  int tag_of(const plan::Op& o) const;
+  int gradient_slot(const program::Op& o) const;
+  int boundary_of(const program::Op& o) const;
+  int tag_of(const program::Op& o) const;
   // A collective over the ranks holding the same experts (their buckets).
-  bool experts(const plan::Op& o) const;
+  bool experts(const program::Op& o) const;
   // A tp collective of the experts' rows (a mixture of experts with tp > 1).
-  bool moe_tp(const plan::Op& o) const;
+  bool moe_tp(const program::Op& o) const;
   // An all-to-all of expert parallelism (Category::ep_comm), or moe_tp's collective, posted.
-  Request exchange_tokens(const plan::Op& o, Comm comm, int members);
+  Request exchange_tokens(const program::Op& o, Comm comm, int members);
   // A transfer of a tp overlap's ring or of the cp ring (not a pipeline boundary's).
-  static bool is_ring(const plan::Op& o) {
-    return o.tp_role == plan::TpRole::ring || o.category == plan::Category::cp_comm;
+  static bool is_ring(const program::Op& o) {
+    return o.tp_role == program::TpRole::ring || o.category == program::Category::cp_comm;
   }
   static constexpr int ring_tag = 32767;  // MPI guarantees tags up to 32767; the cp ring's gradients 32766
   [[noreturn]] void stalled(const std::vector<InFlight>& flying, const std::vector<std::size_t>& next) const;
 
   Device& dev_;
-  const plan::Scenario& s_;
-  const plan::Program& prog_;
+  const scenario::Scenario& s_;
+  const program::Program& prog_;
   Shard& shard_;
   double stall_seconds_;
   int rank_;
-  std::vector<std::int64_t> queue_[plan::stream_count];
+  std::vector<std::int64_t> queue_[program::stream_count];
   std::vector<std::uint8_t> state_;  // per global op: 0 waiting, 1 issued, 2 done
   std::vector<Event> begin_, end_;   // per global op of this rank: its events
   std::size_t done_ = 0;             // ops of this rank done in the current step

@@ -2,9 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
-#include <limits>
-#include <random>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -15,17 +12,17 @@
 #include "exec/gpt_shard.hpp"
 #include "exec/model/adam8bit.hpp"
 #include "exec/model/fp8.hpp"
-#include "plan/schedule.hpp"
+#include "workload/schedule.hpp"
 
 namespace parasim::exec {
 
-std::string unsupported_reason(const plan::Scenario& s) {
-  const plan::ModelSpec& m = s.model;
-  if (s.training.optimizer == plan::Optimizer::sgd) {
+std::string unsupported_reason(const scenario::Scenario& s) {
+  const scenario::ModelSpec& m = s.model;
+  if (s.training.optimizer == scenario::Optimizer::sgd) {
     return "the executor trains with AdamW (training.optimizer: adamw or adamw8bit)";
   }
-  for (const plan::Injection& in : s.run.inject) {
-    if (in.kind == plan::InjectKind::delay) continue;
+  for (const scenario::Injection& in : s.run.inject) {
+    if (in.kind == scenario::InjectKind::delay) continue;
     if (s.plan.zero >= 2 || s.plan.hybrid_shard()) {
       return "run.inject changes a rank's gradients before their data-parallel reduction, once a step: under ZeRO-2/3 "
              "and hybrid sharding they are reduced piece by piece (use zero 0 or 1)";
@@ -35,7 +32,7 @@ std::string unsupported_reason(const plan::Scenario& s) {
     return "offloading to host memory (plan.offload_optimizer / offload_params / offload_activations) is simulated "
            "only: the executor keeps the optimizer, the parameters and the activations on the device";
   }
-  if (m.kind == plan::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
+  if (m.kind == scenario::ModelKind::generic) return "";  // as GEMM equivalents; the plan checks refuse tp > 1
   if (m.moe() && m.shared_expert_ffn_hidden > 0) {
     return "the executor's mixture of experts has no shared experts (model.shared_expert_ffn_hidden); they are "
            "simulated only";
@@ -44,7 +41,7 @@ std::string unsupported_reason(const plan::Scenario& s) {
     return "the executor's mixture of experts has experts in every layer; dense first layers (model.dense_layers) are "
            "simulated only";
   }
-  if (m.mlp != plan::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
+  if (m.mlp != scenario::Mlp::gelu) return "the executor's decoder has a GELU MLP (GPT layout); model.mlp is swiglu";
   if (m.kv_heads != m.heads) return "the executor's decoder has as many key/value heads as heads (no grouped-query attention)";
   if (m.ffn_hidden != 4 * m.hidden) return fmt::format("the executor's decoder has an MLP 4 x hidden wide ({}), model.ffn_hidden is {}", 4 * m.hidden, m.ffn_hidden);
   if (!m.tie_embeddings) return "the executor's decoder ties the LM head to the embedding (model.tie_embeddings: true)";
@@ -54,14 +51,14 @@ std::string unsupported_reason(const plan::Scenario& s) {
   return "";
 }
 
-Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
+Shard::Shard(Device& dev, const scenario::Scenario& s, int rank) : dev_(dev) {
   if (const std::string why = unsupported_reason(s); !why.empty()) throw std::invalid_argument(why);
-  const plan::ParallelPlan& p = s.plan;
-  const plan::Coord c = plan::coord_of(p, rank);
+  const scenario::ParallelPlan& p = s.plan;
+  const scenario::Coord c = scenario::coord_of(p, rank);
   precision_ = s.training.precision;
   storage_ = topology::storage_dtype(precision_);
   dp_ = p.grad_ranks();
-  grad_index_ = plan::grad_index(p, c);
+  grad_index_ = scenario::grad_index(p, c);
   dp_index_ = c.dp;
   shard_ = p.shard_size();
   shard_index_ = grad_index_ % shard_;
@@ -79,28 +76,28 @@ Shard::Shard(Device& dev, const plan::Scenario& s, int rank) : dev_(dev) {
   b_ = s.training.micro_batch;
   recompute_ = s.training.recompute;
   zero_ = p.zero;
-  eight_bit_ = s.training.optimizer == plan::Optimizer::adamw8bit;
-  fp8_delayed_ = precision_ == plan::Dtype::fp8 && s.training.fp8_recipe == plan::Fp8Recipe::delayed;
+  eight_bit_ = s.training.optimizer == scenario::Optimizer::adamw8bit;
+  fp8_delayed_ = precision_ == scenario::Dtype::fp8 && s.training.fp8_recipe == scenario::Fp8Recipe::delayed;
   seed_ = s.run.seed;
   global_batch_ = s.training.global_batch;
   lr_ = s.training.learning_rate;
   training_ = s.training;
-  for (const plan::Injection& in : s.run.inject) {
-    if (in.rank == rank && in.kind != plan::InjectKind::delay) injections_.push_back(in);
+  for (const scenario::Injection& in : s.run.inject) {
+    if (in.rank == rank && in.kind != scenario::InjectKind::delay) injections_.push_back(in);
   }
-  if (precision_ == plan::Dtype::fp16 && s.training.loss_scaling) loss_scale_ = s.training.loss_scale;
+  if (precision_ == scenario::Dtype::fp16 && s.training.loss_scaling) loss_scale_ = s.training.loss_scale;
   scale_window_ = s.training.loss_scale_window;
   dev_.set_gemm_precision(precision_);
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
-    const auto [first, last] = plan::chunk_layers(s.model.layer_count(), pp_, p.virtual_stages, stage_, chunk);
+    const auto [first, last] = workload::chunk_layers(s.model.layer_count(), pp_, p.virtual_stages, stage_, chunk);
     for (int l = first; l < last; ++l) layers_held_.push_back(l);
   }
   std::sort(layers_held_.begin(), layers_held_.end());
   model_layers_ = static_cast<int>(s.model.layer_count());
 }
 
-std::string model_description(const plan::Scenario& s) {
-  if (s.model.kind == plan::ModelKind::transformer) {
+std::string model_description(const scenario::Scenario& s) {
+  if (s.model.kind == scenario::ModelKind::transformer) {
     return s.model.moe() ? fmt::format("GPT decoder with {} experts per MLP (top {}), no dropout", s.model.experts, s.model.top_k)
                          : "GPT decoder, no dropout";
   }
@@ -109,8 +106,8 @@ std::string model_description(const plan::Scenario& s) {
                      s.model.name, cfg.layers.size(), cfg.input_width, cfg.classes());
 }
 
-std::unique_ptr<Shard> make_shard(Device& dev, const plan::Scenario& s, int rank) {
-  if (s.model.kind == plan::ModelKind::generic) return std::make_unique<GenericShard>(dev, s, rank);
+std::unique_ptr<Shard> make_shard(Device& dev, const scenario::Scenario& s, int rank) {
+  if (s.model.kind == scenario::ModelKind::generic) return std::make_unique<GenericShard>(dev, s, rank);
   return std::make_unique<GptShard>(dev, s, rank);
 }
 
@@ -141,7 +138,7 @@ void Shard::init_parameters(const std::function<float(std::size_t)>& value) {
   fill(0, rows.size() / threads);
   for (std::thread& w : workers) w.join();
   dev_.upload(params_.f(), host.data(), host.size() * sizeof(float));
-  if (storage_ == plan::Dtype::bf16 || storage_ == plan::Dtype::fp16) {
+  if (storage_ == scenario::Dtype::bf16 || storage_ == scenario::Dtype::fp16) {
     rounded_ = dev_.allocate(static_cast<std::size_t>(param_count_) * sizeof(std::uint16_t));
     weights_ = &rounded_;
     half_weights_ = true;
@@ -194,19 +191,31 @@ void Shard::end_step() {
 void Shard::recompute_attention_core(int, int) { throw std::logic_error("this model has no attention core"); }
 void Shard::head_forward(int) { throw std::logic_error("this model has no separate head"); }
 void Shard::head_backward(int) { throw std::logic_error("this model has no separate head"); }
-Shard::View Shard::tp_buffer(const plan::Op&) { throw std::logic_error("this model has no tensor parallel sums"); }
-void Shard::tp_finish(const plan::Op&) { throw std::logic_error("this model has no tensor parallel sums"); }
-void Shard::layer_piece(const plan::Op&) { throw std::logic_error("this model has no tensor parallel overlap"); }
-Shard::View Shard::ring_block(const plan::Op&) { throw std::logic_error("this model has no tensor parallel overlap"); }
-Shard::View Shard::batch_norm_buffer(const plan::Op&) { throw std::logic_error("this model has no BatchNorm"); }
+Shard::View Shard::tp_buffer(const program::Op&) {
+  throw std::logic_error("this model has no tensor parallel sums");
+}
+void Shard::tp_finish(const program::Op&) {
+  throw std::logic_error("this model has no tensor parallel sums");
+}
+void Shard::layer_piece(const program::Op&) {
+  throw std::logic_error("this model has no tensor parallel overlap");
+}
+Shard::View Shard::ring_block(const program::Op&) {
+  throw std::logic_error("this model has no tensor parallel overlap");
+}
+Shard::View Shard::batch_norm_buffer(const program::Op&) {
+  throw std::logic_error("this model has no BatchNorm");
+}
 Shard::View Shard::tied_embedding_grads() { throw std::logic_error("this model has no tied embedding"); }
-std::vector<float> Shard::expert_counts(const plan::Op&) { throw std::logic_error("this model has no experts"); }
-void Shard::expert_counts_received(const plan::Op&, std::span<const float>) {
+std::vector<float> Shard::expert_counts(const program::Op&) {
   throw std::logic_error("this model has no experts");
 }
-Shard::Exchange Shard::exchange(const plan::Op&) { throw std::logic_error("this model has no experts"); }
-
-
+void Shard::expert_counts_received(const program::Op&, std::span<const float>) {
+  throw std::logic_error("this model has no experts");
+}
+Shard::Exchange Shard::exchange(const program::Op&) {
+  throw std::logic_error("this model has no experts");
+}
 
 void Shard::set_buckets(std::vector<int> lows, std::vector<int> expert_lows) {
   auto highest_first = [](std::vector<int>& v) {
@@ -271,7 +280,7 @@ Buffer& Shard::fit(Buffer& b, std::size_t floats) {
 void Shard::round(float* p, std::size_t n) { dev_.round_to(storage_, p, static_cast<std::int64_t>(n)); }
 
 const float* Shard::fp8_in(const float* x, int rows, int cols, bool gradient, int slot, std::size_t linear) {
-  if (precision_ != plan::Dtype::fp8) return x;
+  if (precision_ != scenario::Dtype::fp8) return x;
   const auto count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   Buffer& b = fp8_scratch_[slot];
   if (b.floats() < count) b = dev_.allocate_floats(count);  // the largest operand so far
@@ -412,187 +421,6 @@ void Shard::bucket_reduced(int lowest_layer) {
   float* const after_mine = mine.data + mine.count;
   if (mine.data > first) dev_.zero(first, mine.data - first);
   if (grads_.f() + end > after_mine) dev_.zero(after_mine, grads_.f() + end - after_mine);
-}
-
-void Shard::gradients_accumulated(int slot) {
-  if (topology::dtype_bytes(training_.grad_dtype) != 2) return;
-  auto round_slot = [&](const std::map<int, std::size_t>& slots, std::size_t region_end) {
-    const auto it = slots.find(slot);
-    if (it == slots.end()) return;
-    const auto next = std::next(it);
-    const std::size_t end = next == slots.end() ? region_end : next->second;
-    if (end > it->second) dev_.round_to(training_.grad_dtype, grads_.f() + it->second, static_cast<std::int64_t>(end - it->second));
-  };
-  round_slot(slot_offset_, dense_end());
-  round_slot(expert_slot_offset_, static_cast<std::size_t>(param_count_));
-}
-
-void Shard::gradients_reduced(View v) {
-  if (topology::dtype_bytes(training_.grad_dtype) == 2 && v.count > 0) dev_.round_to(training_.grad_dtype, v.data, v.count);
-}
-
-void Shard::before_reduce(View v) {
-  injected_ = true;
-  inject(v);
-  if (source_tracked_) source_norm2_ += dev_.sum_squares(v.data, v.count);
-}
-
-void Shard::inject(View v) {
-  for (const plan::Injection& in : injections_) {
-    if ((in.step != 0 && in.step != step_index_ + 1) || v.count == 0) continue;  // steps counted from 1
-    const auto factor = static_cast<float>(in.factor);
-    switch (in.kind) {
-      case plan::InjectKind::scale: dev_.scale(v.data, factor, v.count); break;
-      case plan::InjectKind::zero: dev_.zero(v.data, v.count); break;
-      case plan::InjectKind::nan: dev_.scale(v.data, std::numeric_limits<float>::quiet_NaN(), v.count); break;
-      case plan::InjectKind::random: {
-        // Noise of the gradients' own scale: normal, with factor x their RMS.
-        const double rms = std::sqrt(dev_.sum_squares(v.data, v.count) / static_cast<double>(v.count));
-        std::mt19937_64 gen(seed_ ^ (static_cast<std::uint64_t>(step_index_) << 20) ^ static_cast<std::uint64_t>(v.count));
-        std::normal_distribution<float> noise(0.0F, static_cast<float>(rms * in.factor));
-        std::vector<float> host(static_cast<std::size_t>(v.count));
-        for (float& x : host) x = noise(gen);
-        dev_.upload(v.data, host.data(), host.size() * sizeof(float));
-        break;
-      }
-      case plan::InjectKind::delay: break;  // the runner's
-    }
-  }
-}
-
-void Shard::compute_norm_ranges() {
-  // The local values this rank holds first among the model-parallel ranks (pieces), in
-  // order and merged.
-  std::vector<std::pair<std::size_t, std::size_t>> unique;
-  for (const Piece& pc : pieces_) {
-    if (!pc.unique) continue;
-    if (pc.local_stride == pc.cols) {
-      unique.emplace_back(pc.local, pc.local + pc.rows * pc.cols);
-      continue;
-    }
-    for (std::size_t r = 0; r < pc.rows; ++r) unique.emplace_back(pc.local + r * pc.local_stride, pc.local + r * pc.local_stride + pc.cols);
-  }
-  std::sort(unique.begin(), unique.end());
-  auto merged = [](std::vector<std::pair<std::size_t, std::size_t>>& v) {
-    std::vector<std::pair<std::size_t, std::size_t>> out;
-    for (const auto& r : v) {
-      if (!out.empty() && r.first <= out.back().second) {
-        out.back().second = std::max(out.back().second, r.second);
-      } else if (r.second > r.first) {
-        out.push_back(r);
-      }
-    }
-    v = std::move(out);
-  };
-  merged(unique);
-  // Of the values this rank updates, those no other data-parallel rank counts: without
-  // ZeRO every replica holds the same sum (the first counts it), with it each rank its share
-  // (hybrid sharding: the first shard group's).
-  norm_ranges_.clear();
-  for (const auto& [b, e] : owned_) {
-    const bool experts = b >= dense_end();
-    const bool counts = experts ? (zero_ == 0 || expert_group_ == 1 ? expert_index_ == 0 : true)
-                                : (zero_ == 0 || shard_ == 1 ? grad_index_ == 0 : grad_index_ < shard_);
-    if (!counts) continue;
-    for (const auto& [ub, ue] : unique) {
-      const std::size_t from = std::max(b, ub), to = std::min(e, ue);
-      if (to > from) norm_ranges_.emplace_back(from, to);
-    }
-  }
-  merged(norm_ranges_);
-  norm_ready_ = true;
-}
-
-void Shard::optimizer_step() {
-  last_skipped_ = false;
-  update_fp8_scales();  // every cast of the step is done
-  // Without data-parallel reductions, a fault injected into this rank's gradients lands here.
-  if (!injected_) inject({grads_.f(), param_count_});
-  if (precision_ == plan::Dtype::fp16 && training_.loss_scaling) {
-    // Every rank's overflow count, summed over the job: all skip or none does.
-    double overflow[1] = {0.0};
-    for (const auto& [begin, end] : owned_) {
-      overflow[0] += static_cast<double>(dev_.count_nonfinite(grads_.f() + begin, static_cast<std::int64_t>(end - begin)));
-    }
-    dev_.sum_to_all(overflow);
-    if (overflow[0] > 0.0) {
-      last_skipped_ = true;
-      good_steps_ = 0;
-      loss_scale_ = std::max(1.0, loss_scale_ / 2.0);
-      grad_norm_ = std::numeric_limits<double>::infinity();
-      local_norm2_ = grad_norm_;
-      if (!injected_ || !source_tracked_) source_norm2_ = local_norm2_;
-      clip_factor_ = 1.0;
-      return;
-    }
-    for (const auto& [begin, end] : owned_) {
-      dev_.scale(grads_.f() + begin, static_cast<float>(1.0 / loss_scale_), static_cast<std::int64_t>(end - begin));
-    }
-    if (++good_steps_ == scale_window_) {
-      good_steps_ = 0;
-      loss_scale_ *= 2.0;
-    }
-  }
-  // The global gradient norm, each value once over the job, and clipping (Megatron's:
-  // scaled by clip / (norm + 1e-6) when that is below 1).
-  if (!norm_ready_) compute_norm_ranges();
-  local_norm2_ = 0.0;
-  for (const auto& [begin, end] : norm_ranges_) local_norm2_ += dev_.sum_squares(grads_.f() + begin, static_cast<std::int64_t>(end - begin));
-  if (!injected_ || !source_tracked_) source_norm2_ = local_norm2_;  // no reduction, or not tracked
-  double total[1] = {local_norm2_};
-  dev_.sum_to_all(total);
-  grad_norm_ = std::sqrt(total[0]);
-  clip_factor_ = 1.0;
-  if (training_.grad_clip > 0.0 && training_.grad_clip / (grad_norm_ + 1e-6) < 1.0) {
-    clip_factor_ = training_.grad_clip / (grad_norm_ + 1e-6);
-    for (const auto& [begin, end] : owned_) {
-      dev_.scale(grads_.f() + begin, static_cast<float>(clip_factor_), static_cast<std::int64_t>(end - begin));
-    }
-  }
-  lr_ = plan::learning_rate_at(training_, step_);
-  ++step_;
-  std::size_t state = 0;
-  std::int64_t block = 0;
-  for (const auto& [begin, end] : owned_) {
-    const auto n = static_cast<std::int64_t>(end - begin);
-    if (eight_bit_) {
-      auto* m = reinterpret_cast<std::uint8_t*>(adam_m_.f()) + state;
-      auto* v = reinterpret_cast<std::uint8_t*>(adam_v_.f()) + state;
-      dev_.adamw8bit(params_.f() + begin, grads_.f() + begin, m, v, m_max_.f() + block, v_max_.f() + block, n, lr_,
-                     0.9, 0.95, 1e-8, 0.0, step_);
-      block += adam8bit::blocks(n);
-    } else {
-      dev_.adamw(params_.f() + begin, grads_.f() + begin, adam_m_.f() + state, adam_v_.f() + state, n, lr_, 0.9, 0.95,
-                 1e-8, 0.0, step_);
-    }
-    state += end - begin;
-  }
-  // Without fp32 master weights the update lands in the 16-bit weights themselves: what
-  // rounds away is lost.
-  if (!training_.master_weights && weights_ != &params_) {
-    for (const auto& [begin, end] : owned_) round(params_.f() + begin, end - begin);
-  }
-  if (zero_ == 0 || dp_ == 1) {
-    refresh_weights(0, static_cast<std::size_t>(param_count_));
-  } else if (expert_group_ == 1) {  // ZeRO-1 gathers no experts that only this rank holds
-    refresh_weights(dense_end(), static_cast<std::size_t>(param_count_));
-  }
-  // ZeRO-3 keeps only its share between uses: the rest is made NaN, so that a unit used
-  // without its all-gather shows in the loss.
-  if (zero_ == 3 && shard_ > 1) {
-    std::size_t at = 0;
-    auto poison = [&](std::size_t begin, std::size_t end) {
-      if (end <= begin) return;
-      const auto n = static_cast<std::int64_t>(end - begin);
-      dev_.scale(params_.f() + begin, std::numeric_limits<float>::quiet_NaN(), n);
-      refresh_weights(begin, end);  // the 16-bit copy too
-    };
-    for (const auto& [begin, end] : owned_) {
-      poison(at, begin);
-      at = end;
-    }
-    poison(at, static_cast<std::size_t>(param_count_));
-  }
 }
 
 void Shard::add_to_full(std::span<float> full, bool grads) const {

@@ -33,12 +33,12 @@
 #include <vector>
 
 #include "exec/device.hpp"
-#include "plan/program.hpp"
+#include "program/program.hpp"
 
 namespace parasim::exec {
 
 // Why the executor cannot run this scenario, or "" when it can.
-std::string unsupported_reason(const plan::Scenario& s);
+std::string unsupported_reason(const scenario::Scenario& s);
 
 class Shard {
  public:
@@ -66,12 +66,12 @@ class Shard {
   virtual void embedding_forward(int mb) = 0;
   virtual void embedding_backward(int mb) = 0;
   // part: layer (a whole layer), layer_attention or layer_mlp (tp > 1).
-  virtual void layer_forward(int layer, int mb, plan::ComputeWhat part, bool recompute) = 0;
-  virtual void layer_backward(int layer, int mb, plan::ComputeWhat part) = 0;
+  virtual void layer_forward(int layer, int mb, program::ComputeWhat part, bool recompute) = 0;
+  virtual void layer_backward(int layer, int mb, program::ComputeWhat part) = 0;
   virtual void recompute_attention_core(int layer, int mb);
   // Under tensor-parallel communication overlap: one piece of a layer half (Op::piece,
-  // step, what, category, layer, micro_batch; plan/kernels.hpp, OverlapKernels).
-  virtual void layer_piece(const plan::Op& op);
+  // step, what, category, layer, micro_batch; workload/kernels.hpp, OverlapKernels).
+  virtual void layer_piece(const program::Op& op);
   virtual void head_forward(int mb);
   virtual void head_backward(int mb);
   void optimizer_step();
@@ -79,15 +79,15 @@ class Shard {
   // --- communication buffers ------------------------------------------------------------------
   // A tensor parallel collective (its role, and the compute op it serves: Op::tp_role,
   // what, pass, layer, micro_batch): its buffer, and what to do once it completes.
-  virtual View tp_buffer(const plan::Op& collective);
-  virtual void tp_finish(const plan::Op& collective);
+  virtual View tp_buffer(const program::Op& collective);
+  virtual void tp_finish(const program::Op& collective);
   // The sequence block a ring transfer of the overlap sends or receives.
-  virtual View ring_block(const plan::Op& transfer);
+  virtual View ring_block(const program::Op& transfer);
   // What enters layer `boundary` (activations), or its gradient.
   virtual View boundary(int boundary, int mb, bool gradient) = 0;
   virtual void release_boundary(int boundary, int mb, bool gradient) = 0;
   // A ring's transfer sent (ring_block's data is no longer read): its buffer may go.
-  virtual void ring_sent(const plan::Op& /*send*/) {}
+  virtual void ring_sent(const program::Op& /*send*/) {}
   // Data-parallel buckets, named by their lowest layer (-1: the embedding) and whether they
   // hold experts (expert parallelism's buckets, in a region of their own after the dense
   // parameters): the gradients (all-reduce, reduce-scatter) or the master parameters
@@ -106,7 +106,7 @@ class Shard {
   // statistics of the BN layer (this rank's block written by the piece before, at its
   // grad_index; all-gathered in place), backward its two per-channel gradient sums
   // (all-reduced). The piece after reads them.
-  virtual View batch_norm_buffer(const plan::Op& collective);
+  virtual View batch_norm_buffer(const program::Op& collective);
   // The tied embedding's gradient (first stage: the embedding, last stage: the head copy).
   virtual View tied_embedding_grads();
   // Expert parallelism's all-to-alls over the ep group (Category::ep_comm; Op::step 0 the
@@ -120,9 +120,9 @@ class Shard {
     float* recv = nullptr;
     std::vector<std::int64_t> recv_counts;
   };
-  virtual std::vector<float> expert_counts(const plan::Op& dispatch);
-  virtual void expert_counts_received(const plan::Op& dispatch, std::span<const float> counts);
-  virtual Exchange exchange(const plan::Op& all_to_all);
+  virtual std::vector<float> expert_counts(const program::Op& dispatch);
+  virtual void expert_counts_received(const program::Op& dispatch, std::span<const float> counts);
+  virtual Exchange exchange(const program::Op& all_to_all);
 
   // --- results -----------------------------------------------------------------------------------
   // Sum of per-token (per-sample) losses and their count this rank computed in the step.
@@ -167,7 +167,7 @@ class Shard {
   [[nodiscard]] std::size_t fp8_tensors() const { return fp8_slot_.size(); }
 
  protected:
-  Shard(Device& dev, const plan::Scenario& s, int rank);
+  Shard(Device& dev, const scenario::Scenario& s, int rank);
 
   // A block of rows of a tensor: `rows` x `cols` values at local[offset], row stride
   // local_stride, coming from full[full_offset] with row stride full_stride.
@@ -218,8 +218,8 @@ class Shard {
   [[nodiscard]] float loss_gradient_scale(double count) const { return static_cast<float>(loss_scale_ / count); }
 
   Device& dev_;
-  plan::Dtype precision_;
-  plan::Dtype storage_;  // what tensors are stored in: the precision, or bf16 under fp8
+  scenario::Dtype precision_;
+  scenario::Dtype storage_;  // what tensors are stored in: the precision, or bf16 under fp8
   // dp_: the ranks whose gradients are summed (dp x cp), grad_index_ this rank's place among
   // them; dp_index_: its data-parallel replica (which samples it trains on).
   int dp_ = 1, grad_index_ = 0, dp_index_ = 0, stage_ = 0, pp_ = 1;
@@ -229,7 +229,7 @@ class Shard {
   int ep_ = 1, ep_index_ = 0, expert_group_ = 1, expert_index_ = 0;
   int micro_batches_ = 1, b_ = 1;
   bool first_stage_ = false, last_stage_ = false;
-  plan::Recompute recompute_ = plan::Recompute::none;
+  scenario::Recompute recompute_ = scenario::Recompute::none;
   int zero_ = 0;
   std::uint64_t seed_ = 0;
   int global_batch_ = 1;
@@ -296,14 +296,14 @@ class Shard {
   std::vector<int> bucket_lows_, expert_lows_;              // this rank's dp buckets, highest first
   std::vector<std::pair<std::size_t, std::size_t>> owned_;  // ZeRO: ranges this rank updates
   int step_ = 0;
-  plan::TrainingSpec training_;
+  scenario::TrainingSpec training_;
   // The global gradient norm: the local ranges whose squares this rank adds (its owned
   // gradients, each value counted on one rank of the job), built at the first step.
   std::vector<std::pair<std::size_t, std::size_t>> norm_ranges_;
   bool norm_ready_ = false;
   void compute_norm_ranges();
   double grad_norm_ = 0.0, local_norm2_ = 0.0, clip_factor_ = 1.0;
-  std::vector<plan::Injection> injections_;  // this rank's gradient faults (run.inject)
+  std::vector<scenario::Injection> injections_;  // this rank's gradient faults (run.inject)
   std::int64_t step_index_ = 0;
   bool injected_ = false;  // this step's fault applied
   bool source_tracked_ = false;
@@ -316,9 +316,9 @@ class Shard {
 
 // What the executor runs for the scenario's model, for every output of a run: "GPT
 // decoder", or the generic model's GEMM equivalents.
-std::string model_description(const plan::Scenario& s);
+std::string model_description(const scenario::Scenario& s);
 
 // The shard of `rank` for the scenario's model (GptShard or GenericShard).
-std::unique_ptr<Shard> make_shard(Device& dev, const plan::Scenario& s, int rank);
+std::unique_ptr<Shard> make_shard(Device& dev, const scenario::Scenario& s, int rank);
 
 }  // namespace parasim::exec

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "plan/diagnostics.hpp"
-#include "plan/load.hpp"
-#include "plan/memory.hpp"
+#include "scenario/diagnostics.hpp"
+#include "scenario/load.hpp"
+#include "workload/memory.hpp"
 #include "report/metrics.hpp"
 #include "sim/simulate.hpp"
 #include "sim/time.hpp"
@@ -30,8 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace parasim;
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    const plan::Scenario s = plan::load_text(text, "fuzz.yaml", {}, PARASIM_FUZZ_BASE_DIR);
-    const plan::MemoryReport mem = plan::memory_per_rank(s);
+    const scenario::Scenario s = scenario::load_text(text, "fuzz.yaml", {}, PARASIM_FUZZ_BASE_DIR);
+    const workload::MemoryReport mem = workload::memory_per_rank(s);
     (void)mem.fits();
     if (s.cluster.total_gpus() > max_simulated_ranks || s.micro_batches() > max_simulated_micro_batches ||
         s.model.layer_count() > max_simulated_layers) {
@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const sim::Prediction p = sim::predict(s);
     const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
     if (!(f.step_time > 0.0)) __builtin_trap();  // a valid plan's step takes time
-  } catch (const plan::ScenarioError&) {
+  } catch (const scenario::ScenarioError&) {
   } catch (const sim::TimeRangeError&) {
   }
   return 0;

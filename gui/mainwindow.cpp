@@ -37,8 +37,8 @@
 #include "models/linkmodel.h"
 #include "models/planmodel.h"
 #include "models/summarymodel.h"
-#include "plan/describe.hpp"
-#include "plan/load.hpp"
+#include "scenario/describe.hpp"
+#include "scenario/load.hpp"
 #include "planeditor.h"
 #include "timeline/timelineview.h"
 #include "topology/analysis.hpp"
@@ -215,22 +215,22 @@ QWidget* MainWindow::makeSummaryView() {
   capacity->attachAxis(size);
   connect(m_memory, &QAbstractItemModel::modelReset, this, [this, series, capacity, stages, size, along] {
     series->clear();
-    const plan::MemoryReport& mem = m_memory->report();
+    const workload::MemoryReport& mem = m_memory->report();
     const double cap = mem.capacity;
     double top = cap;
-    for (const plan::MemoryBreakdown& b : mem.stages) top = std::max(top, b.total());
+    for (const workload::MemoryBreakdown& b : mem.stages) top = std::max(top, b.total());
     const AxisUnit unit = unitFor(Quantity::bytes, top);
-    using Part = double (*)(const plan::MemoryBreakdown&);
+    using Part = double (*)(const workload::MemoryBreakdown&);
     const std::vector<std::pair<QString, Part>> parts{
-        {tr("weights"), [](const plan::MemoryBreakdown& b) { return b.weights; }},
-        {tr("gradients"), [](const plan::MemoryBreakdown& b) { return b.gradients; }},
-        {tr("master weights"), [](const plan::MemoryBreakdown& b) { return b.master; }},
-        {tr("optimizer state"), [](const plan::MemoryBreakdown& b) { return b.optimizer; }},
-        {tr("activations"), [](const plan::MemoryBreakdown& b) { return b.activations; }},
-        {tr("logits, workspace"), [](const plan::MemoryBreakdown& b) { return b.logits + b.workspace; }}};
+        {tr("weights"), [](const workload::MemoryBreakdown& b) { return b.weights; }},
+        {tr("gradients"), [](const workload::MemoryBreakdown& b) { return b.gradients; }},
+        {tr("master weights"), [](const workload::MemoryBreakdown& b) { return b.master; }},
+        {tr("optimizer state"), [](const workload::MemoryBreakdown& b) { return b.optimizer; }},
+        {tr("activations"), [](const workload::MemoryBreakdown& b) { return b.activations; }},
+        {tr("logits, workspace"), [](const workload::MemoryBreakdown& b) { return b.logits + b.workspace; }}};
     for (const auto& [name, part] : parts) {
       auto* set = new QBarSet(name);
-      for (const plan::MemoryBreakdown& b : mem.stages) *set << part(b) * unit.scale;
+      for (const workload::MemoryBreakdown& b : mem.stages) *set << part(b) * unit.scale;
       series->append(set);
     }
     QStringList names;
@@ -301,12 +301,12 @@ QWidget* MainWindow::makeChartsView() {
 
 bool MainWindow::openScenario(const QString& path) {
   try {
-    const plan::Scenario s = plan::load(path.toStdString());
+    const scenario::Scenario s = scenario::load(path.toStdString());
     m_path = path;
     m_editor->setScenario(s);
     m_editor->setEnabled(true);
     setWindowTitle(tr("parasim - %1").arg(path));
-    m_summary->setText(QString::fromStdString(plan::describe(s)));
+    m_summary->setText(QString::fromStdString(scenario::describe(s)));
     rememberScenario(path);
     m_measured.reset();
     m_measuredFromRun = false;
@@ -338,7 +338,7 @@ void MainWindow::showOutcome(const Outcome& o) {
   }
   m_editor->clearErrors();
   m_editor->refresh(*o.scenario);
-  const plan::Scenario& s = *o.scenario;
+  const scenario::Scenario& s = *o.scenario;
   const topology::TopologySummary sum = topology::summarize(*o.cluster);
   m_links->setCluster(o.cluster);
   m_linkView->resizeColumnsToContents();
@@ -369,7 +369,7 @@ void MainWindow::showOutcome(const Outcome& o) {
                                : "approximate (replicas share links, their contention estimated)");
   }
   m_summary->setText(QString::fromStdString(
-      plan::describe(s) + "topology  injection " + units::format_bandwidth(sum.injection_intra) + " intra / " +
+      scenario::describe(s) + "topology  injection " + units::format_bandwidth(sum.injection_intra) + " intra / " +
       (sum.injection_inter > 0 ? units::format_bandwidth(sum.injection_inter) : std::string("none")) +
       " inter per device, bisection " + units::format_bandwidth(sum.bisection) + "\nprofile   " + profile +
       "\nsimulated " + simulated));
@@ -399,7 +399,7 @@ QString MainWindow::saveScenario(const QString& path) {
   try {
     const std::string dir = QFileInfo(path).absolutePath().toStdString();
     const std::string text = "# saved by parasim-gui from " + m_path.toStdString() + "\n" +
-                             plan::scenario_yaml(m_path.toStdString(), sets, dir);
+                             scenario::scenario_yaml(m_path.toStdString(), sets, dir);
     QSaveFile out(path);  // all or nothing
     if (!out.open(QIODevice::WriteOnly) || out.write(text.data(), qint64(text.size())) != qint64(text.size()) || !out.commit()) {
       return tr("cannot write %1: %2").arg(path, out.errorString());

@@ -14,9 +14,9 @@
 
 #include "mainwindow.h"
 #include "models/planmodel.h"
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "planeditor.h"
-#include "sim/planner.hpp"
+#include "planner/planner.hpp"
 
 namespace parasim::gui {
 
@@ -134,15 +134,15 @@ void MainWindow::searchPlans() {
     try {
       std::vector<std::string> sets;
       for (const QString& o : overrides) sets.push_back(o.toStdString());
-      sim::PlanOptions options;
+      planner::PlanOptions options;
       options.cancel = &watch->cancel;
       options.progress = [watch](std::string_view phase, std::size_t done, std::size_t total) {
         watch->phase = phase.starts_with("scoring") ? 0 : 1;
         watch->total = total;
         watch->done = done;
       };
-      r.report = sim::plan_search(plan::load(path.toStdString(), sets), options);
-    } catch (const sim::Cancelled&) {
+      r.report = planner::plan_search(scenario::load(path.toStdString(), sets), options);
+    } catch (const planner::Cancelled&) {
       r.cancelled = true;
     } catch (const std::exception& e) {
       r.error = QString::fromStdString(e.what());

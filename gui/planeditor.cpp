@@ -8,9 +8,9 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
-#include "plan/describe.hpp"
-#include "plan/limits.hpp"
-#include "plan/presets.hpp"
+#include "scenario/describe.hpp"
+#include "scenario/limits.hpp"
+#include "scenario/presets.hpp"
 #include "topology/units.hpp"
 
 namespace parasim::gui {
@@ -36,38 +36,39 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   m_footError->hide();
   box->addWidget(m_footError);
   box->addStretch(1);
-  auto presets = [](plan::PresetKind k) {
+  auto presets = [](scenario::PresetKind k) {
     QStringList out{QString()};  // item 0: what the scenario has (setShown names it)
-    for (const std::string& n : plan::preset_names(k)) out << QString::fromStdString(n);
+    for (const std::string& n : scenario::preset_names(k)) out << QString::fromStdString(n);
     return out;
   };
   addSection(tr("Cluster"));
-  addChoice(QStringLiteral("cluster.preset"), tr("Cluster preset"), presets(plan::PresetKind::cluster));
+  addChoice(QStringLiteral("cluster.preset"), tr("Cluster preset"), presets(scenario::PresetKind::cluster));
   addInteger(QStringLiteral("cluster.nodes"), tr("Nodes"), 1, 65536);
   addInteger(QStringLiteral("cluster.gpus_per_node"), tr("GPUs per node"), 1, 1024);
-  addChoice(QStringLiteral("cluster.device.preset"), tr("Device"), presets(plan::PresetKind::device));
+  addChoice(QStringLiteral("cluster.device.preset"), tr("Device"), presets(scenario::PresetKind::device));
   addText(QStringLiteral("cluster.intra_node.bandwidth"), tr("Intra-node link"));
   addText(QStringLiteral("cluster.inter_node.nic_bandwidth"), tr("NIC bandwidth"));
   addInteger(QStringLiteral("cluster.inter_node.nics_per_node"), tr("NICs per node"), 1, 64);
   addSection(tr("Model"));
-  addChoice(QStringLiteral("model.preset"), tr("Model preset"), presets(plan::PresetKind::model));
-  addInteger(QStringLiteral("model.layers"), tr("Layers"), 1, plan::limits::layers);
-  addInteger(QStringLiteral("model.hidden"), tr("Hidden size"), 1, plan::limits::hidden);
-  addInteger(QStringLiteral("model.heads"), tr("Heads"), 1, plan::limits::heads);
-  addInteger(QStringLiteral("model.seq_len"), tr("Sequence length"), 1, plan::limits::seq_len);
-  addInteger(QStringLiteral("model.vocab"), tr("Vocabulary"), 1, plan::limits::vocab);
-  addInteger(QStringLiteral("model.experts"), tr("Experts per layer (0: dense)"), 0, plan::limits::experts);
-  addInteger(QStringLiteral("model.top_k"), tr("Experts per token (top-k)"), 0, plan::limits::experts);
-  addInteger(QStringLiteral("model.expert_ffn_hidden"), tr("Expert MLP width"), 0, plan::limits::ffn_hidden);
+  addChoice(QStringLiteral("model.preset"), tr("Model preset"), presets(scenario::PresetKind::model));
+  addInteger(QStringLiteral("model.layers"), tr("Layers"), 1, scenario::limits::layers);
+  addInteger(QStringLiteral("model.hidden"), tr("Hidden size"), 1, scenario::limits::hidden);
+  addInteger(QStringLiteral("model.heads"), tr("Heads"), 1, scenario::limits::heads);
+  addInteger(QStringLiteral("model.seq_len"), tr("Sequence length"), 1, scenario::limits::seq_len);
+  addInteger(QStringLiteral("model.vocab"), tr("Vocabulary"), 1, scenario::limits::vocab);
+  addInteger(QStringLiteral("model.experts"), tr("Experts per layer (0: dense)"), 0, scenario::limits::experts);
+  addInteger(QStringLiteral("model.top_k"), tr("Experts per token (top-k)"), 0, scenario::limits::experts);
+  addInteger(QStringLiteral("model.expert_ffn_hidden"), tr("Expert MLP width"), 0, scenario::limits::ffn_hidden);
   addInteger(QStringLiteral("model.shared_expert_ffn_hidden"), tr("Shared experts' MLP width (0: none)"), 0,
-             plan::limits::ffn_hidden);
+             scenario::limits::ffn_hidden);
   addText(QStringLiteral("model.moe_imbalance"), tr("Expert load imbalance (busiest / mean)"));
-  addInteger(QStringLiteral("model.dense_layers"), tr("Dense first layers"), 0, plan::limits::layers);
+  addInteger(QStringLiteral("model.dense_layers"), tr("Dense first layers"), 0, scenario::limits::layers);
   addInteger(QStringLiteral("model.kv_lora_rank"), tr("Latent attention: key/value rank (0: none)"), 0,
-             plan::limits::hidden);
-  addInteger(QStringLiteral("model.q_lora_rank"), tr("Latent attention: query rank (0: none)"), 0, plan::limits::hidden);
+             scenario::limits::hidden);
+  addInteger(QStringLiteral("model.q_lora_rank"), tr("Latent attention: query rank (0: none)"), 0,
+             scenario::limits::hidden);
   addSection(tr("Training"));
-  addInteger(QStringLiteral("training.global_batch"), tr("Global batch"), 1, plan::limits::global_batch);
+  addInteger(QStringLiteral("training.global_batch"), tr("Global batch"), 1, scenario::limits::global_batch);
   addInteger(QStringLiteral("training.micro_batch"), tr("Micro-batch"), 1, 1 << 20);
   addChoice(QStringLiteral("training.precision"), tr("Precision"), {"fp32", "tf32", "bf16", "fp16", "fp8"});
   addChoice(QStringLiteral("training.recompute"), tr("Recompute"), {"none", "selective", "full"});
@@ -84,7 +85,7 @@ PlanEditor::PlanEditor(QWidget* parent) : QWidget(parent), m_form(new QFormLayou
   addBoolean(QStringLiteral("plan.sequence_parallel"), tr("Sequence parallel"));
   addBoolean(QStringLiteral("plan.tp_comm_overlap"), tr("TP comm overlap"));
   addChoice(QStringLiteral("plan.zero"), tr("ZeRO stage"), {"0", "1", "2", "3"});
-  addInteger(QStringLiteral("plan.shard_group"), tr("ZeRO shard group (0: all dp)"), 0, plan::limits::gpus);
+  addInteger(QStringLiteral("plan.shard_group"), tr("ZeRO shard group (0: all dp)"), 0, scenario::limits::gpus);
   addChoice(QStringLiteral("plan.placement"), tr("Placement (inner first)"),
             {"tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp", "tp,cp,dp,pp", "tp,dp,cp,pp",
              "cp,tp,dp,pp", "tp,cp,pp,dp"});
@@ -170,9 +171,9 @@ void PlanEditor::setShown(const QString& key, const QString& value) {
   if (auto* box = qobject_cast<QCheckBox*>(f.editor)) box->setChecked(value == QLatin1String("true"));
 }
 
-QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
+QMap<QString, QString> PlanEditor::fieldValues(const scenario::Scenario& s) {
   const topology::ClusterSpec& c = s.cluster;
-  const bool transformer = s.model.kind == plan::ModelKind::transformer;
+  const bool transformer = s.model.kind == scenario::ModelKind::transformer;
   auto count = [](int v) { return QString::number(v); };
   QMap<QString, QString> v;
   // Presets are named by the spec's name in brackets: choosing a preset key overrides it.
@@ -201,8 +202,8 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("training.global_batch")] = count(s.training.global_batch);
   v[QStringLiteral("training.micro_batch")] = count(s.training.micro_batch);
   v[QStringLiteral("training.precision")] = q(topology::to_string(s.training.precision));
-  v[QStringLiteral("training.recompute")] = q(plan::to_string(s.training.recompute));
-  v[QStringLiteral("training.optimizer")] = q(plan::to_string(s.training.optimizer));
+  v[QStringLiteral("training.recompute")] = q(to_string(s.training.recompute));
+  v[QStringLiteral("training.optimizer")] = q(to_string(s.training.optimizer));
   v[QStringLiteral("training.batch_norm")] = s.training.sync_batch_norm ? QStringLiteral("sync") : QStringLiteral("local");
   v[QStringLiteral("plan.dp")] = count(s.plan.dp);
   v[QStringLiteral("plan.tp")] = count(s.plan.tp);
@@ -210,12 +211,12 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("plan.cp")] = count(s.plan.cp);
   v[QStringLiteral("plan.ep")] = count(s.plan.ep);
   v[QStringLiteral("plan.virtual_stages")] = count(s.plan.virtual_stages);
-  v[QStringLiteral("plan.schedule")] = q(plan::to_string(s.plan.schedule));
+  v[QStringLiteral("plan.schedule")] = q(to_string(s.plan.schedule));
   v[QStringLiteral("plan.sequence_parallel")] = s.plan.sequence_parallel ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.tp_comm_overlap")] = s.plan.tp_comm_overlap ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.zero")] = count(s.plan.zero);
   v[QStringLiteral("plan.shard_group")] = count(s.plan.shard_group);
-  v[QStringLiteral("plan.placement")] = QString::fromStdString(plan::placement_string(s.plan));
+  v[QStringLiteral("plan.placement")] = QString::fromStdString(scenario::placement_string(s.plan));
   v[QStringLiteral("plan.bucket_size")] = bytesText(s.plan.bucket_bytes);
   v[QStringLiteral("plan.overlap_dp")] = s.plan.overlap_dp ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.overlap_param_gather")] =
@@ -224,16 +225,16 @@ QMap<QString, QString> PlanEditor::fieldValues(const plan::Scenario& s) {
   v[QStringLiteral("plan.offload_params")] = s.plan.offload_params ? QStringLiteral("true") : QStringLiteral("false");
   v[QStringLiteral("plan.offload_activations")] =
       s.plan.offload_activations ? QStringLiteral("true") : QStringLiteral("false");
-  v[QStringLiteral("plan.collective")] = q(plan::to_string(s.plan.collective));
+  v[QStringLiteral("plan.collective")] = q(to_string(s.plan.collective));
   return v;
 }
 
-void PlanEditor::setScenario(const plan::Scenario& s) {
+void PlanEditor::setScenario(const scenario::Scenario& s) {
   m_loading = true;
   const QMap<QString, QString> v = fieldValues(s);
   for (auto it = v.begin(); it != v.end(); ++it) setShown(it.key(), it.value());
   // A generic model (a layer list) has no transformer dimensions to edit.
-  const bool transformer = s.model.kind == plan::ModelKind::transformer;
+  const bool transformer = s.model.kind == scenario::ModelKind::transformer;
   for (const char* k : {"model.layers", "model.hidden", "model.heads", "model.seq_len", "model.vocab", "model.experts",
                         "model.kv_lora_rank"}) {
     m_fields[QString::fromLatin1(k)].editor->setEnabled(transformer);
@@ -290,7 +291,7 @@ bool PlanEditor::redo() {
   return true;
 }
 
-void PlanEditor::refresh(const plan::Scenario& s) {
+void PlanEditor::refresh(const scenario::Scenario& s) {
   m_loading = true;
   const QMap<QString, QString> v = fieldValues(s);
   for (auto it = v.begin(); it != v.end(); ++it) {

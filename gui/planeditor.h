@@ -11,7 +11,7 @@
 #include <QStringList>
 #include <QWidget>
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 
 class QFormLayout;
 class QLabel;
@@ -24,12 +24,12 @@ class PlanEditor : public QWidget {
   explicit PlanEditor(QWidget* parent = nullptr);
 
   // Shows a scenario's values and forgets earlier edits.
-  void setScenario(const plan::Scenario& s);
+  void setScenario(const scenario::Scenario& s);
   // Shows the resolved values of a re-simulated plan in the fields the user has not
   // changed (a new model preset's dimensions), keeping the edits.
-  void refresh(const plan::Scenario& s);
+  void refresh(const scenario::Scenario& s);
   // Every field's value as the editor shows it for a scenario.
-  static QMap<QString, QString> fieldValues(const plan::Scenario& s);
+  static QMap<QString, QString> fieldValues(const scenario::Scenario& s);
   // KEY=VALUE for every field whose value differs from the scenario shown.
   [[nodiscard]] QStringList overrides() const;
   // Sets a field by key (as a user would), e.g. setValue("plan.tp", "2"); false if none.

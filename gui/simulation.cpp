@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "plan/diagnostics.hpp"
-#include "plan/load.hpp"
-#include "sim/sweep.hpp"
+#include "scenario/diagnostics.hpp"
+#include "scenario/load.hpp"
+#include "planner/sweep.hpp"
 
 namespace parasim::gui {
 
@@ -18,16 +18,16 @@ Outcome simulateScenario(const QString& path, const QStringList& overrides) {
   for (const QString& s : overrides) sets.push_back(s.toStdString());
   try {
     Outcome done;  // filled whole, or not at all
-    done.scenario = std::make_shared<const plan::Scenario>(plan::load(path.toStdString(), sets));
+    done.scenario = std::make_shared<const scenario::Scenario>(scenario::load(path.toStdString(), sets));
     done.cluster = std::make_shared<const topology::Cluster>(done.scenario->cluster);
-    done.memory = plan::memory_per_rank(*done.scenario);
+    done.memory = workload::memory_per_rank(*done.scenario);
     done.prediction = std::make_shared<const sim::Prediction>(sim::predict(*done.scenario, {true, sim::FoldMode::automatic}));
     done.figures = report::step_figures(*done.scenario, done.prediction->trace, *done.cluster);
-    const std::shared_ptr<const plan::Program> program(done.prediction, &done.prediction->program);
+    const std::shared_ptr<const program::Program> program(done.prediction, &done.prediction->program);
     done.timeline = std::make_shared<const TimelineTrace>(
         timelineFromTrace(done.prediction->trace, program, *done.cluster, QString::fromStdString(done.scenario->name)));
     o = std::move(done);
-  } catch (const plan::ScenarioError& e) {
+  } catch (const scenario::ScenarioError& e) {
     o.error = QString::fromStdString(e.what());
     o.errorKey = QString::fromStdString(e.key());
     o.errorMessage = QString::fromStdString(e.message());
@@ -48,10 +48,10 @@ Scaling scalingSweep(const QString& path, const QStringList& overrides) {
   std::vector<std::string> sets;
   for (const QString& o : overrides) sets.push_back(o.toStdString());
   try {
-    const plan::Scenario base = plan::load(path.toStdString(), sets);
-    sim::SweepAxis dp{"plan.dp", {}};
+    const scenario::Scenario base = scenario::load(path.toStdString(), sets);
+    planner::SweepAxis dp{"plan.dp", {}};
     for (int d = 1; d <= std::max(8, 4 * base.plan.dp); d *= 2) dp.values.push_back(std::to_string(d));
-    for (const sim::SweepPoint& p : sim::sweep(path.toStdString(), sets, {dp})) {
+    for (const planner::SweepPoint& p : planner::sweep(path.toStdString(), sets, {dp})) {
       if (!p.error.empty()) {
         out.skipped << QStringLiteral("dp %1: %2").arg(QString::fromStdString(p.values[0]), QString::fromStdString(p.error));
         continue;

@@ -3,7 +3,7 @@
 // step with its memory and link counters, measure it, lay out its timeline): the same
 // loader and simulator as `parasim simulate`, so an invalid value gives the command line's
 // message, naming the key. scalingSweep() predicts the plan again at growing dp with
-// sim::sweep (weak scaling: the batch per replica and the model split stay, nodes are
+// planner::sweep (weak scaling: the batch per replica and the model split stay, nodes are
 // added as needed), as `parasim sweep --vary plan.dp=...` does.
 // LatestRunner runs a job on a worker thread and reports only the latest request's result,
 // so a burst of edits never shows a stale one; Simulator and Sweeper are the two jobs.
@@ -18,8 +18,8 @@
 #include <memory>
 #include <vector>
 
-#include "plan/memory.hpp"
-#include "plan/scenario.hpp"
+#include "workload/memory.hpp"
+#include "scenario/scenario.hpp"
 #include "report/metrics.hpp"
 #include "sim/simulate.hpp"
 #include "timeline/timelinetrace.h"
@@ -35,11 +35,11 @@ struct Outcome {
   QString error;         // as the command line prints it (file:line:column: key: message)
   QString errorKey;      // the dotted key it names (plan.tp), when a scenario key
   QString errorMessage;  // what was expected, without where: what the key's field shows
-  std::shared_ptr<const plan::Scenario> scenario;
+  std::shared_ptr<const scenario::Scenario> scenario;
   std::shared_ptr<const topology::Cluster> cluster;
   std::shared_ptr<const sim::Prediction> prediction;
   report::StepFigures figures;
-  plan::MemoryReport memory;
+  workload::MemoryReport memory;
   std::shared_ptr<const TimelineTrace> timeline;
   double seconds = 0.0;  // wall time of the job
 

@@ -1,4 +1,4 @@
-#include "sim/estimate.hpp"
+#include "planner/estimate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,34 +8,34 @@
 
 #include <fmt/format.h>
 
-#include "plan/accounting.hpp"
-#include "plan/buckets.hpp"
-#include "plan/kernels.hpp"
-#include "plan/program.hpp"
-#include "plan/schedule.hpp"
+#include "workload/accounting.hpp"
+#include "workload/buckets.hpp"
+#include "workload/kernels.hpp"
+#include "program/program.hpp"
+#include "workload/schedule.hpp"
 #include "report/metrics.hpp"
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
-#include "sim/estimate_impl.hpp"
+#include "planner/estimate_impl.hpp"
 #include "sim/network.hpp"
 #include "sim/simulate.hpp"
 #include "topology/routing.hpp"
 
-namespace parasim::sim {
+namespace parasim::planner {
 
-Estimator::Estimator(const plan::Scenario& base) : impl_(std::make_unique<Impl>(base)) {}
+Estimator::Estimator(const scenario::Scenario& base) : impl_(std::make_unique<Impl>(base)) {}
 Estimator::~Estimator() = default;
 
-StepEstimate Estimator::estimate(const plan::Scenario& s) {
+StepEstimate Estimator::estimate(const scenario::Scenario& s) {
   Impl& im = *impl_;
-  const plan::ParallelPlan& p = s.plan;
-  const plan::ModelSpec& m = s.model;
-  const plan::TrainingSpec& t = s.training;
-  const DeviceProfile& prof = im.profile;
+  const scenario::ParallelPlan& p = s.plan;
+  const scenario::ModelSpec& m = s.model;
+  const scenario::TrainingSpec& t = s.training;
+  const sim::DeviceProfile& prof = im.profile;
   const topology::Dtype dtype = t.precision;
   const int e = topology::dtype_bytes(topology::storage_dtype(dtype));  // bf16 under fp8
   const int ge = topology::dtype_bytes(t.grad_dtype);                   // what the gradient reductions carry
-  const bool transformer = m.kind == plan::ModelKind::transformer;
+  const bool transformer = m.kind == scenario::ModelKind::transformer;
   const bool sp = p.sequence_parallel && p.tp > 1;
   const int layers = m.layer_count();
   const int mbs = s.micro_batches();
@@ -44,7 +44,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   const double slow = 1.0 / s.cluster.slowest_compute_factor();
   const Costing cost{prof, dtype, slow};
   const bool kernels = prof.kernel_model();
-  const plan::KernelPlan kp = plan::kernel_plan(s);
+  const workload::KernelPlan kp = workload::kernel_plan(s);
   double start_f = 0.0, start_b = 0.0;  // per chunk and micro-batch, pipelines only
 
   // Per layer and micro-batch on one rank: forward, recompute, backward (tp waits included),
@@ -63,7 +63,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   if (transformer) act = static_cast<double>(m.seq_len / p.cp) * t.micro_batch * m.hidden * e;  // this rank's positions
   if (transformer) {
     const LayerCost main = im.transformer_layer_cost(s, cost, m, kp, act);
-    const std::vector<plan::Gemm> head{plan::lm_head_gemm(m, t.micro_batch, p.tp, p.cp)};
+    const std::vector<workload::Gemm> head{workload::lm_head_gemm(m, t.micro_batch, p.tp, p.cp)};
     start_f = main.start_f;
     start_b = main.start_b;
     // Layers [from, to) cost `c` each.
@@ -79,25 +79,27 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     };
     fill(main, 0, layers);
     if (m.moe() && m.dense_layers > 0) {  // a mixture of experts' dense first layers
-      const plan::KernelPlan dense = plan::layer_kernel_plan(kp, m.layer_spec(0));
+      const workload::KernelPlan dense = workload::layer_kernel_plan(kp, m.layer_spec(0));
       fill(im.transformer_layer_cost(s, cost, dense.model, dense, act), 0, std::min(layers, m.dense_layers));
     }
     const double sum = main.sum;
     const double gather = main.gather;
     const double overlap = main.overlap;
-    const double stats = p.tp > 1 ? im.collective(s, Dim::tp, CollectiveOp::all_gather,
+    const double stats = p.tp > 1 ? im.collective(s, scenario::Dim::tp, program::CollectiveOp::all_gather,
                                                   3.0 * 4.0 * (m.seq_len / p.cp) * t.micro_batch * p.tp, 0, overlap)
                                   : 0.0;
     if (kernels) {
-      emb_f = cost.pass(plan::embedding_kernels(kp, false), plan::Category::forward, 0.0, 0) + (p.tp > 1 ? sum : 0.0);
-      emb_b = cost.pass(plan::embedding_kernels(kp, true), plan::Category::backward, 0.0, 0) + gather;
-      head_f = gather + cost.pass(plan::head_kernels(kp, false), plan::Category::forward, 0.0, 0) + stats;
-      head_b = cost.pass(plan::head_kernels(kp, true), plan::Category::backward, 0.0, 0) + (p.tp > 1 ? sum : 0.0);
+      emb_f = cost.pass(workload::embedding_kernels(kp, false), program::Category::forward, 0.0, 0) +
+              (p.tp > 1 ? sum : 0.0);
+      emb_b = cost.pass(workload::embedding_kernels(kp, true), program::Category::backward, 0.0, 0) + gather;
+      head_f = gather + cost.pass(workload::head_kernels(kp, false), program::Category::forward, 0.0, 0) + stats;
+      head_b =
+          cost.pass(workload::head_kernels(kp, true), program::Category::backward, 0.0, 0) + (p.tp > 1 ? sum : 0.0);
     } else {
       emb_f = cost.op({}, 1.0, act) + (p.tp > 1 ? sum : 0.0);
       emb_b = cost.op({}, 1.0, act) + gather;
-      head_f = gather + cost.op(head, 1.0, plan::gemm_io_bytes(head, e)) + stats;
-      head_b = cost.op(head, 2.0, 2.0 * plan::gemm_io_bytes(head, e)) + (p.tp > 1 ? sum : 0.0);
+      head_f = gather + cost.op(head, 1.0, workload::gemm_io_bytes(head, e)) + stats;
+      head_b = cost.op(head, 2.0, 2.0 * workload::gemm_io_bytes(head, e)) + (p.tp > 1 ? sum : 0.0);
     }
     tp_ends = p.tp > 1 ? 2.0 * (sum + gather) + stats : 0.0;
   } else {
@@ -107,7 +109,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       fwd[li] = c.forward;
       bwd[li] = c.backward;
       bn_l[li] = c.syncbn;
-      rec[li] = t.recompute == plan::Recompute::full ? fwd[li] : 0.0;
+      rec[li] = t.recompute == scenario::Recompute::full ? fwd[li] : 0.0;
     }
   }
 
@@ -119,7 +121,7 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   for (int st = 0; st < p.pp; ++st) {
     double f = 0.0, b = 0.0;
     for (int c = 0; c < v; ++c) {
-      const auto [first, last] = plan::chunk_layers(layers, p.pp, v, st, c);
+      const auto [first, last] = workload::chunk_layers(layers, p.pp, v, st, c);
       f += start_f;
       b += start_b;
       for (int l = first; l < last; ++l) {
@@ -147,14 +149,14 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // ZeRO's collectives over its shard group (the dp line, or under hybrid sharding a part
   // of it), and under hybrid sharding the sum of a reduce-scatter's shard over the replica
   // group (per bucket under ZeRO-1, once per step under ZeRO-2/3).
-  const plan::GroupPart shard_part = p.hybrid_shard() ? plan::GroupPart::shard : plan::GroupPart::whole;
-  auto shard_op = [&](CollectiveOp what, double bytes, int st) {
-    return im.collective(s, Dim::dp, what, bytes, st, 1.0, shard_part);
+  const program::GroupPart shard_part = p.hybrid_shard() ? program::GroupPart::shard : program::GroupPart::whole;
+  auto shard_op = [&](program::CollectiveOp what, double bytes, int st) {
+    return im.collective(s, scenario::Dim::dp, what, bytes, st, 1.0, shard_part);
   };
   auto replica_sum = [&](double bytes, int st) {
     if (!p.hybrid_shard()) return 0.0;
-    return im.collective(s, Dim::dp, CollectiveOp::all_reduce, bytes / p.shard_size(), st, 1.0,
-                         plan::GroupPart::replica);
+    return im.collective(s, scenario::Dim::dp, program::CollectiveOp::all_reduce, bytes / p.shard_size(), st, 1.0,
+                         program::GroupPart::replica);
   };
   std::vector<double> sharded_loss(work.size(), 0.0);  // per micro-batch, what the traffic adds
   // Offloading (plan.offload_optimizer / offload_params): each unit's gradients copied out
@@ -170,27 +172,28 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   // it is out, on one stage the forward also waits for its copies out once per step (with
   // several stages the other stages' passes cover that wait).
   const double layer_act = p.offload_activations && transformer
-                               ? plan::layer_activation_bytes(m, t.micro_batch, p.tp, sp, t.recompute, e,
-                                                              t.attention == plan::Attention::flash,
-                                                              t.precision == plan::Dtype::fp8 ? 1 : 0) /
+                               ? workload::layer_activation_bytes(m, t.micro_batch, p.tp, sp, t.recompute, e,
+                                                                  t.attention == scenario::Attention::flash,
+                                                                  t.precision == scenario::Dtype::fp8 ? 1 : 0) /
                                      p.cp
                                : 0.0;
   if (sharded >= 2 || p.offloads()) {
-    const double passes = t.recompute == plan::Recompute::full ? 3.0 : 2.0;
+    const double passes = t.recompute == scenario::Recompute::full ? 3.0 : 2.0;
     for (int st = 0; st < p.pp; ++st) {
       const auto sti = static_cast<std::size_t>(st);
       double traffic = 0.0;
       double out = 0.0, in = 0.0;  // copies to and from host memory
       double first = 0.0;
-      for (const plan::GradientSource& u :
-           plan::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer)) {
+      for (const workload::GradientSource& u :
+           workload::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer)) {
         // The sum over replicas comes once per step: a micro-batch's share of it here.
         if (sharded >= 2) {
-          traffic += shard_op(CollectiveOp::reduce_scatter, u.params * ge, st) + replica_sum(u.params * ge, st) / mbs;
+          traffic +=
+              shard_op(program::CollectiveOp::reduce_scatter, u.params * ge, st) + replica_sum(u.params * ge, st) / mbs;
         }
         if (p.offload_optimizer) out += host_copy(u.params * share * e);
         if (sharded == 3 || p.offload_params) {
-          const double gather = sharded == 3 ? shard_op(CollectiveOp::all_gather, u.params * e, st) : 0.0;
+          const double gather = sharded == 3 ? shard_op(program::CollectiveOp::all_gather, u.params * e, st) : 0.0;
           const double fetch = p.offload_params ? host_copy(u.params * share * e) : 0.0;
           traffic += passes * gather;
           in += passes * fetch;
@@ -227,12 +230,12 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       const double bytes =
           transformer
               ? boundary
-              : m.generic_layers[static_cast<std::size_t>(plan::chunk_layers(layers, p.pp, v, st, 0).second - 1)]
+              : m.generic_layers[static_cast<std::size_t>(workload::chunk_layers(layers, p.pp, v, st, 0).second - 1)]
                         .activations *
                     t.micro_batch * e;
       t_p2p = std::max(t_p2p, im.transfer(p, st, bytes));
     }
-    if (scatter) t_p2p += im.collective(s, Dim::tp, CollectiveOp::all_gather, act, 0);
+    if (scatter) t_p2p += im.collective(s, scenario::Dim::tp, program::CollectiveOp::all_gather, act, 0);
   }
   // Each micro-batch's round trip through the pipeline waits on its transfers. Under 1F1B
   // a stage exchanges with the next stage after each forward (its activation out, a
@@ -252,9 +255,9 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     b_max = std::max(b_max, back[sti]);
   }
   const double pipeline =
-      p.schedule == plan::Schedule::interleaved_1f1b
+      p.schedule == scenario::Schedule::interleaved_1f1b
           ? (mbs + static_cast<double>(p.pp - 1) / v) * (w_max + 2.0 * t_p2p) + 2.0 * (p.pp * v - 1) * t_p2p
-      : p.schedule == plan::Schedule::gpipe
+      : p.schedule == scenario::Schedule::gpipe
           ? w_sum + (mbs - 1) * (std::max(f_max, t_p2p) + std::max(b_max, t_p2p)) + 2.0 * (p.pp - 1) * t_p2p
           : w_sum + (mbs - 1) * cycle + 2.0 * (p.pp - 1) * t_p2p;
 
@@ -269,32 +272,32 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
     const auto sti = static_cast<std::size_t>(st);
     const double end_bwd = pipeline - ahead - st * t_p2p;
     ahead += back[sti];
-    // Gradient sources in completion order and buckets (plan/buckets.hpp, the Program's
+    // Gradient sources in completion order and buckets (workload/buckets.hpp, the Program's
     // layout), with each source's ready time during the last backward.
     // Under expert parallelism the experts' gradients have buckets of their own, summed
     // over the ranks holding the same experts (none with one).
-    std::vector<plan::GradientSource> sources =
-        plan::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer);
-    const std::vector<plan::GradientSource> expert_sources = plan::split_experts(sources);
+    std::vector<workload::GradientSource> sources =
+        workload::gradient_sources(s, st, st == p.pp - 1 && transformer, st == 0 && transformer);
+    const std::vector<workload::GradientSource> expert_sources = workload::split_experts(sources);
     std::vector<double> expert_ready;
     double experts = 0.0;
-    for (const plan::GradientSource& x : expert_sources) experts += x.params;
+    for (const workload::GradientSource& x : expert_sources) experts += x.params;
     std::vector<double> ready_at;
     double params = 0.0;
     double clock = end_bwd - back[sti];
     // Interleaved, the last micro-batches' backwards run chunk by chunk from the last,
     // pp of them each: chunk c's gradients are final c such rounds before the end (and
-    // the host issues their buckets then, plan::Builder::issue_with_backward).
-    const bool chunked = p.schedule == plan::Schedule::interleaved_1f1b && v > 1;
+    // the host issues their buckets then, program::Builder::issue_with_backward).
+    const bool chunked = p.schedule == scenario::Schedule::interleaved_1f1b && v > 1;
     const double round = back[sti] / v + t_p2p;
     int chunk = v - 1;
     if (chunked) clock = end_bwd - (chunk * p.pp + 1) * round;
-    for (const plan::GradientSource& x : sources) {
+    for (const workload::GradientSource& x : sources) {
       params += x.params + x.experts;
       if (x.layer == layers) clock += head_b;
       if (x.layer >= 0 && x.layer < layers) {
         const auto l = static_cast<std::size_t>(x.layer);
-        while (chunked && chunk > 0 && x.layer < plan::chunk_layers(layers, p.pp, v, st, chunk).first) {
+        while (chunked && chunk > 0 && x.layer < workload::chunk_layers(layers, p.pp, v, st, chunk).first) {
           --chunk;
           clock = end_bwd - (chunk * p.pp + 1) * round;
         }
@@ -304,77 +307,83 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
       if (x.experts > 0.0) expert_ready.push_back(ready_at.back());
     }
     const bool expert_sync = !expert_sources.empty() && p.expert_grad_ranks() > 1;
-    const std::vector<plan::GradientBucket> expert_buckets =
-        expert_sync ? plan::gradient_buckets(expert_sources, ge, p.bucket_bytes) : std::vector<plan::GradientBucket>{};
-    auto expert_op = [&](CollectiveOp what, double bytes) {
-      return im.collective(s, Dim::dp, what, bytes, st, 1.0, plan::GroupPart::expert_data);
+    const std::vector<workload::GradientBucket> expert_buckets =
+        expert_sync ? workload::gradient_buckets(expert_sources, ge, p.bucket_bytes)
+                    : std::vector<workload::GradientBucket>{};
+    auto expert_op = [&](program::CollectiveOp what, double bytes) {
+      return im.collective(s, scenario::Dim::dp, what, bytes, st, 1.0, program::GroupPart::expert_data);
     };
     double free = end_bwd;  // when the dp stream and the stage are done
-    std::vector<plan::GradientBucket> buckets;
+    std::vector<workload::GradientBucket> buckets;
     if (sharded >= 2 || p.offload_optimizer) {
       // The last unit's reduce-scatter (the stage's lowest) follows the last backward, and
       // offloading its copy out.
       if (!sources.empty()) {
         const double bytes = sources.back().params * ge;
-        if (sharded >= 2) free += shard_op(CollectiveOp::reduce_scatter, bytes, st) + replica_sum(bytes, st);
+        if (sharded >= 2) free += shard_op(program::CollectiveOp::reduce_scatter, bytes, st) + replica_sum(bytes, st);
         if (p.offload_optimizer) free += host_copy(sources.back().params * share * e);
       }
-      if (sharded == 2) buckets = plan::gradient_buckets(sources, ge, 0.0);  // the parameters' gathers, a unit each
+      if (sharded == 2) buckets = workload::gradient_buckets(sources, ge, 0.0);  // the parameters' gathers, a unit each
     } else if (p.grad_ranks() > 1) {
-      buckets = plan::gradient_buckets(sources, ge, p.bucket_bytes);
+      buckets = workload::gradient_buckets(sources, ge, p.bucket_bytes);
       double stream = 0.0;
-      for (const plan::GradientBucket& b : buckets) {
+      for (const workload::GradientBucket& b : buckets) {
         double ready = 0.0;
         for (std::size_t i = b.first; i < b.end; ++i) ready = std::max(ready, p.overlap_dp ? ready_at[i] : end_bwd);
         const double d =
-            p.zero == 1 ? shard_op(CollectiveOp::reduce_scatter, b.params * ge, st) + replica_sum(b.params * ge, st)
-                        : im.collective(s, Dim::dp, CollectiveOp::all_reduce, b.params * ge, st, 1.0);
+            p.zero == 1
+                ? shard_op(program::CollectiveOp::reduce_scatter, b.params * ge, st) + replica_sum(b.params * ge, st)
+                : im.collective(s, scenario::Dim::dp, program::CollectiveOp::all_reduce, b.params * ge, st, 1.0);
         stream = std::max(stream, ready) + d;
       }
-      for (const plan::GradientBucket& b : expert_buckets) {
+      for (const workload::GradientBucket& b : expert_buckets) {
         double ready = 0.0;
         for (std::size_t i = b.first; i < b.end; ++i) ready = std::max(ready, p.overlap_dp ? expert_ready[i] : end_bwd);
         stream = std::max(stream, ready) +
-                 expert_op(p.zero == 1 ? CollectiveOp::reduce_scatter : CollectiveOp::all_reduce, b.params * ge);
+                 expert_op(p.zero == 1 ? program::CollectiveOp::reduce_scatter : program::CollectiveOp::all_reduce,
+                           b.params * ge);
       }
       free = std::max(free, stream);
     }
     if (sp && transformer) {
-      double whole = static_cast<double>(stage_layers[sti].size()) * (m.mlp == plan::Mlp::gelu ? 6.0 : 5.0) * m.hidden;
+      double whole =
+          static_cast<double>(stage_layers[sti].size()) * (m.mlp == scenario::Mlp::gelu ? 6.0 : 5.0) * m.hidden;
       if (st == p.pp - 1) whole += final_norm;
       if (sharded >= 2) whole /= p.shard_size();
-      free += im.collective(s, Dim::tp, CollectiveOp::all_reduce, whole * ge, st);
+      free += im.collective(s, scenario::Dim::tp, program::CollectiveOp::all_reduce, whole * ge, st);
     }
     if (transformer && m.tie_embeddings && p.pp > 1 && (st == 0 || st == p.pp - 1)) {
       // The embedding group: first and last stage, a pp-dimension pair; as one transfer each way.
       free += 2.0 * im.transfer(p, p.pp - 1, word * ge);
     }
-    const double shard = plan::optimizer_shard_params(p, params, experts);
+    const double shard = workload::optimizer_shard_params(p, params, experts);
     // The host waits for the gradients before the step (the overflow and norm checks), then
     // issues the optimizer's kernels.
-    const double d_opt = dispatch_seconds(prof, plan::Category::optimizer);
-    double opt = slow * (kernels ? kernels_seconds(prof, plan::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
-                                 : op_seconds(prof, {}, 1.0, 12.0 * shard,
-                                              (8.0 + 2.0 * plan::optimizer_state_bytes(t.optimizer) + 2.0 * e) * shard,
-                                              true, dtype));
+    const double d_opt = dispatch_seconds(prof, program::Category::optimizer);
+    double opt =
+        slow * (kernels ? kernels_seconds(prof, workload::optimizer_kernels(s, shard), dtype, d_opt, d_opt)
+                        : op_seconds(prof, {}, 1.0, 12.0 * shard,
+                                     (8.0 + 2.0 * scenario::optimizer_state_bytes(t.optimizer) + 2.0 * e) * shard, true,
+                                     dtype));
     if (p.offload_optimizer) {
       // The host's step (host_seconds), then the updated weights copied in unit by unit.
-      plan::Op host;
-      host.bytes = plan::host_optimizer_bytes(t.optimizer, e) * shard;
-      opt = host_seconds(s, host);
+      program::Op host;
+      host.bytes = scenario::host_optimizer_bytes(t.optimizer, e) * shard;
+      opt = sim::host_seconds(s, host);
       if (!p.offload_params) {
-        for (const plan::GradientSource& u : sources) opt += host_copy(u.params * share * e);
+        for (const workload::GradientSource& u : sources) opt += host_copy(u.params * share * e);
       }
     }
     double end = free + opt;
     if ((sharded == 1 || sharded == 2) && !buckets.empty()) {
       double gathers = 0.0;
       double first = 0.0;  // the last bucket holds the stage's lowest layers: needed first
-      for (const plan::GradientBucket& b : buckets) {
-        first = shard_op(CollectiveOp::all_gather, b.params * e, st);
+      for (const workload::GradientBucket& b : buckets) {
+        first = shard_op(program::CollectiveOp::all_gather, b.params * e, st);
         gathers += first;
       }
-      for (const plan::GradientBucket& b : expert_buckets) gathers += expert_op(CollectiveOp::all_gather, b.params * e);
+      for (const workload::GradientBucket& b : expert_buckets)
+        gathers += expert_op(program::CollectiveOp::all_gather, b.params * e);
       // Deferred to the next step's forward, the stage waits for its first bucket; the rest
       // hide behind one micro-batch's forward as far as it lasts.
       const double forward = work[sti] - back[sti];
@@ -426,4 +435,4 @@ StepEstimate Estimator::estimate(const plan::Scenario& s) {
   return out;
 }
 
-}  // namespace parasim::sim
+}  // namespace parasim::planner

@@ -47,7 +47,7 @@
 // What it leaves out, and the simulator has: contention between dimensions (tp and dp
 // on one link at the same time), the exact interleaving of sends with compute, and
 // waiting on collective members that arrive late. Agreement with the simulator
-// (tests/sim/estimate_test.cpp): within 5 % on every seed scenario's own plan; across the
+// (tests/planner/estimate_test.cpp): within 5 % on every seed scenario's own plan; across the
 // search spaces of three seed scenarios, a median error under 20 % per schedule and none
 // off by 70 % or more (the worst, about 60 %, are plans whose pipeline or data
 // parallelism crosses a slow network); within 10 % on LeNet and ResNet-18 with per-rank
@@ -61,10 +61,10 @@
 #include <string>
 #include <tuple>
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 #include "sim/compute_model.hpp"
 
-namespace parasim::sim {
+namespace parasim::planner {
 
 struct StepEstimate {
   double step_time = 0.0;        // seconds
@@ -85,16 +85,16 @@ struct StepEstimate {
 class Estimator {
  public:
   // The cluster, profile and network of `base`; every scenario estimated must share them.
-  explicit Estimator(const plan::Scenario& base);
+  explicit Estimator(const scenario::Scenario& base);
   ~Estimator();
   Estimator(const Estimator&) = delete;
   Estimator& operator=(const Estimator&) = delete;
 
-  StepEstimate estimate(const plan::Scenario& s);
+  StepEstimate estimate(const scenario::Scenario& s);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace parasim::sim
+}  // namespace parasim::planner

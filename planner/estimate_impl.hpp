@@ -10,80 +10,81 @@
 #include <tuple>
 #include <vector>
 
-#include "plan/program.hpp"
+#include "program/program.hpp"
 #include "sim/collectives.hpp"
 #include "sim/compute_model.hpp"
 #include "sim/engine.hpp"
-#include "sim/estimate.hpp"
+#include "planner/estimate.hpp"
 #include "sim/mpi_ranks.hpp"
 #include "sim/network.hpp"
 #include "sim/simulate.hpp"
 #include "topology/routing.hpp"
 
-namespace parasim::sim {
+namespace parasim::planner {
 
-using plan::CollectiveOp;
-using plan::Dim;
+using program::CollectiveOp;
+using scenario::Dim;
 
 namespace estimate_detail {
 
 // The devices of the group of dimension `d` that holds the rank at `c`; of a dp line (over
 // dp x cp, the gradients' group), under hybrid sharding, its shard group or its replica
-// group (plan/program.hpp).
-inline std::vector<int> group_of(const plan::ParallelPlan& p, plan::Coord c, Dim d,
-                                 plan::GroupPart part = plan::GroupPart::whole) {
+// group (program/program.hpp).
+inline std::vector<int> group_of(const scenario::ParallelPlan& p, scenario::Coord c, scenario::Dim d,
+                                 program::GroupPart part = program::GroupPart::whole) {
   std::vector<int> out;
-  if (d != Dim::dp) {
-    for (int i = 0; i < plan::extent(p, d); ++i) {
-      plan::coordinate(c, d) = i;
-      out.push_back(plan::rank_of(p, c));
+  if (d != scenario::Dim::dp) {
+    for (int i = 0; i < scenario::extent(p, d); ++i) {
+      scenario::coordinate(c, d) = i;
+      out.push_back(scenario::rank_of(p, c));
     }
     return out;
   }
   const int n = p.shard_size();
-  const int at = plan::grad_index(p, c);
+  const int at = scenario::grad_index(p, c);
   int first = 0, end = p.grad_ranks(), stride = 1;
-  if (part == plan::GroupPart::shard) {
+  if (part == program::GroupPart::shard) {
     first = at / n * n;
     end = first + n;
-  } else if (part == plan::GroupPart::replica) {
+  } else if (part == program::GroupPart::replica) {
     first = at % n;
     stride = n;
-  } else if (part == plan::GroupPart::expert) {  // ep consecutive grad indices
+  } else if (part == program::GroupPart::expert) {  // ep consecutive grad indices
     first = at / p.ep * p.ep;
     end = first + p.ep;
-  } else if (part == plan::GroupPart::expert_data) {  // every ep-th
+  } else if (part == program::GroupPart::expert_data) {  // every ep-th
     first = at % p.ep;
     stride = p.ep;
   }
-  for (int i = first; i < end; i += stride) out.push_back(plan::rank_of(p, plan::at_grad_index(p, c, i)));
+  for (int i = first; i < end; i += stride) out.push_back(scenario::rank_of(p, scenario::at_grad_index(p, c, i)));
   return out;
 }
 
 // Whether the rank at `c` is the first of its group (one visit per group).
-inline bool first_of_group(const plan::ParallelPlan& p, const plan::Coord& c, Dim d, plan::GroupPart part) {
-  if (d == Dim::dp) {
-    const int at = plan::grad_index(p, c);
-    if (part == plan::GroupPart::shard) return at % p.shard_size() == 0;
-    if (part == plan::GroupPart::replica) return at < p.shard_size();
-    if (part == plan::GroupPart::expert) return at % p.ep == 0;
-    if (part == plan::GroupPart::expert_data) return at < p.ep;
+inline bool first_of_group(const scenario::ParallelPlan& p, const scenario::Coord& c, scenario::Dim d,
+                           program::GroupPart part) {
+  if (d == scenario::Dim::dp) {
+    const int at = scenario::grad_index(p, c);
+    if (part == program::GroupPart::shard) return at % p.shard_size() == 0;
+    if (part == program::GroupPart::replica) return at < p.shard_size();
+    if (part == program::GroupPart::expert) return at % p.ep == 0;
+    if (part == program::GroupPart::expert_data) return at < p.ep;
     return at == 0;
   }
-  plan::Coord copy = c;
-  return plan::coordinate(copy, d) == 0;
+  scenario::Coord copy = c;
+  return scenario::coordinate(copy, d) == 0;
 }
 
 // A group part's share of the estimator's cache keys: the part and its group size.
-inline int part_code(const plan::ParallelPlan& p, plan::GroupPart part) {
-  const bool expert = part == plan::GroupPart::expert || part == plan::GroupPart::expert_data;
-  return static_cast<int>(part) * 4096 + (part == plan::GroupPart::whole ? 0 : expert ? p.ep : p.shard_size());
+inline int part_code(const scenario::ParallelPlan& p, program::GroupPart part) {
+  const bool expert = part == program::GroupPart::expert || part == program::GroupPart::expert_data;
+  return static_cast<int>(part) * 4096 + (part == program::GroupPart::whole ? 0 : expert ? p.ep : p.shard_size());
 }
 
 // The placement and the cp degree, for the caches' keys.
-inline int placement_code(const plan::ParallelPlan& p) {
+inline int placement_code(const scenario::ParallelPlan& p) {
   int code = 0;
-  for (Dim d : p.placement) code = code * 4 + static_cast<int>(d);
+  for (scenario::Dim d : p.placement) code = code * 4 + static_cast<int>(d);
   return code + 256 * p.cp;
 }
 
@@ -93,17 +94,18 @@ inline int placement_code(const plan::ParallelPlan& p) {
 // and its collectives, or the host's time to issue them, whichever is longer (the simulator
 // interleaves the two exactly). `slow`: every rank's pace, the slowest device's.
 struct Costing {
-  const DeviceProfile& prof;
+  const sim::DeviceProfile& prof;
   topology::Dtype dtype;
   double slow = 1.0;
-  [[nodiscard]] double op(const std::vector<plan::Gemm>& g, double passes, double bytes) const {
+  [[nodiscard]] double op(const std::vector<workload::Gemm>& g, double passes, double bytes) const {
     return op_seconds(prof, g, passes, 0.0, bytes, false, dtype) * slow;
   }
-  [[nodiscard]] double device(const std::vector<plan::Kernel>& ks) const {
+  [[nodiscard]] double device(const std::vector<workload::Kernel>& ks) const {
     const std::vector<double> d = kernel_durations(prof, ks, dtype);
     return std::accumulate(d.begin(), d.end(), 0.0) * slow;
   }
-  [[nodiscard]] double pass(const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) const {
+  [[nodiscard]] double pass(const std::vector<workload::Kernel>& ks, program::Category c, double comm,
+                            int calls) const {
     const double host = static_cast<double>(ks.size()) * dispatch_seconds(prof, c) + calls * prof.host.communication;
     return std::max(device(ks) + comm, host);
   }
@@ -111,7 +113,8 @@ struct Costing {
   // starts issuing a chunk's kernels only when the chunk starts: the first pass of a chunk
   // waits for the host from its first kernel on (the recurrence of compute_model.hpp); what
   // that costs beyond pass().
-  [[nodiscard]] double cold_start(const std::vector<plan::Kernel>& ks, plan::Category c, double comm, int calls) const {
+  [[nodiscard]] double cold_start(const std::vector<workload::Kernel>& ks, program::Category c, double comm,
+                                  int calls) const {
     const double d = dispatch_seconds(prof, c);
     const double host = static_cast<double>(ks.size()) * d + calls * prof.host.communication;
     return std::max(kernels_seconds(prof, ks, dtype, d, d) * slow + comm, host) - pass(ks, c, comm, calls);
@@ -132,16 +135,16 @@ struct GenericCost {
 };
 
 struct Estimator::Impl {
-  explicit Impl(const plan::Scenario& s)
-      : profile(profile_of(s)),
+  explicit Impl(const scenario::Scenario& s)
+      : profile(sim::profile_of(s)),
         cluster(with_profile_links(s.cluster, profile)),
         net(engine, cluster),
         router(cluster) {}
 
-  DeviceProfile profile;
+  sim::DeviceProfile profile;
   topology::Cluster cluster;
-  Engine engine;
-  Network net;
+  sim::Engine engine;
+  sim::Network net;
   topology::Router router;
   std::map<std::tuple<int, int, int, int, int, int, int, int, double, double, int>, double> collectives;
   std::map<std::tuple<int, int, int, int, int, int, int>, double> contention;
@@ -150,12 +153,12 @@ struct Estimator::Impl {
   // How many ring edges of the concurrent groups of dimension d share the busiest link
   // of the group at stage `stage`, over the group's own edges on it. Concurrent: the
   // stage's groups, or with `all_stages` every stage's.
-  double contention_of(const plan::ParallelPlan& p, Dim d, int stage, bool all_stages,
-                       plan::GroupPart part = plan::GroupPart::whole) {
+  double contention_of(const scenario::ParallelPlan& p, scenario::Dim d, int stage, bool all_stages,
+                       program::GroupPart part = program::GroupPart::whole) {
     const auto key = std::make_tuple(p.tp, p.pp, p.dp, estimate_detail::placement_code(p), static_cast<int>(d),
                                      stage * 2 + (all_stages ? 1 : 0), estimate_detail::part_code(p, part));
     if (auto it = contention.find(key); it != contention.end()) return it->second;
-    plan::Coord c;
+    scenario::Coord c;
     c.pp = stage;
     const std::vector<int> own = estimate_detail::group_of(p, c, d, part);
     double factor = 1.0;
@@ -165,7 +168,7 @@ struct Estimator::Impl {
       std::vector<int> all(static_cast<std::size_t>(cluster.link_count()), 0);
       std::vector<int> mine(all.size(), 0);
       for (int r = 0; r < p.world(); ++r) {
-        const plan::Coord rc = plan::coord_of(p, r);
+        const scenario::Coord rc = scenario::coord_of(p, r);
         if (!estimate_detail::first_of_group(p, rc, d, part)) continue;  // one visit per group
         if (!all_stages && rc.pp != stage) continue;
         const std::vector<int> g = estimate_detail::group_of(p, rc, d, part);
@@ -189,25 +192,25 @@ struct Estimator::Impl {
   // its links: the stage's, plus the other stages' in proportion to `overlap`, the share of
   // the time the other stages run such collectives too.
   // A generic (CNN) layer's cost (estimate_generic.cpp).
-  GenericCost generic_layer_cost(const plan::Scenario& s, const Costing& cost, const plan::GenericLayer& layer);
+  GenericCost generic_layer_cost(const scenario::Scenario& s, const Costing& cost, const scenario::GenericLayer& layer);
   // A transformer layer of `lm` run as `lkp` says (estimate_layer.cpp); `act` is one of
   // this rank's s·b·h tensors in bytes.
-  LayerCost transformer_layer_cost(const plan::Scenario& s, const Costing& cost, const plan::ModelSpec& lm,
-                                   const plan::KernelPlan& lkp, double act);
+  LayerCost transformer_layer_cost(const scenario::Scenario& s, const Costing& cost, const scenario::ModelSpec& lm,
+                                   const workload::KernelPlan& lkp, double act);
 
-  double collective(const plan::Scenario& s, Dim d, CollectiveOp op, double bytes, int stage, double overlap = 0.0,
-                    plan::GroupPart part = plan::GroupPart::whole) {
-    const plan::ParallelPlan& p = s.plan;
-    if ((d == Dim::dp ? p.grad_ranks() : plan::extent(p, d)) <= 1 || bytes <= 0.0) return 0.0;
+  double collective(const scenario::Scenario& s, scenario::Dim d, program::CollectiveOp op, double bytes, int stage,
+                    double overlap = 0.0, program::GroupPart part = program::GroupPart::whole) {
+    const scenario::ParallelPlan& p = s.plan;
+    if ((d == scenario::Dim::dp ? p.grad_ranks() : scenario::extent(p, d)) <= 1 || bytes <= 0.0) return 0.0;
     const auto key = std::make_tuple(p.tp, p.pp, p.dp, estimate_detail::placement_code(p), static_cast<int>(d), stage,
                                      static_cast<int>(op), static_cast<int>(p.collective), bytes, overlap,
                                      estimate_detail::part_code(p, part));
     if (auto it = collectives.find(key); it != collectives.end()) return it->second;
-    plan::Coord c;
+    scenario::Coord c;
     c.pp = stage;
-    CollectiveCall call{op, estimate_detail::group_of(p, c, d, part), bytes, -1};
+    sim::CollectiveCall call{op, estimate_detail::group_of(p, c, d, part), bytes, -1};
     if (call.devices.size() <= 1) return 0.0;
-    Choice a;
+    sim::Choice a;
     if (cluster.spec().library == topology::CollectiveLibrary::mpi) {
       a = choose(p.collective, net, call);  // libnbc's, its bytes scaled to the measured time
       scale_to_measured(profile, a.algorithm, net, call);
@@ -217,7 +220,7 @@ struct Estimator::Impl {
     }
     // Sharing stretches the transfer, not the latency.
     const double full = estimate_seconds(a, net, call);
-    CollectiveCall empty = call;
+    sim::CollectiveCall empty = call;
     empty.bytes = 0.0;
     const double latency = estimate_seconds(a, net, empty);
     const double own = contention_of(p, d, stage, false, part);
@@ -229,19 +232,19 @@ struct Estimator::Impl {
 
   // One step of the cp ring: `bytes` from cp rank 0 to cp rank 1 (the tp 0, dp 0 ranks of
   // stage 0), stretched by the rings of every stage sending at once.
-  double ring_step(const plan::ParallelPlan& p, double bytes) {
-    plan::Coord a;
-    plan::Coord b;
+  double ring_step(const scenario::ParallelPlan& p, double bytes) {
+    scenario::Coord a;
+    scenario::Coord b;
     b.cp = 1;
-    const topology::Route& r = router.route(plan::rank_of(p, a), plan::rank_of(p, b));
-    return r.latency + (r.bottleneck > 0 ? bytes / r.bottleneck * contention_of(p, Dim::cp, 0, true) : 0.0);
+    const topology::Route& r = router.route(scenario::rank_of(p, a), scenario::rank_of(p, b));
+    return r.latency + (r.bottleneck > 0 ? bytes / r.bottleneck * contention_of(p, scenario::Dim::cp, 0, true) : 0.0);
   }
 
   // A copy of `bytes` between device 0 and its host memory (offloading), stretched by the
   // node's other ranks copying at once over the links they share (a PCIe switch's uplink).
   // The sharing depends only on how many of the node's devices the plan uses: worked out
   // once per count (the planner asks for every unit of every plan).
-  double host_copy(const plan::Scenario& s, double bytes) {
+  double host_copy(const scenario::Scenario& s, double bytes) {
     const topology::Route& r = router.host_route(0, true);
     const int ranks = std::min(s.plan.world(), cluster.spec().gpus_per_node);
     auto [it, fresh] = host_sharing.try_emplace(ranks, 1);
@@ -259,14 +262,14 @@ struct Estimator::Impl {
   }
 
   // One boundary's transfer from stage `stage` to the next (the tp 0, dp 0 ranks).
-  double transfer(const plan::ParallelPlan& p, int stage, double bytes) {
-    plan::Coord a;
+  double transfer(const scenario::ParallelPlan& p, int stage, double bytes) {
+    scenario::Coord a;
     a.pp = stage;
-    plan::Coord b = a;
+    scenario::Coord b = a;
     b.pp = (stage + 1) % p.pp;
-    const topology::Route& r = router.route(plan::rank_of(p, a), plan::rank_of(p, b));
-    return r.latency + (r.bottleneck > 0 ? bytes / r.bottleneck * contention_of(p, Dim::pp, 0, true) : 0.0);
+    const topology::Route& r = router.route(scenario::rank_of(p, a), scenario::rank_of(p, b));
+    return r.latency + (r.bottleneck > 0 ? bytes / r.bottleneck * contention_of(p, scenario::Dim::pp, 0, true) : 0.0);
   }
 };
 
-}  // namespace parasim::sim
+}  // namespace parasim::planner

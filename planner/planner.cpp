@@ -1,4 +1,4 @@
-#include "sim/planner.hpp"
+#include "planner/planner.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -9,14 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/limits.hpp"
-#include "plan/memory.hpp"
-#include "plan/search.hpp"
+#include "scenario/limits.hpp"
+#include "workload/memory.hpp"
+#include "planner/search.hpp"
 #include "report/metrics.hpp"
-#include "sim/estimate.hpp"
+#include "planner/estimate.hpp"
 #include "sim/simulate.hpp"
 
-namespace parasim::sim {
+namespace parasim::planner {
 
 namespace {
 
@@ -32,9 +32,9 @@ bool better(const PlanScore& a, const PlanScore& b) {
 
 }  // namespace
 
-std::string memory_reason(const plan::MemoryReport& r) {
+std::string memory_reason(const workload::MemoryReport& r) {
   if (r.fits()) return {};
-  const plan::MemoryBreakdown& b = r.peak();
+  const workload::MemoryBreakdown& b = r.peak();
   const double state = b.weights + b.gradients + b.master + b.optimizer + b.workspace;
   return state > r.capacity ? "model state exceeds memory" : "activations exceed memory";
 }
@@ -61,15 +61,15 @@ struct Watch {
   }
 };
 
-void score_slice(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
+void score_slice(const scenario::Scenario& base, const std::vector<planner::Candidate>& all, std::size_t begin,
                  std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected,
                  Watch& watch) {
   Estimator estimator(base);
   constexpr std::size_t batch = 256;  // candidates between progress reports
   for (std::size_t i = begin; i < end; ++i) {
     if ((i - begin) % batch == batch - 1) watch.add(batch);
-    const plan::Scenario s = plan::with_candidate(base, all[i]);
-    const plan::MemoryReport mem = plan::memory_per_rank(s);
+    const scenario::Scenario s = planner::with_candidate(base, all[i]);
+    const workload::MemoryReport mem = workload::memory_per_rank(s);
     if (!mem.fits()) {
       ++rejected[memory_reason(mem)];
       continue;
@@ -112,7 +112,7 @@ void run_workers(unsigned t, Body body) {
 
 }  // namespace
 
-void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
+void score_range(const scenario::Scenario& base, const std::vector<planner::Candidate>& all, std::size_t begin,
                  std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected,
                  int threads, const PlanOptions* options) {
   const std::size_t n = end - begin;
@@ -138,15 +138,15 @@ void rank(std::vector<PlanScore>& scores) { std::sort(scores.begin(), scores.end
 namespace {
 
 // Simulates rows [begin, end) of `ranked` on `threads` threads, each taking every t-th.
-void simulate_rows(const plan::Scenario& base, std::vector<PlanScore>& ranked, std::size_t begin, std::size_t end,
+void simulate_rows(const scenario::Scenario& base, std::vector<PlanScore>& ranked, std::size_t begin, std::size_t end,
                    unsigned threads, Watch& watch) {
   const unsigned t = std::max(1U, std::min<unsigned>(threads, static_cast<unsigned>(end - begin)));
   run_workers(t, [&](unsigned w) {
       for (std::size_t i = begin + w; i < end; i += t) {
         watch.poll();  // a cancel stops before the next simulation
         PlanScore& p = ranked[i];
-        const plan::Scenario s = plan::with_candidate(base, p.candidate);
-        const Prediction pred = predict(s);
+        const scenario::Scenario s = planner::with_candidate(base, p.candidate);
+        const sim::Prediction pred = sim::predict(s);
         const report::StepFigures f = report::step_figures(s, pred.trace, topology::Cluster(s.cluster));
         p.step_time = f.step_time;
         p.tokens_per_s = f.tokens_per_s;
@@ -160,7 +160,7 @@ void simulate_rows(const plan::Scenario& base, std::vector<PlanScore>& ranked, s
 
 }  // namespace
 
-std::size_t resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads,
+std::size_t resimulate(const scenario::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads,
                        const PlanOptions* options) {
   const std::size_t want = std::min(ranked.size(), static_cast<std::size_t>(std::max(0, count)));
   if (want == 0) return 0;
@@ -193,16 +193,16 @@ namespace {
 
 // The search's setting: the scenario on its devices and every candidate, in order.
 struct Search {
-  plan::Scenario base;
+  scenario::Scenario base;
   int devices = 0;
-  std::vector<plan::Candidate> all;
+  std::vector<planner::Candidate> all;
 };
 
-Search prepare(const plan::Scenario& scenario, const PlanOptions& options) {
+Search prepare(const scenario::Scenario& scenario, const PlanOptions& options) {
   Search s;
-  s.base = plan::on_devices(scenario, options.devices);
+  s.base = planner::on_devices(scenario, options.devices);
   s.devices = options.devices > 0 ? options.devices : s.base.cluster.total_gpus();
-  s.all = plan::enumerate_plans(s.base, s.devices);
+  s.all = planner::enumerate_plans(s.base, s.devices);
   return s;
 }
 
@@ -236,26 +236,26 @@ double from_bits(std::uint64_t b) {
 
 }  // namespace
 
-int smallest_fitting_devices(const plan::Scenario& s, int devices, bool offload) {
+int smallest_fitting_devices(const scenario::Scenario& s, int devices, bool offload) {
   std::vector<long long> sizes;
-  for (long long p = 1; p <= plan::limits::gpus; p *= 2) {
+  for (long long p = 1; p <= scenario::limits::gpus; p *= 2) {
     for (long long d : {p, 3 * p}) {
-      if (d > devices && d <= plan::limits::gpus) sizes.push_back(d);
+      if (d > devices && d <= scenario::limits::gpus) sizes.push_back(d);
     }
   }
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   for (long long d : sizes) {
-    const plan::Scenario grown = plan::on_devices(s, static_cast<int>(d));
-    for (const plan::Candidate& c : plan::enumerate_plans(grown, static_cast<int>(d))) {
+    const scenario::Scenario grown = planner::on_devices(s, static_cast<int>(d));
+    for (const planner::Candidate& c : planner::enumerate_plans(grown, static_cast<int>(d))) {
       if (!offload && c.plan.offloads()) continue;
-      if (plan::memory_per_rank(plan::with_candidate(grown, c)).fits()) return static_cast<int>(d);
+      if (workload::memory_per_rank(planner::with_candidate(grown, c)).fits()) return static_cast<int>(d);
     }
   }
   return 0;
 }
 
-PlanReport plan_search(const plan::Scenario& scenario, const PlanOptions& options) {
+PlanReport plan_search(const scenario::Scenario& scenario, const PlanOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const Search search = prepare(scenario, options);
   std::vector<PlanScore> fits;
@@ -264,7 +264,7 @@ PlanReport plan_search(const plan::Scenario& scenario, const PlanOptions& option
   return finish(search, options, std::move(fits), std::move(rejected), t0);
 }
 
-std::string score_part(const plan::Scenario& scenario, const PlanOptions& options, int part, int parts) {
+std::string score_part(const scenario::Scenario& scenario, const PlanOptions& options, int part, int parts) {
   const Search search = prepare(scenario, options);
   const std::size_t n = search.all.size();
   const std::size_t begin = n * static_cast<std::size_t>(part) / static_cast<std::size_t>(parts);
@@ -280,7 +280,8 @@ std::string score_part(const plan::Scenario& scenario, const PlanOptions& option
   return nlohmann::json{{"rejected", rejected}, {"fits", rows}}.dump();
 }
 
-PlanReport merge_parts(const plan::Scenario& scenario, const PlanOptions& options, const std::vector<std::string>& parts) {
+PlanReport merge_parts(const scenario::Scenario& scenario, const PlanOptions& options,
+                       const std::vector<std::string>& parts) {
   const auto t0 = std::chrono::steady_clock::now();
   const Search search = prepare(scenario, options);
   std::vector<PlanScore> fits;
@@ -304,4 +305,4 @@ PlanReport merge_parts(const plan::Scenario& scenario, const PlanOptions& option
   return finish(search, options, std::move(fits), std::move(rejected), t0);
 }
 
-}  // namespace parasim::sim
+}  // namespace parasim::planner

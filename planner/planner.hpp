@@ -1,5 +1,5 @@
 // The planner: every valid plan of a scenario's model and batch on a number of devices
-// (plan/search.hpp), those that do not fit in memory rejected with the reason, the rest
+// (planner/search.hpp), those that do not fit in memory rejected with the reason, the rest
 // scored by the analytical tier (estimate.hpp) and ranked by throughput; the best are
 // scored again by the event simulator, and so is any further plan whose estimate beats the
 // best simulated throughput (so an optimistic estimate cannot hide a better plan). Each
@@ -19,15 +19,15 @@
 #include <string>
 #include <vector>
 
-#include "plan/memory.hpp"
-#include "plan/scenario.hpp"
-#include "plan/search.hpp"
+#include "workload/memory.hpp"
+#include "scenario/scenario.hpp"
+#include "planner/search.hpp"
 
-namespace parasim::sim {
+namespace parasim::planner {
 
 struct PlanScore {
   std::size_t index = 0;  // in enumeration order
-  plan::Candidate candidate;
+  planner::Candidate candidate;
   double step_time = 0.0;
   double tokens_per_s = 0.0;
   double mfu = 0.0;
@@ -68,7 +68,7 @@ struct PlanReport {
 
 // Scores candidates [begin, end) of `all` (those that fit) and counts the rejected, on
 // `threads` threads (<= 0: every core), each over its own slice.
-void score_range(const plan::Scenario& base, const std::vector<plan::Candidate>& all, std::size_t begin,
+void score_range(const scenario::Scenario& base, const std::vector<planner::Candidate>& all, std::size_t begin,
                  std::size_t end, std::vector<PlanScore>& fits, std::map<std::string, std::size_t>& rejected,
                  int threads = 1, const PlanOptions* watch = nullptr);
 // Best first: by tokens/s, then by enumeration order.
@@ -77,26 +77,26 @@ void rank(std::vector<PlanScore>& scores);
 // every core); then, while the next row's estimate beats the best simulated throughput
 // (it could still be the best plan), simulates it too, up to 4 x count rows in all.
 // Ranks the simulated rows among themselves; returns how many there are.
-std::size_t resimulate(const plan::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads = 1,
+std::size_t resimulate(const scenario::Scenario& base, std::vector<PlanScore>& ranked, int count, int threads = 1,
                        const PlanOptions* watch = nullptr);
 
-PlanReport plan_search(const plan::Scenario& s, const PlanOptions& options = {});
+PlanReport plan_search(const scenario::Scenario& s, const PlanOptions& options = {});
 
 // A share of the search for one of several processes (`part` of `parts`, as MPI ranks):
 // the candidates of its slice scored, as bytes to gather; and the whole search put back
 // together from every part's bytes (in part order), ranked and re-simulated as
 // plan_search() does, with the same result.
-std::string score_part(const plan::Scenario& s, const PlanOptions& options, int part, int parts);
-PlanReport merge_parts(const plan::Scenario& s, const PlanOptions& options, const std::vector<std::string>& parts);
+std::string score_part(const scenario::Scenario& s, const PlanOptions& options, int part, int parts);
+PlanReport merge_parts(const scenario::Scenario& s, const PlanOptions& options, const std::vector<std::string>& parts);
 
 // The smallest device count above `devices` on which some plan of the scenario fits in
 // memory, trying 2^i and 3·2^i devices (whole nodes of the cluster's size, as on_devices
 // grows it) up to the documented limit; 0 when none does. Memory only: nothing is scored.
 // offload false: plans that offload to host memory do not count.
-int smallest_fitting_devices(const plan::Scenario& s, int devices, bool offload = true);
+int smallest_fitting_devices(const scenario::Scenario& s, int devices, bool offload = true);
 
 // Why a plan does not fit, as counted: "model state exceeds memory" when weights,
 // gradients and optimizer state alone do not fit, else "activations exceed memory".
-std::string memory_reason(const plan::MemoryReport& r);
+std::string memory_reason(const workload::MemoryReport& r);
 
-}  // namespace parasim::sim
+}  // namespace parasim::planner

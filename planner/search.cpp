@@ -1,16 +1,16 @@
-#include "plan/search.hpp"
+#include "planner/search.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "plan/check.hpp"
-#include "plan/describe.hpp"
-#include "plan/diagnostics.hpp"
-#include "plan/memory.hpp"
-#include "plan/program.hpp"
+#include "scenario/check.hpp"
+#include "scenario/describe.hpp"
+#include "scenario/diagnostics.hpp"
+#include "workload/memory.hpp"
+#include "program/program.hpp"
 
-namespace parasim::plan {
+namespace parasim::planner {
 
 namespace {
 
@@ -24,17 +24,18 @@ std::vector<int> divisors(int n) {
 
 // Placements that map ranks differently: every order of the dimensions larger than 1,
 // innermost first, then the others in tp, cp, dp, pp order.
-std::vector<std::array<Dim, 4>> placements(const ParallelPlan& p) {
-  std::vector<Dim> big;
-  std::vector<Dim> one;
-  for (Dim d : {Dim::tp, Dim::cp, Dim::dp, Dim::pp}) (extent(p, d) > 1 ? big : one).push_back(d);
-  std::vector<std::array<Dim, 4>> out;
+std::vector<std::array<scenario::Dim, 4>> placements(const scenario::ParallelPlan& p) {
+  std::vector<scenario::Dim> big;
+  std::vector<scenario::Dim> one;
+  for (scenario::Dim d : {scenario::Dim::tp, scenario::Dim::cp, scenario::Dim::dp, scenario::Dim::pp})
+    (extent(p, d) > 1 ? big : one).push_back(d);
+  std::vector<std::array<scenario::Dim, 4>> out;
   std::sort(big.begin(), big.end());
   do {
-    std::array<Dim, 4> a{};
+    std::array<scenario::Dim, 4> a{};
     std::size_t i = 0;
-    for (Dim d : big) a[i++] = d;
-    for (Dim d : one) a[i++] = d;
+    for (scenario::Dim d : big) a[i++] = d;
+    for (scenario::Dim d : one) a[i++] = d;
     out.push_back(a);
   } while (std::next_permutation(big.begin(), big.end()));
   return out;
@@ -45,29 +46,29 @@ std::vector<std::array<Dim, 4>> placements(const ParallelPlan& p) {
 // each rank blocks too small to hide the ring behind) every divisor that keeps at least
 // 8K positions per rank (Llama 3's long-context training: 128K over cp 16) and splits the
 // sequence into 2·cp chunks.
-std::vector<int> context_degrees(const Scenario& base, int ranks) {
+std::vector<int> context_degrees(const scenario::Scenario& base, int ranks) {
   std::vector<int> out{1};
   const int s = base.model.seq_len;
-  if (base.model.kind != ModelKind::transformer || s < 16384) return out;
+  if (base.model.kind != scenario::ModelKind::transformer || s < 16384) return out;
   for (int cp : divisors(ranks)) {
     if (cp > 1 && s % (2 * cp) == 0 && s / cp >= 8192) out.push_back(cp);
   }
   return out;
 }
 
-bool valid(const Scenario& s) {
+bool valid(const scenario::Scenario& s) {
   try {
     check(s);
     return true;
-  } catch (const ScenarioError&) {
+  } catch (const scenario::ScenarioError&) {
     return false;
   }
 }
 
 }  // namespace
 
-Scenario with_candidate(const Scenario& base, const Candidate& c) {
-  Scenario s = base;
+scenario::Scenario with_candidate(const scenario::Scenario& base, const Candidate& c) {
+  scenario::Scenario s = base;
   s.plan = c.plan;
   s.plan.bucket_bytes = base.plan.bucket_bytes;
   s.plan.overlap_dp = base.plan.overlap_dp;
@@ -78,8 +79,8 @@ Scenario with_candidate(const Scenario& base, const Candidate& c) {
   return s;
 }
 
-Scenario on_devices(const Scenario& base, int devices) {
-  Scenario s = base;
+scenario::Scenario on_devices(const scenario::Scenario& base, int devices) {
+  scenario::Scenario s = base;
   if (devices <= 0) return s;
   const int per_node = s.cluster.gpus_per_node;
   if (devices < per_node) {
@@ -91,9 +92,9 @@ Scenario on_devices(const Scenario& base, int devices) {
   return s;
 }
 
-std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
+std::vector<Candidate> enumerate_plans(const scenario::Scenario& base, int devices) {
   const int n = devices > 0 ? devices : base.cluster.total_gpus();
-  const bool transformer = base.model.kind == ModelKind::transformer;
+  const bool transformer = base.model.kind == scenario::ModelKind::transformer;
   const int layers = base.model.layer_count();
   const topology::ClusterSpec& cl = base.cluster;
   const bool offload = cl.host.described() && cl.intra.fabric != topology::IntraFabric::shared_memory &&
@@ -138,20 +139,21 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
         for (int mb : divisors(base.training.global_batch / dp)) {
           const int micro_batches = base.training.global_batch / (dp * mb);
           struct Shape {
-            Schedule schedule;
+            scenario::Schedule schedule;
             int v;
           };
           // One stage or one micro-batch: GPipe runs what 1F1B runs.
-          std::vector<Shape> shapes{{Schedule::one_f_one_b, 1}};
-          if (pp > 1 && micro_batches > 1) shapes.push_back({Schedule::gpipe, 1});
+          std::vector<Shape> shapes{{scenario::Schedule::one_f_one_b, 1}};
+          if (pp > 1 && micro_batches > 1) shapes.push_back({scenario::Schedule::gpipe, 1});
           if (pp >= 2 && micro_batches % pp == 0 && layers % pp == 0) {
             for (int v : divisors(layers / pp)) {
-              if (v >= 2) shapes.push_back({Schedule::interleaved_1f1b, v});
+              if (v >= 2) shapes.push_back({scenario::Schedule::interleaved_1f1b, v});
             }
           }
           for (const Shape& shape : shapes) {
-            for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
-              if (r == Recompute::selective && (!transformer || cp > 1)) continue;
+            for (scenario::Recompute r :
+                 {scenario::Recompute::none, scenario::Recompute::selective, scenario::Recompute::full}) {
+              if (r == scenario::Recompute::selective && (!transformer || cp > 1)) continue;
               for (const auto& [zero, shard_group] : sharding) {
                 for (int sp_mode = 0; sp_mode < 3; ++sp_mode) {  // no SP, SP, SP with tp communication overlap
                   const bool sp = sp_mode > 0;
@@ -176,12 +178,12 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
                     c.recompute = r;
                     for (const auto& place : placements(c.plan)) {
                       c.plan.placement = place;
-                      const Scenario cs = with_candidate(base, c);
+                      const scenario::Scenario cs = with_candidate(base, c);
                       if (!valid(cs)) continue;
                       out.push_back(c);
                       // Offloading, where the hosts are on the graph and the plan does not
                       // fit without it: the optimizer, then the parameters too.
-                      if (!offload || memory_per_rank(cs).fits()) continue;
+                      if (!offload || workload::memory_per_rank(cs).fits()) continue;
                       // Or its activations (without recompute), or all of it. What check
                       // refuses is skipped here rather than have it throw for each.
                       const bool replicas = dp * cp > 1;
@@ -191,7 +193,7 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
                         o.plan.offload_optimizer = mode != 3;
                         o.plan.offload_params = mode == 2 || mode == 4;
                         o.plan.offload_activations = mode >= 3;
-                        if (o.plan.offload_activations && (r != Recompute::none || !transformer)) continue;
+                        if (o.plan.offload_activations && (r != scenario::Recompute::none || !transformer)) continue;
                         if (o.plan.offload_optimizer && (tied || (replicas && zero < 2))) continue;
                         if (o.plan.offload_params && replicas && zero != 3) continue;
                         if (valid(with_candidate(base, o))) out.push_back(o);
@@ -209,7 +211,7 @@ std::vector<Candidate> enumerate_plans(const Scenario& base, int devices) {
   return out;
 }
 
-std::string sharding_string(const ParallelPlan& p) {
+std::string sharding_string(const scenario::ParallelPlan& p) {
   std::string out = std::to_string(p.zero);
   if (p.hybrid_shard()) out += fmt::format(" /{}", p.shard_size());
   if (p.offloads()) {
@@ -223,7 +225,7 @@ std::string sharding_string(const ParallelPlan& p) {
 }
 
 std::string describe(const Candidate& c) {
-  const ParallelPlan& p = c.plan;
+  const scenario::ParallelPlan& p = c.plan;
   return fmt::format("dp {} tp {} pp {}{}{}{} {} mb {} recompute {} zero {}{}{}{}{}{} placement {}", p.dp, p.tp, p.pp,
                      p.cp > 1 ? fmt::format(" cp {}", p.cp) : "", p.ep > 1 ? fmt::format(" ep {}", p.ep) : "",
                      p.virtual_stages > 1 ? fmt::format(" x{}", p.virtual_stages) : "", to_string(p.schedule),
@@ -236,7 +238,7 @@ std::string describe(const Candidate& c) {
 }
 
 std::vector<std::string> overrides_of(const Candidate& c) {
-  const ParallelPlan& p = c.plan;
+  const scenario::ParallelPlan& p = c.plan;
   return {fmt::format("plan.dp={}", p.dp),
           fmt::format("plan.tp={}", p.tp),
           fmt::format("plan.pp={}", p.pp),
@@ -256,4 +258,4 @@ std::vector<std::string> overrides_of(const Candidate& c) {
           fmt::format("training.recompute={}", to_string(c.recompute))};
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::planner

@@ -20,33 +20,33 @@
 #include <string>
 #include <vector>
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 
-namespace parasim::plan {
+namespace parasim::planner {
 
 struct Candidate {
-  ParallelPlan plan;
+  scenario::ParallelPlan plan;
   int micro_batch = 1;
-  Recompute recompute = Recompute::none;
+  scenario::Recompute recompute = scenario::Recompute::none;
 };
 
 // The scenario with the candidate's choices.
-Scenario with_candidate(const Scenario& base, const Candidate& c);
+scenario::Scenario with_candidate(const scenario::Scenario& base, const Candidate& c);
 // The scenario grown (or shrunk) to `devices`: whole nodes, the last possibly partial
 // (gpus_per_node kept, nodes = ceil(devices / gpus_per_node)). devices <= 0: unchanged.
-Scenario on_devices(const Scenario& base, int devices);
+scenario::Scenario on_devices(const scenario::Scenario& base, int devices);
 
 // Every valid candidate using exactly `devices` devices (<= 0: all of the cluster's), in a
 // fixed order (the order of the loops above).
-std::vector<Candidate> enumerate_plans(const Scenario& base, int devices = 0);
+std::vector<Candidate> enumerate_plans(const scenario::Scenario& base, int devices = 0);
 
 // The plan's ZeRO stage with its shard group and offloading, for a table's column:
 // "1", "3 /8" (hybrid, shard groups of 8), "2 +off(o)" (optimizer offloaded), "3 +off(o,p)"
 // (and the parameters), "+off(a)" (activations), "+off(o,p,a)".
-std::string sharding_string(const ParallelPlan& p);
+std::string sharding_string(const scenario::ParallelPlan& p);
 // "dp 8 tp 4 pp 2 x2 interleaved-1f1b mb 2 recompute selective zero 1 sp placement tp,dp,pp"
 std::string describe(const Candidate& c);
 // The --set overrides that turn the base scenario into this candidate.
 std::vector<std::string> overrides_of(const Candidate& c);
 
-}  // namespace parasim::plan
+}  // namespace parasim::planner

@@ -1,4 +1,4 @@
-#include "sim/sweep.hpp"
+#include "planner/sweep.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,12 +7,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "plan/load.hpp"
-#include "plan/memory.hpp"
+#include "scenario/load.hpp"
+#include "workload/memory.hpp"
 #include "report/metrics.hpp"
 #include "sim/simulate.hpp"
 
-namespace parasim::sim {
+namespace parasim::planner {
 
 SweepAxis parse_axis(const std::string& text) {
   const auto eq = text.find('=');
@@ -61,14 +61,14 @@ int int_or(const std::string& text, int fallback) {
 
 std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::string>& overrides,
                               const std::vector<SweepAxis>& axes, const SweepOptions& options) {
-  const plan::Scenario base = plan::load(path, overrides);
+  const scenario::Scenario base = scenario::load(path, overrides);
   // A key no scenario has (plan.tpp) is a mistake in the command, not a point that fails.
   for (const SweepAxis& a : axes) {
     std::vector<std::string> probe = overrides;
     probe.push_back(a.key + "=" + a.values.front());
     try {
-      (void)plan::load(path, probe);
-    } catch (const plan::ScenarioError& e) {
+      (void)scenario::load(path, probe);
+    } catch (const scenario::ScenarioError& e) {
       if (e.message().starts_with("unknown key")) throw;
     }
   }
@@ -103,14 +103,14 @@ std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::st
     }
     p.overrides = all;
     try {
-      const plan::Scenario s = plan::load(path, all);
-      const Prediction pred = predict(s);
+      const scenario::Scenario s = scenario::load(path, all);
+      const sim::Prediction pred = sim::predict(s);
       const report::StepFigures f = report::step_figures(s, pred.trace, topology::Cluster(s.cluster));
       p.gpus = s.plan.world();
       p.step_time = f.step_time;
       p.tokens_per_s = f.tokens_per_s;
       p.mfu = f.mfu;
-      p.fits = plan::memory_per_rank(s).fits();
+      p.fits = workload::memory_per_rank(s).fits();
       p.bottleneck = f.bottleneck;
     } catch (const std::exception& e) {
       p.error = e.what();
@@ -141,4 +141,4 @@ std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::st
   return out;
 }
 
-}  // namespace parasim::sim
+}  // namespace parasim::planner

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace parasim::sim {
+namespace parasim::planner {
 
 struct SweepAxis {
   std::string key;
@@ -53,7 +53,7 @@ SweepAxis parse_axis(const std::string& text);
 std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::string>& overrides,
                               const std::vector<SweepAxis>& axes, const SweepOptions& options = {});
 
-// The sweep as an SVG plot (sim/sweep_plot.cpp): tokens/s of each point predicted against
+// The sweep as an SVG plot (planner/sweep_plot.cpp): tokens/s of each point predicted against
 // the first axis's values, one line per series (each combination of the other axes' values,
 // named in the legend). The x axis is logarithmic when its values are numbers spanning 8 x
 // or more, linear for other numbers, and the values side by side in the grid's order when
@@ -63,4 +63,4 @@ std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::st
 std::string sweep_svg(const std::vector<SweepPoint>& points, const std::vector<SweepAxis>& axes,
                       const std::string& title);
 
-}  // namespace parasim::sim
+}  // namespace parasim::planner

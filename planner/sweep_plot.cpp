@@ -1,4 +1,4 @@
-// The sweep's plot: tokens/s against the first axis, one line per series (sim/sweep.hpp).
+// The sweep's plot: tokens/s against the first axis, one line per series (planner/sweep.hpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "sim/sweep.hpp"
+#include "planner/sweep.hpp"
 #include "topology/units.hpp"
 
-namespace parasim::sim {
+namespace parasim::planner {
 namespace {
 
 std::string escape(const std::string& text) {
@@ -206,4 +206,4 @@ std::string sweep_svg(const std::vector<SweepPoint>& points, const std::vector<S
   return svg + "</svg>\n";
 }
 
-}  // namespace parasim::sim
+}  // namespace parasim::planner

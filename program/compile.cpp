@@ -25,80 +25,86 @@
 // three fp32 statistics per token.
 #include <cmath>
 
-#include "plan/compile_builder.hpp"
+#include "program/compile_builder.hpp"
 
-namespace parasim::plan {
+namespace parasim::program {
 
 namespace detail {
 
-void Builder::make_layer_sets(const ModelSpec& spec, LayerSets& out) {
-  const KernelPlan kp = layer_kernel_plan(kernel_plan_, spec);
+void Builder::make_layer_sets(const scenario::ModelSpec& spec, LayerSets& out) {
+  const workload::KernelPlan kp = layer_kernel_plan(kernel_plan_, spec);
   for (int b = 0; b < 2; ++b) {
-    out.kernels[b][0] = add_kernels(layer_kernels(kp, LayerPart::whole, b == 1));
-    out.kernels[b][1] = add_kernels(layer_kernels(kp, LayerPart::attention, b == 1));
-    out.kernels[b][2] = add_kernels(layer_kernels(kp, LayerPart::mlp, b == 1));
+    out.kernels[b][0] = add_kernels(layer_kernels(kp, workload::LayerPart::whole, b == 1));
+    out.kernels[b][1] = add_kernels(layer_kernels(kp, workload::LayerPart::attention, b == 1));
+    out.kernels[b][2] = add_kernels(layer_kernels(kp, workload::LayerPart::mlp, b == 1));
   }
   // fp8: a step's first forward of each layer also casts its weights (weight_cast_kernels).
-  const LayerPart parts[] = {LayerPart::whole, LayerPart::attention, LayerPart::mlp};
+  const workload::LayerPart parts[] = {workload::LayerPart::whole, workload::LayerPart::attention,
+                                       workload::LayerPart::mlp};
   for (int i = 0; i < 3; ++i) {
-    const std::vector<Kernel> casts = weight_cast_kernels(kp, parts[i]);
+    const std::vector<workload::Kernel> casts = weight_cast_kernels(kp, parts[i]);
     if (casts.empty()) {
       out.first[i] = out.kernels[0][i];
       continue;
     }
-    std::vector<Kernel> k = casts;
-    const std::vector<Kernel> rest = layer_kernels(kp, parts[i], false);
+    std::vector<workload::Kernel> k = casts;
+    const std::vector<workload::Kernel> rest = layer_kernels(kp, parts[i], false);
     k.insert(k.end(), rest.begin(), rest.end());
     out.first[i] = add_kernels(std::move(k));
   }
-  const std::vector<Gemm> layer = layer_forward_gemms(spec, t_.micro_batch, p_.tp, p_.cp, p_.ep, spec.expert_load());
-  const auto attention = layer.begin() + attention_gemm_count(spec);
+  const std::vector<workload::Gemm> layer =
+      workload::layer_forward_gemms(spec, t_.micro_batch, p_.tp, p_.cp, p_.ep, spec.expert_load());
+  const auto attention = layer.begin() + workload::attention_gemm_count(spec);
   out.attention = add_set({layer.begin(), attention});
   out.mlp = add_set({attention, layer.end()});
   out.whole = add_set(layer);
   // Element-wise traffic (norms, softmax, GELU, dropout): each stored tensor written once
   // forward and read once backward.
-  out.elementwise =
-      layer_activation_bytes(spec, t_.micro_batch, p_.tp, p_.sequence_parallel, Recompute::none, e_) / p_.cp;
-  out.activation = layer_activation_bytes(spec, t_.micro_batch, p_.tp, p_.sequence_parallel, t_.recompute, e_,
-                                          t_.attention == Attention::flash, t_.precision == Dtype::fp8 ? 1 : 0) /
+  out.elementwise = workload::layer_activation_bytes(spec, t_.micro_batch, p_.tp, p_.sequence_parallel,
+                                                     scenario::Recompute::none, e_) /
+                    p_.cp;
+  out.activation = workload::layer_activation_bytes(spec, t_.micro_batch, p_.tp, p_.sequence_parallel, t_.recompute, e_,
+                                                    t_.attention == scenario::Attention::flash,
+                                                    t_.precision == scenario::Dtype::fp8 ? 1 : 0) /
                    p_.cp;
   out.moe_split = spec.moe() && (p_.ep > 1 || p_.tp > 1);
   if (out.moe_split) make_moe_sets(layer);
 }
 
 void Builder::make_gemm_sets() {
-  const KernelPlan kp = kernel_plan_;
-  if (m_.kind == ModelKind::transformer) {
+  const workload::KernelPlan kp = kernel_plan_;
+  if (m_.kind == scenario::ModelKind::transformer) {
     make_layer_sets(m_, layer_sets_[0]);
     if (m_.moe() && m_.dense_layers > 0) make_layer_sets(m_.layer_spec(0), layer_sets_[1]);
     for (int b = 0; b < 2; ++b) {
       embedding_kernels_[b] = add_kernels(embedding_kernels(kp, b == 1));
       head_kernels_[b] = add_kernels(head_kernels(kp, b == 1));
     }
-    core_kernels_ = add_kernels(layer_kernels(kp, LayerPart::attention_core, false));
-    const std::vector<Gemm> layer = layer_forward_gemms(m_, t_.micro_batch, p_.tp, p_.cp, p_.ep, m_.expert_load());
-    const auto core = layer.begin() + attention_gemm_count(m_) - 3;  // the core's two, before the projection out
+    core_kernels_ = add_kernels(layer_kernels(kp, workload::LayerPart::attention_core, false));
+    const std::vector<workload::Gemm> layer =
+        workload::layer_forward_gemms(m_, t_.micro_batch, p_.tp, p_.cp, p_.ep, m_.expert_load());
+    const auto core =
+        layer.begin() + workload::attention_gemm_count(m_) - 3;  // the core's two, before the projection out
     core_set_ = add_set({core, core + 2});
     overlap_ = p_.tp_comm_overlap && p_.tp > 1 && p_.sequence_parallel;
-    head_set_ = add_set({lm_head_gemm(m_, t_.micro_batch, p_.tp, p_.cp)});
+    head_set_ = add_set({workload::lm_head_gemm(m_, t_.micro_batch, p_.tp, p_.cp)});
     // This rank's positions: s/cp of each sequence under context parallelism.
     const double sbh = static_cast<double>(m_.seq_len / p_.cp) * t_.micro_batch * m_.hidden;
     activation_bytes_ = sbh * e_;  // one s·b·h tensor: a TP collective's buffer
     if (overlap_) make_overlap_sets(layer);
     if (p_.cp > 1) {
-      cp_block_bytes_ = cp_kv_block_bytes(scenario_);
+      cp_block_bytes_ = workload::cp_kv_block_bytes(scenario_);
       make_context_sets(layer);
     }
   } else {
     // A GEMM of the same FLOPs and parameters per layer (generic_layer_gemm): the ops
     // count its FLOPs, which the executor performs.
     // Under SyncBN each pass of a layer with BatchNorm is split around its collectives.
-    for (const GenericLayer& l : m_.generic_layers) {
+    for (const scenario::GenericLayer& l : m_.generic_layers) {
       GenericSets g;
-      g.gemm = add_set({generic_layer_gemm(l, t_.micro_batch)});
+      g.gemm = add_set({workload::generic_layer_gemm(l, t_.micro_batch)});
       g.forward = add_kernels(generic_layer_kernels(kernel_plan_, l, false));
-      g.recompute = add_kernels(generic_layer_kernels(kernel_plan_, l, false, recompute_layer));
+      g.recompute = add_kernels(generic_layer_kernels(kernel_plan_, l, false, workload::recompute_layer));
       g.backward = add_kernels(generic_layer_kernels(kernel_plan_, l, true));
       if (kernel_plan_.bn_members > 1 && l.batch_norm.layers > 0) {
         g.gemm_twice = add_set(piece_runs(prog_.gemm_sets[static_cast<std::size_t>(g.gemm)], true));
@@ -123,21 +129,21 @@ void Builder::compile_rank(int rank) {
   grad_ready_.assign(static_cast<std::size_t>(m_.layer_count()), -1);
   grad_also_.assign(grad_ready_.size(), -1);
   loss_ready_.assign(static_cast<std::size_t>(shape_.micro_batches), -1);
-  const bool transformer = m_.kind == ModelKind::transformer;
+  const bool transformer = m_.kind == scenario::ModelKind::transformer;
   const double hidden_bytes = transformer ? activation_bytes_ : 0.0;
   std::int64_t head_grad = -1;
   std::int64_t embed_grad = -1;
   param_gathers_first();
   const auto units = static_cast<std::size_t>(m_.layer_count()) + 2;
   unit_params_.assign(units, 0.0);
-  for (const GradientSource& g : sources()) unit_params_[static_cast<std::size_t>(g.layer + 1)] += g.params;
+  for (const workload::GradientSource& g : sources()) unit_params_[static_cast<std::size_t>(g.layer + 1)] += g.params;
   prefetched_.assign(units, -1);
   unit_synced_.assign(units, -1);
   unit_waits_.clear();
   activations_out_.clear();
 
-  for (const PipelineStep& st : stage_schedule(p_.schedule, shape_, stage)) {
-    const auto [first, last] = chunk_layers(m_.layer_count(), p_.pp, v, stage, st.chunk);
+  for (const workload::PipelineStep& st : stage_schedule(p_.schedule, shape_, stage)) {
+    const auto [first, last] = workload::chunk_layers(m_.layer_count(), p_.pp, v, stage, st.chunk);
     const bool first_chunk = stage == 0 && st.chunk == 0;
     const bool last_chunk = stage == last_stage && st.chunk == v - 1;
     // Neighbours in model order: the previous chunk lives on stage s-1 (or, for stage 0,
@@ -149,13 +155,13 @@ void Builder::compile_rank(int rank) {
     const double boundary = boundary_bytes(first - 1);  // into this chunk, one micro-batch
     // The units whose parameters this pass computes with, in order (ZeRO-3 gathers each).
     std::vector<int> uses;
-    if (st.kind == PipelineStep::Kind::forward) {
+    if (st.kind == workload::PipelineStep::Kind::forward) {
       if (first_chunk) uses.push_back(-1);
       for (int l = first; l < last; ++l) uses.push_back(l);
       if (last_chunk && transformer) uses.push_back(m_.layer_count());
     } else {
       if (last_chunk && transformer) uses.push_back(m_.layer_count());
-      if (t_.recompute == Recompute::full) {
+      if (t_.recompute == scenario::Recompute::full) {
         for (int l = first; l < last; ++l) uses.push_back(l);
       }
       for (int l = last - 1; l >= first; --l) uses.push_back(l);
@@ -166,7 +172,7 @@ void Builder::compile_rank(int rank) {
       ++use;
     };
 
-    if (st.kind == PipelineStep::Kind::forward) {
+    if (st.kind == workload::PipelineStep::Kind::forward) {
       if (first_chunk) {
         gather();
         if (transformer) next_kernels(embedding_kernels_[0]);
@@ -203,9 +209,9 @@ void Builder::compile_rank(int rank) {
           // token) are gathered so every rank has the loss. Its backward waits for them.
           if (p_.tp > 1) {
             const double stats = 3.0 * 4.0 * static_cast<double>(m_.seq_len / p_.cp) * t_.micro_batch * p_.tp;
-            loss_ready_[static_cast<std::size_t>(st.micro_batch)] =
-                collective(Dim::tp, CollectiveOp::all_gather, Category::tp_comm, Stream::tp, stats, st.micro_batch,
-                           m_.layer_count(), m_.layer_count() + 1, std::span<const std::int64_t>(&head, 1));
+            loss_ready_[static_cast<std::size_t>(st.micro_batch)] = collective(
+                scenario::Dim::tp, CollectiveOp::all_gather, Category::tp_comm, Stream::tp, stats, st.micro_batch,
+                m_.layer_count(), m_.layer_count() + 1, std::span<const std::int64_t>(&head, 1));
             tag_tp(loss_ready_[static_cast<std::size_t>(st.micro_batch)], TpRole::loss_stats, ComputeWhat::lm_head,
                    Category::forward);
           }
@@ -239,12 +245,12 @@ void Builder::compile_rank(int rank) {
         pending_ = p2p(OpKind::recv, next_rank, boundary_bytes(last - 1), st.micro_batch, next_chunk, true, {});
         gather_transfer(last, st.micro_batch, true);
       }
-      if (t_.recompute == Recompute::full) {
+      if (t_.recompute == scenario::Recompute::full) {
         for (int l = first; l < last; ++l) {
           gather();
           layer_forward(l, st.micro_batch, st.chunk, Category::recompute);
         }
-      } else if (t_.recompute == Recompute::selective && transformer) {
+      } else if (t_.recompute == scenario::Recompute::selective && transformer) {
         for (int l = first; l < last; ++l) {
           const auto& g = prog_.gemm_sets[static_cast<std::size_t>(core_set_)];
           auto deps = take_pending();
@@ -292,16 +298,16 @@ void Builder::compile_rank(int rank) {
 void Builder::gather_transfer(int layer, int mb, bool gradient) {
   if (!scatter_gather()) return;
   const std::int64_t recv = pending_;
-  pending_ = collective(Dim::tp, CollectiveOp::all_gather, Category::tp_comm, Stream::tp, activation_bytes_, mb, layer,
-                        layer + 1, std::span<const std::int64_t>(&recv, 1));
+  pending_ = collective(scenario::Dim::tp, CollectiveOp::all_gather, Category::tp_comm, Stream::tp, activation_bytes_,
+                        mb, layer, layer + 1, std::span<const std::int64_t>(&recv, 1));
   tag_tp(pending_, TpRole::pp_gather, ComputeWhat::layer, gradient ? Category::backward : Category::forward);
   prog_.ops[static_cast<std::size_t>(pending_)].gradient = gradient;
 }
 
 }  // namespace detail
 
-Program compile(const Scenario& s, CompileOptions options) {
+Program compile(const scenario::Scenario& s, CompileOptions options) {
   return detail::Builder(s).build(options);
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::program

@@ -3,7 +3,7 @@
 // they emit: compile.cpp the schedule of a rank and its pipeline transfers,
 // compile_layers.cpp a layer's passes with their tensor-parallel communication,
 // compile_sync.cpp the data-parallel synchronisation and the optimizer step.
-// Internal to the plan library.
+// Internal to the program library.
 #pragma once
 
 #include <algorithm>
@@ -14,28 +14,28 @@
 #include <utility>
 #include <vector>
 
-#include "plan/buckets.hpp"
-#include "plan/program.hpp"
-#include "plan/schedule.hpp"
+#include "workload/buckets.hpp"
+#include "program/program.hpp"
+#include "workload/schedule.hpp"
 
-namespace parasim::plan::detail {
+namespace parasim::program::detail {
 
 // The GEMMs a piece of a layer half runs, as its set lists them: forward each once,
 // backward each twice (its data and its weight gradient). The GEMM-based compute model
 // times a piece by its set (a whole layer's backward runs its set twice instead).
-inline std::vector<Gemm> piece_runs(const std::vector<Gemm>& gemms, bool backward) {
-  std::vector<Gemm> all = gemms;
+inline std::vector<workload::Gemm> piece_runs(const std::vector<workload::Gemm>& gemms, bool backward) {
+  std::vector<workload::Gemm> all = gemms;
   if (backward) all.insert(all.end(), gemms.begin(), gemms.end());
   return all;
 }
 
 class Builder {
  public:
-  explicit Builder(const Scenario& s)
-      : scenario_(s), p_(s.plan), m_(s.model), t_(s.training), kernel_plan_(kernel_plan(s)) {
+  explicit Builder(const scenario::Scenario& s)
+      : scenario_(s), p_(s.plan), m_(s.model), t_(s.training), kernel_plan_(workload::kernel_plan(s)) {
     e_ = topology::dtype_bytes(topology::storage_dtype(t_.precision));
     g_ = topology::dtype_bytes(t_.grad_dtype);
-    shape_ = PipelineShape{p_.pp, s.micro_batches(), p_.virtual_stages};
+    shape_ = workload::PipelineShape{p_.pp, s.micro_batches(), p_.virtual_stages};
     prog_.world = p_.world();
     prog_.order.resize(static_cast<std::size_t>(prog_.world));
     make_groups();
@@ -45,7 +45,7 @@ class Builder {
   Program build(const CompileOptions& options) {
     const bool fold = options.one_replica && p_.dp > 1;
     for (int r = 0; r < prog_.world; ++r) {
-      Coord c = coord_of(p_, r);
+      scenario::Coord c = coord_of(p_, r);
       if (fold) {
         c.dp = 0;
         prog_.mirror_of.push_back(rank_of(p_, c));
@@ -66,7 +66,7 @@ class Builder {
     counters_.assign(group_kinds * static_cast<std::size_t>(prog_.world), 0);
   }
 
-  static std::size_t dim_index(Dim d) { return group_kind(d); }
+  static std::size_t dim_index(scenario::Dim d) { return group_kind(d); }
 
   void make_gemm_sets();
 
@@ -75,8 +75,8 @@ class Builder {
     sets.push_back(std::move(set));
     return static_cast<int>(sets.size()) - 1;
   }
-  int add_set(std::vector<Gemm> g) { return append(prog_.gemm_sets, std::move(g)); }
-  int add_kernels(std::vector<Kernel> k) { return append(prog_.kernel_sets, std::move(k)); }
+  int add_set(std::vector<workload::Gemm> g) { return append(prog_.gemm_sets, std::move(g)); }
+  int add_kernels(std::vector<workload::Kernel> k) { return append(prog_.kernel_sets, std::move(k)); }
   // The kernel set of the op about to be emitted (compute() attaches it).
   void next_kernels(int set) { next_kernels_ = set; }
 
@@ -128,8 +128,8 @@ class Builder {
 
   // A collective on this rank's group of dimension `d`; members get the same instance id
   // because every member issues the same sequence of collectives on their group.
-  std::int64_t collective(Dim d, CollectiveOp what, Category cat, Stream stream, double bytes, int mb, int layer,
-                          int layer_end, std::span<const std::int64_t> deps) {
+  std::int64_t collective(scenario::Dim d, CollectiveOp what, Category cat, Stream stream, double bytes, int mb,
+                          int layer, int layer_end, std::span<const std::int64_t> deps) {
     return collective_in(dim_index(d), what, cat, stream, bytes, mb, layer, layer_end, deps);
   }
 
@@ -165,7 +165,8 @@ class Builder {
     if (role == TpRole::gather_input && pass != Category::backward) {
       deps.insert(deps.end(), unit_waits_.begin(), unit_waits_.end());
     }
-    pending_ = collective(Dim::tp, what, Category::tp_comm, Stream::tp, activation_bytes_, mb, layer, layer + 1, deps);
+    pending_ = collective(scenario::Dim::tp, what, Category::tp_comm, Stream::tp, activation_bytes_, mb, layer,
+                          layer + 1, deps);
     tag_tp(pending_, role, part, pass);
   }
 
@@ -252,11 +253,11 @@ class Builder {
 
   void layer_backward(int layer, int mb, int chunk);
   // A generic layer's pass (forward, recompute or backward); under SyncBN split into pieces
-  // around its BatchNorms' collectives (plan/kernels.hpp, generic_layer_kernels).
+  // around its BatchNorms' collectives (workload/kernels.hpp, generic_layer_kernels).
   void generic_layer(int layer, int mb, int chunk, Category cat);
   // Tensor-parallel communication overlap (ParallelPlan::tp_comm_overlap): the pieces' sets,
   // and one layer half's pass as its two rings.
-  void make_overlap_sets(const std::vector<Gemm>& layer);
+  void make_overlap_sets(const std::vector<workload::Gemm>& layer);
   void overlapped_half(int layer, int mb, int chunk, Category cat, ComputeWhat part);
   std::int64_t piece(ComputeWhat part, Category cat, LayerPiece which, int step, int kernels, int gemms, double flops,
                      double bytes, int mb, int chunk, int layer, std::span<const std::int64_t> deps);
@@ -268,12 +269,12 @@ class Builder {
                         std::span<const std::int64_t> deps);
 
   // Context parallelism (ParallelPlan::cp > 1): the attention half's pieces around its ring
-  // (plan/kernels.hpp, ContextKernels), and one pass over it.
-  void make_context_sets(const std::vector<Gemm>& layer);
-  // Mixture of experts with ep > 1 or tp > 1 (plan/kernels.hpp, MoeKernels): the MLP half
+  // (workload/kernels.hpp, ContextKernels), and one pass over it.
+  void make_context_sets(const std::vector<workload::Gemm>& layer);
+  // Mixture of experts with ep > 1 or tp > 1 (workload/kernels.hpp, MoeKernels): the MLP half
   // as prepare, the all-to-all dispatch over ep (then, tp > 1, the tokens' all-gather over
   // tp), the experts, (the outputs' reduce-scatter over tp,) the all-to-all combine, finish.
-  void make_moe_sets(const std::vector<Gemm>& layer);
+  void make_moe_sets(const std::vector<workload::Gemm>& layer);
   void moe_half(int layer, int mb, int chunk, Category cat);
   void context_half(int layer, int mb, int chunk, Category cat);
   std::int64_t cp_transfer(OpKind kind, int peer, std::int64_t ring, int step, Category cat, int mb, int layer,
@@ -281,9 +282,9 @@ class Builder {
 
   // --- one rank ----------------------------------------------------------------------------
   // The ranks after and before this one along a ring over dimension `d` (tp or cp).
-  std::pair<int, int> ring_neighbours(Dim d) const {
+  std::pair<int, int> ring_neighbours(scenario::Dim d) const {
     const int n = extent(p_, d);
-    Coord c = coord_;
+    scenario::Coord c = coord_;
     int& i = coordinate(c, d);
     const int at = i;
     i = (at + 1) % n;
@@ -293,7 +294,7 @@ class Builder {
   }
 
   int peer_stage_rank(int stage) const {
-    Coord c = coord_;
+    scenario::Coord c = coord_;
     c.pp = stage;
     return rank_of(p_, c);
   }
@@ -302,7 +303,7 @@ class Builder {
 
   // Megatron's scatter-gather: transfers carry 1/tp of the activation, gathered over tp.
   bool scatter_gather() const {
-    return m_.kind == ModelKind::transformer && p_.tp > 1 && !p_.sequence_parallel && p_.pp_scatter_gather;
+    return m_.kind == scenario::ModelKind::transformer && p_.tp > 1 && !p_.sequence_parallel && p_.pp_scatter_gather;
   }
 
   // After a received transfer split over tp: the all-gather of the boundary at `layer`
@@ -312,14 +313,14 @@ class Builder {
 
   // Bytes crossing the boundary after layer `l` for one micro-batch, per rank.
   double boundary_bytes(int l) const {
-    if (m_.kind == ModelKind::transformer)
+    if (m_.kind == scenario::ModelKind::transformer)
       return activation_bytes_ / (p_.sequence_parallel || scatter_gather() ? p_.tp : 1);
     if (l < 0) return 0.0;
     return m_.generic_layers[static_cast<std::size_t>(l)].activations * t_.micro_batch * e_;
   }
 
-  // This rank's gradient sources and buckets (plan/buckets.hpp).
-  std::vector<GradientSource> sources() const;
+  // This rank's gradient sources and buckets (workload/buckets.hpp).
+  std::vector<workload::GradientSource> sources() const;
 
   // With the distributed optimizer's gather overlapped (Megatron's --overlap-param-gather),
   // the previous step's all-gathers open this one, in forward order, and the first forward
@@ -338,7 +339,7 @@ class Builder {
   // sharding sums the shard over the replica group: returns that sum, else `rs`.
   std::int64_t shard_collective(CollectiveOp what, double bytes, int mb, int layer, int layer_end,
                                 std::span<const std::int64_t> deps) {
-    const std::size_t kind = p_.hybrid_shard() ? shard_groups : dim_index(Dim::dp);
+    const std::size_t kind = p_.hybrid_shard() ? shard_groups : dim_index(scenario::Dim::dp);
     return collective_in(kind, what, Category::dp_comm, Stream::dp, bytes, mb, layer, layer_end, deps);
   }
   std::int64_t sum_over_replicas(std::int64_t rs, double bytes, int mb, int layer, int layer_end) {
@@ -368,7 +369,7 @@ class Builder {
   // Returns the last, which ends after the first on the in-order dp-gather stream.
   std::int64_t param_gather(int unit, std::span<const std::int64_t> deps);
   [[nodiscard]] bool head_uses_embedding(int unit) const {
-    return unit == m_.layer_count() && m_.kind == ModelKind::transformer && m_.tie_embeddings && p_.pp == 1;
+    return unit == m_.layer_count() && m_.kind == scenario::ModelKind::transformer && m_.tie_embeddings && p_.pp == 1;
   }
   [[nodiscard]] double gathered_params(int unit) const {
     return unit_params_[static_cast<std::size_t>(unit + 1)] + (head_uses_embedding(unit) ? unit_params_[0] : 0.0);
@@ -380,13 +381,13 @@ class Builder {
   // offloading their copy to host memory.
   void shard_grads(int unit, int mb, std::span<const std::int64_t> deps);
 
-  const Scenario& scenario_;
-  const ParallelPlan& p_;
-  const ModelSpec& m_;
-  const TrainingSpec& t_;
-  KernelPlan kernel_plan_;
+  const scenario::Scenario& scenario_;
+  const scenario::ParallelPlan& p_;
+  const scenario::ModelSpec& m_;
+  const scenario::TrainingSpec& t_;
+  workload::KernelPlan kernel_plan_;
   int e_ = 2, g_ = 4;  // bytes of a weight or activation; of a main gradient, which reductions carry
-  PipelineShape shape_;
+  workload::PipelineShape shape_;
   Program prog_;
   static constexpr std::size_t embedding_groups = tied_embedding_groups;
   static constexpr std::size_t group_kinds = 10;  // tp, dp, pp, embedding, shard, replica, gather, cp, ep, expert dp
@@ -409,7 +410,7 @@ class Builder {
   [[nodiscard]] const LayerSets& sets_of(int layer) const {
     return m_.moe() && !m_.moe_layer(layer) ? layer_sets_[1] : layer_sets_[0];
   }
-  void make_layer_sets(const ModelSpec& spec, LayerSets& out);
+  void make_layer_sets(const scenario::ModelSpec& spec, LayerSets& out);
   int core_set_ = -1, head_set_ = -1;
   // Per generic layer: its GEMM set (and the backward pieces' one, which lists it twice) and
   // kernel sets; under SyncBN the pieces' kernel sets per pass [forward, backward] and piece.
@@ -427,7 +428,7 @@ class Builder {
   std::map<double, int> optimizer_kernels_;
   int next_kernels_ = -1;
   // Per pass (forward, backward) and half (attention, MLP) under tp communication overlap:
-  // kernel sets of the pieces (plan/kernels.hpp, OverlapKernels), GEMM sets and FLOPs of
+  // kernel sets of the pieces (workload/kernels.hpp, OverlapKernels), GEMM sets and FLOPs of
   // the column block, the middle and the row block, and the middle's other traffic.
   struct Pieces {
     int prepare = -1, prepare_first = -1, column = -1, middle = -1, row = -1, row_last = -1, wgrad = -1;
@@ -465,7 +466,7 @@ class Builder {
   double cp_block_bytes_ = 0.0;  // a cp ring step's keys and values (cp_kv_block_bytes)
   // Per rank being compiled.
   int rank_ = 0;
-  Coord coord_;
+  scenario::Coord coord_;
   std::int64_t last_compute_ = -1;
   std::int64_t pending_ = -1;
   std::int64_t rings_ = 0;  // rings emitted: every tp member emits the same ones in the same order
@@ -484,4 +485,4 @@ class Builder {
   std::map<std::pair<int, int>, std::int64_t> activations_out_;  // (layer, micro-batch): its copy out
 };
 
-}  // namespace parasim::plan::detail
+}  // namespace parasim::program::detail

@@ -1,11 +1,11 @@
 // A layer's passes as ops: its compute, with the tensor-parallel collectives that close
 // each half (or, under tp communication overlap, the rings that replace them).
-#include "plan/compile_builder.hpp"
+#include "program/compile_builder.hpp"
 
-namespace parasim::plan::detail {
+namespace parasim::program::detail {
 
 void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
-  if (m_.kind == ModelKind::generic) {
+  if (m_.kind == scenario::ModelKind::generic) {
     generic_layer(layer, mb, chunk, cat);
     return;
   }
@@ -46,7 +46,7 @@ void Builder::layer_forward(int layer, int mb, int chunk, Category cat) {
 }
 
 void Builder::layer_backward(int layer, int mb, int chunk) {
-  if (m_.kind == ModelKind::generic) {
+  if (m_.kind == scenario::ModelKind::generic) {
     generic_layer(layer, mb, chunk, Category::backward);
     return;
   }
@@ -98,13 +98,13 @@ void Builder::layer_backward(int layer, int mb, int chunk) {
 // --- generic layers ---------------------------------------------------------------------------
 
 void Builder::generic_layer(int layer, int mb, int chunk, Category cat) {
-  const GenericLayer& g = m_.generic_layers[static_cast<std::size_t>(layer)];
+  const scenario::GenericLayer& g = m_.generic_layers[static_cast<std::size_t>(layer)];
   const GenericSets& sets = generic_[static_cast<std::size_t>(layer)];
   const bool backward = cat == Category::backward;
   const double flops = sum_flops(prog_.gemm_sets[static_cast<std::size_t>(sets.gemm)]);
   const double gemm_bytes = gemm_io_bytes(prog_.gemm_sets[static_cast<std::size_t>(sets.gemm)], e_);
   const double passes = backward ? 2.0 : 1.0;
-  // Each BatchNorm layer's traffic (plan/kernels.hpp): statistics and normalisation
+  // Each BatchNorm layer's traffic (workload/kernels.hpp): statistics and normalisation
   // forward (3 passes over its values), reduction and input gradient backward (5).
   const int n = g.batch_norm.layers;
   const double bn = n > 0 ? g.batch_norm.values / n * t_.micro_batch * e_ : 0.0;
@@ -136,8 +136,8 @@ void Builder::generic_layer(int layer, int mb, int chunk, Category cat) {
       break;
     }
     const std::int64_t c =
-        collective(Dim::dp, backward ? CollectiveOp::all_reduce : CollectiveOp::all_gather, Category::bn_comm, Stream::dp,
-                   backward ? sums : stats, mb, layer, layer + 1, std::span<const std::int64_t>(&id, 1));
+        collective(scenario::Dim::dp, backward ? CollectiveOp::all_reduce : CollectiveOp::all_gather, Category::bn_comm,
+                   Stream::dp, backward ? sums : stats, mb, layer, layer + 1, std::span<const std::int64_t>(&id, 1));
     Op& o = prog_.ops[static_cast<std::size_t>(c)];
     o.pass = cat;
     o.step = static_cast<std::int16_t>(backward ? k - 1 : k);
@@ -150,17 +150,18 @@ void Builder::generic_layer(int layer, int mb, int chunk, Category cat) {
 
 // --- tensor-parallel communication overlap ---------------------------------------------------
 
-void Builder::make_overlap_sets(const std::vector<Gemm>& layer) {
+void Builder::make_overlap_sets(const std::vector<workload::Gemm>& layer) {
   const long long tp = p_.tp;
   splits_ = overlap_splits(kernel_plan_);
   for (int b = 0; b < 2; ++b) {
     for (int half = 0; half < 2; ++half) {
-      const OverlapKernels k =
-          overlap_kernels(kernel_plan_, half == 0 ? LayerPart::attention : LayerPart::mlp, b == 1, splits_);
+      const workload::OverlapKernels k = overlap_kernels(
+          kernel_plan_, half == 0 ? workload::LayerPart::attention : workload::LayerPart::mlp, b == 1, splits_);
       Pieces& pc = pieces_[b][half];
       pc.prepare = add_kernels(k.prepare);
       // fp8: the forward's first micro-batch casts the half's weights first.
-      std::vector<Kernel> casts = weight_cast_kernels(kernel_plan_, half == 0 ? LayerPart::attention : LayerPart::mlp);
+      std::vector<workload::Kernel> casts =
+          weight_cast_kernels(kernel_plan_, half == 0 ? workload::LayerPart::attention : workload::LayerPart::mlp);
       casts.insert(casts.end(), k.prepare.begin(), k.prepare.end());
       pc.prepare_first = b == 0 && casts.size() > k.prepare.size() ? add_kernels(std::move(casts)) : pc.prepare;
       pc.column = add_kernels(k.column);
@@ -173,13 +174,13 @@ void Builder::make_overlap_sets(const std::vector<Gemm>& layer) {
       // backward the ring feeds the second's data gradient and the first's is summed. The
       // middle holds the attention core (twice backward) and backward the second's weight
       // gradient; the first's weight gradient runs under the backward's reduce-scatter.
-      const Gemm& first = layer[half == 0 ? 0 : 4];
-      const Gemm& second = layer[half == 0 ? 3 : 5];
-      Gemm column = b == 0 ? first : second;
-      Gemm row = b == 0 ? second : first;
+      const workload::Gemm& first = layer[half == 0 ? 0 : 4];
+      const workload::Gemm& second = layer[half == 0 ? 3 : 5];
+      workload::Gemm column = b == 0 ? first : second;
+      workload::Gemm row = b == 0 ? second : first;
       column.m /= tp;
       if (b == 0) row.m /= splits_;
-      std::vector<Gemm> middle;
+      std::vector<workload::Gemm> middle;
       for (int i = 0; i < (half == 0 ? b + 1 : 0); ++i) middle.insert(middle.end(), {layer[1], layer[2]});
       if (b == 1) middle.push_back(second);
       pc.column_gemms = add_set({column});
@@ -251,7 +252,7 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
   const bool backward = cat == Category::backward;
   const Pieces& pc = pieces_[backward ? 1 : 0][part == ComputeWhat::layer_mlp ? 1 : 0];
   const int tp = p_.tp;
-  const auto [next, prev] = ring_neighbours(Dim::tp);
+  const auto [next, prev] = ring_neighbours(scenario::Dim::tp);
   const std::int64_t ring = rings_++;
   const std::vector<std::int64_t> deps = take_pending();
   const int prepare_set = cat == Category::forward && mb == 0 ? pc.prepare_first : pc.prepare;
@@ -275,7 +276,7 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
     const int kernels = backward || j + 1 < blocks ? pc.row : pc.row_last;
     const std::int64_t gemm = piece(part, cat, LayerPiece::row, backward ? -1 : j, kernels, pc.row_gemms, pc.row_flops,
                                     pc.row_bytes, mb, chunk, layer, {});
-    const std::int64_t rs = collective(Dim::tp, CollectiveOp::reduce_scatter, Category::tp_comm, Stream::tp,
+    const std::int64_t rs = collective(scenario::Dim::tp, CollectiveOp::reduce_scatter, Category::tp_comm, Stream::tp,
                                        activation_bytes_ / blocks, mb, layer, layer + 1, std::span(&gemm, 1));
     tag_tp(rs, TpRole::sum, part, cat);
     Op& o = prog_.ops[static_cast<std::size_t>(rs)];
@@ -291,19 +292,19 @@ void Builder::overlapped_half(int layer, int mb, int chunk, Category cat, Comput
 
 // --- context parallelism ---------------------------------------------------------------------
 
-void Builder::make_context_sets(const std::vector<Gemm>& layer) {
+void Builder::make_context_sets(const std::vector<workload::Gemm>& layer) {
   const long long cp = p_.cp;
-  Gemm scores = layer[1];  // one ring step: this rank's queries against one cp rank's keys
-  Gemm values = layer[2];
+  workload::Gemm scores = layer[1];  // one ring step: this rank's queries against one cp rank's keys
+  workload::Gemm values = layer[2];
   scores.n /= cp;
   values.k /= cp;
-  const std::vector<Gemm> block{scores, values};
+  const std::vector<workload::Gemm> block{scores, values};
   for (int b = 0; b < 2; ++b) {
-    const ContextKernels k = context_kernels(kernel_plan_, b == 1);
+    const workload::ContextKernels k = context_kernels(kernel_plan_, b == 1);
     ContextPieces& c = context_[b];
     c.prepare = add_kernels(k.prepare);
     // fp8: the forward's first micro-batch casts the half's weights first.
-    std::vector<Kernel> casts = weight_cast_kernels(kernel_plan_, LayerPart::attention);
+    std::vector<workload::Kernel> casts = weight_cast_kernels(kernel_plan_, workload::LayerPart::attention);
     casts.insert(casts.end(), k.prepare.begin(), k.prepare.end());
     c.prepare_first = b == 0 && casts.size() > k.prepare.size() ? add_kernels(std::move(casts)) : c.prepare;
     c.first = add_kernels(k.first);
@@ -312,8 +313,8 @@ void Builder::make_context_sets(const std::vector<Gemm>& layer) {
     c.merge = b == 1 ? add_kernels(k.merge) : -1;
     // Forward: the QKV GEMM, the core's two per step, the projection; backward (each GEMM
     // twice: data and weight gradients) the projection's, the core's, the QKV's.
-    const std::vector<Gemm> prepare{layer[b == 0 ? 0 : 3]};
-    const std::vector<Gemm> finish{layer[b == 0 ? 3 : 0]};
+    const std::vector<workload::Gemm> prepare{layer[b == 0 ? 0 : 3]};
+    const std::vector<workload::Gemm> finish{layer[b == 0 ? 3 : 0]};
     const double x = b == 0 ? 1.0 : 2.0;
     c.prepare_gemms = add_set(piece_runs(prepare, b == 1));
     c.block_gemms = add_set(piece_runs(block, b == 1));
@@ -350,7 +351,7 @@ void Builder::context_half(int layer, int mb, int chunk, Category cat) {
   const bool backward = cat == Category::backward;
   const ContextPieces& pc = context_[backward ? 1 : 0];
   const int cp = p_.cp;
-  const auto [next, prev] = ring_neighbours(Dim::cp);
+  const auto [next, prev] = ring_neighbours(scenario::Dim::cp);
   const std::int64_t ring = rings_++;
   const double kv = cp_block_bytes_;
   const ComputeWhat part = ComputeWhat::layer_attention;
@@ -385,4 +386,4 @@ void Builder::context_half(int layer, int mb, int chunk, Category cat) {
         layer, home);
 }
 
-}  // namespace parasim::plan::detail
+}  // namespace parasim::program::detail

@@ -4,24 +4,24 @@
 // gathers its tp group's copies (the experts are tp-split as the dense layers are), runs
 // its local experts, sums their partial outputs back over tp and returns every copy to its
 // token's rank, which combines them.
-#include "plan/compile_builder.hpp"
+#include "program/compile_builder.hpp"
 
-namespace parasim::plan::detail {
+namespace parasim::program::detail {
 
-void Builder::make_moe_sets(const std::vector<Gemm>& layer) {
+void Builder::make_moe_sets(const std::vector<workload::Gemm>& layer) {
   // layer: the attention's GEMMs, then the router, the experts' two and the shared
   // experts' two (when the model has them), which run in the prepare piece.
-  const auto mlp = static_cast<std::size_t>(attention_gemm_count(m_));
-  const std::vector<Gemm> router{layer[mlp]};
-  const std::vector<Gemm> experts{layer[mlp + 1], layer[mlp + 2]};
-  const std::vector<Gemm> shared(layer.begin() + static_cast<std::ptrdiff_t>(mlp) + 3, layer.end());
+  const auto mlp = static_cast<std::size_t>(workload::attention_gemm_count(m_));
+  const std::vector<workload::Gemm> router{layer[mlp]};
+  const std::vector<workload::Gemm> experts{layer[mlp + 1], layer[mlp + 2]};
+  const std::vector<workload::Gemm> shared(layer.begin() + static_cast<std::ptrdiff_t>(mlp) + 3, layer.end());
   const double e = e_;
   for (int b = 0; b < 2; ++b) {
     const bool backward = b == 1;
-    const MoeKernels k = moe_kernels(kernel_plan_, backward);
+    const workload::MoeKernels k = moe_kernels(kernel_plan_, backward);
     MoePieces& pc = moe_[b];
     pc.prepare = add_kernels(k.prepare);
-    std::vector<Kernel> casts = weight_cast_kernels(kernel_plan_, LayerPart::mlp);
+    std::vector<workload::Kernel> casts = weight_cast_kernels(kernel_plan_, workload::LayerPart::mlp);
     casts.insert(casts.end(), k.prepare.begin(), k.prepare.end());
     pc.prepare_first = !backward && casts.size() > k.prepare.size() ? add_kernels(std::move(casts)) : pc.prepare;
     pc.experts = add_kernels(k.experts);
@@ -29,17 +29,17 @@ void Builder::make_moe_sets(const std::vector<Gemm>& layer) {
     // Forward: the router before the exchange; backward (each GEMM twice) after it. The
     // shared experts in the prepare piece, or with tp in their own.
     const double x = backward ? 2.0 : 1.0;
-    std::vector<Gemm> first = backward ? std::vector<Gemm>{} : router;
+    std::vector<workload::Gemm> first = backward ? std::vector<workload::Gemm>{} : router;
     if (k.shared.empty()) first.insert(first.end(), shared.begin(), shared.end());
     if (!k.shared.empty()) {
       pc.shared = add_kernels(k.shared);
       pc.shared_gemms = add_set(piece_runs(shared, backward));
       pc.shared_flops = x * sum_flops(shared);
       double traffic = 0.0;
-      for (const Kernel& kn : k.shared) traffic += kn.kind == KernelKind::memory ? kn.bytes : 0.0;
+      for (const workload::Kernel& kn : k.shared) traffic += kn.kind == workload::KernelKind::memory ? kn.bytes : 0.0;
       pc.shared_bytes = x * gemm_io_bytes(shared, static_cast<int>(e)) + traffic;
     }
-    const std::vector<Gemm>& last = backward ? router : std::vector<Gemm>{};
+    const std::vector<workload::Gemm>& last = backward ? router : std::vector<workload::Gemm>{};
     pc.prepare_gemms = first.empty() ? -1 : add_set(piece_runs(first, backward));
     pc.finish_gemms = last.empty() ? -1 : add_set(piece_runs(last, backward));
     pc.experts_gemms = add_set(piece_runs(experts, backward));
@@ -47,9 +47,10 @@ void Builder::make_moe_sets(const std::vector<Gemm>& layer) {
     pc.experts_flops = x * sum_flops(experts);
     pc.finish_flops = x * sum_flops(last);
     double traffic[3] = {0.0, 0.0, 0.0};
-    const std::vector<Kernel>* parts[3] = {&k.prepare, &k.experts, &k.finish};
+    const std::vector<workload::Kernel>* parts[3] = {&k.prepare, &k.experts, &k.finish};
     for (int i = 0; i < 3; ++i) {
-      for (const Kernel& kn : *parts[i]) traffic[i] += kn.kind == KernelKind::memory ? kn.bytes : 0.0;
+      for (const workload::Kernel& kn : *parts[i])
+        traffic[i] += kn.kind == workload::KernelKind::memory ? kn.bytes : 0.0;
     }
     pc.prepare_bytes = x * gemm_io_bytes(first, static_cast<int>(e)) + traffic[0];
     pc.experts_bytes = x * gemm_io_bytes(experts, static_cast<int>(e)) + traffic[1];
@@ -85,15 +86,15 @@ void Builder::moe_half(int layer, int mb, int chunk, Category cat) {
   };
   auto over_tp = [&](CollectiveOp what, std::int64_t after) {
     if (p_.tp == 1) return after;
-    const std::int64_t c = collective(Dim::tp, what, Category::tp_comm, Stream::tp, moe_tokens_bytes_, mb, layer,
-                                      layer + 1, std::span(&after, 1));
+    const std::int64_t c = collective(scenario::Dim::tp, what, Category::tp_comm, Stream::tp, moe_tokens_bytes_, mb,
+                                      layer, layer + 1, std::span(&after, 1));
     tag_tp(c, TpRole::sum, part, cat);
     return c;
   };
   if (pc.shared >= 0) {  // Megatron-Core's SharedExpertMLP: a tp-split MLP over the gathered tokens
     auto tokens_over_tp = [&](CollectiveOp what, std::int64_t after) {
-      const std::int64_t c = collective(Dim::tp, what, Category::tp_comm, Stream::tp, activation_bytes_, mb, layer,
-                                        layer + 1, std::span(&after, 1));
+      const std::int64_t c = collective(scenario::Dim::tp, what, Category::tp_comm, Stream::tp, activation_bytes_, mb,
+                                        layer, layer + 1, std::span(&after, 1));
       tag_tp(c, what == CollectiveOp::all_gather ? TpRole::gather_input : TpRole::sum, part, cat);
       return c;
     };
@@ -110,4 +111,4 @@ void Builder::moe_half(int layer, int mb, int chunk, Category cat) {
         layer, std::span(&at, 1));
 }
 
-}  // namespace parasim::plan::detail
+}  // namespace parasim::program::detail

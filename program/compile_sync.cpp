@@ -3,20 +3,20 @@
 // and ZeRO-2/3's per-unit gathers and reduce-scatters, which the passes emit.
 #include <numeric>
 
-#include "plan/compile_builder.hpp"
+#include "program/compile_builder.hpp"
 
-namespace parasim::plan::detail {
+namespace parasim::program::detail {
 
-std::vector<GradientSource> Builder::sources() const {
-  const bool head = m_.kind == ModelKind::transformer && coord_.pp == p_.pp - 1;
-  return gradient_sources(scenario_, coord_.pp, head, coord_.pp == 0);
+std::vector<workload::GradientSource> Builder::sources() const {
+  const bool head = m_.kind == scenario::ModelKind::transformer && coord_.pp == p_.pp - 1;
+  return workload::gradient_sources(scenario_, coord_.pp, head, coord_.pp == 0);
 }
 
 void Builder::param_gathers_first() {
   gather_before_.assign(static_cast<std::size_t>(m_.layer_count()) + 2, -1);
   if (!p_.defers_param_gather()) return;
-  const std::vector<GradientSource> src = sources();
-  const std::vector<GradientBucket> buckets = gradient_buckets(src, g_, p_.bucket_bytes);
+  const std::vector<workload::GradientSource> src = sources();
+  const std::vector<workload::GradientBucket> buckets = gradient_buckets(src, g_, p_.bucket_bytes);
   for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
     const std::int64_t g = shard_collective(CollectiveOp::all_gather, b->params * e_, -1, b->lowest, b->above, {});
     for (std::size_t i = b->first; i < b->end; ++i) gather_before_[static_cast<std::size_t>(src[i].layer + 1)] = g;
@@ -81,21 +81,21 @@ void Builder::shard_grads(int unit, int mb, std::span<const std::int64_t> deps) 
 
 void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t embed_grad) {
   const int stage = coord_.pp;
-  const bool transformer = m_.kind == ModelKind::transformer;
+  const bool transformer = m_.kind == scenario::ModelKind::transformer;
   const double word = transformer ? static_cast<double>(m_.vocab) * m_.hidden / p_.tp : 0.0;
   const double final_norm = transformer ? 2.0 * m_.hidden : 0.0;
   // Gradient sources in the order they complete (LM head, layers from the last): when ready.
   // Under expert parallelism the dense parameters' buckets leave the experts out; those
   // have buckets of their own over the ranks holding the same experts.
-  std::vector<GradientSource> src = sources();
-  const std::vector<GradientSource> expert_src = split_experts(src);
+  std::vector<workload::GradientSource> src = sources();
+  const std::vector<workload::GradientSource> expert_src = split_experts(src);
   double experts = 0.0;
-  for (const GradientSource& g : expert_src) experts += g.params;
+  for (const workload::GradientSource& g : expert_src) experts += g.params;
   std::vector<std::int64_t> ready_of;
   std::vector<std::int64_t> also_of;  // a second op the source's gradient waits for, or -1
   std::vector<std::int64_t> tails;    // every such op
   double params = 0.0;
-  for (const GradientSource& g : src) {
+  for (const workload::GradientSource& g : src) {
     const bool layer = g.layer >= 0 && g.layer < m_.layer_count();
     params += g.params + g.experts;
     ready_of.push_back(layer ? grad_ready_[static_cast<std::size_t>(g.layer)] : g.layer < 0 ? embed_grad : head_grad);
@@ -106,9 +106,9 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   const auto tail = static_cast<std::int64_t>(prog_.ops.size());
   std::vector<std::int64_t> synced;
   // (ZeRO-2/3 reduce their gradients by unit, in the passes.)
-  const std::vector<GradientBucket> buckets = p_.grad_ranks() > 1 && !p_.unit_grads()
-                                                  ? gradient_buckets(src, g_, p_.bucket_bytes)
-                                                  : std::vector<GradientBucket>{};
+  const std::vector<workload::GradientBucket> buckets = p_.grad_ranks() > 1 && !p_.unit_grads()
+                                                            ? gradient_buckets(src, g_, p_.bucket_bytes)
+                                                            : std::vector<workload::GradientBucket>{};
   // The tied embedding's gradient is summed between the first and last stage (Megatron's
   // embedding group): after the data-parallel sync, or with ZeRO-1, whose reduce-scatter
   // leaves each rank only its share summed, before the bucket that holds it.
@@ -126,7 +126,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     const std::int64_t last = *std::max_element(unit_synced_.begin(), unit_synced_.end());
     if (last >= 0) synced.push_back(last);
   }
-  for (const GradientBucket& b : buckets) {
+  for (const workload::GradientBucket& b : buckets) {
     std::vector<std::int64_t> deps;
     for (std::size_t i = b.first; i < b.end; ++i) {
       std::int64_t ready = p_.overlap_dp ? ready_of[i] : end_of_backward;
@@ -142,20 +142,20 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
           shard_collective(CollectiveOp::reduce_scatter, b.params * g_, -1, b.lowest, b.above, deps);
       synced.push_back(sum_over_replicas(rs, b.params * g_, -1, b.lowest, b.above));
     } else {
-      synced.push_back(collective(Dim::dp, CollectiveOp::all_reduce, Category::dp_comm, Stream::dp, b.params * g_, -1,
-                                  b.lowest, b.above, deps));
+      synced.push_back(collective(scenario::Dim::dp, CollectiveOp::all_reduce, Category::dp_comm, Stream::dp,
+                                  b.params * g_, -1, b.lowest, b.above, deps));
     }
   }
   // The experts' buckets (expert parallelism with several ranks holding each expert): the
   // same sums over the expert data-parallel group, ZeRO-1 sharding over it too.
   const bool expert_sync = !expert_src.empty() && p_.expert_grad_ranks() > 1;
-  const std::vector<GradientBucket> expert_buckets =
-      expert_sync ? gradient_buckets(expert_src, g_, p_.bucket_bytes) : std::vector<GradientBucket>{};
-  auto expert_collective = [&](CollectiveOp what, double bytes, const GradientBucket& b,
+  const std::vector<workload::GradientBucket> expert_buckets =
+      expert_sync ? gradient_buckets(expert_src, g_, p_.bucket_bytes) : std::vector<workload::GradientBucket>{};
+  auto expert_collective = [&](CollectiveOp what, double bytes, const workload::GradientBucket& b,
                                std::span<const std::int64_t> deps) {
     return collective_in(expert_dp_groups, what, Category::dp_comm, Stream::dp, bytes, -1, b.lowest, b.above, deps);
   };
-  for (const GradientBucket& b : expert_buckets) {
+  for (const workload::GradientBucket& b : expert_buckets) {
     std::vector<std::int64_t> deps;
     for (std::size_t i = b.first; i < b.end; ++i) {
       const auto at = static_cast<std::size_t>(expert_src[i].layer);
@@ -179,16 +179,16 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   const bool sp_sum = p_.tp > 1 && p_.sequence_parallel;
   if (transformer && p_.tp > 1 && (sp_sum || m_.mla())) {
     double whole = 0.0;
-    for (const GradientSource& g : src) {
+    for (const workload::GradientSource& g : src) {
       if (g.layer < 0 || g.layer >= m_.layer_count()) continue;
-      const ModelSpec spec = m_.layer_spec(g.layer);
+      const scenario::ModelSpec spec = m_.layer_spec(g.layer);
       whole += sp_sum ? spec.tp_whole_params() : spec.mla_down_params();
     }
     if (stage == p_.pp - 1 && sp_sum) whole += final_norm;
     if (sharded_grads()) whole /= p_.shard_size();  // each rank sums its shard of them
     std::sort(synced.begin(), synced.end());
-    const std::int64_t sp = collective(Dim::tp, CollectiveOp::all_reduce, Category::tp_comm, Stream::tp, whole * g_, -1,
-                                       -1, m_.layer_count() + 1, synced);
+    const std::int64_t sp = collective(scenario::Dim::tp, CollectiveOp::all_reduce, Category::tp_comm, Stream::tp,
+                                       whole * g_, -1, -1, m_.layer_count() + 1, synced);
     tag_tp(sp, TpRole::replicated_grads, ComputeWhat::optimizer, Category::backward);
     synced.assign(1, sp);
   }
@@ -196,7 +196,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     std::sort(synced.begin(), synced.end());
     synced.assign(1, tied_sum(synced));
   }
-  const double shard = optimizer_shard_params(p_, params, experts);
+  const double shard = workload::optimizer_shard_params(p_, params, experts);
   const double opt_bytes = (8.0 + 2.0 * optimizer_state_bytes(t_.optimizer) + 2.0 * e_) * shard;
   std::erase(synced, -1);
   std::int64_t opt = -1;
@@ -216,7 +216,7 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
     opt = add(op, synced);
   } else {
     auto [it, fresh] = optimizer_kernels_.try_emplace(shard, -1);
-    if (fresh) it->second = add_kernels(optimizer_kernels(scenario_, shard));
+    if (fresh) it->second = add_kernels(workload::optimizer_kernels(scenario_, shard));
     next_kernels(it->second);
     opt = compute(ComputeWhat::optimizer, Category::optimizer, -1, 12.0 * shard, opt_bytes, -1, -1, -1, synced);
   }
@@ -227,11 +227,11 @@ void Builder::data_parallel_and_optimizer(std::int64_t head_grad, std::int64_t e
   // ZeRO-1 gathers the updated parameters by bucket, ZeRO-2 by unit (ZeRO-3 gathers them
   // before each use).
   if (p_.zero == 1 && !p_.defers_param_gather()) {  // no buckets with dp 1
-    for (const GradientBucket& b : buckets) {
+    for (const workload::GradientBucket& b : buckets) {
       shard_collective(CollectiveOp::all_gather, b.params * e_, -1, b.lowest, b.above,
                        std::span<const std::int64_t>(&opt, 1));
     }
-    for (const GradientBucket& b : expert_buckets) {
+    for (const workload::GradientBucket& b : expert_buckets) {
       expert_collective(CollectiveOp::all_gather, b.params * e_, b, std::span<const std::int64_t>(&opt, 1));
     }
   } else if ((sharded_grads() && !sharded_params()) || (p_.offload_optimizer && !p_.offload_params)) {
@@ -291,4 +291,4 @@ void Builder::issue_with_backward(std::int64_t first, std::int64_t end) {
   order = std::move(out);
 }
 
-}  // namespace parasim::plan::detail
+}  // namespace parasim::program::detail

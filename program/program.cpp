@@ -1,10 +1,10 @@
-// The Program's vocabulary: names of streams, categories and collectives, a rank's place
-// under the plan's placement, and op names made on demand (program.hpp).
-#include "plan/program.hpp"
+// The Program's vocabulary: names of streams, categories and collectives, the plan's
+// groups, and op names made on demand (program.hpp).
+#include "program/program.hpp"
 
 #include <iterator>
 
-namespace parasim::plan {
+namespace parasim::program {
 
 std::string_view to_string(Stream s) {
   switch (s) {
@@ -46,26 +46,6 @@ std::string_view to_string(CollectiveOp c) {
     case CollectiveOp::all_to_all: return "all-to-all";
   }
   return "?";
-}
-
-int rank_of(const ParallelPlan& p, const Coord& c) {
-  int rank = 0;
-  int stride = 1;
-  Coord copy = c;
-  for (Dim d : p.placement) {
-    rank += coordinate(copy, d) * stride;
-    stride *= extent(p, d);
-  }
-  return rank;
-}
-
-Coord coord_of(const ParallelPlan& p, int rank) {
-  Coord c;
-  for (Dim d : p.placement) {
-    coordinate(c, d) = rank % extent(p, d);
-    rank /= extent(p, d);
-  }
-  return c;
 }
 
 std::string op_name(const Program& p, std::int64_t id) {
@@ -147,7 +127,7 @@ std::string op_name(const Program& p, std::int64_t id) {
   return "?";
 }
 
-std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec& m, Program& prog) {
+std::vector<std::vector<int>> add_groups(const scenario::ParallelPlan& p, const scenario::ModelSpec& m, Program& prog) {
   const auto world = static_cast<std::size_t>(prog.world);
   std::vector<std::vector<int>> group_of(expert_dp_groups + 1, std::vector<int>(world, -1));
   // Adds `g` to the Program and records it as its members' group of kind `kind`.
@@ -156,14 +136,14 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
     for (int member : g.ranks) group_of[kind][static_cast<std::size_t>(member)] = id;
     prog.groups.push_back(std::move(g));
   };
-  for (Dim d : {Dim::tp, Dim::dp, Dim::pp, Dim::cp}) {
-    if (d == Dim::cp && p.cp == 1) continue;
+  for (scenario::Dim d : {scenario::Dim::tp, scenario::Dim::dp, scenario::Dim::pp, scenario::Dim::cp}) {
+    if (d == scenario::Dim::cp && p.cp == 1) continue;
     const std::size_t kind = group_kind(d);
     for (int r = 0; r < prog.world; ++r) {
       if (group_of[kind][static_cast<std::size_t>(r)] >= 0) continue;
       Group g{d, {}};
-      Coord c = coord_of(p, r);
-      if (d == Dim::dp) {  // the gradients' group: dp x cp
+      scenario::Coord c = coord_of(p, r);
+      if (d == scenario::Dim::dp) {  // the gradients' group: dp x cp
         for (int i = 0; i < p.grad_ranks(); ++i) g.ranks.push_back(rank_of(p, at_grad_index(p, c, i)));
       } else {
         for (int i = 0; i < extent(p, d); ++i) {
@@ -177,12 +157,12 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
   // Tied embeddings over several stages: the first stage's embedding and the last stage's
   // LM head are one matrix held twice; Megatron all-reduces their gradients between the
   // two ranks of each (tp, dp) position (its "embedding group").
-  if (m.kind == ModelKind::transformer && m.tie_embeddings && p.pp > 1) {
+  if (m.kind == scenario::ModelKind::transformer && m.tie_embeddings && p.pp > 1) {
     for (int r = 0; r < prog.world; ++r) {
-      Coord c = coord_of(p, r);
+      scenario::Coord c = coord_of(p, r);
       if (c.pp != 0) continue;
       c.pp = p.pp - 1;
-      add(Group{Dim::pp, {r, rank_of(p, c)}}, tied_embedding_groups);
+      add(Group{scenario::Dim::pp, {r, rank_of(p, c)}}, tied_embedding_groups);
     }
   }
   // Hybrid sharding: dp lines cut into shard groups of shard_size() consecutive indices,
@@ -190,15 +170,15 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
   if (p.hybrid_shard()) {
     const int n = p.shard_size();
     for (int r = 0; r < prog.world; ++r) {
-      const Coord c = coord_of(p, r);
+      const scenario::Coord c = coord_of(p, r);
       const int i = grad_index(p, c);
       if (i % n == 0) {  // the first of its shard group
-        Group g{Dim::dp, {}, GroupPart::shard};
+        Group g{scenario::Dim::dp, {}, GroupPart::shard};
         for (int k = 0; k < n; ++k) g.ranks.push_back(rank_of(p, at_grad_index(p, c, i + k)));
         add(std::move(g), shard_groups);
       }
       if (i < n) {  // the first of its replica group
-        Group g{Dim::dp, {}, GroupPart::replica};
+        Group g{scenario::Dim::dp, {}, GroupPart::replica};
         for (int k = i; k < p.grad_ranks(); k += n) g.ranks.push_back(rank_of(p, at_grad_index(p, c, k)));
         add(std::move(g), replica_groups);
       }
@@ -208,15 +188,15 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
   // same experts (their gradients' group, when there are several).
   if (p.ep > 1) {
     for (int r = 0; r < prog.world; ++r) {
-      const Coord c = coord_of(p, r);
+      const scenario::Coord c = coord_of(p, r);
       const int i = grad_index(p, c);
       if (i % p.ep == 0) {
-        Group g{Dim::dp, {}, GroupPart::expert};
+        Group g{scenario::Dim::dp, {}, GroupPart::expert};
         for (int k = 0; k < p.ep; ++k) g.ranks.push_back(rank_of(p, at_grad_index(p, c, i + k)));
         add(std::move(g), ep_groups);
       }
       if (i < p.ep && p.expert_grad_ranks() > 1) {
-        Group g{Dim::dp, {}, GroupPart::expert_data};
+        Group g{scenario::Dim::dp, {}, GroupPart::expert_data};
         for (int k = i; k < p.grad_ranks(); k += p.ep) g.ranks.push_back(rank_of(p, at_grad_index(p, c, k)));
         add(std::move(g), expert_dp_groups);
       }
@@ -225,7 +205,7 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
   // ZeRO-3: its gathers' own copy of each group it shards over (own communicators: the
   // gathers and the reduce-scatters run on two streams, in an order that differs by rank).
   if (p.zero == 3 && p.grad_ranks() > 1) {
-    const std::size_t source = p.hybrid_shard() ? shard_groups : static_cast<std::size_t>(Dim::dp);
+    const std::size_t source = p.hybrid_shard() ? shard_groups : static_cast<std::size_t>(scenario::Dim::dp);
     for (int r = 0; r < prog.world; ++r) {
       if (group_of[gather_groups][static_cast<std::size_t>(r)] >= 0) continue;
       add(prog.groups[static_cast<std::size_t>(group_of[source][static_cast<std::size_t>(r)])], gather_groups);
@@ -234,4 +214,4 @@ std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec&
   return group_of;
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::program

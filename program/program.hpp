@@ -22,11 +22,12 @@
 #include <string>
 #include <vector>
 
-#include "plan/accounting.hpp"
-#include "plan/kernels.hpp"
-#include "plan/scenario.hpp"
+#include "workload/accounting.hpp"
+#include "workload/kernels.hpp"
+#include "scenario/placement.hpp"
+#include "scenario/scenario.hpp"
 
-namespace parasim::plan {
+namespace parasim::program {
 
 // dp_gather: ZeRO-3's parameter all-gathers, on their own stream and communicators beside
 // the gradients' reduce-scatters (as FSDP runs them), so that neither waits for the other.
@@ -62,7 +63,7 @@ enum class ComputeWhat : std::uint8_t { layer, layer_attention, layer_mlp, atten
 // saying which step).
 enum class TpRole : std::uint8_t { none, sum, gather_input, loss_stats, replicated_grads, pp_gather, ring };
 // Which part of a layer half a compute op runs: all of it, or under tensor-parallel
-// communication overlap one of its pieces (plan/kernels.hpp, OverlapKernels): prepare, one
+// communication overlap one of its pieces (workload/kernels.hpp, OverlapKernels): prepare, one
 // block of the column GEMM (Op::step: the ring's step), middle, the row GEMM (forward one of
 // its blocks, Op::step), the weight gradients under the reduce-scatter (backward). A
 // reduce-scatter of the overlap carries the piece it sums (row) and forward its block.
@@ -132,17 +133,9 @@ struct Op {
 // ranks holding the same experts, every ep-th grad_index()).
 enum class GroupPart : std::uint8_t { whole, shard, replica, expert, expert_data };
 struct Group {
-  Dim dim = Dim::dp;
+  scenario::Dim dim = scenario::Dim::dp;
   std::vector<int> ranks;
   GroupPart part = GroupPart::whole;
-};
-
-// A rank's place in the plan.
-struct Coord {
-  int tp = 0;
-  int dp = 0;
-  int pp = 0;
-  int cp = 0;
 };
 
 struct Program {
@@ -152,8 +145,8 @@ struct Program {
   std::vector<std::vector<std::int64_t>> order;  // per rank: op ids in the order its host issues them
                                                  // (each stream's in the order emitted)
   std::vector<Group> groups;
-  std::vector<std::vector<Gemm>> gemm_sets;
-  std::vector<std::vector<Kernel>> kernel_sets;
+  std::vector<std::vector<workload::Gemm>> gemm_sets;
+  std::vector<std::vector<workload::Kernel>> kernel_sets;
   std::int64_t collectives = 0;  // collective instances
   std::int64_t transfers = 0;    // send/recv pairs
   // A Program of one data-parallel replica (CompileOptions::one_replica) holds the ops of
@@ -170,25 +163,6 @@ struct Program {
   }
 };
 
-// Size of a dimension under the plan, and a coordinate's index along it.
-inline int extent(const ParallelPlan& p, Dim d) {
-  return d == Dim::tp ? p.tp : d == Dim::dp ? p.dp : d == Dim::pp ? p.pp : p.cp;
-}
-inline int& coordinate(Coord& c, Dim d) { return d == Dim::tp ? c.tp : d == Dim::dp ? c.dp : d == Dim::pp ? c.pp : c.cp; }
-
-// A rank's index among the ranks holding the same weights (ParallelPlan::grad_ranks(), the
-// gradients' group: dp x cp, cp innermost), and the coordinate at such an index.
-inline int grad_index(const ParallelPlan& p, const Coord& c) { return c.dp * p.cp + c.cp; }
-inline Coord at_grad_index(const ParallelPlan& p, Coord c, int i) {
-  c.dp = i / p.cp;
-  c.cp = i % p.cp;
-  return c;
-}
-
-// Rank of a coordinate under the plan's placement (innermost dimension first), and back.
-int rank_of(const ParallelPlan& p, const Coord& c);
-Coord coord_of(const ParallelPlan& p, int rank);
-
 // Adds the plan's groups to `prog` (prog.world set): one per tp, dp and pp group, then for
 // tied embeddings over several stages the pairs of first- and last-stage ranks of each
 // (tp, dp) position (Megatron's embedding group). Returns, per kind of group (Dim's order,
@@ -201,8 +175,10 @@ inline constexpr std::size_t cp_groups = 7;       // context parallelism's rings
 inline constexpr std::size_t ep_groups = 8;       // expert parallelism's all-to-alls
 inline constexpr std::size_t expert_dp_groups = 9;  // the experts' gradient sums (ParallelPlan::expert_grad_ranks)
 // The group kind of a dimension's lines: tp, dp (over dp x cp: the gradients' group), pp, cp.
-inline constexpr std::size_t group_kind(Dim d) { return d == Dim::cp ? cp_groups : static_cast<std::size_t>(d); }
-std::vector<std::vector<int>> add_groups(const ParallelPlan& p, const ModelSpec& m, Program& prog);
+inline constexpr std::size_t group_kind(scenario::Dim d) {
+  return d == scenario::Dim::cp ? cp_groups : static_cast<std::size_t>(d);
+}
+std::vector<std::vector<int>> add_groups(const scenario::ParallelPlan& p, const scenario::ModelSpec& m, Program& prog);
 
 struct CompileOptions {
   // Compile data-parallel replica 0 only (the others run the same ops on their own ranks).
@@ -210,9 +186,9 @@ struct CompileOptions {
 };
 
 // Builds the Program of one training step. The scenario must have passed check().
-Program compile(const Scenario& s, CompileOptions options = {});
+Program compile(const scenario::Scenario& s, CompileOptions options = {});
 
 // "fwd L12 mb3", "tp all-reduce L12 mb3", "send act mb3 -> 17", "dp all-reduce bucket L40-47"
 std::string op_name(const Program& p, std::int64_t op);
 
-}  // namespace parasim::plan
+}  // namespace parasim::program

@@ -64,11 +64,11 @@ void quoted(Buffer& b, std::string_view s) {
 
 // Whether two ops have the same name (op_name reads these fields): the tp ranks' copies of
 // an op follow each other in the spans, and their name is made once.
-bool same_name(const plan::Program& p, const plan::Op& a, const plan::Op& b) {
-  const auto dim = [&p](const plan::Op& o) {
+bool same_name(const program::Program& p, const program::Op& a, const program::Op& b) {
+  const auto dim = [&p](const program::Op& o) {
     return o.group >= 0 ? std::pair{p.groups[static_cast<std::size_t>(o.group)].dim,
                                     p.groups[static_cast<std::size_t>(o.group)].part}
-                        : std::pair{plan::Dim::dp, plan::GroupPart::whole};
+                        : std::pair{scenario::Dim::dp, program::GroupPart::whole};
   };
   return a.kind == b.kind && a.category == b.category && a.stream == b.stream && a.what == b.what &&
          a.collective == b.collective && a.tp_role == b.tp_role && a.pass == b.pass && a.micro_batch == b.micro_batch &&
@@ -81,11 +81,11 @@ bool same_name(const plan::Program& p, const plan::Op& a, const plan::Op& b) {
 // starts by their match, and a span's drawn start.
 struct SendStarts {
   std::unordered_map<std::int64_t, std::int64_t> by_match;
-  void saw(const Span& sp, const plan::Op& op) {
-    if (sp.kind == plan::OpKind::send) by_match.emplace(op.match, sp.start);
+  void saw(const Span& sp, const program::Op& op) {
+    if (sp.kind == program::OpKind::send) by_match.emplace(op.match, sp.start);
   }
-  [[nodiscard]] std::int64_t drawn_start(const Span& sp, const plan::Op& op) const {
-    if (sp.kind != plan::OpKind::recv) return sp.start;
+  [[nodiscard]] std::int64_t drawn_start(const Span& sp, const program::Op& op) const {
+    if (sp.kind != program::OpKind::recv) return sp.start;
     const auto it = by_match.find(op.match);
     return it == by_match.end() ? sp.start : std::clamp(it->second, sp.start, sp.end);
   }
@@ -163,8 +163,8 @@ std::string process_name(const Trace& trace, int r) {
   return fmt::format("rank {} (for ranks {}: {} data-parallel replicas)", r, list, stands.size());
 }
 
-std::vector<std::int64_t> drawn_starts(const Trace& trace, const plan::Program& program) {
-  auto op = [&program](const Span& sp) -> const plan::Op& { return program.ops[static_cast<std::size_t>(sp.op)]; };
+std::vector<std::int64_t> drawn_starts(const Trace& trace, const program::Program& program) {
+  auto op = [&program](const Span& sp) -> const program::Op& { return program.ops[static_cast<std::size_t>(sp.op)]; };
   SendStarts sends;  // every send first: a measured trace may list a receive before its send
   for (const Span& sp : trace.spans) sends.saw(sp, op(sp));
   std::vector<std::int64_t> out;
@@ -196,11 +196,11 @@ void header(Buffer& b, int world, const std::vector<std::int32_t>& mirror_of) {
     fmt::format_to(std::back_inserter(b), R"("ph":"M","name":"process_name","pid":{},"args":{{"name":)", r);
     quoted(b, process_name(ranks, r));
     append(b, "}}");
-    for (int s = 0; s < plan::stream_count; ++s) {
+    for (int s = 0; s < program::stream_count; ++s) {
       event();
       fmt::format_to(std::back_inserter(b),
                      R"("ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"{}"}}}})", r, s,
-                     plan::to_string(static_cast<plan::Stream>(s)));
+                     to_string(static_cast<program::Stream>(s)));
     }
   }
   event();
@@ -208,22 +208,23 @@ void header(Buffer& b, int world, const std::vector<std::int32_t>& mirror_of) {
 }
 
 // A complete event per span, drawn from starts[i] (drawn_starts).
-void span_events(const plan::Program& program, std::span<const Span> spans, const std::int64_t* starts, Buffer& out) {
+void span_events(const program::Program& program, std::span<const Span> spans, const std::int64_t* starts,
+                 Buffer& out) {
   out.reserve(out.size() + spans.size() * 170);
-  const plan::Op* named = nullptr;  // the op whose name `name` is
+  const program::Op* named = nullptr;  // the op whose name `name` is
   std::string name;
   for (std::size_t i = 0; i < spans.size(); ++i) {
     const Span& sp = spans[i];
-    const plan::Op& op = program.ops[static_cast<std::size_t>(sp.op)];
+    const program::Op& op = program.ops[static_cast<std::size_t>(sp.op)];
     if (named == nullptr || !same_name(program, *named, op)) {
-      name = plan::op_name(program, sp.op);
+      name = program::op_name(program, sp.op);
       named = &op;
     }
     const std::int64_t start = starts[i];
     append(out, ",\n{\"ph\":\"X\",\"name\":");
     quoted(out, name);
     append(out, ",\"cat\":\"");
-    append(out, plan::to_string(sp.category));
+    append(out, to_string(sp.category));
     append(out, "\",\"pid\":");
     integer(out, sp.rank);
     append(out, ",\"tid\":");
@@ -298,7 +299,7 @@ void tail(Buffer& b, const Trace& trace, const topology::Cluster& cluster) {
 
 }  // namespace
 
-std::string chrome_trace_json(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster) {
+std::string chrome_trace_json(const Trace& trace, const program::Program& program, const topology::Cluster& cluster) {
   Buffer b;
   header(b, trace.world, trace.mirror_of);
   // A receive is posted long before its data comes (every pipeline receive at the step's
@@ -340,7 +341,7 @@ struct ChromeTraceStream::State {
   }
   std::unique_ptr<GzipWriter> gzip;
   Buffer text;  // what is formatted (and, with gzip, not yet compressed)
-  const plan::Program* program = nullptr;
+  const program::Program* program = nullptr;
   SendStarts sends;
   std::vector<std::int64_t> starts;
 
@@ -354,7 +355,7 @@ struct ChromeTraceStream::State {
   void format(const std::vector<Span>& spans) {
     starts.clear();
     for (const Span& sp : spans) {
-      const plan::Op& op = program->ops[static_cast<std::size_t>(sp.op)];
+      const program::Op& op = program->ops[static_cast<std::size_t>(sp.op)];
       sends.saw(sp, op);
       starts.push_back(sends.drawn_start(sp, op));
     }
@@ -400,7 +401,7 @@ ChromeTraceStream::~ChromeTraceStream() {
   st.more.notify_all();
 }
 
-void ChromeTraceStream::add(const plan::Program& program, std::span<const Span> spans, bool last) {
+void ChromeTraceStream::add(const program::Program& program, std::span<const Span> spans, bool last) {
   State& st = *state_;
   if (st.program == nullptr) {
     st.program = &program;
@@ -439,7 +440,7 @@ bool chrome_trace_streamed(std::string_view path) {
   return !perfetto_name(path);
 }
 
-std::string chrome_trace_file(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster,
+std::string chrome_trace_file(const Trace& trace, const program::Program& program, const topology::Cluster& cluster,
                               std::string_view path) {
   std::string text = perfetto_name(path) ? perfetto_trace(trace, program, cluster) : chrome_trace_json(trace, program, cluster);
   return gzip_name(path) ? gzip(text) : text;

@@ -16,13 +16,13 @@
 #include <string_view>
 #include <vector>
 
-#include "plan/program.hpp"
+#include "program/program.hpp"
 #include "report/trace.hpp"
 #include "topology/cluster.hpp"
 
 namespace parasim::report {
 
-std::string chrome_trace_json(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster);
+std::string chrome_trace_json(const Trace& trace, const program::Program& program, const topology::Cluster& cluster);
 std::int64_t counter_window(const Trace& trace);
 // A link's utilisation (a step function of (picoseconds, fraction) samples) as its mean over
 // each window of `window` picoseconds up to `end`, emitted where it changes (to 1e-4), and
@@ -34,12 +34,12 @@ std::vector<std::pair<std::int64_t, double>> windowed_utilisation(const std::vec
 std::string process_name(const Trace& trace, int r);
 // Where each span is drawn from: its start, or for a receive its send's start (within the
 // receive's span): the transfer, not the posting. The dashboard's timeline draws the same.
-std::vector<std::int64_t> drawn_starts(const Trace& trace, const plan::Program& program);
+std::vector<std::int64_t> drawn_starts(const Trace& trace, const program::Program& program);
 // The trace as the bytes of a file named `path`: Perfetto's protobuf format when the name
 // ends in ".pftrace" or ".perfetto-trace" (report/perfetto_trace.hpp), Chrome JSON
 // otherwise; gzip-compressed when it ends in ".gz" (Perfetto opens .json.gz as it is; a
 // JSON trace shrinks about tenfold).
-std::string chrome_trace_file(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster,
+std::string chrome_trace_file(const Trace& trace, const program::Program& program, const topology::Cluster& cluster,
                               std::string_view path);
 
 // The Chrome trace written while the simulation runs (sim::SimOptions::spans hands each
@@ -55,7 +55,7 @@ class ChromeTraceStream {
   ChromeTraceStream(const ChromeTraceStream&) = delete;
   ChromeTraceStream& operator=(const ChromeTraceStream&) = delete;
 
-  void add(const plan::Program& program, std::span<const Span> spans, bool last);
+  void add(const program::Program& program, std::span<const Span> spans, bool last);
   // The file's bytes; `trace` is the one whose spans were added.
   std::string finish(const Trace& trace, const topology::Cluster& cluster);
 

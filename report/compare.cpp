@@ -29,7 +29,7 @@ std::string format_error(const ComparisonRow& row) {
 }
 
 std::vector<double> category_seconds(const Trace& t) {
-  constexpr std::size_t categories = plan::category_count;
+  constexpr std::size_t categories = program::category_count;
   std::vector<double> out(categories, 0.0);
   if (t.world == 0) return out;
   // Intervals per (rank with spans, category), gathered in one pass.

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 #include "report/metrics.hpp"
 #include "report/trace.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "plan/accounting.hpp"
+#include "workload/accounting.hpp"
 #include "topology/units.hpp"
 
 namespace parasim::report {
@@ -29,15 +29,15 @@ Intervals merged(Intervals v) {
 
 }  // namespace
 
-int dimension_of(plan::Category c) {
+int dimension_of(program::Category c) {
   switch (c) {
-    case plan::Category::tp_comm: return 0;
-    case plan::Category::pp_comm: return 1;
-    case plan::Category::dp_comm: return 2;
-    case plan::Category::cp_comm: return 3;
-    case plan::Category::ep_comm: return 4;
-    case plan::Category::offload: return 5;
-    case plan::Category::bn_comm: return 6;
+    case program::Category::tp_comm: return 0;
+    case program::Category::pp_comm: return 1;
+    case program::Category::dp_comm: return 2;
+    case program::Category::cp_comm: return 3;
+    case program::Category::ep_comm: return 4;
+    case program::Category::offload: return 5;
+    case program::Category::bn_comm: return 6;
     default: return -1;
   }
 }
@@ -66,16 +66,16 @@ std::int64_t uncovered_length(Intervals a, Intervals b) {
   return sum;
 }
 
-double model_flops_per_step(const plan::Scenario& s) {
-  if (s.model.kind == plan::ModelKind::transformer) {
-    return plan::step_flops(s.model, s.training.global_batch, plan::Recompute::none);
+double model_flops_per_step(const scenario::Scenario& s) {
+  if (s.model.kind == scenario::ModelKind::transformer) {
+    return workload::step_flops(s.model, s.training.global_batch, scenario::Recompute::none);
   }
   double forward = 0.0;
   for (const auto& l : s.model.generic_layers) forward += l.forward_flops;
   return 3.0 * forward * s.training.global_batch;
 }
 
-StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topology::Cluster& cluster) {
+StepFigures step_figures(const scenario::Scenario& s, const Trace& trace, const topology::Cluster& cluster) {
   StepFigures f;
   f.step_time = trace.step_seconds();
   const double step_ps = static_cast<double>(trace.step_end);
@@ -94,8 +94,8 @@ StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topo
   double host_mean = 0.0;
   std::vector<std::array<Intervals, dimension_count>> comm(static_cast<std::size_t>(trace.world));
   for (const Span& sp : trace.spans) {
-    if (sp.kind == plan::OpKind::recv) continue;  // waiting for a send, counted by the send
-    if (sp.stream == plan::Stream::host) host[static_cast<std::size_t>(sp.rank)] += sp.seconds();
+    if (sp.kind == program::OpKind::recv) continue;  // waiting for a send, counted by the send
+    if (sp.stream == program::Stream::host) host[static_cast<std::size_t>(sp.rank)] += sp.seconds();
     const int d = dimension_of(sp.category);
     auto& bucket = d < 0 ? compute[static_cast<std::size_t>(sp.rank)] : comm[static_cast<std::size_t>(sp.rank)][static_cast<std::size_t>(d)];
     bucket.emplace_back(sp.start, sp.end);

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 #include "report/trace.hpp"
 #include "topology/cluster.hpp"
 
@@ -36,8 +36,8 @@ inline constexpr std::array<const char*, dimension_count> dimension_names{"tp", 
 // Whether a report shows dimension `d` for the scenario: tp, pp and dp always, cp, ep,
 // offload and syncbn only where the plan has them (so that other plans' reports keep
 // their shape).
-inline bool dimension_shown(const plan::Scenario& s, std::size_t d) {
-  const plan::ParallelPlan& p = s.plan;
+inline bool dimension_shown(const scenario::Scenario& s, std::size_t d) {
+  const scenario::ParallelPlan& p = s.plan;
   return d < 3 || (d == 3 && p.cp > 1) || (d == 4 && p.ep > 1) || (d == 5 && p.offloads()) ||
          (d == 6 && s.syncs_batch_norm());
 }
@@ -92,9 +92,9 @@ struct StepFigures {
 };
 
 // The Dimension (as an int) of a communication category, -1 for compute categories.
-int dimension_of(plan::Category c);
-double model_flops_per_step(const plan::Scenario& s);
-StepFigures step_figures(const plan::Scenario& s, const Trace& trace, const topology::Cluster& cluster);
+int dimension_of(program::Category c);
+double model_flops_per_step(const scenario::Scenario& s);
+StepFigures step_figures(const scenario::Scenario& s, const Trace& trace, const topology::Cluster& cluster);
 
 // Length of the union of [start, end) intervals (picoseconds), and of the part of `a` not
 // covered by `b`.

@@ -97,7 +97,7 @@ bool perfetto_name(std::string_view path) {
   return path.ends_with(".pftrace") || path.ends_with(".perfetto-trace");
 }
 
-std::string perfetto_trace(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster) {
+std::string perfetto_trace(const Trace& trace, const program::Program& program, const topology::Cluster& cluster) {
   Writer w(trace.spans.size() * 70 + 4096);
   std::string body, inner, deeper;
   std::uint64_t next_uuid = 1;
@@ -140,20 +140,20 @@ std::string perfetto_trace(const Trace& trace, const plan::Program& program, con
   // they need (a slice must end before the one it starts inside).
   const std::vector<std::int64_t> starts = drawn_starts(trace, program);
   std::vector<std::uint64_t> process_uuid(static_cast<std::size_t>(trace.world), 0);
-  std::vector<std::vector<std::uint32_t>> by_stream(static_cast<std::size_t>(trace.world) * plan::stream_count);
+  std::vector<std::vector<std::uint32_t>> by_stream(static_cast<std::size_t>(trace.world) * program::stream_count);
   for (std::uint32_t i = 0; i < trace.spans.size(); ++i) {
     const Span& sp = trace.spans[i];
-    by_stream[static_cast<std::size_t>(sp.rank) * plan::stream_count + static_cast<std::size_t>(sp.stream)].push_back(
-        i);
+    by_stream[static_cast<std::size_t>(sp.rank) * program::stream_count + static_cast<std::size_t>(sp.stream)]
+        .push_back(i);
   }
   std::vector<Event> events;
   events.reserve(trace.spans.size() * 2 + 1024);
   for (int r = 0; r < trace.world; ++r) {
     if (trace.mirror(r) != r) continue;
     process_uuid[static_cast<std::size_t>(r)] = process_track(r + 1, process_name(trace, r));
-    for (int s = 0; s < plan::stream_count; ++s) {
+    for (int s = 0; s < program::stream_count; ++s) {
       std::vector<std::uint32_t>& spans =
-          by_stream[static_cast<std::size_t>(r) * plan::stream_count + static_cast<std::size_t>(s)];
+          by_stream[static_cast<std::size_t>(r) * program::stream_count + static_cast<std::size_t>(s)];
       std::stable_sort(spans.begin(), spans.end(), [&](std::uint32_t a, std::uint32_t b) {
         return starts[a] != starts[b] ? starts[a] < starts[b] : trace.spans[a].end > trace.spans[b].end;
       });
@@ -162,7 +162,7 @@ std::string perfetto_trace(const Trace& trace, const plan::Program& program, con
         std::vector<std::int64_t> open;  // the ends of the slices still open, innermost last
       };
       std::vector<Lane> lanes;
-      const std::string stream = std::string(plan::to_string(static_cast<plan::Stream>(s)));
+      const std::string stream = std::string(to_string(static_cast<program::Stream>(s)));
       for (const std::uint32_t i : spans) {
         const std::int64_t start = starts[i], end = trace.spans[i].end;
         Lane* lane = nullptr;
@@ -234,10 +234,10 @@ std::string perfetto_trace(const Trace& trace, const plan::Program& program, con
       field_double(inner, f::event_double_counter, values[e.what]);
     } else if (e.type == slice_begin) {
       const Span& sp = trace.spans[e.what];
-      const plan::Op& op = program.ops[static_cast<std::size_t>(sp.op)];
+      const program::Op& op = program.ops[static_cast<std::size_t>(sp.op)];
       auto [at, fresh] = op_iid.try_emplace(sp.op, 0);
       if (fresh) {
-        const std::string name = plan::op_name(program, sp.op);
+        const std::string name = program::op_name(program, sp.op);
         auto [named, new_name] = iids.try_emplace(name, iids.size() + 1);
         at->second = named->second;
         if (new_name) {
@@ -250,7 +250,7 @@ std::string perfetto_trace(const Trace& trace, const plan::Program& program, con
         }
       }
       field_varint(inner, f::event_name_iid, at->second);
-      field_bytes(inner, f::event_categories, plan::to_string(sp.category));
+      field_bytes(inner, f::event_categories, to_string(sp.category));
       auto annotate = [&](const char* name, auto value) {
         field_bytes(deeper, f::annotation_name, name);
         if constexpr (std::is_floating_point_v<decltype(value)>) {

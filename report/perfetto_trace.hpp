@@ -23,13 +23,13 @@
 #include <string>
 #include <string_view>
 
-#include "plan/program.hpp"
+#include "program/program.hpp"
 #include "report/trace.hpp"
 #include "topology/cluster.hpp"
 
 namespace parasim::report {
 
-std::string perfetto_trace(const Trace& trace, const plan::Program& program, const topology::Cluster& cluster);
+std::string perfetto_trace(const Trace& trace, const program::Program& program, const topology::Cluster& cluster);
 
 // Whether a trace file's name asks for this format: it ends in ".pftrace" or
 // ".perfetto-trace", before a ".gz" (else it is Chrome JSON, report/chrome_trace.hpp).

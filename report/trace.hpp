@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/program.hpp"
+#include "program/program.hpp"
 
 namespace parasim::report {
 
@@ -21,9 +21,9 @@ inline constexpr std::size_t traffic_kinds = 7;
 
 struct Span {
   std::int32_t rank = 0;
-  plan::Stream stream = plan::Stream::compute;
-  plan::Category category = plan::Category::forward;
-  plan::OpKind kind = plan::OpKind::compute;  // a recv span covers its waiting, not a transfer
+  program::Stream stream = program::Stream::compute;
+  program::Category category = program::Category::forward;
+  program::OpKind kind = program::OpKind::compute;  // a recv span covers its waiting, not a transfer
   std::int32_t micro_batch = -1;
   std::int64_t op = -1;  // Program op id
   std::int64_t start = 0;  // picoseconds from the start of the step

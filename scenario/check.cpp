@@ -1,12 +1,12 @@
-#include "plan/check.hpp"
+#include "scenario/check.hpp"
 
 #include <fmt/format.h>
 
-#include "plan/describe.hpp"
-#include "plan/limits.hpp"
-#include "plan/program.hpp"
+#include "scenario/describe.hpp"
+#include "scenario/limits.hpp"
+#include "scenario/placement.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 namespace {
 
 class Checker {
@@ -285,4 +285,4 @@ void check(const Scenario& s) {
   }
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -11,10 +11,10 @@
 //   * the device supports the training precision; kv_heads <= heads
 #pragma once
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 void check(const Scenario& s);  // throws ScenarioError
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

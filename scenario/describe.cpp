@@ -1,4 +1,4 @@
-#include "plan/describe.hpp"
+#include "scenario/describe.hpp"
 
 #include <cmath>
 #include <numbers>
@@ -10,7 +10,7 @@
 
 #include "topology/units.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 std::string_view to_string(Optimizer o) {
   return o == Optimizer::adamw ? "adamw" : o == Optimizer::sgd ? "sgd" : "adamw8bit";
@@ -247,4 +247,4 @@ std::string describe(const Scenario& s) {
   return out;
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

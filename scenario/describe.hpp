@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 nlohmann::ordered_json to_json(const Scenario& s);
 std::string describe(const Scenario& s);
@@ -17,4 +17,4 @@ std::string placement_string(const ParallelPlan& p);
 // "dp 2 x tp 8 x pp 2 (v 2, sequence parallel, tp comm overlap)": the plan's shape in one line.
 std::string layout_string(const ParallelPlan& p);
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

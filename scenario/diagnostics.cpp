@@ -1,11 +1,11 @@
-#include "plan/diagnostics.hpp"
+#include "scenario/diagnostics.hpp"
 
 #include <algorithm>
 #include <vector>
 
 #include <fmt/format.h>
 
-namespace parasim::plan {
+namespace parasim::scenario {
 namespace {
 
 std::string render(const Location& w, const std::string& key, const std::string& message) {
@@ -62,4 +62,4 @@ std::string nearest(std::string_view word, std::span<const std::string> candidat
   return nearest_in(word, candidates);
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 struct Location {
   std::string file;  // as given, or "--set KEY=VALUE" / "preset NAME (path)"
@@ -36,4 +36,4 @@ int edit_distance(std::string_view a, std::string_view b);
 std::string nearest(std::string_view word, std::span<const std::string_view> candidates);
 std::string nearest(std::string_view word, std::span<const std::string> candidates);
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

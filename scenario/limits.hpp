@@ -4,7 +4,7 @@
 // that set it.
 #pragma once
 
-namespace parasim::plan::limits {
+namespace parasim::scenario::limits {
 
 // Files.
 inline constexpr long long file_bytes = 4LL << 20;  // a scenario, preset, base or profile file
@@ -39,4 +39,4 @@ inline constexpr double min_flop_rate = 1e6;            // 1 MFLOP/s (0: the dev
 inline constexpr double max_flop_rate = 1e18;           // 1 EFLOP/s per device
 inline constexpr double max_duration = 60.0;            // a latency or per-call cost, seconds
 
-}  // namespace parasim::plan::limits
+}  // namespace parasim::scenario::limits

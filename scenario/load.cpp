@@ -1,4 +1,4 @@
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,12 +8,12 @@
 
 #include <fmt/format.h>
 
-#include "plan/check.hpp"
-#include "plan/limits.hpp"
+#include "scenario/check.hpp"
+#include "scenario/limits.hpp"
 
 namespace fs = std::filesystem;
 
-namespace parasim::plan {
+namespace parasim::scenario {
 namespace {
 
 // The top-level keys of a scenario: a file reached through extends: must have only these.
@@ -204,4 +204,4 @@ Scenario load_text(std::string_view text, const std::string& name, std::span<con
   return from_document(finish_document(parse_yaml(text, name), base_dir, fs::path(base_dir) / name, overrides), name);
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -9,11 +9,11 @@
 #include <string>
 #include <string_view>
 
-#include "plan/presets.hpp"
-#include "plan/scenario.hpp"
-#include "plan/value.hpp"
+#include "scenario/presets.hpp"
+#include "scenario/scenario.hpp"
+#include "scenario/value.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 Scenario load(const std::string& path, std::span<const std::string> overrides = {});
 // `name` stands in for a file name in errors; `extends:` resolves against `base_dir`.
@@ -46,4 +46,4 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where);
 HardwareSpec read_hardware(const Value& v, LocationMap& where);
 RunSpec read_run(const Value& v, const topology::DeviceSpec& device, int world, LocationMap& where);
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "topology/cluster.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 // cluster.degraded (a list of {rank | node | link, factor}) and cluster.jitter ({sigma, seed}).
 void read_heterogeneity(const Reader& r, topology::ClusterSpec& c, LocationMap& where) {
@@ -63,4 +63,4 @@ void read_heterogeneity(const Reader& r, topology::ClusterSpec& c, LocationMap& 
   }
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -7,11 +7,11 @@
 
 #include <fmt/format.h>
 
-#include "plan/limits.hpp"
-#include "plan/load.hpp"
+#include "scenario/limits.hpp"
+#include "scenario/load.hpp"
 #include "topology/units.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 using topology::ClusterSpec;
 using topology::DeviceSpec;
@@ -581,4 +581,4 @@ RunSpec read_run(const Value& v, const DeviceSpec& device, int world, LocationMa
   return run;
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

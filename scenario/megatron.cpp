@@ -1,4 +1,4 @@
-#include "plan/megatron.hpp"
+#include "scenario/megatron.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "plan/diagnostics.hpp"
+#include "scenario/diagnostics.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 namespace {
 
 struct Token {
@@ -291,4 +291,4 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
   return r;
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

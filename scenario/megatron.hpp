@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 struct MegatronImport {
   std::vector<std::string> sets;     // KEY=VALUE as --set takes them: model.*, training.*, plan.*
@@ -27,4 +27,4 @@ struct MegatronImport {
 // --num-layers, --hidden-size, --num-attention-heads, --seq-length or --vocab-size).
 MegatronImport read_megatron_arguments(std::string_view text, const std::string& source);
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -1,8 +1,8 @@
-#include "plan/model.hpp"
+#include "scenario/model.hpp"
 
 #include <algorithm>
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 double ModelSpec::mlp_params() const {
   const double h = hidden;
@@ -126,4 +126,4 @@ double layer_params_on_rank(const ModelSpec& m, int layer, int tp, int ep) {
   return (m.params_per_layer() - whole - m.expert_params_per_layer()) / tp + whole + expert_params_on_rank(m, tp, ep);
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 enum class ModelKind { transformer, generic };
 enum class Mlp { gelu, swiglu };
@@ -157,4 +157,4 @@ double layer_params_on_rank(const ModelSpec& m, int layer, int tp, int ep = 1);
 // bias (GeLU), which every tp rank holds whole as the dense MLP's.
 double expert_params_on_rank(const ModelSpec& m, int tp, int ep);
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

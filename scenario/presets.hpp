@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 enum class PresetKind { device, cluster, model };
 
@@ -25,4 +25,4 @@ std::span<const PresetFile> all_presets();
 const PresetFile* find_preset(PresetKind kind, std::string_view name);
 std::vector<std::string> preset_names(PresetKind kind);
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

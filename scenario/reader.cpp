@@ -1,12 +1,12 @@
-#include "plan/reader.hpp"
+#include "scenario/reader.hpp"
 
 #include <cmath>
 #include <limits>
 
-#include "plan/limits.hpp"
+#include "scenario/limits.hpp"
 #include "topology/units.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 Reader::Reader(const Value& section, std::string path, std::initializer_list<std::string_view> allowed,
                LocationMap* where)
@@ -177,4 +177,4 @@ std::string Reader::string(std::string_view key, std::optional<std::string> fall
   return v->scalar;
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -16,9 +16,9 @@
 
 #include <fmt/format.h>
 
-#include "plan/value.hpp"
+#include "scenario/value.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 // Where each dotted key of a loaded scenario was set (or, when defaulted, its section).
 using LocationMap = std::map<std::string, Location>;
@@ -74,4 +74,4 @@ class Reader {
   LocationMap* where_;
 };
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "plan/model.hpp"
-#include "plan/reader.hpp"
+#include "scenario/model.hpp"
+#include "scenario/reader.hpp"
 #include "topology/cluster_spec.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 using topology::Dtype;
 
@@ -240,4 +240,4 @@ struct Scenario {
   }
 };
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -1,4 +1,4 @@
-#include "plan/value.hpp"
+#include "scenario/value.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "plan/limits.hpp"
+#include "scenario/limits.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 namespace {
 
 Location location(const YAML::Mark& m, const std::string& file) {
@@ -341,4 +341,4 @@ std::string to_yaml(const Value& v) {
   return std::string(out.c_str()) + "\n";
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "plan/diagnostics.hpp"
+#include "scenario/diagnostics.hpp"
 
-namespace parasim::plan {
+namespace parasim::scenario {
 
 struct Entry;
 
@@ -52,4 +52,4 @@ void merge_into(Value& base, const Value& top);
 // a preset name (cluster: dgx-h100) and becomes {preset: NAME} so the override can refine it.
 void apply_override(Value& root, std::string_view assignment);
 
-}  // namespace parasim::plan
+}  // namespace parasim::scenario

@@ -6,7 +6,7 @@
 
 namespace parasim::sim {
 
-using plan::CollectiveOp;
+using program::CollectiveOp;
 
 std::map<int, std::vector<int>> by_node(const topology::Cluster& cluster, const std::vector<int>& devices) {
   std::map<int, std::vector<int>> nodes;

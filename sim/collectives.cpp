@@ -34,7 +34,7 @@ std::string_view to_string(Algorithm a) {
 
 namespace {
 
-using plan::CollectiveOp;
+using program::CollectiveOp;
 
 // NCCL's latency before the flows replaces the links' pipeline fill: the first phase waits
 // it (less what the flows' own routes add), the others nothing; the flows carry `stretch`
@@ -172,7 +172,7 @@ double estimate_seconds(Algorithm a, Network& net, const CollectiveCall& c) {
 
 double bus_factor(const CollectiveCall& c) {
   const double n = static_cast<double>(c.devices.size());
-  return c.op == plan::CollectiveOp::all_reduce ? 2.0 * (n - 1) / n : (n - 1) / n;
+  return c.op == program::CollectiveOp::all_reduce ? 2.0 * (n - 1) / n : (n - 1) / n;
 }
 
 double transfer_seconds(Algorithm a, Network& net, const CollectiveCall& c) {
@@ -253,7 +253,7 @@ double estimate_seconds(const Choice& choice, Network& net, const CollectiveCall
   return choice.latency + transfer;
 }
 
-Choice choose(plan::Collective setting, Network& net, const CollectiveCall& c) {
+Choice choose(scenario::Collective setting, Network& net, const CollectiveCall& c) {
   const topology::Cluster& cluster = net.cluster();
   // An all-to-all is NCCL's grouped point-to-point sends to every peer (Simple protocol),
   // whatever the setting.
@@ -267,14 +267,14 @@ Choice choose(plan::Collective setting, Network& net, const CollectiveCall& c) {
   auto or_ring = [&](Algorithm a) { return applicable(a, cluster, c) ? a : Algorithm::ring; };
   std::vector<Algorithm> candidates;
   switch (setting) {
-    case plan::Collective::ring: candidates = {Algorithm::ring}; break;
-    case plan::Collective::direct: candidates = {Algorithm::direct}; break;
-    case plan::Collective::tree: candidates = {or_ring(Algorithm::tree)}; break;
-    case plan::Collective::hierarchical: candidates = {or_ring(Algorithm::hierarchical)}; break;
-    case plan::Collective::nvls:
+    case scenario::Collective::ring: candidates = {Algorithm::ring}; break;
+    case scenario::Collective::direct: candidates = {Algorithm::direct}; break;
+    case scenario::Collective::tree: candidates = {or_ring(Algorithm::tree)}; break;
+    case scenario::Collective::hierarchical: candidates = {or_ring(Algorithm::hierarchical)}; break;
+    case scenario::Collective::nvls:
       candidates = {applicable(Algorithm::nvls, cluster, c) ? Algorithm::nvls : or_ring(Algorithm::hierarchical)};
       break;
-    case plan::Collective::automatic:
+    case scenario::Collective::automatic:
       if (cluster.spec().library == topology::CollectiveLibrary::mpi) return Choice{Algorithm::binomial};
       candidates = {Algorithm::ring};
       for (Algorithm a : {Algorithm::tree, Algorithm::hierarchical, Algorithm::nvls}) {
@@ -312,7 +312,7 @@ Choice choose(plan::Collective setting, Network& net, const CollectiveCall& c) {
   return best;
 }
 
-Algorithm resolve(plan::Collective setting, Network& net, const CollectiveCall& c) {
+Algorithm resolve(scenario::Collective setting, Network& net, const CollectiveCall& c) {
   return choose(setting, net, c).algorithm;
 }
 
@@ -337,12 +337,13 @@ void run_collective(Network& net, const Choice& choice, CollectiveCall c, std::f
   next_phase(st);
 }
 
-void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devices, double bytes,
+void ring_collective(Network& net, program::CollectiveOp op, std::vector<int> devices, double bytes,
                      std::function<void()> done) {
   run_collective(net, Algorithm::ring, CollectiveCall{op, std::move(devices), bytes}, std::move(done));
 }
 
-const Choice& AlgorithmCache::get(plan::Collective setting, Network& net, const CollectiveCall& c, int group, bool count) {
+const Choice& AlgorithmCache::get(scenario::Collective setting, Network& net, const CollectiveCall& c, int group,
+                                  bool count) {
   const auto key = std::make_tuple(static_cast<int>(setting), static_cast<int>(c.op), c.bytes, group);
   auto it = cache_.find(key);
   if (it == cache_.end()) it = cache_.emplace(key, choose(setting, net, c)).first;

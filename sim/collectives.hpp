@@ -82,7 +82,7 @@
 #include <tuple>
 #include <vector>
 
-#include "plan/program.hpp"
+#include "program/program.hpp"
 #include "sim/network.hpp"
 
 namespace parasim::sim {
@@ -93,7 +93,7 @@ enum class Protocol { simple, ll128, ll };
 std::string_view to_string(Protocol p);
 
 struct CollectiveCall {
-  plan::CollectiveOp op = plan::CollectiveOp::all_reduce;
+  program::CollectiveOp op = program::CollectiveOp::all_reduce;
   std::vector<int> devices;  // group order
   double bytes = 0.0;
   int traffic = -1;  // whose bytes, for the network's accounting (Network::transfer)
@@ -128,9 +128,9 @@ double transfer_seconds(Algorithm a, Network& net, const CollectiveCall& c);
 
 // How a plan's setting runs `c`, after fallbacks; auto chooses by estimate (and, under
 // NCCL, the protocol too).
-Choice choose(plan::Collective setting, Network& net, const CollectiveCall& c);
+Choice choose(scenario::Collective setting, Network& net, const CollectiveCall& c);
 // choose()'s algorithm.
-Algorithm resolve(plan::Collective setting, Network& net, const CollectiveCall& c);
+Algorithm resolve(scenario::Collective setting, Network& net, const CollectiveCall& c);
 
 // Runs `c` as `choice` says (its algorithm must be what choose() gives, or applicable);
 // `done` runs when every member has its result.
@@ -150,7 +150,7 @@ bool spans_replicas(const Network& net, const CollectiveCall& c);
 std::vector<FlowEnds> flow_ends(Algorithm a, Network& net, const CollectiveCall& c);
 
 // Shorthand for the ring, used by tests.
-void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devices, double bytes,
+void ring_collective(Network& net, program::CollectiveOp op, std::vector<int> devices, double bytes,
                      std::function<void()> done);
 
 // Remembers choose()'s answer per (setting, op, bytes, group): a step repeats the same
@@ -158,7 +158,7 @@ void ring_collective(Network& net, plan::CollectiveOp op, std::vector<int> devic
 class AlgorithmCache {
  public:
   // Counts the use unless `count` is false (a look-ahead).
-  const Choice& get(plan::Collective setting, Network& net, const CollectiveCall& c, int group, bool count = true);
+  const Choice& get(scenario::Collective setting, Network& net, const CollectiveCall& c, int group, bool count = true);
   // Instances per algorithm ("ring", "nvls", ...), and per protocol ("LL128", ...).
   [[nodiscard]] const std::map<std::string, std::uint64_t>& uses() const { return uses_; }
   [[nodiscard]] const std::map<std::string, std::uint64_t>& protocol_uses() const { return protocol_uses_; }

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "plan/load.hpp"
-#include "plan/reader.hpp"
+#include "scenario/load.hpp"
+#include "scenario/reader.hpp"
 
 namespace parasim::sim {
 
@@ -73,8 +73,8 @@ DeviceProfile default_profile(const topology::DeviceSpec& device) {
 
 namespace {
 
-LinkFigures read_link(const plan::Value& v, const std::string& path, plan::LocationMap& where) {
-  plan::Reader r(v, path, {"bandwidth", "latency"}, &where);
+LinkFigures read_link(const scenario::Value& v, const std::string& path, scenario::LocationMap& where) {
+  scenario::Reader r(v, path, {"bandwidth", "latency"}, &where);
   LinkFigures f;
   f.bandwidth = r.bandwidth("bandwidth", std::nullopt);
   if (f.bandwidth <= 0.0) r.fail("bandwidth", "expected a positive bandwidth");
@@ -84,13 +84,13 @@ LinkFigures read_link(const plan::Value& v, const std::string& path, plan::Locat
 
 }  // namespace
 
-double DeviceProfile::collective_slowdown(plan::CollectiveOp op, int group, double bytes, bool across) const {
+double DeviceProfile::collective_slowdown(program::CollectiveOp op, int group, double bytes, bool across) const {
   const std::optional<LinkFigures>& link = across ? inter_node : intra_node;
   const double busbw = curve_busbw(op, group, bytes, across);
   return busbw > 0.0 ? link->bandwidth / busbw : 1.0;
 }
 
-double DeviceProfile::curve_busbw(plan::CollectiveOp op, int group, double bytes, bool across) const {
+double DeviceProfile::curve_busbw(program::CollectiveOp op, int group, double bytes, bool across) const {
   if (!(across ? inter_node : intra_node) || bytes <= 0.0) return 0.0;
   const CollectiveCurve* below = nullptr;     // the largest measured group not above `group`
   const CollectiveCurve* smallest = nullptr;
@@ -105,14 +105,15 @@ double DeviceProfile::curve_busbw(plan::CollectiveOp op, int group, double bytes
 
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device) {
   DeviceProfile p = default_profile(device);
-  const plan::Value doc = plan::parse_yaml_file(path);
-  plan::LocationMap where;
+  const scenario::Value doc = scenario::parse_yaml_file(path);
+  scenario::LocationMap where;
   // backend, ranks and measurements record how the profile was made; the simulator reads
   // only the figures.
-  plan::Reader r(doc, "",
-                 {"device", "backend", "ranks", "gemm_efficiency", "memory_bandwidth", "optimizer_bandwidth", "launch_overhead", "peak", "links",
-                  "collectives", "inter_node_collectives", "network_cpu", "measurements", "kernels", "host"},
-                 &where);
+  scenario::Reader r(
+      doc, "",
+      {"device", "backend", "ranks", "gemm_efficiency", "memory_bandwidth", "optimizer_bandwidth", "launch_overhead",
+       "peak", "links", "collectives", "inter_node_collectives", "network_cpu", "measurements", "kernels", "host"},
+      &where);
   p.device = r.string("device", device.name);
   if (p.device != device.name) {
     r.fail("device", fmt::format("the profile was measured for device '{}', but the scenario's cluster has '{}'",
@@ -121,44 +122,45 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
   p.name = p.device + " (measured)";
   // The kernel model's constants and the host's costs, when the profile records them
   // (otherwise the device preset's stand).
-  if (const plan::Value* k = r.get("kernels")) use_kernel_model(p, plan::read_kernels(*k, "kernels", where), device);
-  if (const plan::Value* h = r.get("host")) p.host = plan::read_host(*h, "host", where);
+  if (const scenario::Value* k = r.get("kernels"))
+    use_kernel_model(p, scenario::read_kernels(*k, "kernels", where), device);
+  if (const scenario::Value* h = r.get("host")) p.host = scenario::read_host(*h, "host", where);
   p.memory_bandwidth = r.bandwidth("memory_bandwidth", p.memory_bandwidth);
   if (p.memory_bandwidth <= 0.0) r.fail("memory_bandwidth", "expected a positive bandwidth");
   p.optimizer_bandwidth = r.bandwidth("optimizer_bandwidth", 0.0);
   p.launch_overhead = r.duration("launch_overhead", p.launch_overhead);
-  if (const plan::Value* peak = r.get("peak")) {
-    plan::Reader pr(*peak, "peak", {"fp32", "tf32", "bf16", "fp16", "fp8"}, &where);
+  if (const scenario::Value* peak = r.get("peak")) {
+    scenario::Reader pr(*peak, "peak", {"fp32", "tf32", "bf16", "fp16", "fp8"}, &where);
     for (topology::Dtype d : topology::all_dtypes) {
       p.peak[static_cast<std::size_t>(d)] = pr.flop_rate(topology::to_string(d), p.peak[static_cast<std::size_t>(d)]);
     }
   }
-  if (const plan::Value* eff = r.get("gemm_efficiency")) {
-    if (eff->kind != plan::Value::Kind::sequence || eff->items.empty()) {
+  if (const scenario::Value* eff = r.get("gemm_efficiency")) {
+    if (eff->kind != scenario::Value::Kind::sequence || eff->items.empty()) {
       r.fail("gemm_efficiency", "expected a list of [size, efficiency] pairs, sizes ascending");
     }
     p.gemm_efficiency.clear();
-    for (const plan::Value& item : eff->items) {
-      if (item.kind != plan::Value::Kind::sequence || item.items.size() != 2 || !item.items[0].is_scalar() ||
+    for (const scenario::Value& item : eff->items) {
+      if (item.kind != scenario::Value::Kind::sequence || item.items.size() != 2 || !item.items[0].is_scalar() ||
           !item.items[1].is_scalar()) {
-        throw plan::ScenarioError(item.loc, "gemm_efficiency", "expected a pair [size, efficiency]");
+        throw scenario::ScenarioError(item.loc, "gemm_efficiency", "expected a pair [size, efficiency]");
       }
       const double size = std::atof(item.items[0].scalar.c_str());
       const double e = std::atof(item.items[1].scalar.c_str());
       if (size <= 0 || e <= 0 || e > 1 || (!p.gemm_efficiency.empty() && size <= p.gemm_efficiency.back().first)) {
-        throw plan::ScenarioError(item.loc, "gemm_efficiency",
-                                  "expected a positive size above the previous one and an efficiency in (0, 1]");
+        throw scenario::ScenarioError(item.loc, "gemm_efficiency",
+                                      "expected a positive size above the previous one and an efficiency in (0, 1]");
       }
       p.gemm_efficiency.emplace_back(size, e);
     }
   }
-  if (const plan::Value* links = r.get("links")) {
-    plan::Reader lr(*links, "links", {"intra_node", "inter_node"}, &where);
-    if (const plan::Value* v = lr.get("intra_node")) p.intra_node = read_link(*v, "links.intra_node", where);
-    if (const plan::Value* v = lr.get("inter_node")) p.inter_node = read_link(*v, "links.inter_node", where);
+  if (const scenario::Value* links = r.get("links")) {
+    scenario::Reader lr(*links, "links", {"intra_node", "inter_node"}, &where);
+    if (const scenario::Value* v = lr.get("intra_node")) p.intra_node = read_link(*v, "links.intra_node", where);
+    if (const scenario::Value* v = lr.get("inter_node")) p.inter_node = read_link(*v, "links.inter_node", where);
   }
-  if (const plan::Value* v = r.get("network_cpu")) {
-    plan::Reader nr(*v, "network_cpu", {"send", "receive"}, &where);
+  if (const scenario::Value* v = r.get("network_cpu")) {
+    scenario::Reader nr(*v, "network_cpu", {"send", "receive"}, &where);
     p.send_cpu_per_byte = nr.duration("send", 0.0);
     p.receive_cpu_per_byte = nr.duration("receive", 0.0);
     if (p.send_cpu_per_byte < 0.0 || p.receive_cpu_per_byte < 0.0 || p.send_cpu_per_byte > 1e-6 ||
@@ -167,28 +169,30 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
     }
   }
   for (const char* section : {"collectives", "inter_node_collectives"}) {
-    const plan::Value* coll = r.get(section);
+    const scenario::Value* coll = r.get(section);
     if (coll == nullptr) continue;
     std::vector<CollectiveCurve>& curves = std::string_view(section) == "collectives" ? p.collectives : p.inter_node_collectives;
-    plan::Reader cr(*coll, section, {"all-reduce", "reduce-scatter", "all-gather"}, &where);
-    for (plan::CollectiveOp op : {plan::CollectiveOp::all_reduce, plan::CollectiveOp::reduce_scatter,
-                                  plan::CollectiveOp::all_gather}) {
-      const std::string name(plan::to_string(op));
-      const plan::Value* list = cr.get(name);
+    scenario::Reader cr(*coll, section, {"all-reduce", "reduce-scatter", "all-gather"}, &where);
+    for (program::CollectiveOp op : {program::CollectiveOp::all_reduce, program::CollectiveOp::reduce_scatter,
+                                     program::CollectiveOp::all_gather}) {
+      const std::string name(to_string(op));
+      const scenario::Value* list = cr.get(name);
       if (list == nullptr) continue;
       const std::string key = std::string(section) + "." + name;
-      if (list->kind != plan::Value::Kind::sequence || list->items.empty()) {
+      if (list->kind != scenario::Value::Kind::sequence || list->items.empty()) {
         cr.fail(name, "expected a list of [group, bytes, busbw GB/s] triples");
       }
-      for (const plan::Value& item : list->items) {
-        const bool triple = item.kind == plan::Value::Kind::sequence && item.items.size() == 3 &&
-                            std::all_of(item.items.begin(), item.items.end(), [](const plan::Value& v) { return v.is_scalar(); });
-        if (!triple) throw plan::ScenarioError(item.loc, key, "expected a triple [group, bytes, busbw GB/s]");
+      for (const scenario::Value& item : list->items) {
+        const bool triple =
+            item.kind == scenario::Value::Kind::sequence && item.items.size() == 3 &&
+            std::all_of(item.items.begin(), item.items.end(), [](const scenario::Value& v) { return v.is_scalar(); });
+        if (!triple) throw scenario::ScenarioError(item.loc, key, "expected a triple [group, bytes, busbw GB/s]");
         const int group = std::atoi(item.items[0].scalar.c_str());
         const double bytes = std::atof(item.items[1].scalar.c_str());
         const double busbw = std::atof(item.items[2].scalar.c_str()) * 1e9;
         if (group < 2 || bytes <= 0.0 || busbw <= 0.0) {
-          throw plan::ScenarioError(item.loc, key, "expected a group of 2 or more ranks, positive bytes and a positive busbw");
+          throw scenario::ScenarioError(item.loc, key,
+                                        "expected a group of 2 or more ranks, positive bytes and a positive busbw");
         }
         auto it = std::find_if(curves.begin(), curves.end(),
                                [&](const CollectiveCurve& c) { return c.op == op && c.group == group; });
@@ -197,7 +201,7 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
           it = curves.end() - 1;
         }
         if (!it->busbw.empty() && bytes <= it->busbw.back().first) {
-          throw plan::ScenarioError(item.loc, key, "expected sizes ascending within a group");
+          throw scenario::ScenarioError(item.loc, key, "expected sizes ascending within a group");
         }
         it->busbw.emplace_back(bytes, busbw);
       }
@@ -225,13 +229,13 @@ int curves_for(const DeviceProfile& p, const topology::Cluster& cluster, const s
 
 }  // namespace
 
-double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
+double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluster, program::CollectiveOp op,
                          const std::vector<int>& devices, double bytes) {
   const int curves = curves_for(p, cluster, devices);
   return curves == 0 ? 1.0 : p.collective_slowdown(op, static_cast<int>(devices.size()), bytes, curves == 2);
 }
 
-double measured_busbw(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
+double measured_busbw(const DeviceProfile& p, const topology::Cluster& cluster, program::CollectiveOp op,
                       const std::vector<int>& devices, double bytes) {
   const int curves = curves_for(p, cluster, devices);
   return curves == 0 ? 0.0 : p.curve_busbw(op, static_cast<int>(devices.size()), bytes, curves == 2);
@@ -273,14 +277,15 @@ std::string profile_yaml(const DeviceProfile& p) {
                      p.send_cpu_per_byte * 1e9, p.receive_cpu_per_byte * 1e9);
   }
   auto curves = [&](const std::vector<CollectiveCurve>& list) {
-    for (plan::CollectiveOp op : {plan::CollectiveOp::all_reduce, plan::CollectiveOp::reduce_scatter,
-                                  plan::CollectiveOp::all_gather}) {
+    for (program::CollectiveOp op : {program::CollectiveOp::all_reduce, program::CollectiveOp::reduce_scatter,
+                                     program::CollectiveOp::all_gather}) {
       bool first = true;
       for (const CollectiveCurve& c : list) {
         if (c.op != op) continue;
-        if (first) y += fmt::format("  {}:\n", plan::to_string(op));
+        if (first) y += fmt::format("  {}:\n", to_string(op));
         first = false;
-        for (const auto& [bytes, bw] : c.busbw) y += fmt::format("    - [{}, {:.0f}, {:.4g}]\n", c.group, bytes, bw * 1e-9);
+        for (const auto& [bytes, bw] : c.busbw)
+          y += fmt::format("    - [{}, {:.0f}, {:.4g}]\n", c.group, bytes, bw * 1e-9);
       }
     }
   };
@@ -308,7 +313,7 @@ topology::ClusterSpec with_profile_links(topology::ClusterSpec cluster, const De
   return cluster;
 }
 
-double gemm_seconds(const DeviceProfile& p, const plan::Gemm& g, topology::Dtype dtype, int element_bytes) {
+double gemm_seconds(const DeviceProfile& p, const workload::Gemm& g, topology::Dtype dtype, int element_bytes) {
   const double size = std::cbrt(static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k));
   const double flops = g.flops();
   const double io = g.io_bytes(element_bytes);
@@ -316,13 +321,13 @@ double gemm_seconds(const DeviceProfile& p, const plan::Gemm& g, topology::Dtype
   return std::max(flops / (peak * p.efficiency(size)), io / p.memory_bandwidth) + p.launch_overhead;
 }
 
-double op_seconds(const DeviceProfile& p, std::span<const plan::Gemm> gemms, double passes, double flops, double bytes,
-                  bool optimizer, topology::Dtype dtype) {
+double op_seconds(const DeviceProfile& p, std::span<const workload::Gemm> gemms, double passes, double flops,
+                  double bytes, bool optimizer, topology::Dtype dtype) {
   const int e = topology::dtype_bytes(topology::storage_dtype(dtype));
   double t = 0.0;
   double gemm_io = 0.0;
   if (!gemms.empty()) {
-    for (const plan::Gemm& g : gemms) {
+    for (const workload::Gemm& g : gemms) {
       t += passes * gemm_seconds(p, g, dtype, e);
       gemm_io += passes * g.io_bytes(e);
     }
@@ -340,7 +345,7 @@ namespace {
 double ceil_div(double a, double b) { return std::ceil(a / b); }
 
 // A GEMM by tiles and waves (see the header).
-double gemm_tile_seconds(const DeviceProfile& p, const plan::Kernel& g, double peak) {
+double gemm_tile_seconds(const DeviceProfile& p, const workload::Kernel& g, double peak) {
   struct Tile {
     double m, n;
   };
@@ -369,8 +374,9 @@ double gemm_tile_seconds(const DeviceProfile& p, const plan::Kernel& g, double p
   return best;
 }
 
-double flash_seconds(const DeviceProfile& p, const plan::Kernel& k, double peak) {
-  const double efficiency = k.kind == plan::KernelKind::flash_forward ? p.kernels.flash_forward : p.kernels.flash_backward;
+double flash_seconds(const DeviceProfile& p, const workload::Kernel& k, double peak) {
+  const double efficiency =
+      k.kind == workload::KernelKind::flash_forward ? p.kernels.flash_forward : p.kernels.flash_backward;
   const double blocks = ceil_div(static_cast<double>(k.m), 128.0) * static_cast<double>(k.batch);
   const double sms = std::max(1, p.kernels.sms);
   const double filled = blocks / (ceil_div(blocks, sms) * sms);
@@ -379,14 +385,14 @@ double flash_seconds(const DeviceProfile& p, const plan::Kernel& k, double peak)
 
 }  // namespace
 
-double kernel_work_seconds(const DeviceProfile& p, const plan::Kernel& k, topology::Dtype dtype) {
+double kernel_work_seconds(const DeviceProfile& p, const workload::Kernel& k, topology::Dtype dtype) {
   // fp8 precision: FP8 GEMMs at the fp8 rate, everything else at bf16's.
   const double fp8 = p.peak[static_cast<std::size_t>(topology::Dtype::fp8)];
   const double peak = k.fp8 && fp8 > 0.0 ? fp8 : p.peak[static_cast<std::size_t>(topology::storage_dtype(dtype))];
   const double stream = k.io_bytes() / p.memory_bandwidth;
   switch (k.kind) {
-    case plan::KernelKind::memory: return stream;
-    case plan::KernelKind::gemm: {
+    case workload::KernelKind::memory: return stream;
+    case workload::KernelKind::gemm: {
       double compute = 0.0;
       if (!p.gemm_efficiency.empty() || !p.kernel_model()) {
         const double size = std::cbrt(static_cast<double>(k.m) * static_cast<double>(k.n) * static_cast<double>(k.k));
@@ -396,16 +402,17 @@ double kernel_work_seconds(const DeviceProfile& p, const plan::Kernel& k, topolo
       }
       return std::max(compute, stream);
     }
-    case plan::KernelKind::flash_forward:
-    case plan::KernelKind::flash_backward: return std::max(flash_seconds(p, k, peak), stream);
+    case workload::KernelKind::flash_forward:
+    case workload::KernelKind::flash_backward: return std::max(flash_seconds(p, k, peak), stream);
   }
   return 0.0;
 }
 
-std::vector<double> kernel_durations(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype) {
+std::vector<double> kernel_durations(const DeviceProfile& p, std::span<const workload::Kernel> kernels,
+                                     topology::Dtype dtype) {
   std::vector<double> d;
   d.reserve(kernels.size());
-  for (const plan::Kernel& k : kernels) d.push_back(p.launch_overhead + kernel_work_seconds(p, k, dtype));
+  for (const workload::Kernel& k : kernels) d.push_back(p.launch_overhead + kernel_work_seconds(p, k, dtype));
   return d;
 }
 
@@ -419,40 +426,41 @@ double kernels_seconds(std::span<const double> durations, double first_issue, do
   return end;
 }
 
-double kernels_seconds(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype,
+double kernels_seconds(const DeviceProfile& p, std::span<const workload::Kernel> kernels, topology::Dtype dtype,
                        double first_issue, double dispatch) {
   return kernels_seconds(kernel_durations(p, kernels, dtype), first_issue, dispatch);
 }
 
-double dispatch_seconds(const DeviceProfile& p, plan::Category c) {
-  return c == plan::Category::backward ? p.host.backward : p.host.forward;
+double dispatch_seconds(const DeviceProfile& p, program::Category c) {
+  return c == program::Category::backward ? p.host.backward : p.host.forward;
 }
 
-std::size_t host_issued(const plan::Op& op, std::size_t kernels) {
-  const bool loop = op.piece == plan::LayerPiece::column || op.piece == plan::LayerPiece::row;
+std::size_t host_issued(const program::Op& op, std::size_t kernels) {
+  const bool loop = op.piece == program::LayerPiece::column || op.piece == program::LayerPiece::row;
   if (op.step <= 0 || !loop || kernels == 0) return kernels;
   return kernels - 1;  // the block's GEMM
 }
 
-double op_dispatch_seconds(const DeviceProfile& p, const plan::Op& op, std::size_t kernels) {
+double op_dispatch_seconds(const DeviceProfile& p, const program::Op& op, std::size_t kernels) {
   if (kernels == 0) return 0.0;
   return dispatch_seconds(p, op.category) * static_cast<double>(host_issued(op, kernels)) / static_cast<double>(kernels);
 }
 
-double compute_seconds(const DeviceProfile& p, const plan::Program& program, const plan::Op& op,
+double compute_seconds(const DeviceProfile& p, const program::Program& program, const program::Op& op,
                        topology::Dtype dtype) {
   if (p.kernel_model() && op.kernels >= 0) {
     const auto& ks = program.kernel_sets[static_cast<std::size_t>(op.kernels)];
     return kernels_seconds(p, ks, dtype, 0.0, op_dispatch_seconds(p, op, ks.size()));
   }
   // A whole backward op runs each GEMM twice; a piece's GEMM set lists what it runs.
-  const double passes = op.category == plan::Category::backward && op.piece == plan::LayerPiece::whole ? 2.0 : 1.0;
-  std::span<const plan::Gemm> gemms;
+  const double passes =
+      op.category == program::Category::backward && op.piece == program::LayerPiece::whole ? 2.0 : 1.0;
+  std::span<const workload::Gemm> gemms;
   if (op.gemms >= 0) gemms = program.gemm_sets[static_cast<std::size_t>(op.gemms)];
-  return op_seconds(p, gemms, passes, op.flops, op.bytes, op.category == plan::Category::optimizer, dtype);
+  return op_seconds(p, gemms, passes, op.flops, op.bytes, op.category == program::Category::optimizer, dtype);
 }
 
-double host_seconds(const plan::Scenario& s, const plan::Op& op) {
+double host_seconds(const scenario::Scenario& s, const program::Op& op) {
   const int sharing = std::max(1, std::min(s.cluster.gpus_per_node, s.plan.world()));
   return op.bytes / (s.cluster.host.memory_bandwidth / sharing);
 }

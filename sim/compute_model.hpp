@@ -1,7 +1,7 @@
 // Time of a compute op on a device.
 //
 // Kernel level (devices with a kernel model: the GPU presets). A compute op is the list of
-// kernels a real implementation launches for it (plan/kernels.hpp), run one after another
+// kernels a real implementation launches for it (workload/kernels.hpp), run one after another
 // on the device's stream:
 //   GEMM       tiles of 256x128 ... 64x64 outputs, each tile on one SM; the tiles run in
 //              waves of `sms`, so a GEMM of 12 tiles on 108 SMs takes as long as one of 108
@@ -43,8 +43,8 @@
 #include <utility>
 #include <vector>
 
-#include "plan/kernels.hpp"
-#include "plan/program.hpp"
+#include "workload/kernels.hpp"
+#include "program/program.hpp"
 #include "topology/cluster.hpp"
 #include "topology/cluster_spec.hpp"
 #include "topology/device.hpp"
@@ -60,7 +60,7 @@ struct LinkFigures {
 // A collective's measured bus bandwidth (nccl-tests' busbw) against its buffer size S, on
 // a group of `group` ranks inside one node.
 struct CollectiveCurve {
-  plan::CollectiveOp op = plan::CollectiveOp::all_reduce;
+  program::CollectiveOp op = program::CollectiveOp::all_reduce;
   int group = 2;
   std::vector<std::pair<double, double>> busbw;  // (bytes, bytes/s), ascending bytes
 };
@@ -100,9 +100,10 @@ struct DeviceProfile {
   // measured sizes, clamped at the ends) on the largest measured group not above `group`
   // (the smallest when all are above); 1 without a curve for `op` or a measured link.
   // `across`: a group of one rank per node, from inter_node and its curves.
-  [[nodiscard]] double collective_slowdown(plan::CollectiveOp op, int group, double bytes, bool across = false) const;
+  [[nodiscard]] double collective_slowdown(program::CollectiveOp op, int group, double bytes,
+                                           bool across = false) const;
   // That measured busbw itself; 0 without a curve for `op` or a measured link.
-  [[nodiscard]] double curve_busbw(plan::CollectiveOp op, int group, double bytes, bool across = false) const;
+  [[nodiscard]] double curve_busbw(program::CollectiveOp op, int group, double bytes, bool across = false) const;
 };
 
 DeviceProfile default_profile(const topology::DeviceSpec& device);
@@ -110,12 +111,12 @@ DeviceProfile default_profile(const topology::DeviceSpec& device);
 // The factor a collective over `devices` runs its bytes by under a measured profile: its
 // curves inside a node when every device is on one node, its curves between nodes when
 // each is on a node of its own; 1 otherwise (and without curves).
-double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
+double measured_slowdown(const DeviceProfile& p, const topology::Cluster& cluster, program::CollectiveOp op,
                          const std::vector<int>& devices, double bytes);
 // The measured busbw of that collective, from the same curves; 0 when none applies. Under
 // MPI the simulator runs libnbc's algorithm with its flows' bytes scaled so that,
 // uncontended, it takes the measured time (scale_to_measured, mpi_ranks.hpp).
-double measured_busbw(const DeviceProfile& p, const topology::Cluster& cluster, plan::CollectiveOp op,
+double measured_busbw(const DeviceProfile& p, const topology::Cluster& cluster, program::CollectiveOp op,
                       const std::vector<int>& devices, double bytes);
 // Reads a measured profile (YAML); errors name file, line and key.
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device);
@@ -126,42 +127,43 @@ std::string profile_yaml(const DeviceProfile& p);
 // device's link (bandwidth, latency device to device), inter_node each NIC's.
 topology::ClusterSpec with_profile_links(topology::ClusterSpec cluster, const DeviceProfile& p);
 
-double gemm_seconds(const DeviceProfile& p, const plan::Gemm& g, topology::Dtype dtype, int element_bytes);
+double gemm_seconds(const DeviceProfile& p, const workload::Gemm& g, topology::Dtype dtype, int element_bytes);
 // Duration of a compute op: its GEMMs (`passes` times each: 2 for backward), the rest of
 // its `bytes` at the memory bandwidth (the optimizer's at its own rate when measured), or
 // without GEMMs its fp32 `flops`, plus a launch.
-double op_seconds(const DeviceProfile& p, std::span<const plan::Gemm> gemms, double passes, double flops, double bytes,
-                  bool optimizer, topology::Dtype dtype);
+double op_seconds(const DeviceProfile& p, std::span<const workload::Gemm> gemms, double passes, double flops,
+                  double bytes, bool optimizer, topology::Dtype dtype);
 // Duration of a compute op of `program` on an idle host (without a kernel model: the
 // legacy timing; with one: the kernels issued as the host can, the first at once).
-double compute_seconds(const DeviceProfile& p, const plan::Program& program, const plan::Op& op,
+double compute_seconds(const DeviceProfile& p, const program::Program& program, const program::Op& op,
                        topology::Dtype dtype);
 
 // Duration of an op on the host's cores (Stream::host: the offloaded optimizer step): its
 // bytes of host memory traffic at the rank's share of its node's host memory bandwidth
 // (every rank of the node steps at once).
-double host_seconds(const plan::Scenario& s, const plan::Op& op);
+double host_seconds(const scenario::Scenario& s, const program::Op& op);
 
 // --- kernel level ------------------------------------------------------------------------
 // Seconds of one kernel's work on the device, launch excluded.
-double kernel_work_seconds(const DeviceProfile& p, const plan::Kernel& k, topology::Dtype dtype);
+double kernel_work_seconds(const DeviceProfile& p, const workload::Kernel& k, topology::Dtype dtype);
 // Seconds from when the device is ready until the last of `kernels` ends, when the host
 // issues the first `first_issue` seconds after that (0 or less: already issued) and each
 // next one `dispatch` seconds after the previous.
-double kernels_seconds(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype,
+double kernels_seconds(const DeviceProfile& p, std::span<const workload::Kernel> kernels, topology::Dtype dtype,
                        double first_issue, double dispatch);
 // The same from each kernel's device time (launch included), as kernel_durations() gives.
 // `scale` multiplies each kernel's device time (a degraded device, jitter), not the issuing.
 double kernels_seconds(std::span<const double> durations, double first_issue, double dispatch, double scale = 1.0);
-std::vector<double> kernel_durations(const DeviceProfile& p, std::span<const plan::Kernel> kernels, topology::Dtype dtype);
+std::vector<double> kernel_durations(const DeviceProfile& p, std::span<const workload::Kernel> kernels,
+                                     topology::Dtype dtype);
 // Host seconds to issue one kernel of an op of category `c`.
-double dispatch_seconds(const DeviceProfile& p, plan::Category c);
+double dispatch_seconds(const DeviceProfile& p, program::Category c);
 // Of a compute op's `kernels`, those the host issues from Python, each costing it a
 // dispatch: all, except in the GEMM blocks of a tensor-parallel overlap after the first,
 // which Transformer Engine's C++ loop issues, as it does the overlap's transfers and
 // reduce-scatters (which cost the host nothing here).
-std::size_t host_issued(const plan::Op& op, std::size_t kernels);
+std::size_t host_issued(const program::Op& op, std::size_t kernels);
 // Host seconds per kernel of `op`: its host_issued share of dispatch_seconds.
-double op_dispatch_seconds(const DeviceProfile& p, const plan::Op& op, std::size_t kernels);
+double op_dispatch_seconds(const DeviceProfile& p, const program::Op& op, std::size_t kernels);
 
 }  // namespace parasim::sim

@@ -12,10 +12,10 @@
 
 #include <fmt/format.h>
 
-#include "plan/diagnostics.hpp"
-#include "plan/load.hpp"
-#include "plan/presets.hpp"
-#include "plan/value.hpp"
+#include "scenario/diagnostics.hpp"
+#include "scenario/load.hpp"
+#include "scenario/presets.hpp"
+#include "scenario/value.hpp"
 #include "report/metrics.hpp"
 #include "sim/collectives.hpp"
 #include "sim/simulate.hpp"
@@ -70,13 +70,13 @@ constexpr Optional optional[] = {
     {"mlp", "model.mlp"},
 };
 
-int cluster_gpus_per_node(const std::string& cluster, const plan::Location& where) {
-  const plan::PresetFile* preset = plan::find_preset(plan::PresetKind::cluster, cluster);
+int cluster_gpus_per_node(const std::string& cluster, const scenario::Location& where) {
+  const scenario::PresetFile* preset = scenario::find_preset(scenario::PresetKind::cluster, cluster);
   if (preset == nullptr) {
-    throw plan::ScenarioError(where, "cluster", fmt::format("unknown cluster preset '{}'", cluster));
+    throw scenario::ScenarioError(where, "cluster", fmt::format("unknown cluster preset '{}'", cluster));
   }
-  const plan::Value v = plan::parse_yaml(std::string(preset->text), std::string(preset->path));
-  const plan::Entry* g = v.find("gpus_per_node");
+  const scenario::Value v = scenario::parse_yaml(std::string(preset->text), std::string(preset->path));
+  const scenario::Entry* g = v.find("gpus_per_node");
   return g != nullptr ? std::atoi(g->value.scalar.c_str()) : 8;
 }
 
@@ -84,9 +84,10 @@ int cluster_gpus_per_node(const std::string& cluster, const plan::Location& wher
 
 std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw plan::ScenarioError(plan::Location{path, 0, 0}, "", "cannot open the measurements");
+  if (!in) throw scenario::ScenarioError(scenario::Location{path, 0, 0}, "", "cannot open the measurements");
   std::string line;
-  if (!std::getline(in, line)) throw plan::ScenarioError(plan::Location{path, 1, 1}, "", "empty file: expected a header row");
+  if (!std::getline(in, line))
+    throw scenario::ScenarioError(scenario::Location{path, 1, 1}, "", "empty file: expected a header row");
   if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a byte order mark
   const std::vector<std::string> header = split(line);
   auto column = [&](std::string_view name) -> int {
@@ -99,12 +100,14 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
   for (const Required& r : required) {
     req.push_back(column(r.header));
     if (req.back() < 0) {
-      throw plan::ScenarioError(plan::Location{path, 1, 1}, r.header,
-                                fmt::format("missing column '{}' (expected vTrain's columns: # GPUs, global batch, ...)", r.header));
+      throw scenario::ScenarioError(
+          scenario::Location{path, 1, 1}, r.header,
+          fmt::format("missing column '{}' (expected vTrain's columns: # GPUs, global batch, ...)", r.header));
     }
   }
   const int time_col = column(time_header);
-  if (time_col < 0) throw plan::ScenarioError(plan::Location{path, 1, 1}, time_header, "missing column 'iteration time (ms)'");
+  if (time_col < 0)
+    throw scenario::ScenarioError(scenario::Location{path, 1, 1}, time_header, "missing column 'iteration time (ms)'");
   const int cluster_col = column("cluster");
   const int vocab_col = column("vocabulary");
   std::vector<std::pair<int, std::string>> extra;  // column, scenario key
@@ -122,9 +125,9 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (trim(line).empty() || line[0] == '#') continue;
     const std::vector<std::string> cells = split(line);
-    const plan::Location where{path, number, 1};
+    const scenario::Location where{path, number, 1};
     if (cells.size() < header.size()) {
-      throw plan::ScenarioError(where, "", fmt::format("expected {} cells, found {}", header.size(), cells.size()));
+      throw scenario::ScenarioError(where, "", fmt::format("expected {} cells, found {}", header.size(), cells.size()));
     }
     MeasuredRun r;
     r.line = number;
@@ -133,7 +136,8 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
       char* end = nullptr;
       const long v = std::strtol(c.c_str(), &end, 10);
       if (c.empty() || *end != '\0' || v <= 0 || v > (1L << 30)) {
-        throw plan::ScenarioError(where, required[i].header, fmt::format("expected a positive whole number, got '{}'", c));
+        throw scenario::ScenarioError(where, required[i].header,
+                                      fmt::format("expected a positive whole number, got '{}'", c));
       }
       r.dims[required[i].dim] = static_cast<int>(v);
     }
@@ -142,7 +146,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
       char* end = nullptr;
       const double ms = std::strtod(c.c_str(), &end);
       if (c.empty() || *end != '\0' || !(ms > 0.0) || !std::isfinite(ms)) {
-        throw plan::ScenarioError(where, time_header, fmt::format("expected a positive time in ms, got '{}'", c));
+        throw scenario::ScenarioError(where, time_header, fmt::format("expected a positive time in ms, got '{}'", c));
       }
       r.measured = ms * 1e-3;
     }
@@ -155,7 +159,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     int vocab = 50257;
     if (vocab_col >= 0 && !cells[static_cast<std::size_t>(vocab_col)].empty()) {
       vocab = std::atoi(cells[static_cast<std::size_t>(vocab_col)].c_str());
-      if (vocab <= 0) throw plan::ScenarioError(where, "vocabulary", "expected a positive vocabulary size");
+      if (vocab <= 0) throw scenario::ScenarioError(where, "vocabulary", "expected a positive vocabulary size");
     }
     const int tp = r.dims["tp"];
     const int pad = 128 * tp;
@@ -185,7 +189,8 @@ std::vector<FidelityRow> predict_runs(const std::vector<MeasuredRun>& runs, int 
       FidelityRow& row = rows[i];
       row.run = &runs[i];
       try {
-        const plan::Scenario s = plan::load_text(runs[i].yaml, fmt::format("line {}", runs[i].line), runs[i].overrides);
+        const scenario::Scenario s =
+            scenario::load_text(runs[i].yaml, fmt::format("line {}", runs[i].line), runs[i].overrides);
         const Prediction p = predict(s);
         row.predicted = report::step_figures(s, p.trace, topology::Cluster(s.cluster)).step_time;
       } catch (const std::exception& e) {
@@ -387,8 +392,9 @@ std::string fidelity_svg(const std::vector<FidelityRow>& rows, const std::string
 }
 
 std::string allreduce_report(const std::string& dir, const std::string& cluster) {
-  const plan::Scenario s = plan::load_text(
-      fmt::format("cluster: {}\nmodel: tiny-gpt\ntraining: {{global_batch: 8}}\nplan: {{dp: 1}}\n", cluster), "allreduce");
+  const scenario::Scenario s = scenario::load_text(
+      fmt::format("cluster: {}\nmodel: tiny-gpt\ntraining: {{global_batch: 8}}\nplan: {{dp: 1}}\n", cluster),
+      "allreduce");
   const topology::Cluster c(s.cluster);
   const double mib = 1024.0 * 1024.0;
   const std::vector<double> sizes{mib, 16 * mib, 64 * mib, 256 * mib, 1024 * mib};
@@ -415,8 +421,8 @@ std::string allreduce_report(const std::string& dir, const std::string& cluster)
       if (it == measured.end()) continue;
       Engine engine;
       Network net(engine, c);
-      const CollectiveCall call{plan::CollectiveOp::all_reduce, ranks, S};
-      const Choice choice = choose(plan::Collective::automatic, net, call);
+      const CollectiveCall call{program::CollectiveOp::all_reduce, ranks, S};
+      const Choice choice = choose(scenario::Collective::automatic, net, call);
       double end = 0.0;
       run_collective(net, choice, call, [&] { end = engine.now().to_seconds(); });
       engine.run();

@@ -34,7 +34,7 @@ struct MeasuredRun {
   std::vector<std::string> overrides;
 };
 
-// Throws plan::ScenarioError naming the file, line and column on a malformed CSV.
+// Throws scenario::ScenarioError naming the file, line and column on a malformed CSV.
 std::vector<MeasuredRun> read_measured_runs(const std::string& path);
 
 struct FidelityRow {

@@ -1,5 +1,5 @@
 // The simulator's memory counter per rank (Trace counters "memory"): the stage's static
-// memory (plan/memory.hpp), plus one micro-batch's activations for a model chunk from the
+// memory (workload/memory.hpp), plus one micro-batch's activations for a model chunk from the
 // start of its first forward op to the end of its last backward op, plus the logits from
 // the LM head's forward to its backward.
 #pragma once
@@ -11,16 +11,16 @@
 #include <utility>
 #include <vector>
 
-#include "plan/program.hpp"
+#include "program/program.hpp"
 
 namespace parasim::sim {
 
 class MemoryCounter {
  public:
-  MemoryCounter(const plan::Scenario& s, const plan::Program& prog);
+  MemoryCounter(const scenario::Scenario& s, const program::Program& prog);
   // A compute op starting or ending at `ps` picoseconds.
-  void on_start(const plan::Op& o, std::int64_t ps);
-  void on_end(const plan::Op& o, std::int64_t ps);
+  void on_start(const program::Op& o, std::int64_t ps);
+  void on_end(const program::Op& o, std::int64_t ps);
   // Rank r's samples (time in ps, bytes), handed over.
   std::vector<std::pair<std::int64_t, double>> take(int rank) {
     return std::move(ranks_[static_cast<std::size_t>(rank)].samples);

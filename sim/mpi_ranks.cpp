@@ -4,7 +4,7 @@
 
 namespace parasim::sim {
 
-bool rendezvous(const topology::Cluster& c, const plan::Op& o) {
+bool rendezvous(const topology::Cluster& c, const program::Op& o) {
   if (c.spec().library != topology::CollectiveLibrary::mpi) return false;
   return mpi_rendezvous(o.bytes, c.node_of(o.rank) != c.node_of(o.peer));
 }

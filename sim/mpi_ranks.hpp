@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "plan/program.hpp"
+#include "program/program.hpp"
 #include "sim/collectives.hpp"
 #include "sim/compute_model.hpp"
 #include "sim/engine.hpp"
@@ -22,7 +22,7 @@ namespace parasim::sim {
 // pulls it (shared memory's single copy, btl_vader_eager_limit 4 KiB) or has it put (TCP,
 // btl_tcp_eager_limit 64 KiB). NCCL's sends go into the receiver's preallocated buffers,
 // as the simulator's flows do: never.
-bool rendezvous(const topology::Cluster& c, const plan::Op& o);
+bool rendezvous(const topology::Cluster& c, const program::Op& o);
 
 // A collective run by `a` (libnbc's) under a measured profile: its bytes scaled so that,
 // uncontended, its flows take the time the profile's curve measured (bus bytes over the

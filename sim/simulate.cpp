@@ -19,9 +19,9 @@
 namespace parasim::sim {
 namespace {
 
-using plan::Op;
-using plan::OpKind;
-using plan::Stream;
+using program::Op;
+using program::OpKind;
+using program::Stream;
 
 // A compute op's jitter: exp(sigma z - sigma^2 / 2), z a standard normal drawn from (seed,
 // op) alone (splitmix64 and Box-Muller), so that the order events run in does not matter.
@@ -42,8 +42,16 @@ double jitter(const topology::JitterSpec& j, std::int64_t op) {
 
 class Runner {
  public:
-  Runner(const plan::Scenario& s, const plan::Program& prog, const DeviceProfile& profile, const SimOptions& options)
-      : s_(s), prog_(prog), profile_(profile), cluster_(with_profile_links(s.cluster, profile)), net_(engine_, cluster_), counters_(options.counters), progress_(options.progress), sink_(options.spans) {
+  Runner(const scenario::Scenario& s, const program::Program& prog, const DeviceProfile& profile,
+         const SimOptions& options)
+      : s_(s),
+        prog_(prog),
+        profile_(profile),
+        cluster_(with_profile_links(s.cluster, profile)),
+        net_(engine_, cluster_),
+        counters_(options.counters),
+        progress_(options.progress),
+        sink_(options.spans) {
     const std::size_t n = prog.ops.size();
     waiting_.resize(n);
     done_.assign(n, 0);
@@ -65,7 +73,7 @@ class Runner {
     }
     // Lanes: per rank and stream, op ids in program order.
     // Partners, resolved once: a send's receive, a collective op's instance.
-    lanes_.resize(prog.order.size() * plan::stream_count);
+    lanes_.resize(prog.order.size() * program::stream_count);
     cursor_.assign(lanes_.size(), 0);
     draining_.assign(lanes_.size(), 0);
     partner_.assign(n, -1);
@@ -91,7 +99,8 @@ class Runner {
     for (std::size_t i = 0; i < n; ++i) {
       if (prog.ops[i].kind != OpKind::send) continue;
       auto it = by_match.find(prog.ops[i].match);
-      if (it == by_match.end()) throw std::logic_error("a send without its receive: " + plan::op_name(prog, static_cast<std::int64_t>(i)));
+      if (it == by_match.end())
+        throw std::logic_error("a send without its receive: " + program::op_name(prog, static_cast<std::int64_t>(i)));
       partner_[i] = it->second;
     }
     if (prog.world > cluster_.gpu_count()) throw std::invalid_argument("the program has more ranks than the cluster");
@@ -127,10 +136,10 @@ class Runner {
     r.next.resize(static_cast<std::size_t>(prog_.world));
     r.represented.resize(static_cast<std::size_t>(prog_.world));
     for (int rank = 0; rank < prog_.world; ++rank) {
-      plan::Coord c = plan::coord_of(s_.plan, rank);
+      scenario::Coord c = scenario::coord_of(s_.plan, rank);
       r.represented[static_cast<std::size_t>(rank)] = c.dp == 0 ? 1 : 0;
       c.dp = (c.dp + 1) % s_.plan.dp;
-      r.next[static_cast<std::size_t>(rank)] = plan::rank_of(s_.plan, c);
+      r.next[static_cast<std::size_t>(rank)] = scenario::rank_of(s_.plan, c);
     }
     net_.fold(std::move(r));
     std::vector<FlowEnds> ends;
@@ -199,7 +208,7 @@ class Runner {
 
  private:
   static std::size_t lane_of(const Op& o) {
-    return static_cast<std::size_t>(o.rank) * plan::stream_count + static_cast<std::size_t>(o.stream);
+    return static_cast<std::size_t>(o.rank) * program::stream_count + static_cast<std::size_t>(o.stream);
   }
 
   // The next op of its lane: serial streams advance when an op completes, the pp stream
@@ -232,7 +241,7 @@ class Runner {
   }
 
   std::int64_t dispatch_ps(const Op& o) const {
-    if (o.kind != OpKind::compute && o.piece != plan::LayerPiece::whole) return 0;  // the overlap's (host_issued)
+    if (o.kind != OpKind::compute && o.piece != program::LayerPiece::whole) return 0;  // the overlap's (host_issued)
     return Time::seconds(o.kind == OpKind::compute ? dispatch_seconds(profile_, o.category) : profile_.host.communication)
         .picoseconds();
   }
@@ -301,7 +310,7 @@ class Runner {
   }
 
   void try_lane(std::size_t lane) {
-    if (lane % plan::stream_count != static_cast<std::size_t>(Stream::pp)) {
+    if (lane % program::stream_count != static_cast<std::size_t>(Stream::pp)) {
       if (cursor_[lane] < lanes_[lane].size()) try_start(lanes_[lane][cursor_[lane]]);
       return;
     }
@@ -474,8 +483,8 @@ class Runner {
 
   static constexpr std::size_t busiest_links_counted = 16;
 
-  const plan::Scenario& s_;
-  const plan::Program& prog_;
+  const scenario::Scenario& s_;
+  const program::Program& prog_;
   const DeviceProfile& profile_;
   topology::Cluster cluster_;
   Engine engine_;
@@ -516,21 +525,21 @@ class Runner {
 
 }  // namespace
 
-report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
+report::Trace simulate(const scenario::Scenario& s, const program::Program& program, const DeviceProfile& profile,
                        SimStats* stats, const SimOptions& options) {
   return Runner(s, program, profile, options).run(stats);
 }
 
-report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
+report::Trace simulate(const scenario::Scenario& s, const program::Program& program, const DeviceProfile& profile,
                        SimStats* stats, bool counters) {
   return simulate(s, program, profile, stats, SimOptions{counters, true, {}, {}});
 }
 
-DeviceProfile profile_of(const plan::Scenario& s) {
+DeviceProfile profile_of(const scenario::Scenario& s) {
   return s.hardware.profile.empty() ? default_profile(s.cluster.device) : load_profile(s.hardware.profile, s.cluster.device);
 }
 
-report::Trace simulate(const plan::Scenario& s, const plan::Program& program, SimStats* stats, bool counters) {
+report::Trace simulate(const scenario::Scenario& s, const program::Program& program, SimStats* stats, bool counters) {
   return simulate(s, program, profile_of(s), stats, SimOptions{counters, true, {}, {}});
 }
 
@@ -543,13 +552,13 @@ std::string_view to_string(FoldMode m) {
   return "?";
 }
 
-Prediction predict(const plan::Scenario& s, const PredictOptions& options) {
+Prediction predict(const scenario::Scenario& s, const PredictOptions& options) {
   const DeviceProfile profile = profile_of(s);
   Prediction p;
   if (options.fold != FoldMode::never && s.plan.dp > 1) {
     const bool approximate = options.fold == FoldMode::always || s.plan.world() >= fold_approximate_from;
     try {
-      p.program = plan::compile(s, plan::CompileOptions{true});
+      p.program = program::compile(s, program::CompileOptions{true});
       p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, approximate, options.progress, options.spans});
       return p;
     } catch (const NotFoldable& e) {
@@ -557,7 +566,7 @@ Prediction predict(const plan::Scenario& s, const PredictOptions& options) {
       p.not_folded = e.what();
     }
   }
-  p.program = plan::compile(s);
+  p.program = program::compile(s);
   p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, true, options.progress, options.spans});
   return p;
 }

@@ -18,7 +18,7 @@
 #include <span>
 #include <string>
 
-#include "plan/program.hpp"
+#include "program/program.hpp"
 #include "report/trace.hpp"
 #include "sim/compute_model.hpp"
 #include "sim/network.hpp"
@@ -41,7 +41,7 @@ using SimProgress = std::function<void(std::size_t, std::size_t)>;
 // Handed the trace's spans while the simulation runs: each block as its spans end (in the
 // order of Trace::spans), the last with `last` when the step has ended. The spans are the
 // caller's to copy; the Program is the one simulated (report::ChromeTraceStream).
-using SpanSink = std::function<void(const plan::Program&, std::span<const report::Span>, bool last)>;
+using SpanSink = std::function<void(const program::Program&, std::span<const report::Span>, bool last)>;
 
 struct SimOptions {
   bool counters = false;
@@ -52,19 +52,19 @@ struct SimOptions {
   SpanSink spans{};        // may be empty
 };
 
-// A one-replica Program (plan::CompileOptions) is simulated folded: replica 0's ops run,
+// A one-replica Program (program::CompileOptions) is simulated folded: replica 0's ops run,
 // the network counts every other replica's copies of its flows, and the trace holds
 // replica 0's spans with mirror_of saying which rank each other rank mirrors. Throws
 // NotFoldable when that cannot be done (a data-parallel collective whose flows are not
 // the same in every replica, such as the tree).
-report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
+report::Trace simulate(const scenario::Scenario& s, const program::Program& program, const DeviceProfile& profile,
                        SimStats* stats, const SimOptions& options);
-report::Trace simulate(const plan::Scenario& s, const plan::Program& program, const DeviceProfile& profile,
+report::Trace simulate(const scenario::Scenario& s, const program::Program& program, const DeviceProfile& profile,
                        SimStats* stats = nullptr, bool counters = false);
 // With the scenario's profile (measured if given, else the datasheet default).
-report::Trace simulate(const plan::Scenario& s, const plan::Program& program, SimStats* stats = nullptr,
+report::Trace simulate(const scenario::Scenario& s, const program::Program& program, SimStats* stats = nullptr,
                        bool counters = false);
-DeviceProfile profile_of(const plan::Scenario& s);
+DeviceProfile profile_of(const scenario::Scenario& s);
 
 // How predict() treats data-parallel replicas:
 //   automatic  fold when the folding is exact, or approximate from fold_approximate_from
@@ -83,7 +83,7 @@ struct PredictOptions {
 };
 
 struct Prediction {
-  plan::Program program;
+  program::Program program;
   report::Trace trace;
   SimStats stats;
   std::string not_folded;  // why a folding that was tried was not used
@@ -93,6 +93,6 @@ struct Prediction {
 };
 
 // Compiles and simulates the scenario's step, folded as `options` says.
-Prediction predict(const plan::Scenario& s, const PredictOptions& options = {});
+Prediction predict(const scenario::Scenario& s, const PredictOptions& options = {});
 
 }  // namespace parasim::sim

@@ -1,9 +1,9 @@
-#include "plan/accounting.hpp"
+#include "workload/accounting.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-namespace parasim::plan {
+namespace parasim::workload {
 
 double sum_flops(const std::vector<Gemm>& gemms) {
   double f = 0.0;
@@ -17,16 +17,17 @@ double gemm_io_bytes(const std::vector<Gemm>& gemms, int element_bytes) {
   return b;
 }
 
-long long expert_tokens(const ModelSpec& m, int micro_batch, int cp, int ep, double load) {
+long long expert_tokens(const scenario::ModelSpec& m, int micro_batch, int cp, int ep, double load) {
   const double tokens = static_cast<double>(micro_batch) * (m.seq_len / cp);
   return static_cast<long long>(std::ceil(ep * tokens * m.top_k * load / m.experts - 1e-9));
 }
 
-int attention_gemm_count(const ModelSpec& m) {
+int attention_gemm_count(const scenario::ModelSpec& m) {
   return m.mla() ? (m.q_lora_rank > 0 ? 7 : 6) : 4;
 }
 
-std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp, int cp, int ep, double load) {
+std::vector<Gemm> layer_forward_gemms(const scenario::ModelSpec& m, int micro_batch, int tp, int cp, int ep,
+                                      double load) {
   const long long b = micro_batch;
   const long long s = m.seq_len;
   const long long sl = s / cp;  // this rank's queries (context parallelism); the keys stay s
@@ -68,18 +69,18 @@ std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int t
     const long long local = m.experts / ep;
     const long long routed = expert_tokens(m, micro_batch, cp, ep, load);
     g.push_back({"router", tokens / tp, m.experts, h, 1});  // each tp rank routes its sequence shard
-    g.push_back(
-        {m.mlp == Mlp::gelu ? "expert-up" : "expert-gate-up", routed, m.mlp == Mlp::gelu ? fe : 2 * fe, h, local});
+    g.push_back({m.mlp == scenario::Mlp::gelu ? "expert-up" : "expert-gate-up", routed,
+                 m.mlp == scenario::Mlp::gelu ? fe : 2 * fe, h, local});
     g.push_back({"expert-down", routed, h, fe, local});
     if (m.shared_expert_ffn_hidden > 0) {  // every token, beside its routed experts
       const long long fs = m.shared_expert_ffn_hidden / tp;
-      g.push_back(
-          {m.mlp == Mlp::gelu ? "shared-up" : "shared-gate-up", tokens, m.mlp == Mlp::gelu ? fs : 2 * fs, h, 1});
+      g.push_back({m.mlp == scenario::Mlp::gelu ? "shared-up" : "shared-gate-up", tokens,
+                   m.mlp == scenario::Mlp::gelu ? fs : 2 * fs, h, 1});
       g.push_back({"shared-down", tokens, h, fs, 1});
     }
     return g;
   }
-  if (m.mlp == Mlp::gelu) {
+  if (m.mlp == scenario::Mlp::gelu) {
     g.push_back({"mlp-up", tokens, f, h, 1});
   } else {
     g.push_back({"mlp-gate-up", tokens, 2 * f, h, 1});
@@ -88,11 +89,11 @@ std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int t
   return g;
 }
 
-Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp, int cp) {
+Gemm lm_head_gemm(const scenario::ModelSpec& m, int micro_batch, int tp, int cp) {
   return {"lm-head", static_cast<long long>(micro_batch) * (m.seq_len / cp), m.vocab / tp, m.hidden, 1};
 }
 
-Gemm generic_layer_gemm(const GenericLayer& layer, int micro_batch) {
+Gemm generic_layer_gemm(const scenario::GenericLayer& layer, int micro_batch) {
   const double weights = std::round(layer.params) - layer.batch_norm.params();
   const auto side = std::max(1LL, static_cast<long long>(std::floor(std::sqrt(weights))));
   const double square = static_cast<double>(side) * static_cast<double>(side);
@@ -100,15 +101,15 @@ Gemm generic_layer_gemm(const GenericLayer& layer, int micro_batch) {
   return {layer.name, rows, side, side, 1};
 }
 
-long long generic_layer_bias(const GenericLayer& layer) {
+long long generic_layer_bias(const scenario::GenericLayer& layer) {
   const long long side = generic_layer_gemm(layer, 1).n;
   return std::max(0LL, std::llround(layer.params - layer.batch_norm.params()) - side * side);
 }
 
-double step_flops(const ModelSpec& m, int global_batch, Recompute recompute) {
+double step_flops(const scenario::ModelSpec& m, int global_batch, scenario::Recompute recompute) {
   // Forward + backward (2x); full recompute repeats the layers' forward once more,
   // selective recompute only the attention core.
-  auto per_layer = [&](const ModelSpec& spec) {
+  auto per_layer = [&](const scenario::ModelSpec& spec) {
     double layer = 0.0;
     double core = 0.0;  // the attention core: Q·K^T and softmax·V
     for (const Gemm& g : layer_forward_gemms(spec, global_batch, 1)) {
@@ -116,8 +117,8 @@ double step_flops(const ModelSpec& m, int global_batch, Recompute recompute) {
       if (g.name.starts_with("attention-scores") || g.name.starts_with("attention-values")) core += g.flops();
     }
     double f = 3.0 * layer;
-    if (recompute == Recompute::full) f += layer;
-    if (recompute == Recompute::selective) f += core;
+    if (recompute == scenario::Recompute::full) f += layer;
+    if (recompute == scenario::Recompute::selective) f += core;
     return f;
   };
   const double head = lm_head_gemm(m, global_batch, 1).flops();
@@ -125,7 +126,7 @@ double step_flops(const ModelSpec& m, int global_batch, Recompute recompute) {
   return dense + (m.layers - (m.moe() ? m.dense_layers : 0)) * per_layer(m) + head * 3.0;
 }
 
-std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_batch, int activation_bytes,
+std::vector<StoredTensor> layer_stored_tensors(const scenario::ModelSpec& m, int micro_batch, int activation_bytes,
                                                int linear_bytes) {
   const double sbh = static_cast<double>(m.seq_len) * micro_batch * m.hidden;
   const double kv_share = static_cast<double>(m.kv_heads) / m.heads;
@@ -174,7 +175,7 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
     const double fe_share = static_cast<double>(m.expert_ffn_hidden) / m.hidden;
     t.push_back({"router-probs", static_cast<double>(m.seq_len) * micro_batch * m.experts, 4, false, false, false});
     t.push_back({"expert-input", routed, li, false, false, false});
-    if (m.mlp == Mlp::gelu) {
+    if (m.mlp == scenario::Mlp::gelu) {
       t.push_back({"expert-gelu-input", routed * fe_share, e, true, false});
     } else {
       t.push_back({"expert-gate", routed * fe_share, e, true, false});
@@ -184,7 +185,7 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
     t.push_back({"expert-output", routed, e, false, false, false});
     if (m.shared_expert_ffn_hidden > 0) {  // a dense MLP's, of the shared width (its input is the router's)
       const double fs_share = static_cast<double>(m.shared_expert_ffn_hidden) / m.hidden;
-      if (m.mlp == Mlp::gelu) {
+      if (m.mlp == scenario::Mlp::gelu) {
         t.push_back({"shared-gelu-input", sbh * fs_share, e, true, false});
       } else {
         t.push_back({"shared-gate", sbh * fs_share, e, true, false});
@@ -192,7 +193,7 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
       }
       t.push_back({"shared-down-input", sbh * fs_share, li, true, false});
     }
-  } else if (m.mlp == Mlp::gelu) {
+  } else if (m.mlp == scenario::Mlp::gelu) {
     t.push_back({"gelu-input", sbh * f_share, e, true, false});
     t.push_back({"mlp-down-input", sbh * f_share, li, true, false});
   } else {
@@ -204,27 +205,27 @@ std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_bat
   return t;
 }
 
-double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel, Recompute recompute,
-                              int activation_bytes, bool flash, int linear_bytes) {
-  if (recompute == Recompute::full) {
+double layer_activation_bytes(const scenario::ModelSpec& m, int micro_batch, int tp, bool sequence_parallel,
+                              scenario::Recompute recompute, int activation_bytes, bool flash, int linear_bytes) {
+  if (recompute == scenario::Recompute::full) {
     // Only the layer input stays; sequence parallelism shards it too.
     const double input = static_cast<double>(m.seq_len) * micro_batch * m.hidden * activation_bytes;
     return sequence_parallel ? input / tp : input;
   }
   double bytes = flash ? 4.0 * m.heads / tp * m.seq_len * micro_batch : 0.0;
   for (const StoredTensor& t : layer_stored_tensors(m, micro_batch, activation_bytes, linear_bytes)) {
-    if ((flash || recompute == Recompute::selective) && t.attention_core) continue;
+    if ((flash || recompute == scenario::Recompute::selective) && t.attention_core) continue;
     const double b = t.elements * t.bytes_per_element;
     bytes += t.tp_sharded || (sequence_parallel && t.sequence_sharded) ? b / tp : b;
   }
   return bytes;
 }
 
-double cp_kv_block_bytes(const Scenario& s) {
-  const ModelSpec& m = s.model;
+double cp_kv_block_bytes(const scenario::Scenario& s) {
+  const scenario::ModelSpec& m = s.model;
   const int e = topology::dtype_bytes(topology::storage_dtype(s.training.precision));
   return static_cast<double>(s.training.micro_batch) * (m.seq_len / s.plan.cp) * 2.0 * m.kv_heads * m.head_dim() /
          s.plan.tp * e;
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::workload

@@ -19,9 +19,9 @@
 #include <string_view>
 #include <vector>
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 
-namespace parasim::plan {
+namespace parasim::workload {
 
 // C[m x n] = A[m x k] · B[k x n], `batch` times (strided-batched for attention).
 struct Gemm {
@@ -56,13 +56,13 @@ double gemm_io_bytes(const std::vector<Gemm>& gemms, int element_bytes);
 // core's two, the output projection), then the MLP's. Multi-head latent attention: q-down
 // and q-up (or q without a query compression), kv-down and kv-up; the down projections
 // over every row on each tp rank, whole.
-std::vector<Gemm> layer_forward_gemms(const ModelSpec& m, int micro_batch, int tp, int cp = 1, int ep = 1,
+std::vector<Gemm> layer_forward_gemms(const scenario::ModelSpec& m, int micro_batch, int tp, int cp = 1, int ep = 1,
                                       double load = 1.0);
-int attention_gemm_count(const ModelSpec& m);
+int attention_gemm_count(const scenario::ModelSpec& m);
 // Mixture of experts: the tokens one local expert computes (the GEMMs' m above).
-long long expert_tokens(const ModelSpec& m, int micro_batch, int cp, int ep, double load);
+long long expert_tokens(const scenario::ModelSpec& m, int micro_batch, int cp, int ep, double load);
 // Forward GEMM of the LM head (logits) for a micro-batch, on one of tp x cp ranks.
-Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp, int cp = 1);
+Gemm lm_head_gemm(const scenario::ModelSpec& m, int micro_batch, int tp, int cp = 1);
 
 // A generic layer (model.kind: generic) as a GEMM of the same FLOPs and parameters: a
 // square weight of side S = floor(sqrt(P)) and rows = round(forward_flops · b / 2S²) per
@@ -70,13 +70,13 @@ Gemm lm_head_gemm(const ModelSpec& m, int micro_batch, int tp, int cp = 1);
 // P is the layer's params less its BatchNorm's scales and shifts. The P − S² left over
 // (fewer than 2S + 1) are a bias vector; the executor adds it cyclically to the layer's
 // output.
-Gemm generic_layer_gemm(const GenericLayer& layer, int micro_batch);
-long long generic_layer_bias(const GenericLayer& layer);
+Gemm generic_layer_gemm(const scenario::GenericLayer& layer, int micro_batch);
+long long generic_layer_bias(const scenario::GenericLayer& layer);
 
 // Training FLOPs of one step for the whole model and global batch (hardware FLOPs):
 // forward, backward (twice the forward) and what recompute runs again (the whole layer
 // forward for full, the attention core for selective).
-double step_flops(const ModelSpec& m, int global_batch, Recompute recompute);
+double step_flops(const scenario::ModelSpec& m, int global_batch, scenario::Recompute recompute);
 
 // A tensor kept for backward.
 struct StoredTensor {
@@ -96,17 +96,18 @@ struct StoredTensor {
 // output (for the router's gradient).
 // `linear_bytes`: bytes per element of the four linear layers' inputs (1 under fp8, where
 // Transformer Engine keeps their FP8 copy for the weight gradient; 0: activation_bytes).
-std::vector<StoredTensor> layer_stored_tensors(const ModelSpec& m, int micro_batch, int activation_bytes,
+std::vector<StoredTensor> layer_stored_tensors(const scenario::ModelSpec& m, int micro_batch, int activation_bytes,
                                                int linear_bytes = 0);
 
 // Bytes one layer keeps for backward per micro-batch on one rank. Under FlashAttention
 // (`flash`) the s² tensors are never stored, as with selective recompute; the kernel keeps
 // the softmax's log-sum-exp instead (4 bytes per head and token).
-double layer_activation_bytes(const ModelSpec& m, int micro_batch, int tp, bool sequence_parallel, Recompute recompute,
-                              int activation_bytes, bool flash = false, int linear_bytes = 0);
+double layer_activation_bytes(const scenario::ModelSpec& m, int micro_batch, int tp, bool sequence_parallel,
+                              scenario::Recompute recompute, int activation_bytes, bool flash = false,
+                              int linear_bytes = 0);
 
 // Context parallelism: the keys and values of one cp rank's positions for a micro-batch on
 // one tp rank (b·s/cp positions, 2·kv_heads·d/tp values each): what one ring step carries.
-double cp_kv_block_bytes(const Scenario& s);
+double cp_kv_block_bytes(const scenario::Scenario& s);
 
-}  // namespace parasim::plan
+}  // namespace parasim::workload

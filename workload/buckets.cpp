@@ -1,21 +1,22 @@
-#include "plan/buckets.hpp"
+#include "workload/buckets.hpp"
 
 #include <algorithm>
 
-#include "plan/model.hpp"
-#include "plan/schedule.hpp"
+#include "scenario/model.hpp"
+#include "workload/schedule.hpp"
 
-namespace parasim::plan {
+namespace parasim::workload {
 
-std::vector<GradientSource> gradient_sources(const Scenario& s, int stage, bool head, bool embedding) {
-  const ModelSpec& m = s.model;
-  const ParallelPlan& p = s.plan;
-  const bool transformer = m.kind == ModelKind::transformer;
+std::vector<GradientSource> gradient_sources(const scenario::Scenario& s, int stage, bool head, bool embedding) {
+  const scenario::ModelSpec& m = s.model;
+  const scenario::ParallelPlan& p = s.plan;
+  const bool transformer = m.kind == scenario::ModelKind::transformer;
   const double word = transformer ? static_cast<double>(m.vocab) * m.hidden / p.tp : 0.0;
   // The last stage also holds the final norm, the first the learned positions (GPT), both
   // whole on every tp rank.
   const double final_norm = transformer ? 2.0 * m.hidden : 0.0;
-  const double positions = transformer && m.mlp == Mlp::gelu ? static_cast<double>(m.seq_len) * m.hidden : 0.0;
+  const double positions =
+      transformer && m.mlp == scenario::Mlp::gelu ? static_cast<double>(m.seq_len) * m.hidden : 0.0;
   std::vector<GradientSource> sources;
   if (head) {
     const bool own_head = !m.tie_embeddings || p.pp > 1;
@@ -43,7 +44,7 @@ std::vector<GradientSource> split_experts(std::vector<GradientSource>& sources) 
   return experts;
 }
 
-double optimizer_shard_params(const ParallelPlan& p, double params, double experts) {
+double optimizer_shard_params(const scenario::ParallelPlan& p, double params, double experts) {
   if (p.zero == 0) return params;
   return (params - experts) / p.shard_size() + experts / p.expert_grad_ranks();
 }
@@ -70,4 +71,4 @@ std::vector<GradientBucket> gradient_buckets(const std::vector<GradientSource>& 
   return buckets;
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::workload

@@ -8,9 +8,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 
-namespace parasim::plan {
+namespace parasim::workload {
 
 // Parameters whose gradient completes at once: the LM head with the final norm (layer =
 // the layer count), one layer, or the embedding with the learned positions (layer -1).
@@ -24,7 +24,7 @@ struct GradientSource {
 
 // The sources of a rank of pipeline stage `stage`, LM head first, embedding last. `head`
 // and `embedding`: whether the rank computes them (it holds the last or the first chunk).
-std::vector<GradientSource> gradient_sources(const Scenario& s, int stage, bool head, bool embedding);
+std::vector<GradientSource> gradient_sources(const scenario::Scenario& s, int stage, bool head, bool embedding);
 
 // Under expert parallelism: takes the experts' parameters out of `sources` (left with the
 // dense ones, each keeping its `experts` figure) and returns them as sources of their own,
@@ -34,7 +34,7 @@ std::vector<GradientSource> split_experts(std::vector<GradientSource>& sources);
 // The parameters whose optimizer state (and fp32 master copy) a rank keeps of the `params`
 // it holds: all of them, or under ZeRO its share, the `experts` among them (expert
 // parallelism's) over the ranks holding the same experts, the rest over ZeRO's group.
-double optimizer_shard_params(const ParallelPlan& p, double params, double experts);
+double optimizer_shard_params(const scenario::ParallelPlan& p, double params, double experts);
 
 struct GradientBucket {
   double params = 0.0;
@@ -49,4 +49,4 @@ struct GradientBucket {
 std::vector<GradientBucket> gradient_buckets(const std::vector<GradientSource>& sources, double bytes_per_param,
                                              double bucket_bytes);
 
-}  // namespace parasim::plan
+}  // namespace parasim::workload

@@ -42,10 +42,10 @@
 #include <string_view>
 #include <vector>
 
-#include "plan/accounting.hpp"
-#include "plan/scenario.hpp"
+#include "workload/accounting.hpp"
+#include "scenario/scenario.hpp"
 
-namespace parasim::plan {
+namespace parasim::workload {
 
 enum class KernelKind : std::uint8_t { gemm, memory, flash_forward, flash_backward };
 
@@ -67,7 +67,7 @@ struct Kernel {
 
 // How the implementation runs a layer, from the scenario.
 struct KernelPlan {
-  ModelSpec model;
+  scenario::ModelSpec model;
   int micro_batch = 1;
   int tp = 1;
   int cp = 1;               // context parallelism: this rank runs b·s/cp of the positions
@@ -96,10 +96,10 @@ struct KernelPlan {
   int bn_members = 1;
 };
 
-KernelPlan kernel_plan(const Scenario& s);
+KernelPlan kernel_plan(const scenario::Scenario& s);
 // The same plan for layers built from `spec` (ModelSpec::layer_spec: a mixture of experts'
 // dense first layers): its model and routing load.
-KernelPlan layer_kernel_plan(const KernelPlan& p, const ModelSpec& spec);
+KernelPlan layer_kernel_plan(const KernelPlan& p, const scenario::ModelSpec& spec);
 // Megatron's FusedScaleMaskSoftmax.is_kernel_available for a causal mask: 16-bit input,
 // 16 < s <= 16384, s % 4 == 0, and b·heads/tp a multiple of 4 and of the kernel's batches
 // per block (4 for s > 128: 128 threads, one warp per row; 8 at or below). Elsewhere (fp32
@@ -203,7 +203,7 @@ MoeKernels moe_kernels(const KernelPlan& p, bool backward);
 // between piece k and k - 1 backward BN k-1's sums are summed (run in order n, ..., 0).
 inline constexpr int whole_layer = -1;
 inline constexpr int recompute_layer = -2;
-std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const GenericLayer& layer, bool backward,
+std::vector<Kernel> generic_layer_kernels(const KernelPlan& p, const scenario::GenericLayer& layer, bool backward,
                                           int piece = whole_layer);
 // Word (and learned position) embedding lookup, its dropout; backward: the embedding's
 // gradient, accumulated into the main gradient.
@@ -213,6 +213,6 @@ std::vector<Kernel> head_kernels(const KernelPlan& p, bool backward);
 // Megatron's optimizer step over `params` parameters held by the rank (its ZeRO shard):
 // main gradients to fp32 (when they are 16-bit), unscale and overflow check (fp16),
 // gradient norm, AdamW (or SGD with momentum), new 16-bit weights, zeroed gradients.
-std::vector<Kernel> optimizer_kernels(const Scenario& s, double params);
+std::vector<Kernel> optimizer_kernels(const scenario::Scenario& s, double params);
 
-}  // namespace parasim::plan
+}  // namespace parasim::workload

@@ -1,16 +1,16 @@
-// What the kernel lists of plan/kernels.cpp and plan/kernels_moe.cpp share: the list
-// builder with the plan's element sizes, a layer's dimensions on one rank, and the pieces
-// both halves of a layer use (residual adds, layer-norm backward); the latent attention's
-// and the mixture of experts' kernels, which kernels.cpp's layer lists call.
+// What the kernel lists of workload/kernels*.cpp share: the list builder with the plan's
+// element sizes, a layer's dimensions on one rank, each family's pieces of a layer
+// (attention, MLP, the norms and residual adds both halves use, the latent attention's and
+// the mixture of experts'), which kernels.cpp assembles into a layer's lists.
 #pragma once
 
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "plan/kernels.hpp"
+#include "workload/kernels.hpp"
 
-namespace parasim::plan::detail {
+namespace parasim::workload::detail {
 
 // Builds a kernel list with the plan's element sizes.
 class Emit {
@@ -79,10 +79,22 @@ struct Dims {
   long long Ti, hi, qi, kvi, fi, si, di, bh, dqk, dvi, oi;
 };
 
-Dims dims_of(const KernelPlan& p);
+Dims dims_of(const KernelPlan& p);  // kernels.cpp
+
+// The attention half (kernels_attention.cpp): the core alone (the attention of the
+// queries against the keys, what context parallelism runs per block), and the whole half.
 // FlashAttention's kernels take one head width: under MLA the mean of the query/key and
 // value widths, which gives the forward's FLOPs exactly.
 long long flash_head_dim(const Dims& x);
+void attention_core_forward(Emit& k, const KernelPlan& p, const Dims& x);
+void attention_forward(Emit& k, const KernelPlan& p, const Dims& x);
+void attention_backward(Emit& k, const KernelPlan& p, const Dims& x);
+
+// The MLP half (kernels_mlp.cpp; a mixture of experts' through the MoE pieces below).
+void mlp_forward(Emit& k, const KernelPlan& p, const Dims& x);
+void mlp_backward(Emit& k, const KernelPlan& p, const Dims& x);
+
+// The norms and residual adds both halves use (kernels_norms.cpp).
 void residual_forward(Emit& k, const KernelPlan& p, const Dims& x);
 void residual_backward(Emit& k, const KernelPlan& p, const Dims& x);
 void layer_norm_backward(Emit& k, const Dims& x);
@@ -98,4 +110,4 @@ void moe_prepare(Emit& k, const KernelPlan& p, const Dims& x, bool backward);
 void moe_experts(Emit& k, const KernelPlan& p, const Dims& x, bool backward);
 void moe_finish(Emit& k, const KernelPlan& p, const Dims& x, bool backward);
 
-}  // namespace parasim::plan::detail
+}  // namespace parasim::workload::detail

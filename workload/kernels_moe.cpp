@@ -1,10 +1,10 @@
 // The kernels of multi-head latent attention's projections and of a mixture of experts'
-// MLP (plan/kernels.hpp, MoeKernels; kernels_detail.hpp).
-#include "plan/accounting.hpp"
-#include "plan/kernels.hpp"
-#include "plan/kernels_detail.hpp"
+// MLP (workload/kernels.hpp, MoeKernels; kernels_detail.hpp).
+#include "workload/accounting.hpp"
+#include "workload/kernels.hpp"
+#include "workload/kernels_detail.hpp"
 
-namespace parasim::plan {
+namespace parasim::workload {
 
 namespace detail {
 
@@ -13,7 +13,7 @@ namespace detail {
 // parallel, the rotary part (the query's per head, the key's one shared) and the assembly
 // of the heads' queries and keys from their two parts.
 void mla_in_forward(Emit& k, const KernelPlan& p, const Dims& x) {
-  const ModelSpec& m = p.model;
+  const scenario::ModelSpec& m = p.model;
   const long long heads = m.heads / p.tp;
   const long long rope = m.qk_rope_head_dim;
   const long long kv_lora = m.kv_lora_rank;
@@ -35,7 +35,7 @@ void mla_in_forward(Emit& k, const KernelPlan& p, const Dims& x) {
 }
 
 void mla_in_backward(Emit& k, const KernelPlan& p, const Dims& x) {
-  const ModelSpec& m = p.model;
+  const scenario::ModelSpec& m = p.model;
   const long long heads = m.heads / p.tp;
   const long long rope = m.qk_rope_head_dim;
   const long long kv_lora = m.kv_lora_rank;
@@ -71,7 +71,7 @@ struct MoeDims {
 };
 
 MoeDims moe_dims(const KernelPlan& p, const Dims& x) {
-  const ModelSpec& m = p.model;
+  const scenario::ModelSpec& m = p.model;
   MoeDims d;
   d.local = m.experts / p.ep;
   d.routed = expert_tokens(m, p.micro_batch, p.cp, p.ep, p.expert_load);
@@ -87,7 +87,7 @@ MoeDims moe_dims(const KernelPlan& p, const Dims& x) {
 // Core's SharedExpertMLP): column- then row-parallel, over the tp group's gathered tokens.
 void shared_experts(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
   if (p.model.shared_expert_ffn_hidden == 0) return;
-  const bool swiglu = p.model.mlp == Mlp::swiglu;
+  const bool swiglu = p.model.mlp == scenario::Mlp::swiglu;
   const long long fs = p.model.shared_expert_ffn_hidden / p.tp;
   const long long up = swiglu ? 2 * fs : fs;
   const double intermediate = x.T * static_cast<double>(fs);
@@ -122,7 +122,7 @@ void moe_prepare(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
 
 void moe_experts(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
   const MoeDims d = moe_dims(p, x);
-  const bool swiglu = p.model.mlp == Mlp::swiglu;
+  const bool swiglu = p.model.mlp == scenario::Mlp::swiglu;
   const long long up = swiglu ? 2 * d.fi : d.fi;
   const double intermediate = d.copies * static_cast<double>(d.fi);
   if (!backward) {
@@ -177,4 +177,4 @@ MoeKernels moe_kernels(const KernelPlan& p, bool backward) {
   return out;
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::workload

@@ -1,15 +1,15 @@
-#include "plan/memory.hpp"
+#include "workload/memory.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "plan/accounting.hpp"
-#include "plan/buckets.hpp"
-#include "plan/schedule.hpp"
+#include "workload/accounting.hpp"
+#include "workload/buckets.hpp"
+#include "workload/schedule.hpp"
 #include "topology/units.hpp"
 
-namespace parasim::plan {
+namespace parasim::workload {
 
 const MemoryBreakdown& MemoryReport::peak() const {
   return *std::max_element(stages.begin(), stages.end(),
@@ -29,14 +29,14 @@ namespace {
 // projection's input gradient, then the activation function's); under full recompute also
 // the layer's activations, recomputed for its backward. A generic model: twice its
 // largest layer's activations.
-double backward_transient(const Scenario& s, const ModelSpec& m) {
-  const TrainingSpec& t = s.training;
-  const ParallelPlan& p = s.plan;
+double backward_transient(const scenario::Scenario& s, const scenario::ModelSpec& m) {
+  const scenario::TrainingSpec& t = s.training;
+  const scenario::ParallelPlan& p = s.plan;
   const int e = topology::dtype_bytes(topology::storage_dtype(t.precision));
-  const int linear = t.precision == Dtype::fp8 ? 1 : 0;
-  if (m.kind != ModelKind::transformer) {
+  const int linear = t.precision == scenario::Dtype::fp8 ? 1 : 0;
+  if (m.kind != scenario::ModelKind::transformer) {
     double largest = 0.0;
-    for (const GenericLayer& g : m.generic_layers) largest = std::max(largest, g.activations);
+    for (const scenario::GenericLayer& g : m.generic_layers) largest = std::max(largest, g.activations);
     return 2.0 * largest * t.micro_batch * e;
   }
   const double tokens = static_cast<double>(t.micro_batch) * m.seq_len / p.cp;  // this rank's positions
@@ -51,9 +51,9 @@ double backward_transient(const Scenario& s, const ModelSpec& m) {
   } else {
     bytes += 2.0 * tokens * m.ffn_hidden / p.tp * e;
   }
-  if (t.recompute == Recompute::full) {
-    bytes += layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, Recompute::none, e,
-                                    t.attention == Attention::flash, linear) /
+  if (t.recompute == scenario::Recompute::full) {
+    bytes += layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, scenario::Recompute::none, e,
+                                    t.attention == scenario::Attention::flash, linear) /
              p.cp;
   }
   // Ring attention's backward: the keys and values with their gradients, one block
@@ -63,7 +63,7 @@ double backward_transient(const Scenario& s, const ModelSpec& m) {
 }
 
 // The larger of a mixture of experts' layers' and its dense first layers'.
-double backward_transient(const Scenario& s) {
+double backward_transient(const scenario::Scenario& s) {
   const double moe = backward_transient(s, s.model);
   return s.model.moe() && s.model.dense_layers > 0 ? std::max(moe, backward_transient(s, s.model.layer_spec(0))) : moe;
 }
@@ -75,18 +75,18 @@ struct LayerFootprint {
   double parameters = 0.0, experts = 0.0, activation = 0.0, fp8_weights = 0.0;
 };
 
-LayerFootprint layer_footprint(const Scenario& s, const ModelSpec& m, int layer) {
-  const ParallelPlan& p = s.plan;
-  const TrainingSpec& t = s.training;
+LayerFootprint layer_footprint(const scenario::Scenario& s, const scenario::ModelSpec& m, int layer) {
+  const scenario::ParallelPlan& p = s.plan;
+  const scenario::TrainingSpec& t = s.training;
   const int e = topology::dtype_bytes(topology::storage_dtype(t.precision));
-  const bool fp8 = t.precision == Dtype::fp8;
+  const bool fp8 = t.precision == scenario::Dtype::fp8;
   LayerFootprint f;
   // Expert parallelism holds experts / ep of each layer's experts.
   f.experts = expert_params_on_rank(m, p.tp, p.ep);
   f.parameters = layer_params_on_rank(s.model, layer, p.tp, p.ep);
   // Context parallelism: 1/cp of every stored tensor (under FlashAttention none is s x s).
   f.activation = layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
-                                        t.attention == Attention::flash, fp8 ? 1 : 0) /
+                                        t.attention == scenario::Attention::flash, fp8 ? 1 : 0) /
                  p.cp;
   // fp8: Transformer Engine's FP8 copies of the linear weights, in both layouts.
   if (fp8)
@@ -96,10 +96,10 @@ LayerFootprint layer_footprint(const Scenario& s, const ModelSpec& m, int layer)
 
 }  // namespace
 
-MemoryReport memory_per_rank(const Scenario& s) {
-  const ModelSpec& m = s.model;
-  const ParallelPlan& p = s.plan;
-  const TrainingSpec& t = s.training;
+MemoryReport memory_per_rank(const scenario::Scenario& s) {
+  const scenario::ModelSpec& m = s.model;
+  const scenario::ParallelPlan& p = s.plan;
+  const scenario::TrainingSpec& t = s.training;
   const int e = topology::dtype_bytes(topology::storage_dtype(t.precision));
   const bool mixed = e == 2;
   const double optimizer_bytes = optimizer_state_bytes(t.optimizer);
@@ -108,7 +108,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
 
   LayerFootprint main_layer;
   LayerFootprint dense_layer;
-  if (m.kind == ModelKind::transformer) {
+  if (m.kind == scenario::ModelKind::transformer) {
     main_layer = layer_footprint(s, m, m.moe() ? m.dense_layers : 0);
     dense_layer = m.moe() && m.dense_layers > 0 ? layer_footprint(s, m.layer_spec(0), 0) : main_layer;
   }
@@ -126,7 +126,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
     for (int c = 0; c < v; ++c) {
       const auto [first, last] = chunk_layers(m.layer_count(), p.pp, v, stage, c);
       double act = 0.0;
-      if (m.kind == ModelKind::transformer) {
+      if (m.kind == scenario::ModelKind::transformer) {
         // The dense first layers of a mixture of experts, then the rest.
         const int dense = std::clamp(m.moe() ? m.dense_layers - first : 0, 0, last - first);
         for (const auto& [f, n] : {std::pair{dense_layer, dense}, std::pair{main_layer, last - first - dense}}) {
@@ -138,18 +138,19 @@ MemoryReport memory_per_rank(const Scenario& s) {
         }
       } else {
         for (int l = first; l < last; ++l) {
-          const GenericLayer& g = m.generic_layers[static_cast<std::size_t>(l)];
+          const scenario::GenericLayer& g = m.generic_layers[static_cast<std::size_t>(l)];
           b.parameters += g.params;
           // Full recompute keeps only the chunk's first layer as its checkpoint.
-          act += t.recompute == Recompute::full && l != first ? 0.0 : g.activations * t.micro_batch * e;
+          act += t.recompute == scenario::Recompute::full && l != first ? 0.0 : g.activations * t.micro_batch * e;
         }
       }
       chunk_activation = std::max(chunk_activation, act);
     }
     double logits_per_micro_batch = 0.0;
-    if (m.kind == ModelKind::transformer) {
+    if (m.kind == scenario::ModelKind::transformer) {
       const double word = static_cast<double>(m.vocab) * m.hidden / p.tp;
-      if (stage == 0) b.parameters += word + (m.mlp == Mlp::gelu ? static_cast<double>(m.seq_len) * m.hidden : 0.0);
+      if (stage == 0)
+        b.parameters += word + (m.mlp == scenario::Mlp::gelu ? static_cast<double>(m.seq_len) * m.hidden : 0.0);
       if (stage == p.pp - 1) {
         b.parameters += 2.0 * m.hidden;  // final norm
         // An untied head has its own matrix; a tied one needs a copy when it is on another stage.
@@ -185,7 +186,7 @@ MemoryReport memory_per_rank(const Scenario& s) {
     // and the one in its reduce-scatter (gradients) or gather (ZeRO-3's parameters).
     double largest_unit = 0.0;
     if (sharded >= 2 || p.offload_optimizer) {
-      const bool transformer = m.kind == ModelKind::transformer;
+      const bool transformer = m.kind == scenario::ModelKind::transformer;
       for (const GradientSource& u : gradient_sources(s, stage, transformer && stage == p.pp - 1, stage == 0)) {
         largest_unit = std::max(largest_unit, u.params);
       }
@@ -235,4 +236,4 @@ std::string describe_memory(const MemoryReport& r) {
       u::format_bytes(b.logits), b.logits_in_flight, u::format_bytes(b.workspace), host);
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::workload

@@ -9,7 +9,7 @@
 //   optimizer    AdamW 8 bytes (two fp32 moments); SGD 4 (fp32 momentum); AdamW8bit 2 (two
 //                byte codes) and two fp32 block maxima per 2048
 // ZeRO-1 divides master weights and optimizer state over the dp ranks; ZeRO-2 also the
-// gradients, plus two units whole (plan/buckets.hpp's sources: a layer, the embedding or
+// gradients, plus two units whole (workload/buckets.hpp's sources: a layer, the embedding or
 // the LM head; the largest counted), one being computed and one in its reduce-scatter;
 // ZeRO-3 also the weights, plus two units whole (the one computing and the one prefetched).
 // Mixed-precision
@@ -39,9 +39,9 @@
 #include <string>
 #include <vector>
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 
-namespace parasim::plan {
+namespace parasim::workload {
 
 struct MemoryBreakdown {
   int stage = 0;
@@ -73,8 +73,8 @@ struct MemoryReport {
   [[nodiscard]] bool fits() const { return peak().total() <= capacity && host_fits(); }
 };
 
-MemoryReport memory_per_rank(const Scenario& s);
+MemoryReport memory_per_rank(const scenario::Scenario& s);
 // "stage 0 needs 93.1 GiB of 80 GiB: weights 7.0 GiB, gradients ..., activations ..."
 std::string describe_memory(const MemoryReport& r);
 
-}  // namespace parasim::plan
+}  // namespace parasim::workload

@@ -1,4 +1,4 @@
-#include "plan/schedule.hpp"
+#include "workload/schedule.hpp"
 
 #include <algorithm>
 #include <map>
@@ -6,14 +6,14 @@
 #include <stdexcept>
 #include <tuple>
 
-namespace parasim::plan {
+namespace parasim::workload {
 
-std::vector<PipelineStep> stage_schedule(Schedule schedule, const PipelineShape& shape, int stage) {
+std::vector<PipelineStep> stage_schedule(scenario::Schedule schedule, const PipelineShape& shape, int stage) {
   if (stage < 0 || stage >= shape.stages) throw std::out_of_range("pipeline stage out of range");
   switch (schedule) {
-    case Schedule::gpipe: return schedules::gpipe(shape, stage);
-    case Schedule::one_f_one_b: return schedules::one_f_one_b(shape, stage);
-    case Schedule::interleaved_1f1b: return schedules::interleaved(shape, stage);
+    case scenario::Schedule::gpipe: return schedules::gpipe(shape, stage);
+    case scenario::Schedule::one_f_one_b: return schedules::one_f_one_b(shape, stage);
+    case scenario::Schedule::interleaved_1f1b: return schedules::interleaved(shape, stage);
   }
   throw std::invalid_argument("unknown schedule");
 }
@@ -27,8 +27,9 @@ std::pair<int, int> chunk_layers(int layers, int pp, int virtual_stages, int sta
   return {begin, begin + base + (slice < extra ? 1 : 0)};
 }
 
-const std::vector<std::pair<int, int>>& stage_holdings(Schedule schedule, const PipelineShape& shape, int stage) {
-  using Key = std::tuple<Schedule, int, int, int, int>;
+const std::vector<std::pair<int, int>>& stage_holdings(scenario::Schedule schedule, const PipelineShape& shape,
+                                                       int stage) {
+  using Key = std::tuple<scenario::Schedule, int, int, int, int>;
   thread_local std::map<Key, std::vector<std::pair<int, int>>> memo;
   const Key key{schedule, shape.stages, shape.micro_batches, shape.virtual_stages, stage};
   if (auto it = memo.find(key); it != memo.end()) return it->second;
@@ -54,4 +55,4 @@ int peak_in_flight(const std::vector<PipelineStep>& steps) {
   return peak;
 }
 
-}  // namespace parasim::plan
+}  // namespace parasim::workload

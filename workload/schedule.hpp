@@ -21,9 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "plan/scenario.hpp"
+#include "scenario/scenario.hpp"
 
-namespace parasim::plan {
+namespace parasim::workload {
 
 struct PipelineStep {
   enum class Kind { forward, backward };
@@ -40,7 +40,7 @@ struct PipelineShape {
 };
 
 // The ordered steps of `stage` (0 .. p-1).
-std::vector<PipelineStep> stage_schedule(Schedule schedule, const PipelineShape& shape, int stage);
+std::vector<PipelineStep> stage_schedule(scenario::Schedule schedule, const PipelineShape& shape, int stage);
 
 // Layers [first, last) of model chunk `chunk` on `stage`: Megatron gives chunk c of stage s
 // the (c·p + s)-th of p·v equal slices of the layer list (the first slices take one more
@@ -55,7 +55,8 @@ int peak_in_flight(const std::vector<PipelineStep>& steps);
 // chunk) pairs held, of which the last chunk's), each distinct pair once in the order it
 // first occurs: the points where a sum of the two at any non-negative weights first peaks.
 // Memoised per thread (the memory model asks for every plan the planner scores).
-const std::vector<std::pair<int, int>>& stage_holdings(Schedule schedule, const PipelineShape& shape, int stage);
+const std::vector<std::pair<int, int>>& stage_holdings(scenario::Schedule schedule, const PipelineShape& shape,
+                                                       int stage);
 
 namespace schedules {
 std::vector<PipelineStep> gpipe(const PipelineShape& shape, int stage);
@@ -63,4 +64,4 @@ std::vector<PipelineStep> one_f_one_b(const PipelineShape& shape, int stage);
 std::vector<PipelineStep> interleaved(const PipelineShape& shape, int stage);
 }  // namespace schedules
 
-}  // namespace parasim::plan
+}  // namespace parasim::workload

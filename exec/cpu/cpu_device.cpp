@@ -138,7 +138,7 @@ void CpuDevice::layer_norm_backward(float* dx, float* dgamma, float* dbeta, cons
 void CpuDevice::gelu_forward(float* y, const float* x, std::int64_t count) { progress(); kernels::gelu_forward(y, x, count); }
 // The four passes over blocks of rows that stay in cache (about 64 KiB each): the same
 // operations in the same order as the unfused calls, so the same values.
-void CpuDevice::bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, plan::Dtype dtype) {
+void CpuDevice::bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, scenario::Dtype dtype) {
   const int rows = std::max(1, 16384 / std::max(c, 1));
   for (int r0 = 0; r0 < n; r0 += rows) {
     const int r = std::min(rows, n - r0);
@@ -359,30 +359,30 @@ void CpuDevice::adamw8bit(float* param, const float* grad, std::uint8_t* m, std:
   count_flops(12.0 * static_cast<double>(count));
 }
 
-void CpuDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
-  if (dtype == plan::Dtype::bf16) {
+void CpuDevice::round_to(scenario::Dtype dtype, float* y, std::int64_t count) {
+  if (dtype == scenario::Dtype::bf16) {
     for (std::int64_t i = 0; i < count; ++i) y[i] = round_bf16(y[i]);
-  } else if (dtype == plan::Dtype::fp16) {
+  } else if (dtype == scenario::Dtype::fp16) {
     for (std::int64_t i = 0; i < count; ++i) y[i] = round_fp16(y[i]);
   }
 }
 
-void CpuDevice::pack_16(plan::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) {
+void CpuDevice::pack_16(scenario::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) {
   progress();
-  if (dtype == plan::Dtype::bf16) {
+  if (dtype == scenario::Dtype::bf16) {
     for (std::int64_t i = 0; i < count; ++i) y[i] = bf16_bits(x[i]);
-  } else if (dtype == plan::Dtype::fp16) {
+  } else if (dtype == scenario::Dtype::fp16) {
     for (std::int64_t i = 0; i < count; ++i) y[i] = fp16_bits(x[i]);
   } else {
     throw std::invalid_argument("pack_16: bf16 or fp16 only");
   }
 }
 
-void CpuDevice::unpack_16(plan::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) {
+void CpuDevice::unpack_16(scenario::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) {
   progress();
-  if (dtype == plan::Dtype::bf16) {
+  if (dtype == scenario::Dtype::bf16) {
     for (std::int64_t i = 0; i < count; ++i) y[i] = from_bf16_bits(x[i]);
-  } else if (dtype == plan::Dtype::fp16) {
+  } else if (dtype == scenario::Dtype::fp16) {
     for (std::int64_t i = 0; i < count; ++i) y[i] = from_fp16_bits(x[i]);
   } else {
     throw std::invalid_argument("unpack_16: bf16 or fp16 only");

@@ -44,7 +44,7 @@ class CpuDevice final : public Device {
   void layer_norm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x, const float* mean,
                            const float* rstd, const float* gamma, int n, int c) override;
   void gelu_forward(float* y, const float* x, std::int64_t count) override;
-  void bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, plan::Dtype dtype) override;
+  void bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, scenario::Dtype dtype) override;
   void gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) override;
   void causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) override;
   void kv_pack(float* kv, const float* qkv, std::int64_t rows, int c) override;
@@ -96,9 +96,9 @@ class CpuDevice final : public Device {
   void adamw8bit(float* param, const float* grad, std::uint8_t* m, std::uint8_t* v, float* m_max, float* v_max,
                  std::int64_t count, double lr, double beta1, double beta2, double eps, double weight_decay,
                  int step) override;
-  void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;
-  void pack_16(plan::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) override;
-  void unpack_16(plan::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) override;
+  void round_to(scenario::Dtype dtype, float* y, std::int64_t count) override;
+  void pack_16(scenario::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) override;
+  void unpack_16(scenario::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) override;
   void fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) override;
   void fake_quantize_fp8_scaled(float* y, const float* x, std::int64_t count, bool e5m2, float scale,
                                 float* amax) override;
@@ -122,7 +122,7 @@ class CpuDevice final : public Device {
   [[noreturn]] void abort_all(int code) override;
 
   // Kernels run as they are called: an event is its recording time, complete at once.
-  void set_stream(plan::Stream) override {}
+  void set_stream(program::Stream) override {}
   Event record() override { return now_ns(); }
   bool done(Event) override { return true; }
   std::int64_t event_time_ns(Event e) override { return e; }

@@ -54,7 +54,7 @@ CudaDevice::CudaDevice(std::size_t capacity_bytes) {
   p2p_after_.resize(p2p_streams_.size());
   for (cudaStream_t& s : p2p_streams_) check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   for (cudaEvent_t& e : p2p_after_) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
-  current_ = streams_[static_cast<std::size_t>(plan::Stream::compute)];
+  current_ = streams_[static_cast<std::size_t>(program::Stream::compute)];
   check_blas(cublasCreate(&blas_), "create");
   check_cuda(cudaEventCreate(&origin_), "event");
   check_cuda(cudaMalloc(&counter_, sizeof *counter_), "counter");
@@ -183,9 +183,9 @@ void* CudaDevice::raw_allocate(std::size_t bytes) {
 void CudaDevice::raw_release(void* p, std::size_t bytes) {
   drop_fp8(p, bytes);  // the FP8 values of every operand inside it are gone with it
   Cached b{p, spare_event(), nullptr};
-  const cudaStream_t compute = streams_[static_cast<std::size_t>(plan::Stream::compute)];
+  const cudaStream_t compute = streams_[static_cast<std::size_t>(program::Stream::compute)];
   check_cuda(cudaEventRecord(b.compute, compute), "release");
-  if (current_ != compute && current_ != streams_[static_cast<std::size_t>(plan::Stream::pp)]) {
+  if (current_ != compute && current_ != streams_[static_cast<std::size_t>(program::Stream::pp)]) {
     b.other = spare_event();
     check_cuda(cudaEventRecord(b.other, current_), "release");
   }
@@ -207,14 +207,14 @@ void CudaDevice::download(void* dst, const void* src, std::size_t bytes) {
 
 // --- GEMM ----------------------------------------------------------------------------------------
 
-cublasComputeType_t gemm_compute_type(plan::Dtype precision) {
+cublasComputeType_t gemm_compute_type(scenario::Dtype precision) {
   switch (precision) {
-    case plan::Dtype::fp32: return CUBLAS_COMPUTE_32F;
-    case plan::Dtype::tf32: return CUBLAS_COMPUTE_32F_FAST_TF32;
-    case plan::Dtype::bf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
-    case plan::Dtype::fp16: return CUBLAS_COMPUTE_32F_FAST_16F;
+    case scenario::Dtype::fp32: return CUBLAS_COMPUTE_32F;
+    case scenario::Dtype::tf32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case scenario::Dtype::bf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case scenario::Dtype::fp16: return CUBLAS_COMPUTE_32F_FAST_16F;
     // FP8 operands (the shard quantizes them) are exact in bf16: bf16 tensor cores.
-    case plan::Dtype::fp8: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case scenario::Dtype::fp8: return CUBLAS_COMPUTE_32F_FAST_16BF;
   }
   return CUBLAS_COMPUTE_32F;
 }
@@ -222,7 +222,8 @@ cublasComputeType_t gemm_compute_type(plan::Dtype precision) {
 void CudaDevice::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                       const float* b, int ldb, float beta, float* c, int ldc) {
   // fp8: two fake-quantized operands run as FP8 on tensor cores where the GPU has them.
-  if (gemm_precision() == plan::Dtype::fp8 && gemm_fp8(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) {
+  if (gemm_precision() == scenario::Dtype::fp8 &&
+      gemm_fp8(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) {
     return;
   }
   const ColumnMajorGemm g = column_major(trans_a, trans_b, m, n, k);

@@ -42,7 +42,7 @@ ColumnMajorGemm column_major(bool trans_a, bool trans_b, int m, int n, int k);
 
 // The cuBLAS compute type of a GEMM in `precision` on fp32 operands: fp32 exact, or fp32
 // accumulation with the operands down-converted to tf32 / bf16 / fp16 for tensor cores.
-cublasComputeType_t gemm_compute_type(plan::Dtype precision);
+cublasComputeType_t gemm_compute_type(scenario::Dtype precision);
 
 class CudaDevice final : public Device {
  public:
@@ -80,7 +80,7 @@ class CudaDevice final : public Device {
   void layer_norm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x, const float* mean,
                            const float* rstd, const float* gamma, int n, int c) override;
   void gelu_forward(float* y, const float* x, std::int64_t count) override;
-  void bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, plan::Dtype dtype) override;
+  void bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, scenario::Dtype dtype) override;
   void gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) override;
   void causal_softmax_forward(float* p, const float* s, int batch, int t, float scale) override;
   void flash_attention_forward(float* out, float* lse, const float* qkv, int b, int t, int heads, int d) override;
@@ -122,9 +122,9 @@ class CudaDevice final : public Device {
   void adamw8bit(float* param, const float* grad, std::uint8_t* m, std::uint8_t* v, float* m_max, float* v_max,
                  std::int64_t count, double lr, double beta1, double beta2, double eps, double weight_decay,
                  int step) override;
-  void round_to(plan::Dtype dtype, float* y, std::int64_t count) override;
-  void pack_16(plan::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) override;
-  void unpack_16(plan::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) override;
+  void round_to(scenario::Dtype dtype, float* y, std::int64_t count) override;
+  void pack_16(scenario::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) override;
+  void unpack_16(scenario::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) override;
   void fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) override;
   void kv_pack(float* kv, const float* qkv, std::int64_t rows, int c) override;
   void kv_unpack_add(float* dqkv, const float* dkv, std::int64_t rows, int c) override;
@@ -159,7 +159,7 @@ class CudaDevice final : public Device {
   std::vector<char> gather_to_root(std::span<const char> mine) override { return job_.gather_to_root(mine); }
   [[noreturn]] void abort_all(int code) override;
 
-  void set_stream(plan::Stream s) override { current_ = streams_[static_cast<std::size_t>(s)]; }
+  void set_stream(program::Stream s) override { current_ = streams_[static_cast<std::size_t>(s)]; }
   Event record() override;
   bool done(Event e) override;
   std::int64_t event_time_ns(Event e) override;
@@ -188,7 +188,7 @@ class CudaDevice final : public Device {
   static std::size_t block_size(std::size_t bytes) { return (bytes + 511) / 512 * 512; }
 
   MpiJob job_;
-  std::array<cudaStream_t, plan::stream_count> streams_{};
+  std::array<cudaStream_t, program::stream_count> streams_{};
   std::vector<cudaStream_t> p2p_streams_;
   std::vector<cudaEvent_t> p2p_after_;  // per p2p stream: where it starts after the pp stream
   std::size_t next_p2p_ = 0;

@@ -26,9 +26,11 @@ void CudaDevice::gelu_forward(float* y, const float* x, std::int64_t count) { cu
 void CudaDevice::gelu_backward(float* dx, const float* x, const float* dy, std::int64_t count) {
   cuda::gelu_backward(current_, dx, x, dy, count);
 }
-void CudaDevice::bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, plan::Dtype dtype) {
+void CudaDevice::bias_gelu_forward(float* pre, float* act, const float* bias, int n, int c, scenario::Dtype dtype) {
   cuda::bias_gelu_forward(current_, pre, act, bias, n, c,
-                          dtype == plan::Dtype::bf16 ? 1 : dtype == plan::Dtype::fp16 ? 2 : 0);
+                          dtype == scenario::Dtype::bf16   ? 1
+                          : dtype == scenario::Dtype::fp16 ? 2
+                                                           : 0);
 }
 const int* CudaDevice::positions_on_device(std::span<const int> host) {
   auto [it, fresh] = positions_.try_emplace(host.data());
@@ -78,9 +80,9 @@ void CudaDevice::ring_attention_block_backward(float* dqkv, float* dkv, const fl
 // Transformer Engine's recipes do) and the GPU takes the head size; else the CUDA-core kernels.
 int CudaDevice::attention_format() const {
   switch (gemm_precision()) {
-    case plan::Dtype::bf16:
-    case plan::Dtype::fp8: return 1;
-    case plan::Dtype::fp16: return 2;
+    case scenario::Dtype::bf16:
+    case scenario::Dtype::fp8: return 1;
+    case scenario::Dtype::fp16: return 2;
     default: return 0;
   }
 }
@@ -212,21 +214,21 @@ void CudaDevice::adamw8bit(float* param, const float* grad, std::uint8_t* m, std
                   static_cast<float>(beta2), static_cast<float>(eps), static_cast<float>(weight_decay), step);
   count_flops(12.0 * static_cast<double>(count));
 }
-void CudaDevice::round_to(plan::Dtype dtype, float* y, std::int64_t count) {
-  if (dtype == plan::Dtype::bf16) cuda::round_bf16(current_, y, count);
-  if (dtype == plan::Dtype::fp16) cuda::round_fp16(current_, y, count);
+void CudaDevice::round_to(scenario::Dtype dtype, float* y, std::int64_t count) {
+  if (dtype == scenario::Dtype::bf16) cuda::round_bf16(current_, y, count);
+  if (dtype == scenario::Dtype::fp16) cuda::round_fp16(current_, y, count);
 }
-void CudaDevice::pack_16(plan::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) {
-  if (dtype != plan::Dtype::bf16 && dtype != plan::Dtype::fp16) {
+void CudaDevice::pack_16(scenario::Dtype dtype, std::uint16_t* y, const float* x, std::int64_t count) {
+  if (dtype != scenario::Dtype::bf16 && dtype != scenario::Dtype::fp16) {
     throw std::invalid_argument("pack_16: bf16 or fp16 only");
   }
-  cuda::pack_16(current_, y, x, count, dtype == plan::Dtype::bf16 ? 1 : 2);
+  cuda::pack_16(current_, y, x, count, dtype == scenario::Dtype::bf16 ? 1 : 2);
 }
-void CudaDevice::unpack_16(plan::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) {
-  if (dtype != plan::Dtype::bf16 && dtype != plan::Dtype::fp16) {
+void CudaDevice::unpack_16(scenario::Dtype dtype, float* y, const std::uint16_t* x, std::int64_t count) {
+  if (dtype != scenario::Dtype::bf16 && dtype != scenario::Dtype::fp16) {
     throw std::invalid_argument("unpack_16: bf16 or fp16 only");
   }
-  cuda::unpack_16(current_, y, x, count, dtype == plan::Dtype::bf16 ? 1 : 2);
+  cuda::unpack_16(current_, y, x, count, dtype == scenario::Dtype::bf16 ? 1 : 2);
 }
 void CudaDevice::fake_quantize_fp8(float* y, const float* x, std::int64_t count, bool e5m2) {
   cuda::fake_quantize_fp8(current_, amax_, y, x, count, e5m2);

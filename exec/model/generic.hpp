@@ -4,7 +4,7 @@
 //
 //   X = stretch(input, rows·S)    the input laid out as the GEMM's rows x S operand, through
 //                                 a ReLU after the first layer (relu commutes with stretch)
-//   Y = X · W                     W: S x S, the layer's weight (plan::generic_layer_gemm)
+//   Y = X · W                     W: S x S, the layer's weight (workload::generic_layer_gemm)
 //   u = stretch(Y, out)           out: the layer's stored activations per sample
 //   z = BN(u) + bias              bias added cyclically
 //

@@ -3,7 +3,7 @@
 #include <QBrush>
 #include <cmath>
 
-#include "plan/program.hpp"
+#include "program/program.hpp"
 #include "simulation.h"
 #include "topology/units.hpp"
 
@@ -71,13 +71,13 @@ void showRankBreakdown(FigureTableModel& m, const report::StepFigures& f, int ma
              std::move(rows));
 }
 
-void showRankMemory(FigureTableModel& m, const plan::Scenario& s, const plan::MemoryReport& r,
+void showRankMemory(FigureTableModel& m, const scenario::Scenario& s, const workload::MemoryReport& r,
                     const std::vector<double>& measured, int maxRanks) {
   QVector<QVector<FigureTableModel::Cell>> rows;
   const int world = std::min(s.plan.world(), maxRanks);
   for (int rank = 0; rank < world; ++rank) {
-    const int stage = plan::coord_of(s.plan, rank).pp;
-    const plan::MemoryBreakdown& b = r.stages[std::size_t(stage)];
+    const int stage = scenario::coord_of(s.plan, rank).pp;
+    const workload::MemoryBreakdown& b = r.stages[std::size_t(stage)];
     FigureTableModel::Cell measuredCell{QStringLiteral("-"), QVariant(), {}};
     if (std::size_t(rank) < measured.size() && measured[std::size_t(rank)] > 0) measuredCell = bytes(measured[std::size_t(rank)]);
     rows.push_back({count(rank), count(stage), bytes(b.total() - b.workspace), measuredCell});

@@ -15,8 +15,8 @@
 #include <QVector>
 #include <vector>
 
-#include "plan/memory.hpp"
-#include "plan/scenario.hpp"
+#include "workload/memory.hpp"
+#include "scenario/scenario.hpp"
 #include "report/compare.hpp"
 #include "report/metrics.hpp"
 
@@ -65,7 +65,7 @@ enum Column { Gpus, Dp, StepTime, Tokens, Ideal, Efficiency, ColumnCount };
 // At most `maxRanks` ranks (the first ones); raw values in seconds.
 void showRankBreakdown(FigureTableModel& m, const report::StepFigures& f, int maxRanks);
 // Raw values in bytes; `measured` may be empty (no run yet) or hold a peak per rank.
-void showRankMemory(FigureTableModel& m, const plan::Scenario& s, const plan::MemoryReport& r,
+void showRankMemory(FigureTableModel& m, const scenario::Scenario& s, const workload::MemoryReport& r,
                     const std::vector<double>& measured, int maxRanks);
 // Raw values in the row's unit (seconds, bytes, fraction); the error as a fraction.
 void showComparison(FigureTableModel& m, const std::vector<report::ComparisonRow>& rows);

@@ -1,6 +1,6 @@
 #include "planmodel.h"
 
-#include "plan/describe.hpp"
+#include "scenario/describe.hpp"
 #include "topology/units.hpp"
 
 namespace parasim::gui {
@@ -11,7 +11,7 @@ QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.s
 
 PlanModel::PlanModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void PlanModel::setReport(const sim::PlanReport& report, int rows) {
+void PlanModel::setReport(const planner::PlanReport& report, int rows) {
   beginResetModel();
   m_report = report;
   m_rows = std::min(rows, int(m_report.ranked.size()));
@@ -21,7 +21,8 @@ void PlanModel::setReport(const sim::PlanReport& report, int rows) {
 QStringList PlanModel::planOverrides(int row) const {
   QStringList out;
   if (row < 0 || row >= m_rows) return out;
-  for (const std::string& o : plan::overrides_of(m_report.ranked[std::size_t(row)].candidate)) out << QString::fromStdString(o);
+  for (const std::string& o : planner::overrides_of(m_report.ranked[std::size_t(row)].candidate))
+    out << QString::fromStdString(o);
   return out;
 }
 
@@ -30,8 +31,8 @@ int PlanModel::columnCount(const QModelIndex& parent) const { return parent.isVa
 
 QVariant PlanModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
-  const sim::PlanScore& p = m_report.ranked[std::size_t(index.row())];
-  const plan::ParallelPlan& pl = p.candidate.plan;
+  const planner::PlanScore& p = m_report.ranked[std::size_t(index.row())];
+  const scenario::ParallelPlan& pl = p.candidate.plan;
   const int c = index.column();
   // The numbers of the plan itself, shown as they are.
   QVariant number;
@@ -63,11 +64,11 @@ QVariant PlanModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole) return {};
   if (number.isValid()) return number;
   switch (c) {
-    case Schedule: return q(plan::to_string(pl.schedule));
-    case Recompute: return q(plan::to_string(p.candidate.recompute));
+    case Schedule: return q(to_string(pl.schedule));
+    case Recompute: return q(to_string(p.candidate.recompute));
     case Sp: return pl.tp_comm_overlap ? tr("overlap") : pl.sequence_parallel ? tr("yes") : tr("no");
-    case Placement: return QString::fromStdString(plan::placement_string(pl));
-    case Zero: return QString::fromStdString(plan::sharding_string(pl));
+    case Placement: return QString::fromStdString(scenario::placement_string(pl));
+    case Zero: return QString::fromStdString(planner::sharding_string(pl));
     case StepTime: return QString::fromStdString(units::format_duration(p.step_time));
     case Tokens: return QString::fromStdString(units::format_count(p.tokens_per_s));
     case Mfu: return QStringLiteral("%1 %").arg(100.0 * p.mfu, 0, 'f', 1);

@@ -7,13 +7,13 @@
 #include <QAbstractTableModel>
 #include <QStringList>
 
-#include "sim/planner.hpp"
+#include "planner/planner.hpp"
 
 namespace parasim::gui {
 
 // A search's outcome as the window's worker returns it: the report, or why there is none.
 struct PlanSearch {
-  sim::PlanReport report;
+  planner::PlanReport report;
   QString error;
   bool cancelled = false;
 };
@@ -29,9 +29,9 @@ class PlanModel : public QAbstractTableModel {
 
   explicit PlanModel(QObject* parent = nullptr);
   // Shows at most `rows` plans of the report.
-  void setReport(const sim::PlanReport& report, int rows = 500);
+  void setReport(const planner::PlanReport& report, int rows = 500);
   [[nodiscard]] QStringList planOverrides(int row) const;
-  [[nodiscard]] const sim::PlanReport& report() const { return m_report; }
+  [[nodiscard]] const planner::PlanReport& report() const { return m_report; }
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -39,7 +39,7 @@ class PlanModel : public QAbstractTableModel {
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
  private:
-  sim::PlanReport m_report;
+  planner::PlanReport m_report;
   int m_rows = 0;
 };
 

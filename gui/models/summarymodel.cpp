@@ -17,7 +17,7 @@ std::string percent(double fraction) { return QString::number(100.0 * fraction, 
 
 SummaryModel::SummaryModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void SummaryModel::setFigures(const plan::Scenario& s, const report::StepFigures& f) {
+void SummaryModel::setFigures(const scenario::Scenario& s, const report::StepFigures& f) {
   beginResetModel();
   m_rows.clear();
   auto add = [&](const char* metric, const std::string& text, double raw) {
@@ -25,7 +25,8 @@ void SummaryModel::setFigures(const plan::Scenario& s, const report::StepFigures
   };
   add("step time", u::format_duration(f.step_time), f.step_time);
   add("samples/s", u::format_count(f.samples_per_s), f.samples_per_s);
-  if (s.model.kind == plan::ModelKind::transformer) add("tokens/s", u::format_count(f.tokens_per_s), f.tokens_per_s);
+  if (s.model.kind == scenario::ModelKind::transformer)
+    add("tokens/s", u::format_count(f.tokens_per_s), f.tokens_per_s);
   add("per device", u::format_flop_rate(f.flops_per_device), f.flops_per_device);
   add("MFU", percent(f.mfu), f.mfu);
   add("pipeline bubble", percent(f.bubble_fraction), f.bubble_fraction);
@@ -128,7 +129,7 @@ QString SummaryModel::value(const QString& metric) const {
 
 MemoryModel::MemoryModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void MemoryModel::setReport(const plan::MemoryReport& r) {
+void MemoryModel::setReport(const workload::MemoryReport& r) {
   beginResetModel();
   m_report = r;
   endResetModel();
@@ -142,7 +143,7 @@ int MemoryModel::rowCount(const QModelIndex& parent) const {
 int MemoryModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
 
 double MemoryModel::bytes(int row, int column) const {
-  const plan::MemoryBreakdown& b = m_report.stages[std::size_t(row)];
+  const workload::MemoryBreakdown& b = m_report.stages[std::size_t(row)];
   switch (column) {
     case Total: return b.total();
     case Capacity: return m_report.capacity;
@@ -159,13 +160,13 @@ double MemoryModel::bytes(int row, int column) const {
 }
 
 bool MemoryModel::fits(int row) const {
-  const plan::MemoryBreakdown& b = m_report.stages[std::size_t(row)];
+  const workload::MemoryBreakdown& b = m_report.stages[std::size_t(row)];
   return b.total() <= m_report.capacity && (m_report.host_capacity <= 0.0 || b.host <= m_report.host_capacity);
 }
 
 QVariant MemoryModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
-  const plan::MemoryBreakdown& b = m_report.stages[std::size_t(index.row())];
+  const workload::MemoryBreakdown& b = m_report.stages[std::size_t(index.row())];
   const bool host_fits = m_report.host_capacity <= 0.0 || b.host <= m_report.host_capacity;
   const bool fits = this->fits(index.row());
   const int c = index.column();

@@ -10,8 +10,8 @@
 #include <QAbstractTableModel>
 #include <QVector>
 
-#include "plan/memory.hpp"
-#include "plan/scenario.hpp"
+#include "workload/memory.hpp"
+#include "scenario/scenario.hpp"
 #include "report/compare.hpp"
 #include "report/metrics.hpp"
 
@@ -25,7 +25,7 @@ class SummaryModel : public QAbstractTableModel {
 
   explicit SummaryModel(QObject* parent = nullptr);
   // The prediction; forgets a measurement shown beside it.
-  void setFigures(const plan::Scenario& s, const report::StepFigures& f);
+  void setFigures(const scenario::Scenario& s, const report::StepFigures& f);
   // After Run for real on the same plan: the Measured and Error columns, from validate's
   // comparison (the throughputs from the measured step time). The error is validate's: its
   // prediction of the plan as the executor runs it (without dropout), which a tooltip
@@ -66,7 +66,7 @@ class MemoryModel : public QAbstractTableModel {
   static constexpr int GiBRole = Qt::UserRole + 2;  // the column in GiB, for charts
 
   explicit MemoryModel(QObject* parent = nullptr);
-  void setReport(const plan::MemoryReport& r);
+  void setReport(const workload::MemoryReport& r);
   void clear();
 
   int rowCount(const QModelIndex& parent = {}) const override;
@@ -74,13 +74,13 @@ class MemoryModel : public QAbstractTableModel {
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
   [[nodiscard]] double capacity() const { return m_report.capacity; }
-  [[nodiscard]] const plan::MemoryReport& report() const { return m_report; }
+  [[nodiscard]] const workload::MemoryReport& report() const { return m_report; }
   // The stage fits the device's memory and, offloading, its share of the host's.
   [[nodiscard]] bool fits(int row) const;
 
  private:
   [[nodiscard]] double bytes(int row, int column) const;
-  plan::MemoryReport m_report;
+  workload::MemoryReport m_report;
 };
 
 }  // namespace parasim::gui

@@ -18,13 +18,13 @@ namespace parasim::gui {
 
 namespace {
 
-constexpr int categoryCount = static_cast<int>(plan::category_count);
+constexpr int categoryCount = static_cast<int>(program::category_count);
 
 QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
 
 std::int32_t categoryFromName(const std::string& name) {
   for (int c = 0; c < categoryCount; ++c) {
-    if (plan::to_string(static_cast<plan::Category>(c)) == name) return c;
+    if (to_string(static_cast<program::Category>(c)) == name) return c;
   }
   return -1;
 }
@@ -50,7 +50,7 @@ std::int64_t TimelineLane::busy() const {
 }
 
 QString TimelineTrace::spanName(const TimelineSpan& s) const {
-  if (program && s.label >= 0) return QString::fromStdString(plan::op_name(*program, s.label));
+  if (program && s.label >= 0) return QString::fromStdString(program::op_name(*program, s.label));
   if (s.label >= 0 && std::size_t(s.label) < labels.size()) return labels[std::size_t(s.label)];
   return QStringLiteral("?");
 }
@@ -79,7 +79,7 @@ void finishLanes(TimelineTrace& t) {
   }
 }
 
-TimelineTrace timelineFromTrace(const report::Trace& trace, std::shared_ptr<const plan::Program> program,
+TimelineTrace timelineFromTrace(const report::Trace& trace, std::shared_ptr<const program::Program> program,
                                 const topology::Cluster& cluster, const QString& title) {
   TimelineTrace t;
   t.kind = q(trace.kind);
@@ -92,7 +92,7 @@ TimelineTrace timelineFromTrace(const report::Trace& trace, std::shared_ptr<cons
     TimelineLane l;
     l.rank = key.first;
     l.stream = key.second;
-    l.name = QStringLiteral("rank %1 %2").arg(key.first).arg(q(plan::to_string(static_cast<plan::Stream>(key.second))));
+    l.name = QStringLiteral("rank %1 %2").arg(key.first).arg(q(to_string(static_cast<program::Stream>(key.second))));
     t.lanes.push_back(std::move(l));
   }
   // A receive from its send's start (the transfer), as the Chrome trace draws it.
@@ -106,7 +106,7 @@ TimelineTrace timelineFromTrace(const report::Trace& trace, std::shared_ptr<cons
     out.microBatch = s.micro_batch;
     out.category = static_cast<std::int32_t>(s.category);
     if (t.program && s.op >= 0) {
-      const plan::Op& op = t.program->ops[std::size_t(s.op)];
+      const program::Op& op = t.program->ops[std::size_t(s.op)];
       out.flops = op.flops;
       out.bytes = op.bytes;
     }
@@ -250,11 +250,12 @@ std::vector<PaintItem> foldLane(const TimelineLane& lane, const TimeMapping& m) 
   PaintItem pending;
   bool has = false;
   // A fold's busy time per category (the last slot: unknown), for its dominant kind.
-  std::array<std::int64_t, plan::category_count + 1> busy{};
-  std::array<std::uint32_t, plan::category_count + 1> first_seen{};  // ties go to the first seen
+  std::array<std::int64_t, program::category_count + 1> busy{};
+  std::array<std::uint32_t, program::category_count + 1> first_seen{};  // ties go to the first seen
   std::uint32_t seen = 0;
   auto slot = [](std::int32_t category) {
-    return category >= 0 && std::size_t(category) < plan::category_count ? std::size_t(category) : plan::category_count;
+    return category >= 0 && std::size_t(category) < program::category_count ? std::size_t(category)
+                                                                            : program::category_count;
   };
   auto account = [&](const TimelineSpan& s) {
     const std::size_t k = slot(s.category);
@@ -266,10 +267,10 @@ std::vector<PaintItem> foldLane(const TimelineLane& lane, const TimeMapping& m) 
     pending.x1 = std::max(pending.x1, pending.x0 + 1.0);  // a lone thin span stays visible
     if (pending.count > 1) {
       std::size_t best = 0;
-      for (std::size_t k = 1; k <= plan::category_count; ++k) {
+      for (std::size_t k = 1; k <= program::category_count; ++k) {
         if (busy[k] > busy[best] || (busy[k] > 0 && busy[k] == busy[best] && first_seen[k] < first_seen[best])) best = k;
       }
-      pending.category = best == plan::category_count ? -1 : std::int32_t(best);
+      pending.category = best == program::category_count ? -1 : std::int32_t(best);
     }
     out.push_back(pending);
     has = false;
@@ -339,7 +340,7 @@ std::vector<float> counterColumns(const TimelineLane& lane, const TimeMapping& m
 QString categoryName(std::int32_t category) {
   if (category == -2) return QStringLiteral("folded");
   if (category < 0 || category >= categoryCount) return QStringLiteral("other");
-  return q(plan::to_string(static_cast<plan::Category>(category)));
+  return q(to_string(static_cast<program::Category>(category)));
 }
 
 QColor categoryColor(std::int32_t category) {

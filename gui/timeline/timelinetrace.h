@@ -29,7 +29,7 @@ struct TimelineSpan {
   double bytes = 0.0;
   std::int64_t label = -1;    // op id (in-memory trace) or index into labels (file)
   std::int32_t microBatch = -1;
-  std::int32_t category = -1;  // plan::Category, -1 when unknown
+  std::int32_t category = -1;  // program::Category, -1 when unknown
 };
 
 struct TimelineLane {
@@ -51,7 +51,7 @@ struct TimelineTrace {
   std::int64_t end = 0;  // the last span's end or counter sample, picoseconds
   std::vector<TimelineLane> lanes;
   std::vector<double> memoryPeak;  // bytes per rank when the trace has memory counters
-  std::shared_ptr<const plan::Program> program;  // names of in-memory spans
+  std::shared_ptr<const program::Program> program;  // names of in-memory spans
   std::vector<QString> labels;                   // names of file spans
 
   [[nodiscard]] QString spanName(const TimelineSpan& s) const;
@@ -61,7 +61,7 @@ struct TimelineTrace {
 // Lanes of every rank that has spans (a folded trace: replica 0's ranks) and stream, then
 // one lane per link counter. The trace's program must outlive the result through
 // `program`.
-TimelineTrace timelineFromTrace(const report::Trace& trace, std::shared_ptr<const plan::Program> program,
+TimelineTrace timelineFromTrace(const report::Trace& trace, std::shared_ptr<const program::Program> program,
                                 const topology::Cluster& cluster, const QString& title);
 
 // Reads a Chrome trace-event JSON file (parasim's, or another tool's complete events).

@@ -128,7 +128,7 @@ TimelinePanel::TimelinePanel(QWidget* parent)
       m_predictedTitle(new QLabel(this)),
       m_measuredTitle(new QLabel(this)) {
   auto* legend = new QHBoxLayout;
-  for (int c = 0; c < static_cast<int>(plan::category_count); ++c) {
+  for (int c = 0; c < static_cast<int>(program::category_count); ++c) {
     auto* swatch = new QLabel(categoryName(c), this);
     swatch->setStyleSheet(QStringLiteral("background: %1; color: white; padding: 1px 6px").arg(categoryColor(c).name()));
     legend->addWidget(swatch);

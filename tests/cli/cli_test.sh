@@ -281,7 +281,7 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
 fi
 
 # The planner: every valid plan of the quickstart's model on its 2 ranks (132, counted by
-# hand in tests/sim/planner_test.cpp), the best re-simulated; JSON and CSV for scripts.
+# hand in tests/planner/planner_test.cpp), the best re-simulated; JSON and CSV for scripts.
 expect 0 "132 valid plans: 132 fit, 0 rejected" -- "$parasim" plan "$q"
 expect 0 "^1 .* simulated " -- "$parasim" plan "$q" --top 3
 expect 0 "best: parasim simulate .* --set plan.dp=" -- "$parasim" plan "$q"

@@ -2,7 +2,7 @@
 // statistics (each micro-batch its own) and SyncBN (the same micro-batch of every dp
 // replica together), with pipeline stages, recompute and ZeRO. Run under MPI like
 // parallel_test.cpp.
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "tests/exec/parallel_helpers.hpp"
 
 using namespace parasim;
@@ -14,8 +14,9 @@ TEST_CASE("BatchNorm layers on one rank equal GenericNet, with and without recom
   cnn_bn_matches_serial({"training.recompute=full"});
   // SyncBN with one replica has nothing to synchronise: the same run, no collectives.
   cnn_bn_matches_serial({"training.batch_norm=sync"});
-  const plan::Program prog = plan::compile(cnn_bn({"training.batch_norm=sync"}));
-  CHECK(std::none_of(prog.ops.begin(), prog.ops.end(), [](const plan::Op& o) { return o.category == plan::Category::bn_comm; }));
+  const program::Program prog = program::compile(cnn_bn({"training.batch_norm=sync"}));
+  CHECK(std::none_of(prog.ops.begin(), prog.ops.end(),
+                     [](const program::Op& o) { return o.category == program::Category::bn_comm; }));
 }
 
 TEST_CASE("BatchNorm layers learn the synthetic classes: the loss falls over 60 steps", "[exec][np1][generic][bn]") {

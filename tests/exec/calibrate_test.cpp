@@ -20,7 +20,7 @@ TEST_CASE("bus bandwidth factors are nccl-tests'", "[exec][calibrate]") {
 
 TEST_CASE("GEMMs measured in several dtypes: a peak each, efficiency against each dtype's own peak",
           "[exec][calibrate]") {
-  using parasim::plan::Dtype;
+  using parasim::scenario::Dtype;
   auto gemm = [](int n, Dtype d, double rate) { return GemmSample{n, n, n, d, 2.0 * n * n * n / rate, "NN"}; };
   Calibration c;
   // fp32 peaks at 60 TFLOP/s (size 4096), bf16 at 600 (size 4096). At size 1024 fp32 runs
@@ -43,7 +43,7 @@ TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
   // Rates: 2·m·n·k / seconds. 64³ at 50 and 60 GFLOP/s (two forms), 32 x 128 x 64 (also
   // size 64) at 70, 128³ at 100 (the best), 512³ at 80.
   auto gemm = [](int m, int n, int k, double rate, const char* form) {
-    return GemmSample{m, n, k, parasim::plan::Dtype::fp32, 2.0 * m * n * k / rate, form};
+    return GemmSample{m, n, k, parasim::scenario::Dtype::fp32, 2.0 * m * n * k / rate, form};
   };
   c.gemms = {gemm(64, 64, 64, 50e9, "NN"), gemm(64, 64, 64, 60e9, "NT"), gemm(32, 128, 64, 70e9, "NN"),
              gemm(128, 128, 128, 100e9, "NN"), gemm(512, 512, 512, 80e9, "TN")};
@@ -93,7 +93,7 @@ TEST_CASE("the profile fitted to hand-made measurements", "[exec][calibrate]") {
 
 TEST_CASE("a profile without communication has no link figures", "[exec][calibrate]") {
   Calibration c;
-  c.gemms = {{64, 64, 64, parasim::plan::Dtype::fp32, 1e-5, "NN"}};
+  c.gemms = {{64, 64, 64, parasim::scenario::Dtype::fp32, 1e-5, "NN"}};
   c.kernels = {{"accumulate", 1024, 12288, 1e-6}};
   const ProfileFit f = fit_profile(c);
   CHECK(f.link_bandwidth == 0.0);
@@ -105,7 +105,7 @@ TEST_CASE("a profile without communication has no link figures", "[exec][calibra
 TEST_CASE("on a device that queues kernels, the host's costs and the device's launch are fitted apart",
           "[exec][calibrate]") {
   Calibration c;
-  c.gemms = {{64, 64, 64, parasim::plan::Dtype::fp32, 1e-5, "NN"}};
+  c.gemms = {{64, 64, 64, parasim::scenario::Dtype::fp32, 1e-5, "NN"}};
   // Three kernels at the largest size: 1, 2 and 10 GB/s; the slow one does not drag the
   // median (2 GB/s), where the bytes over the time would be 13e6 / 7.1e-3 = 1.83 GB/s.
   c.kernels = {{"gelu_forward", 1 << 20, 1e6, 1e-3},
@@ -129,7 +129,7 @@ TEST_CASE("on a device that queues kernels, the host's costs and the device's la
 }
 
 TEST_CASE("a GEMM far from its neighbours' rate is set aside and sets no peak", "[exec][calibrate]") {
-  using parasim::plan::Dtype;
+  using parasim::scenario::Dtype;
   auto gemm = [](int n, double rate, const char* form) {
     return GemmSample{n, n, n, Dtype::fp32, 2.0 * n * n * n / rate, form};
   };

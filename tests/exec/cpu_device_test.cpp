@@ -26,7 +26,7 @@ TEST_CASE("the fused bias, rounding and GELU give the unfused calls' values exac
   std::vector<float> pre(count), bias(static_cast<std::size_t>(c));
   for (float& v : pre) v = static_cast<float>(2.0 * exec::normal(state));
   for (float& v : bias) v = static_cast<float>(exec::normal(state));
-  for (const plan::Dtype dtype : {plan::Dtype::fp32, plan::Dtype::bf16, plan::Dtype::fp16}) {
+  for (const scenario::Dtype dtype : {scenario::Dtype::fp32, scenario::Dtype::bf16, scenario::Dtype::fp16}) {
     INFO(topology::to_string(dtype));
     exec::Buffer p1 = dev.allocate_floats(count), a1 = dev.allocate_floats(count);
     exec::Buffer p2 = dev.allocate_floats(count), a2 = dev.allocate_floats(count);
@@ -57,7 +57,7 @@ TEST_CASE("16-bit storage: two bytes per value, rounded as round_to, read back e
   const std::vector<float> x = {1.0F, -2.5F, 0.0F, -0.0F, 0.375F, 0x1p-24F, 0x1p-14F, inf, -inf};
   const std::vector<std::uint16_t> bf16 = {0x3f80, 0xc020, 0x0000, 0x8000, 0x3ec0, 0x3380, 0x3880, 0x7f80, 0xff80};
   const std::vector<std::uint16_t> fp16 = {0x3c00, 0xc100, 0x0000, 0x8000, 0x3600, 0x0001, 0x0400, 0x7c00, 0xfc00};
-  for (const auto& [dtype, bits] : {std::pair{plan::Dtype::bf16, bf16}, std::pair{plan::Dtype::fp16, fp16}}) {
+  for (const auto& [dtype, bits] : {std::pair{scenario::Dtype::bf16, bf16}, std::pair{scenario::Dtype::fp16, fp16}}) {
     INFO(topology::to_string(dtype));
     std::vector<std::uint16_t> h(x.size());
     dev.pack_16(dtype, h.data(), x.data(), static_cast<std::int64_t>(x.size()));
@@ -79,7 +79,7 @@ TEST_CASE("16-bit storage: two bytes per value, rounded as round_to, read back e
   v[2] = 1.0F + 0x1p-11F;  // an fp16 tie (to even: 1); under half a bf16 step
   v[3] = 70000.0F;         // past fp16's largest value, 65504
   v[4] = 65504.0F;         // fp16's largest; in bf16 above a tie, up to 65536
-  for (const plan::Dtype dtype : {plan::Dtype::bf16, plan::Dtype::fp16}) {
+  for (const scenario::Dtype dtype : {scenario::Dtype::bf16, scenario::Dtype::fp16}) {
     INFO(topology::to_string(dtype));
     std::vector<float> rounded = v;
     dev.round_to(dtype, rounded.data(), static_cast<std::int64_t>(rounded.size()));
@@ -88,10 +88,10 @@ TEST_CASE("16-bit storage: two bytes per value, rounded as round_to, read back e
     dev.pack_16(dtype, h.data(), v.data(), static_cast<std::int64_t>(v.size()));
     dev.unpack_16(dtype, back.data(), h.data(), static_cast<std::int64_t>(v.size()));
     CHECK(std::isnan(back[0]));
-    CHECK(back[1] == (dtype == plan::Dtype::fp16 ? 1.0F + 0x1p-8F : 1.0F));
+    CHECK(back[1] == (dtype == scenario::Dtype::fp16 ? 1.0F + 0x1p-8F : 1.0F));
     CHECK(back[2] == 1.0F);
-    CHECK(back[3] == (dtype == plan::Dtype::fp16 ? inf : 70144.0F));
-    CHECK(back[4] == (dtype == plan::Dtype::fp16 ? 65504.0F : 65536.0F));
+    CHECK(back[3] == (dtype == scenario::Dtype::fp16 ? inf : 70144.0F));
+    CHECK(back[4] == (dtype == scenario::Dtype::fp16 ? 65504.0F : 65536.0F));
     for (std::size_t i = 1; i < v.size(); ++i) {
       INFO(i << ": " << v[i]);
       REQUIRE(back[i] == rounded[i]);

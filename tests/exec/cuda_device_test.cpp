@@ -16,7 +16,7 @@
 #include "exec/cuda/cuda_device.hpp"
 #include "exec/execute.hpp"
 #include "exec/model/kernels.hpp"
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "tests/exec/host_vectors.hpp"
 
 using namespace parasim;
@@ -84,7 +84,7 @@ TEST_CASE("the CUDA device's fused bias, rounding and GELU equal the unfused cal
   const auto count = static_cast<std::size_t>(n) * c;
   const auto pre = random_values(count, 7, -1.0F, 1.0F);
   const auto bias = random_values(static_cast<std::size_t>(c), 8, -1.0F, 1.0F);
-  for (const plan::Dtype dtype : {plan::Dtype::fp32, plan::Dtype::bf16, plan::Dtype::fp16}) {
+  for (const scenario::Dtype dtype : {scenario::Dtype::fp32, scenario::Dtype::bf16, scenario::Dtype::fp16}) {
     INFO(topology::to_string(dtype));
     const exec::Buffer p1 = on(dev, pre), p2 = on(dev, pre), b = on(dev, bias);
     const exec::Buffer a1 = dev.allocate_floats(count), a2 = dev.allocate_floats(count);
@@ -126,7 +126,7 @@ TEST_CASE("FP8 GEMMs on tensor cores multiply the fake-quantized operands exactl
   // are exact, so only the fp32 sums' order and (forward) Hopper's fast accumulation differ
   // from the host's double sums.
   exec::CudaDevice dev;
-  dev.set_gemm_precision(plan::Dtype::fp8);
+  dev.set_gemm_precision(scenario::Dtype::fp8);
   const int m = 64, n = 96, k = 128;
   for (const bool gradient : {false, true}) {
     for (const bool ta : {false, true}) {
@@ -171,7 +171,7 @@ TEST_CASE("an FP8 GEMM into a matrix inside a buffer runs or falls back, never e
   // cuBLASLt is told that alignment, so it either picks a kernel that takes it or refuses,
   // and a refusal runs the GEMM on bf16 tensor cores, counted. Either way the product is right.
   exec::CudaDevice dev;
-  dev.set_gemm_precision(plan::Dtype::fp8);
+  dev.set_gemm_precision(scenario::Dtype::fp8);
   const int m = 32, n = 48, k = 64;
   const auto a = random_values(static_cast<std::size_t>(m) * k, 31, -1.0F, 1.0F);
   const auto b = random_values(static_cast<std::size_t>(k) * n, 32, -1.0F, 1.0F);
@@ -196,7 +196,7 @@ TEST_CASE("operands quantized inside one buffer leave no FP8 codes behind when i
   // codes cast and kept). The buffer's release drops every copy's tag and codes, so the
   // memory in use returns to where it was (before, only the copy at the start went).
   exec::CudaDevice dev;
-  dev.set_gemm_precision(plan::Dtype::fp8);
+  dev.set_gemm_precision(scenario::Dtype::fp8);
   const int m = 64, n = 64, k = 64, copies = 4;
   const exec::Buffer b = on(dev, random_values(static_cast<std::size_t>(k) * n, 33, -1.0F, 1.0F));
   dev.fake_quantize_fp8(b.f(), b.f(), static_cast<std::int64_t>(k) * n, false);
@@ -243,11 +243,13 @@ namespace {
 // `epsilon`, relatively (GEMMs and reductions sum in other orders).
 exec::Measurement train_on_both(exec::CudaDevice& gpu, const std::string& precision, double epsilon,
                                 const std::string& attention = "naive") {
-  const plan::Scenario s = plan::load_text(
+  const scenario::Scenario s = scenario::load_text(
       "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 1}\n"
       "model: {layers: 2, hidden: 64, heads: 4, vocab: 128, seq_len: 32}\n"
-      "training: {global_batch: 8, micro_batch: 2, precision: " + precision + ", attention: " + attention + "}\n"
-      "plan: {dp: 1}\nrun: {steps: 4, warmup: 2, seed: 7}\n",
+      "training: {global_batch: 8, micro_batch: 2, precision: " +
+          precision + ", attention: " + attention +
+          "}\n"
+          "plan: {dp: 1}\nrun: {steps: 4, warmup: 2, seed: 7}\n",
       "one-gpu.yaml");
   exec::RunOptions options;
   options.steps = 4;

@@ -529,7 +529,7 @@ TEST_CASE("CUDA sum of squares equals the host's in double, and a NaN shows", "[
 // costs at most its rounding: tf32 and fp16 2^-11, bf16 2^-8 per operand, summed over k
 // at random signs (bounds 2e-3, 2e-3, 1e-2 of the largest value).
 TEST_CASE("CUDA GEMMs in fp32, tf32, bf16 and fp16 equal the host GEMM within each format's rounding", "[cuda]") {
-  using parasim::plan::Dtype;
+  using parasim::scenario::Dtype;
   const int m = 96, n = 80, k = 512;
   cublasHandle_t h = nullptr;
   REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);

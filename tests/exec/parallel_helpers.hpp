@@ -18,7 +18,7 @@
 #include "exec/model/kernels.hpp"
 #include "exec/runner.hpp"
 #include "exec/shard.hpp"
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 
 namespace parasim::test::parallel {
 
@@ -30,19 +30,19 @@ inline CpuDevice& device() {
   return dev;
 }
 
-inline plan::Scenario tiny(std::vector<std::string> sets) {
+inline scenario::Scenario tiny(std::vector<std::string> sets) {
   const std::string text = R"(cluster: {preset: cpu-host, gpus_per_node: 4}
 model: {layers: 4, hidden: 32, heads: 4, vocab: 64, seq_len: 16}
 training: {global_batch: 8, micro_batch: 2, precision: fp32}
 plan: {dp: 1}
 run: {seed: 7}
 )";
-  return plan::load_text(text, "parallel.yaml", sets);
+  return scenario::load_text(text, "parallel.yaml", sets);
 }
 
 // A small generic (CNN-like) model: four GEMM-equivalent layers with biases, stretches up
 // and down, and ten classes.
-inline plan::Scenario cnn(std::vector<std::string> sets) {
+inline scenario::Scenario cnn(std::vector<std::string> sets) {
   const std::string text = R"(cluster: {preset: cpu-host, gpus_per_node: 4}
 model:
   name: tiny-cnn
@@ -56,14 +56,14 @@ training: {global_batch: 8, micro_batch: 2, precision: fp32}
 plan: {dp: 1}
 run: {seed: 7}
 )";
-  return plan::load_text(text, "cnn.yaml", sets);
+  return scenario::load_text(text, "cnn.yaml", sets);
 }
 
 // The same with BatchNorm: one BN layer of 4 channels in c1, two of 3 channels over 151
 // values in c2 (shares of 75 and 76: a channel with one value more), one of 8 channels
 // over all of fc1's 40 values (BatchNorm1d), none in fc2. Each BN layer's scales and
 // shifts are in its layer's params.
-inline plan::Scenario cnn_bn(std::vector<std::string> sets) {
+inline scenario::Scenario cnn_bn(std::vector<std::string> sets) {
   const std::string text = R"(cluster: {preset: cpu-host, gpus_per_node: 4}
 model:
   name: tiny-cnn-bn
@@ -77,7 +77,7 @@ training: {global_batch: 8, micro_batch: 2, precision: fp32}
 plan: {dp: 1}
 run: {seed: 7}
 )";
-  return plan::load_text(text, "cnn-bn.yaml", sets);
+  return scenario::load_text(text, "cnn-bn.yaml", sets);
 }
 
 struct Outcome {
@@ -94,7 +94,7 @@ struct Outcome {
 // the global batch in turn (`micro_batch(i, step)` runs forward and backward of the i-th
 // and returns its mean loss), gradients averaged, then AdamW with the executor's settings.
 template <class Model, class MicroBatch>
-Outcome train_serial(const plan::Scenario& s, int steps, Model& model, MicroBatch&& micro_batch, int count) {
+Outcome train_serial(const scenario::Scenario& s, int steps, Model& model, MicroBatch&& micro_batch, int count) {
   const auto n = static_cast<std::size_t>(model.param_count());
   std::vector<float> am(n, 0.0F), av(n, 0.0F);
   Outcome out;
@@ -116,15 +116,15 @@ Outcome train_serial(const plan::Scenario& s, int steps, Model& model, MicroBatc
     }
     out.grads.assign(model.grads().begin(), model.grads().end());
     kernels::adamw(model.params().data(), model.grads().data(), am.data(), av.data(), static_cast<std::int64_t>(n),
-                   kernels::AdamW{plan::learning_rate_at(s.training, step), 0.9, 0.95, 1e-8, 0.0}, step + 1);
+                   kernels::AdamW{scenario::learning_rate_at(s.training, step), 0.9, 0.95, 1e-8, 0.0}, step + 1);
   }
   out.params.assign(model.params().begin(), model.params().end());
   return out;
 }
 
-inline Outcome serial(const plan::Scenario& s, int steps) {
+inline Outcome serial(const scenario::Scenario& s, int steps) {
   const int b = s.training.micro_batch;
-  if (s.model.kind == plan::ModelKind::generic) {
+  if (s.model.kind == scenario::ModelKind::generic) {
     const GenericConfig cfg = generic_config(s);
     GenericNet<float> model(cfg, s.run.seed);
     ImageBatch batch;
@@ -153,7 +153,7 @@ inline Outcome serial(const plan::Scenario& s, int steps) {
         },
         parts);
   }
-  const plan::ModelSpec& m = s.model;
+  const scenario::ModelSpec& m = s.model;
   GptConfig cfg{m.vocab, m.seq_len, m.layers, m.hidden, m.heads};
   if (m.moe()) {
     cfg.experts = m.experts;
@@ -173,9 +173,9 @@ inline Outcome serial(const plan::Scenario& s, int steps) {
   }, s.training.global_batch / b);
 }
 
-inline Outcome parallel(const plan::Scenario& s, int steps) {
+inline Outcome parallel(const scenario::Scenario& s, int steps) {
   Device& dev = device();
-  const plan::Program prog = plan::compile(s);
+  const program::Program prog = program::compile(s);
   const std::unique_ptr<Shard> owned = make_shard(dev, s, dev.rank());
   Shard& shard = *owned;
   Runner runner(dev, s, prog, shard, 30.0);
@@ -216,16 +216,16 @@ inline double max_abs_difference(const std::vector<double>& a, const std::vector
   return worst;
 }
 
-inline double program_flops(const plan::Program& p) {
+inline double program_flops(const program::Program& p) {
   double f = 0.0;
-  for (const plan::Op& o : p.ops) f += o.flops;
+  for (const program::Op& o : p.ops) f += o.flops;
   return f;
 }
 
 // One plan against the serial model over two steps: gradients of the second step (under
 // ZeRO-1 each rank's reduce-scatter leaves only its share summed, so only the updated
 // weights are compared), weights after two updates, losses, and FLOPs against the Program.
-inline void matches_serial(const plan::Scenario& s, const std::vector<std::string>& sets, bool compare_grads) {
+inline void matches_serial(const scenario::Scenario& s, const std::vector<std::string>& sets, bool compare_grads) {
   REQUIRE(s.plan.world() == device().world());
   const Outcome ref = serial(s, 2);
   const Outcome got = parallel(s, 2);
@@ -239,7 +239,7 @@ inline void matches_serial(const plan::Scenario& s, const std::vector<std::strin
   for (std::size_t i = 0; i < ref.losses.size(); ++i) CHECK(got.losses[i] == Approx(ref.losses[i]).epsilon(1e-5));
   // The global gradient norm over every shard, each value once: the serial model's.
   for (std::size_t i = 0; i < ref.norms.size(); ++i) CHECK(got.norms[i] == Approx(ref.norms[i]).epsilon(1e-5));
-  CHECK(got.flops == Approx(program_flops(plan::compile(s))).epsilon(1e-12));
+  CHECK(got.flops == Approx(program_flops(program::compile(s))).epsilon(1e-12));
 }
 
 inline void matches_serial(const std::vector<std::string>& sets, bool compare_grads = true) {

@@ -33,8 +33,8 @@ TEST_CASE("the step's losses are read from the device once, after the step, what
   // on the device and end_step() reads them at once, so a step of 4 micro-batches asks for
   // as many downloads as a step of one, and the loss is the same sum.
   CpuDevice& dev = device();
-  const auto downloads_per_step = [&](const plan::Scenario& s) {
-    const plan::Program prog = plan::compile(s);
+  const auto downloads_per_step = [&](const scenario::Scenario& s) {
+    const program::Program prog = program::compile(s);
     const std::unique_ptr<Shard> shard = make_shard(dev, s, dev.rank());
     Runner runner(dev, s, prog, *shard, 30.0);
     runner.step(0);
@@ -172,7 +172,7 @@ TEST_CASE("hybrid sharding, dp 4 in shard groups of 2: sharded within, summed ac
 }
 
 TEST_CASE("dp x tp x pp training learns: the loss falls over 50 steps", "[exec][np4]") {
-  const plan::Scenario s = tiny({"plan.dp=2", "plan.pp=2", "model.layers=2", "training.learning_rate=0.003"});
+  const scenario::Scenario s = tiny({"plan.dp=2", "plan.pp=2", "model.layers=2", "training.learning_rate=0.003"});
   const Outcome got = parallel(s, 50);
   const Outcome ref = serial(s, 50);
   // Chance level is ln 64 = 4.16; the successor structure of the data is learnable.
@@ -207,15 +207,15 @@ TEST_CASE("16-bit storage holds two bytes a value: the weights' copy and what a 
   CpuDevice& dev = device();
   std::map<std::string, std::size_t> weights, layer;
   for (const char* dtype : {"fp32", "bf16", "fp16"}) {
-    const plan::Scenario s = tiny({std::string("training.precision=") + dtype, "training.attention=naive"});
+    const scenario::Scenario s = tiny({std::string("training.precision=") + dtype, "training.attention=naive"});
     const std::size_t before = dev.in_use();
     std::unique_ptr<Shard> shard = make_shard(dev, s, 0);
     weights[dtype] = dev.in_use() - before;
     shard->begin_step(0);
     shard->embedding_forward(0);
-    for (int l = 0; l < 2; ++l) shard->layer_forward(l, 0, plan::ComputeWhat::layer, false);
+    for (int l = 0; l < 2; ++l) shard->layer_forward(l, 0, program::ComputeWhat::layer, false);
     const std::size_t at = dev.in_use();
-    shard->layer_forward(2, 0, plan::ComputeWhat::layer, false);
+    shard->layer_forward(2, 0, program::ComputeWhat::layer, false);
     // Layer 2's stored tensors, less its input (there before, fp32 until packed), plus
     // layer 3's input (fp32, written now): what layer 2 keeps, its input included.
     layer[dtype] = dev.in_use() - at;
@@ -282,10 +282,10 @@ TEST_CASE("fp8 delayed scaling keeps a scale for each linear layer's three tenso
   // output gradient of every one); the router and the LM head stay in 16 bits. Every
   // expert on each rank (4), or over ep 2 (2 a rank).
   for (const int ep : {1, 2}) {
-    const plan::Scenario s = tiny({"model.experts=4", "model.expert_ffn_hidden=48", "plan.dp=2",
-                                   fmt::format("plan.ep={}", ep), "training.precision=fp8"});
+    const scenario::Scenario s = tiny({"model.experts=4", "model.expert_ffn_hidden=48", "plan.dp=2",
+                                       fmt::format("plan.ep={}", ep), "training.precision=fp8"});
     Device& dev = device();
-    const plan::Program prog = plan::compile(s);
+    const program::Program prog = program::compile(s);
     const std::unique_ptr<Shard> shard = make_shard(dev, s, dev.rank());
     Runner runner(dev, s, prog, *shard, 30.0);
     for (int step = 0; step < 2; ++step) runner.step(step);
@@ -322,7 +322,7 @@ TEST_CASE("fp16 dynamic loss scaling skips overflowing steps and halves the scal
     std::vector<std::string> sets{plan, "training.precision=fp16", "training.loss_scale=1099511627776",
                                   "training.learning_rate=0.003"};
     if (std::string(plan) == "plan.dp=2") sets.push_back("plan.zero=1");  // each rank checks its share
-    const plan::Scenario s = tiny(sets);
+    const scenario::Scenario s = tiny(sets);
     const Outcome first = parallel(s, 1);
     CHECK(first.skipped.front());
     CHECK(max_abs_difference(first.params, serial(s, 0).params) == 0.0);  // untouched
@@ -367,7 +367,7 @@ TEST_CASE("generic models on one rank equal GenericNet, with and without recompu
 }
 
 TEST_CASE("generic models learn the synthetic classes: the loss falls over 50 steps", "[exec][np1][generic]") {
-  const plan::Scenario s = cnn({"training.learning_rate=0.01"});
+  const scenario::Scenario s = cnn({"training.learning_rate=0.01"});
   const Outcome got = parallel(s, 50);
   // Ten classes: chance is ln 10 = 2.30.
   CHECK(got.losses.back() < 0.5 * std::log(10.0));
@@ -405,7 +405,7 @@ TEST_CASE("generic models over dp 2 x pp 2 and pp 4 equal the serial run", "[exe
 TEST_CASE("a rank out of device memory stops with OutOfMemory naming the rank and the sizes", "[exec][np1]") {
   // 64 KiB holds less than the weights (about 55K parameters of 4 bytes): the first
   // allocation past the capacity throws, and every buffer is given back as it unwinds.
-  const plan::Scenario s = tiny({});
+  const scenario::Scenario s = tiny({});
   CpuDevice small(64 << 10);
   RunOptions o;
   o.steps = 1;

@@ -4,7 +4,7 @@
 #include <bit>
 
 #include "exec/execute.hpp"
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "tests/exec/parallel_helpers.hpp"
 
 using namespace parasim;
@@ -86,7 +86,7 @@ TEST_CASE("a bad worker: one rank's injected gradient, aggregated, is what the h
 
 TEST_CASE("a NaN injected into one rank's gradients is caught, named by step and rank, and stops the run",
           "[exec][np2]") {
-  const plan::Scenario s =
+  const scenario::Scenario s =
       tiny({"plan.dp=2", "run.inject=[{step: 3, rank: 1, kind: nan}]", "run.steps=3", "run.warmup=0"});
   RunOptions o;
   o.steps = 3;
@@ -98,14 +98,14 @@ TEST_CASE("a NaN injected into one rank's gradients is caught, named by step and
   CHECK(std::isnan(m.steps[2].grad_norm));
   CHECK(m.steps[2].largest_rank == 1);
   CHECK_THAT(m.steps[2].divergence, Catch::Contains("step 3: the gradient norm is nan (non-finite on rank 1)"));
-  const plan::Scenario stop =
+  const scenario::Scenario stop =
       tiny({"plan.dp=2", "run.inject=[{step: 2, rank: 1, kind: nan}]", "run.on_divergence=stop"});
   CHECK_THROWS_WITH(execute(stop, device(), o),
                     Catch::Contains("training diverged at step 2: the gradient norm is nan"));
 }
 
 TEST_CASE("learning rate 3 diverges: the loss spikes over its median and the step is named", "[exec][np1]") {
-  const plan::Scenario s = tiny({"training.learning_rate=3", "run.on_divergence=stop"});
+  const scenario::Scenario s = tiny({"training.learning_rate=3", "run.on_divergence=stop"});
   RunOptions o;
   o.steps = 30;
   o.warmup = 0;
@@ -152,9 +152,9 @@ TEST_CASE("seed scenarios: diverge-lr stops at its spike, bad-worker's fault dom
   RunOptions o;
   o.warmup = 0;
   o.steps = 10;
-  const plan::Scenario lr = plan::load(PARASIM_SOURCE_DIR "/scenarios/diverge-lr.yaml");
+  const scenario::Scenario lr = scenario::load(PARASIM_SOURCE_DIR "/scenarios/diverge-lr.yaml");
   CHECK_THROWS_WITH(execute(lr, device(), o), Catch::StartsWith("training diverged at step 2: the loss"));
-  const plan::Scenario bad = plan::load(PARASIM_SOURCE_DIR "/scenarios/bad-worker.yaml");
+  const scenario::Scenario bad = scenario::load(PARASIM_SOURCE_DIR "/scenarios/bad-worker.yaml");
   o.steps = bad.run.steps;
   const Measurement m = execute(bad, device(), o);
   REQUIRE(m.steps.size() == 6);

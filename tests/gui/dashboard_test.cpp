@@ -16,7 +16,7 @@
 #include "charts.h"
 #include "mainwindow.h"
 #include "models/summarymodel.h"
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "planeditor.h"
 #include "runpanel.h"
 #include "sim/simulate.hpp"
@@ -58,7 +58,7 @@ TEST_CASE("an axis counts in round steps, in the unit that suits its largest val
 
 TEST_CASE("booleans are check boxes, and edits undo and redo", "[gui][widgets]") {
   gui::PlanEditor editor;
-  editor.setScenario(plan::load(scenarios + "dp-one-node.yaml"));
+  editor.setScenario(scenario::load(scenarios + "dp-one-node.yaml"));
   auto* sp = editor.findChild<QCheckBox*>(QStringLiteral("plan.sequence_parallel"));
   REQUIRE(sp != nullptr);
   CHECK_FALSE(sp->isChecked());
@@ -88,12 +88,12 @@ TEST_CASE("booleans are check boxes, and edits undo and redo", "[gui][widgets]")
   REQUIRE(editor.setValue("plan.dp", "4"));
   CHECK_FALSE(editor.canRedo());
   // Opening a scenario starts a new history.
-  editor.setScenario(plan::load(scenarios + "dp-one-node.yaml"));
+  editor.setScenario(scenario::load(scenarios + "dp-one-node.yaml"));
   CHECK_FALSE(editor.canUndo());
 }
 
 TEST_CASE("after a run the summary shows the measured figures and the error beside the predicted", "[gui][models]") {
-  const plan::Scenario s = plan::load(scenarios + "quickstart.yaml");
+  const scenario::Scenario s = scenario::load(scenarios + "quickstart.yaml");
   const sim::Prediction p = sim::predict(s);
   const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
   gui::SummaryModel model;
@@ -143,7 +143,7 @@ TEST_CASE("the memory chart stacks each stage by what holds the memory", "[gui][
   REQUIRE(sets.size() == 6);
   CHECK(sets[0]->label().toStdString() == "weights");
   CHECK(sets[3]->label().toStdString() == "optimizer state");
-  const plan::MemoryReport& mem = w.outcome().memory;
+  const workload::MemoryReport& mem = w.outcome().memory;
   REQUIRE(sets[0]->count() == int(mem.stages.size()));
   for (int stage = 0; stage < sets[0]->count(); ++stage) {
     double stacked = 0.0;
@@ -160,9 +160,9 @@ TEST_CASE("the memory chart stacks each stage by what holds the memory", "[gui][
 }
 
 TEST_CASE("a cluster of more nodes than fit is drawn in groups, a line per group and switch", "[gui][topology]") {
-  const plan::Scenario s =
-      plan::load(scenarios + "hybrid-32-gpus.yaml",
-                 std::vector<std::string>{"cluster.nodes=64", "plan.dp=32", "training.global_batch=512"});
+  const scenario::Scenario s =
+      scenario::load(scenarios + "hybrid-32-gpus.yaml",
+                     std::vector<std::string>{"cluster.nodes=64", "plan.dp=32", "training.global_batch=512"});
   const auto cluster = std::make_shared<const topology::Cluster>(s.cluster);
   const sim::Prediction p = sim::predict(s);
   gui::TopologyView view;

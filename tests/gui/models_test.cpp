@@ -8,8 +8,8 @@
 #include "mainwindow.h"
 #include "models/linkmodel.h"
 #include "models/summarymodel.h"
-#include "plan/diagnostics.hpp"
-#include "plan/load.hpp"
+#include "scenario/diagnostics.hpp"
+#include "scenario/load.hpp"
 #include "planeditor.h"
 #include "report/metrics.hpp"
 #include "sim/simulate.hpp"
@@ -24,7 +24,7 @@ std::shared_ptr<const topology::Cluster> cluster() {
   const std::vector<std::string> sets{"cluster=hgx-h100", "plan.dp=2", "cluster.nodes=2", "training.global_batch=8",
                                       "training.micro_batch=1"};
   return std::make_shared<const topology::Cluster>(
-      plan::load(PARASIM_SOURCE_DIR "/scenarios/quickstart.yaml", sets).cluster);
+      scenario::load(PARASIM_SOURCE_DIR "/scenarios/quickstart.yaml", sets).cluster);
 }
 
 using test::scenarios;
@@ -83,7 +83,7 @@ TEST_CASE("the window loads a scenario and shows errors instead of crashing", "[
 
 TEST_CASE("the summary model holds the simulator's figures, formatted as the command line does", "[gui][models]") {
   // Independent of the window: the same scenario through sim::predict and step_figures.
-  const plan::Scenario s = plan::load(scenarios + "dp-one-node.yaml");
+  const scenario::Scenario s = scenario::load(scenarios + "dp-one-node.yaml");
   const sim::Prediction p = sim::predict(s);
   const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
   gui::SummaryModel model;
@@ -103,7 +103,7 @@ TEST_CASE("the summary model holds the simulator's figures, formatted as the com
   CHECK(lines[7].startsWith(QStringLiteral("tp communication\t0 s")));  // dp only
   CHECK(lines[13].startsWith(QStringLiteral("bottleneck\t")));
   // SyncBN's exchange gets its rows where the plan has it.
-  const plan::Scenario bn = plan::load(scenarios + "syncbn-resnet18.yaml");
+  const scenario::Scenario bn = scenario::load(scenarios + "syncbn-resnet18.yaml");
   const report::StepFigures fb = report::step_figures(bn, sim::predict(bn).trace, topology::Cluster(bn.cluster));
   model.setFigures(bn, fb);
   CHECK(model.value("syncbn exposed").toStdString() == units::format_duration(fb.exposed_mean[6]));
@@ -114,14 +114,14 @@ TEST_CASE("the memory model marks a stage out of memory in red, and dumps to the
   gui::MemoryModel model;
   QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
   // A 30B GPT on one 80 GB GPU does not fit (scenario 3); tp 8 x pp 2 does.
-  const plan::MemoryReport one = plan::memory_per_rank(plan::load(scenarios + "memory-30b-one-gpu.yaml"));
+  const workload::MemoryReport one = workload::memory_per_rank(scenario::load(scenarios + "memory-30b-one-gpu.yaml"));
   model.setReport(one);
   REQUIRE(model.rowCount() == 1);
   CHECK(model.index(0, gui::MemoryModel::Fits).data().toString().toStdString() == "out of memory");
   CHECK(model.index(0, gui::MemoryModel::Total).data(Qt::ForegroundRole).value<QBrush>().color() == QColor(200, 0, 0));
   CHECK(model.index(0, gui::MemoryModel::Total).data(gui::MemoryModel::RawRole).toDouble() == one.stages[0].total());
   CHECK(model.index(0, gui::MemoryModel::Total).data().toString().toStdString() == units::format_bytes(one.stages[0].total()));
-  const plan::MemoryReport split = plan::memory_per_rank(plan::load(scenarios + "memory-30b-tp8.yaml"));
+  const workload::MemoryReport split = workload::memory_per_rank(scenario::load(scenarios + "memory-30b-tp8.yaml"));
   model.setReport(split);
   REQUIRE(model.rowCount() == 2);
   for (int r = 0; r < 2; ++r) {
@@ -139,21 +139,22 @@ TEST_CASE("the memory model shows what an offloading plan keeps in host memory, 
   gui::MemoryModel model;
   QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
   const std::string file = scenarios + "offload-30b-one-gpu.yaml";
-  const plan::MemoryReport off = plan::memory_per_rank(plan::load(file));
+  const workload::MemoryReport off = workload::memory_per_rank(scenario::load(file));
   model.setReport(off);
   REQUIRE(model.rowCount() == 1);
   CHECK(model.index(0, gui::MemoryModel::Fits).data().toString().toStdString() == "fits");
   CHECK(model.index(0, gui::MemoryModel::Host).data(gui::MemoryModel::RawRole).toDouble() == Approx(off.peak().host));
   CHECK(model.index(0, gui::MemoryModel::Host).data().toString().toStdString() == "503 GiB");
   // A host with 256 GB: the device fits, the host does not.
-  model.setReport(plan::memory_per_rank(plan::load(file, std::vector<std::string>{"cluster.host.memory=256GB"})));
+  model.setReport(
+      workload::memory_per_rank(scenario::load(file, std::vector<std::string>{"cluster.host.memory=256GB"})));
   CHECK(model.index(0, gui::MemoryModel::Fits).data().toString().toStdString() == "out of host memory");
   CHECK_FALSE(model.index(0, gui::MemoryModel::Fits).data(gui::MemoryModel::RawRole).toBool());
 }
 
 TEST_CASE("the plan editor shows a scenario's values and turns edits into --set overrides", "[gui][widgets]") {
   gui::PlanEditor editor;
-  editor.setScenario(plan::load(scenarios + "dp-one-node.yaml"));
+  editor.setScenario(scenario::load(scenarios + "dp-one-node.yaml"));
   CHECK(editor.value("plan.dp").toStdString() == "8");
   CHECK(editor.value("training.precision").toStdString() == "bf16");
   CHECK(editor.value("plan.schedule").toStdString() == "1f1b");
@@ -173,14 +174,15 @@ TEST_CASE("the plan editor shows a scenario's values and turns edits into --set 
   // Every field's value is one the loader accepts: the scenario with all of them set
   // explicitly loads to the same plan. Preset fields show the scenario's own in brackets
   // (no override) until a preset is chosen.
-  CHECK(editor.value("cluster.preset").toStdString() == "(" + plan::load(scenarios + "dp-one-node.yaml").cluster.name + ")");
+  CHECK(editor.value("cluster.preset").toStdString() ==
+        "(" + scenario::load(scenarios + "dp-one-node.yaml").cluster.name + ")");
   QStringList all;
   for (const QString& k : editor.keys()) {
     if (!editor.value(k).startsWith('(')) all << k + "=" + editor.value(k);
   }
   std::vector<std::string> sets;
   for (const QString& a : all) sets.push_back(a.toStdString());
-  const plan::Scenario s = plan::load(scenarios + "dp-one-node.yaml", sets);
+  const scenario::Scenario s = scenario::load(scenarios + "dp-one-node.yaml", sets);
   CHECK(s.plan.tp == 2);
   CHECK(s.plan.dp == 4);
 }
@@ -215,8 +217,8 @@ TEST_CASE("editing tp in the window re-simulates and changes the summary, an inv
   std::string cli, key, message;
   try {
     const std::vector<std::string> sets{"plan.dp=4", "plan.tp=3"};
-    plan::load(scenarios + "dp-one-node.yaml", sets);
-  } catch (const plan::ScenarioError& e) {
+    scenario::load(scenarios + "dp-one-node.yaml", sets);
+  } catch (const scenario::ScenarioError& e) {
     cli = e.what();
     key = e.key();
     message = e.message();

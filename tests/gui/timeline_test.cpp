@@ -8,7 +8,7 @@
 #include <random>
 
 #include "models/linkmodel.h"
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "report/chrome_trace.hpp"
 #include "sim/simulate.hpp"
 #include "support.h"
@@ -44,7 +44,7 @@ report::Trace handTrace() {
   report::Trace t;
   t.kind = "predicted";
   t.world = 2;
-  auto add = [&](int rank, plan::Stream st, plan::Category c, std::int64_t a, std::int64_t b) {
+  auto add = [&](int rank, program::Stream st, program::Category c, std::int64_t a, std::int64_t b) {
     report::Span s;
     s.rank = rank;
     s.stream = st;
@@ -54,10 +54,10 @@ report::Trace handTrace() {
     s.micro_batch = 0;
     t.spans.push_back(s);
   };
-  add(0, plan::Stream::compute, plan::Category::forward, 0, 1 * us);
-  add(0, plan::Stream::compute, plan::Category::backward, 1 * us, 3 * us);
-  add(0, plan::Stream::dp, plan::Category::dp_comm, 2500000, 4 * us);
-  add(1, plan::Stream::compute, plan::Category::forward, 0, 1500000);
+  add(0, program::Stream::compute, program::Category::forward, 0, 1 * us);
+  add(0, program::Stream::compute, program::Category::backward, 1 * us, 3 * us);
+  add(0, program::Stream::dp, program::Category::dp_comm, 2500000, 4 * us);
+  add(1, program::Stream::compute, program::Category::forward, 0, 1500000);
   t.step_end = 4 * us;
   return t;
 }
@@ -174,9 +174,9 @@ TEST_CASE("a counter lane paints the highest value holding in each pixel column"
 }
 
 TEST_CASE("the timeline model has a lane per rank and stream, its text dump is the lanes' busy time", "[gui][timeline]") {
-  const auto trace = std::make_shared<const gui::TimelineTrace>(
-      gui::timelineFromTrace(handTrace(), nullptr, topology::Cluster(plan::load(test::scenarios + "quickstart.yaml").cluster),
-                             QStringLiteral("hand")));
+  const auto trace = std::make_shared<const gui::TimelineTrace>(gui::timelineFromTrace(
+      handTrace(), nullptr, topology::Cluster(scenario::load(test::scenarios + "quickstart.yaml").cluster),
+      QStringLiteral("hand")));
   gui::TimelineModel model;
   QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
   model.setTrace(trace);
@@ -193,10 +193,10 @@ TEST_CASE("the timeline model has a lane per rank and stream, its text dump is t
 }
 
 TEST_CASE("a predicted trace written as Chrome JSON reads back to the same lanes and spans", "[gui][timeline]") {
-  const plan::Scenario s = plan::load(test::scenarios + "pipeline-microbatches.yaml");
+  const scenario::Scenario s = scenario::load(test::scenarios + "pipeline-microbatches.yaml");
   const sim::Prediction p = sim::predict(s, {true, sim::FoldMode::never});
   const topology::Cluster cluster(s.cluster);
-  const std::shared_ptr<const plan::Program> program(std::make_shared<plan::Program>(p.program));
+  const std::shared_ptr<const program::Program> program(std::make_shared<program::Program>(p.program));
   const gui::TimelineTrace mine = gui::timelineFromTrace(p.trace, program, cluster, QStringLiteral("x"));
   QTemporaryDir dir;
   const QString file = dir.filePath(QStringLiteral("t.json"));
@@ -288,9 +288,9 @@ TEST_CASE("the predicted and measured views share one zoom", "[gui][timeline][wi
   gui::TimelinePanel panel;
   panel.resize(1000, 600);
   panel.show();
-  auto trace = std::make_shared<gui::TimelineTrace>(
-      gui::timelineFromTrace(handTrace(), nullptr, topology::Cluster(plan::load(test::scenarios + "quickstart.yaml").cluster),
-                             QStringLiteral("hand")));
+  auto trace = std::make_shared<gui::TimelineTrace>(gui::timelineFromTrace(
+      handTrace(), nullptr, topology::Cluster(scenario::load(test::scenarios + "quickstart.yaml").cluster),
+      QStringLiteral("hand")));
   panel.setPredicted(trace);
   auto longer = std::make_shared<gui::TimelineTrace>(*trace);
   longer->end = 8 * us;
@@ -330,7 +330,7 @@ TEST_CASE("the predicted and measured views share one zoom", "[gui][timeline][wi
 }
 
 TEST_CASE("a trace written as .json.gz opens as the same timeline, and a damaged one names the file", "[gui][timeline]") {
-  const plan::Scenario s = plan::load(test::scenarios + "quickstart.yaml");
+  const scenario::Scenario s = scenario::load(test::scenarios + "quickstart.yaml");
   const sim::Prediction p = sim::predict(s, {true, sim::FoldMode::never});
   const topology::Cluster cluster(s.cluster);
   QTemporaryDir dir;

@@ -18,10 +18,10 @@
 #include "models/figuremodels.h"
 #include "models/linkmodel.h"
 #include "models/planmodel.h"
-#include "plan/describe.hpp"
-#include "sim/planner.hpp"
+#include "scenario/describe.hpp"
+#include "planner/planner.hpp"
 #include <QSortFilterProxyModel>
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "planeditor.h"
 #include "report/chrome_trace.hpp"
 #include "report/metrics.hpp"
@@ -37,8 +37,8 @@ using test::waitFor;
 
 namespace {
 
-plan::Scenario loadWith(const std::string& name, std::vector<std::string> sets = {}) {
-  return plan::load(scenarios + name, sets);
+scenario::Scenario loadWith(const std::string& name, std::vector<std::string> sets = {}) {
+  return scenario::load(scenarios + name, sets);
 }
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
@@ -111,7 +111,7 @@ TEST_CASE("links are coloured by utilisation: grey when idle, green to red as th
   }
   // In the view, the busiest link of a simulated step has the colour of its utilisation,
   // which is its bytes over bandwidth x step, and an idle link is grey.
-  const plan::Scenario s = loadWith("tp-across-nodes.yaml");
+  const scenario::Scenario s = loadWith("tp-across-nodes.yaml");
   const auto cluster = std::make_shared<const topology::Cluster>(s.cluster);
   const sim::Prediction p = sim::predict(s);
   gui::TopologyView view;
@@ -142,7 +142,7 @@ TEST_CASE("links are coloured by utilisation: grey when idle, green to red as th
 }
 
 TEST_CASE("the time breakdown per rank adds up to the step, memory per rank follows the stage", "[gui][charts]") {
-  const plan::Scenario s = loadWith("pipeline-microbatches.yaml");
+  const scenario::Scenario s = loadWith("pipeline-microbatches.yaml");
   const sim::Prediction p = sim::predict(s);
   const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
   gui::FigureTableModel m;
@@ -163,12 +163,12 @@ TEST_CASE("the time breakdown per rank adds up to the step, memory per rank foll
   gui::showRankBreakdown(m, f, 2);
   CHECK(m.rowCount() == 2);
 
-  const plan::MemoryReport mem = plan::memory_per_rank(s);
+  const workload::MemoryReport mem = workload::memory_per_rank(s);
   gui::showRankMemory(m, s, mem, {}, 64);
   REQUIRE(m.rowCount() == s.plan.world());
   for (int r = 0; r < m.rowCount(); ++r) {
-    const int stage = plan::coord_of(s.plan, r).pp;
-    const plan::MemoryBreakdown& b = mem.stages[std::size_t(stage)];
+    const int stage = scenario::coord_of(s.plan, r).pp;
+    const workload::MemoryBreakdown& b = mem.stages[std::size_t(stage)];
     CHECK(m.raw(r, gui::rankmemory::Stage) == stage);
     CHECK(m.raw(r, gui::rankmemory::Predicted) == b.total() - b.workspace);
     CHECK(m.index(r, gui::rankmemory::Measured).data().toString().toStdString() == "-");
@@ -205,9 +205,9 @@ TEST_CASE("the dp sweep predicts each point as the loader and simulator would, w
     CHECK(pt.dp == 1 << i);
     CHECK(pt.gpus == pt.dp);
     // Independently: the same overrides through the loader and the simulator.
-    const plan::Scenario s = loadWith("quickstart.yaml", {"plan.dp=" + std::to_string(pt.dp),
-                                                          "cluster.nodes=" + std::to_string((pt.dp + 1) / 2),
-                                                          "training.global_batch=" + std::to_string(8 * pt.dp)});
+    const scenario::Scenario s = loadWith(
+        "quickstart.yaml", {"plan.dp=" + std::to_string(pt.dp), "cluster.nodes=" + std::to_string((pt.dp + 1) / 2),
+                            "training.global_batch=" + std::to_string(8 * pt.dp)});
     const report::StepFigures f = report::step_figures(s, sim::predict(s).trace, topology::Cluster(s.cluster));
     CHECK(pt.tokensPerSecond == f.tokens_per_s);
     CHECK(pt.ideal == Approx(sc.points[0].tokensPerSecond * pt.gpus));
@@ -306,7 +306,7 @@ TEST_CASE("the window saves the edited scenario, opens traces and run folders, a
   const QString saved = dir.filePath(QStringLiteral("sub/edited.yaml"));
   QDir().mkpath(dir.filePath(QStringLiteral("sub")));
   REQUIRE(w.saveScenario(saved).toStdString().empty());
-  const plan::Scenario back = plan::load(saved.toStdString());
+  const scenario::Scenario back = scenario::load(saved.toStdString());
   CHECK(back.training.global_batch == 32);
   REQUIRE_FALSE(w.outcome().scenario->hardware.profile.empty());
   CHECK(std::filesystem::equivalent(back.hardware.profile, w.outcome().scenario->hardware.profile));
@@ -314,7 +314,7 @@ TEST_CASE("the window saves the edited scenario, opens traces and run folders, a
   CHECK_FALSE(w.saveScenario(QStringLiteral("/nonexistent/dir/x.yaml")).isEmpty());
 
   // A trace file opens in the timeline by its kind; a broken one reports its error.
-  const plan::Scenario s = *w.outcome().scenario;
+  const scenario::Scenario s = *w.outcome().scenario;
   const sim::Prediction p = sim::predict(s, {true, sim::FoldMode::never});
   const QString traceFile = dir.filePath(QStringLiteral("p.json"));
   {
@@ -366,7 +366,7 @@ TEST_CASE("the planner tab ranks the plans as parasim plan does, sorts them, and
   const gui::PlanModel& m = *w.planModel();
   QAbstractItemModelTester tester(const_cast<gui::PlanModel*>(&m), QAbstractItemModelTester::FailureReportingMode::Fatal);
   // The same ranking as the planner itself (tests/golden/plan/quickstart.txt).
-  const sim::PlanReport direct = sim::plan_search(plan::load(scenarios + "quickstart.yaml"));
+  const planner::PlanReport direct = planner::plan_search(scenario::load(scenarios + "quickstart.yaml"));
   REQUIRE(m.rowCount() == int(direct.ranked.size()));
   for (int r = 0; r < m.rowCount(); ++r) {
     CHECK(m.index(r, gui::PlanModel::StepTime).data(gui::PlanModel::RawRole).toDouble() == direct.ranked[std::size_t(r)].step_time);
@@ -383,11 +383,11 @@ TEST_CASE("the planner tab ranks the plans as parasim plan does, sorts them, and
   }
   // A row loads into the editor, and the window simulates exactly that plan.
   const int row = 5;
-  const plan::Candidate& c = direct.ranked[row].candidate;
+  const planner::Candidate& c = direct.ranked[row].candidate;
   w.loadPlan(row);
   REQUIRE(waitFor([&] { return w.idle() && !w.outcome().overrides.isEmpty(); }));
   REQUIRE(w.outcome().ok());
-  const plan::Scenario& s = *w.outcome().scenario;
+  const scenario::Scenario& s = *w.outcome().scenario;
   CHECK(s.plan.dp == c.plan.dp);
   CHECK(s.plan.tp == c.plan.tp);
   CHECK(s.plan.pp == c.plan.pp);
@@ -396,7 +396,7 @@ TEST_CASE("the planner tab ranks the plans as parasim plan does, sorts them, and
   CHECK(s.plan.placement == c.plan.placement);
   CHECK(s.training.micro_batch == c.micro_batch);
   CHECK(s.training.recompute == c.recompute);
-  CHECK(w.editor()->value(QStringLiteral("plan.placement")).toStdString() == plan::placement_string(c.plan));
+  CHECK(w.editor()->value(QStringLiteral("plan.placement")).toStdString() == scenario::placement_string(c.plan));
 }
 
 TEST_CASE("a measurement is marked as another plan's once the editor's plan moves away from it", "[gui][run][widgets]") {

@@ -12,13 +12,13 @@
 #include <sstream>
 
 #include "golden.hpp"
-#include "plan/describe.hpp"
-#include "plan/load.hpp"
-#include "plan/memory.hpp"
-#include "plan/program.hpp"
-#include "plan/search.hpp"
+#include "scenario/describe.hpp"
+#include "scenario/load.hpp"
+#include "workload/memory.hpp"
+#include "program/program.hpp"
+#include "planner/search.hpp"
 #include "report/metrics.hpp"
-#include "sim/planner.hpp"
+#include "planner/planner.hpp"
 #include "sim/simulate.hpp"
 
 using namespace parasim;
@@ -37,39 +37,39 @@ TEST_CASE("the search space of the quickstart on 2 devices is the hand count", "
   //                   interleaved x2) and 16 (one micro-batch: 1F1B) = 13 x 3 recompute      = 39
   //   tp 2 pp 1 dp 1: micro-batch 1, 2, 4, 8, 16 x 3 recompute x SP off, on, on with tp
   //                   communication overlap                                                 = 45
-  const plan::Scenario s = plan::load(scenarios + "quickstart.yaml");
-  const std::vector<plan::Candidate> all = plan::enumerate_plans(s);
+  const scenario::Scenario s = scenario::load(scenarios + "quickstart.yaml");
+  const std::vector<planner::Candidate> all = planner::enumerate_plans(s);
   CHECK(all.size() == 132);
   std::set<std::string> seen;
-  for (const plan::Candidate& c : all) CHECK(seen.insert(plan::describe(c)).second);  // no duplicates
-  CHECK(plan::enumerate_plans(s, 2).size() == 132);
+  for (const planner::Candidate& c : all) CHECK(seen.insert(planner::describe(c)).second);  // no duplicates
+  CHECK(planner::enumerate_plans(s, 2).size() == 132);
 }
 
 TEST_CASE("every candidate loads back from its --set overrides as the same scenario", "[planner]") {
-  const plan::Scenario base = plan::load(scenarios + "hybrid-32-gpus.yaml");
-  const std::vector<plan::Candidate> all = plan::enumerate_plans(base);
+  const scenario::Scenario base = scenario::load(scenarios + "hybrid-32-gpus.yaml");
+  const std::vector<planner::Candidate> all = planner::enumerate_plans(base);
   REQUIRE(all.size() > 1000);
   for (std::size_t i = 0; i < all.size(); i += 97) {
-    const plan::Scenario a = plan::with_candidate(base, all[i]);
-    const plan::Scenario b = plan::load(scenarios + "hybrid-32-gpus.yaml", plan::overrides_of(all[i]));
-    CHECK(plan::describe(a) == plan::describe(b));
+    const scenario::Scenario a = planner::with_candidate(base, all[i]);
+    const scenario::Scenario b = scenario::load(scenarios + "hybrid-32-gpus.yaml", planner::overrides_of(all[i]));
+    CHECK(scenario::describe(a) == scenario::describe(b));
   }
 }
 
 TEST_CASE("placements are enumerated only when they map ranks differently", "[planner]") {
-  const plan::Scenario base = plan::load(scenarios + "hybrid-32-gpus.yaml");
+  const scenario::Scenario base = scenario::load(scenarios + "hybrid-32-gpus.yaml");
   std::map<std::string, std::set<std::vector<int>>> maps;  // the rest of the plan -> rank maps
   std::map<std::string, int> count;
-  for (const plan::Candidate& c : plan::enumerate_plans(base)) {
-    plan::Candidate key = c;
-    key.plan.placement = {plan::Dim::tp, plan::Dim::cp, plan::Dim::dp, plan::Dim::pp};
+  for (const planner::Candidate& c : planner::enumerate_plans(base)) {
+    planner::Candidate key = c;
+    key.plan.placement = {scenario::Dim::tp, scenario::Dim::cp, scenario::Dim::dp, scenario::Dim::pp};
     std::vector<int> map;
     for (int r = 0; r < c.plan.world(); ++r) {
-      const plan::Coord x = plan::coord_of(c.plan, r);
+      const scenario::Coord x = scenario::coord_of(c.plan, r);
       map.push_back((x.tp * 1000 + x.dp) * 1000 + x.pp);
     }
-    maps[plan::describe(key)].insert(map);
-    ++count[plan::describe(key)];
+    maps[planner::describe(key)].insert(map);
+    ++count[planner::describe(key)];
   }
   for (const auto& [k, m] : maps) CHECK(int(m.size()) == count[k]);
   // dp 4 x tp 2 x pp 4: all three dimensions above 1, all 3! orders.
@@ -79,39 +79,40 @@ TEST_CASE("placements are enumerated only when they map ranks differently", "[pl
 TEST_CASE("plans that do not fit are rejected with the reason and counted", "[planner]") {
   // 30B parameters on one 80 GiB GPU: weights, gradients and optimizer state alone exceed it
   // (the hosts left undescribed: nothing can be offloaded).
-  plan::Scenario one = plan::load(scenarios + "memory-30b-one-gpu.yaml");
+  scenario::Scenario one = scenario::load(scenarios + "memory-30b-one-gpu.yaml");
   one.cluster.host = {};
-  sim::PlanOptions o;
+  planner::PlanOptions o;
   o.resimulate = 0;
   o.threads = 1;
-  const sim::PlanReport r = sim::plan_search(one, o);
+  const planner::PlanReport r = planner::plan_search(one, o);
   CHECK(r.ranked.empty());
   REQUIRE(r.rejected.size() == 1);
   CHECK(r.rejected.begin()->first == "model state exceeds memory");
   CHECK(r.rejected.begin()->second == r.candidates);
   // On 8 GPUs some plans fit; each counted plan is one of the enumerated, and each that fits
   // fits by the memory model.
-  const sim::PlanReport eight = sim::plan_search(plan::load(scenarios + "memory-30b-tp8.yaml"), o);
+  const planner::PlanReport eight = planner::plan_search(scenario::load(scenarios + "memory-30b-tp8.yaml"), o);
   std::size_t rejected = 0;
   for (const auto& [reason, n] : eight.rejected) rejected += n;
   CHECK(eight.ranked.size() + rejected == eight.candidates);
   REQUIRE_FALSE(eight.ranked.empty());
-  const plan::Scenario base8 = plan::load(scenarios + "memory-30b-tp8.yaml");
+  const scenario::Scenario base8 = scenario::load(scenarios + "memory-30b-tp8.yaml");
   for (std::size_t i = 0; i < eight.ranked.size(); i += 17) {
-    const plan::MemoryReport m = plan::memory_per_rank(plan::with_candidate(base8, eight.ranked[i].candidate));
+    const workload::MemoryReport m =
+        workload::memory_per_rank(planner::with_candidate(base8, eight.ranked[i].candidate));
     CHECK(m.fits());
     CHECK(eight.ranked[i].memory == m.peak().total());
   }
 }
 
 TEST_CASE("the ranking is the same on any number of threads, and the best are re-simulated", "[planner]") {
-  const plan::Scenario s = plan::load(scenarios + "pipeline-microbatches.yaml");
-  sim::PlanOptions o;
+  const scenario::Scenario s = scenario::load(scenarios + "pipeline-microbatches.yaml");
+  planner::PlanOptions o;
   o.resimulate = 3;
   o.threads = 1;
-  const sim::PlanReport one = sim::plan_search(s, o);
+  const planner::PlanReport one = planner::plan_search(s, o);
   o.threads = 3;
-  const sim::PlanReport three = sim::plan_search(s, o);
+  const planner::PlanReport three = planner::plan_search(s, o);
   REQUIRE(one.ranked.size() == three.ranked.size());
   for (std::size_t i = 0; i < one.ranked.size(); ++i) {
     CHECK(one.ranked[i].index == three.ranked[i].index);
@@ -127,9 +128,9 @@ TEST_CASE("the ranking is the same on any number of threads, and the best are re
   for (std::size_t i = 0; i < n; ++i) best = std::max(best, one.ranked[i].tokens_per_s);
   if (n < 12 && n < one.ranked.size()) CHECK(one.ranked[n].tokens_per_s <= best);
   for (std::size_t i = 0; i < n; ++i) {
-    const sim::PlanScore& p = one.ranked[i];
+    const planner::PlanScore& p = one.ranked[i];
     CHECK(p.simulated);
-    const plan::Scenario c = plan::with_candidate(s, p.candidate);
+    const scenario::Scenario c = planner::with_candidate(s, p.candidate);
     const report::StepFigures f = report::step_figures(c, sim::predict(c).trace, topology::Cluster(c.cluster));
     CHECK(p.step_time == f.step_time);
     CHECK(p.tokens_per_s == f.tokens_per_s);
@@ -143,27 +144,27 @@ TEST_CASE("the ranking is the same on any number of threads, and the best are re
 }
 
 TEST_CASE("planning for N devices grows the cluster by whole nodes and uses exactly N", "[planner]") {
-  const plan::Scenario s = plan::load(scenarios + "dp-one-node.yaml");  // 8 GPUs per node
-  const plan::Scenario grown = plan::on_devices(s, 20);
+  const scenario::Scenario s = scenario::load(scenarios + "dp-one-node.yaml");  // 8 GPUs per node
+  const scenario::Scenario grown = planner::on_devices(s, 20);
   CHECK(grown.cluster.nodes == 3);
   CHECK(grown.cluster.gpus_per_node == s.cluster.gpus_per_node);
-  CHECK(plan::on_devices(s, 4).cluster.gpus_per_node == 4);
-  for (const plan::Candidate& c : plan::enumerate_plans(grown, 16)) CHECK(c.plan.world() == 16);
+  CHECK(planner::on_devices(s, 4).cluster.gpus_per_node == 4);
+  for (const planner::Candidate& c : planner::enumerate_plans(grown, 16)) CHECK(c.plan.world() == 16);
 }
 
 namespace {
 
 // The planner's answer for a scenario, as the golden files hold it: the search's counts and
 // the three best plans with four significant digits, as `parasim plan` finds them.
-std::string plan_golden_text(const std::string& name, const sim::PlanReport& r) {
+std::string plan_golden_text(const std::string& name, const planner::PlanReport& r) {
   std::string out = "scenario " + name + "\n";
   out += fmt::format("devices {} valid {} fit {}\n", r.devices, r.candidates, r.ranked.size());
   for (const auto& [reason, n] : r.rejected) out += fmt::format("rejected {}: {}\n", reason, n);
   for (std::size_t i = 0; i < std::min<std::size_t>(3, r.ranked.size()); ++i) {
-    const sim::PlanScore& p = r.ranked[i];
-    out += fmt::format("{} {} | {} step {:.4g} s tokens/s {:.4g} mfu {:.3g} memory {:.4g} GiB estimate {:.4g} s\n", i + 1,
-                       plan::describe(p.candidate), p.simulated ? "simulated" : "estimate", p.step_time, p.tokens_per_s,
-                       p.mfu, p.memory / double(1ULL << 30), p.estimate);
+    const planner::PlanScore& p = r.ranked[i];
+    out += fmt::format("{} {} | {} step {:.4g} s tokens/s {:.4g} mfu {:.3g} memory {:.4g} GiB estimate {:.4g} s\n",
+                       i + 1, planner::describe(p.candidate), p.simulated ? "simulated" : "estimate", p.step_time,
+                       p.tokens_per_s, p.mfu, p.memory / double(1ULL << 30), p.estimate);
   }
   return out;
 }
@@ -172,7 +173,7 @@ std::string plan_golden_text(const std::string& name, const sim::PlanReport& r) 
 
 // Hidden from discovery: ctest runs it once per seed scenario (tests/CMakeLists.txt), each
 // its own test with its own time limit, naming the scenario in PARASIM_PLAN_SCENARIO;
-// `sim_tests "[golden]"` runs them all.
+// `planner_tests "[golden]"` runs them all.
 TEST_CASE("the planner's choice for every seed scenario matches its golden output", "[.][planner][golden]") {
   std::vector<std::filesystem::path> files = test::seed_scenarios();
   if (const char* only = std::getenv("PARASIM_PLAN_SCENARIO")) {
@@ -183,7 +184,7 @@ TEST_CASE("the planner's choice for every seed scenario matches its golden outpu
   REQUIRE_FALSE(files.empty());
   for (const std::filesystem::path& file : files) {
     DYNAMIC_SECTION(file.filename().string()) {
-      const sim::PlanReport r = sim::plan_search(plan::load(file.string()));  // as parasim plan does
+      const planner::PlanReport r = planner::plan_search(scenario::load(file.string()));  // as parasim plan does
       test::check_golden("plan/" + file.stem().string() + ".txt", plan_golden_text(file.stem().string(), r));
     }
   }
@@ -194,28 +195,28 @@ TEST_CASE("a model that fits nowhere gets the smallest cluster where a plan fits
   // 80 GB device cannot hold it; tried 2, 3, 4 and 6 devices hold no plan either (tp must
   // divide the 56 heads, pp the 48 layers, and 540 GB / 6 is past 80 GB); 8 do.
   // Offloading to host memory left out (the search has it where the hosts are described).
-  const plan::Scenario s = plan::load(scenarios + "memory-30b-one-gpu.yaml");
+  const scenario::Scenario s = scenario::load(scenarios + "memory-30b-one-gpu.yaml");
   auto any_fits = [&](int devices) {
-    const plan::Scenario grown = plan::on_devices(s, devices);
-    for (const plan::Candidate& c : plan::enumerate_plans(grown, devices)) {
+    const scenario::Scenario grown = planner::on_devices(s, devices);
+    for (const planner::Candidate& c : planner::enumerate_plans(grown, devices)) {
       if (c.plan.offloads()) continue;
-      if (plan::memory_per_rank(plan::with_candidate(grown, c)).fits()) return true;
+      if (workload::memory_per_rank(planner::with_candidate(grown, c)).fits()) return true;
     }
     return false;
   };
-  CHECK(sim::smallest_fitting_devices(s, 1, false) == 8);
+  CHECK(planner::smallest_fitting_devices(s, 1, false) == 8);
   for (int d : {1, 2, 3, 4, 6}) CHECK_FALSE(any_fits(d));
   CHECK(any_fits(8));
   // Only larger clusters are tried: above the quickstart's 2, 3 devices have no valid plan
   // (3 divides neither its 4 heads, its 4 layers nor its batch of 16); 4 do.
-  CHECK(sim::smallest_fitting_devices(plan::load(scenarios + "quickstart.yaml"), 2) == 4);
+  CHECK(planner::smallest_fitting_devices(scenario::load(scenarios + "quickstart.yaml"), 2) == 4);
 }
 
 TEST_CASE("a plan search reports its progress per phase and stops when cancelled", "[planner]") {
-  const plan::Scenario s = plan::load(scenarios + "hybrid-32-gpus.yaml");
+  const scenario::Scenario s = scenario::load(scenarios + "hybrid-32-gpus.yaml");
   std::mutex m;
   std::map<std::string, std::pair<std::size_t, std::size_t>> last;  // phase -> (most done, total)
-  sim::PlanOptions o;
+  planner::PlanOptions o;
   o.resimulate = 3;
   o.progress = [&](std::string_view phase, std::size_t done, std::size_t total) {
     std::lock_guard lock(m);
@@ -223,18 +224,18 @@ TEST_CASE("a plan search reports its progress per phase and stops when cancelled
     d = std::max(d, done);
     t = total;
   };
-  const sim::PlanReport r = sim::plan_search(s, o);
+  const planner::PlanReport r = planner::plan_search(s, o);
   REQUIRE(last.count("scoring plans") == 1);
   CHECK(last["scoring plans"].first == r.candidates);  // every candidate counted once
   CHECK(last["scoring plans"].second == r.candidates);
   CHECK(last["simulating the best plans"].first == r.simulated);
   // The same ranking as without a callback.
-  sim::PlanOptions quiet;
+  planner::PlanOptions quiet;
   quiet.resimulate = 3;
-  const sim::PlanReport plain = sim::plan_search(s, quiet);
+  const planner::PlanReport plain = planner::plan_search(s, quiet);
   REQUIRE(plain.ranked.size() == r.ranked.size());
   CHECK(plain.ranked[0].step_time == r.ranked[0].step_time);
   std::atomic<bool> cancel{true};
   o.cancel = &cancel;
-  CHECK_THROWS_AS(sim::plan_search(s, o), sim::Cancelled);
+  CHECK_THROWS_AS(planner::plan_search(s, o), planner::Cancelled);
 }

@@ -1,8 +1,5 @@
-// The outcomes the scenarios in scenarios/ demonstrate, and golden outputs for every one.
-//
-// Goldens: tests/golden/<scenario>.txt holds each scenario's predicted figures rounded to
-// four significant digits; any change in a prediction shows in review as a diff. Run the
-// tests with PARASIM_UPDATE_GOLDEN=1 to rewrite them after an intended change.
+// The outcomes the scenarios in scenarios/ demonstrate (their golden outputs are in
+// golden_test.cpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,65 +10,21 @@
 
 #include <fmt/format.h>
 
-#include "plan/load.hpp"
-#include "plan/memory.hpp"
-#include "plan/search.hpp"
+#include "scenario/load.hpp"
+#include "workload/memory.hpp"
+#include "planner/search.hpp"
 #include "report/metrics.hpp"
-#include "golden.hpp"
-#include "sim/planner.hpp"
+#include "tests/planner/golden.hpp"
+#include "tests/planner/outcome.hpp"
+#include "planner/planner.hpp"
 #include "sim/simulate.hpp"
 
 using namespace parasim;
-namespace fs = std::filesystem;
-
-namespace {
-
-const fs::path root = PARASIM_SOURCE_DIR;
-
-struct Outcome {
-  plan::Scenario scenario;
-  report::StepFigures figures;
-  sim::SimStats stats;
-};
-
-Outcome run(const std::string& file, const std::vector<std::string>& sets = {}) {
-  Outcome o{plan::load((root / "scenarios" / file).string(), sets), {}, {}};
-  sim::Prediction p = sim::predict(o.scenario);
-  o.stats = p.stats;
-  o.figures = report::step_figures(o.scenario, p.trace, topology::Cluster(o.scenario.cluster));
-  return o;
-}
-
-std::string golden_text(const Outcome& o) {
-  const auto& f = o.figures;
-  const plan::MemoryReport mem = plan::memory_per_rank(o.scenario);
-  std::string s = fmt::format("scenario {}\n", o.scenario.name);
-  s += fmt::format("step_time_s {:.4g}\nsamples_per_s {:.4g}\ntokens_per_s {:.4g}\nmfu {:.4g}\nbubble {:.4g}\n",
-                   f.step_time, f.samples_per_s, f.tokens_per_s, f.mfu, f.bubble_fraction);
-  for (std::size_t d = 0; d < report::dimension_count; ++d) {  // cp's and ep's lines where the plan has them
-    if (!report::dimension_shown(o.scenario, d)) continue;
-    s += fmt::format("{}_comm_s {:.4g} exposed_s {:.4g}\n", report::dimension_names[d], f.comm_mean[d], f.exposed_mean[d]);
-  }
-  for (const auto& b : mem.stages) {
-    s += fmt::format("memory_stage{} {:.4g} GiB\n", b.stage, b.total() / (1ULL << 30));
-    if (mem.host_capacity > 0.0) s += fmt::format("host_memory_stage{} {:.4g} GiB\n", b.stage, b.host / (1ULL << 30));
-  }
-  s += fmt::format("fits {}\nbottleneck {}\n", mem.fits() ? "yes" : "no", f.bottleneck);
-  s += fmt::format("limit {} {:.3g}{}\n", f.limit.kind, f.limit.fraction,
-                   f.limit.link.link >= 0 ? fmt::format(" {} {}", f.limit.link.name, f.limit.link.cls) : "");
-  s += fmt::format("ops {} events {} flows {}\ncollectives", o.stats.ops, o.stats.events, o.stats.flows);
-  for (const auto& [algorithm, n] : o.stats.algorithms) s += fmt::format(" {} {}", algorithm, n);
-  s += "\n";
-  if (!o.stats.protocols.empty()) {
-    s += "protocols";
-    for (const auto& [protocol, n] : o.stats.protocols) s += fmt::format(" {} {}", protocol, n);
-    s += "\n";
-  }
-  if (o.stats.replicas > 1) s += fmt::format("folded {} replicas, {}\n", o.stats.replicas, o.stats.exact ? "exact" : "approximate");
-  return s;
-}
-
-}  // namespace
+using parasim::test::exposed;
+using parasim::test::memory;
+using parasim::test::Outcome;
+using parasim::test::root;
+using parasim::test::run;
 
 TEST_CASE("scenario 1: data parallel scales on one node, not over a slow network", "[scenarios]") {
   // One GPU runs the same per-GPU work (micro-batch 4, one micro-batch per step).
@@ -108,27 +61,17 @@ TEST_CASE("scenario 2: LeNet gains almost nothing from data parallelism, ResNet-
   CHECK(resnet4 > 2 * lenet4);
 }
 
-namespace {
-
-plan::MemoryReport memory(const std::string& file, const std::vector<std::string>& sets = {}) {
-  return plan::memory_per_rank(plan::load((root / "scenarios" / file).string(), sets));
-}
-
-double exposed(const Outcome& o, report::Dimension d) { return o.figures.exposed_mean[static_cast<std::size_t>(d)]; }
-
-}  // namespace
-
 TEST_CASE("scenario 3: a 30B model is out of memory on one 80 GB GPU and fits with model parallelism", "[scenarios]") {
-  const plan::MemoryReport one = memory("memory-30b-one-gpu.yaml");
+  const workload::MemoryReport one = memory("memory-30b-one-gpu.yaml");
   REQUIRE_FALSE(one.fits());
   // 18 bytes per parameter of model state alone (bf16 weights, Megatron's fp32 main
   // gradients, fp32 master weights, two moments): 29.9B x 18 B = 501 GiB, before activations.
   const auto& b = one.peak();
   CHECK(b.weights + b.gradients + b.master + b.optimizer == Approx(18.0 * b.parameters));
   CHECK(b.parameters == Approx(29.9e9).epsilon(0.01));
-  CHECK_THAT(plan::describe_memory(one), Catch::Matchers::Contains("OUT OF MEMORY") &&
-                                             Catch::Matchers::Contains("optimizer 223 GiB"));
-  const plan::MemoryReport split = memory("memory-30b-tp8.yaml");
+  CHECK_THAT(workload::describe_memory(one),
+             Catch::Matchers::Contains("OUT OF MEMORY") && Catch::Matchers::Contains("optimizer 223 GiB"));
+  const workload::MemoryReport split = memory("memory-30b-tp8.yaml");
   CHECK(split.fits());
   CHECK(split.peak().total() < 0.5 * split.capacity);
   // The simulator runs the fitting plan end to end.
@@ -147,9 +90,9 @@ TEST_CASE("scenario 4: which plans of a 70B model fit on one 8-GPU node, and whi
     for (const char* recompute : {"none", "selective", "full"}) {
       std::vector<std::string> sets{fmt::format("plan.tp={}", l.tp), fmt::format("plan.pp={}", l.pp),
                                     fmt::format("training.recompute={}", recompute)};
-      const plan::MemoryReport without = memory("llama70b-one-node.yaml", sets);
+      const workload::MemoryReport without = memory("llama70b-one-node.yaml", sets);
       sets.push_back("plan.zero=1");
-      const plan::MemoryReport with = memory("llama70b-one-node.yaml", sets);
+      const workload::MemoryReport with = memory("llama70b-one-node.yaml", sets);
       // ZeRO-1 shards optimizer state over dp ranks; with dp = 1 there is nothing to share.
       CHECK(with.peak().total() == without.peak().total());
       if (without.fits()) fitting.push_back(fmt::format("{} {}", l.name, recompute));
@@ -209,7 +152,7 @@ TEST_CASE("scenario 6: micro-batching fills the pipeline, 1F1B bounds activation
       CHECK(o.figures.bubble_fraction < last_bubble + 5e-3);
       CHECK(o.figures.samples_per_s > last_rate * (1.0 - 5e-3));
       // Activations held: GPipe all m micro-batches (the whole batch), 1F1B min(m, p).
-      const plan::MemoryBreakdown stage0 = memory("pipeline-microbatches.yaml", sets).stages.front();
+      const workload::MemoryBreakdown stage0 = memory("pipeline-microbatches.yaml", sets).stages.front();
       CHECK(stage0.in_flight == (std::string(schedule) == "gpipe" ? m : std::min(m, p)));
       if (std::string(schedule) == "1f1b") {
         last_bubble = o.figures.bubble_fraction;
@@ -230,7 +173,9 @@ TEST_CASE("scenario 7: fp32, bf16 and fp16 on the same plan: memory and step tim
   const auto m16 = memory("precision.yaml").peak();
   // Model state: 4 + 4 + 8 bytes per parameter in fp32; 2 + 4 + 4 + 8 under bf16 (fp32 main
   // gradients, Megatron's default), 2 + 2 + 4 + 8 under fp16.
-  const auto state = [](const plan::MemoryBreakdown& b) { return b.weights + b.gradients + b.master + b.optimizer; };
+  const auto state = [](const workload::MemoryBreakdown& b) {
+    return b.weights + b.gradients + b.master + b.optimizer;
+  };
   const auto m16f = memory("precision.yaml", {"training.precision=fp16"}).peak();
   CHECK(state(m16) == Approx(state(m32) * 18.0 / 16.0));
   CHECK(state(m16f) == Approx(state(m32)));
@@ -268,9 +213,9 @@ TEST_CASE("scenario 7 on H100: fp8 speeds the GEMMs, not the rest, and costs FP8
   CHECK(speedup < 2.0);
   // Weights: the bf16 copy plus FP8 copies of the linear weights in both layouts (2 bytes
   // per linear parameter on the rank); the rest of the model state as bf16's.
-  const plan::MemoryBreakdown m16 = memory("precision.yaml", with("bf16")).peak();
-  const plan::MemoryBreakdown m8 = memory("precision.yaml", with("fp8")).peak();
-  const plan::ModelSpec& model = fp8.scenario.model;
+  const workload::MemoryBreakdown m16 = memory("precision.yaml", with("bf16")).peak();
+  const workload::MemoryBreakdown m8 = memory("precision.yaml", with("fp8")).peak();
+  const scenario::ModelSpec& model = fp8.scenario.model;
   CHECK(m8.weights - m16.weights == Approx(2.0 * model.layers * model.linear_params_per_layer() / 4));
   CHECK(m8.gradients == m16.gradients);
   CHECK(m8.optimizer == m16.optimizer);
@@ -360,9 +305,9 @@ TEST_CASE("scenario 12: Llama 3 8B in fp8 against bf16 on the same plan", "[scen
   const auto tp = static_cast<std::size_t>(report::Dimension::tp);
   CHECK(fp8.figures.comm_mean[tp] == Approx(bf16.figures.comm_mean[tp]).epsilon(0.01));
   // Weights: 2 more bytes per linear parameter on the rank (tp 2), nothing else.
-  const plan::MemoryBreakdown m8 = memory("llama3-8b-fp8.yaml").peak();
-  const plan::MemoryBreakdown m16 = memory("llama3-8b-fp8.yaml", {"training.precision=bf16"}).peak();
-  const plan::ModelSpec& model = fp8.scenario.model;
+  const workload::MemoryBreakdown m8 = memory("llama3-8b-fp8.yaml").peak();
+  const workload::MemoryBreakdown m16 = memory("llama3-8b-fp8.yaml", {"training.precision=bf16"}).peak();
+  const scenario::ModelSpec& model = fp8.scenario.model;
   CHECK(m8.weights - m16.weights == Approx(2.0 * model.layers * model.linear_params_per_layer() / 2));
   CHECK(m8.optimizer == m16.optimizer);
 }
@@ -373,7 +318,7 @@ TEST_CASE("scenario 13: Llama 3 8B at 8K context fits dp 8 only with its gradien
   // shards the gradients, ZeRO-3 the weights too.
   std::vector<double> bytes;
   for (int zero = 0; zero <= 3; ++zero) {
-    const plan::MemoryReport m = memory(file, {fmt::format("plan.zero={}", zero)});
+    const workload::MemoryReport m = memory(file, {fmt::format("plan.zero={}", zero)});
     CHECK(m.fits() == (zero >= 2));
     bytes.push_back(m.peak().total());
   }
@@ -400,8 +345,8 @@ TEST_CASE("scenario 14: Llama 3 70B at 32K context fits without recompute only w
   // position of its sequences, twice the activations (the same 4 micro-batches in flight on
   // stage 0 under 1F1B), and does not fit without recompute.
   const std::vector<std::string> no_cp{"plan.cp=1", "plan.dp=2"};
-  const plan::MemoryBreakdown with = memory(file).peak();
-  const plan::MemoryBreakdown without = memory(file, no_cp).peak();
+  const workload::MemoryBreakdown with = memory(file).peak();
+  const workload::MemoryBreakdown without = memory(file, no_cp).peak();
   CHECK(memory(file).fits());
   CHECK_FALSE(memory(file, no_cp).fits());
   CHECK(without.activations / with.activations == Approx(2.0).epsilon(0.02));
@@ -433,31 +378,33 @@ TEST_CASE("scenario 15: Llama 3 70B fits no plan on one 8 x 80 GB node without o
   // dp, cp, ZeRO stage and shard group, micro-batch, recompute, schedule, placement) is,
   // unless it offloads to host memory.
   const std::string file = "llama3-70b-8xh100.yaml";
-  const plan::Scenario s = plan::load((root / "scenarios" / file).string());
-  const plan::MemoryBreakdown own = memory(file).peak();
+  const scenario::Scenario s = scenario::load((root / "scenarios" / file).string());
+  const workload::MemoryBreakdown own = memory(file).peak();
   CHECK_FALSE(memory(file).fits());
   CHECK(own.weights + own.gradients + own.master + own.optimizer ==
         Approx(18.0 * s.model.parameter_count() / 8).epsilon(0.01));
-  const std::vector<plan::Candidate> all = plan::enumerate_plans(s, 8);
+  const std::vector<planner::Candidate> all = planner::enumerate_plans(s, 8);
   CHECK(all.size() > 1000);
-  auto fits = [&](const plan::Candidate& c) { return plan::memory_per_rank(plan::with_candidate(s, c)).fits(); };
-  const bool any = std::any_of(all.begin(), all.end(), [&](const plan::Candidate& c) {
-    return !c.plan.offloads() && fits(c);
-  });
+  auto fits = [&](const planner::Candidate& c) {
+    return workload::memory_per_rank(planner::with_candidate(s, c)).fits();
+  };
+  const bool any =
+      std::any_of(all.begin(), all.end(), [&](const planner::Candidate& c) { return !c.plan.offloads() && fits(c); });
   CHECK_FALSE(any);
   // The smallest cluster where one fits: two nodes (ZeRO shards the state over 16).
-  CHECK(sim::smallest_fitting_devices(s, 8, false) == 16);
+  CHECK(planner::smallest_fitting_devices(s, 8, false) == 16);
   // With the optimizer's state in the hosts' memory (2 TB per DGX H100), plans on the 8 do.
-  CHECK(std::any_of(all.begin(), all.end(), [&](const plan::Candidate& c) { return c.plan.offload_optimizer && fits(c); }));
+  CHECK(std::any_of(all.begin(), all.end(),
+                    [&](const planner::Candidate& c) { return c.plan.offload_optimizer && fits(c); }));
 }
 
 TEST_CASE("scenario 17: a 30B model trains on one 80 GB GPU with its optimizer and parameters in host memory",
           "[scenarios][offload]") {
   const std::string file = "offload-30b-one-gpu.yaml";
-  const plan::Scenario s = plan::load((root / "scenarios" / file).string());
-  const plan::MemoryReport mem = plan::memory_per_rank(s);
+  const scenario::Scenario s = scenario::load((root / "scenarios" / file).string());
+  const workload::MemoryReport mem = workload::memory_per_rank(s);
   REQUIRE(mem.fits());
-  const plan::MemoryBreakdown& b = mem.peak();
+  const workload::MemoryBreakdown& b = mem.peak();
   const double P = b.parameters;
   // In host memory: fp32 master weights, Adam's two moments, fp32 gradients, bf16 weights.
   CHECK(b.host == Approx(18.0 * P));
@@ -476,7 +423,7 @@ TEST_CASE("scenario 17: a 30B model trains on one 80 GB GPU with its optimizer a
   // master weight, gradient and two moments, write them and the bf16 weight) at the DGX
   // A100's 300 GB/s.
   double host = 0.0;
-  for (const report::Span& sp : p.trace.spans) host += sp.stream == plan::Stream::host ? sp.seconds() : 0.0;
+  for (const report::Span& sp : p.trace.spans) host += sp.stream == program::Stream::host ? sp.seconds() : 0.0;
   CHECK(host == Approx(30.0 * P / 300e9).epsilon(1e-6));
   // Over the GPU's PCIe link: every weight in for each of three passes (forward, recompute,
   // backward; the embedding's for the forward and, tied, for the head's two) and every
@@ -503,14 +450,14 @@ TEST_CASE("scenario 17: a 30B model trains on one 80 GB GPU with its optimizer a
   CHECK(memory(file, {"plan.offload_params=false"}).fits());
   CHECK(kept.figures.step_time - f.step_time > 0.8 * 2 * P / 25e9);
   // parasim plan answers with it: on this one GPU, only plans that offload fit.
-  CHECK(sim::smallest_fitting_devices(s, 1, false) == 8);
+  CHECK(planner::smallest_fitting_devices(s, 1, false) == 8);
 }
 
 TEST_CASE("scenario 16: Mixtral 8x7B on 64 H100s fits only with expert parallelism, its all-to-all as the closed form",
           "[scenarios][moe]") {
   const std::string file = "moe-mixtral-8x7b.yaml";
   const Outcome o = run(file);
-  const plan::Scenario& s = o.scenario;
+  const scenario::Scenario& s = o.scenario;
   CHECK(memory(file).fits());
   // Without expert parallelism every GPU holds all 8 experts of its 8 layers: 11.6B
   // parameters, 70 GB of 16-bit weights and fp32 gradients alone.
@@ -563,42 +510,4 @@ TEST_CASE("scenario 19: a throttled GPU sets the pace of every rank, a half-rate
   const Outcome half = run(file, {"cluster.degraded.0.factor=0.4"});
   const Outcome quarter = run(file, {"cluster.degraded.0.factor=0.2"});
   CHECK(quarter.figures.step_time / half.figures.step_time == Approx(2.0).epsilon(0.1));
-}
-
-TEST_CASE("every scenario's prediction matches its golden output", "[scenarios][golden]") {
-  const std::vector<fs::path> files = test::seed_scenarios();
-  REQUIRE_FALSE(files.empty());
-  for (const fs::path& file : files) {
-    DYNAMIC_SECTION(file.filename().string()) {
-      test::check_golden(file.stem().string() + ".txt", golden_text(run(file.filename().string())));
-    }
-  }
-}
-
-TEST_CASE("a DeepSeek-V3-shaped run on 256 H100s: dense first layers, uneven stages, the all-to-all over InfiniBand",
-          "[scenarios][moe][large]") {
-  // scenarios/large: a seed too large to simulate in every golden run (1.8 minutes at its
-  // 64 micro-batches a pipeline); here at 16.
-  const std::string file = "large/moe-deepseek-v3.yaml";
-  const plan::MemoryReport mem = memory(file);
-  CHECK(mem.fits());
-  // 61 layers over 16 stages: 4 on each of the first 13, 3 on the last 3; stage 0's first
-  // 3 are the dense ones. A layer: latent attention 187,107,328 and norms 28,672; a dense
-  // MLP of 18,432 (396,361,728), or 16 of the 256 experts, the shared one and the router.
-  const plan::Scenario s = plan::load((root / "scenarios" / file).string());
-  const double moe_layer = plan::layer_params_on_rank(s.model, 10, 1, 16);
-  const double dense_layer = plan::layer_params_on_rank(s.model, 0, 1, 16);
-  const double expert = 3.0 * 7168 * 2048;
-  CHECK(dense_layer == Approx(187107328.0 + 28672 + 396361728.0));
-  CHECK(moe_layer == Approx(187107328.0 + 28672 + 17 * expert + 256 * 7168));
-  CHECK(mem.stages[1].parameters == Approx(4 * moe_layer));
-  CHECK(mem.stages[13].parameters == Approx(3 * moe_layer));
-  CHECK(mem.stages[0].parameters ==
-        Approx(3 * dense_layer + moe_layer + static_cast<double>(s.model.vocab) * s.model.hidden));
-  const Outcome o = run(file, {"training.global_batch=256"});
-  test::check_golden("large/moe-deepseek-v3.txt", golden_text(o));
-  // Without tensor parallelism the token all-to-alls are the communication that shows.
-  for (report::Dimension d : {report::Dimension::tp, report::Dimension::pp, report::Dimension::dp}) {
-    CHECK(exposed(o, d) < exposed(o, report::Dimension::ep));
-  }
 }

@@ -4,10 +4,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "report/metrics.hpp"
 #include "sim/simulate.hpp"
-#include "sim/sweep.hpp"
+#include "planner/sweep.hpp"
 
 using namespace parasim;
 
@@ -16,49 +16,51 @@ const std::string quickstart = PARASIM_SOURCE_DIR "/scenarios/quickstart.yaml";
 }
 
 TEST_CASE("an axis is KEY=V1,V2,...", "[sweep]") {
-  const sim::SweepAxis a = sim::parse_axis("plan.dp=1,2,4");
+  const planner::SweepAxis a = planner::parse_axis("plan.dp=1,2,4");
   CHECK(a.key == "plan.dp");
   CHECK(a.values == std::vector<std::string>{"1", "2", "4"});
-  CHECK(sim::parse_axis("cluster.inter_node.nic_bandwidth=100Gbps").values.size() == 1);
-  CHECK_THROWS_AS(sim::parse_axis("plan.dp"), std::invalid_argument);
-  CHECK_THROWS_AS(sim::parse_axis("=1,2"), std::invalid_argument);
-  CHECK_THROWS_AS(sim::parse_axis("plan.dp=1,,2"), std::invalid_argument);
+  CHECK(planner::parse_axis("cluster.inter_node.nic_bandwidth=100Gbps").values.size() == 1);
+  CHECK_THROWS_AS(planner::parse_axis("plan.dp"), std::invalid_argument);
+  CHECK_THROWS_AS(planner::parse_axis("=1,2"), std::invalid_argument);
+  CHECK_THROWS_AS(planner::parse_axis("plan.dp=1,,2"), std::invalid_argument);
   // Values holding commas, separated by semicolons.
-  CHECK(sim::parse_axis("plan.placement=tp,dp,pp;dp,tp,pp").values == std::vector<std::string>{"tp,dp,pp", "dp,tp,pp"});
+  CHECK(planner::parse_axis("plan.placement=tp,dp,pp;dp,tp,pp").values ==
+        std::vector<std::string>{"tp,dp,pp", "dp,tp,pp"});
 }
 
 TEST_CASE("without a change of GPU count a sweep has no ideal line or efficiency", "[sweep]") {
-  const std::vector<sim::SweepPoint> pts = sim::sweep(quickstart, {}, {sim::parse_axis("training.precision=fp32,bf16")});
+  const std::vector<planner::SweepPoint> pts =
+      planner::sweep(quickstart, {}, {planner::parse_axis("training.precision=fp32,bf16")});
   REQUIRE(pts.size() == 2);
-  for (const sim::SweepPoint& p : pts) {
+  for (const planner::SweepPoint& p : pts) {
     CHECK_FALSE(p.scaling);
     CHECK(p.ideal == 0.0);
     CHECK(p.efficiency == 0.0);
   }
-  const std::string svg = sim::sweep_svg(pts, {sim::parse_axis("training.precision=fp32,bf16")}, "precision");
+  const std::string svg = planner::sweep_svg(pts, {planner::parse_axis("training.precision=fp32,bf16")}, "precision");
   CHECK(svg.find("class=\"ideal\"") == std::string::npos);  // no ideal line
   CHECK(svg.find(">fp32<") != std::string::npos);  // the points labelled with their values
   CHECK(svg.find("efficiency") == std::string::npos);
   CHECK(svg.find(">training.precision<") != std::string::npos);  // the x axis is the varied key
-  const std::vector<sim::SweepPoint> grown = sim::sweep(quickstart, {}, {sim::parse_axis("plan.dp=1,2")});
+  const std::vector<planner::SweepPoint> grown = planner::sweep(quickstart, {}, {planner::parse_axis("plan.dp=1,2")});
   CHECK(grown[1].scaling);
-  const std::string dp = sim::sweep_svg(grown, {sim::parse_axis("plan.dp=1,2")}, "dp");
+  const std::string dp = planner::sweep_svg(grown, {planner::parse_axis("plan.dp=1,2")}, "dp");
   CHECK(dp.find("class=\"ideal\"") != std::string::npos);
   CHECK(dp.find(">plan.dp<") != std::string::npos);  // 1 to 2: a linear axis
 }
 
 TEST_CASE("the grid is every combination, the last axis fastest, each point predicted as loaded", "[sweep]") {
-  const std::vector<sim::SweepPoint> pts =
-      sim::sweep(quickstart, {}, {sim::parse_axis("plan.dp=1,2,4"), sim::parse_axis("training.precision=fp32,bf16")});
+  const std::vector<planner::SweepPoint> pts = planner::sweep(
+      quickstart, {}, {planner::parse_axis("plan.dp=1,2,4"), planner::parse_axis("training.precision=fp32,bf16")});
   REQUIRE(pts.size() == 6);
   CHECK(pts[0].values == std::vector<std::string>{"1", "fp32"});
   CHECK(pts[1].values == std::vector<std::string>{"1", "bf16"});
   CHECK(pts[5].values == std::vector<std::string>{"4", "bf16"});
-  for (const sim::SweepPoint& p : pts) {
+  for (const planner::SweepPoint& p : pts) {
     REQUIRE(p.error.empty());
     // Weak scaling: 8 samples per replica (16 over dp 2); 2 CPU ranks per node.
     const int dp = std::stoi(p.values[0]);
-    const plan::Scenario s = plan::load(quickstart, p.overrides);
+    const scenario::Scenario s = scenario::load(quickstart, p.overrides);
     CHECK(s.training.global_batch == 8 * dp);
     CHECK(s.cluster.nodes == (dp + 1) / 2);
     CHECK(p.gpus == dp);
@@ -67,7 +69,7 @@ TEST_CASE("the grid is every combination, the last axis fastest, each point pred
     CHECK(p.tokens_per_s == f.tokens_per_s);
   }
   // The ideal line: the smallest point's tokens/s per GPU times the GPUs.
-  for (const sim::SweepPoint& p : pts) {
+  for (const planner::SweepPoint& p : pts) {
     CHECK(p.ideal == Approx(pts[0].tokens_per_s * p.gpus));
     CHECK(p.efficiency == Approx(p.tokens_per_s / p.ideal));
   }
@@ -75,17 +77,18 @@ TEST_CASE("the grid is every combination, the last axis fastest, each point pred
 }
 
 TEST_CASE("fixed batch and fixed nodes keep the scenario's, a point that fails keeps its message", "[sweep]") {
-  sim::SweepOptions o;
+  planner::SweepOptions o;
   o.per_replica_batch = false;
   o.grow_nodes = false;
-  const std::vector<sim::SweepPoint> pts = sim::sweep(quickstart, {}, {sim::parse_axis("plan.dp=1,2,4")}, o);
+  const std::vector<planner::SweepPoint> pts =
+      planner::sweep(quickstart, {}, {planner::parse_axis("plan.dp=1,2,4")}, o);
   REQUIRE(pts.size() == 3);
   CHECK(pts[0].error.empty());
   CHECK(pts[1].error.empty());
   // dp 4 on the scenario's 2 ranks: the loader's message, naming the key.
   CHECK_THAT(pts[2].error, Catch::Contains("plan.dp") && Catch::Contains("the cluster has 2"));
   CHECK(pts[2].gpus == 0);
-  const std::string svg = sim::sweep_svg(pts, {sim::parse_axis("plan.dp=1,2,4")}, "quickstart <dp>");
+  const std::string svg = planner::sweep_svg(pts, {planner::parse_axis("plan.dp=1,2,4")}, "quickstart <dp>");
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK(svg.find("quickstart &lt;dp&gt;") != std::string::npos);
   std::size_t circles = 0;
@@ -113,9 +116,10 @@ std::vector<std::vector<std::pair<double, double>>> polylines(const std::string&
 
 TEST_CASE("a 2-D sweep plots a line per series against the first axis, on a log axis the ideal straight",
           "[sweep]") {
-  const std::vector<sim::SweepAxis> axes{sim::parse_axis("plan.dp=1,2,4,8"), sim::parse_axis("plan.tp=1,2")};
-  const std::vector<sim::SweepPoint> pts = sim::sweep(quickstart, {}, axes);
-  const std::string svg = sim::sweep_svg(pts, axes, "dp x tp");
+  const std::vector<planner::SweepAxis> axes{planner::parse_axis("plan.dp=1,2,4,8"),
+                                             planner::parse_axis("plan.tp=1,2")};
+  const std::vector<planner::SweepPoint> pts = planner::sweep(quickstart, {}, axes);
+  const std::string svg = planner::sweep_svg(pts, axes, "dp x tp");
   const auto series = polylines(svg, "series");
   REQUIRE(series.size() == 2);  // tp 1 and tp 2, in the legend
   CHECK(svg.find(">plan.tp=1<") != std::string::npos);

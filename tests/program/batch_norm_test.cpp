@@ -8,14 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "plan/accounting.hpp"
-#include "plan/kernels.hpp"
-#include "plan/load.hpp"
+#include "workload/accounting.hpp"
+#include "workload/kernels.hpp"
+#include "scenario/load.hpp"
 #include "program_helpers.hpp"
 
-using namespace parasim::plan;
-using parasim::plan::test::compute_flops;
-using parasim::plan::test::unfinished;
+using namespace parasim::scenario;
+using namespace parasim::workload;
+using namespace parasim::program;
+using parasim::program::test::compute_flops;
+using parasim::program::test::unfinished;
 
 namespace {
 

@@ -9,13 +9,15 @@
 
 #include <fmt/format.h>
 
-#include "plan/load.hpp"
-#include "plan/program.hpp"
+#include "scenario/load.hpp"
+#include "program/program.hpp"
 #include "program_helpers.hpp"
 
-using namespace parasim::plan;
-using parasim::plan::test::gpt;
-using parasim::plan::test::unfinished;
+using namespace parasim::scenario;
+using namespace parasim::workload;
+using namespace parasim::program;
+using parasim::program::test::gpt;
+using parasim::program::test::unfinished;
 
 TEST_CASE("context parallelism: keys and values go round the cp ring, their gradients' sums one step behind",
           "[compile][cp]") {

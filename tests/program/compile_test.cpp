@@ -6,17 +6,18 @@
 #include <set>
 #include <tuple>
 
-#include "plan/load.hpp"
-#include "plan/program.hpp"
+#include "scenario/load.hpp"
+#include "program/program.hpp"
 #include "program_helpers.hpp"
 
 #include <fmt/format.h>
 
-using namespace parasim::plan;
-using parasim::plan::test::compute_flops;
-using parasim::plan::test::gpt;
-using parasim::plan::test::unfinished;
-
+using namespace parasim::scenario;
+using namespace parasim::workload;
+using namespace parasim::program;
+using parasim::program::test::compute_flops;
+using parasim::program::test::gpt;
+using parasim::program::test::unfinished;
 
 TEST_CASE("ranks map to coordinates with tp innermost", "[compile]") {
   ParallelPlan p;

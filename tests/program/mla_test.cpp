@@ -3,16 +3,18 @@
 // first layers keep a dense MLP (parameters, FLOPs, memory and gradients per layer).
 #include <catch2/catch.hpp>
 
-#include "plan/accounting.hpp"
-#include "plan/buckets.hpp"
-#include "plan/memory.hpp"
-#include "plan/program.hpp"
+#include "workload/accounting.hpp"
+#include "workload/buckets.hpp"
+#include "workload/memory.hpp"
+#include "program/program.hpp"
 #include "program_helpers.hpp"
 
-using namespace parasim::plan;
-using parasim::plan::test::compute_flops;
-using parasim::plan::test::gpt;
-using parasim::plan::test::unfinished;
+using namespace parasim::scenario;
+using namespace parasim::workload;
+using namespace parasim::program;
+using parasim::program::test::compute_flops;
+using parasim::program::test::gpt;
+using parasim::program::test::unfinished;
 
 namespace {
 

@@ -8,10 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "plan/load.hpp"
-#include "plan/program.hpp"
+#include "scenario/load.hpp"
+#include "program/program.hpp"
 
-namespace parasim::plan::test {
+namespace parasim::program::test {
+
+using scenario::load_text;
+using scenario::Scenario;
 
 inline Scenario gpt(std::vector<std::string> sets) {
   // A small GPT on 2 x 8 GPUs; tests vary the plan through overrides.
@@ -119,4 +122,4 @@ inline std::size_t unfinished(const Program& p) {
   return n - completed;
 }
 
-}  // namespace parasim::plan::test
+}  // namespace parasim::program::test

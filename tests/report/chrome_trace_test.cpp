@@ -9,7 +9,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "report/gzip.hpp"
 #include "sim/simulate.hpp"
 #include "tests/report/pipeline_scenario.hpp"
@@ -17,14 +17,16 @@
 using namespace parasim;
 
 TEST_CASE("trace times are the spans' picoseconds as exact microseconds", "[report][trace]") {
-  const plan::Scenario s = test::pipeline_scenario();
-  const plan::Program prog = plan::compile(s);
+  const scenario::Scenario s = test::pipeline_scenario();
+  const program::Program prog = program::compile(s);
   report::Trace t;
   t.kind = "predicted";
   t.world = 1;
   // Op 0 from 1,234,567 ps for 2,000,000 ps (2 us); op 1 at 5 us sharp for 0.5 ps... 1 ps.
-  t.spans.push_back({0, plan::Stream::compute, plan::Category::forward, plan::OpKind::compute, 0, 0, 1234567, 3234567});
-  t.spans.push_back({0, plan::Stream::compute, plan::Category::forward, plan::OpKind::compute, 0, 1, 5000000, 5000001});
+  t.spans.push_back(
+      {0, program::Stream::compute, program::Category::forward, program::OpKind::compute, 0, 0, 1234567, 3234567});
+  t.spans.push_back(
+      {0, program::Stream::compute, program::Category::forward, program::OpKind::compute, 0, 1, 5000000, 5000001});
   t.step_end = 5000001;
   const std::string text = report::chrome_trace_json(t, prog, topology::Cluster(s.cluster));
   CHECK(text.find(R"("ts":1.234567,"dur":2,)") != std::string::npos);
@@ -35,13 +37,13 @@ TEST_CASE("trace times are the spans' picoseconds as exact microseconds", "[repo
 }
 
 TEST_CASE("a receive is drawn from its send's start to its arrival", "[report][trace]") {
-  const plan::Scenario s = test::pipeline_scenario();
-  const plan::Program prog = plan::compile(s);
+  const scenario::Scenario s = test::pipeline_scenario();
+  const program::Program prog = program::compile(s);
   const report::Trace trace = sim::simulate(s, prog);
   const auto doc = nlohmann::json::parse(report::chrome_trace_json(trace, prog, topology::Cluster(s.cluster)));
   std::map<std::int64_t, std::int64_t> send_start;  // match -> picoseconds
   for (const report::Span& sp : trace.spans) {
-    if (sp.kind == plan::OpKind::send) send_start[prog.ops[static_cast<std::size_t>(sp.op)].match] = sp.start;
+    if (sp.kind == program::OpKind::send) send_start[prog.ops[static_cast<std::size_t>(sp.op)].match] = sp.start;
   }
   // The events in the spans' order: the k-th complete event is the k-th span.
   std::size_t k = 0;
@@ -49,7 +51,7 @@ TEST_CASE("a receive is drawn from its send's start to its arrival", "[report][t
   for (const auto& e : doc["traceEvents"]) {
     if (e["ph"] != "X") continue;
     const report::Span& sp = trace.spans[k++];
-    if (sp.kind != plan::OpKind::recv) continue;
+    if (sp.kind != program::OpKind::recv) continue;
     ++recvs;
     const std::int64_t from = std::max(sp.start, send_start.at(prog.ops[static_cast<std::size_t>(sp.op)].match));
     posted_early += from > sp.start ? 1 : 0;
@@ -61,12 +63,12 @@ TEST_CASE("a receive is drawn from its send's start to its arrival", "[report][t
 }
 
 TEST_CASE("a folded trace names the ranks each process stands for", "[report][trace]") {
-  const plan::Scenario s = plan::load_text(R"(cluster: {preset: hgx-h100, nodes: 2}
+  const scenario::Scenario s = scenario::load_text(R"(cluster: {preset: hgx-h100, nodes: 2}
 model: {layers: 4, hidden: 512, heads: 8, vocab: 1000, seq_len: 256}
 training: {global_batch: 16}
 plan: {tp: 2, dp: 8}
 )",
-                                           "t.yaml");
+                                                   "t.yaml");
   const sim::Prediction p = sim::predict(s, {false, sim::FoldMode::always});
   REQUIRE(p.trace.folded());
   const auto doc = nlohmann::json::parse(report::chrome_trace_json(p.trace, p.program, topology::Cluster(s.cluster)));
@@ -82,8 +84,8 @@ plan: {tp: 2, dp: 8}
 }
 
 TEST_CASE("link counters are the utilisation's mean per window, emitted on change", "[report][trace]") {
-  const plan::Scenario s = test::pipeline_scenario();
-  const plan::Program prog = plan::compile(s);
+  const scenario::Scenario s = test::pipeline_scenario();
+  const program::Program prog = program::compile(s);
   report::Trace t;
   t.kind = "predicted";
   t.world = 1;
@@ -102,8 +104,8 @@ TEST_CASE("link counters are the utilisation's mean per window, emitted on chang
 }
 
 TEST_CASE("a trace named .gz is its text gzip-compressed, and reads back", "[report][trace]") {
-  const plan::Scenario s = test::pipeline_scenario();
-  const plan::Program prog = plan::compile(s);
+  const scenario::Scenario s = test::pipeline_scenario();
+  const program::Program prog = program::compile(s);
   const report::Trace trace = sim::simulate(s, prog);
   const topology::Cluster cluster(s.cluster);
   const std::string text = report::chrome_trace_json(trace, prog, cluster);
@@ -122,12 +124,12 @@ namespace {
 
 // The trace written beside the simulation (ChromeTraceStream fed by predict's span sink):
 // its bytes, and how many blocks the sink handed over.
-std::pair<std::string, int> streamed(const plan::Scenario& s, const sim::PredictOptions& how, bool gz,
+std::pair<std::string, int> streamed(const scenario::Scenario& s, const sim::PredictOptions& how, bool gz,
                                      sim::Prediction& p) {
   report::ChromeTraceStream stream(gz);
   int blocks = 0;
   sim::PredictOptions o = how;
-  o.spans = [&](const plan::Program& prog, std::span<const report::Span> spans, bool last) {
+  o.spans = [&](const program::Program& prog, std::span<const report::Span> spans, bool last) {
     ++blocks;
     stream.add(prog, spans, last);
   };
@@ -140,12 +142,12 @@ std::pair<std::string, int> streamed(const plan::Scenario& s, const sim::Predict
 TEST_CASE("a trace written beside the simulation is the one written after it", "[report][trace]") {
   // 8 x 8 GPUs, pp 4 with 64 micro-batches: 91,296 spans, two blocks of 32,768 and
   // the rest; every stream, receives posted early, memory and link counters.
-  const plan::Scenario s = plan::load_text(R"(cluster: {preset: dgx-h100, nodes: 8}
+  const scenario::Scenario s = scenario::load_text(R"(cluster: {preset: dgx-h100, nodes: 8}
 model: {layers: 8, hidden: 512, heads: 8, vocab: 1000, seq_len: 256}
 training: {global_batch: 512, micro_batch: 1}
 plan: {tp: 2, pp: 4, dp: 8}
 )",
-                                           "t.yaml");
+                                                   "t.yaml");
   const topology::Cluster cluster(s.cluster);
   sim::Prediction p;
   const auto [text, blocks] = streamed(s, {true, sim::FoldMode::never}, false, p);

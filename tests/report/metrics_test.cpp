@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "report/chrome_trace.hpp"
 #include "report/metrics.hpp"
 #include "sim/simulate.hpp"
@@ -24,15 +24,19 @@ TEST_CASE("interval unions and uncovered parts", "[report][metrics]") {
 TEST_CASE("step figures from a hand-made trace", "[report][metrics]") {
   // One rank: compute [0, 6) and [8, 10) ms, a dp all-reduce [5, 9) ms. Step 10 ms;
   // dp busy 4 ms, exposed [6, 8) = 2 ms; never idle, so no bubble.
-  const plan::Scenario s = plan::load_text("cluster: {preset: dgx-h100, gpus_per_node: 1}\nmodel: gpt3-13b\n"
-                                           "training: {global_batch: 8}\n",
-                                           "m.yaml");
+  const scenario::Scenario s = scenario::load_text(
+      "cluster: {preset: dgx-h100, gpus_per_node: 1}\nmodel: gpt3-13b\n"
+      "training: {global_batch: 8}\n",
+      "m.yaml");
   report::Trace t;
   t.world = 1;
   const std::int64_t ms = 1'000'000'000;
-  t.spans.push_back({0, plan::Stream::compute, plan::Category::forward, plan::OpKind::compute, 0, 0, 0, 6 * ms});
-  t.spans.push_back({0, plan::Stream::compute, plan::Category::backward, plan::OpKind::compute, 0, 1, 8 * ms, 10 * ms});
-  t.spans.push_back({0, plan::Stream::dp, plan::Category::dp_comm, plan::OpKind::collective, -1, 2, 5 * ms, 9 * ms});
+  t.spans.push_back(
+      {0, program::Stream::compute, program::Category::forward, program::OpKind::compute, 0, 0, 0, 6 * ms});
+  t.spans.push_back(
+      {0, program::Stream::compute, program::Category::backward, program::OpKind::compute, 0, 1, 8 * ms, 10 * ms});
+  t.spans.push_back(
+      {0, program::Stream::dp, program::Category::dp_comm, program::OpKind::collective, -1, 2, 5 * ms, 9 * ms});
   t.step_end = 10 * ms;
   const report::StepFigures f = report::step_figures(s, t, topology::Cluster(s.cluster));
   CHECK(f.step_time == Approx(10e-3));
@@ -43,21 +47,23 @@ TEST_CASE("step figures from a hand-made trace", "[report][metrics]") {
   CHECK(f.exposed_mean[2] == Approx(2e-3));
   CHECK(f.bubble_fraction == Approx(0.0).margin(1e-12));
   // MFU: model FLOPs of the step over 10 ms and the bf16 peak.
-  CHECK(f.mfu == Approx(plan::step_flops(s.model, 8, plan::Recompute::none) / 10e-3 / 989.4e12));
+  CHECK(f.mfu == Approx(workload::step_flops(s.model, 8, scenario::Recompute::none) / 10e-3 / 989.4e12));
 }
 
 TEST_CASE("busy devices far from their peak are latency-bound, near it compute-bound", "[report][metrics]") {
   // GPT-3 13B, 8 samples of 2,048 tokens: about 1.3 PFLOP a step. Computing all of a
   // 100 s step is 1.3 % MFU (small kernels' launches and latency); all of a 1 s step, well
   // past the peak of one GPU, is the compute.
-  const plan::Scenario s = plan::load_text("cluster: {preset: dgx-h100, gpus_per_node: 1}\nmodel: gpt3-13b\n"
-                                           "training: {global_batch: 8}\n",
-                                           "m.yaml");
+  const scenario::Scenario s = scenario::load_text(
+      "cluster: {preset: dgx-h100, gpus_per_node: 1}\nmodel: gpt3-13b\n"
+      "training: {global_batch: 8}\n",
+      "m.yaml");
   auto busy = [&](double seconds) {
     report::Trace t;
     t.world = 1;
     t.step_end = static_cast<std::int64_t>(seconds * 1e12);
-    t.spans.push_back({0, plan::Stream::compute, plan::Category::forward, plan::OpKind::compute, 0, 0, 0, t.step_end});
+    t.spans.push_back(
+        {0, program::Stream::compute, program::Category::forward, program::OpKind::compute, 0, 0, 0, t.step_end});
     return report::step_figures(s, t, topology::Cluster(s.cluster));
   };
   const report::StepFigures slow = busy(100.0);
@@ -71,8 +77,8 @@ TEST_CASE("busy devices far from their peak are latency-bound, near it compute-b
 }
 
 TEST_CASE("the Chrome trace has a process per rank, a thread per stream and an event per span", "[report][trace]") {
-  const plan::Scenario s = test::pipeline_scenario();
-  const plan::Program prog = plan::compile(s);
+  const scenario::Scenario s = test::pipeline_scenario();
+  const program::Program prog = program::compile(s);
   const topology::Cluster cluster(s.cluster);
   const report::Trace trace = sim::simulate(s, prog);
   const auto doc = nlohmann::json::parse(report::chrome_trace_json(trace, prog, cluster));
@@ -90,6 +96,6 @@ TEST_CASE("the Chrome trace has a process per rank, a thread per stream and an e
   }
   CHECK(complete == static_cast<int>(trace.spans.size()));
   CHECK(process_names == 8 + 1);  // ranks and the links track
-  CHECK(thread_names == 8 * plan::stream_count);
+  CHECK(thread_names == 8 * program::stream_count);
   CHECK(names_ok);
 }

@@ -11,7 +11,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "report/chrome_trace.hpp"
 #include "sim/simulate.hpp"
 #include "tests/report/pipeline_scenario.hpp"
@@ -68,8 +68,8 @@ Message decode(std::string_view in) {
 }  // namespace
 
 TEST_CASE("a Perfetto trace holds every span as a nested slice, by rank and stream", "[report][trace]") {
-  const plan::Scenario s = test::pipeline_scenario();
-  const plan::Program prog = plan::compile(s);
+  const scenario::Scenario s = test::pipeline_scenario();
+  const program::Program prog = program::compile(s);
   const report::Trace trace = sim::simulate(s, prog);
   const topology::Cluster cluster(s.cluster);
   const Message file = decode(report::perfetto_trace(trace, prog, cluster));
@@ -125,7 +125,7 @@ TEST_CASE("a Perfetto trace holds every span as a nested slice, by rank and stre
   std::multiset<std::tuple<std::string, std::uint64_t, std::uint64_t>> expected;
   auto ns = [](std::int64_t ps) { return static_cast<std::uint64_t>((ps + 500) / 1000); };
   for (std::size_t i = 0; i < trace.spans.size(); ++i) {
-    expected.emplace(plan::op_name(prog, trace.spans[i].op), ns(starts[i]), ns(trace.spans[i].end));
+    expected.emplace(program::op_name(prog, trace.spans[i].op), ns(starts[i]), ns(trace.spans[i].end));
   }
   CHECK(slices == expected);
   // 8 ranks, each with its compute stream and its communication streams' tracks.

@@ -2,17 +2,17 @@
 // a trace has every stream (tp, pp and dp communication beside compute) and is quick.
 #pragma once
 
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 
 namespace parasim::test {
 
-inline plan::Scenario pipeline_scenario() {
-  return plan::load_text(R"(cluster: {preset: hgx-h100}
+inline scenario::Scenario pipeline_scenario() {
+  return scenario::load_text(R"(cluster: {preset: hgx-h100}
 model: {layers: 4, hidden: 512, heads: 8, vocab: 1000, seq_len: 256}
 training: {global_batch: 8}
 plan: {tp: 2, pp: 2, dp: 2}
 )",
-                         "t.yaml");
+                             "t.yaml");
 }
 
 }  // namespace parasim::test

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "helpers.hpp"
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 
-using namespace parasim::plan;
-using parasim::plan::test::good;
+using namespace parasim::scenario;
+using parasim::scenario::test::good;
 
 namespace {
 

@@ -2,9 +2,9 @@
 
 #include <array>
 
-#include "plan/diagnostics.hpp"
+#include "scenario/diagnostics.hpp"
 
-using namespace parasim::plan;
+using namespace parasim::scenario;
 
 TEST_CASE("edit distance counts insertions, deletions and substitutions", "[diagnostics]") {
   CHECK(edit_distance("", "") == 0);

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-namespace parasim::plan::test {
+namespace parasim::scenario::test {
 
 // A valid scenario; each bad-input case breaks one thing in it.
 inline const std::string good = R"(name: base
@@ -58,4 +58,4 @@ struct TempDir {
   }
 };
 
-}  // namespace parasim::plan::test
+}  // namespace parasim::scenario::test

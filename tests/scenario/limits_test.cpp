@@ -14,13 +14,13 @@
 #include <fmt/format.h>
 
 #include "helpers.hpp"
-#include "plan/limits.hpp"
-#include "plan/load.hpp"
+#include "scenario/limits.hpp"
+#include "scenario/load.hpp"
 
-using namespace parasim::plan;
-using parasim::plan::test::good;
-using parasim::plan::test::TempDir;
+using namespace parasim::scenario;
 using Catch::Matchers::Contains;
+using parasim::scenario::test::good;
+using parasim::scenario::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {

@@ -6,13 +6,13 @@
 #include <fstream>
 
 #include "helpers.hpp"
-#include "plan/describe.hpp"
-#include "plan/load.hpp"
+#include "scenario/describe.hpp"
+#include "scenario/load.hpp"
 
-using namespace parasim::plan;
-using parasim::plan::test::good;
-using parasim::plan::test::TempDir;
+using namespace parasim::scenario;
 using Catch::Matchers::Contains;
+using parasim::scenario::test::good;
+using parasim::scenario::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -193,20 +193,20 @@ TEST_CASE("a scenario saved with its overrides (extends merged) loads back to th
     const std::string path = entry.path().string();
     INFO(path);
     for (const auto& overrides : {std::vector<std::string>{}, sets}) {
-      parasim::plan::Scenario original;
+      parasim::scenario::Scenario original;
       try {
-        original = parasim::plan::load(path, overrides);
-      } catch (const parasim::plan::ScenarioError&) {
+        original = parasim::scenario::load(path, overrides);
+      } catch (const parasim::scenario::ScenarioError&) {
         continue;  // these overrides do not fit this scenario
       }
-      const std::string text = parasim::plan::scenario_yaml(path, overrides, dir.string());
+      const std::string text = parasim::scenario::scenario_yaml(path, overrides, dir.string());
       CHECK(text.find("extends") == std::string::npos);
       const fs::path out = dir / entry.path().filename();
       std::ofstream(out) << text;
-      const parasim::plan::Scenario back = parasim::plan::load(out.string());
+      const parasim::scenario::Scenario back = parasim::scenario::load(out.string());
       // The whole resolved scenario, as `parasim check` prints it, is the same; so is the
       // device profile it reads (rewritten relative to the new folder).
-      CHECK(parasim::plan::describe(back) == parasim::plan::describe(original));
+      CHECK(parasim::scenario::describe(back) == parasim::scenario::describe(original));
       CHECK(back.plan.zero == original.plan.zero);
       CHECK(back.training.micro_batch == original.training.micro_batch);
       CHECK(back.hardware.profile.empty() == original.hardware.profile.empty());
@@ -218,9 +218,9 @@ TEST_CASE("a scenario saved with its overrides (extends merged) loads back to th
 
 TEST_CASE("the YAML emitter writes a tree that parses back to the same tree", "[load][save]") {
   const std::string text = "a: 1\nb:\n  c: 400 Gb/s\n  d: [x, 'y: z', '#q']\ne: tp,dp,pp\nf: true\ng: ~\n";
-  const parasim::plan::Value v = parasim::plan::parse_yaml(text, "t.yaml");
-  const parasim::plan::Value back = parasim::plan::parse_yaml(parasim::plan::to_yaml(v), "u.yaml");
-  CHECK(parasim::plan::to_yaml(back) == parasim::plan::to_yaml(v));
+  const parasim::scenario::Value v = parasim::scenario::parse_yaml(text, "t.yaml");
+  const parasim::scenario::Value back = parasim::scenario::parse_yaml(parasim::scenario::to_yaml(v), "u.yaml");
+  CHECK(parasim::scenario::to_yaml(back) == parasim::scenario::to_yaml(v));
   REQUIRE(back.find("b") != nullptr);
   const auto* d = back.find("b")->value.find("d");
   REQUIRE(d != nullptr);
@@ -228,11 +228,11 @@ TEST_CASE("the YAML emitter writes a tree that parses back to the same tree", "[
   CHECK(d->value.items[1].scalar == "y: z");
   CHECK(d->value.items[2].scalar == "#q");
   CHECK(back.find("e")->value.scalar == "tp,dp,pp");
-  CHECK(back.find("g")->value.kind == parasim::plan::Value::Kind::null);
+  CHECK(back.find("g")->value.kind == parasim::scenario::Value::Kind::null);
 }
 
 TEST_CASE("an injection without a step is one for every step", "[load][training]") {
-  const parasim::plan::Scenario s = parasim::plan::load_text(
+  const parasim::scenario::Scenario s = parasim::scenario::load_text(
       "cluster: cpu-host\nmodel: tiny-gpt\ntraining: {global_batch: 8}\nplan: {dp: 2}\n"
       "run: {inject: [{rank: 1, kind: delay, factor: 2}, {step: 3, rank: 0, kind: zero}]}\n",
       "t.yaml");
@@ -246,7 +246,9 @@ TEST_CASE("an injection without a step is one for every step", "[load][training]
 
 TEST_CASE("the learning rate's schedule: scaling, warm-up, then linear or cosine decay to min_lr", "[load][training]") {
   const std::string base = "cluster: dgx-h100\nmodel: gpt3-13b\ntraining: {global_batch: 64, learning_rate: 0.001}\n";
-  auto lr = [&](const std::vector<std::string>& sets, int k) { return learning_rate_at(parasim::plan::load_text(base, "t.yaml", sets).training, k); };
+  auto lr = [&](const std::vector<std::string>& sets, int k) {
+    return learning_rate_at(parasim::scenario::load_text(base, "t.yaml", sets).training, k);
+  };
   CHECK(lr({}, 0) == 0.001);
   CHECK(lr({}, 100000) == 0.001);
   // Tuned at 16 samples: 4x the batch is 4x the rate linearly, 2x under the square root.

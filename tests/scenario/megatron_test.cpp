@@ -1,15 +1,15 @@
 // Megatron-LM's arguments read back as settings: each argument's key and value, the shell's
 // quoting and line joins, torchrun's GPU count, and errors that name the line and argument.
-#include "plan/megatron.hpp"
+#include "scenario/megatron.hpp"
 
 #include <algorithm>
 
 #include <catch2/catch.hpp>
 
-#include "plan/diagnostics.hpp"
-#include "plan/load.hpp"
+#include "scenario/diagnostics.hpp"
+#include "scenario/load.hpp"
 
-using namespace parasim::plan;
+using namespace parasim::scenario;
 
 namespace {
 bool has(const MegatronImport& m, const std::string& set) {

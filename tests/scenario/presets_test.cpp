@@ -1,11 +1,11 @@
 #include <catch2/catch.hpp>
 
-#include "plan/load.hpp"
-#include "plan/presets.hpp"
+#include "scenario/load.hpp"
+#include "scenario/presets.hpp"
 
 #include <fmt/format.h>
 
-using namespace parasim::plan;
+using namespace parasim::scenario;
 
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "report/metrics.hpp"
 #include "sim/simulate.hpp"
 #include "topology/cluster.hpp"
@@ -29,24 +29,24 @@ plan: {dp: 8}
 std::map<std::int64_t, std::int64_t> compute_durations(const report::Trace& t, int rank) {
   std::map<std::int64_t, std::int64_t> out;
   for (const report::Span& sp : t.spans) {
-    if (sp.rank == rank && sp.kind == plan::OpKind::compute) out[sp.op] = sp.end - sp.start;
+    if (sp.rank == rank && sp.kind == program::OpKind::compute) out[sp.op] = sp.end - sp.start;
   }
   return out;
 }
 
-plan::Scenario load(const std::string& text, const std::vector<std::string>& sets = {}) {
-  return plan::load_text(text, "t.yaml", sets);
+scenario::Scenario load(const std::string& text, const std::vector<std::string>& sets = {}) {
+  return scenario::load_text(text, "t.yaml", sets);
 }
 
-sim::Prediction full(const plan::Scenario& s) {
+sim::Prediction full(const scenario::Scenario& s) {
   return sim::predict(s, {false, sim::FoldMode::never, {}, {}});
 }
 
 }  // namespace
 
 TEST_CASE("a degraded device's compute ops take 1 / factor as long, op by op", "[sim][degraded]") {
-  const plan::Scenario uniform = load(dp8);
-  const plan::Scenario slow = load(dp8, {"cluster.degraded=[{rank: 5, factor: 0.5}]"});
+  const scenario::Scenario uniform = load(dp8);
+  const scenario::Scenario slow = load(dp8, {"cluster.degraded=[{rank: 5, factor: 0.5}]"});
   REQUIRE(slow.cluster.compute_factor(5) == 0.5);
   REQUIRE(slow.cluster.compute_factor(4) == 1.0);
   const sim::Prediction u = full(uniform);
@@ -79,7 +79,7 @@ TEST_CASE("a degraded device's compute ops take 1 / factor as long, op by op", "
   CHECK(f.step_time >= f.slowest_compute);
   CHECK(f.step_time > report::step_figures(uniform, u.trace, cluster).step_time * 1.5);
   // A node's entry slows each of its devices; entries multiply.
-  const plan::Scenario node = load(dp8, {"cluster.degraded=[{node: 0, factor: 0.5}, {rank: 2, factor: 0.5}]"});
+  const scenario::Scenario node = load(dp8, {"cluster.degraded=[{node: 0, factor: 0.5}, {rank: 2, factor: 0.5}]"});
   CHECK(node.cluster.compute_factor(0) == 0.5);
   CHECK(node.cluster.compute_factor(2) == 0.25);
 }
@@ -98,8 +98,8 @@ model: {layers: 2, hidden: 4096, heads: 32, vocab: 1000, seq_len: 2048}
 training: {global_batch: 8, micro_batch: 4}
 plan: {pp: 2}
 )";
-  const plan::Scenario uniform = load(text);
-  const plan::Scenario slow = load(text, {"cluster.degraded=[{link: n0.nic0, factor: 0.25}]"});
+  const scenario::Scenario uniform = load(text);
+  const scenario::Scenario slow = load(text, {"cluster.degraded=[{link: n0.nic0, factor: 0.25}]"});
   const topology::Cluster a(uniform.cluster), b(slow.cluster);
   const std::vector<int> links = b.links_named("n0.nic0");
   CHECK(links.size() == 4);  // gpu <-> nic and nic <-> switch, both ways
@@ -111,7 +111,7 @@ plan: {pp: 2}
   auto sends = [](const sim::Prediction& p) {
     std::vector<double> out;
     for (const report::Span& sp : p.trace.spans) {
-      if (sp.kind == plan::OpKind::send && !p.program.ops[static_cast<std::size_t>(sp.op)].gradient) {
+      if (sp.kind == program::OpKind::send && !p.program.ops[static_cast<std::size_t>(sp.op)].gradient) {
         out.push_back(sp.seconds());
       }
     }
@@ -133,8 +133,8 @@ model: {layers: 8, hidden: 1024, heads: 16, vocab: 1000, seq_len: 512}
 training: {global_batch: 64, micro_batch: 1}
 plan: {tp: 2, dp: 4}
 )";
-  const plan::Scenario uniform = load(tp2);
-  const plan::Scenario noisy = load(tp2, {"cluster.jitter={sigma: 0.1, seed: 7}"});
+  const scenario::Scenario uniform = load(tp2);
+  const scenario::Scenario noisy = load(tp2, {"cluster.jitter={sigma: 0.1, seed: 7}"});
   const sim::Prediction u = full(uniform);
   const sim::Prediction n = full(noisy);
   // The mean of exp(sigma z - sigma^2 / 2) is 1: over ~1,000 ops a rank's compute moves by
@@ -165,12 +165,12 @@ plan: {tp: 2, dp: 4}
 }
 
 TEST_CASE("a cluster that is not uniform is simulated rank by rank, never folded", "[sim][degraded]") {
-  const plan::Scenario slow = load(dp8, {"cluster.degraded=[{rank: 5, factor: 0.5}]"});
+  const scenario::Scenario slow = load(dp8, {"cluster.degraded=[{rank: 5, factor: 0.5}]"});
   const sim::Prediction p = sim::predict(slow, {false, sim::FoldMode::always, {}, {}});
   CHECK_FALSE(p.program.one_replica());
   CHECK_THAT(p.not_folded, Catch::Matchers::Contains("not uniform"));
   // A list entry reached by its index, as a sweep varies it.
-  const plan::Scenario half =
+  const scenario::Scenario half =
       load(dp8, {"cluster.degraded=[{rank: 5, factor: 0.5}]", "cluster.degraded.0.factor=0.25"});
   CHECK(half.cluster.compute_factor(5) == 0.25);
 }

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "plan/kernels.hpp"
+#include "workload/kernels.hpp"
 #include "sim/fidelity.hpp"
 
 using namespace parasim;
@@ -145,8 +145,8 @@ TEST_CASE("Megatron-LM's weak-scaling runs from 1.7B on 32 A100s to 530B on 2520
   for (const auto& r : runs) {
     INFO(fmt::format("line {}", r.line));
     const long long heads_per_rank = r.dims.at("heads") / r.dims.at("tp");
-    CHECK(plan::fused_softmax_available(2, r.dims.at("seq"), r.dims.at("micro batch") * heads_per_rank));
-    CHECK((r.dims.at("micro batch") == 1 || !plan::fused_softmax_available(2, r.dims.at("seq"), heads_per_rank)));
+    CHECK(workload::fused_softmax_available(2, r.dims.at("seq"), r.dims.at("micro batch") * heads_per_rank));
+    CHECK((r.dims.at("micro batch") == 1 || !workload::fused_softmax_available(2, r.dims.at("seq"), heads_per_rank)));
   }
   runs.pop_back();
   check_predicted(runs, 0.15, 0.08);

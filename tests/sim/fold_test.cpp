@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "report/metrics.hpp"
 #include "sim/simulate.hpp"
 
@@ -19,16 +19,18 @@ namespace {
 const fs::path root = PARASIM_SOURCE_DIR;
 
 struct Both {
-  plan::Scenario s;
+  scenario::Scenario s;
   sim::Prediction full;
   sim::Prediction folded;
 };
 
-Both both(const plan::Scenario& s, bool counters = false) {
+Both both(const scenario::Scenario& s, bool counters = false) {
   return {s, sim::predict(s, {counters, sim::FoldMode::never}), sim::predict(s, {counters, sim::FoldMode::always})};
 }
 
-Both scenario(const std::string& file) { return both(plan::load((root / "scenarios" / file).string())); }
+Both predicted(const std::string& file) {
+  return both(scenario::load((root / "scenarios" / file).string()));
+}
 
 }  // namespace
 
@@ -36,7 +38,7 @@ TEST_CASE("folding is exact where every replica's routes map onto the next one's
   // (Not the CPU quickstart: MPI's binomial all-reduce is no shift of itself.)
   for (const std::string file : {"dp-one-node.yaml", "hybrid-32-gpus.yaml", "refresh-h100.yaml"}) {
     INFO(file);
-    const Both b = scenario(file);
+    const Both b = predicted(file);
     REQUIRE(b.folded.program.one_replica());
     CHECK_FALSE(b.full.program.one_replica());
     CHECK(b.folded.stats.exact);
@@ -67,15 +69,15 @@ TEST_CASE("folding is exact where every replica's routes map onto the next one's
 }
 
 TEST_CASE("a folded trace mirrors replica 0: per-rank figures and memory counters", "[sim][fold]") {
-  const Both b = both(plan::load((root / "scenarios" / "hybrid-32-gpus.yaml").string()), true);
+  const Both b = both(scenario::load((root / "scenarios" / "hybrid-32-gpus.yaml").string()), true);
   const report::Trace& t = b.folded.trace;
   REQUIRE(t.folded());
   for (int r = 0; r < t.world; ++r) {
-    plan::Coord c = plan::coord_of(b.s.plan, r);
+    scenario::Coord c = scenario::coord_of(b.s.plan, r);
     c.dp = 0;
-    CHECK(t.mirror(r) == plan::rank_of(b.s.plan, c));
+    CHECK(t.mirror(r) == scenario::rank_of(b.s.plan, c));
   }
-  for (const report::Span& sp : t.spans) CHECK(plan::coord_of(b.s.plan, sp.rank).dp == 0);
+  for (const report::Span& sp : t.spans) CHECK(scenario::coord_of(b.s.plan, sp.rank).dp == 0);
   // Memory counters for replica 0's ranks, with the full simulation's peaks.
   int memory = 0;
   for (const report::Counter& c : t.counters) {
@@ -96,7 +98,7 @@ TEST_CASE("folding with a tree across the replicas is approximate and stays with
   // full and their load on a class of links is spread evenly over the class, which misses
   // the tree's busiest ports (this stress case comes out about 4 % short). With rings the
   // same plan folds exactly, ECMP spines and all.
-  const plan::Scenario s = plan::load_text(R"(name: ecmp
+  const scenario::Scenario s = scenario::load_text(R"(name: ecmp
 cluster:
   preset: dgx-h100
   nodes: 16
@@ -105,15 +107,15 @@ model: {layers: 8, hidden: 2048, heads: 16, vocab: 32000, seq_len: 1024}
 training: {global_batch: 32, micro_batch: 1, precision: bf16}
 plan: {tp: 8, pp: 2, dp: 8, bucket_size: 8MB, collective: tree}
 )",
-                                           "ecmp.yaml");
+                                                   "ecmp.yaml");
   const Both b = both(s);
   REQUIRE(b.folded.program.one_replica());
   CHECK_FALSE(b.folded.stats.exact);
   CHECK(b.folded.stats.algorithms.count("tree") == 1);
   CHECK(b.folded.trace.step_seconds() == Approx(b.full.trace.step_seconds()).epsilon(0.05));
 
-  plan::Scenario rings = s;
-  rings.plan.collective = plan::Collective::ring;
+  scenario::Scenario rings = s;
+  rings.plan.collective = scenario::Collective::ring;
   const Both r = both(rings);
   CHECK(r.folded.stats.exact);
   CHECK(r.folded.trace.step_seconds() == Approx(r.full.trace.step_seconds()).epsilon(1e-9));
@@ -139,7 +141,7 @@ plan: {tp: 8, pp: 8, dp: 2}
   auto with = [&](const std::string& routing) {
     std::string text = yaml;
     text.replace(text.find("ROUTING"), 7, routing);
-    return both(plan::load_text(text, "spines.yaml"));
+    return both(scenario::load_text(text, "spines.yaml"));
   };
   const Both d = with("destination");
   CHECK(d.folded.stats.exact);
@@ -155,7 +157,7 @@ plan: {tp: 8, pp: 8, dp: 2}
 }
 
 TEST_CASE("folding is deterministic: the same scenario gives the same folded trace", "[sim][fold]") {
-  const plan::Scenario s = plan::load((root / "scenarios" / "refresh-h100.yaml").string());
+  const scenario::Scenario s = scenario::load((root / "scenarios" / "refresh-h100.yaml").string());
   const sim::Prediction a = sim::predict(s, {false, sim::FoldMode::always});
   const sim::Prediction b = sim::predict(s, {false, sim::FoldMode::always});
   REQUIRE(a.trace.spans.size() == b.trace.spans.size());

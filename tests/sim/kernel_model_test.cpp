@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "sim/compute_model.hpp"
 #include "sim/simulate.hpp"
 
@@ -25,7 +25,7 @@ sim::DeviceProfile four_sms(double l2_bandwidth = 0.0) {
 }
 
 double gemm(const sim::DeviceProfile& p, long long m, long long n, long long k) {
-  const plan::Kernel g{plan::KernelKind::gemm, "g", m, n, k, 1, 2, 0, 0.0, false};
+  const workload::Kernel g{workload::KernelKind::gemm, "g", m, n, k, 1, 2, 0, 0.0, false};
   return sim::kernel_work_seconds(p, g, topology::Dtype::bf16);
 }
 
@@ -86,13 +86,13 @@ TEST_CASE("a step of tiny kernels takes what the host needs to issue them", "[si
   // one micro-batch, fp32. Forward: 2 layers x 2 kernels at 100 us; backward 2 x 3 at
   // 50 us; after the gradients the host issues the optimizer's 3 kernels (norm, AdamW,
   // zeroing) at 100 us: 400 + 300 + 300 = 1 ms.
-  const plan::Scenario s = plan::load_text(tiny_kernels, "host.yaml");
+  const scenario::Scenario s = scenario::load_text(tiny_kernels, "host.yaml");
   const sim::Prediction p = sim::predict(s);
   CHECK(p.trace.step_seconds() == Approx(1e-3).epsilon(1e-3));
   // Without host costs the same step is the device's, microseconds.
-  const plan::Scenario fast =
-      plan::load_text(tiny_kernels, "host.yaml",
-                      std::vector<std::string>{"cluster.device.host.forward=0us", "cluster.device.host.backward=0us"});
+  const scenario::Scenario fast = scenario::load_text(
+      tiny_kernels, "host.yaml",
+      std::vector<std::string>{"cluster.device.host.forward=0us", "cluster.device.host.backward=0us"});
   CHECK(sim::predict(fast).trace.step_seconds() < 1e-5);
 }
 
@@ -105,14 +105,14 @@ TEST_CASE("the host issues a gradient bucket's all-reduce from the backward, onc
   // 740 + 40 us). Layer a's bucket follows it on the dp stream; the host waits for both
   // before it issues the optimizer's 3 kernels at 100 us each.
   const sim::Prediction p = sim::predict(
-      plan::load_text(tiny_kernels, "hooks.yaml",
-                      std::vector<std::string>{"cluster.gpus_per_node=2", "cluster.device.host.communication=40us",
-                                               "cluster.intra_node.bandwidth=0.1 GB/s", "cluster.collectives=mpi",
-                                               "training.global_batch=2", "plan.dp=2", "plan.collective=ring",
-                                               "plan.bucket_size=40KB"}));
+      scenario::load_text(tiny_kernels, "hooks.yaml",
+                          std::vector<std::string>{"cluster.gpus_per_node=2", "cluster.device.host.communication=40us",
+                                                   "cluster.intra_node.bandwidth=0.1 GB/s", "cluster.collectives=mpi",
+                                                   "training.global_batch=2", "plan.dp=2", "plan.collective=ring",
+                                                   "plan.bucket_size=40KB"}));
   std::vector<const report::Span*> buckets;  // L1, L0, then the empty input's
   for (const report::Span& sp : p.trace.spans) {
-    if (sp.rank == 0 && sp.category == plan::Category::dp_comm) buckets.push_back(&sp);
+    if (sp.rank == 0 && sp.category == program::Category::dp_comm) buckets.push_back(&sp);
   }
   std::sort(buckets.begin(), buckets.end(), [](const auto* a, const auto* b) { return a->start < b->start; });
   REQUIRE(buckets.size() == 3);

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "../topology/fixtures.hpp"
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "report/trace.hpp"
 #include "sim/collectives.hpp"
 #include "sim/simulate.hpp"
@@ -41,7 +41,7 @@ double hop(const topology::Cluster& c) {
   return net.router().route(0, 1).latency;
 }
 
-double run_alone(const topology::Cluster& c, Algorithm a, plan::CollectiveOp op, int n, double S) {
+double run_alone(const topology::Cluster& c, Algorithm a, program::CollectiveOp op, int n, double S) {
   Engine engine;
   Network net(engine, c);
   std::vector<int> devices;
@@ -61,12 +61,14 @@ TEST_CASE("libnbc's collectives on two ranks: the all-reduce there and back, the
   const double B = 1e9;
   const double S = 64e6;
   // Member 1 sends S to member 0, which reduces and sends S back: two hops.
-  CHECK(run_alone(c, Algorithm::binomial, plan::CollectiveOp::all_reduce, 2, S) == Approx(2 * (a + S / B)).epsilon(1e-9));
+  CHECK(run_alone(c, Algorithm::binomial, program::CollectiveOp::all_reduce, 2, S) ==
+        Approx(2 * (a + S / B)).epsilon(1e-9));
   // The same reduce, then member 0 sends member 1 its half.
-  CHECK(run_alone(c, Algorithm::binomial, plan::CollectiveOp::reduce_scatter, 2, S) ==
+  CHECK(run_alone(c, Algorithm::binomial, program::CollectiveOp::reduce_scatter, 2, S) ==
         Approx(2 * a + 1.5 * S / B).epsilon(1e-9));
   // Each member sends its half to the other at once.
-  CHECK(run_alone(c, Algorithm::binomial, plan::CollectiveOp::all_gather, 2, S) == Approx(a + 0.5 * S / B).epsilon(1e-9));
+  CHECK(run_alone(c, Algorithm::binomial, program::CollectiveOp::all_gather, 2, S) ==
+        Approx(a + 0.5 * S / B).epsilon(1e-9));
 }
 
 TEST_CASE("libnbc's binomial all-reduce on four ranks: two reduce rounds, the root's two sends at once",
@@ -76,7 +78,8 @@ TEST_CASE("libnbc's binomial all-reduce on four ranks: two reduce rounds, the ro
   const topology::Cluster c(one_per_node(4, 0.0));
   const double a = hop(c);
   const double S = 16e6;
-  CHECK(run_alone(c, Algorithm::binomial, plan::CollectiveOp::all_reduce, 4, S) == Approx(4 * a + 5 * S / 1e9).epsilon(1e-9));
+  CHECK(run_alone(c, Algorithm::binomial, program::CollectiveOp::all_reduce, 4, S) ==
+        Approx(4 * a + 5 * S / 1e9).epsilon(1e-9));
 }
 
 TEST_CASE("MPI's messages between two ranks of different nodes cross their connection in order", "[sim][mpi]") {
@@ -157,9 +160,9 @@ TEST_CASE("an all-gather posted behind a reduce-scatter waits for it on one dire
   Network net(engine, c);
   net.order_between_nodes();
   double rs = -1.0, ag = -1.0;
-  run_collective(net, Algorithm::binomial, CollectiveCall{plan::CollectiveOp::reduce_scatter, {0, 1}, S},
+  run_collective(net, Algorithm::binomial, CollectiveCall{program::CollectiveOp::reduce_scatter, {0, 1}, S},
                  [&] { rs = engine.now().to_seconds(); });
-  run_collective(net, Algorithm::binomial, CollectiveCall{plan::CollectiveOp::all_gather, {0, 1}, S},
+  run_collective(net, Algorithm::binomial, CollectiveCall{program::CollectiveOp::all_gather, {0, 1}, S},
                  [&] { ag = engine.now().to_seconds(); });
   engine.run();
   CHECK(ag == Approx(1.5 * S / B).margin(1e-6));
@@ -170,18 +173,18 @@ TEST_CASE("under MPI auto runs libnbc's algorithms, under NCCL never", "[sim][mp
   const topology::Cluster c(one_per_node(4, 0.0));
   Engine engine;
   Network net(engine, c);
-  for (plan::CollectiveOp op : {plan::CollectiveOp::all_reduce, plan::CollectiveOp::reduce_scatter,
-                                plan::CollectiveOp::all_gather}) {
-    CHECK(resolve(plan::Collective::automatic, net, {op, {0, 1, 2, 3}, 1e6}) == Algorithm::binomial);
-    CHECK(resolve(plan::Collective::ring, net, {op, {0, 1, 2, 3}, 1e6}) == Algorithm::ring);
+  for (program::CollectiveOp op :
+       {program::CollectiveOp::all_reduce, program::CollectiveOp::reduce_scatter, program::CollectiveOp::all_gather}) {
+    CHECK(resolve(scenario::Collective::automatic, net, {op, {0, 1, 2, 3}, 1e6}) == Algorithm::binomial);
+    CHECK(resolve(scenario::Collective::ring, net, {op, {0, 1, 2, 3}, 1e6}) == Algorithm::ring);
   }
-  CHECK(resolve(plan::Collective::automatic, net, {plan::CollectiveOp::all_to_all, {0, 1, 2, 3}, 1e6}) ==
+  CHECK(resolve(scenario::Collective::automatic, net, {program::CollectiveOp::all_to_all, {0, 1, 2, 3}, 1e6}) ==
         Algorithm::direct);
   topology::ClusterSpec nccl = one_per_node(4, 0.0);
   nccl.library = topology::CollectiveLibrary::nccl;
   const topology::Cluster cn(nccl);
   Network nn(engine, cn);
-  CHECK(resolve(plan::Collective::automatic, nn, {plan::CollectiveOp::all_reduce, {0, 1, 2, 3}, 1e6}) !=
+  CHECK(resolve(scenario::Collective::automatic, nn, {program::CollectiveOp::all_reduce, {0, 1, 2, 3}, 1e6}) !=
         Algorithm::binomial);
 }
 
@@ -190,7 +193,7 @@ namespace {
 // Two stages of one layer on two nodes (1 GB/s NICs, no latency), an ideal device of
 // 1 TFLOP/s: 1 ms forward and 2 ms backward per micro-batch, each activation 1 MB (1 ms on
 // the link), two micro-batches under 1F1B.
-plan::Scenario two_stages(const char* library) {
+scenario::Scenario two_stages(const char* library) {
   const std::string text = fmt::format(R"(cluster:
   nodes: 2
   gpus_per_node: 1
@@ -206,14 +209,14 @@ training: {{global_batch: 2, micro_batch: 1, precision: fp32}}
 plan: {{dp: 1, pp: 2, schedule: 1f1b}}
 )",
                                        library);
-  return plan::load_text(text, "two-stages.yaml");
+  return scenario::load_text(text, "two-stages.yaml");
 }
 
-double step(const plan::Scenario& s, DeviceProfile p) {
+double step(const scenario::Scenario& s, DeviceProfile p) {
   p.gemm_efficiency = {{1.0, 1.0}};
   p.memory_bandwidth = 1e30;
   p.launch_overhead = 0.0;
-  return simulate(s, plan::compile(s), p).step_seconds();
+  return simulate(s, program::compile(s), p).step_seconds();
 }
 
 }  // namespace
@@ -226,8 +229,8 @@ TEST_CASE("a send above the eager limit waits for its receive to be posted", "[s
   // Rendezvous (MPI over TCP, 1 MB > 64 KiB): stage 1 posts the receive of the second
   // activation after the send of its first gradient, at 5, so it crosses in [5, 6]:
   // F1 [6, 7], B1 [7, 9], the gradient in [9, 10], stage 0's B1 [10, 12].
-  const plan::Scenario eager = two_stages("nccl");
-  const plan::Scenario mpi = two_stages("mpi");
+  const scenario::Scenario eager = two_stages("nccl");
+  const scenario::Scenario mpi = two_stages("mpi");
   const double opt = 12.0 * 1000 / 1e12;  // one layer's optimizer step
   CHECK(step(eager, default_profile(eager.cluster.device)) == Approx(11e-3 + opt).epsilon(1e-6));
   // (and the acknowledgements of the rendezvous, 64 bytes each, within a microsecond)
@@ -239,7 +242,7 @@ TEST_CASE("a CPU rank computes slower while its traffic between nodes moves", "[
   // link), one micro-batch: forward [0, 2], the last layer's backward [2, 4], then its
   // bucket's binomial all-reduce (1 -> 0 in [4, 5], 0 -> 1 in [5, 6]) under the first
   // layer's backward [4, 6]; the first bucket's all-reduce [6, 8].
-  const plan::Scenario s = plan::load_text(R"(cluster:
+  const scenario::Scenario s = scenario::load_text(R"(cluster:
   nodes: 2
   gpus_per_node: 1
   device: {peak: {fp32: 1 TFLOPS}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}
@@ -253,7 +256,7 @@ model:
 training: {global_batch: 2, micro_batch: 1, precision: fp32}
 plan: {dp: 2, bucket_size: 1MB}
 )",
-                                           "dp.yaml");
+                                                   "dp.yaml");
   DeviceProfile p = default_profile(s.cluster.device);
   const double opt = 12.0 * 500000 / 1e12;
   CHECK(step(s, p) == Approx(8e-3 + opt).margin(1e-6));  // and the acknowledgements' few 64 bytes
@@ -269,17 +272,17 @@ namespace {
 
 // The seed scenarios on the emulated cluster: their step, profile and transfer time alone.
 struct Emulated {
-  plan::Scenario scenario;
+  scenario::Scenario scenario;
   Prediction prediction;
   double t = 0.0;  // one micro-batch's 64 KiB activation (or gradient) alone on the link
 };
 
 Emulated emulated(const std::string& file) {
-  Emulated e{plan::load(std::string(PARASIM_SOURCE_DIR "/scenarios/") + file), {}, 0.0};
+  Emulated e{scenario::load(std::string(PARASIM_SOURCE_DIR "/scenarios/") + file), {}, 0.0};
   e.prediction = predict(e.scenario);
   const DeviceProfile p = profile_of(e.scenario);
   REQUIRE(p.inter_node.has_value());
-  const plan::ModelSpec& m = e.scenario.model;
+  const scenario::ModelSpec& m = e.scenario.model;
   const double bytes = static_cast<double>(e.scenario.training.micro_batch) * m.seq_len * m.hidden * 4;  // fp32
   REQUIRE(bytes == 65536.0);  // at the TCP eager limit with its header: a rendezvous
   e.t = bytes / p.inter_node->bandwidth + p.inter_node->latency;
@@ -292,11 +295,11 @@ Emulated emulated(const std::string& file) {
 std::vector<double> transfers_into(const Prediction& p, int rank) {
   std::map<std::int64_t, std::int64_t> sent;  // match -> the send's start
   for (const report::Span& sp : p.trace.spans) {
-    if (sp.kind == plan::OpKind::send) sent[p.program.ops[static_cast<std::size_t>(sp.op)].match] = sp.start;
+    if (sp.kind == program::OpKind::send) sent[p.program.ops[static_cast<std::size_t>(sp.op)].match] = sp.start;
   }
   std::vector<double> out;
   for (const report::Span& sp : p.trace.spans) {
-    if (sp.rank != rank || sp.kind != plan::OpKind::recv || sp.stream != plan::Stream::pp) continue;
+    if (sp.rank != rank || sp.kind != program::OpKind::recv || sp.stream != program::Stream::pp) continue;
     const std::int64_t from = std::max(sp.start, sent.at(p.program.ops[static_cast<std::size_t>(sp.op)].match));
     out.push_back(static_cast<double>(sp.end - from) * 1e-12);
   }
@@ -321,8 +324,8 @@ TEST_CASE("scenario 24: a two-stage 1F1B pipeline over a slow link waits for one
   std::map<int, double> start;  // micro-batch -> stage 0's first forward op
   double stage1 = 0.0;          // stage 1's compute for micro-batch 3
   for (const report::Span& sp : e.prediction.trace.spans) {
-    if (sp.stream != plan::Stream::compute || sp.kind != plan::OpKind::compute) continue;
-    if (sp.rank == 0 && sp.category == plan::Category::forward && !start.count(sp.micro_batch)) {
+    if (sp.stream != program::Stream::compute || sp.kind != program::OpKind::compute) continue;
+    if (sp.rank == 0 && sp.category == program::Category::forward && !start.count(sp.micro_batch)) {
       start[sp.micro_batch] = static_cast<double>(sp.start) * 1e-12;
     }
     if (sp.rank == 1 && sp.micro_batch == 3) stage1 += sp.seconds();

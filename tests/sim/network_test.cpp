@@ -73,12 +73,11 @@ TEST_CASE("ring all-reduce matches 2(n-1)/n S/B + 2(n-1)a uncontended", "[sim][c
     for (double S : {1e6, 64e6, 1e9}) {
       std::vector<int> ranks;
       for (int r = 0; r < n; ++r) ranks.push_back(r);
-      const double t = timed(c, [&](Network& net, auto done) {
-        ring_collective(net, plan::CollectiveOp::all_reduce, ranks, S, done);
-      });
+      const double t = timed(
+          c, [&](Network& net, auto done) { ring_collective(net, program::CollectiveOp::all_reduce, ranks, S, done); });
       CHECK(t == Approx(2.0 * (n - 1) / n * S / B + 2.0 * (n - 1) * a).epsilon(1e-6));
       const double rs = timed(c, [&](Network& net, auto done) {
-        ring_collective(net, plan::CollectiveOp::reduce_scatter, ranks, S, done);
+        ring_collective(net, program::CollectiveOp::reduce_scatter, ranks, S, done);
       });
       CHECK(rs == Approx(1.0 * (n - 1) / n * S / B + (n - 1) * a).epsilon(1e-6));
     }
@@ -92,15 +91,15 @@ TEST_CASE("two all-reduces over one inter-node link each slow down as max-min pr
   const topology::Cluster c(one_nic_per_node(2, 2));
   const double S = 100e6;
   const double alone = timed(c, [&](Network& net, auto done) {
-    ring_collective(net, plan::CollectiveOp::all_reduce, {0, 2}, S, done);
+    ring_collective(net, program::CollectiveOp::all_reduce, {0, 2}, S, done);
   });
   CHECK(alone == Approx(2 * (4e-6 + (S / 2) / 50e9)).epsilon(1e-6));
   Engine engine;
   Network net(engine, c);
   double a_end = 0.0;
   double b_end = 0.0;
-  ring_collective(net, plan::CollectiveOp::all_reduce, {0, 2}, S, [&] { a_end = engine.now().to_seconds(); });
-  ring_collective(net, plan::CollectiveOp::all_reduce, {1, 3}, S, [&] { b_end = engine.now().to_seconds(); });
+  ring_collective(net, program::CollectiveOp::all_reduce, {0, 2}, S, [&] { a_end = engine.now().to_seconds(); });
+  ring_collective(net, program::CollectiveOp::all_reduce, {1, 3}, S, [&] { b_end = engine.now().to_seconds(); });
   engine.run();
   CHECK(a_end == Approx(2 * (4e-6 + (S / 2) / 25e9)).epsilon(1e-6));
   CHECK(b_end == Approx(a_end));
@@ -129,7 +128,7 @@ std::vector<int> first(int n) {
   return r;
 }
 
-double run_alone(const topology::Cluster& c, Algorithm a, plan::CollectiveOp op, std::vector<int> ranks, double S) {
+double run_alone(const topology::Cluster& c, Algorithm a, program::CollectiveOp op, std::vector<int> ranks, double S) {
   return timed(c, [&](Network& net, auto done) { run_collective(net, a, {op, std::move(ranks), S}, done); });
 }
 
@@ -144,9 +143,9 @@ TEST_CASE("double binary tree all-reduce: pipeline fill of 2d hops plus the busi
   const double B = 450e9;
   const double a = 2e-6;
   for (double S : {1e6, 256e6}) {
-    CHECK(run_alone(c, Algorithm::tree, plan::CollectiveOp::all_reduce, first(8), S) ==
+    CHECK(run_alone(c, Algorithm::tree, program::CollectiveOp::all_reduce, first(8), S) ==
           Approx(6 * a + 2 * S / B).epsilon(1e-6));
-    CHECK(run_alone(c, Algorithm::tree, plan::CollectiveOp::all_reduce, first(4), S) ==
+    CHECK(run_alone(c, Algorithm::tree, program::CollectiveOp::all_reduce, first(4), S) ==
           Approx(4 * a + 1.5 * S / B).epsilon(1e-6));
   }
 }
@@ -156,8 +155,8 @@ TEST_CASE("the tree's latency grows with log n, the ring's with n", "[sim][colle
   // the tree 2 log2 n.
   const topology::Cluster c(one_nic_per_node(16, 1));
   const double S = 1024;
-  const double ring = run_alone(c, Algorithm::ring, plan::CollectiveOp::all_reduce, first(16), S);
-  const double tree = run_alone(c, Algorithm::tree, plan::CollectiveOp::all_reduce, first(16), S);
+  const double ring = run_alone(c, Algorithm::ring, program::CollectiveOp::all_reduce, first(16), S);
+  const double tree = run_alone(c, Algorithm::tree, program::CollectiveOp::all_reduce, first(16), S);
   CHECK(tree < ring / 3);
   // NCCL's tuner (auto under NCCL) takes the tree for the tiny buffer, the ring for 1 GB.
   topology::ClusterSpec nccl = one_nic_per_node(16, 1);
@@ -165,25 +164,28 @@ TEST_CASE("the tree's latency grows with log n, the ring's with n", "[sim][colle
   const topology::Cluster cn(nccl);
   Engine engine;
   Network net(engine, cn);
-  const CollectiveCall small{plan::CollectiveOp::all_reduce, first(16), S};
-  const CollectiveCall large{plan::CollectiveOp::all_reduce, first(16), 1e9};
-  CHECK(resolve(plan::Collective::automatic, net, small) == Algorithm::tree);
-  CHECK(resolve(plan::Collective::automatic, net, large) == Algorithm::ring);
+  const CollectiveCall small{program::CollectiveOp::all_reduce, first(16), S};
+  const CollectiveCall large{program::CollectiveOp::all_reduce, first(16), 1e9};
+  CHECK(resolve(scenario::Collective::automatic, net, small) == Algorithm::tree);
+  CHECK(resolve(scenario::Collective::automatic, net, large) == Algorithm::ring);
 }
 
 TEST_CASE("NVLS all-reduce: each port carries S once each way, a + S/B", "[sim][collectives]") {
   const topology::Cluster c(dgx(1));
   const double S = 450e6;
-  CHECK(run_alone(c, Algorithm::nvls, plan::CollectiveOp::all_reduce, first(8), S) == Approx(2e-6 + 1e-3).epsilon(1e-6));
+  CHECK(run_alone(c, Algorithm::nvls, program::CollectiveOp::all_reduce, first(8), S) ==
+        Approx(2e-6 + 1e-3).epsilon(1e-6));
   // Twice the ring's algorithm bandwidth at 8 GPUs: NCCL's auto takes it for large buffers.
   topology::ClusterSpec nccl = dgx(1);
   nccl.library = topology::CollectiveLibrary::nccl;
   const topology::Cluster cn(nccl);
   Engine engine;
   Network net(engine, cn);
-  CHECK(resolve(plan::Collective::automatic, net, {plan::CollectiveOp::all_reduce, first(8), S}) == Algorithm::nvls);
+  CHECK(resolve(scenario::Collective::automatic, net, {program::CollectiveOp::all_reduce, first(8), S}) ==
+        Algorithm::nvls);
   // Reduce-scatter has no switch form: ring.
-  CHECK(resolve(plan::Collective::nvls, net, {plan::CollectiveOp::reduce_scatter, first(8), S}) == Algorithm::ring);
+  CHECK(resolve(scenario::Collective::nvls, net, {program::CollectiveOp::reduce_scatter, first(8), S}) ==
+        Algorithm::ring);
 }
 
 TEST_CASE("direct reduce-scatter and all-gather: one step of (n-1)/n S/B + a", "[sim][collectives]") {
@@ -192,9 +194,11 @@ TEST_CASE("direct reduce-scatter and all-gather: one step of (n-1)/n S/B + a", "
   const double S = 800e6;
   for (int n : {2, 4, 8}) {
     const double one = (n - 1.0) / n * S / B + 2e-6;
-    CHECK(run_alone(c, Algorithm::direct, plan::CollectiveOp::reduce_scatter, first(n), S) == Approx(one).epsilon(1e-6));
-    CHECK(run_alone(c, Algorithm::direct, plan::CollectiveOp::all_gather, first(n), S) == Approx(one).epsilon(1e-6));
-    CHECK(run_alone(c, Algorithm::direct, plan::CollectiveOp::all_reduce, first(n), S) == Approx(2 * one).epsilon(1e-6));
+    CHECK(run_alone(c, Algorithm::direct, program::CollectiveOp::reduce_scatter, first(n), S) ==
+          Approx(one).epsilon(1e-6));
+    CHECK(run_alone(c, Algorithm::direct, program::CollectiveOp::all_gather, first(n), S) == Approx(one).epsilon(1e-6));
+    CHECK(run_alone(c, Algorithm::direct, program::CollectiveOp::all_reduce, first(n), S) ==
+          Approx(2 * one).epsilon(1e-6));
   }
 }
 
@@ -206,14 +210,16 @@ TEST_CASE("an all-to-all sends each member 1/n of every buffer at once, whatever
   for (int n : {2, 4, 8}) {
     Engine engine;
     Network net(engine, c);
-    const CollectiveCall call{plan::CollectiveOp::all_to_all, first(n), S};
-    for (plan::Collective setting : {plan::Collective::automatic, plan::Collective::ring, plan::Collective::nvls}) {
+    const CollectiveCall call{program::CollectiveOp::all_to_all, first(n), S};
+    for (scenario::Collective setting :
+         {scenario::Collective::automatic, scenario::Collective::ring, scenario::Collective::nvls}) {
       CHECK(choose(setting, net, call).algorithm == Algorithm::direct);
     }
     const double t = (n - 1.0) / n * S / B + 2e-6;
     CHECK(estimate_seconds(Algorithm::direct, net, call) == Approx(t).epsilon(1e-9));
-    CHECK(timed(c, [&](Network& nw, auto done) { run_collective(nw, choose(plan::Collective::automatic, nw, call), call, done); }) ==
-          Approx(t).epsilon(1e-6));
+    CHECK(timed(c, [&](Network& nw, auto done) {
+            run_collective(nw, choose(scenario::Collective::automatic, nw, call), call, done);
+          }) == Approx(t).epsilon(1e-6));
   }
 }
 
@@ -222,21 +228,23 @@ TEST_CASE("the auto estimate of an uncontended ring is its closed form", "[sim][
   Engine engine;
   Network net(engine, c);
   const double S = 64e6;
-  CHECK(estimate_seconds(Algorithm::ring, net, {plan::CollectiveOp::all_reduce, first(8), S}) ==
+  CHECK(estimate_seconds(Algorithm::ring, net, {program::CollectiveOp::all_reduce, first(8), S}) ==
         Approx(2 * 7.0 / 8 * S / 450e9 + 14 * 2e-6).epsilon(1e-9));
-  CHECK(estimate_seconds(Algorithm::tree, net, {plan::CollectiveOp::all_reduce, first(8), S}) ==
-        Approx(run_alone(c, Algorithm::tree, plan::CollectiveOp::all_reduce, first(8), S)).epsilon(1e-6));
+  CHECK(estimate_seconds(Algorithm::tree, net, {program::CollectiveOp::all_reduce, first(8), S}) ==
+        Approx(run_alone(c, Algorithm::tree, program::CollectiveOp::all_reduce, first(8), S)).epsilon(1e-6));
 }
 
 TEST_CASE("hierarchical needs several nodes with several members each, else falls back to ring", "[sim][collectives]") {
   const topology::Cluster c(dgx(2));
   Engine engine;
   Network net(engine, c);
-  CHECK(resolve(plan::Collective::hierarchical, net, {plan::CollectiveOp::all_reduce, first(16), 1e6}) ==
+  CHECK(resolve(scenario::Collective::hierarchical, net, {program::CollectiveOp::all_reduce, first(16), 1e6}) ==
         Algorithm::hierarchical);
-  CHECK(resolve(plan::Collective::hierarchical, net, {plan::CollectiveOp::all_reduce, first(8), 1e6}) == Algorithm::ring);
-  CHECK(resolve(plan::Collective::hierarchical, net, {plan::CollectiveOp::all_reduce, {0, 8}, 1e6}) == Algorithm::ring);
+  CHECK(resolve(scenario::Collective::hierarchical, net, {program::CollectiveOp::all_reduce, first(8), 1e6}) ==
+        Algorithm::ring);
+  CHECK(resolve(scenario::Collective::hierarchical, net, {program::CollectiveOp::all_reduce, {0, 8}, 1e6}) ==
+        Algorithm::ring);
   // nvls over two nodes runs hierarchically.
-  CHECK(resolve(plan::Collective::nvls, net, {plan::CollectiveOp::all_reduce, first(16), 1e6}) ==
+  CHECK(resolve(scenario::Collective::nvls, net, {program::CollectiveOp::all_reduce, first(16), 1e6}) ==
         Algorithm::hierarchical);
 }

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "plan/load.hpp"
+#include "scenario/load.hpp"
 #include "sim/compute_model.hpp"
 #include "sim/simulate.hpp"
 
@@ -26,7 +26,7 @@ std::string write_temp(const std::string& name, const std::string& text) {
 
 // Two devices, dp 2, the gradient all-reduce after backward (not overlapped): 4 layers of
 // 1M fp32 parameters = 16 MB in one bucket, on one node or (`across`) two.
-plan::Scenario two_devices(bool across = false) {
+scenario::Scenario two_devices(bool across = false) {
   std::string text = across ? "cluster:\n  gpus_per_node: 1\n  nodes: 2\n"
                               "  inter_node: {nics_per_node: 1, nic_bandwidth: 10 GB/s, latency: 0us}\n"
                             : "cluster:\n  gpus_per_node: 2\n";
@@ -37,11 +37,11 @@ model:
 )";
   for (int l = 0; l < 4; ++l) text += fmt::format("    - {{name: l{}, params: 1e6, forward_flops: 1e9, activations: 1}}\n", l);
   text += "training: {global_batch: 2, micro_batch: 1, precision: fp32}\nplan: {dp: 2, overlap_dp: false, collective: ring}\n";
-  return plan::load_text(text, "two.yaml");
+  return scenario::load_text(text, "two.yaml");
 }
 
 // A profile whose compute costs nothing, so a step is its communication.
-sim::DeviceProfile free_compute(const plan::Scenario& s) {
+sim::DeviceProfile free_compute(const scenario::Scenario& s) {
   sim::DeviceProfile p = sim::default_profile(s.cluster.device);
   p.gemm_efficiency = {{1.0, 1.0}};
   p.memory_bandwidth = 1e30;
@@ -52,7 +52,7 @@ sim::DeviceProfile free_compute(const plan::Scenario& s) {
 }  // namespace
 
 TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[sim][profile]") {
-  const plan::Scenario s = plan::load((fs::path(PARASIM_SOURCE_DIR) / "scenarios/quickstart.yaml").string());
+  const scenario::Scenario s = scenario::load((fs::path(PARASIM_SOURCE_DIR) / "scenarios/quickstart.yaml").string());
   sim::DeviceProfile p;
   p.device = "cpu-core";
   p.peak = {112.9e9, 112.9e9, 112.9e9, 112.9e9};
@@ -61,9 +61,9 @@ TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[
   p.optimizer_bandwidth = 5.4e9;
   p.launch_overhead = 3.3e-9;
   p.intra_node = sim::LinkFigures{9.432e9, 0.8205e-6};
-  p.collectives = {{plan::CollectiveOp::all_reduce, 2, {{1024, 0.4553e9}, {1048576, 3.702e9}}},
-                   {plan::CollectiveOp::all_gather, 2, {{1024, 0.7e9}}},
-                   {plan::CollectiveOp::all_gather, 4, {{4096, 1.5e9}}}};
+  p.collectives = {{program::CollectiveOp::all_reduce, 2, {{1024, 0.4553e9}, {1048576, 3.702e9}}},
+                   {program::CollectiveOp::all_gather, 2, {{1024, 0.7e9}}},
+                   {program::CollectiveOp::all_gather, 4, {{4096, 1.5e9}}}};
   const std::string path = write_temp("roundtrip.yaml", "backend: cpu\nranks: 2\n" + sim::profile_yaml(p) +
                                                             "measurements:\n  gemm:\n    - [32, 32, 32, NN, 8e-07, 8e10]\n");
   const sim::DeviceProfile q = sim::load_profile(path, s.cluster.device);
@@ -82,7 +82,7 @@ TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[
   CHECK(q.intra_node->latency == Approx(0.8205e-6).epsilon(1e-4));
   CHECK_FALSE(q.inter_node.has_value());
   REQUIRE(q.collectives.size() == 3);
-  CHECK(q.collectives[0].op == plan::CollectiveOp::all_reduce);
+  CHECK(q.collectives[0].op == program::CollectiveOp::all_reduce);
   CHECK(q.collectives[0].busbw[1].first == 1048576);
   CHECK(q.collectives[0].busbw[1].second == Approx(3.702e9).epsilon(1e-4));
   CHECK(q.collectives[2].group == 4);
@@ -96,7 +96,8 @@ TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[
 }
 
 TEST_CASE("a GPU profile keeps the preset's kernel model and may record its own host costs", "[sim][profile]") {
-  const plan::Scenario s = plan::load_text("cluster: dgx-a100\nmodel: tiny-gpt\ntraining: {global_batch: 8}\n", "a100.yaml");
+  const scenario::Scenario s =
+      scenario::load_text("cluster: dgx-a100\nmodel: tiny-gpt\ntraining: {global_batch: 8}\n", "a100.yaml");
   sim::DeviceProfile p = sim::default_profile(s.cluster.device);
   REQUIRE(p.kernel_model());
   CHECK(p.kernels.sms == 108);
@@ -123,11 +124,11 @@ TEST_CASE("a GPU profile keeps the preset's kernel model and may record its own 
 }
 
 TEST_CASE("a bad profile is refused at its key and line", "[sim][profile]") {
-  const plan::Scenario s = plan::load((fs::path(PARASIM_SOURCE_DIR) / "scenarios/quickstart.yaml").string());
+  const scenario::Scenario s = scenario::load((fs::path(PARASIM_SOURCE_DIR) / "scenarios/quickstart.yaml").string());
   auto message = [&](const std::string& name, const std::string& text) {
     try {
       sim::load_profile(write_temp(name, text), s.cluster.device);
-    } catch (const plan::ScenarioError& e) {
+    } catch (const scenario::ScenarioError& e) {
       return std::string(e.what());
     }
     return std::string("no error");
@@ -152,8 +153,8 @@ TEST_CASE("a bad profile is refused at its key and line", "[sim][profile]") {
 TEST_CASE("measured links replace the cluster's: a ring all-reduce slows as its link", "[sim][profile]") {
   // A two-rank ring moves 2 (n-1)/n = 1 times the 16 MB buffer over each device's link, so
   // the step grows by 16 MB / bandwidth.
-  const plan::Scenario s = two_devices();
-  const plan::Program prog = plan::compile(s);
+  const scenario::Scenario s = two_devices();
+  const program::Program prog = program::compile(s);
   sim::DeviceProfile p = free_compute(s);
   const double fast = sim::simulate(s, prog, p).step_seconds();
   p.intra_node = sim::LinkFigures{10e9, 0.0};
@@ -166,11 +167,11 @@ TEST_CASE("measured links replace the cluster's: a ring all-reduce slows as its 
 }
 
 TEST_CASE("the optimizer moves its bytes at the profile's optimizer bandwidth", "[sim][profile]") {
-  const plan::Scenario s = plan::load((fs::path(PARASIM_SOURCE_DIR) / "scenarios/quickstart.yaml").string());
-  const plan::Program prog = plan::compile(s);
+  const scenario::Scenario s = scenario::load((fs::path(PARASIM_SOURCE_DIR) / "scenarios/quickstart.yaml").string());
+  const program::Program prog = program::compile(s);
   sim::DeviceProfile p = sim::default_profile(s.cluster.device);
   const auto it = std::find_if(prog.ops.begin(), prog.ops.end(),
-                               [](const plan::Op& o) { return o.category == plan::Category::optimizer; });
+                               [](const program::Op& o) { return o.category == program::Category::optimizer; });
   REQUIRE(it != prog.ops.end());
   const double shared = sim::compute_seconds(p, prog, *it, s.training.precision);  // memory_bandwidth
   p.optimizer_bandwidth = p.memory_bandwidth / 2;
@@ -183,9 +184,9 @@ TEST_CASE("the optimizer moves its bytes at the profile's optimizer bandwidth", 
 TEST_CASE("measured collective rates: the slowdown against the link, by size and group", "[sim][profile]") {
   sim::DeviceProfile p;
   p.intra_node = sim::LinkFigures{10e9, 0.0};
-  p.collectives = {{plan::CollectiveOp::all_reduce, 2, {{1e3, 1e9}, {1e5, 5e9}}},
-                   {plan::CollectiveOp::all_reduce, 4, {{1e3, 0.5e9}, {1e5, 2e9}}}};
-  using plan::CollectiveOp;
+  p.collectives = {{program::CollectiveOp::all_reduce, 2, {{1e3, 1e9}, {1e5, 5e9}}},
+                   {program::CollectiveOp::all_reduce, 4, {{1e3, 0.5e9}, {1e5, 2e9}}}};
+  using program::CollectiveOp;
   // At and beyond the measured sizes, clamped; halfway in log size (1e4), halfway in busbw.
   CHECK(p.collective_slowdown(CollectiveOp::all_reduce, 2, 1e3) == Approx(10.0));
   CHECK(p.collective_slowdown(CollectiveOp::all_reduce, 2, 10.0) == Approx(10.0));
@@ -204,18 +205,18 @@ TEST_CASE("measured collective rates: the slowdown against the link, by size and
 TEST_CASE("a measured all-reduce rate inside a node sets the simulated all-reduce's time", "[sim][profile]") {
   // The setup of the link test above: a 16 MB two-rank ring all-reduce on a 10 GB/s link
   // takes 16 MB / 10 GB/s; measured at a busbw of 2.5 GB/s it takes 16 MB / 2.5 GB/s.
-  const plan::Scenario s = two_devices();
-  const plan::Program prog = plan::compile(s);
+  const scenario::Scenario s = two_devices();
+  const program::Program prog = program::compile(s);
   sim::DeviceProfile p = free_compute(s);
   p.intra_node = sim::LinkFigures{10e9, 0.0};
   const double link = sim::simulate(s, prog, p).step_seconds();
-  p.collectives = {{plan::CollectiveOp::all_reduce, 2, {{1e6, 2.5e9}, {64e6, 2.5e9}}}};
+  p.collectives = {{program::CollectiveOp::all_reduce, 2, {{1e6, 2.5e9}, {64e6, 2.5e9}}}};
   const double measured = sim::simulate(s, prog, p).step_seconds();
   CHECK(measured - link == Approx(16e6 / 2.5e9 - 16e6 / 10e9).epsilon(0.01));
   // Across nodes the curve does not apply: the same plan on two one-device nodes.
-  const plan::Scenario two = two_devices(true);
+  const scenario::Scenario two = two_devices(true);
   p.collectives.clear();
-  const double across = sim::simulate(two, plan::compile(two), p).step_seconds();
-  p.collectives = {{plan::CollectiveOp::all_reduce, 2, {{1e6, 2.5e9}, {64e6, 2.5e9}}}};
-  CHECK(sim::simulate(two, plan::compile(two), p).step_seconds() == across);
+  const double across = sim::simulate(two, program::compile(two), p).step_seconds();
+  p.collectives = {{program::CollectiveOp::all_reduce, 2, {{1e6, 2.5e9}, {64e6, 2.5e9}}}};
+  CHECK(sim::simulate(two, program::compile(two), p).step_seconds() == across);
 }

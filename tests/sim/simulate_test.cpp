@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "plan/load.hpp"
-#include "plan/memory.hpp"
+#include "scenario/load.hpp"
+#include "workload/memory.hpp"
 #include "sim/simulate.hpp"
 #include "topology/cluster.hpp"
 
@@ -17,7 +17,8 @@ namespace {
 
 // `layers` equal generic layers of `params` parameters and 1 GFLOP forward per sample,
 // on `gpus` devices of 1 TFLOP/s fp32 joined by a 100 GB/s NVSwitch.
-plan::Scenario equal_layers(int gpus, int layers, double params, const std::string& training, const std::string& plan) {
+scenario::Scenario equal_layers(int gpus, int layers, double params, const std::string& training,
+                                const std::string& plan) {
   std::string text = fmt::format(R"(cluster:
   gpus_per_node: {}
   device: {{peak: {{fp32: 1 TFLOPS}}, memory: 80GiB, memory_bandwidth: 1000 TB/s, workspace: 0B}}
@@ -31,10 +32,10 @@ model:
     text += fmt::format("    - {{name: l{}, params: {}, forward_flops: 1e9, activations: 1}}\n", l, params);
   }
   text += "training: {" + training + ", precision: fp32}\nplan: {" + plan + "}\n";
-  return plan::load_text(text, "ideal.yaml");
+  return scenario::load_text(text, "ideal.yaml");
 }
 
-sim::DeviceProfile ideal(const plan::Scenario& s) {
+sim::DeviceProfile ideal(const scenario::Scenario& s) {
   sim::DeviceProfile p = sim::default_profile(s.cluster.device);
   p.gemm_efficiency = {{1.0, 1.0}};
   p.memory_bandwidth = 1e30;
@@ -42,8 +43,8 @@ sim::DeviceProfile ideal(const plan::Scenario& s) {
   return p;
 }
 
-double step(const plan::Scenario& s) {
-  const plan::Program prog = plan::compile(s);
+double step(const scenario::Scenario& s) {
+  const program::Program prog = program::compile(s);
   return sim::simulate(s, prog, ideal(s)).step_seconds();
 }
 
@@ -131,13 +132,13 @@ TEST_CASE("ZeRO-1's parameter all-gathers hide under the next forward with overl
 }
 
 TEST_CASE("simulating the same scenario twice gives the same trace bit for bit", "[sim][simulate]") {
-  const auto s = plan::load_text(R"(cluster: {preset: hgx-h100, nodes: 2}
+  const auto s = scenario::load_text(R"(cluster: {preset: hgx-h100, nodes: 2}
 model: {layers: 8, hidden: 1024, heads: 16, vocab: 32000, seq_len: 1024}
 training: {global_batch: 32, micro_batch: 2}
 plan: {tp: 4, pp: 2, dp: 2, virtual_stages: 2}
 )",
-                                 "det.yaml");
-  const plan::Program prog = plan::compile(s);
+                                     "det.yaml");
+  const program::Program prog = program::compile(s);
   const report::Trace a = sim::simulate(s, prog);
   const report::Trace b = sim::simulate(s, prog);
   REQUIRE(a.spans.size() == b.spans.size());
@@ -169,7 +170,7 @@ model:
 training: {global_batch: 8, micro_batch: 1, precision: fp32}
 plan: {dp: 8, bucket_size: 1GB, collective: hierarchical}
 )";
-  const plan::Scenario s = plan::load_text(text, "hier.yaml");
+  const scenario::Scenario s = scenario::load_text(text, "hier.yaml");
   const double S = 25e6 * 4;
   const double inside = 0.75 * S / 100e9;
   const double across = 2 * (4e-6 + (S / 8) / 2.5e9);
@@ -178,7 +179,8 @@ plan: {dp: 8, bucket_size: 1GB, collective: hierarchical}
   // back first, network.hpp) add a few microseconds.
   CHECK(step(s) == Approx(3e-3 + 2 * inside + across + optimizer(25e6)).margin(10e-6));
   // A flat ring over 8 ranks crosses the NIC twice per step with 1/8 chunks.
-  const plan::Scenario ring = plan::load_text(text, "hier.yaml", std::vector<std::string>{"plan.collective=ring"});
+  const scenario::Scenario ring =
+      scenario::load_text(text, "hier.yaml", std::vector<std::string>{"plan.collective=ring"});
   CHECK(step(ring) > step(s));
 }
 
@@ -186,20 +188,20 @@ TEST_CASE("memory counters peak where the schedule's in-flight count says", "[si
   // Each stage's memory over time, from the events, peaks at the memory report's figure,
   // which counts in-flight micro-batches from the schedule's order instead.
   for (const char* schedule : {"1f1b", "gpipe"}) {
-    const auto s = plan::load_text(R"(cluster: {preset: hgx-h100, nodes: 1}
+    const auto s = scenario::load_text(R"(cluster: {preset: hgx-h100, nodes: 1}
 model: {layers: 8, hidden: 1024, heads: 16, vocab: 32000, seq_len: 1024}
 training: {global_batch: 16, micro_batch: 2}
 plan: {tp: 2, pp: 4, dp: 1}
 )",
-                                   "mem.yaml", std::vector<std::string>{std::string("plan.schedule=") + schedule});
-    const plan::Program prog = plan::compile(s);
+                                       "mem.yaml", std::vector<std::string>{std::string("plan.schedule=") + schedule});
+    const program::Program prog = program::compile(s);
     const report::Trace t = sim::simulate(s, prog, nullptr, true);
-    const plan::MemoryReport mem = plan::memory_per_rank(s);
+    const workload::MemoryReport mem = workload::memory_per_rank(s);
     int memory_counters = 0;
     for (const report::Counter& c : t.counters) {
       if (c.rank < 0) continue;
       ++memory_counters;
-      const auto& stage = mem.stages[static_cast<std::size_t>(plan::coord_of(s.plan, c.rank).pp)];
+      const auto& stage = mem.stages[static_cast<std::size_t>(scenario::coord_of(s.plan, c.rank).pp)];
       INFO(schedule << " rank " << c.rank);
       CHECK(c.peak() == Approx(stage.total()).epsilon(1e-12));
       // Everything stored for the backward pass is freed by the end of the step.
@@ -213,7 +215,7 @@ TEST_CASE("link counters show a lone transfer at full rate, and two sharing at h
   // Two ranks, one 1 GB forward activation each way; pp 2 on a 100 GB/s NVSwitch: every
   // send crosses gpu0 -> nvswitch alone, so the busiest link runs at 100 % while it sends.
   const auto s = equal_layers(2, 2, 1e6, "global_batch: 1, micro_batch: 1", "pp: 2");
-  const plan::Program prog = plan::compile(s);
+  const program::Program prog = program::compile(s);
   const report::Trace t = sim::simulate(s, prog, ideal(s), nullptr, true);
   bool found = false;
   for (const report::Counter& c : t.counters) {
@@ -242,18 +244,20 @@ training: {{global_batch: 1, micro_batch: 1, precision: fp32, recompute: none}}
 plan: {{tp: 4, sequence_parallel: true, tp_comm_overlap: true}}
 )",
                                          gbps);
-    const plan::Scenario s = plan::load_text(text, "overlap.yaml");
-    const plan::Program prog = plan::compile(s);
+    const scenario::Scenario s = scenario::load_text(text, "overlap.yaml");
+    const program::Program prog = program::compile(s);
     const report::Trace t = sim::simulate(s, prog, ideal(s));
     const double gemm = 2.0 * 32 * 192 * 256 / 1e12;
     const double hop = 32.0 * 256 * 4 / (gbps * 1e9);
     std::vector<double> start(4, -1.0), end(4, -1.0);
     double ring_begins = -1.0;
     for (const report::Span& sp : t.spans) {
-      const plan::Op& o = prog.ops[static_cast<std::size_t>(sp.op)];
-      if (o.rank != 0 || o.what != plan::ComputeWhat::layer_attention || o.category != plan::Category::forward) continue;
-      if (o.kind == plan::OpKind::compute && o.piece == plan::LayerPiece::prepare) ring_begins = static_cast<double>(sp.end) * 1e-12;
-      if (o.kind == plan::OpKind::compute && o.piece == plan::LayerPiece::column) {
+      const program::Op& o = prog.ops[static_cast<std::size_t>(sp.op)];
+      if (o.rank != 0 || o.what != program::ComputeWhat::layer_attention || o.category != program::Category::forward)
+        continue;
+      if (o.kind == program::OpKind::compute && o.piece == program::LayerPiece::prepare)
+        ring_begins = static_cast<double>(sp.end) * 1e-12;
+      if (o.kind == program::OpKind::compute && o.piece == program::LayerPiece::column) {
         start[static_cast<std::size_t>(o.step)] = static_cast<double>(sp.start) * 1e-12;
         end[static_cast<std::size_t>(o.step)] = static_cast<double>(sp.end) * 1e-12;
       }
@@ -277,7 +281,7 @@ training: {{global_batch: 2, micro_batch: 1, precision: bf16}}
 plan: {{tp: 16, dp: 1, pp: 1, sequence_parallel: true}}
 )",
                                          cluster, std::string(cluster) == "dgx-b200" ? 2 : 1);
-    const plan::Scenario s = plan::load_text(text, "blackwell.yaml");
+    const scenario::Scenario s = scenario::load_text(text, "blackwell.yaml");
     const report::Trace t = sim::predict(s).trace;
     const topology::Cluster c(s.cluster);
     double intra = 0.0, inter = 0.0;

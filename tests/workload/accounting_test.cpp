@@ -1,9 +1,10 @@
 #include <catch2/catch.hpp>
 
-#include "plan/accounting.hpp"
-#include "plan/load.hpp"
+#include "workload/accounting.hpp"
+#include "scenario/load.hpp"
 
-using namespace parasim::plan;
+using namespace parasim::scenario;
+using namespace parasim::workload;
 
 namespace {
 

@@ -1,13 +1,14 @@
-// The kernels of a Megatron layer (plan/kernels.hpp), checked against the accounting's
+// The kernels of a Megatron layer (workload/kernels.hpp), checked against the accounting's
 // GEMM shapes and by hand-counted lists.
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "plan/kernels.hpp"
-#include "plan/load.hpp"
+#include "workload/kernels.hpp"
+#include "scenario/load.hpp"
 
-using namespace parasim::plan;
+using namespace parasim::scenario;
+using namespace parasim::workload;
 
 namespace {
 

@@ -2,11 +2,12 @@
 
 #include <tuple>
 
-#include "plan/accounting.hpp"
-#include "plan/load.hpp"
-#include "plan/memory.hpp"
+#include "workload/accounting.hpp"
+#include "scenario/load.hpp"
+#include "workload/memory.hpp"
 
-using namespace parasim::plan;
+using namespace parasim::scenario;
+using namespace parasim::workload;
 
 namespace {
 

@@ -8,9 +8,10 @@
 #include <optional>
 #include <tuple>
 
-#include "plan/schedule.hpp"
+#include "workload/schedule.hpp"
 
-using namespace parasim::plan;
+using namespace parasim::scenario;
+using namespace parasim::workload;
 using Kind = PipelineStep::Kind;
 
 namespace {

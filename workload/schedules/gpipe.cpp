@@ -1,9 +1,9 @@
 // GPipe (Huang et al. 2019): every micro-batch forward, then every backward. The last
 // micro-batch's gradient is the first to come back, so backwards run in reverse order.
 // A stage holds all m micro-batches' activations at its peak.
-#include "plan/schedule.hpp"
+#include "workload/schedule.hpp"
 
-namespace parasim::plan::schedules {
+namespace parasim::workload::schedules {
 
 std::vector<PipelineStep> gpipe(const PipelineShape& shape, int /*stage*/) {
   std::vector<PipelineStep> steps;
@@ -12,4 +12,4 @@ std::vector<PipelineStep> gpipe(const PipelineShape& shape, int /*stage*/) {
   return steps;
 }
 
-}  // namespace parasim::plan::schedules
+}  // namespace parasim::workload::schedules

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "plan/schedule.hpp"
+#include "workload/schedule.hpp"
 
-namespace parasim::plan::schedules {
+namespace parasim::workload::schedules {
 
 std::vector<PipelineStep> interleaved(const PipelineShape& shape, int stage) {
   const int p = shape.stages;
@@ -34,4 +34,4 @@ std::vector<PipelineStep> interleaved(const PipelineShape& shape, int stage) {
   return steps;
 }
 
-}  // namespace parasim::plan::schedules
+}  // namespace parasim::workload::schedules

@@ -4,9 +4,9 @@
 // at most w + 1 <= p micro-batches of activations.
 #include <algorithm>
 
-#include "plan/schedule.hpp"
+#include "workload/schedule.hpp"
 
-namespace parasim::plan::schedules {
+namespace parasim::workload::schedules {
 
 std::vector<PipelineStep> one_f_one_b(const PipelineShape& shape, int stage) {
   const int m = shape.micro_batches;
@@ -23,4 +23,4 @@ std::vector<PipelineStep> one_f_one_b(const PipelineShape& shape, int stage) {
   return steps;
 }
 
-}  // namespace parasim::plan::schedules
+}  // namespace parasim::workload::schedules
