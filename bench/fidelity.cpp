@@ -4,7 +4,8 @@
 //   parasim_fidelity --allreduce DIR
 //
 // Reads a CSV of measured step times (vTrain's columns, plus optional cluster, precision
-// and other columns: sim/fidelity.hpp), predicts each row with the built-in (datasheet)
+// and other columns; or the public files' columns, tests/data/fidelity/public:
+// sim/fidelity.hpp), predicts each row with the built-in (datasheet)
 // profiles and prints MAE, mean, median, p90 and max relative error overall and by tp,
 // pp, dp, micro-batch, hidden size, layers and GPUs. --svg draws predicted against
 // measured; --csv writes every row with its prediction; --set overrides a scenario key of
@@ -66,7 +67,11 @@ int main(int argc, char** argv) {
   }
   std::vector<sim::MeasuredRun> runs;
   try {
-    runs = sim::read_measured_runs(csv);
+    // The public files' columns (tests/data/fidelity/public) or vTrain's.
+    std::ifstream head(csv);
+    std::string first;
+    std::getline(head, first);
+    runs = first.find("gpu_type") != std::string::npos ? sim::read_public_runs(csv) : sim::read_measured_runs(csv);
   } catch (const scenario::ScenarioError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
@@ -93,7 +98,7 @@ int main(int argc, char** argv) {
     for (const auto& r : rows) {
       const auto& d = r.run->dims;
       o << fmt::format("{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.4f}\n", r.run->line, r.run->gpus, d.at("tp"), d.at("pp"),
-                       d.at("dp"), d.at("micro batch"), d.at("hidden"), d.at("layers"), r.run->measured * 1e3,
+                       d.at("dp"), d.at("micro batch"), d.at("hidden"), d.at("layers"), r.measured() * 1e3,
                        r.predicted * 1e3, r.error.empty() ? r.relative_error() : 0.0);
     }
   }

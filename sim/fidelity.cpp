@@ -192,7 +192,9 @@ std::vector<FidelityRow> predict_runs(const std::vector<MeasuredRun>& runs, int 
         const scenario::Scenario s =
             scenario::load_text(runs[i].yaml, fmt::format("line {}", runs[i].line), runs[i].overrides);
         const Prediction p = predict(s);
-        row.predicted = report::step_figures(s, p.trace, topology::Cluster(s.cluster)).step_time;
+        const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
+        row.predicted = f.step_time;
+        if (runs[i].measured_flops_rate > 0.0) row.measured_from_rate = f.model_flops / (runs[i].measured_flops_rate * runs[i].gpus);
       } catch (const std::exception& e) {
         row.error = e.what();
       }
@@ -247,6 +249,14 @@ std::string fidelity_report(const std::vector<FidelityRow>& rows) {
   std::string out = fmt::format("{:<16} {:>5}  {:>8}  {:>9}  {:>8}  {:>8}  {:>8}\n", "rows", "n", "MAE", "mean", "median",
                                 "p90", "max");
   out += line("all", error_stats(all));
+  for (const char* label : {"framework", "gpu", "model"}) {
+    std::map<std::string, std::vector<double>> groups;
+    for (const FidelityRow& r : rows) {
+      const auto it = r.run->labels.find(label);
+      if (r.error.empty() && it != r.run->labels.end()) groups[it->second].push_back(r.relative_error());
+    }
+    for (const auto& [value, errors] : groups) out += line(value.substr(0, 16), error_stats(errors));
+  }
   for (const char* dim : {"tp", "pp", "dp", "micro batch", "hidden", "layers", "gpus"}) {
     std::map<int, std::vector<double>> groups;
     for (const FidelityRow& r : rows) {
@@ -290,7 +300,7 @@ std::vector<LayerSweep> layer_sweeps(const std::vector<FidelityRow>& rows) {
     double sx = 0, sy = 0, sp = 0, sxx = 0, sxy = 0, sxp = 0;
     for (const FidelityRow* r : members) {
       const double x = static_cast<double>(r->run->dims.at("layers")) / pp;
-      const double y = r->run->measured / passes, p = r->predicted / passes;
+      const double y = r->measured() / passes, p = r->predicted / passes;
       sx += x;
       sy += y;
       sp += p;
@@ -343,8 +353,8 @@ std::string fidelity_svg(const std::vector<FidelityRow>& rows, const std::string
   double lo = 1e300, hi = 0.0;
   for (const FidelityRow& r : rows) {
     if (!r.error.empty()) continue;
-    lo = std::min({lo, r.predicted, r.run->measured});
-    hi = std::max({hi, r.predicted, r.run->measured});
+    lo = std::min({lo, r.predicted, r.measured()});
+    hi = std::max({hi, r.predicted, r.measured()});
   }
   if (hi <= 0.0) lo = hi = 1.0;
   const double l0 = std::floor(std::log10(lo) * 4) / 4, l1 = std::ceil(std::log10(hi) * 4) / 4 + 1e-9;
@@ -379,7 +389,7 @@ std::string fidelity_svg(const std::vector<FidelityRow>& rows, const std::string
   }
   for (const FidelityRow& r : rows) {
     if (!r.error.empty()) continue;
-    svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2\" fill=\"#1f77b4\" fill-opacity=\"0.5\"/>\n", x(r.run->measured),
+    svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2\" fill=\"#1f77b4\" fill-opacity=\"0.5\"/>\n", x(r.measured()),
                        y(r.predicted));
   }
   svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">measured step time</text>\n", margin + size / 2,

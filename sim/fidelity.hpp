@@ -29,7 +29,12 @@ struct MeasuredRun {
   int line = 0;                  // in the CSV, for messages
   int gpus = 0;
   double measured = 0.0;         // seconds per step
+  // A run published as FLOP/s per GPU alone (no time, no tokens/s): its step time is the
+  // model's FLOPs per step (report::model_flops_per_step) over this rate times the GPUs,
+  // set when it is predicted.
+  double measured_flops_rate = 0.0;
   std::map<std::string, int> dims;  // tp, pp, dp, micro batch, hidden, layers, ... for grouping
+  std::map<std::string, std::string> labels;  // framework, gpu, model (public files), for grouping
   std::string yaml;              // the scenario
   std::vector<std::string> overrides;
 };
@@ -37,11 +42,27 @@ struct MeasuredRun {
 // Throws scenario::ScenarioError naming the file, line and column on a malformed CSV.
 std::vector<MeasuredRun> read_measured_runs(const std::string& path);
 
+// Published runs in the public files' columns (tests/data/fidelity/public/README.md: source,
+// gpu_type, total_gpus, gpus_per_node, interconnect, model, layers, hidden, heads, kv_heads,
+// ffn_hidden, mlp, vocab, seq_len, global_batch_seqs, micro_batch, precision, recompute,
+// flash_attn, tp, pp, vpp, dp, cp, ep, sp, zero_fsdp, measured, notes), read as they are:
+// each field's leading value, "unknown" as the framework's default. The framework comes
+// from the source and notes (framework_of_row); the cluster from the GPU (A100: DGX A100,
+// H100: DGX H100) with the NICs the interconnect names; the measured step from an
+// iteration time, else tokens/s per GPU, else TFLOP/s per GPU (measured_flops_rate).
+std::vector<MeasuredRun> read_public_runs(const std::string& path);
+// megatron-lm, megatron-core, megatron-deepspeed, pytorch-fsdp or torchtitan.
+std::string framework_of_row(const std::string& source, const std::string& model, const std::string& notes,
+                             const std::string& sharding);
+
 struct FidelityRow {
   const MeasuredRun* run = nullptr;
   double predicted = 0.0;  // seconds; 0 when the prediction failed
   std::string error;       // why it failed
-  [[nodiscard]] double relative_error() const { return (predicted - run->measured) / run->measured; }
+  // Seconds from the run's FLOP/s (MeasuredRun::measured_flops_rate); 0: the run's time.
+  double measured_from_rate = 0.0;
+  [[nodiscard]] double measured() const { return measured_from_rate > 0.0 ? measured_from_rate : run->measured; }
+  [[nodiscard]] double relative_error() const { return (predicted - measured()) / measured(); }
 };
 
 // Predicts every run on `threads` threads; the rows come back in input order.
@@ -57,7 +78,8 @@ struct ErrorStats {
 };
 ErrorStats error_stats(const std::vector<double>& relative_errors);
 
-// The report: overall, then by tp, pp, dp, micro batch, hidden size and layers.
+// The report: overall, then by framework, GPU and model where the rows name them, then by
+// tp, pp, dp, micro batch, hidden size, layers and GPUs.
 std::string fidelity_report(const std::vector<FidelityRow>& rows);
 // Predicted against measured on log axes, with the y = x line and +-10 % band.
 std::string fidelity_svg(const std::vector<FidelityRow>& rows, const std::string& title);

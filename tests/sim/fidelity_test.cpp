@@ -6,6 +6,7 @@
 // figures (bench/fidelity).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -164,4 +165,97 @@ TEST_CASE("NeMo's published FP8 runs on DGX H100 from 8 to 512 GPUs predicted wi
   CHECK(runs.front().measured == Approx(2048.0 * 2048.0 / (22521.0 * 64.0)).epsilon(1e-4));
   CHECK(runs.front().yaml.find("nodes: 8") != std::string::npos);
   check_predicted(runs, 0.25, 0.12);
+}
+
+namespace {
+
+std::string public_file(const char* name) {
+  return std::string(PARASIM_SOURCE_DIR) + "/tests/data/fidelity/public/" + name + ".csv";
+}
+
+}  // namespace
+
+TEST_CASE("published runs are read from their sources' own words", "[sim][fidelity][public]") {
+  // BLOOM-176B's production row: 384 A100s as 48 DGX A100 nodes with 4 Omni-Path links of
+  // 100 Gb/s, tp 4 x pp 12 x dp 8, micro-batch 2 of 2,048, full recompute, the unfused
+  // attention (Megatron-DeepSpeed), ZeRO-1; the step as printed ("elapsed time per
+  // iteration 105.22 s"); the vocabulary 250,680 padded to 128 x tp.
+  const auto bloom = sim::read_public_runs(public_file("bloom-megatron-deepspeed"));
+  REQUIRE(bloom.size() == 53);
+  const sim::MeasuredRun& b = bloom.front();
+  CHECK(b.gpus == 384);
+  CHECK(b.measured == Approx(105.22));
+  CHECK(b.labels.at("framework") == "megatron-deepspeed");
+  CHECK(b.dims.at("tp") == 4);
+  CHECK(b.dims.at("pp") == 12);
+  CHECK(b.dims.at("dp") == 8);
+  CHECK(b.yaml.find("nodes: 48, gpus_per_node: 8, device: a100-80gb") != std::string::npos);
+  CHECK(b.yaml.find("vocab: 250880") != std::string::npos);
+  CHECK(b.yaml.find("recompute: full, attention: naive") != std::string::npos);
+  CHECK(b.yaml.find("zero: 1") != std::string::npos);
+  CHECK(std::find(b.overrides.begin(), b.overrides.end(), "cluster.inter_node.nics_per_node=4") != b.overrides.end());
+  CHECK(std::find(b.overrides.begin(), b.overrides.end(), "cluster.inter_node.nic_bandwidth=100Gb/s") != b.overrides.end());
+
+  // llm-foundry's first row: 410 tokens/s per GPU on 64 GPUs, 2,048 x 2,048 tokens a step;
+  // FSDP FULL_SHARD as ZeRO-3; 1600 Gbps a node as 8 NICs of 200 Gb/s.
+  const auto mpt = sim::read_public_runs(public_file("llm-foundry-fsdp"));
+  REQUIRE(mpt.size() == 139);
+  CHECK(mpt.front().measured == Approx(2048.0 * 2048.0 / (410.0 * 64.0)));
+  CHECK(mpt.front().labels.at("framework") == "pytorch-fsdp");
+  CHECK(mpt.front().yaml.find("zero: 3") != std::string::npos);
+  CHECK(std::find(mpt.front().overrides.begin(), mpt.front().overrides.end(), "cluster.inter_node.nic_bandwidth=200Gb/s") !=
+        mpt.front().overrides.end());
+
+  // MegaScale: the MLP width only as the note assumes it ("4h=49152 assumed"); vpp 6 as
+  // the interleaved schedule; sequence parallelism, unstated, on (Megatron-LM with tp 8).
+  const auto mega = sim::read_public_runs(public_file("megascale-megatron-lm"));
+  REQUIRE(mega.size() == 4);
+  CHECK(mega.front().measured == Approx(40.0));
+  CHECK(mega.front().labels.at("framework") == "megatron-lm");
+  CHECK(mega.front().yaml.find("ffn_hidden: 49152") != std::string::npos);
+  CHECK(mega.front().yaml.find("schedule: interleaved-1f1b, virtual_stages: 6") != std::string::npos);
+  CHECK(mega.front().yaml.find("sequence_parallel: true") != std::string::npos);
+
+  // Nemotron-4: squared ReLU ("neither SwiGLU nor GeLU") runs as a GeLU MLP of its width,
+  // the width the note assumes ("24576 = 4h in NeMo config").
+  const auto nemotron = sim::read_public_runs(public_file("nemotron-megatron-core"));
+  REQUIRE(nemotron.size() == 1);
+  CHECK(nemotron.front().yaml.find("ffn_hidden: 24576, vocab: 256000, seq_len: 4096, mlp: gelu") != std::string::npos);
+  CHECK(nemotron.front().measured == Approx(0.57));
+
+  // Mixtral: 8 experts, top 2; published as TFLOP/s per GPU alone.
+  const auto moe = sim::read_public_runs(public_file("moe-megatron-core"));
+  REQUIRE(moe.size() == 1);
+  CHECK(moe.front().measured_flops_rate == Approx(468e12));
+  CHECK(moe.front().yaml.find("experts: 8, top_k: 2") != std::string::npos);
+
+  // TorchTitan: FP8 linears as fp8, FSDP2 sharding over 4 of 4 ranks as plain ZeRO-3, and
+  // "tokens/sec" (its per-GPU figure) where no TPS/GPU is printed.
+  const auto titan = sim::read_public_runs(public_file("torchtitan"));
+  REQUIRE(titan.size() == 13);
+  CHECK(titan[2].yaml.find("precision: fp8") != std::string::npos);
+  CHECK(titan[2].measured == Approx(16.0 * 8192 / (8532.0 * 8)));
+  CHECK(titan[10].measured == Approx(96.0 * 8192 / (4378.0 * 64)));
+  CHECK(titan[4].yaml.find("cp: 2") != std::string::npos);
+}
+
+TEST_CASE("published runs beyond Megatron-LM predicted within today's bounds", "[sim][fidelity][public]") {
+  // Every file of the public development half (every 4th BLOOM row, for time): each row
+  // predicted, and each file's mean absolute error no worse than measured now (2026-11-27,
+  // docs/validation.md), a point or three above it. These are regression bounds while the
+  // framework-specific mechanisms are built, not the targets (10 % MAE, mean within 5 %).
+  struct File {
+    const char* name;
+    int every;
+    double mae;
+  };
+  for (const File f : {File{"bloom-megatron-deepspeed", 4, 0.25}, File{"llm-foundry-fsdp", 1, 0.18},
+                       File{"megascale-megatron-lm", 1, 0.21}, File{"nemotron-megatron-core", 1, 0.38},
+                       File{"moe-megatron-core", 1, 0.06}, File{"torchtitan", 1, 0.44}}) {
+    INFO(f.name);
+    const auto all = sim::read_public_runs(public_file(f.name));
+    std::vector<sim::MeasuredRun> runs;
+    for (std::size_t i = 0; i < all.size(); i += static_cast<std::size_t>(f.every)) runs.push_back(all[i]);
+    check_predicted(runs, 1.0, f.mae);
+  }
 }
