@@ -397,7 +397,8 @@ void add_calibrate(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--device", a->device, "Device preset the profile describes")->capture_default_str();
-  cmd->add_option("--ranks", a->ranks, "Ranks measuring at once (default: one per core)")->check(CLI::PositiveNumber);
+  // At most 1,024: the ranks are processes of this host (or of the emulated cluster's nodes).
+  cmd->add_option("--ranks", a->ranks, "Ranks measuring at once (default: one per core)")->check(CLI::Range(1, 1024));
   cmd->add_option("--mpirun-args", a->mpirun_args, "Arguments for the mpirun that starts the ranks (split at spaces)")
       ->type_name("ARGS");
   cmd->add_option("--out", a->out, "Profile to write (default: calibrate-BACKEND.yaml)")->type_name("FILE")

@@ -155,6 +155,9 @@ void write_file(const fs::path& p, const std::string& text) {
 
 std::string EmulatedCluster::address(int node, int nic) const { return fmt::format("{}.{}.{}", subnet, nic, node + 1); }
 
+// The file that marks a folder as an emulated cluster's state (cluster_up writes it first).
+constexpr const char* state_marker = ".parasim-cluster";
+
 std::string state_dir() {
   const char* dir = std::getenv("PARASIM_CLUSTER_DIR");
   return dir != nullptr && *dir != '\0' ? dir : "/run/parasim-cluster";
@@ -247,7 +250,16 @@ std::vector<std::string> cluster_down() {
       removed.push_back("hosts file " + (e.path() / "hosts").string());
     }
   }
-  if (fs::remove_all(state_dir(), ec) > 0) removed.push_back("state " + state_dir());
+  // The state folder: only the files an emulated cluster writes there, and only where its
+  // marker (or a readable state) says it is one; the folder itself when that empties it.
+  // PARASIM_CLUSTER_DIR may name any folder (a home folder too): nothing else is touched.
+  const fs::path dir = state_dir();
+  if (fs::exists(dir / state_marker, ec) || cluster_state()) {
+    for (const char* name : {"cluster.json", "hosts", "agent", state_marker}) {
+      if (fs::remove(dir / name, ec)) removed.push_back("state " + (dir / name).string());
+    }
+    if (fs::is_empty(dir, ec) && fs::remove(dir, ec)) removed.push_back("state folder " + dir.string());
+  }
   return removed;
 }
 
@@ -289,6 +301,8 @@ bool cluster_up(EmulatedCluster& c) {
     }
     const fs::path dir = state_dir();
     fs::create_directories(dir);
+    // First, so that `down` knows the folder for a cluster's even when the rest is half written.
+    write_file(dir / state_marker, "an emulated cluster's state (parasim cluster up): hosts, agent, cluster.json\n");
     std::string hostfile;
     for (int i = 0; i < c.nodes; ++i) hostfile += fmt::format("{} slots={}\n", node_name(i), c.ranks_per_node);
     write_file(dir / "hosts", hostfile);

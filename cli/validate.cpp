@@ -310,7 +310,9 @@ void add_validate(CLI::App& app) {
       "validate", "Predict the plan, run it for real, and show prediction and measurement side by side");
   add_run_options(*cmd, *args);
   cmd->add_option("--out", args->out, "Folder for both traces and the JSON comparison (default: validate-NAME)")
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->check(CLI::Validator([](const std::string& v) { return v.empty() ? std::string("expected a folder, not an empty name") : std::string(); },
+                             "DIR"));
   args->json.add_to(*cmd, "The comparison (as comparison.json)");
   cmd->add_option("--repeat", args->repeat,
                   "Measure the plan N times and compare the median run, with each figure's spread over the runs")
@@ -320,7 +322,13 @@ void add_validate(CLI::App& app) {
   cmd->add_option("--max-error", args->max_error,
                   "Exit with status 4 when the predicted step time is more than PCT percent off the measured one")
       ->type_name("PCT")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(CLI::Range(0.0, 1e6))
+      ->check(CLI::Validator(
+          [](const std::string& v) {  // CLI::Range lets NaN through: it compares false both ways
+            return v.find_first_of("nN") != std::string::npos ? std::string("expected a number of percent, not NaN")
+                                                               : std::string();
+          },
+          "PCT"));
   cmd->callback([args] { run_validate(*args); });
 }
 

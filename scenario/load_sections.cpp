@@ -510,7 +510,8 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
     flush();
     // Without cp its place is next to tp (Megatron's order: tp, cp, dp, pp).
     auto has = [&](Dim d) { return std::find(dims.begin(), dims.end(), d) != dims.end(); };
-    if (dims.size() == 3 && !has(Dim::cp)) {
+    // (A list without tp, such as dp,dp,pp, is refused below, not given a cp past its end.)
+    if (dims.size() == 3 && !has(Dim::cp) && has(Dim::tp)) {
       dims.insert(std::find(dims.begin(), dims.end(), Dim::tp) + 1, Dim::cp);
     }
     const bool perm = dims.size() == 4 && has(Dim::tp) && has(Dim::dp) && has(Dim::pp) && has(Dim::cp);

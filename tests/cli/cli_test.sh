@@ -189,6 +189,24 @@ expect 0 "\"name\": \"cpu\"" -- "$parasim" backends --json
 # The executor (CPU backend): one rank in process, two ranks through mpirun started by
 # parasim itself, validate's side-by-side table and files, refusals before any rank starts,
 # and faults that end every rank.
+# cluster down removes an emulated cluster's own state only: PARASIM_CLUSTER_DIR naming a
+# folder that is none (a home folder) keeps every file in it, and the folder.
+mkdir -p "$work/not-a-cluster"
+echo precious >"$work/not-a-cluster/hosts"
+echo mine >"$work/not-a-cluster/notes.txt"
+expect 0 "no emulated cluster was up" -- env PARASIM_CLUSTER_DIR="$work/not-a-cluster" "$parasim" cluster down
+check "cluster down leaves a folder that is no cluster's state" test -f "$work/not-a-cluster/hosts" -a -f "$work/not-a-cluster/notes.txt"
+# A folder with the state's marker: its own files go, the user's stay, and so does the folder.
+touch "$work/not-a-cluster/.parasim-cluster" "$work/not-a-cluster/agent"
+expect 0 "state .*/agent" -- env PARASIM_CLUSTER_DIR="$work/not-a-cluster" "$parasim" cluster down
+check "only the cluster's files went" test ! -e "$work/not-a-cluster/agent" -a -f "$work/not-a-cluster/notes.txt"
+# Options out of range or empty are refused before anything runs.
+expect 2 "--max-error: expected a number of percent, not NaN" -- "$parasim" validate "$q" --max-error nan
+expect 2 "--out: expected a folder, not an empty name" -- "$parasim" validate "$q" --out ''
+expect 2 "--ranks: Value 100000 not in range 1 to 1024" -- "$parasim" calibrate --ranks 100000
+# plan.placement without tp once wrote past its list (a corrupted heap, exit 134).
+expect 2 "plan.placement: expected tp, dp and pp" -- "$parasim" check "$q" --set plan.placement=dp,dp,pp
+
 if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   # A model with BatchNorm trains for real under SyncBN.
   expect 0 "loss " -- "$parasim" run "$q" --set model=lenet-bn --set training.batch_norm=sync --set run.steps=2 --set run.warmup=0

@@ -133,6 +133,11 @@ std::vector<Case> make_cases() {
      {"expected true or false"}},
     {"placement missing a dimension", after("  pp: 2", "  placement: tp,dp\n"), "plan.placement", 29,
      {"expected tp, dp and pp (and cp) each once"}},
+    // Three dimensions without tp once wrote cp past the list's end (a corrupted heap).
+    {"placement without tp", after("  pp: 2", "  placement: dp,dp,pp\n"), "plan.placement", 29,
+     {"expected tp, dp and pp (and cp) each once"}},
+    {"placement of one dimension thrice", after("  pp: 2", "  placement: pp,pp,pp\n"), "plan.placement", 29,
+     {"expected tp, dp and pp (and cp) each once"}},
     {"context parallelism past the devices", after("  pp: 2", "  cp: 2\n"), "plan.dp", 26,
      {"dp x tp x pp x cp = 4 x 2 x 2 x 2 = 32 devices, but the cluster has 16"}},
     {"context parallelism not dividing the sequence", replace(after("  pp: 2", "  cp: 2\n"), "  dp: 4", "  dp: 2"),
