@@ -54,6 +54,11 @@ std::string megatron_arguments(const scenario::Scenario& s) {
     if (m.moe_imbalance > 1.0)
       notes.push_back(fmt::format("model.moe_imbalance {:g} is the router's doing, not an argument", m.moe_imbalance));
   }
+  if (t.framework != scenario::Framework::megatron_lm && t.framework != scenario::Framework::megatron_core) {
+    notes.push_back(fmt::format("training.framework {}: these are the same plan's Megatron-LM arguments, and Megatron-LM "
+                                "runs it with its own kernels (fused gradient accumulation, its overlaps)",
+                                scenario::to_string(t.framework)));
+  }
   // The batch and precision.
   arg(fmt::format("--micro-batch-size {} --global-batch-size {}", t.micro_batch, t.global_batch));
   switch (t.precision) {

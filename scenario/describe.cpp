@@ -58,6 +58,16 @@ std::string_view to_string(Dim d) {
 
 std::string_view to_string(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
 std::string_view to_string(Attention a) { return a == Attention::flash ? "flash" : "naive"; }
+std::string_view to_string(Framework f) {
+  switch (f) {
+    case Framework::megatron_core: return "megatron-core";
+    case Framework::megatron_lm: return "megatron-lm";
+    case Framework::megatron_deepspeed: return "megatron-deepspeed";
+    case Framework::pytorch_fsdp: return "pytorch-fsdp";
+    case Framework::torchtitan: return "torchtitan";
+  }
+  return "megatron-core";
+}
 std::string_view to_string(Fp8Recipe r) { return r == Fp8Recipe::delayed ? "delayed" : "current"; }
 
 double learning_rate_at(const TrainingSpec& t, int k) {
@@ -169,7 +179,7 @@ nlohmann::ordered_json to_json(const Scenario& s) {
       {"cluster", cluster},
       {"model", model},
       {"training",
-       {{"global_batch", t.global_batch}, {"micro_batch", t.micro_batch}, {"micro_batches", s.micro_batches()},
+       {{"framework", to_string(t.framework)}, {"global_batch", t.global_batch}, {"micro_batch", t.micro_batch}, {"micro_batches", s.micro_batches()},
         {"precision", topology::to_string(t.precision)}, {"optimizer", to_string(t.optimizer)},
         {"recompute", to_string(t.recompute)}, {"attention", to_string(t.attention)},
         {"grad_dtype", topology::to_string(t.grad_dtype)}, {"fp8_recipe", to_string(t.fp8_recipe)},

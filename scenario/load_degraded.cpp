@@ -35,6 +35,20 @@ void read_heterogeneity(const Reader& r, topology::ClusterSpec& c, LocationMap& 
       }
       g.factor = d.number("factor", std::nullopt, 1e-3, 1.0);
       c.degraded.push_back(std::move(g));
+      // Factors naming the same device multiply: their product keeps the single factor's
+      // range (below it the simulator's clock overflows).
+      if (c.degraded.back().rank >= 0 || c.degraded.back().node >= 0) {
+        const topology::Degraded& last = c.degraded.back();
+        const int first = last.rank >= 0 ? last.rank : last.node * c.gpus_per_node;
+        const int end = last.rank >= 0 ? last.rank + 1 : first + c.gpus_per_node;
+        for (int rank = first; rank < end; ++rank) {
+          if (const double f = c.compute_factor(rank); f < 1e-3) {
+            d.fail("factor", fmt::format("with the entries before it, device {} computes at {:.3g} of its speed; the "
+                                         "factors naming a device multiply, and their product must be at least 0.001",
+                                         rank, f));
+          }
+        }
+      }
     }
     if (!links.empty()) {
       // The names the graph gives (links as "a -> b", vertices by name): built without the
@@ -42,9 +56,21 @@ void read_heterogeneity(const Reader& r, topology::ClusterSpec& c, LocationMap& 
       topology::ClusterSpec plain = c;
       plain.degraded.clear();
       const topology::Cluster graph(plain);
+      std::vector<double> product(static_cast<std::size_t>(graph.link_count()), 1.0);
       for (const Reader& d : links) {
         const std::string name = d.string("link", std::nullopt);
-        if (!graph.links_named(name).empty()) continue;
+        const std::vector<int> named = graph.links_named(name);
+        const double factor = d.number("factor", std::nullopt, 1e-3, 1.0);
+        for (int l : named) {
+          double& p = product[static_cast<std::size_t>(l)];
+          p *= factor;
+          if (p < 1e-3) {
+            d.fail("factor", fmt::format("with the entries before it, link '{}' carries {:.3g} of its bandwidth; the "
+                                         "factors naming a link multiply, and their product must be at least 0.001",
+                                         graph.link_name(l), p));
+          }
+        }
+        if (!named.empty()) continue;
         std::vector<std::string> names;
         for (auto [v, end] = boost::vertices(graph.graph()); v != end; ++v) names.push_back(graph.graph()[*v].name);
         const std::vector<std::string_view> views(names.begin(), names.end());

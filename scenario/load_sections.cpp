@@ -66,7 +66,9 @@ Value resolve_preset(const Value& section, PresetKind kind, const std::string& p
 }
 
 topology::KernelSpec read_kernels(const Value& v, const std::string& path, LocationMap& where) {
-  Reader kr(v, path, {"sms", "gemm_efficiency", "l2_bandwidth", "memory_efficiency", "launch", "flash_attention"}, &where);
+  Reader kr(v, path, {"sms", "gemm_efficiency", "l2_bandwidth", "memory_efficiency", "launch", "flash_attention",
+                               "collective_sms"},
+            &where);
   topology::KernelSpec ks;
   ks.sms = kr.integer("sms", std::nullopt, 1, 100000);
   ks.gemm_efficiency = kr.number("gemm_efficiency", std::nullopt, 0.01, 1.0);
@@ -80,6 +82,10 @@ topology::KernelSpec read_kernels(const Value& v, const std::string& path, Locat
   } else {
     ks.flash_forward = ks.gemm_efficiency * 0.75;
     ks.flash_backward = ks.gemm_efficiency * 0.6;
+  }
+  ks.collective_sms = kr.integer("collective_sms", 0, 0, 100000);
+  if (ks.collective_sms >= ks.sms) {
+    kr.fail("collective_sms", fmt::format("expected fewer SMs than the device's {} (kernels.sms)", ks.sms));
   }
   return ks;
 }
@@ -384,12 +390,19 @@ ModelSpec read_model(const Value& v, LocationMap& where) {
 }
 
 TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
-  Reader r(v, "training", {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate", "loss_scale",
+  Reader r(v, "training", {"framework", "global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate", "loss_scale",
             "loss_scale_window", "attention", "grad_dtype", "fp8_recipe", "grad_clip", "warmup_steps", "lr_decay",
             "decay_steps", "min_lr", "lr_scaling", "lr_reference_batch", "master_weights", "loss_scaling",
             "batch_norm"},
            &where);
   TrainingSpec t;
+  t.framework = r.choice<Framework>("framework", Framework::megatron_core,
+                                    {{"megatron-core", Framework::megatron_core},
+                                     {"nemo", Framework::megatron_core},
+                                     {"megatron-lm", Framework::megatron_lm},
+                                     {"megatron-deepspeed", Framework::megatron_deepspeed},
+                                     {"pytorch-fsdp", Framework::pytorch_fsdp},
+                                     {"torchtitan", Framework::torchtitan}});
   t.global_batch = r.integer("global_batch", std::nullopt, 1, limits::global_batch);
   t.micro_batch = r.integer("micro_batch", 1);
   t.precision = r.choice<Dtype>("precision", Dtype::bf16,
@@ -429,7 +442,11 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   t.lr_scaling = r.choice<LrScaling>("lr_scaling", LrScaling::none,
                                      {{"none", LrScaling::none}, {"linear", LrScaling::linear}, {"sqrt", LrScaling::sqrt}});
   t.lr_reference_batch = r.integer("lr_reference_batch", t.lr_scaling == LrScaling::none ? 0 : std::optional<int>{}, 0);
-  t.attention = r.choice<Attention>("attention", gpu ? Attention::flash : Attention::naive,
+  // Megatron-DeepSpeed's attention is its unfused core (CoreAttention: baddbmm, the fused
+  // scale-mask-softmax, bmm) unless --use-flash-attn is given (megatron/arguments.py, off by
+  // default), as in BLOOM's runs; the other frameworks default to a fused attention.
+  const bool unfused = !gpu || t.framework == Framework::megatron_deepspeed;
+  t.attention = r.choice<Attention>("attention", unfused ? Attention::naive : Attention::flash,
                                     {{"flash", Attention::flash}, {"naive", Attention::naive}});
   // Megatron-LM keeps fp32 main gradients under bf16 (forced; fp8 trains on bf16 weights)
   // and the compute type's otherwise.

@@ -188,7 +188,8 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
     std::smatch m;
     if (v == "1") {
       // every layer has experts: the default
-    } else if (std::regex_match(v, m, dense_first) && std::stoi(m[1]) + std::stoi(m[2]) == layers) {
+    } else if (std::regex_match(v, m, dense_first) && m[1].length() <= 9 && m[2].length() <= 9 &&
+               std::stoll(m[1]) + std::stoll(m[2]) == layers) {  // digits past 9 overflow std::stoi
       set("model.dense_layers", m[1]);
     } else {
       throw fail(
@@ -197,7 +198,8 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
     }
   }
 
-  // Batch, precision, the optimizer.
+  // Batch, precision, the optimizer; the framework is Megatron-LM's training loop.
+  set("training.framework", "megatron-lm");
   count("--micro-batch-size", "training.micro_batch");
   count("--global-batch-size", "training.global_batch");
   if (take("--fp8-format")) {

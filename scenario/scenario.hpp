@@ -42,6 +42,10 @@ enum class Backend { cpu, cuda };
 // How the attention core runs: FlashAttention (one fused kernel, no s x s tensors kept) or
 // the unfused GEMMs, softmax and dropout.
 enum class Attention { flash, naive };
+// The training framework that runs the plan (training.framework): it decides kernels the
+// plan does not name. What each changes, with its source, is in workload/kernels.hpp
+// (gradient accumulation) and scenario/load.cpp (its defaults); nemo runs Megatron-Core.
+enum class Framework : std::uint8_t { megatron_core, megatron_lm, megatron_deepspeed, pytorch_fsdp, torchtitan };
 
 std::string_view to_string(Optimizer o);
 std::string_view to_string(Recompute r);
@@ -50,6 +54,7 @@ std::string_view to_string(Collective c);
 std::string_view to_string(Dim d);
 std::string_view to_string(Backend b);
 std::string_view to_string(Attention a);
+std::string_view to_string(Framework f);
 
 enum class Fp8Recipe : std::uint8_t { delayed, current };
 enum class LrDecay : std::uint8_t { constant, linear, cosine };
@@ -57,6 +62,7 @@ enum class LrScaling : std::uint8_t { none, linear, sqrt };
 std::string_view to_string(Fp8Recipe r);
 
 struct TrainingSpec {
+  Framework framework = Framework::megatron_core;
   int global_batch = 1;  // samples per optimizer step
   int micro_batch = 1;   // samples per micro-batch
   Dtype precision = Dtype::bf16;

@@ -207,10 +207,11 @@ std::vector<MeasuredRun> read_public_runs(const std::string& path) {
     if (rc.rfind("full", 0) == 0) recompute = "full";
     if (rc.rfind("selective", 0) == 0) recompute = "selective";
     if (rc.rfind("none", 0) == 0) recompute = "none";
+    // The attention as stated, else the framework's default (training.framework).
     const std::string fa = lower(cell("flash_attn"));
-    std::string attention = framework == "megatron-deepspeed" ? "naive" : "flash";
-    if (fa.rfind('y', 0) == 0) attention = "flash";
-    if (fa.rfind('n', 0) == 0) attention = "naive";
+    std::string attention;
+    if (fa.rfind('y', 0) == 0) attention = ", attention: flash";
+    if (fa.rfind('n', 0) == 0) attention = ", attention: naive";
     const std::string sp_cell = lower(cell("sp"));
     const bool sp = tp > 1 && (sp_cell.rfind('y', 0) == 0 ||
                                (sp_cell.rfind("unknown", 0) == 0 &&
@@ -289,10 +290,10 @@ std::vector<MeasuredRun> read_public_runs(const std::string& path) {
         "cluster: {{preset: {}, nodes: {}, gpus_per_node: {}, device: {}}}\n"
         "model: {{name: published, layers: {}, hidden: {}, heads: {}, kv_heads: {}, ffn_hidden: {}, vocab: {}, "
         "seq_len: {}, mlp: {}{}}}\n"
-        "training: {{global_batch: {}, micro_batch: {}, precision: {}, recompute: {}, attention: {}}}\n"
+        "training: {{framework: {}, global_batch: {}, micro_batch: {}, precision: {}, recompute: {}{}}}\n"
         "plan: {{tp: {}, dp: {}, pp: {}, cp: {}, ep: {}, zero: {}{}{}{}}}\n",
         number, cluster, (r.gpus + per_node - 1) / per_node, per_node, device, layers, hidden, heads, kv_heads, ffn,
-        padded, seq, mlp, experts ? fmt::format(", experts: {}, top_k: {}", moe[1].str(), moe[2].str()) : "", batch,
+        padded, seq, mlp, experts ? fmt::format(", experts: {}, top_k: {}", moe[1].str(), moe[2].str()) : "", framework, batch,
         micro, precision, recompute, attention, tp, dp, pp, cp, ep, zero, sp ? ", sequence_parallel: true" : "",
         vpp > 1 ? fmt::format(", schedule: interleaved-1f1b, virtual_stages: {}", vpp) : "",
         shard_group > 0 ? fmt::format(", shard_group: {}", shard_group) : "");

@@ -14,24 +14,23 @@ void scale_to_measured(const DeviceProfile& p, Algorithm a, Network& net, Collec
   if (busbw > 0.0) call.bytes *= bus_factor(call) * call.bytes / busbw / transfer_seconds(a, net, call);
 }
 
-RankCompute::RankCompute(Engine& engine, const Network& net, int ranks, std::function<void(std::int64_t)> complete)
-    : engine_(engine), net_(net), running_(static_cast<std::size_t>(ranks)), complete_(std::move(complete)) {}
-
-double RankCompute::speed(int rank) const { return std::max(0.1, 1.0 - net_.cpu_load(rank)); }
+RankCompute::RankCompute(Engine& engine, int ranks, std::function<double(int)> speed,
+                         std::function<void(std::int64_t)> complete)
+    : engine_(engine), running_(static_cast<std::size_t>(ranks)), speed_(std::move(speed)), complete_(std::move(complete)) {}
 
 void RankCompute::start(int rank, std::int64_t op, double seconds) {
   Running& r = running_[static_cast<std::size_t>(rank)];
   r.op = op;
   r.work = seconds;
   r.since = engine_.now().picoseconds();
-  r.speed = speed(rank);
+  r.speed = speed_(rank);
   schedule(rank);
 }
 
 void RankCompute::load_changed(int rank) {
   if (static_cast<std::size_t>(rank) >= running_.size()) return;
   Running& r = running_[static_cast<std::size_t>(rank)];
-  const double now_speed = speed(rank);
+  const double now_speed = speed_(rank);
   if (r.op < 0 || now_speed == r.speed) return;
   const std::int64_t now = engine_.now().picoseconds();
   r.work = std::max(0.0, r.work - static_cast<double>(now - r.since) * 1e-12 * r.speed);

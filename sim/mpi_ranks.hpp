@@ -29,16 +29,17 @@ bool rendezvous(const topology::Cluster& c, const program::Op& o);
 // measured busbw); unchanged where no curve applies.
 void scale_to_measured(const DeviceProfile& p, Algorithm a, Network& net, CollectiveCall& call);
 
-// The compute of CPU ranks whose traffic between nodes takes their cores' time
-// (Network::charge_cpu): each rank's compute op runs at 1 - the rank's network load (at
-// least 10 %) of its speed; a change of the load settles the work done and reschedules the
-// op's end. `complete` is told the op when its work is done.
+// Compute whose speed changes while it runs: CPU ranks whose traffic between nodes takes
+// their cores' time (Network::charge_cpu), GPUs whose SMs a running collective holds
+// (KernelSpec::collective_sms). Each rank's compute op runs at `speed(rank)` of its nominal
+// speed; a change of it (load_changed) settles the work done and reschedules the op's end.
+// `complete` is told the op when its work is done.
 class RankCompute {
  public:
-  RankCompute(Engine& engine, const Network& net, int ranks, std::function<void(std::int64_t)> complete);
+  RankCompute(Engine& engine, int ranks, std::function<double(int)> speed, std::function<void(std::int64_t)> complete);
   // Op `op` of `rank` starts now with `seconds` of work at full speed.
   void start(int rank, std::int64_t op, double seconds);
-  // The network's load on `rank` changed.
+  // What sets `rank`'s speed changed.
   void load_changed(int rank);
 
  private:
@@ -49,12 +50,11 @@ class RankCompute {
     double speed = 1.0;
     std::uint64_t version = 0;
   };
-  [[nodiscard]] double speed(int rank) const;
   void schedule(int rank);
 
   Engine& engine_;
-  const Network& net_;
   std::vector<Running> running_;
+  std::function<double(int)> speed_;
   std::function<void(std::int64_t)> complete_;
 };
 

@@ -107,9 +107,26 @@ class Runner {
     // MPI between nodes: one connection per pair of ranks, in order.
     if (s.cluster.library == topology::CollectiveLibrary::mpi) net_.order_between_nodes();
     // CPU ranks over TCP: their traffic between nodes takes their cores' time.
-    if (s.cluster.library == topology::CollectiveLibrary::mpi &&
-        (profile.send_cpu_per_byte > 0.0 || profile.receive_cpu_per_byte > 0.0)) {
-      compute_.emplace(engine_, net_, cluster_.gpu_count(), [this](std::int64_t id) { complete(id); });
+    const bool cpu_charged = s.cluster.library == topology::CollectiveLibrary::mpi &&
+                             (profile.send_cpu_per_byte > 0.0 || profile.receive_cpu_per_byte > 0.0);
+    // GPUs under NCCL: a running collective's channels hold SMs, and the rank's compute
+    // runs on the rest meanwhile (KernelSpec::collective_sms).
+    if (s.cluster.library == topology::CollectiveLibrary::nccl && profile.kernel_model() &&
+        profile.kernels.collective_sms > 0) {
+      contention_ = 1.0 - static_cast<double>(profile.kernels.collective_sms) / profile.kernels.sms;
+      collectives_running_.assign(static_cast<std::size_t>(cluster_.gpu_count()), 0);
+    }
+    if (cpu_charged || contention_ < 1.0) {
+      compute_.emplace(
+          engine_, cluster_.gpu_count(),
+          [this](int rank) {
+            double speed = 1.0;
+            if (contention_ < 1.0 && collectives_running_[static_cast<std::size_t>(rank)] > 0) speed = contention_;
+            return std::max(0.1, speed - net_.cpu_load(rank));
+          },
+          [this](std::int64_t id) { complete(id); });
+    }
+    if (cpu_charged) {
       net_.charge_cpu(profile.send_cpu_per_byte, profile.receive_cpu_per_byte, [this](int d) { compute_->load_changed(d); });
     }
     if (prog.one_replica()) fold(options.approximate);
@@ -386,11 +403,26 @@ class Runner {
           }
         }
         for (std::int64_t m : members) mark_started(m);
+        collectives_changed(instance, +1);
         run_collective(o, [this, instance] {
+          collectives_changed(instance, -1);
           for (std::int64_t m : instances_[static_cast<std::size_t>(instance)]) complete(m);
         });
         break;
       }
+    }
+  }
+
+  // A collective instance started (+1) or ended (-1): its ranks' compute slows while any
+  // runs (contention_).
+  void collectives_changed(std::int64_t instance, int delta) {
+    if (collectives_running_.empty()) return;
+    for (std::int64_t m : instances_[static_cast<std::size_t>(instance)]) {
+      const int rank = prog_.ops[static_cast<std::size_t>(m)].rank;
+      int& running = collectives_running_[static_cast<std::size_t>(rank)];
+      const bool was = running > 0;
+      running += delta;
+      if (was != (running > 0)) compute_->load_changed(rank);
     }
   }
 
@@ -512,7 +544,9 @@ class Runner {
   SimProgress progress_;
   SpanSink sink_;
   std::vector<double> speed_;  // per rank: the share of its speed it computes at (cluster.degraded)
-  std::optional<RankCompute> compute_;  // when the network takes the ranks' CPU time
+  std::optional<RankCompute> compute_;  // when the network takes the ranks' CPU time, or collectives their SMs
+  double contention_ = 1.0;             // the share of a GPU's speed its compute keeps beside a collective
+  std::vector<int> collectives_running_;  // per rank, with contention_ < 1
   std::size_t sent_ = 0;  // spans handed to sink_
   static constexpr std::size_t span_block = 1 << 15;
 

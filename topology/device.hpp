@@ -35,6 +35,10 @@ struct KernelSpec {
   double launch = 0.0;             // GPU seconds per kernel besides its work (launch, ramp, tail)
   double flash_forward = 0.0;      // FlashAttention-2's fraction of the peak, forward
   double flash_backward = 0.0;     // and backward
+  // SMs a running NCCL collective holds: each of its channels is one thread block resident on
+  // an SM for the collective's whole length, so compute beside it runs on the rest
+  // (sim/simulate.cpp). 0: collectives take nothing from compute.
+  int collective_sms = 0;
 
   [[nodiscard]] bool present() const { return sms > 0; }
 };

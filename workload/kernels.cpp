@@ -56,6 +56,9 @@ KernelPlan kernel_plan(const scenario::Scenario& s) {
   p.fp8 = s.training.precision == scenario::Dtype::fp8;
   p.fp8_current = p.fp8 && s.training.fp8_recipe == scenario::Fp8Recipe::current;
   p.grad_element = topology::dtype_bytes(s.training.grad_dtype);
+  p.framework = s.training.framework;
+  p.fused_grad_accumulation = p.framework == scenario::Framework::megatron_core ||
+                              p.framework == scenario::Framework::megatron_lm;
   p.flash = s.training.attention == scenario::Attention::flash;
   p.dropout = s.model.dropout > 0.0;
   p.biases = s.model.mlp == scenario::Mlp::gelu;
@@ -67,6 +70,17 @@ KernelPlan kernel_plan(const scenario::Scenario& s) {
   p.fused_softmax = fused_softmax_available(p.element, s.model.seq_len,
                                             static_cast<long long>(p.micro_batch) * (s.model.heads / s.plan.tp));
   return p;
+}
+
+std::vector<std::pair<std::string_view, double>> accumulate_bytes(const KernelPlan& p) {
+  if (p.fused_grad_accumulation) return {};
+  const auto e = static_cast<double>(p.element);
+  if (p.framework != scenario::Framework::megatron_deepspeed) return {};
+  if (p.grad_element <= p.element) return {{"grad-accumulate", 3.0 * e}};
+  return {{"lp-grad-zero", e},
+          {"grad-accumulate", 3.0 * e},
+          {"hp-grad-cast", e + p.grad_element},
+          {"hp-grad-add", 3.0 * p.grad_element}};
 }
 
 KernelPlan layer_kernel_plan(const KernelPlan& p, const scenario::ModelSpec& spec) {

@@ -18,7 +18,9 @@
 //
 // Backward runs each GEMM twice (data gradient (T, k, n), weight gradient (n, k, T)), the
 // weight gradient accumulating into the main gradient in its dtype (Megatron's gradient
-// accumulation fusion), each element-wise kernel's backward (about 1.5x its traffic),
+// accumulation fusion: the wgrad GEMM reads and writes main_grad, --gradient-accumulation-
+// fusion on by default in megatron/training/arguments.py; elsewhere the kernels of
+// accumulate_bytes after it), each element-wise kernel's backward (about 1.5x its traffic),
 // the bias gradients' reductions, the layer norms' two backward kernels and the residual
 // gradient's add. GPT (GeLU) layers have dropout and biases; LLaMA (SwiGLU) layers have
 // neither and use rotary embeddings.
@@ -40,6 +42,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "workload/accounting.hpp"
@@ -74,6 +77,10 @@ struct KernelPlan {
   bool sequence_parallel = false;
   int element = 2;          // activation bytes
   int grad_element = 2;     // main-gradient bytes (weight gradients accumulate into them)
+  scenario::Framework framework = scenario::Framework::megatron_core;
+  // Megatron-LM and Megatron-Core's wgrad GEMMs accumulate into the main gradient; the other
+  // frameworks' write the gradient and add it after (accumulate_bytes).
+  bool fused_grad_accumulation = true;
   bool flash = true;        // FlashAttention rather than the unfused attention core
   // Unfused attention: Megatron's fused scale-mask-softmax kernel takes the shape (see
   // fused_softmax_available); else PyTorch's softmax runs, in fp32 with casts around it.
@@ -97,6 +104,21 @@ struct KernelPlan {
 };
 
 KernelPlan kernel_plan(const scenario::Scenario& s);
+// The memory kernels a framework runs per micro-batch, per weight-gradient value, to
+// accumulate it when its wgrad GEMM does not (name, bytes per value), from its source:
+//   megatron-deepspeed  DeepSpeed's pipeline engine around each micro-batch's backward
+//                       (deepspeed/runtime/pipe/engine.py, _exec_backward_pass): the BF16
+//                       optimizer's clear_lp_grads() zeroes the 16-bit grads (e bytes),
+//                       autograd's AccumulateGrad adds the new gradient in place (2e read,
+//                       e written), update_hp_grads() casts it to fp32 (e read, 4 written)
+//                       and adds that into the fp32 gradient (8 read, 4 written;
+//                       deepspeed/runtime/bf16_optimizer.py). With 16-bit main gradients
+//                       (fp16's optimizer) only autograd's in-place add.
+//   pytorch-fsdp,       each micro-batch's gradient is reduce-scattered as it is (FSDP's
+//   torchtitan          post-backward hook) and what accumulates is the rank's 1/dp shard:
+//                       nothing here (the sync's kernels hold it).
+//   megatron-*          fused: nothing.
+std::vector<std::pair<std::string_view, double>> accumulate_bytes(const KernelPlan& p);
 // The same plan for layers built from `spec` (ModelSpec::layer_spec: a mixture of experts'
 // dense first layers): its model and routing load.
 KernelPlan layer_kernel_plan(const KernelPlan& p, const scenario::ModelSpec& spec);

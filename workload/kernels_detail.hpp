@@ -20,9 +20,21 @@ class Emit {
   void gemm(std::string_view name, long long m, long long n, long long k, long long batch = 1) {
     out_.push_back({KernelKind::gemm, name, m, n, k, batch, p_.element, 0, 0.0, false});
   }
-  // A weight gradient, accumulated into the main gradient.
-  void wgrad(std::string_view name, long long m, long long n, long long k, long long batch = 1) {
-    out_.push_back({KernelKind::gemm, name, m, n, k, batch, p_.element, p_.grad_element, 0.0, false});
+  // A weight gradient, accumulated into the main gradient: by the GEMM itself (Megatron's
+  // gradient accumulation fusion) or by the framework's kernels after it
+  // (KernelPlan::fused_grad_accumulation, accumulate_kernels).
+  void wgrad(std::string_view name, long long m, long long n, long long k, long long batch = 1, bool fp8 = false) {
+    const bool fused = p_.fused_grad_accumulation;
+    out_.push_back({KernelKind::gemm, name, m, n, k, batch, p_.element, fused ? p_.grad_element : 0, 0.0, false});
+    out_.back().fp8 = fp8;
+    if (!fused) accumulate_kernels(static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(batch));
+  }
+  // The kernels a framework without the fusion runs to add a micro-batch's weight gradient
+  // of `elements` values into what earlier micro-batches left (accumulate_bytes).
+  void accumulate_kernels(double elements) {
+    for (const auto& [name, bytes] : accumulate_bytes(p_)) {
+      if (bytes > 0.0) memory(name, bytes * elements);
+    }
   }
   // The local experts' GEMMs, grouped (one per expert, `batch` of them).
   void expert(std::string_view name, long long m, long long n, long long k, long long batch) {
@@ -30,8 +42,7 @@ class Emit {
     out_.back().fp8 = p_.fp8;
   }
   void expert_wgrad(std::string_view name, long long m, long long n, long long k, long long batch) {
-    wgrad(name, m, n, k, batch);
-    out_.back().fp8 = p_.fp8;
+    wgrad(name, m, n, k, batch, p_.fp8);
   }
   // A transformer linear layer's GEMM (its forward, data gradient or weight gradient): in
   // FP8 under fp8 precision, as Transformer Engine runs them.
@@ -40,8 +51,7 @@ class Emit {
     out_.back().fp8 = p_.fp8;
   }
   void linear_wgrad(std::string_view name, long long m, long long n, long long k) {
-    wgrad(name, m, n, k);
-    out_.back().fp8 = p_.fp8;
+    wgrad(name, m, n, k, 1, p_.fp8);
   }
   // fp8: a cast of `elements` 16-bit values to FP8 in both layouts (TE's cast-transpose:
   // 2 bytes read, 1 + 1 written), after an amax pass over them under current scaling.

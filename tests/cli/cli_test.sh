@@ -279,7 +279,8 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   # calibrate: two ranks measure, the profile is written whole and the simulator reads it.
   expect 0 "link .* \\+ .*s" -- "$parasim" calibrate --quick --ranks 2 --max-size 64KiB --out "$work/prof.yaml" --json "$work/prof.json"
   check "profile has measured links" grep -q "^  intra_node: {bandwidth: .* GB/s, latency: .* us}" "$work/prof.yaml"
-  check "profile lists every measurement" grep -q "^    - \[all-reduce, 2, 65536," "$work/prof.yaml"
+  # Every measurement is listed; one whose rounds spread too far (a busy host) as a comment.
+  check "profile lists every measurement" grep -Eq "^    (# )?- \[all-reduce, 2, 65536," "$work/prof.yaml"
   check "profile has collective curves" grep -q "^    - \[2, 65536, [0-9.]*\]" "$work/prof.yaml"
   check "calibration JSON written" grep -q '"busbw"' "$work/prof.json"
   check "calibration JSON has each measurement's spread" grep -q '"spread": ' "$work/prof.json"

@@ -336,7 +336,15 @@ TEST_CASE("scenario 13: Llama 3 8B at 8K context fits dp 8 only with its gradien
   // Prefetched one layer ahead, the gathers and reduce-scatters run under the compute: what
   // shows is the first gather of each pass and the last reduce-scatter.
   CHECK(exposed(three, report::Dimension::dp) < 0.02 * three.figures.step_time);
-  CHECK(three.figures.step_time < one.figures.step_time);
+  // Hidden is not free: the SMs NCCL's channels hold (24 of the H100's 132) slow the compute
+  // under ZeRO-3's 2.6x traffic, which runs under most of its step; ZeRO-1's runs mostly
+  // after the backward. Without that hold ZeRO-3's step is the shorter, with it the longer.
+  const std::string free = "cluster.device.kernels.collective_sms=0";
+  const Outcome three_free = run(file, {free});
+  const Outcome one_free = run(file, {"plan.zero=1", free});
+  CHECK(three_free.figures.step_time < one_free.figures.step_time);
+  CHECK(three.figures.step_time > three_free.figures.step_time * 1.02);
+  CHECK(three.figures.step_time > one.figures.step_time);
 }
 
 TEST_CASE("scenario 14: Llama 3 70B at 32K context fits without recompute only with context parallelism", "[scenarios][cp]") {

@@ -338,6 +338,14 @@ TEST_CASE("every bad scenario is rejected with file, line, key and the reason", 
                  "cluster.degraded[0].rank", 16, {"name one of rank", "node", "link"}});
   all.push_back({"degraded entry naming nothing", degraded("  degraded:\n    - {factor: 0.5}\n"),
                  "cluster.degraded[0].factor", 16, {"name one of rank"}});
+  // Factors naming one device or link multiply; a product past the single factor's range
+  // ended the simulation with "event scheduled in the past".
+  all.push_back({"degraded factors multiplying below 0.001 on a device",
+                 degraded("  degraded:\n    - {rank: 9, factor: 0.01}\n    - {node: 1, factor: 0.05}\n"),
+                 "cluster.degraded[1].factor", 17, {"device 9", "0.0005", "multiply", "at least 0.001"}});
+  all.push_back({"degraded factors multiplying below 0.001 on a link",
+                 degraded("  degraded:\n    - {link: n1.nic0, factor: 0.02}\n    - {link: n1.nic0, factor: 0.02}\n"),
+                 "cluster.degraded[1].factor", 17, {"link 'n1.gpu0 -> n1.nic0'", "0.0004", "multiply"}});
   all.push_back({"degraded rank past the cluster", degraded("  degraded:\n    - {rank: 16, factor: 0.5}\n"),
                  "cluster.degraded[0].rank", 16, {"from 0 to 15"}});
   all.push_back({"degraded factor above 1", degraded("  degraded:\n    - {node: 1, factor: 2}\n"),

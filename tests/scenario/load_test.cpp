@@ -55,6 +55,34 @@ TEST_CASE("defaults fill what a scenario leaves out", "[load]") {
   CHECK(s.run.steps == 10);
 }
 
+TEST_CASE("training.framework sets what the plan leaves to the framework", "[load][framework]") {
+  const std::string base = "cluster: {preset: dgx-a100, nodes: 2}\nmodel: gpt3-13b\n";
+  const Scenario core = load_text(base + "training: {global_batch: 16}\nplan: {pp: 2}\n", "core.yaml");
+  CHECK(core.training.framework == Framework::megatron_core);
+  CHECK(core.training.attention == Attention::flash);
+  CHECK(core.plan.overlap_dp);
+  // Megatron-DeepSpeed: its unfused attention core, and with a pipeline DeepSpeed's engine
+  // reducing after the flush; either stays as written where the scenario says.
+  const Scenario ds =
+      load_text(base + "training: {framework: megatron-deepspeed, global_batch: 16}\nplan: {pp: 2}\n", "ds.yaml");
+  CHECK(ds.training.framework == Framework::megatron_deepspeed);
+  CHECK(ds.training.attention == Attention::naive);
+  CHECK_FALSE(ds.plan.overlap_dp);
+  const Scenario ds_set = load_text(
+      base + "training: {framework: megatron-deepspeed, global_batch: 16, attention: flash}\nplan: {pp: 2, overlap_dp: true}\n",
+      "ds.yaml");
+  CHECK(ds_set.training.attention == Attention::flash);
+  CHECK(ds_set.plan.overlap_dp);
+  CHECK(load_text(base + "training: {framework: megatron-deepspeed, global_batch: 16}\n", "ds.yaml").plan.overlap_dp);
+  // NeMo trains with Megatron-Core.
+  CHECK(load_text(base + "training: {framework: nemo, global_batch: 16}\n", "n.yaml").training.framework ==
+        Framework::megatron_core);
+  CHECK(to_string(Framework::pytorch_fsdp) == "pytorch-fsdp");
+  CHECK_THROWS_WITH(load_text(base + "training: {framework: jax, global_batch: 16}\n", "bad.yaml"),
+                    Catch::Contains("bad.yaml:3") && Catch::Contains("training.framework") &&
+                        Catch::Contains("megatron-deepspeed"));
+}
+
 TEST_CASE("a preset refined by keys beside it", "[load][presets]") {
   const Scenario s = load_text(
       "cluster: {preset: dgx-h100, nodes: 4, inter_node: {oversubscription: '2:1', shape: fat-tree}}\n"

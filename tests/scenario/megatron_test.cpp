@@ -101,4 +101,9 @@ TEST_CASE("a bad Megatron argument is named with its line and column", "[plan][m
                                             "--vocab-size 100 --moe-layer-freq '([0]*3+[1]*6)'",
                                             "a.sh"),
                     Catch::Contains("with D + M = 8 layers"));
+  // Counts past an int's digits: the same error at the flag, not std::stoi's out_of_range.
+  CHECK_THROWS_WITH(read_megatron_arguments("--num-layers 8 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
+                                            "--vocab-size 100 --moe-layer-freq '([0]*99999999999999999999+[1]*6)'",
+                                            "a.sh"),
+                    Catch::Contains("--moe-layer-freq") && Catch::Contains("with D + M = 8 layers"));
 }

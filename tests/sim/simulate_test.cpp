@@ -298,3 +298,59 @@ plan: {{tp: 16, dp: 1, pp: 1, sequence_parallel: true}}
     }
   }
 }
+
+TEST_CASE("a collective's SMs slow the compute beside it by the share it holds", "[sim][simulate][contention]") {
+  // dp 2 on NCCL, 4 layers with a bucket each: each of the first three buckets' all-reduce
+  // (c seconds) runs under the next layer's backward (longer than c), the last after the
+  // backward. With collective_sms 25 of 100 SMs the compute beside a collective runs at
+  // 0.75: in c it does 0.75 c of work, so each of those three layers ends 0.25 c later and
+  // the step 0.75 c later. No other op overlaps a collective.
+  const std::string text = R"(cluster:
+  gpus_per_node: 2
+  device:
+    peak: {fp32: 1 TFLOPS}
+    memory: 80GiB
+    memory_bandwidth: 1000 TB/s
+    workspace: 0B
+    kernels: {sms: 100, gemm_efficiency: 1.0, l2_bandwidth: 1000 TB/s, memory_efficiency: 1.0, collective_sms: 25}
+  intra_node: {fabric: nvswitch, bandwidth: 100 GB/s, latency: 0us}
+model:
+  layers:
+    - {name: l0, params: 25e6, forward_flops: 1e10, activations: 1}
+    - {name: l1, params: 25e6, forward_flops: 1e10, activations: 1}
+    - {name: l2, params: 25e6, forward_flops: 1e10, activations: 1}
+    - {name: l3, params: 25e6, forward_flops: 1e10, activations: 1}
+training: {global_batch: 2, micro_batch: 1, precision: fp32}
+plan: {dp: 2, collective: ring, bucket_size: 100MB}
+)";
+  const scenario::Scenario held = scenario::load_text(text, "contention.yaml");
+  const scenario::Scenario free =
+      scenario::load_text(text, "contention.yaml", std::vector<std::string>{"cluster.device.kernels.collective_sms=0"});
+  const program::Program prog = program::compile(held);
+  const report::Trace a = sim::simulate(free, prog);
+  const report::Trace b = sim::simulate(held, prog);
+  // c: the first bucket's all-reduce, uncontended.
+  double c = 0.0;
+  int collectives = 0;
+  for (const report::Span& sp : a.spans) {
+    if (sp.rank != 0 || sp.kind != program::OpKind::collective) continue;
+    if (++collectives == 1) c = static_cast<double>(sp.end - sp.start) * 1e-12;
+  }
+  REQUIRE(collectives >= 4);
+  REQUIRE(c > 0.0);
+  const double slower = static_cast<double>(b.step_end - a.step_end) * 1e-12;
+  CHECK(slower == Approx(0.75 * c).epsilon(1e-3));
+  // The collectives themselves take as long: SMs, not links, are what they share.
+  double c_held = 0.0;
+  for (const report::Span& sp : b.spans) {
+    if (sp.rank == 0 && sp.kind == program::OpKind::collective) {
+      c_held = static_cast<double>(sp.end - sp.start) * 1e-12;
+      break;
+    }
+  }
+  CHECK(c_held == Approx(c).epsilon(1e-9));
+  // As many SMs as the device has are refused at the key.
+  CHECK_THROWS_WITH(scenario::load_text(text, "contention.yaml",
+                                        std::vector<std::string>{"cluster.device.kernels.collective_sms=100"}),
+                    Catch::Contains("collective_sms") && Catch::Contains("fewer SMs than the device's 100"));
+}

@@ -148,6 +148,41 @@ TEST_CASE("weight gradients accumulate into the main gradients in their dtype", 
   }
 }
 
+TEST_CASE("Megatron-DeepSpeed adds each micro-batch's weight gradients after the GEMM, 26 bytes a value under bf16",
+          "[plan][kernels][framework]") {
+  // The same layer's backward (its attention core unfused in both) under Megatron-Core (fused into the wgrad GEMM) and under
+  // Megatron-DeepSpeed: each of the four wgrad GEMMs writes its 16-bit gradient, then the
+  // BF16 optimizer's per-micro-batch work on its m x n values: zero (2), autograd's add
+  // (2 + 2 read, 2 written), the cast to fp32 (2 read, 4 written), the add into the fp32
+  // gradient (4 + 4 read, 4 written): 26 bytes a value, four kernels each.
+  const std::vector<Kernel> core = layer_kernels(kernel_plan(gpt("global_batch: 8, precision: bf16, attention: naive")), LayerPart::whole, true);
+  const std::vector<Kernel> ds = layer_kernels(
+      kernel_plan(gpt("framework: megatron-deepspeed, global_batch: 8, precision: bf16, attention: naive")), LayerPart::whole, true);
+  double values = 0.0;
+  int wgrads = 0;
+  for (const Kernel& k : ds) {
+    if (k.kind != KernelKind::gemm || k.name.find("wgrad") == std::string_view::npos) continue;
+    ++wgrads;
+    CHECK(k.accumulate == 0);
+    values += static_cast<double>(k.m) * static_cast<double>(k.n);
+  }
+  CHECK(wgrads == 4);
+  // h = 1024: QKV 3h x h, output h x h, MLP 4h x h and h x 4h.
+  CHECK(values == Approx(12.0 * 1024 * 1024));
+  CHECK(ds.size() == core.size() + 4 * 4);
+  CHECK(bytes(ds) - bytes(core) == Approx(26.0 * values));
+  // fp16's optimizer keeps 16-bit main gradients: autograd's add alone, 6 bytes a value.
+  const std::vector<Kernel> core16 = layer_kernels(kernel_plan(gpt("global_batch: 8, precision: fp16, attention: naive")), LayerPart::whole, true);
+  const std::vector<Kernel> ds16 = layer_kernels(
+      kernel_plan(gpt("framework: megatron-deepspeed, global_batch: 8, precision: fp16, attention: naive")), LayerPart::whole, true);
+  CHECK(ds16.size() == core16.size() + 4);
+  CHECK(bytes(ds16) - bytes(core16) == Approx(6.0 * values));
+  // FSDP's gradient goes to its reduce-scatter as the GEMM wrote it: no kernel added.
+  const std::vector<Kernel> fsdp = layer_kernels(
+      kernel_plan(gpt("framework: pytorch-fsdp, global_batch: 8, precision: bf16, attention: naive")), LayerPart::whole, true);
+  CHECK(fsdp.size() == core.size());
+}
+
 TEST_CASE("fp8: the four linear layers' GEMMs run in FP8 with their casts, the rest in bf16", "[plan][kernels][fp8]") {
   // On an H100 node (which has an fp8 rate): forward 4 FP8 GEMMs (QKV, projection, MLP up and
   // down), backward 8 (data and weight gradients); the attention core and LM head stay
