@@ -106,6 +106,16 @@ double DeviceProfile::curve_busbw(program::CollectiveOp op, int group, double by
 DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& device) {
   DeviceProfile p = default_profile(device);
   const scenario::Value doc = scenario::parse_yaml_file(path);
+  // Say no more about a file that is not a profile than that it is not one: its first line
+  // may be something the user must not see (hardware.profile: /etc/shadow). A profile is a
+  // map naming its device, as `parasim calibrate` writes it; an empty file is none.
+  if (!doc.is_map() || doc.find("device") == nullptr) {
+    throw scenario::ScenarioError(
+        scenario::Location{path, doc.loc.line, doc.loc.column}, "",
+        fmt::format("'{}' is not a device profile: `parasim calibrate --out FILE` writes one, a map of figures "
+                    "with the device they were measured on (device: NAME)",
+                    path));
+  }
   scenario::LocationMap where;
   // backend, ranks and measurements record how the profile was made; the simulator reads
   // only the figures.

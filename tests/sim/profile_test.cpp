@@ -148,6 +148,15 @@ TEST_CASE("a bad profile is refused at its key and line", "[sim][profile]") {
              Catch::Contains("coll2.yaml:3:3: collectives.broadcast: unknown key 'broadcast'"));
   CHECK_THAT(message("eff.yaml", "device: cpu-core\ngemm_efficiency:\n  - [64, 0.5]\n  - [32, 0.9]\n"),
              Catch::Contains("eff.yaml:4:5: gemm_efficiency: expected a positive size above the previous one"));
+  // A file that is no profile is named as such, none of its text shown (it printed the
+  // first line of whatever file hardware.profile named); an empty one is no profile either
+  // (it was read as one measuring nothing, "(measured)").
+  const std::string secret = message("secret.yaml", "root:*:20228:0:99999:7:::\nbin:*:20228:0:99999:7:::\n");
+  CHECK_THAT(secret, Catch::Contains("is not a device profile") && Catch::Contains("parasim calibrate"));
+  CHECK(secret.find("root") == std::string::npos);
+  CHECK(secret.find("20228") == std::string::npos);
+  CHECK_THAT(message("empty.yaml", ""), Catch::Contains("empty.yaml") && Catch::Contains("is not a device profile"));
+  CHECK_THAT(message("nodevice.yaml", "memory_bandwidth: 3 TB/s\n"), Catch::Contains("is not a device profile"));
 }
 
 TEST_CASE("measured links replace the cluster's: a ring all-reduce slows as its link", "[sim][profile]") {
