@@ -57,8 +57,6 @@ KernelPlan kernel_plan(const scenario::Scenario& s) {
   p.fp8_current = p.fp8 && s.training.fp8_recipe == scenario::Fp8Recipe::current;
   p.grad_element = topology::dtype_bytes(s.training.grad_dtype);
   p.framework = s.training.framework;
-  p.fused_grad_accumulation = p.framework == scenario::Framework::megatron_core ||
-                              p.framework == scenario::Framework::megatron_lm;
   p.flash = s.training.attention == scenario::Attention::flash;
   p.dropout = s.model.dropout > 0.0;
   p.biases = s.model.mlp == scenario::Mlp::gelu;
@@ -73,9 +71,8 @@ KernelPlan kernel_plan(const scenario::Scenario& s) {
 }
 
 std::vector<std::pair<std::string_view, double>> accumulate_bytes(const KernelPlan& p) {
-  if (p.fused_grad_accumulation) return {};
+  if (p.framework != scenario::Framework::megatron_deepspeed) return {};  // fused, or FSDP's shard
   const auto e = static_cast<double>(p.element);
-  if (p.framework != scenario::Framework::megatron_deepspeed) return {};
   if (p.grad_element <= p.element) return {{"grad-accumulate", 3.0 * e}};
   return {{"lp-grad-zero", e},
           {"grad-accumulate", 3.0 * e},

@@ -80,7 +80,9 @@ struct KernelPlan {
   scenario::Framework framework = scenario::Framework::megatron_core;
   // Megatron-LM and Megatron-Core's wgrad GEMMs accumulate into the main gradient; the other
   // frameworks' write the gradient and add it after (accumulate_bytes).
-  bool fused_grad_accumulation = true;
+  [[nodiscard]] bool fused_grad_accumulation() const {
+    return framework == scenario::Framework::megatron_core || framework == scenario::Framework::megatron_lm;
+  }
   bool flash = true;        // FlashAttention rather than the unfused attention core
   // Unfused attention: Megatron's fused scale-mask-softmax kernel takes the shape (see
   // fused_softmax_available); else PyTorch's softmax runs, in fp32 with casts around it.

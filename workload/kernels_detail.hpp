@@ -22,9 +22,9 @@ class Emit {
   }
   // A weight gradient, accumulated into the main gradient: by the GEMM itself (Megatron's
   // gradient accumulation fusion) or by the framework's kernels after it
-  // (KernelPlan::fused_grad_accumulation, accumulate_kernels).
+  // (KernelPlan::fused_grad_accumulation(), accumulate_kernels).
   void wgrad(std::string_view name, long long m, long long n, long long k, long long batch = 1, bool fp8 = false) {
-    const bool fused = p_.fused_grad_accumulation;
+    const bool fused = p_.fused_grad_accumulation();
     out_.push_back({KernelKind::gemm, name, m, n, k, batch, p_.element, fused ? p_.grad_element : 0, 0.0, false});
     out_.back().fp8 = fp8;
     if (!fused) accumulate_kernels(static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(batch));
