@@ -14,6 +14,7 @@
 #include "sim/engine.hpp"
 #include "sim/memory_counter.hpp"
 #include "sim/mpi_ranks.hpp"
+#include "sim/rank_compute.hpp"
 #include "sim/network.hpp"
 
 namespace parasim::sim {
@@ -113,17 +114,12 @@ class Runner {
     // runs on the rest meanwhile (KernelSpec::collective_sms).
     if (s.cluster.library == topology::CollectiveLibrary::nccl && profile.kernel_model() &&
         profile.kernels.collective_sms > 0) {
-      contention_ = 1.0 - static_cast<double>(profile.kernels.collective_sms) / profile.kernels.sms;
-      collectives_running_.assign(static_cast<std::size_t>(cluster_.gpu_count()), 0);
+      hold_.emplace(1.0 - static_cast<double>(profile.kernels.collective_sms) / profile.kernels.sms, cluster_.gpu_count());
     }
-    if (cpu_charged || contention_ < 1.0) {
+    if (cpu_charged || hold_) {
       compute_.emplace(
           engine_, cluster_.gpu_count(),
-          [this](int rank) {
-            double speed = 1.0;
-            if (contention_ < 1.0 && collectives_running_[static_cast<std::size_t>(rank)] > 0) speed = contention_;
-            return std::max(0.1, speed - net_.cpu_load(rank));
-          },
+          [this](int rank) { return std::max(0.1, (hold_ ? hold_->speed(rank) : 1.0) - net_.cpu_load(rank)); },
           [this](std::int64_t id) { complete(id); });
     }
     if (cpu_charged) {
@@ -414,15 +410,12 @@ class Runner {
   }
 
   // A collective instance started (+1) or ended (-1): its ranks' compute slows while any
-  // runs (contention_).
+  // runs (hold_).
   void collectives_changed(std::int64_t instance, int delta) {
-    if (collectives_running_.empty()) return;
+    if (!hold_) return;
     for (std::int64_t m : instances_[static_cast<std::size_t>(instance)]) {
       const int rank = prog_.ops[static_cast<std::size_t>(m)].rank;
-      int& running = collectives_running_[static_cast<std::size_t>(rank)];
-      const bool was = running > 0;
-      running += delta;
-      if (was != (running > 0)) compute_->load_changed(rank);
+      if (hold_->change(rank, delta)) compute_->load_changed(rank);
     }
   }
 
@@ -544,9 +537,8 @@ class Runner {
   SimProgress progress_;
   SpanSink sink_;
   std::vector<double> speed_;  // per rank: the share of its speed it computes at (cluster.degraded)
-  std::optional<RankCompute> compute_;  // when the network takes the ranks' CPU time, or collectives their SMs
-  double contention_ = 1.0;             // the share of a GPU's speed its compute keeps beside a collective
-  std::vector<int> collectives_running_;  // per rank, with contention_ < 1
+  std::optional<RankCompute> compute_;     // when the network takes the ranks' CPU time, or collectives their SMs
+  std::optional<CollectiveHold> hold_;     // GPUs under NCCL whose collectives hold SMs
   std::size_t sent_ = 0;  // spans handed to sink_
   static constexpr std::size_t span_block = 1 << 15;
 
