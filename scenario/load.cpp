@@ -153,17 +153,10 @@ Scenario from_document(const Value& root, const std::string& source) {
   s.cluster = read_cluster(resolve_preset(section("cluster"), PresetKind::cluster, "cluster"), where);
   s.model = read_model(resolve_preset(section("model"), PresetKind::model, "model"), where);
   s.training = read_training(section("training"), s.cluster.device.kernels.present(), where);
-  s.plan = read_plan(optional_section("plan"), s.cluster.total_gpus(), where);
+  s.plan = read_plan(optional_section("plan"), s.cluster.total_gpus(), s.training.framework, where);
   // Context parallelism's ring attention is FlashAttention's (Transformer Engine's): its
   // default on every device.
   if (s.plan.cp > 1 && section("training").find("attention") == nullptr) s.training.attention = Attention::flash;
-  // DeepSpeed's pipeline engine reduces the gradients after the pipeline's flush
-  // (TrainSchedule's last step: ReduceTiedGrads, ReduceGrads, then OptimizerStep;
-  // deepspeed/runtime/pipe/schedule.py), never under the backward.
-  if (s.training.framework == Framework::megatron_deepspeed && s.plan.pp > 1 &&
-      optional_section("plan").find("overlap_dp") == nullptr) {
-    s.plan.overlap_dp = false;
-  }
   s.hardware = read_hardware(optional_section("hardware"), where);
   // The plan's ranks, for run.inject (not yet checked: a plan far past any cluster must not
   // overflow an int before check() rejects it).

@@ -42,7 +42,8 @@ topology::HostSpec read_host(const Value& v, const std::string& path, LocationMa
 ModelSpec read_model(const Value& v, LocationMap& where);
 // `gpu`: the cluster's device has a kernel model (FlashAttention is then the default).
 TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where);
-ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where);
+// `framework` sets the defaults the plan leaves to it (training.framework).
+ParallelPlan read_plan(const Value& v, int cluster_gpus, Framework framework, LocationMap& where);
 HardwareSpec read_hardware(const Value& v, LocationMap& where);
 RunSpec read_run(const Value& v, const topology::DeviceSpec& device, int world, LocationMap& where);
 

@@ -240,7 +240,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   return t;
 }
 
-ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
+ParallelPlan read_plan(const Value& v, int cluster_gpus, Framework framework, LocationMap& where) {
   Reader r(v, "plan",
            {"dp", "tp", "pp", "cp", "ep", "virtual_stages", "schedule", "sequence_parallel", "pp_scatter_gather", "tp_comm_overlap", "zero", "shard_group", "bucket_size",
             "overlap_dp", "overlap_param_gather", "offload_optimizer", "offload_params", "offload_activations", "collective", "placement"},
@@ -267,7 +267,10 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, LocationMap& where) {
   p.zero = r.integer("zero", 0, 0, 3);
   p.shard_group = r.integer("shard_group", 0, 0, limits::gpus);
   p.bucket_bytes = r.bytes("bucket_size", 25.0 * 1024 * 1024);
-  p.overlap_dp = r.boolean("overlap_dp", true);
+  // DeepSpeed's pipeline engine reduces the gradients after the pipeline's flush
+  // (TrainSchedule's last step: ReduceTiedGrads, ReduceGrads, then OptimizerStep;
+  // deepspeed/runtime/pipe/schedule.py), never under the backward.
+  p.overlap_dp = r.boolean("overlap_dp", !(framework == Framework::megatron_deepspeed && p.pp > 1));
   p.overlap_param_gather = r.boolean("overlap_param_gather", false);
   if (p.overlap_param_gather && p.zero != 1) {
     r.fail("overlap_param_gather", "overlapping the parameter all-gather needs the distributed optimizer (plan.zero: 1), "
