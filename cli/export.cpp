@@ -79,7 +79,7 @@ std::string megatron_arguments(const scenario::Scenario& s) {
       (t.precision == scenario::Dtype::bf16 || t.precision == scenario::Dtype::fp8)) {
     notes.push_back("training.grad_dtype bf16: Megatron-LM accumulates and reduces fp32 main gradients under --bf16");
   }
-  if (t.attention == scenario::Attention::flash) arg("--use-flash-attn");
+  if (scenario::fused(t.attention)) arg("--use-flash-attn");
   if (t.recompute == scenario::Recompute::selective) arg("--recompute-granularity selective");
   if (t.recompute == scenario::Recompute::full)
     arg("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");

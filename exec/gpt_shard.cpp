@@ -43,7 +43,7 @@ GptShard::GptShard(Device& dev, const scenario::Scenario& s, int rank) : Shard(d
   // Sequence parallelism: each tp rank holds a block of ns_ of the n_ token rows outside
   // the tensor-parallel GEMMs (norms, residuals, biases after the sums).
   sp_ = p.sequence_parallel && tp_ > 1;
-  flash_ = s.training.attention == scenario::Attention::flash;
+  flash_ = scenario::fused(s.training.attention);
   pack16_ = storage_ == scenario::Dtype::bf16 || storage_ == scenario::Dtype::fp16;
   ns_ = sp_ ? n_ / tp_ : n_;
   r0_ = sp_ ? tp_index_ * ns_ : 0;

@@ -173,7 +173,7 @@ StepEstimate Estimator::estimate(const scenario::Scenario& s) {
   // several stages the other stages' passes cover that wait).
   const double layer_act = p.offload_activations && transformer
                                ? workload::layer_activation_bytes(m, t.micro_batch, p.tp, sp, t.recompute, e,
-                                                                  t.attention == scenario::Attention::flash,
+                                                                  scenario::fused(t.attention),
                                                                   t.precision == scenario::Dtype::fp8 ? 1 : 0) /
                                      p.cp
                                : 0.0;

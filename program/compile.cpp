@@ -64,7 +64,7 @@ void Builder::make_layer_sets(const scenario::ModelSpec& spec, LayerSets& out) {
                                                      scenario::Recompute::none, e_) /
                     p_.cp;
   out.activation = workload::layer_activation_bytes(spec, t_.micro_batch, p_.tp, p_.sequence_parallel, t_.recompute, e_,
-                                                    t_.attention == scenario::Attention::flash,
+                                                    scenario::fused(t_.attention),
                                                     t_.precision == scenario::Dtype::fp8 ? 1 : 0) /
                    p_.cp;
   out.moe_split = spec.moe() && (p_.ep > 1 || p_.tp > 1);

@@ -100,7 +100,7 @@ void check(const Scenario& s) {
       c.require(!p.sequence_parallel || (m.seq_len / p.cp) % p.tp == 0, "plan.sequence_parallel",
                 fmt::format("sequence parallelism splits each cp rank's {} positions over tp {}: not divisible",
                             m.seq_len / p.cp, p.tp));
-      c.require(t.attention == Attention::flash, "training.attention",
+      c.require(fused(t.attention), "training.attention",
                 "context parallelism runs ring attention, which is FlashAttention's (Transformer Engine's): "
                 "training.attention must be flash");
       c.require(!p.tp_comm_overlap, "plan.tp_comm_overlap",

@@ -57,7 +57,14 @@ std::string_view to_string(Dim d) {
 }
 
 std::string_view to_string(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
-std::string_view to_string(Attention a) { return a == Attention::flash ? "flash" : "naive"; }
+std::string_view to_string(Attention a) {
+  switch (a) {
+    case Attention::flash: return "flash";
+    case Attention::flash_v1: return "flash-v1";
+    case Attention::naive: return "naive";
+  }
+  return "naive";
+}
 std::string_view to_string(Framework f) {
   switch (f) {
     case Framework::megatron_core: return "megatron-core";
@@ -179,7 +186,7 @@ nlohmann::ordered_json to_json(const Scenario& s) {
       {"cluster", cluster},
       {"model", model},
       {"training",
-       {{"framework", to_string(t.framework)}, {"global_batch", t.global_batch}, {"micro_batch", t.micro_batch}, {"micro_batches", s.micro_batches()},
+       {{"framework", to_string(t.framework)}, {"compile", t.compile}, {"global_batch", t.global_batch}, {"micro_batch", t.micro_batch}, {"micro_batches", s.micro_batches()},
         {"precision", topology::to_string(t.precision)}, {"optimizer", to_string(t.optimizer)},
         {"recompute", to_string(t.recompute)}, {"attention", to_string(t.attention)},
         {"grad_dtype", topology::to_string(t.grad_dtype)}, {"fp8_recipe", to_string(t.fp8_recipe)},

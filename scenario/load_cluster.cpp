@@ -66,7 +66,7 @@ Value resolve_preset(const Value& section, PresetKind kind, const std::string& p
 
 topology::KernelSpec read_kernels(const Value& v, const std::string& path, LocationMap& where) {
   Reader kr(v, path, {"sms", "gemm_efficiency", "l2_bandwidth", "memory_efficiency", "launch", "flash_attention",
-                               "collective_sms"},
+                               "flash_attention_v1", "collective_sms"},
             &where);
   topology::KernelSpec ks;
   ks.sms = kr.integer("sms", std::nullopt, 1, 100000);
@@ -81,6 +81,18 @@ topology::KernelSpec read_kernels(const Value& v, const std::string& path, Locat
   } else {
     ks.flash_forward = ks.gemm_efficiency * 0.75;
     ks.flash_backward = ks.gemm_efficiency * 0.6;
+  }
+  // FlashAttention-1: its forward reaches 30-50 % of an A100's peak and its backward 25-35 %
+  // where FlashAttention-2's reach 50-73 % and about 40-55 % (Dao 2023, "FlashAttention-2",
+  // section 1 and figures 5-6): two thirds of the second generation's rates, unless the
+  // device gives its own.
+  if (const Value* fa = kr.get("flash_attention_v1")) {
+    Reader fr(*fa, kr.key_path("flash_attention_v1"), {"forward", "backward"}, &where);
+    ks.flash_v1_forward = fr.number("forward", std::nullopt, 0.01, 1.0);
+    ks.flash_v1_backward = fr.number("backward", std::nullopt, 0.01, 1.0);
+  } else {
+    ks.flash_v1_forward = ks.flash_forward * 2.0 / 3.0;
+    ks.flash_v1_backward = ks.flash_backward * 2.0 / 3.0;
   }
   ks.collective_sms = kr.integer("collective_sms", 0, 0, 100000);
   if (ks.collective_sms >= ks.sms) {
@@ -99,7 +111,9 @@ topology::HostSpec read_host(const Value& v, const std::string& path, LocationMa
 }
 
 DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& where) {
-  Reader r(v, path, {"preset", "name", "peak", "memory", "memory_bandwidth", "workspace", "kernels", "host"}, &where);
+  Reader r(v, path,
+           {"preset", "name", "peak", "memory", "memory_bandwidth", "workspace", "kernels", "host", "tdp", "power_limit"},
+           &where);
   DeviceSpec d;
   d.name = r.string("name", std::string("custom"));
   const Value* peak = r.get("peak");
@@ -118,6 +132,11 @@ DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& whe
   if (d.workspace_bytes >= d.memory_bytes) r.fail("workspace", "the runtime workspace must be smaller than the memory");
   if (const Value* k = r.get("kernels")) d.kernels = read_kernels(*k, r.key_path("kernels"), where);
   if (const Value* h = r.get("host")) d.host = read_host(*h, r.key_path("host"), where);
+  d.tdp = r.power("tdp", 0.0);
+  d.power_limit = r.power("power_limit", d.tdp);
+  if (r.get("power_limit") != nullptr && d.tdp <= 0.0) {
+    r.fail("power_limit", "a power limit needs the board's own (tdp, e.g. 700W) to know what the cap takes");
+  }
   return d;
 }
 

@@ -173,7 +173,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   Reader r(v, "training", {"framework", "global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate", "loss_scale",
             "loss_scale_window", "attention", "grad_dtype", "fp8_recipe", "grad_clip", "warmup_steps", "lr_decay",
             "decay_steps", "min_lr", "lr_scaling", "lr_reference_batch", "master_weights", "loss_scaling",
-            "batch_norm"},
+            "batch_norm", "compile"},
            &where);
   TrainingSpec t;
   t.framework = r.choice<Framework>("framework", Framework::megatron_core,
@@ -183,6 +183,10 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
                                      {"megatron-deepspeed", Framework::megatron_deepspeed},
                                      {"pytorch-fsdp", Framework::pytorch_fsdp},
                                      {"torchtitan", Framework::torchtitan}});
+  // torch.compile around the model (TorchTitan's [training] compile, off by default in its
+  // train_configs): Inductor fuses the element-wise chains eager mode runs op by op
+  // (workload::KernelPlan::compiled).
+  t.compile = r.boolean("compile", false);
   t.global_batch = r.integer("global_batch", std::nullopt, 1, limits::global_batch);
   t.micro_batch = r.integer("micro_batch", 1);
   t.precision = r.choice<Dtype>("precision", Dtype::bf16,
@@ -227,7 +231,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   // default), as in BLOOM's runs; the other frameworks default to a fused attention.
   const bool unfused = !gpu || t.framework == Framework::megatron_deepspeed;
   t.attention = r.choice<Attention>("attention", unfused ? Attention::naive : Attention::flash,
-                                    {{"flash", Attention::flash}, {"naive", Attention::naive}});
+                                    {{"flash", Attention::flash}, {"flash-v1", Attention::flash_v1}, {"naive", Attention::naive}});
   // Megatron-LM keeps fp32 main gradients under bf16 (forced; fp8 trains on bf16 weights)
   // and the compute type's otherwise.
   const Dtype weights = topology::storage_dtype(t.precision);

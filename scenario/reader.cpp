@@ -159,6 +159,14 @@ double Reader::flop_rate(std::string_view key, std::optional<double> fallback) c
   return x;
 }
 
+double Reader::power(std::string_view key, std::optional<double> fallback) const {
+  const Value* v = scalar_or_default(key, fallback.has_value());
+  if (v == nullptr) return *fallback;
+  const double x = parsed(*this, key, v, units::parse_power);
+  if (x < 1.0 || x > 1e6) fail_value(key, *v, fmt::format("expected a power from 1 W to 1 MW, got '{}'", v->scalar));
+  return x;
+}
+
 bool Reader::boolean(std::string_view key, std::optional<bool> fallback) const {
   const Value* v = scalar_or_default(key, fallback.has_value());
   if (v == nullptr) return *fallback;

@@ -42,6 +42,7 @@ class Reader {
   double bandwidth(std::string_view key, std::optional<double> fallback) const;
   double duration(std::string_view key, std::optional<double> fallback) const;
   double flop_rate(std::string_view key, std::optional<double> fallback) const;
+  double power(std::string_view key, std::optional<double> fallback) const;  // watts, 1 W to 1 MW
   bool boolean(std::string_view key, std::optional<bool> fallback) const;
   std::string string(std::string_view key, std::optional<std::string> fallback) const;
 

@@ -40,8 +40,12 @@ enum class Collective { automatic, ring, tree, hierarchical, nvls, direct };
 enum class Dim { tp, dp, pp, cp };
 enum class Backend { cpu, cuda };
 // How the attention core runs: FlashAttention (one fused kernel, no s x s tensors kept) or
-// the unfused GEMMs, softmax and dropout.
-enum class Attention { flash, naive };
+// the unfused GEMMs, softmax and dropout. flash is FlashAttention-2 or a kernel as fast
+// (cuDNN's, Transformer Engine's); flash_v1 the first generation (flash-attn 1.x and its
+// Triton port), the same algorithm at about two thirds of the rate (KernelSpec).
+enum class Attention { flash, flash_v1, naive };
+// Whether the attention core is one fused kernel (either FlashAttention).
+inline bool fused(Attention a) { return a != Attention::naive; }
 // The training framework that runs the plan (training.framework): it decides kernels the
 // plan does not name. What each changes, with its source, is in workload/kernels.hpp
 // (gradient accumulation) and scenario/load.cpp (its defaults); nemo runs Megatron-Core.
@@ -63,6 +67,7 @@ std::string_view to_string(Fp8Recipe r);
 
 struct TrainingSpec {
   Framework framework = Framework::megatron_core;
+  bool compile = false;  // torch.compile (training.compile): TorchTitan's element-wise chains fused
   int global_batch = 1;  // samples per optimizer step
   int micro_batch = 1;   // samples per micro-batch
   Dtype precision = Dtype::bf16;

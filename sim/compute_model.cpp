@@ -40,6 +40,7 @@ namespace {
 // share of its bandwidth, a launch cost per kernel.
 void use_kernel_model(DeviceProfile& p, const topology::KernelSpec& ks, const topology::DeviceSpec& device) {
   p.kernels = ks;
+  p.kernels.l2_bandwidth *= device.clock_factor();  // the L2 runs on the SMs' clock
   p.memory_bandwidth = device.memory_bandwidth * ks.memory_efficiency;
   p.launch_overhead = ks.launch;
 }
@@ -50,7 +51,9 @@ DeviceProfile default_profile(const topology::DeviceSpec& device) {
   DeviceProfile p;
   p.name = device.name + " (datasheet)";
   p.device = device.name;
+  // A power cap lowers the clock compute runs at (DeviceSpec::clock_factor).
   p.peak = device.peak_flops;
+  for (double& rate : p.peak) rate *= device.clock_factor();
   p.kernels = device.kernels;
   p.host = device.host;
   const bool cpu = device.name == "cpu-core";
@@ -385,8 +388,9 @@ double gemm_tile_seconds(const DeviceProfile& p, const workload::Kernel& g, doub
 }
 
 double flash_seconds(const DeviceProfile& p, const workload::Kernel& k, double peak) {
-  const double efficiency =
-      k.kind == workload::KernelKind::flash_forward ? p.kernels.flash_forward : p.kernels.flash_backward;
+  const bool forward = k.kind == workload::KernelKind::flash_forward;
+  const double efficiency = k.v1 ? (forward ? p.kernels.flash_v1_forward : p.kernels.flash_v1_backward)
+                                 : (forward ? p.kernels.flash_forward : p.kernels.flash_backward);
   const double blocks = ceil_div(static_cast<double>(k.m), 128.0) * static_cast<double>(k.batch);
   const double sms = std::max(1, p.kernels.sms);
   const double filled = blocks / (ceil_div(blocks, sms) * sms);

@@ -211,7 +211,14 @@ std::vector<MeasuredRun> read_public_runs(const std::string& path) {
     const std::string fa = lower(cell("flash_attn"));
     std::string attention;
     if (fa.rfind('y', 0) == 0) attention = ", attention: flash";
+    // llm-foundry's benchmark tables were written (commits up to 5e85bd62d, January 2024)
+    // while scripts/train/benchmarking/submit_benchmarks.py defaulted to --attn_impl triton,
+    // MPT's Triton port of FlashAttention-1, and setup.py's gpu extra pinned flash-attn 1.0.x
+    // (the second generation only in the separate gpu-flash2 extra): FlashAttention-1.
+    if (fa.rfind('y', 0) == 0 && has(lower(cell("source")), "llm-foundry")) attention = ", attention: flash-v1";
     if (fa.rfind('n', 0) == 0) attention = ", attention: naive";
+    // torch.compile where the row names it (TorchTitan's "FSDP + torch.compile").
+    const bool compiled = has(lower(cell("notes") + " " + cell("measured")), "torch.compile");
     const std::string sp_cell = lower(cell("sp"));
     const bool sp = tp > 1 && (sp_cell.rfind('y', 0) == 0 ||
                                (sp_cell.rfind("unknown", 0) == 0 &&
@@ -241,6 +248,10 @@ std::vector<MeasuredRun> read_public_runs(const std::string& path) {
     if (has(gpu, "a100") && has(gpu, "40gb")) device = "a100-40gb";
     std::vector<std::string> sets;
     if (has(gpu, "h100") && has(gpu, "96gb")) sets.push_back("cluster.device.memory=96GiB");
+    // A power cap the row states ("500W power limit"): the device's power_limit.
+    if (const auto watts = find_number(cell("gpu_type"), std::regex(R"(([0-9]{3,4})\s*W\b)"))) {
+      sets.push_back(fmt::format("cluster.device.power_limit={}W", *watts));
+    }
     const std::string net = cell("interconnect");
     std::optional<double> nics, gbps;
     std::smatch m;
@@ -290,11 +301,11 @@ std::vector<MeasuredRun> read_public_runs(const std::string& path) {
         "cluster: {{preset: {}, nodes: {}, gpus_per_node: {}, device: {}}}\n"
         "model: {{name: published, layers: {}, hidden: {}, heads: {}, kv_heads: {}, ffn_hidden: {}, vocab: {}, "
         "seq_len: {}, mlp: {}{}}}\n"
-        "training: {{framework: {}, global_batch: {}, micro_batch: {}, precision: {}, recompute: {}{}}}\n"
+        "training: {{framework: {}, global_batch: {}, micro_batch: {}, precision: {}, recompute: {}{}{}}}\n"
         "plan: {{tp: {}, dp: {}, pp: {}, cp: {}, ep: {}, zero: {}{}{}{}}}\n",
         number, cluster, (r.gpus + per_node - 1) / per_node, per_node, device, layers, hidden, heads, kv_heads, ffn,
         padded, seq, mlp, experts ? fmt::format(", experts: {}, top_k: {}", moe[1].str(), moe[2].str()) : "", framework, batch,
-        micro, precision, recompute, attention, tp, dp, pp, cp, ep, zero, sp ? ", sequence_parallel: true" : "",
+        micro, precision, recompute, attention, compiled ? ", compile: true" : "", tp, dp, pp, cp, ep, zero, sp ? ", sequence_parallel: true" : "",
         vpp > 1 ? fmt::format(", schedule: interleaved-1f1b, virtual_stages: {}", vpp) : "",
         shard_group > 0 ? fmt::format(", shard_group: {}", shard_group) : "");
     r.overrides = std::move(sets);

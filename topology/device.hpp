@@ -3,6 +3,8 @@
 // (dense, no sparsity); a measured profile from `parasim calibrate` refines them later.
 #pragma once
 
+#include <cmath>
+
 #include <array>
 #include <optional>
 #include <string>
@@ -35,6 +37,8 @@ struct KernelSpec {
   double launch = 0.0;             // GPU seconds per kernel besides its work (launch, ramp, tail)
   double flash_forward = 0.0;      // FlashAttention-2's fraction of the peak, forward
   double flash_backward = 0.0;     // and backward
+  double flash_v1_forward = 0.0;   // FlashAttention-1's (flash-attn 1.x, its Triton port), forward
+  double flash_v1_backward = 0.0;  // and backward
   // SMs a running NCCL collective holds: each of its channels is one thread block resident on
   // an SM for the collective's whole length, so compute beside it runs on the rest
   // (sim/simulate.cpp). 0: collectives take nothing from compute.
@@ -61,6 +65,20 @@ struct DeviceSpec {
   double workspace_bytes = 1024.0 * 1024 * 1024;
   KernelSpec kernels;
   HostSpec host;
+  // The board's power limit as shipped (TDP) and the one it runs under (a site may cap it:
+  // `nvidia-smi -pl`); 0: not stated, never capped.
+  double tdp = 0.0;          // watts
+  double power_limit = 0.0;  // watts
+  // The clock a compute-bound kernel sustains under the cap, over the uncapped one. A
+  // kernel's dynamic power is C·V²·f and across the DVFS range the voltage follows the
+  // clock, so power goes as f³: the cap allows (limit / tdp)^(1/3) of the clock. Counting
+  // the whole board power as dynamic makes this the mildest slowdown the cap can cause
+  // (memory and static power do not scale). The SMs and the L2 slow by it; memory bandwidth
+  // keeps its own clock.
+  [[nodiscard]] double clock_factor() const {
+    if (tdp <= 0.0 || power_limit <= 0.0 || power_limit >= tdp) return 1.0;
+    return std::cbrt(power_limit / tdp);
+  }
 
   [[nodiscard]] double peak(Dtype d) const { return peak_flops[static_cast<std::size_t>(d)]; }
   [[nodiscard]] bool supports(Dtype d) const { return peak(d) > 0.0; }

@@ -143,6 +143,11 @@ Parsed parse_flop_rate(std::string_view text) {
                                {{"FLOPS", 1.0}, {"FLOP/s", 1.0}, {"flops", 1.0}, {"flop/s", 1.0}}});
 }
 
+Parsed parse_power(std::string_view text) {
+  return parse_prefixed(text, {"a power such as 700W or 0.5 kW", "write e.g. 700W", "W with a prefix (kW)", "power",
+                               {{"W", 1.0}}});
+}
+
 Parsed parse_count(std::string_view text) {
   constexpr std::string_view what = "a number such as 4096, 1.5e9 or 175B";
   Split s = split(text);

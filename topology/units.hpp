@@ -26,6 +26,7 @@ Parsed parse_bytes(std::string_view text);       // "80GiB", "25 MB", "512B"
 Parsed parse_bandwidth(std::string_view text);   // bytes per second
 Parsed parse_duration(std::string_view text);    // seconds
 Parsed parse_flop_rate(std::string_view text);   // FLOP per second
+Parsed parse_power(std::string_view text);       // watts: "700W", "0.5 kW"
 Parsed parse_count(std::string_view text);       // plain number, "1.5e9", "175B", "7M"
 Parsed parse_fraction(std::string_view text);    // "0.8" or "80%", in [0, 1]
 

@@ -57,7 +57,9 @@ KernelPlan kernel_plan(const scenario::Scenario& s) {
   p.fp8_current = p.fp8 && s.training.fp8_recipe == scenario::Fp8Recipe::current;
   p.grad_element = topology::dtype_bytes(s.training.grad_dtype);
   p.framework = s.training.framework;
-  p.flash = s.training.attention == scenario::Attention::flash;
+  p.compiled = s.training.compile;
+  p.flash = scenario::fused(s.training.attention);
+  p.flash_v1 = s.training.attention == scenario::Attention::flash_v1;
   p.dropout = s.model.dropout > 0.0;
   p.biases = s.model.mlp == scenario::Mlp::gelu;
   p.ep = s.plan.ep;
@@ -129,6 +131,7 @@ std::vector<Kernel> layer_kernels(const KernelPlan& p, LayerPart part, bool back
   Emit k(p);
   const Dims x = dims_of(p);
   if (part == LayerPart::attention_core) {
+    if (op_level_recompute(p)) return op_level_recompute_kernels(p);
     attention_core_forward(k, p, x);
     return k.take();
   }
@@ -144,6 +147,33 @@ std::vector<Kernel> layer_kernels(const KernelPlan& p, LayerPart part, bool back
   return k.take();
 }
 
+bool op_level_recompute(const KernelPlan& p) {
+  return p.framework == scenario::Framework::torchtitan && !p.model.moe() && !p.model.mla();
+}
+
+std::vector<Kernel> op_level_recompute_kernels(const KernelPlan& p) {
+  const Dims x = dims_of(p);
+  const bool swiglu = p.model.mlp == scenario::Mlp::swiglu;
+  std::vector<Kernel> out;
+  for (Kernel k : layer_kernels(p, LayerPart::whole, false)) {
+    if (k.kind == KernelKind::flash_forward) continue;  // saved
+    if (k.kind == KernelKind::gemm) {
+      // The torch mm ops in order: wq 1, wk 2, wv 3, wo 4, then w1 5, w3 6, w2 7 (SwiGLU,
+      // w2(silu(w1(x)) * w3(x))) or w1 5, w2 6: the even ones run again. The layer's fused
+      // GEMMs keep the recomputed columns: wk's of QKV, w3's of gate-up.
+      if (k.name == "qkv") {
+        k.n = x.kvi;
+      } else if (k.name == "mlp-gate-up") {
+        k.n = x.fi;
+      } else if (k.name != "attention-out" && !(k.name == "mlp-down" && !swiglu)) {
+        continue;  // saved: wq, wv, w1 and SwiGLU's w2
+      }
+    }
+    out.push_back(k);
+  }
+  return out;
+}
+
 ContextKernels context_kernels(const KernelPlan& p, bool backward) {
   ContextKernels c;
   bool after = false;
@@ -152,6 +182,7 @@ ContextKernels context_kernels(const KernelPlan& p, bool backward) {
       const long long q = k.m;  // b·s/cp queries of this rank, in the kernel's batch of b·heads
       c.first.push_back({k.kind, k.name, q, q, k.k, k.batch, k.element, 0, 0.0, true});
       c.block.push_back({k.kind, k.name, q, q / 2, k.k, k.batch, k.element, 0, 0.0, false});
+      c.first.back().v1 = c.block.back().v1 = k.v1;
       after = true;
       continue;
     }

@@ -63,6 +63,7 @@ struct Kernel {
   double bytes = 0.0;      // memory: bytes moved
   bool causal = false;     // flash_*: only the lower triangle is computed
   bool fp8 = false;        // gemm: FP8 operands (1 byte each) at the device's fp8 rate, C in `element`
+  bool v1 = false;         // flash_*: FlashAttention's first generation (KernelSpec::flash_v1_*)
 
   [[nodiscard]] double flops() const;      // the arithmetic the kernel performs
   [[nodiscard]] double io_bytes() const;   // its minimum memory traffic
@@ -83,7 +84,16 @@ struct KernelPlan {
   [[nodiscard]] bool fused_grad_accumulation() const {
     return framework == scenario::Framework::megatron_core || framework == scenario::Framework::megatron_lm;
   }
+  // TorchTitan without torch.compile (training.compile false, its default): the Llama
+  // model's RMSNorm, rotary embeddings and SwiGLU run as PyTorch's eager ops, a kernel per
+  // op with fp32 intermediates (kernels_norms.cpp, kernels_mlp.cpp); compiled, Inductor
+  // fuses each chain into one kernel, as the other frameworks' fused kernels do.
+  bool compiled = false;
+  [[nodiscard]] bool eager_elementwise() const {
+    return framework == scenario::Framework::torchtitan && !compiled;
+  }
   bool flash = true;        // FlashAttention rather than the unfused attention core
+  bool flash_v1 = false;    // its first generation (scenario::Attention::flash_v1)
   // Unfused attention: Megatron's fused scale-mask-softmax kernel takes the shape (see
   // fused_softmax_available); else PyTorch's softmax runs, in fp32 with casts around it.
   bool fused_softmax = true;
@@ -133,8 +143,21 @@ bool fused_softmax_available(int element_bytes, int seq_len, long long attention
 
 enum class LayerPart : std::uint8_t { whole, attention, mlp, attention_core };
 // The kernels of one pass over a layer part; `backward` false is the forward (and a
-// recompute). attention_core is what selective recompute runs again (forward only).
+// recompute). attention_core is what selective recompute runs again (forward only): the
+// attention core (Megatron's --recompute-granularity selective), or under TorchTitan
+// op_level_recompute_kernels.
 std::vector<Kernel> layer_kernels(const KernelPlan& p, LayerPart part, bool backward);
+// TorchTitan's selective activation checkpointing (its default for Llama, [activation_
+// checkpoint] mode "selective", selective_ac_option "op"): the layer reruns its forward in
+// backward, but torch.utils.checkpoint's policy keeps the outputs of the ops in its save
+// list (mm, the SDPA / flash kernels, reduce-scatter) except every second mm
+// (torchtitan/models/llama3/infra/parallelize.py, _apply_ac_to_transformer_block's
+// _custom_policy: `func == torch.ops.aten.mm.default and meta[mm_count_key] % 2 == 0`
+// recomputes). So the recompute is every element-wise kernel of the layer (norms, rotary,
+// SwiGLU, residual adds) and its even-numbered GEMMs: wk, wo and w3 under SwiGLU. Dense
+// layers only (not MoE or MLA, whose op order differs): elsewhere Megatron's core.
+bool op_level_recompute(const KernelPlan& p);
+std::vector<Kernel> op_level_recompute_kernels(const KernelPlan& p);
 // A layer half (attention or MLP) split for tensor-parallel communication overlap
 // (ParallelPlan::tp_comm_overlap) as Transformer Engine's defaults run it: the all-gathers
 // as ring exchanges (forward before QKV and MLP-up; backward before the projection's and

@@ -51,9 +51,9 @@ void attention_core_forward(Emit& k, const KernelPlan& p, const Dims& x) {
 }
 
 void attention_forward(Emit& k, const KernelPlan& p, const Dims& x) {
-  const bool rotary = p.model.mlp == scenario::Mlp::swiglu;
+  const bool rope = p.model.mlp == scenario::Mlp::swiglu;
   if (p.model.mla()) {
-    k.memory("layer-norm", 2.0 * x.Tl * x.h * x.e);
+    norm_forward(k, p, x);
     k.fp8_cast("qkv-input-cast", x.Tl * x.h, true);
     mla_in_forward(k, p, x);
     attention_core_forward(k, p, x);
@@ -62,13 +62,10 @@ void attention_forward(Emit& k, const KernelPlan& p, const Dims& x) {
     residual_forward(k, p, x);
     return;
   }
-  k.memory("layer-norm", 2.0 * x.Tl * x.h * x.e);
+  norm_forward(k, p, x);
   k.fp8_cast("qkv-input-cast", x.Tl * x.h, true);  // TE's LayerNormLinear writes FP8
   k.linear("qkv", x.Ti, x.qi + 2 * x.kvi, x.hi);
-  if (rotary) {
-    k.memory("rotary-q", 2.0 * x.T * x.q * x.e);
-    k.memory("rotary-k", 2.0 * x.T * x.kv * x.e);
-  }
+  if (rope) rotary(k, p, x, false);
   attention_core_forward(k, p, x);
   k.fp8_cast("attention-out-input-cast", x.T * x.q, false);
   k.linear("attention-out", x.Ti, x.hi, x.qi);
@@ -77,7 +74,7 @@ void attention_forward(Emit& k, const KernelPlan& p, const Dims& x) {
 
 void attention_backward(Emit& k, const KernelPlan& p, const Dims& x) {
   const bool mla = p.model.mla();
-  const bool rotary = p.model.mlp == scenario::Mlp::swiglu && !mla;
+  const bool rope = p.model.mlp == scenario::Mlp::swiglu && !mla;
   const long long qkv = x.qi + 2 * x.kvi;
   const double qkv_grads = mla ? x.qw + x.kw + x.o : static_cast<double>(qkv);  // dQ, dK, dV
   residual_backward(k, p, x);
@@ -109,18 +106,15 @@ void attention_backward(Emit& k, const KernelPlan& p, const Dims& x) {
   }
   if (mla) {
     mla_in_backward(k, p, x);
-    layer_norm_backward(k, x);
+    layer_norm_backward(k, p, x);
     return;
   }
-  if (rotary) {
-    k.memory("rotary-q-bwd", 2.0 * x.T * x.q * x.e);
-    k.memory("rotary-k-bwd", 2.0 * x.T * x.kv * x.e);
-  }
+  if (rope) rotary(k, p, x, true);
   k.fp8_cast("qkv-grad-cast", x.T * static_cast<double>(qkv), false);
   k.linear("qkv-dgrad", x.Ti, x.hi, qkv);
   k.linear_wgrad("qkv-wgrad", qkv, x.hi, x.Ti);
   if (p.biases) k.memory("bias-grad", x.T * static_cast<double>(qkv) * x.e);
-  layer_norm_backward(k, x);
+  layer_norm_backward(k, p, x);
 }
 
 }  // namespace detail

@@ -68,6 +68,7 @@ class Emit {
   void flash(bool backward, long long m, long long n, long long d, long long batch, bool causal) {
     out_.push_back({backward ? KernelKind::flash_backward : KernelKind::flash_forward,
                     backward ? "flash-attention-bwd" : "flash-attention", m, n, d, batch, p_.element, 0, 0.0, causal});
+    out_.back().v1 = p_.flash_v1;
   }
   std::vector<Kernel> take() {
     std::vector<Kernel> out = std::move(out_);
@@ -107,7 +108,9 @@ void mlp_backward(Emit& k, const KernelPlan& p, const Dims& x);
 // The norms and residual adds both halves use (kernels_norms.cpp).
 void residual_forward(Emit& k, const KernelPlan& p, const Dims& x);
 void residual_backward(Emit& k, const KernelPlan& p, const Dims& x);
-void layer_norm_backward(Emit& k, const Dims& x);
+void norm_forward(Emit& k, const KernelPlan& p, const Dims& x);
+void layer_norm_backward(Emit& k, const KernelPlan& p, const Dims& x);
+void rotary(Emit& k, const KernelPlan& p, const Dims& x, bool backward);
 
 // Multi-head latent attention's projections in, forward and backward (kernels_moe.cpp).
 void mla_in_forward(Emit& k, const KernelPlan& p, const Dims& x);

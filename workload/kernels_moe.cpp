@@ -109,7 +109,7 @@ void shared_experts(Emit& k, const KernelPlan& p, const Dims& x, bool backward) 
 void moe_prepare(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
   const MoeDims d = moe_dims(p, x);
   if (!backward) {
-    k.memory("layer-norm", 2.0 * x.Tl * x.h * x.e);
+    norm_forward(k, p, x);
     k.gemm("router", p.sequence_parallel ? x.Ti / p.tp : x.Ti, p.model.experts, x.hi);
     k.memory("router-softmax-topk", 3.0 * x.Tl * d.experts * 4.0);
     k.memory("moe-permute", (1.0 + d.copies / x.T) * x.Tl * x.h * x.e);
@@ -153,7 +153,7 @@ void moe_finish(Emit& k, const KernelPlan& p, const Dims& x, bool backward) {
     const long long routed_here = p.sequence_parallel ? x.Ti / p.tp : x.Ti;
     k.gemm("router-dgrad", routed_here, x.hi, p.model.experts);
     k.wgrad("router-wgrad", p.model.experts, x.hi, routed_here);
-    layer_norm_backward(k, x);
+    layer_norm_backward(k, p, x);
   }
 }
 

@@ -53,7 +53,7 @@ double backward_transient(const scenario::Scenario& s, const scenario::ModelSpec
   }
   if (t.recompute == scenario::Recompute::full) {
     bytes += layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, scenario::Recompute::none, e,
-                                    t.attention == scenario::Attention::flash, linear) /
+                                    scenario::fused(t.attention), linear) /
              p.cp;
   }
   // Ring attention's backward: the keys and values with their gradients, one block
@@ -86,7 +86,7 @@ LayerFootprint layer_footprint(const scenario::Scenario& s, const scenario::Mode
   f.parameters = layer_params_on_rank(s.model, layer, p.tp, p.ep);
   // Context parallelism: 1/cp of every stored tensor (under FlashAttention none is s x s).
   f.activation = layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
-                                        t.attention == scenario::Attention::flash, fp8 ? 1 : 0) /
+                                        scenario::fused(t.attention), fp8 ? 1 : 0) /
                  p.cp;
   // fp8: Transformer Engine's FP8 copies of the linear weights, in both layouts.
   if (fp8)

@@ -223,6 +223,14 @@ std::vector<Case> make_cases() {
      custom_device_head + "  device: {peak: {}, memory: 16GiB, memory_bandwidth: 1 TB/s}\nmodel: tiny-gpt\n"
                           "training: {global_batch: 4}\n",
      "cluster.device.peak", 4, {"at least one data type"}},
+    {"power limit without the board's",
+     custom_device_head + "  device: {peak: {bf16: 100 TFLOPS}, memory: 16GiB, memory_bandwidth: 1 TB/s, power_limit: 300W}\n"
+                          "model: tiny-gpt\ntraining: {global_batch: 4}\n",
+     "cluster.device.power_limit", 4, {"needs the board's own (tdp"}},
+    {"power without a unit",
+     custom_device_head + "  device: {peak: {bf16: 100 TFLOPS}, memory: 16GiB, memory_bandwidth: 1 TB/s, tdp: 300 V}\n"
+                          "model: tiny-gpt\ntraining: {global_batch: 4}\n",
+     "cluster.device.tdp", 4, {"300 V"}},
     // fabric options
     {"gpus_per_switch outside PCIe", after("    latency: 2us", "    gpus_per_switch: 2\n"),
      "cluster.intra_node.gpus_per_switch", 10, {"applies only to the pcie fabric"}},

@@ -1,6 +1,7 @@
 // The kernel-level compute model (sim/compute_model.hpp) on hand-computed cases: GEMM
 // tiles in waves, the L2 cap on small tiles, and the host issuing kernels.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -124,4 +125,25 @@ TEST_CASE("the host issues a gradient bucket's all-reduce from the backward, onc
   CHECK(buckets[1]->seconds() == Approx(all_reduce));
   // The host waits for the last bucket, then issues the optimizer.
   CHECK(p.trace.step_seconds() == Approx(static_cast<double>(buckets[2]->end) * 1e-12 + 300e-6).epsilon(1e-4));
+}
+
+TEST_CASE("a power cap slows compute by the cube root of the cap over the board's limit", "[sim][kernels][power]") {
+  // An A100 (400 W) capped at 200 W: the clock falls to (200 / 400)^(1/3) = 0.794 of its own,
+  // so a large GEMM takes 1 / 0.794 = 1.26 times as long; a memory-bound kernel, nothing more.
+  const char* yaml = "cluster: {preset: dgx-a100, nodes: 1}\nmodel: {layers: 2, hidden: 1024, heads: 16, vocab: 51200, seq_len: 1024}\n"
+                     "training: {global_batch: 8}\n";
+  const scenario::Scenario full = scenario::load_text(yaml, "a.yaml");
+  scenario::Scenario capped = full;
+  capped.cluster.device.power_limit = 200.0;
+  REQUIRE(full.cluster.device.tdp == 400.0);
+  CHECK(capped.cluster.device.clock_factor() == Approx(std::cbrt(0.5)));
+  const sim::DeviceProfile a = sim::default_profile(full.cluster.device), b = sim::default_profile(capped.cluster.device);
+  const workload::Kernel g{workload::KernelKind::gemm, "g", 8192, 8192, 8192, 1, 2, 0, 0.0, false};
+  CHECK(sim::kernel_work_seconds(b, g, topology::Dtype::bf16) / sim::kernel_work_seconds(a, g, topology::Dtype::bf16) ==
+        Approx(1.0 / std::cbrt(0.5)).epsilon(1e-9));
+  workload::Kernel copy{workload::KernelKind::memory, "copy", 0, 0, 0, 1, 2, 0, 1e9, false};
+  CHECK(sim::kernel_work_seconds(b, copy, topology::Dtype::bf16) == sim::kernel_work_seconds(a, copy, topology::Dtype::bf16));
+  // Above the board's own limit nothing changes.
+  capped.cluster.device.power_limit = 500.0;
+  CHECK(capped.cluster.device.clock_factor() == 1.0);
 }

@@ -229,3 +229,72 @@ TEST_CASE("fp8: the four linear layers' GEMMs run in FP8 with their casts, the r
   CHECK(bytes(weight_cast_kernels(kp, LayerPart::whole)) == Approx(4.0 * 12 * h * h));
   CHECK(weight_cast_kernels(kernel_plan(gpt("global_batch: 8, precision: bf16")), LayerPart::whole).empty());
 }
+
+TEST_CASE("TorchTitan's op-level selective recompute reruns the element-wise kernels and every second mm",
+          "[plan][kernels][framework]") {
+  // A Llama layer (h 1024, 16 heads of 64, 4 KV heads: kv 256 columns, SwiGLU f 2816) under
+  // TorchTitan: the mm ops run wq 1, wk 2, wv 3, wo 4, w1 5, w3 6, w2 7 and the policy saves
+  // the odd ones, so the recompute's GEMMs are wk (T x 256 x 1024), wo (T x 1024 x 1024) and
+  // w3 (T x 2816 x 1024); FlashAttention's output is saved; every memory kernel runs again.
+  const auto llama = [](const std::string& framework) {
+    return load_text("cluster: dgx-h100\nmodel: {layers: 2, hidden: 1024, heads: 16, kv_heads: 4, ffn_hidden: 2816, "
+                     "mlp: swiglu, vocab: 32000, seq_len: 2048}\ntraining: {framework: " + framework +
+                         ", global_batch: 16, micro_batch: 2, recompute: selective, compile: true}\nplan: {dp: 8}\n",
+                     "titan.yaml");
+  };
+  const KernelPlan titan = kernel_plan(llama("torchtitan"));
+  REQUIRE(op_level_recompute(titan));
+  const std::vector<Kernel> again = layer_kernels(titan, LayerPart::attention_core, false);
+  const std::vector<Kernel> forward = layer_kernels(titan, LayerPart::whole, false);
+  const double T = 2.0 * 2048;
+  CHECK(flops(again, KernelKind::gemm) == Approx(2.0 * T * 1024 * (256 + 1024 + 2816)));
+  CHECK(flops(again, KernelKind::flash_forward) == 0.0);
+  CHECK(bytes(again) == Approx(bytes(forward)));
+  // Megatron-Core's selective recompute is the attention core alone: one FlashAttention kernel.
+  const std::vector<Kernel> core = layer_kernels(kernel_plan(llama("megatron-core")), LayerPart::attention_core, false);
+  REQUIRE(core.size() == 1);
+  CHECK(core[0].kind == KernelKind::flash_forward);
+}
+
+TEST_CASE("TorchTitan in eager mode runs RMSNorm, rotary and SwiGLU op by op; torch.compile fuses them",
+          "[plan][kernels][framework]") {
+  const auto llama = [](const std::string& training) {
+    return load_text("cluster: dgx-h100\nmodel: {layers: 2, hidden: 1024, heads: 16, kv_heads: 4, ffn_hidden: 2816, "
+                     "mlp: swiglu, vocab: 32000, seq_len: 2048}\ntraining: {global_batch: 16, micro_batch: 2, " +
+                         training + "}\nplan: {dp: 8}\n",
+                     "titan.yaml");
+  };
+  const KernelPlan eager = kernel_plan(llama("framework: torchtitan"));
+  const KernelPlan compiled = kernel_plan(llama("framework: torchtitan, compile: true"));
+  const KernelPlan core = kernel_plan(llama("framework: megatron-core"));
+  REQUIRE(eager.eager_elementwise());
+  REQUIRE_FALSE(compiled.eager_elementwise());
+  const double T = 2.0 * 2048, h = 1024, q = 1024, kv = 256, f = 2816;
+  // Forward, per layer: two RMSNorms of 2 + 4 + 8 + 4 + 8 + 4 + 2 + 2 + 2 = 36 bytes a value
+  // (and 16 bytes a row) where the fused norm moves 4; rotary on q and k at 20 bytes a value
+  // against 4; SiLU then the product, 10 bytes a value of T x f against SwiGLU's 6.
+  const double extra = 2.0 * (T * h * 32.0 + 16.0 * T) + (T * (q + kv)) * 16.0 + T * f * 4.0;
+  CHECK(bytes(layer_kernels(eager, LayerPart::whole, false)) - bytes(layer_kernels(compiled, LayerPart::whole, false)) ==
+        Approx(extra));
+  // Compiled, TorchTitan's layer is Megatron-Core's kernel for kernel.
+  CHECK(layer_kernels(compiled, LayerPart::whole, false).size() == layer_kernels(core, LayerPart::whole, false).size());
+  CHECK(layer_kernels(eager, LayerPart::whole, true).size() > layer_kernels(compiled, LayerPart::whole, true).size());
+}
+
+TEST_CASE("FlashAttention-1 runs the same kernels as the second generation at two thirds of its rates",
+          "[plan][kernels]") {
+  const KernelPlan v1 = kernel_plan(gpt("global_batch: 8, attention: flash-v1"));
+  const KernelPlan v2 = kernel_plan(gpt("global_batch: 8, attention: flash"));
+  const std::vector<Kernel> a = layer_kernels(v1, LayerPart::whole, true), b = layer_kernels(v2, LayerPart::whole, true);
+  REQUIRE(a.size() == b.size());
+  int flash = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].flops() == b[i].flops());
+    if (a[i].kind == KernelKind::flash_backward) {
+      ++flash;
+      CHECK(a[i].v1);
+      CHECK_FALSE(b[i].v1);
+    }
+  }
+  CHECK(flash == 1);
+}
