@@ -125,7 +125,8 @@ nlohmann::ordered_json to_json(const Scenario& s) {
       {"gpus_per_node", c.gpus_per_node},
       {"device",
        {{"name", c.device.name}, {"peak_flops", peak}, {"memory_bytes", c.device.memory_bytes},
-        {"memory_bandwidth", c.device.memory_bandwidth}, {"workspace_bytes", c.device.workspace_bytes}}},
+        {"memory_bandwidth", c.device.memory_bandwidth}, {"workspace_bytes", c.device.workspace_bytes},
+         {"tdp_watts", c.device.tdp}, {"power_limit_watts", c.device.power_limit}}},
       {"intra_node",
        {{"fabric", topology::to_string(c.intra.fabric)}, {"bandwidth", c.intra.bandwidth}, {"latency", c.intra.latency}}},
   };
@@ -217,6 +218,10 @@ std::string describe(const Scenario& s) {
                      c.gpus_per_node, c.device.name, c.total_gpus(), u::format_bytes(c.device.memory_bytes),
                      "memory", u::format_bandwidth(c.device.memory_bandwidth), topology::to_string(c.intra.fabric),
                      u::format_bandwidth(c.intra.bandwidth));
+  if (c.device.clock_factor() < 1.0) {
+    out += fmt::format("power     capped at {:.0f} W of the board's {:.0f} W: compute at {:.1f} % of its clock\n",
+                       c.device.power_limit, c.device.tdp, 100.0 * c.device.clock_factor());
+  }
   if (c.nodes > 1 || c.wan) {
     const std::string routing = c.inter.shape == topology::NetworkShape::single_switch
                                     ? std::string()

@@ -300,3 +300,18 @@ TEST_CASE("the learning rate's schedule: scaling, warm-up, then linear or cosine
   CHECK(lr(cosine, 11) == Approx(0.0001));
   CHECK(lr(cosine, 50) == Approx(0.0001));
 }
+
+TEST_CASE("a device's power cap is read in watts and shown with the clock it leaves", "[load][power]") {
+  const Scenario s = load_text("cluster: {preset: dgx-h100, nodes: 1, device: {preset: h100-sxm, power_limit: 500W}}\n"
+                               "model: {layers: 2, hidden: 1024, heads: 16, vocab: 51200, seq_len: 1024}\n"
+                               "training: {global_batch: 8}\n",
+                               "power.yaml");
+  CHECK(s.cluster.device.tdp == 700.0);  // the preset's datasheet figure
+  CHECK(s.cluster.device.power_limit == 500.0);
+  CHECK(describe(s).find("capped at 500 W of the board's 700 W: compute at 89.4 % of its clock") != std::string::npos);
+  const Scenario full = load_text("cluster: dgx-h100\nmodel: {layers: 2, hidden: 1024, heads: 16, vocab: 51200, "
+                                  "seq_len: 1024}\ntraining: {global_batch: 8}\n",
+                                  "full.yaml");
+  CHECK(full.cluster.device.power_limit == 700.0);
+  CHECK(describe(full).find("capped") == std::string::npos);
+}
