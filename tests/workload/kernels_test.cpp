@@ -256,7 +256,7 @@ TEST_CASE("TorchTitan's op-level selective recompute reruns the element-wise ker
   CHECK(core[0].kind == KernelKind::flash_forward);
 }
 
-TEST_CASE("TorchTitan in eager mode runs RMSNorm, rotary and SwiGLU op by op; torch.compile fuses them",
+TEST_CASE("TorchTitan in eager mode runs RMSNorm and rotary and SwiGLU op by op and torch.compile fuses them",
           "[plan][kernels][framework]") {
   const auto llama = [](const std::string& training) {
     return load_text("cluster: dgx-h100\nmodel: {layers: 2, hidden: 1024, heads: 16, kv_heads: 4, ffn_hidden: 2816, "
