@@ -180,9 +180,14 @@ ContextKernels context_kernels(const KernelPlan& p, bool backward) {
   for (const Kernel& k : layer_kernels(p, LayerPart::attention, backward)) {
     if (k.kind == KernelKind::flash_forward || k.kind == KernelKind::flash_backward) {
       const long long q = k.m;  // b·s/cp queries of this rank, in the kernel's batch of b·heads
-      c.first.push_back({k.kind, k.name, q, q, k.k, k.batch, k.element, 0, 0.0, true});
-      c.block.push_back({k.kind, k.name, q, q / 2, k.k, k.batch, k.element, 0, 0.0, false});
-      c.first.back().v1 = c.block.back().v1 = k.v1;
+      Kernel first = k, block = k;
+      first.m = first.n = q;
+      first.causal = true;
+      block.m = q;
+      block.n = q / 2;
+      block.causal = false;
+      c.first.push_back(first);
+      c.block.push_back(block);
       after = true;
       continue;
     }

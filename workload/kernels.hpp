@@ -84,13 +84,13 @@ struct KernelPlan {
   [[nodiscard]] bool fused_grad_accumulation() const {
     return framework == scenario::Framework::megatron_core || framework == scenario::Framework::megatron_lm;
   }
-  // TorchTitan without torch.compile (training.compile false, its default): the Llama
-  // model's RMSNorm, rotary embeddings and SwiGLU run as PyTorch's eager ops, a kernel per
+  // TorchTitan's Llama (SwiGLU) layers without torch.compile (training.compile false, its
+  // default): RMSNorm, rotary embeddings and SwiGLU run as PyTorch's eager ops, a kernel per
   // op with fp32 intermediates (kernels_norms.cpp, kernels_mlp.cpp); compiled, Inductor
   // fuses each chain into one kernel, as the other frameworks' fused kernels do.
   bool compiled = false;
   [[nodiscard]] bool eager_elementwise() const {
-    return framework == scenario::Framework::torchtitan && !compiled;
+    return framework == scenario::Framework::torchtitan && !compiled && model.mlp == scenario::Mlp::swiglu;
   }
   bool flash = true;        // FlashAttention rather than the unfused attention core
   bool flash_v1 = false;    // its first generation (scenario::Attention::flash_v1)

@@ -21,7 +21,7 @@ void mlp_forward(Emit& k, const KernelPlan& p, const Dims& x) {
   norm_forward(k, p, x);
   k.fp8_cast("mlp-input-cast", x.Tl * x.h, true);
   k.linear(swiglu ? "mlp-gate-up" : "mlp-up", x.Ti, swiglu ? 2 * x.fi : x.fi, x.hi);
-  if (swiglu && p.eager_elementwise()) {  // F.silu(w1(x)) * w3(x)
+  if (p.eager_elementwise()) {  // F.silu(w1(x)) * w3(x)
     k.memory("silu", 2.0 * x.T * x.f * x.e);
     k.memory("swiglu-mul", 3.0 * x.T * x.f * x.e);
   } else {
@@ -46,7 +46,7 @@ void mlp_backward(Emit& k, const KernelPlan& p, const Dims& x) {
   k.fp8_cast("mlp-down-grad-cast", x.T * x.h, false);  // the output's gradient, E5M2
   k.linear("mlp-down-dgrad", x.Ti, x.fi, x.hi);
   k.linear_wgrad("mlp-down-wgrad", x.fi, x.hi, x.Ti);
-  if (swiglu && p.eager_elementwise()) {  // the product's two gradients, then SiLU's
+  if (p.eager_elementwise()) {  // the product's two gradients, then SiLU's
     k.memory("swiglu-mul-bwd-gate", 3.0 * x.T * x.f * x.e);
     k.memory("swiglu-mul-bwd-up", 3.0 * x.T * x.f * x.e);
     k.memory("silu-bwd", 3.0 * x.T * x.f * x.e);

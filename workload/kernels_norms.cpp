@@ -31,7 +31,7 @@ void residual_backward(Emit& k, const KernelPlan& p, const Dims& x) {
 //   two kernels), x · rsqrt (8), type_as (4 + e), · weight (2e)
 void norm_forward(Emit& k, const KernelPlan& p, const Dims& x) {
   const double n = x.Tl * x.h;
-  if (!p.eager_elementwise() || p.model.mlp != scenario::Mlp::swiglu) {
+  if (!p.eager_elementwise()) {
     k.memory("layer-norm", 2.0 * n * x.e);
     return;
   }
@@ -53,7 +53,7 @@ void norm_forward(Emit& k, const KernelPlan& p, const Dims& x) {
 // added (12), the cast back (4 + e)); then the residual's gradient added.
 void layer_norm_backward(Emit& k, const KernelPlan& p, const Dims& x) {
   const double n = x.Tl * x.h;
-  if (!p.eager_elementwise() || p.model.mlp != scenario::Mlp::swiglu) {
+  if (!p.eager_elementwise()) {
     k.memory("layer-norm-bwd", 3.0 * n * x.e);
     k.memory("layer-norm-weight-grad", 2.0 * n * x.e);
   } else {
