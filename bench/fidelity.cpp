@@ -94,12 +94,14 @@ int main(int argc, char** argv) {
   }
   if (!out_csv.empty()) {
     std::ofstream o(out_csv);
-    o << "line,gpus,tp,pp,dp,micro batch,hidden,layers,measured ms,predicted ms,error\n";
+    o << "line,gpus,tp,pp,dp,micro batch,hidden,layers,measured ms,predicted ms,error,measured GiB,predicted GiB\n";
     for (const auto& r : rows) {
       const auto& d = r.run->dims;
-      o << fmt::format("{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.4f}\n", r.run->line, r.run->gpus, d.at("tp"), d.at("pp"),
-                       d.at("dp"), d.at("micro batch"), d.at("hidden"), d.at("layers"), r.measured() * 1e3,
-                       r.predicted * 1e3, r.error.empty() ? r.relative_error() : 0.0);
+      constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+      o << fmt::format("{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.4f},{:.2f},{:.2f}\n", r.run->line, r.run->gpus,
+                       d.at("tp"), d.at("pp"), d.at("dp"), d.at("micro batch"), d.at("hidden"), d.at("layers"),
+                       r.measured() * 1e3, r.predicted * 1e3, r.error.empty() ? r.relative_error() : 0.0,
+                       r.run->measured_memory / gib, r.predicted_memory / gib);
     }
   }
   return 0;

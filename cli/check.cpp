@@ -47,8 +47,8 @@ void add_check(CLI::App& app) {
     for (const auto& b : mem.stages) {
       t.add_row({std::to_string(b.stage), u::format_count(b.parameters), u::format_bytes(b.weights),
                  u::format_bytes(b.gradients), u::format_bytes(b.master), u::format_bytes(b.optimizer),
-                 u::format_bytes(b.activations), std::to_string(b.in_flight), u::format_bytes(b.logits + b.workspace),
-                 u::format_bytes(b.total())});
+                 u::format_bytes(b.activations), std::to_string(b.in_flight),
+                 u::format_bytes(b.logits + b.workspace + b.communicators), u::format_bytes(b.total())});
     }
     fmt::print("{}\nmemory per rank (capacity {}):\n{}{}\n\n", scenario::describe(s), u::format_bytes(mem.capacity),
                t.render("  "), workload::describe_memory(mem));

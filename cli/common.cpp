@@ -30,6 +30,10 @@ void ScenarioArgs::add_to(CLI::App& cmd) {
   cmd.add_option("--set", overrides, "Override a key, e.g. --set plan.tp=4 (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
+  cmd.add_option_function<std::string>(
+         "--headroom", [this](const std::string& v) { overrides.push_back("cluster.device.headroom=" + v); },
+         "Share of device memory a plan must leave free, e.g. 10% (default 5%: cluster.device.headroom)")
+      ->type_name("FRACTION");
 }
 
 namespace {

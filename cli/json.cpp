@@ -24,14 +24,19 @@ nlohmann::ordered_json stamped(std::string_view kind, const nlohmann::ordered_js
 }
 
 nlohmann::ordered_json memory_json(const workload::MemoryReport& mem) {
-  nlohmann::ordered_json j{{"capacity", mem.capacity}, {"fits", mem.fits()}};
+  nlohmann::ordered_json j{{"capacity", mem.capacity},
+                           {"headroom", mem.headroom},
+                           {"usable", mem.usable()},
+                           {"margin", mem.margin()},
+                           {"fits", mem.fits()}};
   if (mem.host_capacity > 0.0) j["host_capacity"] = mem.host_capacity;
   j["stages"] = nlohmann::ordered_json::array();
   for (const auto& b : mem.stages) {
     j["stages"].push_back({{"stage", b.stage}, {"parameters", b.parameters}, {"weights", b.weights},
                            {"gradients", b.gradients}, {"master", b.master}, {"optimizer", b.optimizer},
                            {"activations", b.activations}, {"in_flight", b.in_flight}, {"logits", b.logits},
-                           {"workspace", b.workspace}, {"total", b.total()}});
+                           {"workspace", b.workspace}, {"communicators", b.communicators},
+                           {"total", b.total()}});
     if (mem.host_capacity > 0.0) j["stages"].back()["host"] = b.host;
   }
   return j;

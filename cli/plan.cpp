@@ -60,7 +60,7 @@ const char* tier(const planner::PlanScore& p) {
   return p.simulated ? "simulated" : "estimate";
 }
 
-nlohmann::ordered_json plan_json(const planner::PlanScore& p, std::size_t rank) {
+nlohmann::ordered_json plan_json(const planner::PlanScore& p, std::size_t rank, double capacity) {
   const scenario::ParallelPlan& pl = p.candidate.plan;
   return {{"rank", rank},
           {"dp", pl.dp},
@@ -80,6 +80,7 @@ nlohmann::ordered_json plan_json(const planner::PlanScore& p, std::size_t rank) 
           {"tokens_per_s", p.tokens_per_s},
           {"mfu", p.mfu},
           {"memory", p.memory},
+          {"memory_free", (capacity - p.memory) / capacity},
           {"bottleneck", p.bottleneck},
           {"tier", tier(p)},
           {"estimated_step_time", p.estimate},
@@ -158,12 +159,18 @@ bool run_plan(const PlanArgs& a) {
   const int without_offload = all_offload && !under_mpi() ? planner::smallest_fitting_devices(s, r.devices, false) : 0;
   if (a.json.wanted()) {
     nlohmann::ordered_json plans = nlohmann::ordered_json::array();
-    for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json(r.ranked[i], i + 1));
+    for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json(r.ranked[i], i + 1, r.capacity));
     nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
     for (const auto& [reason, n] : r.rejected) reasons[reason] = n;
-    nlohmann::ordered_json j{{"scenario", s.name},          {"devices", r.devices},   {"capacity", r.capacity},
-                             {"valid_plans", r.candidates}, {"fit", r.ranked.size()}, {"rejected", reasons},
-                             {"resimulated", r.simulated},  {"plans", plans}};
+    nlohmann::ordered_json j{{"scenario", s.name},
+                             {"devices", r.devices},
+                             {"capacity", r.capacity},
+                             {"headroom", s.cluster.device.headroom},
+                             {"valid_plans", r.candidates},
+                             {"fit", r.ranked.size()},
+                             {"rejected", reasons},
+                             {"resimulated", r.simulated},
+                             {"plans", plans}};
     if (r.ranked.empty()) j["smallest_fitting_devices"] = bigger;  // 0: none up to the limit
     if (all_offload) j["smallest_fitting_devices_without_offload"] = without_offload;
     write_output(a.json.path, stamped("plan", j).dump(2) + "\n");
@@ -201,6 +208,9 @@ bool run_plan(const PlanArgs& a) {
                    "step time", "tokens/s", "MFU", "memory", "tier", "bottleneck"},
                   {A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left, A::right, A::left,
                    A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::left, A::left});
+  const double capacity = s.cluster.device.memory_bytes;
+  fmt::print("every plan leaves at least {:g} % of the device's {} free (headroom: --headroom)\n\n",
+             100 * s.cluster.device.headroom, u::format_bytes(capacity));
   for (std::size_t i = 0; i < shown; ++i) {
     const planner::PlanScore& p = r.ranked[i];
     const scenario::ParallelPlan& pl = p.candidate.plan;
@@ -212,7 +222,9 @@ bool run_plan(const PlanArgs& a) {
                : pl.sequence_parallel ? "yes"
                                       : "no",
                scenario::placement_string(pl), u::format_duration(p.step_time), u::format_count(p.tokens_per_s),
-               fmt::format("{:.1f} %", 100 * p.mfu), u::format_bytes(p.memory), tier(p), p.bottleneck});
+               fmt::format("{:.1f} %", 100 * p.mfu),
+               fmt::format("{} ({:.0f} % free)", u::format_bytes(p.memory), 100 * (capacity - p.memory) / capacity),
+               tier(p), p.bottleneck});
   }
   fmt::print("{}", t.render());
   if (all_offload) {

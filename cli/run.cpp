@@ -69,7 +69,7 @@ std::vector<double> rank_tensor_memory(const scenario::Scenario& s, const worklo
   std::vector<double> out;
   for (int r = 0; r < s.plan.world(); ++r) {
     const workload::MemoryBreakdown& b = mem.stages[static_cast<std::size_t>(scenario::coord_of(s.plan, r).pp)];
-    out.push_back(b.total() - b.workspace);
+    out.push_back(b.tensors());
   }
   return out;
 }

@@ -340,8 +340,12 @@ void run_simulate(const SimulateArgs& a) {
       return oom ? (colour ? fmt::format("\x1b[31m{}\x1b[0m", what) : std::string(what)) : std::string("fits");
     };
     for (const auto& b : mem.stages) {
-      std::vector<std::string> row{std::to_string(b.stage), u::format_bytes(b.total()), u::format_bytes(mem.capacity),
-                                   verdict(b.total() > mem.capacity, "OUT OF MEMORY")};
+      std::vector<std::string> row{
+          std::to_string(b.stage), u::format_bytes(b.total()), u::format_bytes(mem.capacity),
+          b.total() > mem.capacity ? verdict(true, "OUT OF MEMORY")
+          : b.total() > mem.usable()
+              ? verdict(true, "PAST THE HEADROOM")
+              : fmt::format("fits, {:.1f} % left", 100.0 * (mem.capacity - b.total()) / mem.capacity)};
       if (host) {
         row.insert(row.end(), {u::format_bytes(b.host), u::format_bytes(mem.host_capacity),
                                verdict(b.host > mem.host_capacity, "OUT OF HOST MEMORY")});

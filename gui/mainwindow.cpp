@@ -227,7 +227,8 @@ QWidget* MainWindow::makeSummaryView() {
         {tr("master weights"), [](const workload::MemoryBreakdown& b) { return b.master; }},
         {tr("optimizer state"), [](const workload::MemoryBreakdown& b) { return b.optimizer; }},
         {tr("activations"), [](const workload::MemoryBreakdown& b) { return b.activations; }},
-        {tr("logits, workspace"), [](const workload::MemoryBreakdown& b) { return b.logits + b.workspace; }}};
+        {tr("logits, runtime"),
+         [](const workload::MemoryBreakdown& b) { return b.logits + b.workspace + b.communicators; }}};
     for (const auto& [name, part] : parts) {
       auto* set = new QBarSet(name);
       for (const workload::MemoryBreakdown& b : mem.stages) *set << part(b) * unit.scale;

@@ -35,8 +35,8 @@ bool better(const PlanScore& a, const PlanScore& b) {
 std::string memory_reason(const workload::MemoryReport& r) {
   if (r.fits()) return {};
   const workload::MemoryBreakdown& b = r.peak();
-  const double state = b.weights + b.gradients + b.master + b.optimizer + b.workspace;
-  return state > r.capacity ? "model state exceeds memory" : "activations exceed memory";
+  const double state = b.weights + b.gradients + b.master + b.optimizer + b.workspace + b.communicators;
+  return state > r.usable() ? "model state exceeds memory" : "activations exceed memory";
 }
 
 namespace {

@@ -126,7 +126,7 @@ nlohmann::ordered_json to_json(const Scenario& s) {
       {"device",
        {{"name", c.device.name}, {"peak_flops", peak}, {"memory_bytes", c.device.memory_bytes},
         {"memory_bandwidth", c.device.memory_bandwidth}, {"workspace_bytes", c.device.workspace_bytes},
-         {"tdp_watts", c.device.tdp}, {"power_limit_watts", c.device.power_limit}}},
+        {"headroom", c.device.headroom}, {"tdp_watts", c.device.tdp}, {"power_limit_watts", c.device.power_limit}}},
       {"intra_node",
        {{"fabric", topology::to_string(c.intra.fabric)}, {"bandwidth", c.intra.bandwidth}, {"latency", c.intra.latency}}},
   };

@@ -112,7 +112,8 @@ topology::HostSpec read_host(const Value& v, const std::string& path, LocationMa
 
 DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& where) {
   Reader r(v, path,
-           {"preset", "name", "peak", "memory", "memory_bandwidth", "workspace", "kernels", "host", "tdp", "power_limit"},
+           {"preset", "name", "peak", "memory", "memory_bandwidth", "workspace", "headroom", "kernels", "host", "tdp",
+            "power_limit"},
            &where);
   DeviceSpec d;
   d.name = r.string("name", std::string("custom"));
@@ -130,6 +131,7 @@ DeviceSpec read_device(const Value& v, const std::string& path, LocationMap& whe
   d.memory_bandwidth = r.bandwidth("memory_bandwidth", std::nullopt);
   d.workspace_bytes = r.bytes("workspace", 1024.0 * 1024 * 1024, true);
   if (d.workspace_bytes >= d.memory_bytes) r.fail("workspace", "the runtime workspace must be smaller than the memory");
+  d.headroom = r.fraction("headroom", 0.05, 0.5);
   if (const Value* k = r.get("kernels")) d.kernels = read_kernels(*k, r.key_path("kernels"), where);
   if (const Value* h = r.get("host")) d.host = read_host(*h, r.key_path("host"), where);
   d.tdp = r.power("tdp", 0.0);

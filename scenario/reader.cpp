@@ -121,6 +121,16 @@ double Reader::number(std::string_view key, std::optional<double> fallback, doub
   return x;
 }
 
+double Reader::fraction(std::string_view key, std::optional<double> fallback, double max) const {
+  const Value* v = scalar_or_default(key, fallback.has_value());
+  if (v == nullptr) return *fallback;
+  const double x = parsed(*this, key, v, units::parse_fraction);
+  if (x > max)
+    fail_value(key, *v,
+               fmt::format("expected a fraction from 0 to {:g} (or 0% to {:g}%), got '{}'", max, 100 * max, v->scalar));
+  return x;
+}
+
 double Reader::bytes(std::string_view key, std::optional<double> fallback, bool allow_zero) const {
   const Value* v = scalar_or_default(key, fallback.has_value());
   if (v == nullptr) return *fallback;

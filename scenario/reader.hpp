@@ -38,6 +38,8 @@ class Reader {
   int integer(std::string_view key, std::optional<int> fallback, int min = 1, int max = 1 << 30) const;
   double count(std::string_view key, std::optional<double> fallback, double min = 0.0) const;
   double number(std::string_view key, std::optional<double> fallback, double min, double max) const;
+  // "0.05" or "5%", within [0, max].
+  double fraction(std::string_view key, std::optional<double> fallback, double max = 1.0) const;
   double bytes(std::string_view key, std::optional<double> fallback, bool allow_zero = false) const;
   double bandwidth(std::string_view key, std::optional<double> fallback) const;
   double duration(std::string_view key, std::optional<double> fallback) const;

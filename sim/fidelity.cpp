@@ -19,6 +19,7 @@
 #include "report/metrics.hpp"
 #include "sim/collectives.hpp"
 #include "sim/simulate.hpp"
+#include "workload/memory.hpp"
 
 namespace parasim::sim {
 
@@ -194,6 +195,10 @@ std::vector<FidelityRow> predict_runs(const std::vector<MeasuredRun>& runs, int 
         const Prediction p = predict(s);
         const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
         row.predicted = f.step_time;
+        if (runs[i].measured_memory > 0.0) {
+          const workload::MemoryBreakdown& b = workload::memory_per_rank(s).peak();
+          row.predicted_memory = b.tensors();
+        }
         if (runs[i].measured_flops_rate > 0.0) row.measured_from_rate = f.model_flops / (runs[i].measured_flops_rate * runs[i].gpus);
       } catch (const std::exception& e) {
         row.error = e.what();
@@ -263,6 +268,22 @@ std::string fidelity_report(const std::vector<FidelityRow>& rows) {
       if (r.error.empty()) groups[r.run->dims.at(dim)].push_back(r.relative_error());
     }
     for (const auto& [value, errors] : groups) out += line(fmt::format("{} {}", dim, value), error_stats(errors));
+  }
+  // Peak memory where the runs logged it (the caching allocator's reserved bytes).
+  std::vector<double> memory;
+  std::vector<double> memory_ratio;
+  for (const FidelityRow& r : rows) {
+    if (!r.has_memory()) continue;
+    memory.push_back(r.memory_error());
+    memory_ratio.push_back(r.predicted_memory / r.run->measured_memory);
+  }
+  if (!memory.empty()) {
+    std::sort(memory_ratio.begin(), memory_ratio.end());
+    out += line("peak memory", error_stats(memory));
+    out += fmt::format(
+        "  (the allocator's peak reserved bytes, as logged; predicted over measured {:.2f} to {:.2f}, "
+        "median {:.2f})\n",
+        memory_ratio.front(), memory_ratio.back(), memory_ratio[memory_ratio.size() / 2]);
   }
   if (failed > 0) {
     out += fmt::format("{} row(s) not predicted:\n", failed);

@@ -33,6 +33,10 @@ struct MeasuredRun {
   // model's FLOPs per step (report::model_flops_per_step) over this rate times the GPUs,
   // set when it is predicted.
   double measured_flops_rate = 0.0;
+  // The peak device memory the run logged, in bytes (0: none): TorchTitan's "memory: X GiB",
+  // its caching allocator's peak reserved bytes (torchtitan/metrics.py at 9dec370,
+  // reserved_bytes.all.peak), so without the CUDA context and NCCL's buffers.
+  double measured_memory = 0.0;
   std::map<std::string, int> dims;  // tp, pp, dp, micro batch, hidden, layers, ... for grouping
   std::map<std::string, std::string> labels;  // framework, gpu, model (public files), for grouping
   std::string yaml;              // the scenario
@@ -63,6 +67,11 @@ struct FidelityRow {
   double measured_from_rate = 0.0;
   [[nodiscard]] double measured() const { return measured_from_rate > 0.0 ? measured_from_rate : run->measured; }
   [[nodiscard]] double relative_error() const { return (predicted - measured()) / measured(); }
+  // The allocator's predicted peak reserved bytes (workload::MemoryBreakdown::reserved()),
+  // compared where the run logged its own (MeasuredRun::measured_memory).
+  double predicted_memory = 0.0;
+  [[nodiscard]] bool has_memory() const { return error.empty() && run->measured_memory > 0.0; }
+  [[nodiscard]] double memory_error() const { return (predicted_memory - run->measured_memory) / run->measured_memory; }
 };
 
 // Predicts every run on `threads` threads; the rows come back in input order.

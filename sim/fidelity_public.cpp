@@ -292,6 +292,10 @@ std::vector<MeasuredRun> read_public_runs(const std::string& path) {
                                     fmt::format("no iteration time, tokens/s/GPU or TFLOP/s in '{}'", measured));
     }
 
+    static const std::regex logged_memory(R"(memory\s*:?\s*([0-9]+\.?[0-9]*)\s*GiB)", std::regex::icase);
+    if (const auto gib = framework == "torchtitan" ? find_number(measured, logged_memory) : std::nullopt)
+      r.measured_memory = *gib * 1024.0 * 1024.0 * 1024.0;
+
     r.dims = {{"gpus", r.gpus},     {"global batch", batch}, {"micro batch", micro}, {"hidden", hidden},
               {"heads", heads},     {"layers", layers},      {"seq", seq},           {"tp", tp},
               {"dp", dp},           {"pp", pp}};

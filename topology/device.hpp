@@ -61,8 +61,13 @@ struct DeviceSpec {
   std::array<double, dtype_count> peak_flops{};  // FLOP/s per Dtype; 0 = not supported
   double memory_bytes = 0.0;
   double memory_bandwidth = 0.0;  // bytes/s
-  // Memory the runtime takes before the model: CUDA context, cuBLAS workspace, NCCL buffers.
+  // Memory the runtime takes before the model: the CUDA context with the libraries' kernels
+  // and cuBLAS's workspaces (NCCL's buffers are counted per communicator,
+  // workload/memory.hpp).
   double workspace_bytes = 1024.0 * 1024 * 1024;
+  // The share of the memory a plan must leave free: the caching allocator's fragmentation
+  // (reserved over allocated) and what no model counts; `fits` means within the rest.
+  double headroom = 0.05;
   KernelSpec kernels;
   HostSpec host;
   // The board's power limit as shipped (TDP) and the one it runs under (a site may cap it:

@@ -65,7 +65,7 @@ Parsed fail(std::string msg) { return Parsed{0.0, std::move(msg)}; }
 Parsed with_number(std::string_view text, const Split& s, std::string_view what) {
   if (!s.has_number) return fail(fmt::format("expected {}, got '{}'", what, text));
   if (!std::isfinite(s.number)) return fail(fmt::format("expected {}, got '{}' (not a finite number)", what, text));
-  if (s.number < 0) return fail(fmt::format("expected a non-negative {}, got '{}'", what, text));
+  if (s.number < 0) return fail(fmt::format("expected {}, non-negative; got '{}'", what, text));
   return Parsed{s.number, {}};
 }
 

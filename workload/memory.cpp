@@ -68,6 +68,39 @@ double backward_transient(const scenario::Scenario& s) {
   return s.model.moe() && s.model.dense_layers > 0 ? std::max(moe, backward_transient(s, s.model.layer_spec(0))) : moe;
 }
 
+// TorchTitan's op-level selective checkpointing (workload::op_level_recompute) keeps per
+// layer and micro-batch what its policy saves (torchtitan/parallelisms/parallelize_llama.py
+// at 9dec370, _save_list and _custom_policy): the layer's input (the checkpoint's own, 1/tp
+// under sequence parallelism), the odd-numbered mm outputs (wq's T·h/tp, wv's T·h_kv/tp,
+// w1's T·f/tp and, under SwiGLU, w2's T·h: a row-parallel mm's partial sums, whole on
+// every tp rank), the flash kernel's output (T·h/tp) and log-sum-exp (4 bytes per head and
+// token) and, under tp, the two reduce-scatters' outputs (T·h/tp each). Every element-wise
+// output and the even mms' (wk, wo, w3) are recomputed. Megatron's selective keeps all but
+// the attention core: about twice as much for a Llama layer.
+double op_level_saved_bytes(const scenario::Scenario& s, const scenario::ModelSpec& m) {
+  const scenario::ParallelPlan& p = s.plan;
+  const int e = topology::dtype_bytes(topology::storage_dtype(s.training.precision));
+  const double tokens = static_cast<double>(s.training.micro_batch) * m.seq_len;
+  const double tp = p.tp;
+  const bool sp = p.sequence_parallel && p.tp > 1;
+  const double q_width = static_cast<double>(m.heads) * m.head_dim();
+  const double kv_width = static_cast<double>(m.kv_heads) * m.head_dim();
+  double elements = tokens * m.hidden / (sp ? tp : 1.0)               // the layer input
+                    + tokens * q_width / tp                           // wq
+                    + tokens * kv_width / tp                          // wv
+                    + tokens * m.ffn_hidden / tp;                     // w1
+  if (m.mlp == scenario::Mlp::swiglu) elements += tokens * m.hidden;  // w2, the 7th mm
+  if (p.tp > 1) elements += 2.0 * tokens * m.hidden / tp;             // wo's and w2's reduce-scatters
+  double bytes = elements * e;
+  if (scenario::fused(s.training.attention)) bytes += tokens * q_width / tp * e + 4.0 * m.heads / tp * tokens;
+  return bytes;
+}
+
+bool op_level_checkpointing(const scenario::Scenario& s, const scenario::ModelSpec& m) {
+  return s.training.framework == scenario::Framework::torchtitan &&
+         s.training.recompute == scenario::Recompute::selective && !m.moe() && !m.mla();
+}
+
 // What transformer layer `layer` (built from `m`, its layer_spec) puts on a rank: its
 // parameters, the experts' share of them, its stored activations per micro-batch, its FP8
 // weight copies.
@@ -85,9 +118,11 @@ LayerFootprint layer_footprint(const scenario::Scenario& s, const scenario::Mode
   f.experts = expert_params_on_rank(m, p.tp, p.ep);
   f.parameters = layer_params_on_rank(s.model, layer, p.tp, p.ep);
   // Context parallelism: 1/cp of every stored tensor (under FlashAttention none is s x s).
-  f.activation = layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute, e,
-                                        scenario::fused(t.attention), fp8 ? 1 : 0) /
-                 p.cp;
+  f.activation =
+      (op_level_checkpointing(s, m) ? op_level_saved_bytes(s, m)
+                                    : layer_activation_bytes(m, t.micro_batch, p.tp, p.sequence_parallel, t.recompute,
+                                                             e, scenario::fused(t.attention), fp8 ? 1 : 0)) /
+      p.cp;
   // fp8: Transformer Engine's FP8 copies of the linear weights, in both layouts.
   if (fp8)
     f.fp8_weights = 2.0 * (m.linear_params_per_layer() - m.expert_params_per_layer() * (1.0 - 1.0 / p.ep)) / p.tp;
@@ -114,6 +149,8 @@ MemoryReport memory_per_rank(const scenario::Scenario& s) {
   }
   MemoryReport report;
   report.capacity = s.cluster.device.memory_bytes;
+  report.headroom = s.cluster.device.headroom;
+  const double nccl_buffers = nccl_buffer_bytes(s);
   if (p.offloads())
     report.host_capacity = s.cluster.host.memory / std::max(1, std::min(s.cluster.gpus_per_node, p.world()));
   for (int stage = 0; stage < p.pp; ++stage) {
@@ -179,6 +216,13 @@ MemoryReport memory_per_rank(const scenario::Scenario& s) {
       b.activations = kept + backward_transient(s);
     }
     b.logits = logits_per_micro_batch * b.logits_in_flight;
+    // TorchTitan's loss, cross_entropy(pred.float(), labels) (train.py at 9dec370), keeps the
+    // log-softmax's fp32 output (the logits counted above); the backward that starts from it
+    // holds two more fp32 copies at once, the NLL's gradient and the log-softmax's input
+    // gradient. Megatron's vocab-parallel cross entropy writes its gradient into the saved
+    // softmax in place. The layers' backward transient comes later, so only the excess counts.
+    if (logits_per_micro_batch > 0.0 && t.framework == scenario::Framework::torchtitan)
+      b.logits += std::max(0.0, 2.0 * logits_per_micro_batch - backward_transient(s));
     const int g = topology::dtype_bytes(t.grad_dtype);
     const int sharded = p.grad_ranks() > 1 ? p.zero : 0;  // ZeRO stage in effect
     const int n = p.shard_size();                         // over this many ranks
@@ -213,9 +257,32 @@ MemoryReport memory_per_rank(const scenario::Scenario& s) {
       }
     }
     b.workspace = s.cluster.device.workspace_bytes;
+    b.communicators = nccl_buffers;
     report.stages.push_back(b);
   }
   return report;
+}
+
+double nccl_buffer_bytes(const scenario::Scenario& s) {
+  const scenario::ParallelPlan& p = s.plan;
+  const int channels = s.cluster.device.kernels.collective_sms;
+  if (channels <= 0 || p.world() < 2) return 0.0;
+  constexpr double simple = 4.0 * 1024 * 1024;   // DEFAULT_BUFFSIZE
+  constexpr double ll128 = 120.0 * 640 * 8 * 8;  // NCCL_LL128_ELEMS_PER_THREAD x MAX_NTHREADS x NCCL_STEPS x 8
+  constexpr double ll = 8.0 * 512 * 8 * 16;      // NCCL_LL_LINES_PER_THREAD x MAX_NTHREADS x NCCL_STEPS x 16
+  // The collective communicators: tensor, context and expert parallelism's, the gradients'
+  // (dp x cp), and the world's (the default group a barrier or a loss reduction runs on)
+  // where it is none of those.
+  int groups = 0;
+  int largest = 1;
+  for (const int size : {p.tp, p.cp, p.grad_ranks(), p.ep}) {
+    if (size > 1) ++groups;
+    largest = std::max(largest, size);
+  }
+  if (p.world() > largest) ++groups;
+  const double collective = groups * channels * (simple + ll128 + ll);
+  const double pipeline = p.pp > 1 ? 2.0 * 2.0 * simple : 0.0;  // two peers, two channels each
+  return collective + pipeline;
 }
 
 std::string describe_memory(const MemoryReport& r) {
@@ -227,13 +294,18 @@ std::string describe_memory(const MemoryReport& r) {
     host = fmt::format("; host memory: stage {} keeps {} of its {} share ({})", h.stage, u::format_bytes(h.host),
                        u::format_bytes(r.host_capacity), r.host_fits() ? "fits" : "OUT OF HOST MEMORY");
   }
+  const double left = r.capacity - b.total();
+  const std::string verdict = b.total() > r.capacity   ? "OUT OF MEMORY"
+                              : b.total() > r.usable() ? fmt::format("past the {:g} % headroom: {} left",
+                                                                     100 * r.headroom, u::format_bytes(left))
+                                                       : fmt::format("fits, {} left", u::format_bytes(left));
   return fmt::format(
       "stage {} needs {} of {} ({}): weights {}, gradients {}, master weights {}, optimizer {}, activations {} "
-      "({} in flight), logits {} ({} in flight), workspace {}{}",
-      b.stage, u::format_bytes(b.total()), u::format_bytes(r.capacity),
-      b.total() <= r.capacity ? "fits" : "OUT OF MEMORY", u::format_bytes(b.weights), u::format_bytes(b.gradients),
-      u::format_bytes(b.master), u::format_bytes(b.optimizer), u::format_bytes(b.activations), b.in_flight,
-      u::format_bytes(b.logits), b.logits_in_flight, u::format_bytes(b.workspace), host);
+      "({} in flight), logits {} ({} in flight), workspace {}, NCCL buffers {}{}",
+      b.stage, u::format_bytes(b.total()), u::format_bytes(r.capacity), verdict, u::format_bytes(b.weights),
+      u::format_bytes(b.gradients), u::format_bytes(b.master), u::format_bytes(b.optimizer),
+      u::format_bytes(b.activations), b.in_flight, u::format_bytes(b.logits), b.logits_in_flight,
+      u::format_bytes(b.workspace), u::format_bytes(b.communicators), host);
 }
 
 }  // namespace parasim::workload

@@ -32,8 +32,14 @@
 // micro-batch's logits, under GPipe all m. At that peak a layer's backward also holds its
 // transients, counted with the activations: the gradient in and out (T·h each, T·h/tp
 // under sequence parallelism) and the MLP's two intermediate gradients (T·f/tp each), and
-// under full recompute the layer's recomputed activations. Workspace is the device's runtime
-// reserve. Layer-norm weights are counted as sharded with their layer (h of 12h² per layer).
+// under full recompute the layer's recomputed activations. Layer-norm weights are counted as
+// sharded with their layer (h of 12h² per layer).
+//
+// Beside the tensors, what the runtime holds: the workspace (the device's `workspace`: CUDA
+// context, the libraries' kernels, cuBLAS's workspaces) and NCCL's buffers (`communicators`,
+// nccl_buffer_bytes). A plan fits when the total is within the memory less the device's
+// headroom (default 5 %), the share left for the caching allocator's fragmentation and what
+// nothing here counts.
 #pragma once
 
 #include <string>
@@ -53,28 +59,43 @@ struct MemoryBreakdown {
   double activations = 0.0;
   double logits = 0.0;
   double workspace = 0.0;
-  double host = 0.0;         // in host memory (offloading), not part of total()
-  int in_flight = 0;         // (micro-batch, chunk) activations held at the stage's peak
-  int logits_in_flight = 0;  // micro-batches whose logits are held then (last stage)
+  double communicators = 0.0;  // NCCL's buffers, per communicator the rank is in
+  double host = 0.0;           // in host memory (offloading), not part of total()
+  int in_flight = 0;           // (micro-batch, chunk) activations held at the stage's peak
+  int logits_in_flight = 0;    // micro-batches whose logits are held then (last stage)
 
-  [[nodiscard]] double total() const {
-    return weights + gradients + master + optimizer + activations + logits + workspace;
-  }
+  [[nodiscard]] double total() const { return tensors() + workspace + communicators; }
+  // What the framework's tensors hold at the peak: what PyTorch's caching allocator has
+  // allocated (its reserved bytes add its fragmentation).
+  [[nodiscard]] double tensors() const { return weights + gradients + master + optimizer + activations + logits; }
 };
 
 struct MemoryReport {
   std::vector<MemoryBreakdown> stages;  // one per pipeline stage (tp and dp ranks alike)
   double capacity = 0.0;
+  double headroom = 0.0;       // the share of capacity a plan leaves free (DeviceSpec::headroom)
   double host_capacity = 0.0;  // a rank's share of its node's host memory; 0: nothing offloaded
   [[nodiscard]] const MemoryBreakdown& peak() const;
   // The stage holding the most in host memory.
   [[nodiscard]] const MemoryBreakdown& host_peak() const;
   [[nodiscard]] bool host_fits() const { return host_capacity <= 0.0 || host_peak().host <= host_capacity; }
-  [[nodiscard]] bool fits() const { return peak().total() <= capacity && host_fits(); }
+  // The memory a plan may use: the capacity less the headroom.
+  [[nodiscard]] double usable() const { return capacity * (1.0 - headroom); }
+  // The usable memory the peak stage leaves free, as a share of the capacity (negative: past it).
+  [[nodiscard]] double margin() const { return (usable() - peak().total()) / capacity; }
+  [[nodiscard]] bool fits() const { return peak().total() <= usable() && host_fits(); }
 };
 
 MemoryReport memory_per_rank(const scenario::Scenario& s);
 // "stage 0 needs 93.1 GiB of 80 GiB: weights 7.0 GiB, gradients ..., activations ..."
 std::string describe_memory(const MemoryReport& r);
+
+// NCCL's buffers on one rank: per communicator of more than one rank that the plan's
+// parallelism creates, one receive connection per channel (the device's collective_sms
+// channels) holding each protocol's buffer, SIMPLE 4 MiB, LL128 4,915,200 bytes and LL
+// 512 KiB (nccl src/init.cc, DEFAULT_BUFFSIZE, DEFAULT_LL128_BUFFSIZE, DEFAULT_LL_BUFFSIZE);
+// pipeline parallelism's send / receive pairs, two channels per peer of SIMPLE buffers
+// (NCCL_NCHANNELS_PER_NET_PEER's default 2). 0 on a device with no collective channels.
+double nccl_buffer_bytes(const scenario::Scenario& s);
 
 }  // namespace parasim::workload

@@ -80,7 +80,7 @@ void showRankMemory(FigureTableModel& m, const scenario::Scenario& s, const work
     const workload::MemoryBreakdown& b = r.stages[std::size_t(stage)];
     FigureTableModel::Cell measuredCell{QStringLiteral("-"), QVariant(), {}};
     if (std::size_t(rank) < measured.size() && measured[std::size_t(rank)] > 0) measuredCell = bytes(measured[std::size_t(rank)]);
-    rows.push_back({count(rank), count(stage), bytes(b.total() - b.workspace), measuredCell});
+    rows.push_back({count(rank), count(stage), bytes(b.tensors()), measuredCell});
   }
   m.setTable({QObject::tr("Rank"), QObject::tr("Stage"), QObject::tr("Predicted tensors"), QObject::tr("Measured peak")},
              std::move(rows));

@@ -153,7 +153,7 @@ double MemoryModel::bytes(int row, int column) const {
     case Optimizer: return b.optimizer;
     case Activations: return b.activations;
     case Logits: return b.logits;
-    case Workspace: return b.workspace;
+    case Workspace: return b.workspace + b.communicators;
     case Host: return b.host;
     default: return 0.0;
   }
@@ -161,7 +161,7 @@ double MemoryModel::bytes(int row, int column) const {
 
 bool MemoryModel::fits(int row) const {
   const workload::MemoryBreakdown& b = m_report.stages[std::size_t(row)];
-  return b.total() <= m_report.capacity && (m_report.host_capacity <= 0.0 || b.host <= m_report.host_capacity);
+  return b.total() <= m_report.usable() && (m_report.host_capacity <= 0.0 || b.host <= m_report.host_capacity);
 }
 
 QVariant MemoryModel::data(const QModelIndex& index, int role) const {
@@ -186,7 +186,7 @@ QVariant MemoryModel::headerData(int section, Qt::Orientation orientation, int r
   if (role != Qt::DisplayRole) return {};
   if (orientation == Qt::Vertical) return section;
   static const char* const names[ColumnCount] = {"Stage",     "Per rank", "Capacity",    "Fits",   "Weights", "Gradients",
-                                                 "Master",    "Optimizer", "Activations", "Logits", "Workspace",
+                                                 "Master",    "Optimizer", "Activations", "Logits", "Runtime",
                                                  "Host"};
   return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
 }

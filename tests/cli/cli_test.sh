@@ -315,7 +315,16 @@ expect 2 "top" -- "$parasim" plan "$q" --top -1
 # 30B on one 80 GB GPU: only with the optimizer (and parameters) in host memory; with a
 # host too small for that, nothing fits and the answer is the smallest cluster.
 m30="$src/scenarios/memory-30b-one-gpu.yaml"
-expect 0 "44 valid plans: 16 fit, 28 rejected" -- "$parasim" plan "$m30"
+expect 0 "44 valid plans: 15 fit, 29 rejected" -- "$parasim" plan "$m30"
+# The headroom: a plan leaves 5 % of the memory free unless told otherwise; at 1 % the plan
+# keeping the parameters on the device (78.7 of 80 GiB) fits too.
+expect 0 "every plan leaves at least 5 % of the device's 80 GiB free" -- "$parasim" plan "$m30"
+expect 0 "44 valid plans: 16 fit, 28 rejected" -- "$parasim" plan "$m30" --headroom 1%
+expect 0 "\(fits, 1.3 GiB left\)" -- "$parasim" check "$src/scenarios/offload-30b-one-gpu.yaml" --set plan.offload_params=false --headroom 0.01
+expect 0 "past the 5 % headroom: 1.3 GiB left" -- "$parasim" check "$src/scenarios/offload-30b-one-gpu.yaml" --set plan.offload_params=false
+expect 2 "cluster.device.headroom.*expected a fraction from 0 to 0.5" -- "$parasim" check "$m30" --headroom 60%
+expect 2 "cluster.device.headroom" -- "$parasim" check "$m30" --headroom lots
+expect 2 "cluster.device.headroom: expected a fraction such as 0.8 or 80%, non-negative; got '-5%'" -- "$parasim" check "$m30" --headroom -5%
 expect 0 "^ 1 .* 0 \+off\(o,p\) " -- "$parasim" plan "$m30"
 expect 0 "every plan that fits on 1 device offloads to host memory; without offloading, the smallest cluster where one fits has 8 devices" -- "$parasim" plan "$m30"
 expect 0 "\"smallest_fitting_devices_without_offload\": 8" -- "$parasim" plan "$m30" --json

@@ -131,7 +131,7 @@ TEST_CASE("the memory model marks a stage out of memory in red, and dumps to the
           Approx(split.stages[std::size_t(r)].total() / double(1ULL << 30)));
   }
   CHECK(gui::dumpModel(model).section(QLatin1Char('\n'), 0, 0).toStdString() ==
-        "Stage\tPer rank\tCapacity\tFits\tWeights\tGradients\tMaster\tOptimizer\tActivations\tLogits\tWorkspace\tHost");
+        "Stage\tPer rank\tCapacity\tFits\tWeights\tGradients\tMaster\tOptimizer\tActivations\tLogits\tRuntime\tHost");
 }
 
 TEST_CASE("the memory model shows what an offloading plan keeps in host memory, and whether it fits there",

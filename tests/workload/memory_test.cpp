@@ -217,3 +217,113 @@ TEST_CASE("a 30B model does not fit one 80 GB GPU, tensor parallelism over 8 doe
   CHECK(r8.fits());
   CHECK(describe_memory(r1).find("OUT OF MEMORY") != std::string::npos);
 }
+
+TEST_CASE(
+    "TorchTitan's op-level checkpointing keeps the layer input, every odd mm's output and the flash "
+    "kernel's",
+    "[memory][torchtitan]") {
+  // Llama 3 8B at 8,192 tokens, micro-batch 2, on 8 GPUs with FSDP: T = 16,384 tokens, h =
+  // 4,096, the kv width 8 x 128 = 1,024, f = 14,336. Saved per layer, in bf16: the input
+  // (T·h), wq's output (T·h), wv's (T·1,024), SDPA's output (T·h) and log-sum-exp (fp32, 32
+  // heads), w1's (T·f) and w2's (T·h): T·(4h + 1,024 + f)·2 + T·32·4 bytes.
+  const std::string text =
+      "cluster: dgx-h100\nmodel: llama3-8b\n"
+      "training: {framework: torchtitan, global_batch: 16, micro_batch: 2, recompute: selective}\n"
+      "plan: {dp: 8, zero: 3}\n";
+  const Scenario s = scenario(text);
+  const double T = 16384, h = 4096;
+  const double per_layer = T * (4 * h + 1024 + 14336) * 2 + T * 32 * 4;
+  const MemoryBreakdown b = memory_per_rank(s).stages[0];
+  REQUIRE(b.in_flight == 1);
+  // Megatron's selective set for the same layer keeps about twice as much.
+  const MemoryBreakdown megatron = memory_per_rank(scenario(text, {"training.framework=megatron-core"})).stages[0];
+  // Beside them, one layer's backward transient: the gradients in and out (2 T·h) and the
+  // MLP's two (2 T·f), in bf16.
+  const double f = 14336;
+  const double transient = (2 * T * h + 2 * T * f) * 2;
+  CHECK(b.activations == Approx(32 * per_layer + transient));
+  CHECK(megatron.activations ==
+        Approx(32 * layer_activation_bytes(s.model, 2, 1, false, Recompute::selective, 2, true) + transient));
+  CHECK(megatron.activations - transient > 1.8 * (b.activations - transient));
+  // Under tp 2 (sequence parallel) the input halves, the column-parallel outputs and the
+  // flash kernel's halve, w2's partial sums stay whole and the two reduce-scatters' outputs
+  // (T·h/2 each) are kept too.
+  const MemoryBreakdown tp2 =
+      memory_per_rank(scenario(text, {"plan.tp=2", "plan.dp=4", "plan.sequence_parallel=true"})).stages[0];
+  const double per_layer_tp2 = T * (h / 2 + h / 2 + 512 + h / 2 + 7168 + h + 2 * h / 2) * 2 + T * 16 * 4;
+  CHECK(tp2.activations == Approx(32 * per_layer_tp2 + (T * h + T * f) * 2));
+  // Full recompute is the same for both: each layer's input.
+  const MemoryBreakdown full = memory_per_rank(scenario(text, {"training.recompute=full"})).stages[0];
+  const MemoryBreakdown full_megatron =
+      memory_per_rank(scenario(text, {"training.recompute=full", "training.framework=megatron-core"})).stages[0];
+  CHECK(full.activations == Approx(full_megatron.activations));
+}
+
+TEST_CASE("TorchTitan's loss holds three fp32 copies of the logits at its backward, Megatron's one",
+          "[memory][torchtitan]") {
+  // cross_entropy(pred.float(), labels): the log-softmax output kept (4 bytes per logit)
+  // and, as the backward starts, the NLL's gradient and the log-softmax's input gradient
+  // (4 bytes each), less the layers' backward transient that comes after it.
+  const std::string text =
+      "cluster: dgx-h100\nmodel: llama3-8b\n"
+      "training: {framework: torchtitan, global_batch: 16, micro_batch: 2, recompute: full}\n"
+      "plan: {dp: 8, zero: 3}\n";
+  const double logits = 16384.0 * 128256 * 4;
+  const MemoryBreakdown titan = memory_per_rank(scenario(text)).stages[0];
+  const MemoryBreakdown megatron = memory_per_rank(scenario(text, {"training.framework=megatron-core"})).stages[0];
+  CHECK(megatron.logits == Approx(logits));
+  // The layer's transient under full recompute: gradients in and out (2 T·h), the MLP's two
+  // (2 T·f), and the recomputed layer's activations, all in bf16.
+  const double T = 16384, h = 4096, f = 14336;
+  const double layer = layer_activation_bytes(scenario(text).model, 2, 1, false, Recompute::none, 2, true);
+  const double transient = (2 * T * h + 2 * T * f) * 2 + layer;
+  CHECK(titan.logits == Approx(logits + 2 * logits - transient));
+  CHECK(titan.activations == Approx(megatron.activations));
+}
+
+TEST_CASE("NCCL's buffers: per communicator, each channel's SIMPLE, LL128 and LL buffers", "[memory][nccl]") {
+  // 24 channels on the H100 preset, 4 MiB + 4,915,200 B + 512 KiB each.
+  const double per_communicator = 24 * (4194304.0 + 4915200.0 + 524288.0);
+  auto buffers = [](std::vector<std::string> sets) {
+    return nccl_buffer_bytes(
+        scenario("cluster: {preset: dgx-h100, nodes: 4}\nmodel: gpt3-13b\n"
+                 "training: {global_batch: 64}\nplan: {dp: 32}\n",
+                 std::move(sets)));
+  };
+  // dp alone: the gradients' communicator is the world.
+  CHECK(buffers({}) == Approx(per_communicator));
+  // tp 8 x dp 4: tp's, dp's and the world's.
+  CHECK(buffers({"plan.tp=8", "plan.dp=4"}) == Approx(3 * per_communicator));
+  // tp 8 x pp 4: tp's and the world's, and the pipeline's two peers of two SIMPLE channels.
+  CHECK(buffers({"plan.tp=8", "plan.pp=4", "plan.dp=1"}) == Approx(2 * per_communicator + 4 * 4194304.0));
+  // One rank: none; a CPU device (no collective channels): none.
+  CHECK(buffers({"plan.dp=1", "cluster.nodes=1", "cluster.gpus_per_node=1"}) == 0.0);
+  const Scenario cpu = scenario(
+      "cluster: {preset: cpu-host, gpus_per_node: 4}\nmodel: gpt3-13b\n"
+      "training: {global_batch: 64}\nplan: {dp: 4}\n");
+  CHECK(nccl_buffer_bytes(cpu) == 0.0);
+  // They are part of the total, as the workspace is.
+  const Scenario s = scenario(one_gpu, {"cluster.gpus_per_node=8", "plan.dp=8"});
+  const MemoryBreakdown b = memory_per_rank(s).stages[0];
+  CHECK(b.communicators == Approx(per_communicator));
+  CHECK(b.total() == Approx(b.tensors() + b.workspace + b.communicators));
+}
+
+TEST_CASE("a plan fits when it leaves the headroom free", "[memory][headroom]") {
+  const Scenario s = scenario(one_gpu);
+  const MemoryReport r = memory_per_rank(s);
+  CHECK(r.headroom == 0.05);
+  CHECK(r.usable() == Approx(0.95 * r.capacity));
+  CHECK(r.margin() == Approx((0.95 * r.capacity - r.peak().total()) / r.capacity));
+  // A capacity between the total and the total over 0.95: fits the device, not the headroom.
+  const double total = r.peak().total();
+  const std::string memory = std::to_string(static_cast<long long>(total / 0.975)) + "B";
+  const MemoryReport tight = memory_per_rank(scenario(one_gpu, {"cluster.device.memory=" + memory}));
+  CHECK(tight.peak().total() < tight.capacity);
+  CHECK_FALSE(tight.fits());
+  CHECK(tight.margin() < 0.0);
+  const MemoryReport lower =
+      memory_per_rank(scenario(one_gpu, {"cluster.device.memory=" + memory, "cluster.device.headroom=2%"}));
+  CHECK(lower.fits());
+  CHECK_THAT(describe_memory(tight), Catch::Matchers::Contains("past the 5 % headroom"));
+}
