@@ -236,7 +236,8 @@ QWidget* MainWindow::makeSummaryView() {
     }
     QStringList names;
     for (int r = 0; r < m_memory->rowCount(); ++r) {
-      names << (m_memory->fits(r) ? tr("stage %1").arg(r) : tr("stage %1: OUT OF MEMORY").arg(r));
+      const QString fits = m_memory->data(m_memory->index(r, MemoryModel::Fits)).toString();
+      names << (m_memory->fits(r) ? tr("stage %1").arg(r) : tr("stage %1: %2").arg(r).arg(fits.toUpper()));
     }
     stages->setCategories(names);
     setNiceRange(size, top * unit.scale * 1.05, tr("per rank (%1)").arg(unit.name));

@@ -172,7 +172,11 @@ QVariant MemoryModel::data(const QModelIndex& index, int role) const {
   const int c = index.column();
   if (role == Qt::DisplayRole) {
     if (c == Stage) return b.stage;
-    if (c == Fits) return fits ? tr("fits") : host_fits ? tr("out of memory") : tr("out of host memory");
+    if (c == Fits) {
+      if (fits) return tr("fits");
+      if (!host_fits) return tr("out of host memory");
+      return b.total() <= m_report.capacity ? tr("past the headroom") : tr("out of memory");
+    }
     return QString::fromStdString(u::format_bytes(bytes(index.row(), c)));
   }
   if (role == RawRole) return c == Stage ? QVariant(b.stage) : c == Fits ? QVariant(fits) : QVariant(bytes(index.row(), c));

@@ -132,6 +132,13 @@ TEST_CASE("the memory model marks a stage out of memory in red, and dumps to the
   }
   CHECK(gui::dumpModel(model).section(QLatin1Char('\n'), 0, 0).toStdString() ==
         "Stage\tPer rank\tCapacity\tFits\tWeights\tGradients\tMaster\tOptimizer\tActivations\tLogits\tRuntime\tHost");
+  // Within the device but not its 5 % headroom (scenario 17 keeping its parameters: 78.7 of
+  // 80 GiB): named so, in red.
+  const workload::MemoryReport tight = workload::memory_per_rank(scenario::load(
+      scenarios + "offload-30b-one-gpu.yaml", std::vector<std::string>{"plan.offload_params=false"}));
+  model.setReport(tight);
+  CHECK(model.index(0, gui::MemoryModel::Fits).data().toString().toStdString() == "past the headroom");
+  CHECK(model.index(0, gui::MemoryModel::Total).data(Qt::ForegroundRole).value<QBrush>().color() == QColor(200, 0, 0));
 }
 
 TEST_CASE("the memory model shows what an offloading plan keeps in host memory, and whether it fits there",
