@@ -60,6 +60,7 @@ std::string_view to_string(Backend b) { return b == Backend::cpu ? "cpu" : "cuda
 std::string_view to_string(Attention a) {
   switch (a) {
     case Attention::flash: return "flash";
+    case Attention::flash_v2: return "flash-v2";
     case Attention::flash_v1: return "flash-v1";
     case Attention::naive: return "naive";
   }

@@ -66,7 +66,7 @@ Value resolve_preset(const Value& section, PresetKind kind, const std::string& p
 
 topology::KernelSpec read_kernels(const Value& v, const std::string& path, LocationMap& where) {
   Reader kr(v, path, {"sms", "gemm_efficiency", "l2_bandwidth", "memory_efficiency", "launch", "flash_attention",
-                               "flash_attention_v1", "collective_sms"},
+                               "flash_attention_v1", "flash_attention_v2", "collective_sms"},
             &where);
   topology::KernelSpec ks;
   ks.sms = kr.integer("sms", std::nullopt, 1, 100000);
@@ -81,6 +81,16 @@ topology::KernelSpec read_kernels(const Value& v, const std::string& path, Locat
   } else {
     ks.flash_forward = ks.gemm_efficiency * 0.75;
     ks.flash_backward = ks.gemm_efficiency * 0.6;
+  }
+  // FlashAttention-2: the device's fused kernel unless the device gives its own (on Hopper
+  // cuDNN's and Transformer Engine's kernels run about twice its rate).
+  if (const Value* fa = kr.get("flash_attention_v2")) {
+    Reader fr(*fa, kr.key_path("flash_attention_v2"), {"forward", "backward"}, &where);
+    ks.flash_v2_forward = fr.number("forward", std::nullopt, 0.01, 1.0);
+    ks.flash_v2_backward = fr.number("backward", std::nullopt, 0.01, 1.0);
+  } else {
+    ks.flash_v2_forward = ks.flash_forward;
+    ks.flash_v2_backward = ks.flash_backward;
   }
   // FlashAttention-1: its forward reaches 30-50 % of an A100's peak and its backward 25-35 %
   // where FlashAttention-2's reach 50-73 % and about 40-55 % (Dao 2023, "FlashAttention-2",

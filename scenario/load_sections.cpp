@@ -228,10 +228,18 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   t.lr_reference_batch = r.integer("lr_reference_batch", t.lr_scaling == LrScaling::none ? 0 : std::optional<int>{}, 0);
   // Megatron-DeepSpeed's attention is its unfused core (CoreAttention: baddbmm, the fused
   // scale-mask-softmax, bmm) unless --use-flash-attn is given (megatron/arguments.py, off by
-  // default), as in BLOOM's runs; the other frameworks default to a fused attention.
+  // default), as in BLOOM's runs. TorchTitan calls PyTorch's scaled_dot_product_attention,
+  // whose CUDA backends are tried flash (FlashAttention-2), memory-efficient, math, then
+  // cuDNN: cuDNN's became opt-in after PyTorch 2.5 (pytorch/pytorch#138522; on a December
+  // 2024 nightly SDPA ran 329 TFLOP/s on an H100 where its cuDNN backend ran 631,
+  // pytorch/pytorch#142132). The other frameworks default to the device's best fused kernel.
   const bool unfused = !gpu || t.framework == Framework::megatron_deepspeed;
-  t.attention = r.choice<Attention>("attention", unfused ? Attention::naive : Attention::flash,
-                                    {{"flash", Attention::flash}, {"flash-v1", Attention::flash_v1}, {"naive", Attention::naive}});
+  const Attention fused_default = t.framework == Framework::torchtitan ? Attention::flash_v2 : Attention::flash;
+  t.attention = r.choice<Attention>("attention", unfused ? Attention::naive : fused_default,
+                                    {{"flash", Attention::flash},
+                                     {"flash-v2", Attention::flash_v2},
+                                     {"flash-v1", Attention::flash_v1},
+                                     {"naive", Attention::naive}});
   // Megatron-LM keeps fp32 main gradients under bf16 (forced; fp8 trains on bf16 weights)
   // and the compute type's otherwise.
   const Dtype weights = topology::storage_dtype(t.precision);

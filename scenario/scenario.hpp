@@ -40,10 +40,12 @@ enum class Collective { automatic, ring, tree, hierarchical, nvls, direct };
 enum class Dim { tp, dp, pp, cp };
 enum class Backend { cpu, cuda };
 // How the attention core runs: FlashAttention (one fused kernel, no s x s tensors kept) or
-// the unfused GEMMs, softmax and dropout. flash is FlashAttention-2 or a kernel as fast
-// (cuDNN's, Transformer Engine's); flash_v1 the first generation (flash-attn 1.x and its
-// Triton port), the same algorithm at about two thirds of the rate (KernelSpec).
-enum class Attention { flash, flash_v1, naive };
+// the unfused GEMMs, softmax and dropout. flash is the device's best fused kernel (cuDNN's,
+// Transformer Engine's; FlashAttention-2 on Ampere); flash_v2 FlashAttention-2 itself (as
+// PyTorch's scaled_dot_product_attention runs it), which on Hopper reaches about half of
+// cuDNN's rate; flash_v1 the first generation (flash-attn 1.x and its Triton port), the same
+// algorithm at about two thirds of FlashAttention-2's rate (KernelSpec).
+enum class Attention { flash, flash_v2, flash_v1, naive };
 // Whether the attention core is one fused kernel (either FlashAttention).
 inline bool fused(Attention a) { return a != Attention::naive; }
 // The training framework that runs the plan (training.framework): it decides kernels the

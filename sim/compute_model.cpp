@@ -389,8 +389,9 @@ double gemm_tile_seconds(const DeviceProfile& p, const workload::Kernel& g, doub
 
 double flash_seconds(const DeviceProfile& p, const workload::Kernel& k, double peak) {
   const bool forward = k.kind == workload::KernelKind::flash_forward;
-  const double efficiency = k.v1 ? (forward ? p.kernels.flash_v1_forward : p.kernels.flash_v1_backward)
-                                 : (forward ? p.kernels.flash_forward : p.kernels.flash_backward);
+  const double efficiency = k.v1   ? (forward ? p.kernels.flash_v1_forward : p.kernels.flash_v1_backward)
+                            : k.v2 ? (forward ? p.kernels.flash_v2_forward : p.kernels.flash_v2_backward)
+                                   : (forward ? p.kernels.flash_forward : p.kernels.flash_backward);
   const double blocks = ceil_div(static_cast<double>(k.m), 128.0) * static_cast<double>(k.batch);
   const double sms = std::max(1, p.kernels.sms);
   const double filled = blocks / (ceil_div(blocks, sms) * sms);

@@ -210,7 +210,8 @@ std::vector<MeasuredRun> read_public_runs(const std::string& path) {
     // The attention as stated, else the framework's default (training.framework).
     const std::string fa = lower(cell("flash_attn"));
     std::string attention;
-    if (fa.rfind('y', 0) == 0) attention = ", attention: flash";
+    // TorchTitan's is PyTorch SDPA's flash backend, FlashAttention-2 (its framework default).
+    if (fa.rfind('y', 0) == 0) attention = framework == "torchtitan" ? ", attention: flash-v2" : ", attention: flash";
     // llm-foundry's benchmark tables were written (commits up to 5e85bd62d, January 2024)
     // while scripts/train/benchmarking/submit_benchmarks.py defaulted to --attn_impl triton,
     // MPT's Triton port of FlashAttention-1, and setup.py's gpu extra pinned flash-attn 1.0.x

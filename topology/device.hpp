@@ -37,6 +37,8 @@ struct KernelSpec {
   double launch = 0.0;             // GPU seconds per kernel besides its work (launch, ramp, tail)
   double flash_forward = 0.0;      // FlashAttention-2's fraction of the peak, forward
   double flash_backward = 0.0;     // and backward
+  double flash_v2_forward = 0.0;   // FlashAttention-2's (flash-attn 2.x, PyTorch SDPA's flash backend), forward
+  double flash_v2_backward = 0.0;  // and backward
   double flash_v1_forward = 0.0;   // FlashAttention-1's (flash-attn 1.x, its Triton port), forward
   double flash_v1_backward = 0.0;  // and backward
   // SMs a running NCCL collective holds: each of its channels is one thread block resident on

@@ -60,6 +60,7 @@ KernelPlan kernel_plan(const scenario::Scenario& s) {
   p.compiled = s.training.compile;
   p.flash = scenario::fused(s.training.attention);
   p.flash_v1 = s.training.attention == scenario::Attention::flash_v1;
+  p.flash_v2 = s.training.attention == scenario::Attention::flash_v2;
   p.dropout = s.model.dropout > 0.0;
   p.biases = s.model.mlp == scenario::Mlp::gelu;
   p.ep = s.plan.ep;

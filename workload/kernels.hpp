@@ -64,6 +64,7 @@ struct Kernel {
   bool causal = false;     // flash_*: only the lower triangle is computed
   bool fp8 = false;        // gemm: FP8 operands (1 byte each) at the device's fp8 rate, C in `element`
   bool v1 = false;         // flash_*: FlashAttention's first generation (KernelSpec::flash_v1_*)
+  bool v2 = false;         // flash_*: FlashAttention-2 itself (KernelSpec::flash_v2_*)
 
   [[nodiscard]] double flops() const;      // the arithmetic the kernel performs
   [[nodiscard]] double io_bytes() const;   // its minimum memory traffic
@@ -94,6 +95,7 @@ struct KernelPlan {
   }
   bool flash = true;        // FlashAttention rather than the unfused attention core
   bool flash_v1 = false;    // its first generation (scenario::Attention::flash_v1)
+  bool flash_v2 = false;    // FlashAttention-2 itself (scenario::Attention::flash_v2)
   // Unfused attention: Megatron's fused scale-mask-softmax kernel takes the shape (see
   // fused_softmax_available); else PyTorch's softmax runs, in fp32 with casts around it.
   bool fused_softmax = true;

@@ -69,6 +69,7 @@ class Emit {
     out_.push_back({backward ? KernelKind::flash_backward : KernelKind::flash_forward,
                     backward ? "flash-attention-bwd" : "flash-attention", m, n, d, batch, p_.element, 0, 0.0, causal});
     out_.back().v1 = p_.flash_v1;
+    out_.back().v2 = p_.flash_v2;
   }
   std::vector<Kernel> take() {
     std::vector<Kernel> out = std::move(out_);

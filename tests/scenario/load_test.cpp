@@ -74,6 +74,11 @@ TEST_CASE("training.framework sets what the plan leaves to the framework", "[loa
   CHECK(ds_set.training.attention == Attention::flash);
   CHECK(ds_set.plan.overlap_dp);
   CHECK(load_text(base + "training: {framework: megatron-deepspeed, global_batch: 16}\n", "ds.yaml").plan.overlap_dp);
+  // TorchTitan: PyTorch SDPA's flash backend, FlashAttention-2 itself; as written otherwise.
+  CHECK(load_text(base + "training: {framework: torchtitan, global_batch: 16}\n", "tt.yaml").training.attention ==
+        Attention::flash_v2);
+  CHECK(load_text(base + "training: {framework: torchtitan, global_batch: 16, attention: flash}\n", "tt.yaml")
+            .training.attention == Attention::flash);
   // NeMo trains with Megatron-Core.
   CHECK(load_text(base + "training: {framework: nemo, global_batch: 16}\n", "n.yaml").training.framework ==
         Framework::megatron_core);

@@ -147,3 +147,28 @@ TEST_CASE("a power cap slows compute by the cube root of the cap over the board'
   capped.cluster.device.power_limit = 500.0;
   CHECK(capped.cluster.device.clock_factor() == 1.0);
 }
+
+TEST_CASE("FlashAttention-2 on an H100 runs at its own rates, on an A100 at the fused kernel's",
+          "[sim][kernels][attention]") {
+  // A flash kernel that fills the SMs (132 x 128 query rows, 4 heads' batches): its time is
+  // its FLOPs over peak x the generation's fraction. H100: cuDNN's 0.5 / 0.4, FlashAttention-2
+  // 0.33 / 0.25 (pytorch/pytorch#142132), so 0.5 / 0.33 and 0.4 / 0.25 the time; on an A100
+  // FlashAttention-2 is the fused kernel, so the same.
+  const char* h100 = "cluster: {preset: dgx-h100, nodes: 1}\nmodel: {layers: 2, hidden: 1024, heads: 16, vocab: 51200, "
+                     "seq_len: 1024}\ntraining: {global_batch: 8}\n";
+  const scenario::Scenario s = scenario::load_text(h100, "h.yaml");
+  const sim::DeviceProfile p = sim::default_profile(s.cluster.device);
+  REQUIRE(p.kernels.flash_v2_forward == 0.33);
+  REQUIRE(p.kernels.flash_v2_backward == 0.25);
+  for (const auto kind : {workload::KernelKind::flash_forward, workload::KernelKind::flash_backward}) {
+    workload::Kernel k{kind, "flash", 132 * 128, 132 * 128, 128, 4, 2, 0, 0.0, true};
+    const double fused = sim::kernel_work_seconds(p, k, topology::Dtype::bf16);
+    k.v2 = true;
+    const double v2 = sim::kernel_work_seconds(p, k, topology::Dtype::bf16);
+    const bool forward = kind == workload::KernelKind::flash_forward;
+    CHECK(v2 / fused == Approx(forward ? 0.5 / 0.33 : 0.4 / 0.25));
+  }
+  const scenario::Scenario a100 = scenario::load_text(std::string(h100).replace(std::string(h100).find("dgx-h100"), 8, "dgx-a100"), "a.yaml");
+  CHECK(a100.cluster.device.kernels.flash_v2_forward == a100.cluster.device.kernels.flash_forward);
+  CHECK(a100.cluster.device.kernels.flash_v2_backward == a100.cluster.device.kernels.flash_backward);
+}
