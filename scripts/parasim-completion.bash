@@ -18,7 +18,7 @@ _parasim() {
     --fold) mapfile -t COMPREPLY < <(compgen -W "auto always never" -- "$cur"); return ;;
     --batch) mapfile -t COMPREPLY < <(compgen -W "per-replica fixed" -- "$cur"); return ;;
     --device) mapfile -t COMPREPLY < <(compgen -W "$("$prog" presets 2>/dev/null | awk '$1 == "device" {print $2}')" -- "$cur"); return ;;
-    --set | --vary | --steps | --warmup | --gpus | --top | --resimulate | --threads | --ranks | --max-error | --max-size | --stall-timeout | --mpirun-args)
+    --set | --headroom | --vary | --steps | --warmup | --gpus | --top | --resimulate | --threads | --ranks | --max-error | --max-size | --stall-timeout | --mpirun-args)
       return ;;
   esac
   if [[ $cur == -* ]]; then
