@@ -433,7 +433,12 @@ expect 2 "expected seconds from 0.1 to 86400, got 'nan'" -- "$parasim" run "$q" 
 expect 2 "not in range 1 to 65536" -- "$parasim" plan "$q" --gpus 1000000000
 if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 2 "at most 4GiB" -- "$parasim" calibrate --max-size 1TiB
-  expect 2 "need .* together, and this host has" -- "$parasim" run "$q" --set model.hidden=65536 --set cluster.device.memory=64TiB
+  expect 2 "need .* together \(.*\), and this host has" -- "$parasim" run "$q" --set model.hidden=65536 --set cluster.device.memory=64TiB
+  # Many small ranks: each takes its runtime (104 MiB measured) beside its tensors, so one
+  # more rank than the host's available memory holds at that is refused before any starts.
+  avail_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+  many=$((avail_kib / (104 * 1024) + 8))
+  expect 2 "the plan's $many CPU ranks need .* of runtime each\), and this host has" -- "$parasim" run "$q" --set cluster.gpus_per_node=$many --set plan.dp=$many --set training.global_batch=$((4 * many))
 fi
 printf 'device: cpu-core\nmemory_bandwidth: nan GB/s\n' >"$work/nan-profile.yaml"
 expect 2 "nan-profile.yaml:2:19: memory_bandwidth: .*not a finite number" -- "$parasim" check "$q" --set hardware.profile="$work/nan-profile.yaml"
