@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -132,10 +133,16 @@ void Shard::init_parameters(const std::function<float(std::size_t)>& value) {
   const unsigned threads =
       param_count_ < (std::int64_t{1} << 22) ? 1U : std::clamp(std::thread::hardware_concurrency(), 1U, 8U);
   std::vector<std::thread> workers;
-  for (unsigned t = 1; t < threads; ++t) {
-    workers.emplace_back(fill, rows.size() * t / threads, rows.size() * (t + 1) / threads);
+  unsigned started = 1;
+  try {
+    for (; started < threads; ++started) {
+      workers.emplace_back(fill, rows.size() * started / threads, rows.size() * (started + 1) / threads);
+    }
+  } catch (const std::system_error&) {
+    // The system refused a thread (a pids limit): this one fills what is left.
   }
   fill(0, rows.size() / threads);
+  if (started < threads) fill(rows.size() * started / threads, rows.size());
   for (std::thread& w : workers) w.join();
   dev_.upload(params_.f(), host.data(), host.size() * sizeof(float));
   if (storage_ == scenario::Dtype::bf16 || storage_ == scenario::Dtype::fp16) {

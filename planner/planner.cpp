@@ -12,6 +12,7 @@
 #include "scenario/limits.hpp"
 #include "workload/memory.hpp"
 #include "planner/search.hpp"
+#include "planner/workers.hpp"
 #include "report/metrics.hpp"
 #include "planner/estimate.hpp"
 #include "sim/simulate.hpp"
@@ -87,27 +88,6 @@ void score_slice(const scenario::Scenario& base, const std::vector<planner::Cand
     fits.push_back(std::move(p));
   }
   watch.add((end - begin) % batch);
-}
-
-// Runs body(w) for w in [0, t) on t threads; the first exception a worker throws is
-// rethrown here once all have joined (an exception escaping a thread would abort).
-template <typename Body>
-void run_workers(unsigned t, Body body) {
-  std::vector<std::thread> workers;
-  std::exception_ptr first;
-  std::mutex m;
-  for (unsigned w = 0; w < t; ++w) {
-    workers.emplace_back([&, w] {
-      try {
-        body(w);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(m);
-        if (!first) first = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& w : workers) w.join();
-  if (first) std::rethrow_exception(first);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <span>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -318,7 +319,13 @@ std::string chrome_trace_json(const Trace& trace, const program::Program& progra
       span_events(program, all.subspan(from, n * (t + 1) / threads - from), starts.data() + from, blocks[t]);
     };
     std::vector<std::jthread> workers;
-    for (std::size_t t = 1; t < threads; ++t) workers.emplace_back(part, t);
+    std::size_t started = 1;
+    try {
+      for (; started < threads; ++started) workers.emplace_back(part, started);
+    } catch (const std::system_error&) {
+      // The system refused a thread (a pids limit): this one formats the blocks left.
+    }
+    for (std::size_t t = started; t < threads; ++t) part(t);
     part(0);
   }
   std::size_t total = b.size();

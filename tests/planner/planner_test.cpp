@@ -2,6 +2,7 @@
 // overrides, memory rejections with their reason, rankings that do not depend on threads,
 // and re-simulated rows that carry the simulator's figures.
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
@@ -10,12 +11,17 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "golden.hpp"
 #include "scenario/describe.hpp"
 #include "scenario/load.hpp"
 #include "workload/memory.hpp"
 #include "program/program.hpp"
+#include "planner/workers.hpp"
 #include "planner/search.hpp"
 #include "report/metrics.hpp"
 #include "planner/planner.hpp"
@@ -238,4 +244,23 @@ TEST_CASE("a plan search reports its progress per phase and stops when cancelled
   std::atomic<bool> cancel{true};
   o.cancel = &cancel;
   CHECK_THROWS_AS(planner::plan_search(s, o), planner::Cancelled);
+}
+
+TEST_CASE("the planner's workers run every item once when the system refuses threads", "[planner][threads]") {
+  // A spawner that gives one thread and then refuses (as under a pids limit): the calling
+  // thread runs the rest, each index exactly once, and a body's exception still comes back.
+  for (const int allowed : {0, 1, 3, 8}) {
+    INFO("threads allowed " << allowed);
+    std::atomic<int> spawned{0};
+    auto refusing = [&](auto f) {
+      if (spawned++ >= allowed) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+      return std::thread(std::move(f));
+    };
+    std::vector<std::atomic<int>> runs(8);
+    planner::run_workers(8, [&](unsigned w) { ++runs[w]; }, refusing);
+    for (const auto& r : runs) CHECK(r == 1);
+    CHECK_THROWS_WITH(planner::run_workers(
+                          8, [](unsigned w) { if (w == 5) throw std::runtime_error("item 5"); }, refusing),
+                      "item 5");
+  }
 }
