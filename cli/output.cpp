@@ -178,6 +178,9 @@ void OutputSet::commit() {
 }
 
 void install_output_signal_cleanup() {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG instead of the process being
+  // killed by SIGXFSZ: the output set then removes its temporaries and says why (exit 1).
+  std::signal(SIGXFSZ, SIG_IGN);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
     struct sigaction sa {};
     sa.sa_handler = remove_live_and_die;

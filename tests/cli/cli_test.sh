@@ -410,6 +410,11 @@ ln -s "$work/victim" "$work/link.json"
 expect 0 "" -- "$parasim" simulate "$q" --trace "$work/link.json"
 check "a symlinked output is replaced, its target untouched" grep -qx precious "$work/victim"
 expect 1 "cannot write to standard output: No space left" -- bash -c "'$parasim' simulate '$q' >/dev/full"
+# Past a file-size limit (ulimit -f, 1 KiB blocks): the write fails (EFBIG) rather than
+# SIGXFSZ killing the command; exit 1 with the reason, no temporary or partial file left.
+expect 1 "cannot write '.*big.json': File too large" -- bash -c "ulimit -f 1; '$parasim' simulate '$q' --json '$work/big.json' >/dev/null"
+check "a file-size limit leaves no partial output" test ! -e "$work/big.json"
+check "a file-size limit leaves no temporary" test -z "$(find "$work" -name '.big.json.*')"
 check "no temporary files left by any of these" test -z "$(find "$work" -name '.*')"
 # A signal mid-write: the CSV's temporary exists while the plot goes to a FIFO nobody
 # reads yet (the open blocks); SIGTERM then must remove the temporary and write nothing.
