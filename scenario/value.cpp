@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include "scenario/limits.hpp"
@@ -176,6 +177,12 @@ Value parse_yaml(std::string_view text, const std::string& file) {
     // YAML::Load reads the first document only; yaml-cpp 0.7's LoadAll can loop forever on
     // malformed input, so a second document is found from the text (a '---' line).
     root = YAML::Load(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own guard, whose message is only "bad file".
+    throw ScenarioError(location(e.mark, file), "",
+                        fmt::format("values nested more than {} levels deep (the YAML reader's limit); a "
+                                    "scenario nests a few, and allows {}",
+                                    e.depth(), limits::yaml_depth));
   } catch (const YAML::Exception& e) {
     throw ScenarioError(location(e.mark, file), "", fmt::format("YAML syntax error: {}", e.msg));
   }

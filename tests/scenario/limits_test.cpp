@@ -122,6 +122,11 @@ TEST_CASE("YAML that would grow or hide input is refused", "[load][limits]") {
     CHECK(e.where().line == 29);
     CHECK_THAT(e.what(), Contains("levels deep"));
   }
+  SECTION("lists nested 4,000 deep stop at the YAML reader's own guard, named so") {
+    const ScenarioError e = error_of(good + "description: " + std::string(4000, '[') + std::string(4000, ']') + "\n");
+    CHECK_THAT(e.what(), Contains("levels deep (the YAML reader's limit)"));
+    CHECK_THAT(e.what(), !Contains("bad file"));
+  }
   SECTION("text past 4 MiB") {
     const ScenarioError e = error_of(good + "description: \"" + std::string(5 << 20, 'x') + "\"\n");
     CHECK_THAT(e.what(), Contains("past the limit"));
