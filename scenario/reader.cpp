@@ -90,8 +90,9 @@ double parsed(const Reader& r, std::string_view key, const Value* v, Parse parse
 int Reader::integer(std::string_view key, std::optional<int> fallback, int min, int max) const {
   const Value* v = scalar_or_default(key, fallback.has_value());
   if (v == nullptr) return *fallback;
-  const std::string range = min == 1 && max == (1 << 30) ? "a positive integer"
-                            : max == (1 << 30)          ? fmt::format("an integer of at least {}", min)
+  // A positive integer past 2^30 is named by its limit, not called not positive.
+  const std::string range = min == 1 && max == (1 << 30) ? "a positive integer of at most 1,073,741,824"
+                            : max == (1 << 30)          ? fmt::format("an integer from {} to 1,073,741,824", min)
                                                         : fmt::format("an integer from {} to {}", min, max);
   const units::Parsed p = units::parse_count(v->scalar);
   if (!p.ok() || p.value != std::floor(p.value) || p.value < min || p.value > max) {

@@ -91,8 +91,10 @@ std::vector<Case> make_cases() {
      {"expected an integer from 1 to 65536, got '100000000'"}},
     {"degrees whose product overflows", replace(replace(good, "  dp: 4", "  dp: 1000000000"), "  tp: 2", "  tp: 1000000000"),
      "plan.dp", 26, {"= 2000000000000000000 devices, but the cluster has 16"}},
-    {"fractional tp", replace(good, "  tp: 2", "  tp: 1.5"), "plan.tp", 27, {"expected a positive integer, got '1.5'"}},
-    {"negative dp", replace(good, "  dp: 4", "  dp: -4"), "plan.dp", 26, {"expected a positive integer, got '-4'"}},
+    {"fractional tp", replace(good, "  tp: 2", "  tp: 1.5"), "plan.tp", 27, {"expected a positive integer of at most 1,073,741,824, got '1.5'"}},
+    {"negative dp", replace(good, "  dp: 4", "  dp: -4"), "plan.dp", 26, {"expected a positive integer of at most 1,073,741,824, got '-4'"}},
+    {"tp past the integer limit", replace(good, "  tp: 2", "  tp: 2147483648"), "plan.tp", 27,
+     {"expected a positive integer of at most 1,073,741,824, got '2147483648'"}},
     {"bandwidth without unit", replace(good, "bandwidth: 450 GB/s", "bandwidth: 450"), "cluster.intra_node.bandwidth", 8,
      {"needs a unit", "bits or bytes"}},
     {"unknown bandwidth unit", replace(good, "400Gbps", "400 Gbits"), "cluster.inter_node.nic_bandwidth", 12,
@@ -318,7 +320,7 @@ std::vector<Case> make_cases() {
     {"override without '='", good, "", 0, {"expected KEY=VALUE"}, {"plan.tp"}, "--set plan.tp"},
     {"override of an unknown key", good, "plan.tpp", 1, {"unknown key 'tpp'", "did you mean 'tp'"}, {"plan.tpp=4"},
      "--set plan.tpp=4"},
-    {"override with a bad value", good, "plan.tp", 1, {"expected a positive integer, got 'four'"}, {"plan.tp=four"},
+    {"override with a bad value", good, "plan.tp", 1, {"expected a positive integer of at most 1,073,741,824, got 'four'"}, {"plan.tp=four"},
      "--set plan.tp=four"},
   };
 }
