@@ -145,7 +145,15 @@ DeviceProfile load_profile(const std::string& path, const topology::DeviceSpec& 
   if (const scenario::Value* peak = r.get("peak")) {
     scenario::Reader pr(*peak, "peak", {"fp32", "tf32", "bf16", "fp16", "fp8"}, &where);
     for (topology::Dtype d : topology::all_dtypes) {
-      p.peak[static_cast<std::size_t>(d)] = pr.flop_rate(topology::to_string(d), p.peak[static_cast<std::size_t>(d)]);
+      const auto i = static_cast<std::size_t>(d);
+      const double rate = pr.flop_rate(topology::to_string(d), p.peak[i]);
+      // 0 means "not supported" in a device's datasheet; a measurement of a type the device
+      // computes cannot be 0 (the simulator would divide by it).
+      if (rate <= 0.0 && p.peak[i] > 0.0) {
+        pr.fail(topology::to_string(d), fmt::format("a measured peak must be positive: {} computes {}", device.name,
+                                                    topology::to_string(d)));
+      }
+      p.peak[i] = rate;
     }
   }
   if (const scenario::Value* eff = r.get("gemm_efficiency")) {

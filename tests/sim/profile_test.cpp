@@ -55,7 +55,7 @@ TEST_CASE("a profile written by profile_yaml reads back to the same figures", "[
   const scenario::Scenario s = scenario::load((fs::path(PARASIM_SOURCE_DIR) / "scenarios/quickstart.yaml").string());
   sim::DeviceProfile p;
   p.device = "cpu-core";
-  p.peak = {112.9e9, 112.9e9, 112.9e9, 112.9e9};
+  p.peak = {112.9e9, 112.9e9, 112.9e9, 112.9e9, 112.9e9};
   p.gemm_efficiency = {{32, 0.7168}, {50.8, 0.8449}, {1574, 0.9362}};
   p.memory_bandwidth = 7.123e9;
   p.optimizer_bandwidth = 5.4e9;
@@ -157,6 +157,10 @@ TEST_CASE("a bad profile is refused at its key and line", "[sim][profile]") {
   CHECK(secret.find("20228") == std::string::npos);
   CHECK_THAT(message("empty.yaml", ""), Catch::Contains("empty.yaml") && Catch::Contains("is not a device profile"));
   CHECK_THAT(message("nodevice.yaml", "memory_bandwidth: 3 TB/s\n"), Catch::Contains("is not a device profile"));
+  // A zero peak for a type the device computes is refused at its key (simulate divided by
+  // it and blamed the model's size).
+  CHECK_THAT(message("zero.yaml", "device: cpu-core\npeak: {fp32: 0 FLOPS}\n"),
+             Catch::Contains("zero.yaml:2:14: peak.fp32: a measured peak must be positive"));
 }
 
 TEST_CASE("measured links replace the cluster's: a ring all-reduce slows as its link", "[sim][profile]") {
