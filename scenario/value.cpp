@@ -133,6 +133,12 @@ Value Converter::convert(const YAML::Node& n, const std::string& path, int depth
         std::string key = kv.first.Scalar();
         if (!valid_utf8(key)) throw ScenarioError(key_loc, path, "expected a UTF-8 key; the key has bytes that are not");
         const std::string key_path = path.empty() ? key : path + "." + key;
+        // yaml-cpp 0.7 reads a merge key as a plain key named '<<', merging nothing.
+        if (key == "<<") {
+          throw ScenarioError(key_loc, key_path,
+                              "a YAML merge key ('<<: *anchor') is not read here: write the keys out, or put the "
+                              "shared part in a file and use extends:");
+        }
         if (const Entry* dup = v.find(key)) {
           throw ScenarioError(key_loc, key_path, fmt::format("duplicate key (first set on line {})", dup->key_loc.line));
         }

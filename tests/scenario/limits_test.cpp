@@ -127,6 +127,11 @@ TEST_CASE("YAML that would grow or hide input is refused", "[load][limits]") {
     CHECK_THAT(e.what(), Contains("levels deep (the YAML reader's limit)"));
     CHECK_THAT(e.what(), !Contains("bad file"));
   }
+  SECTION("a merge key is named as one, not as an unknown key") {
+    const ScenarioError e = error_of(good + "hardware: &h {}\nrun:\n  <<: *h\n");
+    CHECK_THAT(e.what(), Contains("a YAML merge key ('<<: *anchor') is not read here"));
+    CHECK_THAT(e.what(), !Contains("did you mean"));
+  }
   SECTION("text past 4 MiB") {
     const ScenarioError e = error_of(good + "description: \"" + std::string(5 << 20, 'x') + "\"\n");
     CHECK_THAT(e.what(), Contains("past the limit"));
