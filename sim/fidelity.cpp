@@ -196,8 +196,8 @@ std::vector<FidelityRow> predict_runs(const std::vector<MeasuredRun>& runs, int 
         const report::StepFigures f = report::step_figures(s, p.trace, topology::Cluster(s.cluster));
         row.predicted = f.step_time;
         if (runs[i].measured_memory > 0.0) {
-          const workload::MemoryBreakdown& b = workload::memory_per_rank(s).peak();
-          row.predicted_memory = b.tensors();
+          const workload::MemoryReport memory = workload::memory_per_rank(s);
+          row.predicted_memory = memory.peak().tensors();
         }
         if (runs[i].measured_flops_rate > 0.0) row.measured_from_rate = f.model_flops / (runs[i].measured_flops_rate * runs[i].gpus);
       } catch (const std::exception& e) {

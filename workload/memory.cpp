@@ -11,12 +11,12 @@
 
 namespace parasim::workload {
 
-const MemoryBreakdown& MemoryReport::peak() const {
+const MemoryBreakdown& MemoryReport::peak() const& {
   return *std::max_element(stages.begin(), stages.end(),
                            [](const MemoryBreakdown& a, const MemoryBreakdown& b) { return a.total() < b.total(); });
 }
 
-const MemoryBreakdown& MemoryReport::host_peak() const {
+const MemoryBreakdown& MemoryReport::host_peak() const& {
   return *std::max_element(stages.begin(), stages.end(),
                            [](const MemoryBreakdown& a, const MemoryBreakdown& b) { return a.host < b.host; });
 }

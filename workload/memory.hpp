@@ -75,9 +75,12 @@ struct MemoryReport {
   double capacity = 0.0;
   double headroom = 0.0;       // the share of capacity a plan leaves free (DeviceSpec::headroom)
   double host_capacity = 0.0;  // a rank's share of its node's host memory; 0: nothing offloaded
-  [[nodiscard]] const MemoryBreakdown& peak() const;
+  [[nodiscard]] const MemoryBreakdown& peak() const&;
+  // On a temporary report (`memory_per_rank(s).peak()`) a copy, never a dangling reference.
+  [[nodiscard]] MemoryBreakdown peak() const&& { return static_cast<const MemoryReport&>(*this).peak(); }
   // The stage holding the most in host memory.
-  [[nodiscard]] const MemoryBreakdown& host_peak() const;
+  [[nodiscard]] const MemoryBreakdown& host_peak() const&;
+  [[nodiscard]] MemoryBreakdown host_peak() const&& { return static_cast<const MemoryReport&>(*this).host_peak(); }
   [[nodiscard]] bool host_fits() const { return host_capacity <= 0.0 || host_peak().host <= host_capacity; }
   // The memory a plan may use: the capacity less the headroom.
   [[nodiscard]] double usable() const { return capacity * (1.0 - headroom); }
