@@ -2,6 +2,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QEventLoop>
 #include <QTimer>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "files.h"
 #include "mainwindow.h"
 #include "models/figuremodels.h"
 #include "parasim/config.hpp"
@@ -87,13 +89,31 @@ int main(int argc, char** argv) {
                                      QStringLiteral("file"));
   cli.addOption(traceFile);
   cli.process(app);
+  // Outputs are checked before any work, as the command line's are.
+  if (cli.isSet(screenshot)) {
+    const QString problem = parasim::gui::outputProblem(cli.value(screenshot));
+    if (!problem.isEmpty()) {
+      std::fprintf(stderr, "parasim-gui: --screenshot %s\n", qPrintable(problem));
+      return 2;
+    }
+  }
+  if (cli.isSet(exportDir)) {
+    const QFileInfo dir(cli.value(exportDir));
+    if (cli.value(exportDir).isEmpty() || (dir.exists() && !dir.isDir())) {
+      std::fprintf(stderr, "parasim-gui: --export %s: %s\n", qPrintable(cli.value(exportDir)),
+                   cli.value(exportDir).isEmpty() ? "an empty folder name" : "exists and is not a folder");
+      return 2;
+    }
+  }
   parasim::gui::MainWindow window;
   const bool batch = cli.isSet(screenshot) || cli.isSet(exportDir);
   window.setBatch(batch);
   bool ok = true;
   bool trace_failed = false;
+  bool run_failed = false;  // --validate's run failed: the views still show why
   QObject::connect(&window, &parasim::gui::MainWindow::traceFailed, [&trace_failed] { trace_failed = true; });
-  if (!cli.positionalArguments().isEmpty()) ok = window.openScenario(cli.positionalArguments().first());
+  const bool scenario = !cli.positionalArguments().isEmpty();
+  if (scenario) ok = window.openScenario(cli.positionalArguments().first());
   if (cli.isSet(traceFile)) window.openTrace(cli.value(traceFile));
   if (cli.isSet(screenshot) || cli.isSet(exportDir)) {
     window.resize(1400, 860);
@@ -101,7 +121,10 @@ int main(int argc, char** argv) {
     // Simulation, sweep and trace reading run on worker threads: wait for them first.
     QElapsedTimer waited;
     waited.start();
-    waitUntil([&] { return !ok || (window.idle() && !window.outcome().path.isEmpty()) || waited.elapsed() >= 300000; });
+    // Without a scenario there is no simulation to wait for.
+    waitUntil([&] {
+      return !ok || (window.idle() && (!scenario || !window.outcome().path.isEmpty())) || waited.elapsed() >= 300000;
+    });
     if (cli.isSet(runDir)) {
       const QString error = window.openRunFolder(cli.value(runDir));
       if (!error.isEmpty()) {
@@ -118,7 +141,7 @@ int main(int argc, char** argv) {
       waitUntil([&] { return window.idle() || waited.elapsed() >= 600000; });
       if (!window.runPanel()->error().isEmpty()) {
         qCritical("%s", qPrintable(window.runPanel()->error()));
-        ok = false;
+        run_failed = true;
       }
       // What the views captured, for scripts/screenshots.sh to judge.
       const auto* cmp = window.runPanel()->comparison();
@@ -129,14 +152,24 @@ int main(int argc, char** argv) {
       }
     }
     QApplication::processEvents();
-    if (cli.isSet(screenshot) && !window.grab().save(cli.value(screenshot))) {
-      qCritical("cannot write %s", qPrintable(cli.value(screenshot)));
-      return 1;
+    // Bad input (a scenario or trace that did not load) writes nothing, as the command line.
+    if (!ok || trace_failed) return 2;
+    if (cli.isSet(screenshot)) {
+      const QString error = parasim::gui::savePng(window.grab(), cli.value(screenshot));
+      if (!error.isEmpty()) {
+        qCritical("%s", qPrintable(error));
+        return 1;
+      }
     }
     if (cli.isSet(exportDir)) {
-      for (const QString& f : window.exportViews(cli.value(exportDir))) std::printf("wrote %s\n", qPrintable(f));
+      QString error;
+      for (const QString& f : window.exportViews(cli.value(exportDir), &error)) std::printf("wrote %s\n", qPrintable(f));
+      if (!error.isEmpty()) {
+        qCritical("%s", qPrintable(error));
+        return 1;
+      }
     }
-    return ok && !trace_failed ? 0 : 2;
+    return run_failed ? 1 : 0;
   }
   if (cli.isSet(runDir)) {
     const QString error = window.openRunFolder(cli.value(runDir));

@@ -1,6 +1,7 @@
 #include "mainwindow.h"
 
 #include <QApplication>
+#include <QBuffer>
 #include <QBarCategoryAxis>
 #include <QBarSeries>
 #include <QBarSet>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "charts.h"
+#include "files.h"
 #include "models/figuremodels.h"
 #include "models/linkmodel.h"
 #include "models/planmodel.h"
@@ -465,19 +467,41 @@ QString MainWindow::openRunFolder(const QString& dir) {
   }
 }
 
-QStringList MainWindow::exportViews(const QString& dir) {
+QStringList MainWindow::exportViews(const QString& dir, QString* error) {
   QStringList written;
-  QDir().mkpath(dir);
+  auto fail = [&](const QString& why) {
+    if (error != nullptr && error->isEmpty()) *error = why;
+  };
+  if (QFileInfo(dir).exists() && !QFileInfo(dir).isDir()) {
+    fail(tr("%1: exists and is not a folder").arg(dir));
+    return written;
+  }
+  if (!QDir().mkpath(dir)) {
+    fail(tr("%1: cannot make the folder").arg(dir));
+    return written;
+  }
   const int current = m_tabs->currentIndex();
   for (int i = 0; i < m_tabs->count(); ++i) {
     m_tabs->setCurrentIndex(i);
     QApplication::processEvents();
     const QString name = m_tabs->tabText(i).toLower().replace(QLatin1Char(' '), QLatin1Char('-')).remove(QLatin1Char('&'));
     const QString file = QDir(dir).filePath(QStringLiteral("%1-%2.png").arg(i + 1, 2, 10, QLatin1Char('0')).arg(name));
-    if (grab().save(file)) written << file;
+    const QString why = savePng(grab(), file);
+    if (why.isEmpty()) {
+      written << file;
+    } else {
+      fail(why);
+    }
   }
   m_tabs->setCurrentIndex(current);
   return written;
+}
+
+QString savePng(const QPixmap& image, const QString& path) {
+  QByteArray bytes;
+  QBuffer buffer(&bytes);
+  if (!buffer.open(QIODevice::WriteOnly) || !image.save(&buffer, "PNG")) return QObject::tr("%1: cannot encode the PNG").arg(path);
+  return writeFileReplacing(path, bytes);
 }
 
 bool MainWindow::idle() const {
@@ -517,7 +541,10 @@ void MainWindow::chooseRunFolder() {
 void MainWindow::chooseExport() {
   const QString dir = QFileDialog::getExistingDirectory(this, tr("Export the views as PNG into"));
   if (dir.isEmpty()) return;
-  statusBar()->showMessage(tr("wrote %1 images to %2").arg(exportViews(dir).size()).arg(dir));
+  QString error;
+  const qsizetype written = exportViews(dir, &error).size();
+  if (!error.isEmpty()) QMessageBox::warning(this, tr("Cannot export every view"), error);
+  statusBar()->showMessage(tr("wrote %1 images to %2").arg(written).arg(dir));
 }
 
 }  // namespace parasim::gui

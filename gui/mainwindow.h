@@ -16,6 +16,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QPixmap>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QTimer>
@@ -66,8 +67,9 @@ class MainWindow : public QMainWindow {
   void cancelPlans();
   // Loads row `row` of the planner's model (in its own order) into the plan editor.
   void loadPlan(int row);
-  // Saves each tab as DIR/NN-name.png; returns the files written.
-  QStringList exportViews(const QString& dir);
+  // Saves each tab as DIR/NN-name.png (making DIR); returns the files written and sets
+  // `*error` to the first failure (DIR a file, an image that cannot be written).
+  QStringList exportViews(const QString& dir, QString* error = nullptr);
 
   QString summaryText() const;
   const LinkModel* linkModel() const { return m_links; }
@@ -165,5 +167,9 @@ class MainWindow : public QMainWindow {
   int m_loadingTraces = 0;
   bool m_batch = false;
 };
+
+// Saves `image` as a PNG at `path` (gui/files.h's writeFileReplacing); returns the reason
+// it could not, or an empty string.
+QString savePng(const QPixmap& image, const QString& path);
 
 }  // namespace parasim::gui

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "files.h"
 #include "models/figuremodels.h"
 
 namespace parasim::gui {
@@ -30,11 +31,7 @@ RunResults readRunFolder(const QString& dir) {
   RunResults r;
   r.dir = dir;
   const QString cmpPath = QDir(dir).filePath(QStringLiteral("comparison.json"));
-  QFile f(cmpPath);
-  if (!f.open(QIODevice::ReadOnly)) {
-    throw std::runtime_error(cmpPath.toStdString() + ": cannot read: " + f.errorString().toStdString());
-  }
-  const QByteArray bytes = f.readAll();
+  const QByteArray bytes = readRegularFile(cmpPath, comparisonFileLimit);
   try {
     const nlohmann::json j = nlohmann::json::parse(bytes.constData(), bytes.constData() + bytes.size());
     r.scenario = QString::fromStdString(j.at("scenario").get<std::string>());

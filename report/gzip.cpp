@@ -1,5 +1,7 @@
 #include "report/gzip.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <zlib.h>
@@ -61,7 +63,7 @@ std::string gzip(std::string_view data) {
   return w.finish();
 }
 
-std::string gunzip(std::string_view data) {
+std::string gunzip(std::string_view data, std::size_t limit) {
   z_stream z{};
   if (inflateInit2(&z, gzip_window) != Z_OK) throw std::runtime_error("gunzip: cannot start zlib");
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
@@ -77,7 +79,12 @@ std::string gunzip(std::string_view data) {
       inflateEnd(&z);
       throw std::runtime_error(rc == Z_BUF_ERROR ? "the gzip stream is truncated" : "the gzip stream is damaged");
     }
-    out.append(buf, sizeof buf - z.avail_out);
+    const std::size_t got = sizeof buf - z.avail_out;
+    if (got > limit - out.size()) {
+      inflateEnd(&z);
+      throw std::runtime_error(fmt::format("the gzip stream unpacks past {} bytes (the limit)", limit));
+    }
+    out.append(buf, got);
   }
   inflateEnd(&z);
   return out;

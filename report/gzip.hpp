@@ -1,6 +1,7 @@
 // gzip in memory (zlib): what writes a trace named *.gz and what reads one back.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,8 +29,9 @@ class GzipWriter {
   void run(std::string_view data, int flush);
 };
 
-// The data of a gzip stream; throws std::runtime_error on a damaged or truncated one.
-std::string gunzip(std::string_view data);
+// The data of a gzip stream; throws std::runtime_error on a damaged or truncated one, or
+// one that unpacks past `limit` bytes (a gzip bomb: a few MiB of zeros unpack to GiBs).
+std::string gunzip(std::string_view data, std::size_t limit = std::string().max_size());
 // Whether `data` starts as a gzip stream does (its magic bytes).
 bool is_gzip(std::string_view data);
 // Whether a file name asks for gzip: it ends in ".gz".

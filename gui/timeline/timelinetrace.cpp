@@ -1,16 +1,15 @@
 #include "timelinetrace.h"
 
-#include <QFile>
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
-
-#include "report/chrome_trace.hpp"
-#include "report/gzip.hpp"
 #include <stdexcept>
 
+#include "files.h"
+#include "report/chrome_trace.hpp"
+#include "report/gzip.hpp"
 #include "report/metrics.hpp"
 #include "topology/units.hpp"
 
@@ -136,15 +135,12 @@ TimelineTrace timelineFromTrace(const report::Trace& trace, std::shared_ptr<cons
 }
 
 TimelineTrace readTimelineFile(const QString& path) {
-  QFile file(path);
-  if (!file.open(QIODevice::ReadOnly)) {
-    throw std::runtime_error(path.toStdString() + ": cannot read: " + file.errorString().toStdString());
-  }
-  const QByteArray raw = file.readAll();
+  const QByteArray raw = readRegularFile(path, traceFileLimit);
   std::string text;
   if (report::is_gzip(std::string_view(raw.constData(), static_cast<std::size_t>(raw.size())))) {
     try {
-      text = report::gunzip(std::string_view(raw.constData(), static_cast<std::size_t>(raw.size())));
+      text = report::gunzip(std::string_view(raw.constData(), static_cast<std::size_t>(raw.size())),
+                            static_cast<std::size_t>(traceFileLimit));
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(path.toStdString() + ": " + e.what());
     }

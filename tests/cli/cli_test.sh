@@ -43,6 +43,17 @@ gui=$(dirname "$parasim")/../gui/parasim-gui
 if [ -x "$gui" ]; then
   expect 0 "Usage: .*parasim-gui" -- env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM "$gui" --help
   expect 2 "parasim-gui: no display" -- env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM "$gui" "$q"
+  # Batch use without a scenario ends at once; hostile inputs and outputs end with a reason.
+  expect 0 "wrote .*01-" -- timeout 120 env QT_QPA_PLATFORM=offscreen "$gui" --export "$work/gui-views"
+  expect 2 "/dev/zero: cannot read: not a regular file" -- timeout 60 env QT_QPA_PLATFORM=offscreen "$gui" --trace /dev/zero --screenshot "$work/z.png"
+  mkfifo "$work/gui.fifo"
+  expect 2 "gui.fifo: cannot read: not a regular file" -- timeout 60 env QT_QPA_PLATFORM=offscreen "$gui" --trace "$work/gui.fifo" --screenshot "$work/z.png"
+  echo keep >"$work/gui-file"
+  expect 2 "--export .*gui-file: exists and is not a folder" -- timeout 60 env QT_QPA_PLATFORM=offscreen "$gui" --export "$work/gui-file"
+  expect 2 "--screenshot .*: is a folder" -- timeout 60 env QT_QPA_PLATFORM=offscreen "$gui" --screenshot "$work"
+  ln -s "$work/gui-file" "$work/gui-link.png"
+  expect 0 "" -- timeout 120 env QT_QPA_PLATFORM=offscreen "$gui" --screenshot "$work/gui-link.png"
+  check "a screenshot replaces a symlink, not its target" bash -c "[ ! -L '$work/gui-link.png' ] && [ \"\$(cat '$work/gui-file')\" = keep ]"
 fi
 # Bash completion (scripts/parasim-completion.bash): subcommands and options from --help.
 complete_words() {  # complete_words WORD...: what completing the last word offers

@@ -6,10 +6,13 @@
 #include <QTemporaryDir>
 #include <catch2/catch.hpp>
 #include <random>
+#include <sys/stat.h>
 
+#include "files.h"
 #include "models/linkmodel.h"
 #include "scenario/load.hpp"
 #include "report/chrome_trace.hpp"
+#include "runpanel.h"
 #include "sim/simulate.hpp"
 #include "support.h"
 #include "timeline/timelinedelegate.h"
@@ -348,4 +351,26 @@ TEST_CASE("a trace written as .json.gz opens as the same timeline, and a damaged
   for (std::size_t i = 0; i < plain.lanes.size(); ++i) CHECK(packed.lanes[i].spans.size() == plain.lanes[i].spans.size());
   const QString broken = write(QStringLiteral("b.json.gz"), gz.substr(0, gz.size() / 2));
   CHECK_THROWS_WITH(gui::readTimelineFile(broken), Catch::Contains("b.json.gz") && Catch::Contains("truncated"));
+}
+
+TEST_CASE("the dashboard reads only regular files within its limit: a FIFO, a device, a folder refused at once",
+          "[gui][timeline][limits]") {
+  QTemporaryDir dir;
+  const QString fifo = dir.filePath(QStringLiteral("pipe.json"));
+  REQUIRE(::mkfifo(QFile::encodeName(fifo).constData(), 0600) == 0);
+  // Each would block forever (a FIFO with no writer) or grow without bound (/dev/zero).
+  CHECK_THROWS_WITH(gui::readTimelineFile(fifo), Catch::Contains("pipe.json: cannot read: not a regular file"));
+  CHECK_THROWS_WITH(gui::readTimelineFile(QStringLiteral("/dev/zero")), Catch::Contains("not a regular file"));
+  CHECK_THROWS_WITH(gui::readTimelineFile(dir.path()), Catch::Contains("not a regular file"));
+  CHECK_THROWS_WITH(gui::readTimelineFile(dir.filePath(QStringLiteral("none.json"))), Catch::Contains("no such file"));
+  // A run folder whose comparison is a FIFO is refused the same way.
+  REQUIRE(::mkfifo(QFile::encodeName(dir.filePath(QStringLiteral("comparison.json"))).constData(), 0600) == 0);
+  CHECK_THROWS_WITH(gui::readRunFolder(dir.path()), Catch::Contains("comparison.json: cannot read: not a regular file"));
+  // Past the limit, by its size on disk.
+  QFile big(dir.filePath(QStringLiteral("big.json")));
+  REQUIRE(big.open(QIODevice::WriteOnly));
+  big.write(QByteArray(3 << 20, ' '));
+  big.close();
+  CHECK_THROWS_WITH(gui::readRegularFile(big.fileName(), qint64(2) << 20), Catch::Contains("3 MiB, past the 2 MiB"));
+  CHECK(gui::readRegularFile(big.fileName(), qint64(3) << 20).size() == (3 << 20));
 }

@@ -4,7 +4,9 @@
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QCheckBox>
+#include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QGraphicsPathItem>
 #include <QImage>
 #include <QSignalSpy>
@@ -354,6 +356,31 @@ TEST_CASE("the window saves the edited scenario, opens traces and run folders, a
     }
     CHECK(colours.size() > 20);
   }
+
+  // An image written over a symlink replaces the link and leaves its target alone, as the
+  // command line's outputs do; a folder where a file belongs, or a file where the export
+  // folder belongs, is an error instead of nothing written.
+  const QString target = dir.filePath(QStringLiteral("precious.txt"));
+  {
+    QFile t(target);
+    REQUIRE(t.open(QIODevice::WriteOnly));
+    t.write("keep");
+  }
+  const QString link = dir.filePath(QStringLiteral("shot.png"));
+  REQUIRE(QFile::link(target, link));
+  CHECK(gui::savePng(w.grab(), link).isEmpty());
+  CHECK_FALSE(QFileInfo(link).isSymLink());
+  CHECK_FALSE(QImage(link).isNull());
+  QFile kept(target);
+  REQUIRE(kept.open(QIODevice::ReadOnly));
+  CHECK(kept.readAll() == "keep");
+  CHECK_THAT(gui::savePng(w.grab(), dir.path()).toStdString(), Catch::Contains("is a folder"));
+  CHECK_THAT(gui::savePng(w.grab(), dir.filePath(QStringLiteral("no/such.png"))).toStdString(), Catch::Contains("does not exist"));
+  QString error;
+  CHECK(w.exportViews(target, &error).isEmpty());
+  CHECK_THAT(error.toStdString(), Catch::Contains("exists and is not a folder"));
+  // Nothing but the files written is left in the folder (no temporaries).
+  for (const QString& name : QDir(dir.path()).entryList(QDir::Files | QDir::Hidden)) CHECK_FALSE(name.startsWith(QLatin1Char('.')));
 }
 
 TEST_CASE("the planner tab ranks the plans as parasim plan does, sorts them, and loads a row into the editor",

@@ -174,4 +174,9 @@ TEST_CASE("gzip a piece at a time reads back as the pieces joined", "[report][tr
   CHECK(report::gunzip(gz) == data);
   CHECK(gz.size() * 5 < data.size());
   CHECK(report::gunzip(report::gzip("")).empty());
+  // A stream that unpacks past the reader's limit (a gzip bomb) stops there.
+  const std::string zeros = report::gzip(std::string(1 << 20, '\0'));
+  CHECK(zeros.size() * 100 < (1 << 20));
+  CHECK(report::gunzip(zeros, 1 << 20).size() == (1 << 20));
+  CHECK_THROWS_WITH(report::gunzip(zeros, (1 << 20) - 1), Catch::Contains("unpacks past 1048575 bytes"));
 }
