@@ -1,5 +1,6 @@
 #include "cli/common.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <system_error>
 #include <unistd.h>
@@ -80,14 +82,20 @@ extern "C" void forward_to_launcher(int sig) {
     at = to;
   }
   std::string job_dir;
-  if (stall_seconds > 0.0) {
-    std::string pattern = (std::filesystem::temp_directory_path() / "parasim-job-XXXXXX").string();
+  std::error_code temp_error;
+  const std::filesystem::path temp = std::filesystem::temp_directory_path(temp_error);
+  if (!temp_error) exec::watchdog::remove_stale_jobs(temp.string());  // left by launchers that were killed
+  if (stall_seconds > 0.0 && !temp_error) {
+    std::string pattern = (temp / "parasim-job-XXXXXX").string();
     if (::mkdtemp(pattern.data()) != nullptr) {
       job_dir = pattern;
       ::setenv("PARASIM_JOB_DIR", job_dir.c_str(), 1);
       cmd.insert(cmd.end(), {"-x", "PARASIM_JOB_DIR"});
     }
   }
+  // The ranks end themselves if this process is killed (SIGKILL leaves mpirun running).
+  exec::watchdog::mark_launcher(job_dir);
+  if (std::getenv("PARASIM_LAUNCHER") != nullptr) cmd.insert(cmd.end(), {"-x", "PARASIM_LAUNCHER"});
   // The ranks' stderr is a pipe to mpirun: a progress line (cli/progress.hpp) is theirs to
   // draw when this process's stderr is a terminal.
   if (std::getenv("PARASIM_PROGRESS") == nullptr && ::isatty(STDERR_FILENO) != 0) ::setenv("PARASIM_PROGRESS", "1", 1);
@@ -106,10 +114,14 @@ extern "C" void forward_to_launcher(int sig) {
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0)
     throw std::runtime_error(fmt::format("cannot start mpirun: {}", std::strerror(errno)));
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) throw std::runtime_error(fmt::format("cannot start mpirun: {}", std::strerror(errno)));
   if (child == 0) {
     ::close(ready[0]);
+    // mpirun is told to end (and to end its ranks) when parasim dies, even by SIGKILL.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);
     ::execvp("mpirun", c.data());
     const int err = errno;
     [[maybe_unused]] const ssize_t n = ::write(ready[1], &err, sizeof err);
@@ -163,31 +175,68 @@ scenario::Scenario ScenarioArgs::load() const {
 
 std::vector<std::string> plan_overrides(const ScenarioArgs& args, const scenario::Scenario& s,
                                         const planner::Candidate& c, int devices) {
-  std::vector<std::string> sets = args.overrides;
+  // The candidate's keys replace the scenario's own overrides of the same keys.
+  const std::vector<std::string> mine = planner::overrides_of(c);
+  auto key = [](const std::string& o) { return o.substr(0, o.find('=')); };
+  std::vector<std::string> sets;
+  for (const std::string& o : args.overrides) {
+    if (std::none_of(mine.begin(), mine.end(), [&](const std::string& m) { return key(m) == key(o); })) sets.push_back(o);
+  }
   const scenario::Scenario sized = planner::on_devices(s, devices);
   if (sized.cluster.nodes != s.cluster.nodes) sets.push_back(fmt::format("cluster.nodes={}", sized.cluster.nodes));
   if (sized.cluster.gpus_per_node != s.cluster.gpus_per_node) {
     sets.push_back(fmt::format("cluster.gpus_per_node={}", sized.cluster.gpus_per_node));
   }
-  for (const std::string& o : planner::overrides_of(c)) sets.push_back(o);
+  for (const std::string& o : mine) sets.push_back(o);
   return sets;
 }
 
-std::string fitting_plan_advice(const ScenarioArgs& args, const scenario::Scenario& s) {
+std::vector<std::string> memory_levers(const scenario::Scenario& s) {
+  const scenario::ParallelPlan& p = s.plan;
+  const scenario::ModelSpec& m = s.model;
+  std::vector<std::string> levers;
+  const bool transformer = m.kind == scenario::ModelKind::transformer;
+  const int kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  if (transformer && 2 * p.tp <= s.cluster.gpus_per_node && m.heads % (2 * p.tp) == 0 && kv % (2 * p.tp) == 0) {
+    levers.push_back(fmt::format("raise tp (now {})", p.tp));
+  }
+  if (2 * p.pp <= m.layer_count()) levers.push_back(fmt::format("raise pp (now {})", p.pp));
+  if (m.moe() && 2 * p.ep <= m.experts && m.experts % (2 * p.ep) == 0 && p.grad_ranks() % (2 * p.ep) == 0) {
+    levers.push_back(fmt::format("raise ep, the experts' split (now {})", p.ep));
+  }
+  if (p.grad_ranks() > 1 && p.zero < 3) levers.push_back(fmt::format("shard more with ZeRO (now stage {})", p.zero));
+  if (transformer && s.training.recompute != scenario::Recompute::full) {
+    levers.push_back(fmt::format("recompute more (now {})", scenario::to_string(s.training.recompute)));
+  }
+  if (s.training.micro_batch > 1) levers.push_back(fmt::format("lower the micro-batch (now {})", s.training.micro_batch));
+  if (!p.offload_optimizer) levers.emplace_back("offload the optimizer to host memory");
+  return levers;
+}
+
+std::string fitting_plan_advice(const ScenarioArgs& args, const scenario::Scenario& s, std::chrono::milliseconds budget) {
+  std::string sets;
+  for (const std::string& o : args.overrides) sets += " --set " + o;
   planner::PlanOptions options;
   options.resimulate = 0;
-  const planner::PlanReport r = planner::plan_search(s, options);
+  options.deadline = std::chrono::steady_clock::now() + budget;
+  planner::PlanReport r;
+  try {
+    r = planner::plan_search(s, options);
+  } catch (const planner::Cancelled&) {
+    return fmt::format("the best plan that fits was not computed (its search takes more than {} s): parasim plan {}{} "
+                       "searches every plan",
+                       static_cast<double>(budget.count()) / 1000.0, args.path, sets);
+  }
   if (r.ranked.empty()) {
-    std::string sets;
-    for (const std::string& o : args.overrides) sets += " --set " + o;
     return fmt::format("no plan fits on these {} devices; parasim plan {}{} finds the smallest cluster where one does",
                        r.devices, args.path, sets);
   }
   const planner::PlanScore& best = r.ranked.front();
-  const std::vector<std::string> sets = plan_overrides(args, s, best.candidate);
+  const std::vector<std::string> plan_sets = plan_overrides(args, s, best.candidate);
   return fmt::format(
-      "the best of the {} plans that fit on these devices (estimated {} a step): parasim simulate {} --set {}",
-      r.ranked.size(), units::format_duration(best.step_time), args.path, fmt::join(sets, " --set "));
+      "the best of the {} plans that fit on these devices (the quick tier's estimate {} a step; parasim plan ranks the "
+      "best by the simulator): parasim simulate {} --set {}",
+      r.ranked.size(), units::format_duration(best.step_time), args.path, fmt::join(plan_sets, " --set "));
 }
 
 void require_fit(bool required, const workload::MemoryReport& memory, const scenario::Scenario& s) {

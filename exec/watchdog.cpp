@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -78,7 +79,91 @@ bool read_heartbeat(const std::string& file, pid_t& pid, std::string& where) {
   return ok;
 }
 
+// PARASIM_STOP=RANK:PHASE[:STEP] stops this rank (SIGSTOP) as it enters the phase, or
+// kills it (SIGKILL) under PARASIM_STOP_SIGNAL=KILL: the fault test
+// (tests/exec/stopped_rank_test.sh) stops and kills a rank in every phase this way, and in
+// "launch", before its first heartbeat.
+void fault_point(const char* name, int step) {
+  const char* spec = std::getenv("PARASIM_STOP");
+  if (spec == nullptr) return;
+  int rank = -1;
+  int at_step = -1;
+  char which[32] = {};
+  const int n = std::sscanf(spec, "%d:%31[^:]:%d", &rank, which, &at_step);
+  if (n >= 2 && rank == rank_from_environment() && std::strcmp(which, name) == 0 && (n < 3 || at_step == step)) {
+    const char* sig = std::getenv("PARASIM_STOP_SIGNAL");
+    ::raise(sig != nullptr && std::strcmp(sig, "KILL") == 0 ? SIGKILL : SIGSTOP);
+  }
+}
+
 }  // namespace
+
+std::string process_identity(pid_t pid) {
+  std::FILE* f = std::fopen(fmt::format("/proc/{}/stat", pid).c_str(), "r");
+  if (f == nullptr) return {};
+  char buf[1024] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  // The command name (field 2) is in parentheses and may hold spaces: fields after its
+  // last ')' are "state ppid ..."; the start time is field 22, the 20th after it.
+  const char* close = std::strrchr(buf, ')');
+  if (n == 0 || close == nullptr) return {};
+  // A zombie (killed, not yet reaped: its parent gone too, under an init that does not
+  // reap) has ended.
+  if (close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X')) return {};
+  unsigned long long start = 0;
+  const char* at = close + 1;
+  for (int field = 3; field < 22 && at != nullptr; ++field) at = std::strchr(at + 1, ' ');
+  if (at == nullptr || std::sscanf(at, " %llu", &start) != 1) return {};
+  return fmt::format("{} {}", pid, start);
+}
+
+bool alive(const std::string& identity) {
+  long pid = 0;
+  if (std::sscanf(identity.c_str(), "%ld", &pid) != 1 || pid <= 0) return false;
+  return process_identity(static_cast<pid_t>(pid)) == identity;
+}
+
+void mark_launcher(const std::string& dir) {
+  const std::string me = process_identity(::getpid());
+  ::setenv("PARASIM_LAUNCHER", me.c_str(), 1);
+  if (dir.empty()) return;
+  if (std::FILE* f = std::fopen((dir + "/launcher").c_str(), "w"); f != nullptr) {
+    std::fprintf(f, "%s\n", me.c_str());
+    std::fclose(f);
+  }
+}
+
+int remove_stale_jobs(const std::string& parent) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int removed = 0;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path dir = it->path();
+    struct stat st {};
+    if (dir.filename().string().rfind("parasim-job-", 0) != 0 || ::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != ::geteuid()) {
+      continue;
+    }
+    char launcher[64] = {};
+    std::FILE* f = std::fopen((dir / "launcher").c_str(), "r");
+    if (f == nullptr) continue;  // not marked (an older parasim's, or being made): left alone
+    const bool read = std::fgets(launcher, sizeof launcher, f) != nullptr;
+    std::fclose(f);
+    std::string identity = read ? launcher : "";
+    while (!identity.empty() && identity.back() == '\n') identity.pop_back();
+    if (identity.empty() || alive(identity)) continue;
+    bool only_ours = true;
+    for (fs::directory_iterator e(dir, ec), stop; !ec && e != stop; e.increment(ec)) {
+      const std::string name = e->path().filename().string();
+      if (name != "launcher" && name.rfind("rank-", 0) != 0) only_ours = false;
+    }
+    if (ec || !only_ours) continue;
+    for (fs::directory_iterator e(dir, ec), stop; !ec && e != stop; e.increment(ec)) ::unlink(e->path().c_str());
+    if (::rmdir(dir.c_str()) == 0) ++removed;
+  }
+  return removed;
+}
 
 void start(double stall_seconds) {
   State& s = state();
@@ -88,17 +173,32 @@ void start(double stall_seconds) {
   static const bool registered = std::atexit([] { stop(); }) == 0;
   (void)registered;
   s.last_progress_ms = now_ms();
+  fault_point("launch", -1);
   const char* dir = std::getenv("PARASIM_JOB_DIR");
   const int rank = rank_from_environment();
   const std::string file = dir != nullptr && rank >= 0 ? fmt::format("{}/rank-{}", dir, rank) : std::string();
   const auto stall_ms = static_cast<std::int64_t>(stall_seconds * 1000.0);
   if (!file.empty()) s.fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   beat(s);
-  s.thread = std::thread([&s, rank, stall_ms] {
+  const char* launcher_env = std::getenv("PARASIM_LAUNCHER");
+  const std::string launcher = launcher_env != nullptr ? launcher_env : "";
+  s.thread = std::thread([&s, rank, stall_ms, launcher] {
+    std::int64_t launcher_checked = now_ms();
     while (s.running.load()) {
       const char* phase = s.phase.load();
       const int step = s.step.load();
       beat(s);
+      // The launcher killed (SIGKILL: it could not end mpirun): nobody would read this
+      // rank's results or end it, so it ends itself.
+      if (!launcher.empty() && now_ms() - launcher_checked >= 1000) {
+        launcher_checked = now_ms();
+        if (!alive(launcher)) {
+          std::fprintf(stderr, "error: rank %d: its launcher (parasim, pid %s) is gone; ending in %s\n", rank,
+                       launcher.substr(0, launcher.find(' ')).c_str(), describe(phase, step).c_str());
+          std::fflush(stderr);
+          std::_Exit(1);
+        }
+      }
       // The step loop watches its own ops and names them; this catches every other phase
       // (and a step loop blocked inside a call), a little later.
       if (now_ms() - s.last_progress_ms.load() > stall_ms + 2000) {
@@ -118,19 +218,7 @@ void phase(const char* name, int step) {
   s.step = step;
   s.last_progress_ms = now_ms();
   beat(s);
-  // PARASIM_STOP=RANK:PHASE[:STEP] stops this rank (SIGSTOP) as it enters the phase, or
-  // kills it (SIGKILL) under PARASIM_STOP_SIGNAL=KILL: the fault test
-  // (tests/exec/stopped_rank_test.sh) stops and kills a rank in every phase this way.
-  if (const char* spec = std::getenv("PARASIM_STOP"); spec != nullptr) {
-    int rank = -1;
-    int at_step = -1;
-    char which[32] = {};
-    const int n = std::sscanf(spec, "%d:%31[^:]:%d", &rank, which, &at_step);
-    if (n >= 2 && rank == rank_from_environment() && std::strcmp(which, name) == 0 && (n < 3 || at_step == step)) {
-      const char* sig = std::getenv("PARASIM_STOP_SIGNAL");
-      ::raise(sig != nullptr && std::strcmp(sig, "KILL") == 0 ? SIGKILL : SIGSTOP);
-    }
-  }
+  fault_point(name, step);
 }
 
 void progress() { state().last_progress_ms = now_ms(); }
@@ -155,11 +243,28 @@ int watch_job(pid_t child, const std::string& dir, int ranks, double stall_secon
   // The ranks first seen gone while mpirun still ran: killed or crashed, as mpirun's
   // status (128 + signal) alone does not say which rank or where.
   std::string gone;
+  // When the first rank's heartbeat came: the others, started by mpirun at the same time,
+  // follow within moments, so a rank still without one half the stall timeout later never
+  // started (stopped or killed before it could write one).
+  std::int64_t first_beat = 0;
+  auto never_started = [&] {
+    std::string who;
+    struct stat st {};
+    for (int r = 0; r < ranks; ++r) {
+      if (::stat(fmt::format("{}/rank-{}", dir, r).c_str(), &st) != 0) who += fmt::format("{}{}", who.empty() ? "" : ", ", r);
+    }
+    return who;
+  };
   while (true) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
     if (done == child || (done < 0 && errno != EINTR)) {
       const bool own_code = WIFEXITED(status) && WEXITSTATUS(status) <= 2;  // a rank's own 0, 1 or 2
+      if (!own_code && gone.empty() && first_beat > 0) {
+        if (const std::string who = never_started(); !who.empty()) {
+          gone = fmt::format("rank {} ended before its first heartbeat", who);
+        }
+      }
       if (own_code || gone.empty()) return status;
       std::fprintf(stderr, "error: %s (killed or crashed); mpirun ended the job with status %d\n", gone.c_str(),
                    WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
@@ -185,12 +290,20 @@ int watch_job(pid_t child, const std::string& dir, int ranks, double stall_secon
       std::int64_t limit = stale_ms;
       std::string what;
       if (::stat(file.c_str(), &st) != 0) {
-        // mpirun may take seconds to start the ranks on a loaded host: a rank is "never
-        // started" only after the stall timeout, and at least 10 s.
-        age = now_ms() - started;
-        limit = std::max<std::int64_t>(10000, static_cast<std::int64_t>(stall_seconds * 1000.0));
+        // mpirun may take seconds to start the ranks on a loaded host: before any rank's
+        // heartbeat, a rank is "never started" only after the stall timeout, and at least
+        // 10 s; once a peer's came, after 80 % of the stall timeout (at least 2 s) more,
+        // before the peers' own watchdogs give up (the stall timeout + 2 s) and are named.
+        if (first_beat > 0) {
+          age = now_ms() - first_beat;
+          limit = std::max<std::int64_t>(2000, static_cast<std::int64_t>(stall_seconds * 800.0));
+        } else {
+          age = now_ms() - started;
+          limit = std::max<std::int64_t>(10000, static_cast<std::int64_t>(stall_seconds * 1000.0));
+        }
         what = "never started (no heartbeat since the job began)";
       } else {
+        if (first_beat == 0) first_beat = now_ms();
         const auto mtime_ms = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
         timespec wall{};
         ::clock_gettime(CLOCK_REALTIME, &wall);
