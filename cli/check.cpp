@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.hpp"
@@ -55,9 +56,14 @@ void add_check(CLI::App& app) {
     if (mem.fits()) {
       fmt::print("ok: {} is a valid scenario and fits in memory\n", s.source);
     } else {
-      fmt::print("{} is a valid scenario but does not fit in memory: raise tp or pp{}, use ZeRO-1 or recompute, or lower "
-                 "the micro-batch (parasim plan searches them all)\n",
-                 s.source, s.model.moe() ? " or ep (the experts)" : "");
+      const std::vector<std::string> levers = memory_levers(s);
+      if (levers.empty()) {
+        fmt::print("{} is a valid scenario but does not fit in memory, and its plan has no lever left on these devices\n",
+                   s.source);
+      } else {
+        fmt::print("{} is a valid scenario but does not fit in memory: {} (parasim plan searches them all)\n", s.source,
+                   fmt::join(levers, ", "));
+      }
       fmt::print("{}\n", fitting_plan_advice(args->scenario, s));
     }
     require_fit(args->require_fit, mem, s);

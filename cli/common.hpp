@@ -2,6 +2,7 @@
 // writing output files whole or not at all.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -74,10 +75,17 @@ bool under_mpi();
 std::vector<std::string> plan_overrides(const ScenarioArgs& args, const scenario::Scenario& s,
                                         const planner::Candidate& c, int devices = 0);
 
+// For a plan that does not fit: the levers its plan still has, each with its value now
+// (tp that can double within a node and the heads, pp within the layers, ep, ZeRO over
+// dp, recompute, the micro-batch, offloading); none where the plan has used them all.
+std::vector<std::string> memory_levers(const scenario::Scenario& s);
+
 // For a plan that does not fit: the best plan that does on the same devices, by the
-// planner's estimates (nothing re-simulated), as a line with the command that simulates it;
-// or where none fits, that. Empty for a generic model's scenario with nothing to search.
-std::string fitting_plan_advice(const ScenarioArgs& args, const scenario::Scenario& s);
+// planner's quick tier (nothing re-simulated), as a line with the command that simulates
+// it; or where none fits, that. The search stops after `budget` (check's advice must not
+// cost a plan search): the line then says it was not computed and how to search.
+std::string fitting_plan_advice(const ScenarioArgs& args, const scenario::Scenario& s,
+                                std::chrono::milliseconds budget = std::chrono::milliseconds(1000));
 
 // --require-fit: ends the command with exit_no_fit when the scenario's plan does not fit.
 void require_fit(bool required, const workload::MemoryReport& memory, const scenario::Scenario& s);

@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <functional>
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,9 @@ struct PlanOptions {
   int threads = 0;      // <= 0: every core
   ProgressFn progress;  // optional
   const std::atomic<bool>* cancel = nullptr;  // optional: set, the search stops (Cancelled)
+  // Optional: past it, the search stops (Cancelled), checked every 256 plans scored and
+  // before each simulation.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 struct PlanReport {

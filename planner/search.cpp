@@ -92,7 +92,7 @@ scenario::Scenario on_devices(const scenario::Scenario& base, int devices) {
   return s;
 }
 
-std::vector<Candidate> enumerate_plans(const scenario::Scenario& base, int devices) {
+std::vector<Candidate> enumerate_plans(const scenario::Scenario& base, int devices, const std::function<void()>& poll) {
   const int n = devices > 0 ? devices : base.cluster.total_gpus();
   const bool transformer = base.model.kind == scenario::ModelKind::transformer;
   const int layers = base.model.layer_count();
@@ -177,6 +177,7 @@ std::vector<Candidate> enumerate_plans(const scenario::Scenario& base, int devic
                     c.micro_batch = mb;
                     c.recompute = r;
                     for (const auto& place : placements(c.plan)) {
+                      if (poll) poll();
                       c.plan.placement = place;
                       const scenario::Scenario cs = with_candidate(base, c);
                       if (!valid(cs)) continue;

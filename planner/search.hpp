@@ -18,6 +18,7 @@
 #pragma once
 
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "scenario/scenario.hpp"
@@ -37,8 +38,10 @@ scenario::Scenario with_candidate(const scenario::Scenario& base, const Candidat
 scenario::Scenario on_devices(const scenario::Scenario& base, int devices);
 
 // Every valid candidate using exactly `devices` devices (<= 0: all of the cluster's), in a
-// fixed order (the order of the loops above).
-std::vector<Candidate> enumerate_plans(const scenario::Scenario& base, int devices = 0);
+// fixed order (the order of the loops above). `poll`, if given, is called before each
+// candidate is checked; what it throws ends the enumeration.
+std::vector<Candidate> enumerate_plans(const scenario::Scenario& base, int devices = 0,
+                                       const std::function<void()>& poll = {});
 
 // The plan's ZeRO stage with its shard group and offloading, for a table's column:
 // "1", "3 /8" (hybrid, shard groups of 8), "2 +off(o)" (optimizer offloaded), "3 +off(o,p)"

@@ -110,7 +110,14 @@ expect 0 "does not fit in memory" -- "$parasim" check "$q" $big
 # ... and the advice points to the planner (nothing fits on 2 CPU ranks) or to the best
 # plan that fits on the devices (30B on one A100 with the hosts' memory: offloading).
 expect 0 "no plan fits on these 2 devices; parasim plan .*quickstart.yaml --set model=gpt-30b --set plan.dp=1 finds" -- "$parasim" check "$q" $big
-expect 0 "the best of the [0-9]+ plans that fit on these devices \(estimated .* a step\): parasim simulate .*memory-30b-one-gpu.yaml --set plan.dp=1 .*offload_optimizer=true" -- "$parasim" simulate "$src/scenarios/memory-30b-one-gpu.yaml"
+expect 0 "the best of the [0-9]+ plans that fit on these devices \(the quick tier's estimate .* a step; parasim plan ranks the best by the simulator\): parasim simulate .*memory-30b-one-gpu.yaml --set plan.dp=1 .*offload_optimizer=true" -- "$parasim" simulate "$src/scenarios/memory-30b-one-gpu.yaml"
+# The levers named are the plan's own: one A100 has no tp to raise or dp to shard over.
+expect 0 "does not fit in memory: raise pp \(now 1\), recompute more \(now none\), offload the optimizer to host memory \(parasim plan" -- "$parasim" check "$src/scenarios/memory-30b-one-gpu.yaml"
+# A search the advice cannot afford (165,000 plans on 8,192 GPUs) is not run: the advice
+# says so, and check answers in about a second.
+start_ms=$(date +%s%3N)
+expect 0 "the best plan that fits was not computed \(its search takes more than 1 s\): parasim plan .*llama3-70b-8xh100.yaml --set cluster.nodes=1024 .* searches every plan" -- "$parasim" check "$src/scenarios/llama3-70b-8xh100.yaml" --set cluster.nodes=1024 --set training.global_batch=16384 --set plan.tp=1 --set plan.pp=1 --set plan.dp=8192
+check "check's advice is bounded (took $(($(date +%s%3N) - start_ms)) ms)" test $(($(date +%s%3N) - start_ms)) -lt 8000
 expect 3 "does not fit in memory: stage 0 needs .* \(--require-fit\)" -- "$parasim" check "$q" $big --require-fit
 expect 3 "does not fit in memory" -- "$parasim" check --json "$q" $big --require-fit
 expect 0 "fits" -- "$parasim" check "$q" --require-fit
