@@ -1,5 +1,16 @@
 // parasim cluster up | down | status: an emulated multi-node cluster on this machine
 // (cli/emulated.hpp), for `run`, `validate` and `calibrate --emulated`.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -33,13 +44,64 @@ std::string describe(const EmulatedCluster& c) {
                      c.latency > 0.0 ? u::format_duration(c.latency) + " added" : std::string("no latency added"));
 }
 
+// What tc's token bucket shapes faithfully on a veth: from 1 Mbit/s (below, a frame takes
+// over 10 ms) to 100 Gbit/s (past any veth's own speed); latency up to 1 s.
+constexpr double min_rate = 1e6 / 8.0;
+constexpr double max_rate_limit = 100e9 / 8.0;
+
+double rate_or_throw(const std::string& text, const char* option) {
+  const double v = parse_or_throw(text, true, option);
+  if (v < min_rate || v > max_rate_limit) {
+    throw UsageError(fmt::format("{} {}: expected a rate from {} to {} (what tc shapes on a veth)", option, text,
+                                 units::format_bandwidth(min_rate), units::format_bandwidth(max_rate_limit)));
+  }
+  return v;
+}
+
+// Holds the machine's emulated-cluster lock (its namespaces are the machine's) while a
+// cluster is made or taken down: a second `cluster up` or `down` waits for the first
+// instead of finding half a cluster (false "no veth" errors, no cluster left up).
+class ClusterLock {
+ public:
+  ClusterLock() {
+    const char* dir = std::filesystem::is_directory("/run/lock") ? "/run/lock" : "/tmp";
+    path_ = fmt::format("{}/parasim-cluster.lock", dir);
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open the cluster lock {}: {}", path_, std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+    std::fprintf(stderr, "waiting for another parasim cluster up or down to finish (%s)\n", path_.c_str());
+    for (int waited = 0; ::flock(fd_, LOCK_EX | LOCK_NB) != 0; ++waited) {
+      if (waited >= 1200) {
+        ::close(fd_);
+        throw std::runtime_error(fmt::format("another parasim cluster up or down held {} for 2 minutes", path_));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  ~ClusterLock() { ::close(fd_); }
+  ClusterLock(const ClusterLock&) = delete;
+  ClusterLock& operator=(const ClusterLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 void up(const ClusterArgs& a) {
   const scenario::Scenario s = a.scenario.load();
-  const double rate = a.rate.empty() ? 0.0 : parse_or_throw(a.rate, true, "--rate");
+  // Every input checked before anything is touched: a bad rate used to take the working
+  // cluster down, then fail in tc.
+  const double rate = a.rate.empty() ? 0.0 : rate_or_throw(a.rate, "--rate");
   const double latency = a.latency.empty() ? -1.0 : parse_or_throw(a.latency, false, "--latency");
-  const double max_rate = parse_or_throw(a.max_rate, true, "--max-rate");
+  if (latency > 1.0) throw UsageError(fmt::format("--latency {}: expected at most 1 s", a.latency));
+  const double max_rate = rate_or_throw(a.max_rate, "--max-rate");
   EmulatedCluster c = emulated_for(s, rate, latency, max_rate);
+  if (c.rate < min_rate) {
+    throw UsageError(fmt::format("the scenario's NICs run at {}, below the {} tc shapes on a veth: give --rate",
+                                 units::format_bandwidth(c.rate), units::format_bandwidth(min_rate)));
+  }
   const double asked = c.latency;
+  const ClusterLock lock;
   if (c.rate < s.cluster.inter.nic_bandwidth) {
     fmt::print("note: the scenario's {} NICs run at {} here (--max-rate); `run`, `validate` and `calibrate "
                "--emulated` predict with the emulated rate\n",
@@ -64,6 +126,7 @@ void up(const ClusterArgs& a) {
 }
 
 void down() {
+  const ClusterLock lock;
   const std::vector<std::string> removed = cluster_down();
   if (removed.empty()) {
     fmt::print("no emulated cluster was up\n");

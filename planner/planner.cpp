@@ -1,6 +1,7 @@
 #include "planner/planner.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -127,7 +128,14 @@ void simulate_rows(const scenario::Scenario& base, std::vector<PlanScore>& ranke
         watch.poll();  // a cancel stops before the next simulation
         PlanScore& p = ranked[i];
         const scenario::Scenario s = planner::with_candidate(base, p.candidate);
-        const sim::Prediction pred = sim::predict(s);
+        std::optional<sim::Prediction> simulated;
+        try {
+          simulated = sim::predict(s);
+        } catch (const program::ProgramTooLarge&) {
+          watch.add(1);  // past the simulator's op limit: the plan keeps its estimate
+          continue;
+        }
+        const sim::Prediction& pred = *simulated;
         const report::StepFigures f = report::step_figures(s, pred.trace, topology::Cluster(s.cluster));
         p.step_time = f.step_time;
         p.tokens_per_s = f.tokens_per_s;

@@ -14,8 +14,12 @@
 #include <utility>
 #include <vector>
 
-#include "workload/buckets.hpp"
+#include <fmt/format.h>
+
 #include "program/program.hpp"
+#include "scenario/check.hpp"
+#include "scenario/limits.hpp"
+#include "workload/buckets.hpp"
 #include "workload/schedule.hpp"
 
 namespace parasim::program::detail {
@@ -43,6 +47,7 @@ class Builder {
   }
 
   Program build(const CompileOptions& options) {
+    max_ops_ = options.max_ops;
     const bool fold = options.one_replica && p_.dp > 1;
     for (int r = 0; r < prog_.world; ++r) {
       scenario::Coord c = coord_of(p_, r);
@@ -80,12 +85,26 @@ class Builder {
   // The kernel set of the op about to be emitted (compute() attaches it).
   void next_kernels(int set) { next_kernels_ = set; }
 
+  // The step has more ops than the simulator takes: name the key behind most of them.
+  [[noreturn]] void too_large() const {
+    const int layers = m_.layer_count();
+    const int mbs = scenario_.micro_batches();
+    const std::string key = layers >= mbs ? "model.layers" : "training.global_batch";
+    throw ProgramTooLarge(
+        scenario::key_location(scenario_, key), key,
+        fmt::format("the simulated step passes {} ops ({} layers x {} micro-batches per pipeline), the simulator's "
+                    "limit (about 4 GiB to simulate); lower {}{}",
+                    max_ops_, layers, mbs, key,
+                    key == "training.global_batch" ? " or raise training.micro_batch" : ""));
+  }
+
   // --- emitting ops -------------------------------------------------------------------
   std::int64_t add(Op op, std::span<const std::int64_t> deps) {
     op.deps_begin = static_cast<std::uint32_t>(prog_.deps.size());
     op.deps_count = static_cast<std::uint32_t>(deps.size());
     prog_.deps.insert(prog_.deps.end(), deps.begin(), deps.end());
     const auto id = static_cast<std::int64_t>(prog_.ops.size());
+    if (id >= max_ops_) [[unlikely]] too_large();
     prog_.ops.push_back(op);
     prog_.order[static_cast<std::size_t>(op.rank)].push_back(id);
     return id;
@@ -389,6 +408,7 @@ class Builder {
   int e_ = 2, g_ = 4;  // bytes of a weight or activation; of a main gradient, which reductions carry
   workload::PipelineShape shape_;
   Program prog_;
+  long long max_ops_ = scenario::limits::program_ops;
   static constexpr std::size_t embedding_groups = tied_embedding_groups;
   static constexpr std::size_t group_kinds = 10;  // tp, dp, pp, embedding, shard, replica, gather, cp, ep, expert dp
   std::vector<std::vector<int>> group_of_;

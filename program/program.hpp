@@ -24,6 +24,8 @@
 
 #include "workload/accounting.hpp"
 #include "workload/kernels.hpp"
+#include "scenario/diagnostics.hpp"
+#include "scenario/limits.hpp"
 #include "scenario/placement.hpp"
 #include "scenario/scenario.hpp"
 
@@ -183,9 +185,21 @@ std::vector<std::vector<int>> add_groups(const scenario::ParallelPlan& p, const 
 struct CompileOptions {
   // Compile data-parallel replica 0 only (the others run the same ops on their own ranks).
   bool one_replica = false;
+  // The most ops the Program may have (ProgramTooLarge past it); tests lower it.
+  long long max_ops = scenario::limits::program_ops;
 };
 
-// Builds the Program of one training step. The scenario must have passed check().
+// A step whose Program would pass scenario::limits::program_ops: a ScenarioError at the
+// key that contributes most (model.layers or training.global_batch), so that a command
+// refuses it with exit 2 instead of running out of memory; the planner keeps such a
+// plan's estimate.
+class ProgramTooLarge : public scenario::ScenarioError {
+ public:
+  using ScenarioError::ScenarioError;
+};
+
+// Builds the Program of one training step. The scenario must have passed check(). Throws
+// ProgramTooLarge past the op limit, having used at most the limit's memory.
 Program compile(const scenario::Scenario& s, CompileOptions options = {});
 
 // "fwd L12 mb3", "tp all-reduce L12 mb3", "send act mb3 -> 17", "dp all-reduce bucket L40-47"

@@ -7,6 +7,22 @@
 #include "scenario/placement.hpp"
 
 namespace parasim::scenario {
+
+Location key_location(const Scenario& s, const std::string& key) {
+  static const LocationMap none;
+  const LocationMap& locations = s.locations ? *s.locations : none;
+  auto it = locations.find(key);
+  Location at = it != locations.end() ? it->second : Location{s.source, 0, 0};
+  // A defaulted key has no line of its own: point at its section.
+  if (at.line == 0) {
+    const auto dot = key.rfind('.');
+    if (auto sec = locations.find(key.substr(0, dot)); dot != std::string::npos && sec != locations.end()) {
+      at = sec->second;
+    }
+  }
+  return at;
+}
+
 namespace {
 
 class Checker {
@@ -14,18 +30,7 @@ class Checker {
   explicit Checker(const Scenario& s) : s_(s) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& message) const {
-    static const LocationMap none;
-    const LocationMap& locations = s_.locations ? *s_.locations : none;
-    auto it = locations.find(key);
-    Location at = it != locations.end() ? it->second : Location{s_.source, 0, 0};
-    // A defaulted key has no line of its own: point at its section.
-    if (at.line == 0) {
-      const auto dot = key.rfind('.');
-      if (auto sec = locations.find(key.substr(0, dot)); dot != std::string::npos && sec != locations.end()) {
-        at = sec->second;
-      }
-    }
-    throw ScenarioError(at, key, message);
+    throw ScenarioError(key_location(s_, key), key, message);
   }
 
   void require(bool ok, const std::string& key, const std::string& message) const {
@@ -191,6 +196,19 @@ void check(const Scenario& s) {
             fmt::format("{} micro-batches per pipeline per step (global_batch / (dp x micro_batch)) pass the limit of "
                         "{}; raise micro_batch or dp",
                         micro_batches, limits::micro_batches));
+
+  // The simulated step's ops, from below: each layer of each micro-batch runs a forward and
+  // a backward on each of its tp x cp ranks. Past the limit, refused here at once; nearer,
+  // the Program's own count refuses it as it is built (program::ProgramTooLarge).
+  {
+    const double floor_ops = 2.0 * m.layer_count() * static_cast<double>(micro_batches) * p.tp * p.cp;
+    const bool layers_lead = m.layer_count() >= micro_batches;
+    c.require(floor_ops <= static_cast<double>(limits::program_ops), layers_lead ? "model.layers" : "training.global_batch",
+              fmt::format("the simulated step has at least {:.0f} ops ({} layers x {} micro-batches per pipeline x tp {}{}, "
+                          "forward and backward), past the simulator's limit of {} (about 4 GiB to simulate); lower {}",
+                          floor_ops, m.layer_count(), micro_batches, p.tp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "",
+                          limits::program_ops, layers_lead ? "model.layers" : "training.global_batch or raise training.micro_batch"));
+  }
 
   // The step's compute at the device's peak rate bounds it from below: past the simulated
   // clock's range (int64 picoseconds, 106 days) nothing can be simulated. Name the key

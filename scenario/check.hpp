@@ -11,10 +11,17 @@
 //   * the device supports the training precision; kv_heads <= heads
 #pragma once
 
+#include <string>
+
+#include "scenario/diagnostics.hpp"
 #include "scenario/scenario.hpp"
 
 namespace parasim::scenario {
 
 void check(const Scenario& s);  // throws ScenarioError
+
+// Where `key` was set in `s` (a defaulted key: its section), for an error about it found
+// after loading.
+Location key_location(const Scenario& s, const std::string& key);
 
 }  // namespace parasim::scenario

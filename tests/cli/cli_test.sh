@@ -183,6 +183,9 @@ expect 0 "^syncbn +[0-9.]+ us" -- "$parasim" simulate "$bn"
 expect 0 "\"local_step_time\": 0\.03" -- "$parasim" simulate "$bn" --json
 expect 2 "training.batch_norm: expected one of local, sync, got 'global'" -- "$parasim" check "$bn" --set training.batch_norm=global
 expect 0 "does not fit|OUT OF MEMORY" -- "$parasim" simulate "$q" --set cluster=dgx-h100 --set cluster.gpus_per_node=1 --set model=gpt-30b --set plan.dp=1 --set training.micro_batch=1 --set training.global_batch=1
+# A step past the simulator's op limit is refused at its key, at once (51,200 layers ran
+# into bad_alloc past 4 GB).
+expect 2 "model.layers=51200:.*model.layers: the simulated step has at least 13107200 ops \(51200 layers x 16 micro-batches per pipeline x tp 8" -- "$parasim" simulate "$src/scenarios/hybrid-32-gpus.yaml" --set model.layers=51200
 expect 2 "plan.tp: heads 4 are not divisible by tp 3" -- "$parasim" simulate "$q" --set cluster.gpus_per_node=4 --set plan.tp=3 --set plan.dp=1 --set training.global_batch=4
 expect 2 "plan.dp: dp x tp x pp = 4 x 1 x 1 = 4 devices, but the cluster has 2" -- "$parasim" simulate "$q" --set plan.dp=4 --trace "$work/t.json"
 check "no trace after a failed run" test ! -e "$work/t.json"
@@ -213,6 +216,19 @@ mkdir -p "$work/not-a-cluster"
 echo precious >"$work/not-a-cluster/hosts"
 echo mine >"$work/not-a-cluster/notes.txt"
 expect 0 "no emulated cluster was up" -- env PARASIM_CLUSTER_DIR="$work/not-a-cluster" "$parasim" cluster down
+# cluster up checks its rates before touching anything (1 bps took the working cluster
+# down, then failed in tc), and up and down wait for each other (a machine-wide lock).
+expect 2 "--rate 1bps: expected a rate from .* to .* \(what tc shapes on a veth\)" -- "$parasim" cluster up "$q" --rate 1bps
+expect 2 "--max-rate 1Pbps: expected a rate from" -- "$parasim" cluster up "$q" --max-rate 1Pbps
+expect 2 "--latency 5s: expected at most 1 s" -- "$parasim" cluster up "$q" --latency 5s
+lockfile=/run/lock/parasim-cluster.lock
+[ -d /run/lock ] || lockfile=/tmp/parasim-cluster.lock
+if command -v flock >/dev/null; then
+  flock "$lockfile" sleep 1.5 &
+  sleep 0.3
+  expect 0 "waiting for another parasim cluster up or down to finish" -- env PARASIM_CLUSTER_DIR="$work/not-a-cluster" "$parasim" cluster down
+  wait
+fi
 check "cluster down leaves a folder that is no cluster's state" test -f "$work/not-a-cluster/hosts" -a -f "$work/not-a-cluster/notes.txt"
 # A folder with the state's marker: its own files go, the user's stay, and so does the folder.
 touch "$work/not-a-cluster/.parasim-cluster" "$work/not-a-cluster/agent"

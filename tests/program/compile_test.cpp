@@ -328,3 +328,34 @@ TEST_CASE("pipeline transfers between two ranks are issued in the same order on 
     CHECK(sent == received);
   }
 }
+
+TEST_CASE("a step past the simulator's op limit is refused at the key behind most of its ops", "[compile][limits]") {
+  // The quickstart: 2 ranks, 2 micro-batches a pipeline. Its own Program fits any limit
+  // at or above its size, and one op fewer is refused, at model.layers (layers outnumber
+  // micro-batches) with the line that sets it.
+  const Scenario s = load(std::string(PARASIM_SOURCE_DIR) + "/scenarios/quickstart.yaml");
+  const Program p = compile(s);
+  const auto n = static_cast<long long>(p.ops.size());
+  CompileOptions exact;
+  exact.max_ops = n;
+  CHECK(compile(s, exact).ops.size() == p.ops.size());
+  CompileOptions fewer;
+  fewer.max_ops = n - 1;
+  try {
+    (void)compile(s, fewer);
+    FAIL("no error");
+  } catch (const ProgramTooLarge& e) {
+    CHECK(e.key() == "model.layers");
+    CHECK(e.where().line > 0);
+    CHECK_THAT(e.message(), Catch::Contains(fmt::format("passes {} ops", n - 1)) && Catch::Contains("lower model.layers"));
+  }
+  // More micro-batches than layers: the global batch is named.
+  const Scenario many = load(std::string(PARASIM_SOURCE_DIR) + "/scenarios/quickstart.yaml",
+                             std::vector<std::string>{"training.global_batch=512", "training.micro_batch=1"});
+  REQUIRE(many.micro_batches() > many.model.layers);
+  CHECK_THROWS_MATCHES(compile(many, fewer), ProgramTooLarge,
+                       Catch::Predicate<ProgramTooLarge>([](const ProgramTooLarge& e) {
+                         return e.key() == "training.global_batch" &&
+                                e.message().find("raise training.micro_batch") != std::string::npos;
+                       }));
+}
