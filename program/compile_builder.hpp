@@ -19,6 +19,7 @@
 #include "program/program.hpp"
 #include "scenario/check.hpp"
 #include "scenario/limits.hpp"
+#include "topology/host_memory.hpp"
 #include "workload/buckets.hpp"
 #include "workload/schedule.hpp"
 
@@ -48,6 +49,14 @@ class Builder {
 
   Program build(const CompileOptions& options) {
     max_ops_ = options.max_ops;
+    if (max_ops_ <= 0) {
+      max_ops_ = scenario::limits::program_ops;
+      if (const double free = topology::host_available_memory(); free > 0.0) {
+        max_ops_ = std::min(max_ops_, static_cast<long long>(free / scenario::limits::program_op_bytes));
+        by_memory_ = max_ops_ < scenario::limits::program_ops;
+        free_bytes_ = free;
+      }
+    }
     const bool fold = options.one_replica && p_.dp > 1;
     for (int r = 0; r < prog_.world; ++r) {
       scenario::Coord c = coord_of(p_, r);
@@ -92,9 +101,13 @@ class Builder {
     const std::string key = layers >= mbs ? "model.layers" : "training.global_batch";
     throw ProgramTooLarge(
         scenario::key_location(scenario_, key), key,
-        fmt::format("the simulated step passes {} ops ({} layers x {} micro-batches per pipeline), the simulator's "
-                    "limit (about 4 GiB to simulate); lower {}{}",
-                    max_ops_, layers, mbs, key,
+        fmt::format("the simulated step passes {} ops ({} layers x {} micro-batches per pipeline), {}; lower {}{}",
+                    max_ops_, layers, mbs,
+                    by_memory_ ? fmt::format("what this host's {:.1f} GiB of available memory simulates (about {:.0f} "
+                                             "bytes an op)",
+                                             free_bytes_ / 1073741824.0, scenario::limits::program_op_bytes)
+                               : "the simulator's limit",
+                    key,
                     key == "training.global_batch" ? " or raise training.micro_batch" : ""));
   }
 
@@ -409,6 +422,8 @@ class Builder {
   workload::PipelineShape shape_;
   Program prog_;
   long long max_ops_ = scenario::limits::program_ops;
+  bool by_memory_ = false;  // max_ops_ is what the host's memory holds
+  double free_bytes_ = 0.0;
   static constexpr std::size_t embedding_groups = tied_embedding_groups;
   static constexpr std::size_t group_kinds = 10;  // tp, dp, pp, embedding, shard, replica, gather, cp, ep, expert dp
   std::vector<std::vector<int>> group_of_;

@@ -185,8 +185,10 @@ std::vector<std::vector<int>> add_groups(const scenario::ParallelPlan& p, const 
 struct CompileOptions {
   // Compile data-parallel replica 0 only (the others run the same ops on their own ranks).
   bool one_replica = false;
-  // The most ops the Program may have (ProgramTooLarge past it); tests lower it.
-  long long max_ops = scenario::limits::program_ops;
+  // The most ops the Program may have (ProgramTooLarge past it): 0 for the cap
+  // (scenario::limits::program_ops) or what the host's available memory holds at
+  // limits::program_op_bytes an op, whichever is less; tests set it.
+  long long max_ops = 0;
 };
 
 // A step whose Program would pass scenario::limits::program_ops: a ScenarioError at the

@@ -198,16 +198,18 @@ void check(const Scenario& s) {
                         micro_batches, limits::micro_batches));
 
   // The simulated step's ops, from below: each layer of each micro-batch runs a forward and
-  // a backward on each of its tp x cp ranks. Past the limit, refused here at once; nearer,
-  // the Program's own count refuses it as it is built (program::ProgramTooLarge).
+  // a backward on each of its tp x cp ranks, and under tp two collectives each way. Past the
+  // cap, refused here at once; nearer, the Program's own count refuses it as it is built
+  // (program::ProgramTooLarge), within the host's available memory.
   {
-    const double floor_ops = 2.0 * m.layer_count() * static_cast<double>(micro_batches) * p.tp * p.cp;
+    const double per_layer = p.tp > 1 ? 6.0 : 2.0;
+    const double floor_ops = per_layer * m.layer_count() * static_cast<double>(micro_batches) * p.tp * p.cp;
     const bool layers_lead = m.layer_count() >= micro_batches;
     c.require(floor_ops <= static_cast<double>(limits::program_ops), layers_lead ? "model.layers" : "training.global_batch",
               fmt::format("the simulated step has at least {:.0f} ops ({} layers x {} micro-batches per pipeline x tp {}{}, "
-                          "forward and backward), past the simulator's limit of {} (about 4 GiB to simulate); lower {}",
+                          "forward and backward{}), past the simulator's limit of {}; lower {}",
                           floor_ops, m.layer_count(), micro_batches, p.tp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "",
-                          limits::program_ops, layers_lead ? "model.layers" : "training.global_batch or raise training.micro_batch"));
+                          p.tp > 1 ? ", tp's collectives" : "", limits::program_ops, layers_lead ? "model.layers" : "training.global_batch or raise training.micro_batch"));
   }
 
   // The step's compute at the device's peak rate bounds it from below: past the simulated

@@ -32,9 +32,11 @@ inline constexpr int micro_batches = 1 << 16;  // per pipeline per step: global_
 inline constexpr int steps = 1'000'000;        // run --steps and --warmup, each
 // The simulated step's Program: ops of the ranks simulated (one replica where folded). A
 // simulation holds about 290 bytes an op with the trace it leaves (5.9 M ops: 1.96 GB
-// peak), so one stays within 4 GiB. Real plans have far fewer: GPT-3 175B on 1,024 GPUs
-// (dp 8, tp 8, pp 16, 192 micro-batches) about 2 million.
-inline constexpr long long program_ops = 12'000'000;
+// peak); below this cap the op count is also held to what the host's available memory
+// takes (program::CompileOptions). Megatron-LM's GPT-3 175B example (tp 8, pp 16, 1,536
+// micro-batches) has about 15 million.
+inline constexpr long long program_ops = 64'000'000;
+inline constexpr double program_op_bytes = 290.0;
 
 // Quantities.
 inline constexpr double bytes = 1152921504606846976.0;  // 1 EiB

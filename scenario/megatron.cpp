@@ -1,5 +1,7 @@
 #include "scenario/megatron.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -36,6 +38,12 @@ std::vector<Token> tokenize(std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (quote != 0) {
+      if (quote == '"' && c == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {  // a line join inside "..."
+        ++i;
+        ++line;
+        column = 1;
+        continue;
+      }
       if (c == quote) {
         quote = 0;
       } else {
@@ -75,11 +83,98 @@ std::vector<Token> tokenize(std::string_view text) {
   return out;
 }
 
+bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+// A launch script's own variables, as bash would expand them where Megatron-LM's examples
+// use them: NAME=value (or `export NAME=value`) sets, $NAME, ${NAME} and ${NAME:-default}
+// expand to the value last set before the use (an unset one to its default, or is left as
+// written), and a word that was only a variable splits at blanks as an unquoted expansion
+// does. Arrays (`ARGS=( --num-layers 24 ... )`, used as `${ARGS[@]}`) need nothing: their
+// words are read where they are written.
+std::vector<Token> expand(const std::vector<Token>& tokens) {
+  std::map<std::string, std::string> vars;
+  std::vector<Token> out;
+  auto substitute = [&](const std::string& word) {
+    std::string result;
+    for (std::size_t i = 0; i < word.size();) {
+      if (word[i] != '$' || i + 1 >= word.size()) {
+        result += word[i++];
+        continue;
+      }
+      std::string name, fallback;
+      bool has_fallback = false;
+      std::size_t end = i + 1;
+      if (word[end] == '{') {
+        const std::size_t close = word.find('}', end);
+        if (close == std::string::npos) {
+          result += word.substr(i);
+          break;
+        }
+        std::string inner = word.substr(end + 1, close - end - 1);
+        if (const auto dash = inner.find(":-"); dash != std::string::npos) {
+          fallback = inner.substr(dash + 2);
+          has_fallback = true;
+          inner.resize(dash);
+        }
+        name = inner;
+        end = close + 1;
+      } else {
+        while (end < word.size() && name_char(word[end])) name += word[end++];
+      }
+      if (const auto v = vars.find(name); v != vars.end() && !name.empty()) {
+        result += v->second;
+      } else if (has_fallback) {
+        result += fallback;
+      } else {
+        result += word.substr(i, end - i);  // unknown ($1, an array, the environment's): as written
+      }
+      i = std::max(end, i + 1);
+    }
+    return result;
+  };
+  for (const Token& t : tokens) {
+    const std::string text = substitute(t.text);
+    const auto eq = t.text.find('=');
+    if (eq != std::string::npos && eq > 0 && !t.text.starts_with("-") &&
+        std::all_of(t.text.begin(), t.text.begin() + static_cast<std::ptrdiff_t>(eq), name_char) &&
+        std::isdigit(static_cast<unsigned char>(t.text[0])) == 0) {
+      const std::string value = substitute(t.text.substr(eq + 1));
+      if (value != "(") vars[t.text.substr(0, eq)] = value;  // an array's opening: its words follow
+      continue;
+    }
+    if (text != t.text && t.text.starts_with("$") && text.find_first_of(" \t\n") != std::string::npos) {
+      for (const Token& w : tokenize(text)) out.push_back({w.text, t.line, t.column});
+      continue;
+    }
+    out.push_back({text, t.line, t.column});
+  }
+  return out;
+}
+
+// The vocabulary a tokenizer fixes, before Megatron pads it; 0 where it is not known here.
+// GPT-2's BPE 50,257; Llama 2's and Mistral's SentencePiece 32,000; Llama 3's tiktoken
+// 128,256 (the Hugging Face names of each).
+int tokenizer_vocabulary(const std::string& type, const std::string& model) {
+  if (type == "GPT2BPETokenizer") return 50257;
+  if (type == "Llama2Tokenizer") return 32000;
+  if (type == "HuggingFaceTokenizer" || type == "GPTSentencePieceTokenizer" || type == "SentencePieceTokenizer") {
+    std::string m = model;
+    std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (m.find("llama-3") != std::string::npos || m.find("llama3") != std::string::npos) return 128256;
+    if (m.find("llama-2") != std::string::npos || m.find("llama2") != std::string::npos ||
+        m.find("mistral") != std::string::npos || m.find("mixtral") != std::string::npos) {
+      return 32000;
+    }
+    if (m.find("gpt2") != std::string::npos) return 50257;
+  }
+  return 0;
+}
+
 }  // namespace
 
 MegatronImport read_megatron_arguments(std::string_view text, const std::string& source) {
   MegatronImport r;
-  const std::vector<Token> tokens = tokenize(text);
+  const std::vector<Token> tokens = expand(tokenize(text));
   auto fail = [&](const Token& at, const std::string& arg, const std::string& what) -> ScenarioError {
     return ScenarioError({source, at.line, at.column}, arg, what);
   };
@@ -95,7 +190,8 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
       value = name.substr(eq + 1);
       name.resize(eq);
       has_value = true;
-    } else if (i + 1 < tokens.size() && !tokens[i + 1].text.starts_with("--")) {
+    } else if (i + 1 < tokens.size() && !tokens[i + 1].text.starts_with("--") && tokens[i + 1].text != ")" &&
+               tokens[i + 1].text != "(") {  // an array's parentheses are no values
       value = tokens[++i].text;
       has_value = true;
     }
@@ -109,7 +205,9 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
     int out = 0;
     const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
     if (ec != std::errc() || end != v.data() + v.size() || out < 0) {
-      throw fail(where.at(arg), arg, fmt::format("expected a whole number, got '{}'", v));
+      throw fail(where.at(arg), arg,
+                 fmt::format("expected a whole number, got '{}'{}", v,
+                             v.starts_with("$") ? " (a variable this script does not set: give its value)" : ""));
     }
     return out;
   };
@@ -149,16 +247,35 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
   count("--num-query-groups", "model.kv_heads");
   count("--seq-length", "model.seq_len");
   take("--max-position-embeddings");
+  const std::string tokenizer = has("--tokenizer-type") ? seen.at("--tokenizer-type")
+                                : has("--merge-file")    ? "GPT2BPETokenizer"  // a BPE merges file: GPT-2's
+                                                         : "";
+  const std::string tokenizer_model = has("--tokenizer-model") ? seen.at("--tokenizer-model") : "";
   if (take("--vocab-size")) {
     set("model.vocab", std::to_string(integer("--vocab-size")));
-  } else if (take("--tokenizer-type") && seen.at("--tokenizer-type") == "GPT2BPETokenizer") {
-    set("model.vocab", "50304");  // GPT-2's 50,257, padded to a multiple of 128 as Megatron does
-    r.notes.push_back("--tokenizer-type GPT2BPETokenizer: vocabulary 50,257 padded to 50,304");
+  } else if (const int words = tokenizer_vocabulary(tokenizer, tokenizer_model); words > 0) {
+    // Megatron pads the vocabulary to a multiple of --make-vocab-size-divisible-by (128)
+    // times tp, so each tp rank's share of the embedding is even
+    // (megatron/training/tokenizer/tokenizer.py, _vocab_size_with_padding).
+    const int tp = take("--tensor-model-parallel-size") ? integer("--tensor-model-parallel-size") : 1;
+    const int divisible = take("--make-vocab-size-divisible-by") ? integer("--make-vocab-size-divisible-by") : 128;
+    const long long multiple = static_cast<long long>(std::max(1, divisible)) * std::max(1, tp);
+    const long long padded = (words + multiple - 1) / multiple * multiple;
+    set("model.vocab", std::to_string(padded));
+    r.notes.push_back(fmt::format("{}{}: vocabulary {} padded to {} (a multiple of {} x tp {})", tokenizer,
+                                  tokenizer_model.empty() ? "" : " " + tokenizer_model, words, padded,
+                                  std::max(1, divisible), std::max(1, tp)));
   } else {
     throw ScenarioError({source, 0, 0}, "--vocab-size",
-                        "missing: give the vocabulary's size (a tokenizer's file cannot be read here)");
+                        tokenizer.empty()
+                            ? "missing: give the vocabulary's size, or the tokenizer (--tokenizer-type, --tokenizer-model)"
+                            : fmt::format("missing: the vocabulary of {}{} is not known here; give --vocab-size", tokenizer,
+                                          tokenizer_model.empty() ? "" : " " + tokenizer_model));
   }
   take("--tokenizer-type");
+  take("--tokenizer-model");
+  take("--vocab-file");
+  take("--merge-file");
   if (take("--swiglu")) set("model.mlp", "swiglu");
   for (const char* implied :
        {"--normalization", "--position-embedding-type", "--disable-bias-linear", "--use-rotary-position-embeddings"}) {
@@ -231,7 +348,26 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
                  fmt::format("expected selective or full, got '{}'", v));
     }
     set("training.recompute", v);
+    // Full recompute of some layers only: --recompute-method block recomputes the first N
+    // layers of each stage (uniform: every layer, in groups of N). parasim recomputes every
+    // layer or none: said, not hidden.
+    if (v == "full" && take("--recompute-method") && seen.at("--recompute-method") == "block" &&
+        take("--recompute-num-layers")) {
+      const int per_stage = layers / std::max(1, has("--pipeline-model-parallel-size")
+                                                     ? integer("--pipeline-model-parallel-size")
+                                                     : 1);
+      const int n = integer("--recompute-num-layers");
+      if (n < per_stage) {
+        r.notes.push_back(fmt::format("--recompute-method block --recompute-num-layers {}: {} of each stage's {} layers "
+                                      "recomputed; predicted as full recompute of every layer (an upper bound on "
+                                      "the time, a lower one on the memory)",
+                                      n, n, per_stage));
+      }
+    }
+  } else if (take("--recompute-activations")) {
+    set("training.recompute", "selective");  // Megatron: --recompute-activations is selective granularity
   }
+  take("--recompute-activations");
   take("--recompute-method");
   take("--recompute-num-layers");
   if (take("--optimizer")) {
@@ -250,7 +386,17 @@ MegatronImport read_megatron_arguments(std::string_view text, const std::string&
   set("plan.pp", std::to_string(r.pp));
   if (r.cp > 1) set("plan.cp", std::to_string(r.cp));
   count("--expert-model-parallel-size", "plan.ep");
-  if (take("--num-layers-per-virtual-pipeline-stage")) {
+  if (take("--virtual-pipeline-model-parallel-size")) {
+    const int v = integer("--virtual-pipeline-model-parallel-size");
+    if (v < 1 || r.pp < 2 || layers % (v * r.pp) != 0) {
+      throw fail(where.at("--virtual-pipeline-model-parallel-size"), "--virtual-pipeline-model-parallel-size",
+                 fmt::format("expected a count of chunks that divides {} layers / {} stages (and a pipeline), got {}",
+                             layers, r.pp, v));
+    }
+    set("plan.virtual_stages", std::to_string(v));
+    set("plan.schedule", v > 1 ? "interleaved-1f1b" : "1f1b");
+    take("--num-layers-per-virtual-pipeline-stage");
+  } else if (take("--num-layers-per-virtual-pipeline-stage")) {
     const int per = integer("--num-layers-per-virtual-pipeline-stage");
     if (per == 0 || layers % (per * r.pp) != 0) {
       throw fail(where.at("--num-layers-per-virtual-pipeline-stage"), "--num-layers-per-virtual-pipeline-stage",

@@ -183,9 +183,9 @@ expect 0 "^syncbn +[0-9.]+ us" -- "$parasim" simulate "$bn"
 expect 0 "\"local_step_time\": 0\.03" -- "$parasim" simulate "$bn" --json
 expect 2 "training.batch_norm: expected one of local, sync, got 'global'" -- "$parasim" check "$bn" --set training.batch_norm=global
 expect 0 "does not fit|OUT OF MEMORY" -- "$parasim" simulate "$q" --set cluster=dgx-h100 --set cluster.gpus_per_node=1 --set model=gpt-30b --set plan.dp=1 --set training.micro_batch=1 --set training.global_batch=1
-# A step past the simulator's op limit is refused at its key, at once (51,200 layers ran
+# A step past the simulator's op cap is refused at its key, at once (51,200 layers ran
 # into bad_alloc past 4 GB).
-expect 2 "model.layers=51200:.*model.layers: the simulated step has at least 13107200 ops \(51200 layers x 16 micro-batches per pipeline x tp 8" -- "$parasim" simulate "$src/scenarios/hybrid-32-gpus.yaml" --set model.layers=51200
+expect 2 "model.layers=65536:.*model.layers: the simulated step has at least 100663296 ops \(65536 layers x 32 micro-batches per pipeline x tp 8" -- "$parasim" simulate "$src/scenarios/hybrid-32-gpus.yaml" --set model.layers=65536 --set training.global_batch=64
 expect 2 "plan.tp: heads 4 are not divisible by tp 3" -- "$parasim" simulate "$q" --set cluster.gpus_per_node=4 --set plan.tp=3 --set plan.dp=1 --set training.global_batch=4
 expect 2 "plan.dp: dp x tp x pp = 4 x 1 x 1 = 4 devices, but the cluster has 2" -- "$parasim" simulate "$q" --set plan.dp=4 --trace "$work/t.json"
 check "no trace after a failed run" test ! -e "$work/t.json"

@@ -3,6 +3,8 @@
 #include "scenario/megatron.hpp"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include <catch2/catch.hpp>
 
@@ -106,4 +108,52 @@ TEST_CASE("a bad Megatron argument is named with its line and column", "[plan][m
                                             "--vocab-size 100 --moe-layer-freq '([0]*99999999999999999999+[1]*6)'",
                                             "a.sh"),
                     Catch::Contains("--moe-layer-freq") && Catch::Contains("with D + M = 8 layers"));
+}
+
+TEST_CASE("launch scripts written as Megatron-LM's examples are: variables, arrays, tokenizers", "[plan][megatron]") {
+  const auto read = [](const std::string& name) {
+    const std::string path = std::string(PARASIM_SOURCE_DIR) + "/tests/data/megatron/" + name;
+    std::ifstream f(path);
+    REQUIRE(f);
+    std::stringstream text;
+    text << f.rdbuf();
+    return read_megatron_arguments(text.str(), path);
+  };
+  // examples/gpt3/train_gpt3_175b_distributed.sh's form: every setting comes from an array
+  // or a variable; GPT-2's BPE files fix the vocabulary (50,257, padded to 128 x tp 8).
+  const MegatronImport g = read("train_gpt3_175b_distributed.sh");
+  CHECK(g.gpus == 128);  // ${NUM_NODES:-16} x 8
+  CHECK(g.tp == 8);
+  CHECK(g.pp == 16);
+  for (const char* set : {"model.layers=96", "model.hidden=12288", "model.heads=96", "model.seq_len=2048",
+                          "model.vocab=51200", "training.micro_batch=1", "training.global_batch=1536",
+                          "training.precision=fp16", "training.recompute=selective", "plan.tp=8", "plan.pp=16",
+                          "plan.virtual_stages=2", "plan.schedule=interleaved-1f1b", "plan.sequence_parallel=true"}) {
+    INFO(set);
+    CHECK(has(g, set));
+  }
+  // What it does not model is listed, with the values as the script gives them.
+  CHECK(std::find(g.ignored.begin(), g.ignored.end(), "--clip-grad 1.0") != g.ignored.end());
+  CHECK(std::find(g.ignored.begin(), g.ignored.end(), "--save $1") != g.ignored.end());
+  // Strings expanded unquoted split into arguments; Llama 3's tokenizer fixes 128,256
+  // words (a multiple of 128 x tp 2 already); partial recompute is said, not hidden.
+  const MegatronImport l = read("llama3_8b_slurm.sh");
+  for (const char* set : {"model.layers=32", "model.kv_heads=8", "model.vocab=128256", "model.mlp=swiglu",
+                          "training.recompute=full", "plan.tp=2", "plan.pp=4", "plan.zero=1",
+                          "plan.overlap_param_gather=true"}) {
+    INFO(set);
+    CHECK(has(l, set));
+  }
+  CHECK(std::any_of(l.notes.begin(), l.notes.end(),
+                    [](const std::string& n) { return n.find("2 of each stage's 8 layers recomputed") != std::string::npos; }));
+  // A variable the script never sets is named as one.
+  CHECK_THROWS_WITH(read_megatron_arguments("--num-layers $LAYERS --hidden-size 64 --num-attention-heads 4 "
+                                            "--seq-length 128 --vocab-size 1000",
+                                            "x.sh"),
+                    Catch::Contains("got '$LAYERS' (a variable this script does not set"));
+  // A tokenizer whose vocabulary is not known here asks for --vocab-size.
+  CHECK_THROWS_WITH(read_megatron_arguments("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+                                            "--tokenizer-type NullTokenizer",
+                                            "x.sh"),
+                    Catch::Contains("vocabulary of NullTokenizer is not known here; give --vocab-size"));
 }
