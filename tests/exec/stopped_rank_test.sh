@@ -15,12 +15,17 @@ stall=3
 q=$src/scenarios/quickstart.yaml
 pass=0
 fail=0
+# Each job's command line carries this file's name, so that only this test's processes are
+# looked for (and killed) as leftovers, never another suite's `parasim run`.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+marker=$work/stopped-rank-$$.json
 for trial in $(seq "$trials"); do
   for signal in $signals; do
     for rank in 0 1; do
       for phase in "launch" "start-up" "clock alignment" "step:2" "between steps:2" "final gather"; do
         start=$(date +%s%N)
-        out=$(PARASIM_STOP="$rank:$phase" PARASIM_STOP_SIGNAL=$signal timeout 60 "$parasim" run "$q" --steps 4 --warmup 1 --stall-timeout $stall 2>&1)
+        out=$(PARASIM_STOP="$rank:$phase" PARASIM_STOP_SIGNAL=$signal timeout 60 "$parasim" run "$q" --steps 4 --warmup 1 --stall-timeout $stall --json="$marker" 2>&1)
         rc=$?
         ms=$((($(date +%s%N) - start) / 1000000))
         name=${phase%%:*}
@@ -29,7 +34,7 @@ for trial in $(seq "$trials"); do
         # No heartbeat yet: "never started" (stopped), or "ended before its first heartbeat"
         # (killed; also "never started" where the launcher's look comes before mpirun's).
         [ "$name" = launch ] && said="(never started|ended before its first heartbeat)"
-        leftover=$(pgrep -f "parasim run $q" || true)
+        leftover=$(pgrep -f "$marker" || true)
         if [ "$rc" -eq 1 ] && grep -Eq "rank $rank $said" <<<"$out" &&
           [ "$ms" -lt $(((stall + 5) * 1000)) ] && [ -z "$leftover" ]; then
           pass=$((pass + 1))
