@@ -96,19 +96,16 @@ class Builder {
 
   // The step has more ops than the simulator takes: name the key behind most of them.
   [[noreturn]] void too_large() const {
-    const int layers = m_.layer_count();
-    const int mbs = scenario_.micro_batches();
-    const std::string key = layers >= mbs ? "model.layers" : "training.global_batch";
+    const scenario::SizeKey size = scenario::program_size_key(scenario_);
     throw ProgramTooLarge(
-        scenario::key_location(scenario_, key), key,
-        fmt::format("the simulated step passes {} ops ({} layers x {} micro-batches per pipeline), {}; lower {}{}",
-                    max_ops_, layers, mbs,
+        scenario::key_location(scenario_, size.key), size.key,
+        fmt::format("the simulated step passes {} ops ({} layers x {} micro-batches per pipeline), {}; {}", max_ops_,
+                    m_.layer_count(), scenario_.micro_batches(),
                     by_memory_ ? fmt::format("what this host's {:.1f} GiB of available memory simulates (about {:.0f} "
                                              "bytes an op)",
                                              free_bytes_ / 1073741824.0, scenario::limits::program_op_bytes)
                                : "the simulator's limit",
-                    key,
-                    key == "training.global_batch" ? " or raise training.micro_batch" : ""));
+                    size.advice));
   }
 
   // --- emitting ops -------------------------------------------------------------------

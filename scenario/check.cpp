@@ -23,6 +23,11 @@ Location key_location(const Scenario& s, const std::string& key) {
   return at;
 }
 
+SizeKey program_size_key(const Scenario& s) {
+  if (s.model.layer_count() >= s.micro_batches()) return {"model.layers", "lower model.layers"};
+  return {"training.global_batch", "lower training.global_batch or raise training.micro_batch"};
+}
+
 namespace {
 
 class Checker {
@@ -204,12 +209,12 @@ void check(const Scenario& s) {
   {
     const double per_layer = p.tp > 1 ? 6.0 : 2.0;
     const double floor_ops = per_layer * m.layer_count() * static_cast<double>(micro_batches) * p.tp * p.cp;
-    const bool layers_lead = m.layer_count() >= micro_batches;
-    c.require(floor_ops <= static_cast<double>(limits::program_ops), layers_lead ? "model.layers" : "training.global_batch",
+    const SizeKey size = program_size_key(s);
+    c.require(floor_ops <= static_cast<double>(limits::program_ops), size.key,
               fmt::format("the simulated step has at least {:.0f} ops ({} layers x {} micro-batches per pipeline x tp {}{}, "
-                          "forward and backward{}), past the simulator's limit of {}; lower {}",
+                          "forward and backward{}), past the simulator's limit of {}; {}",
                           floor_ops, m.layer_count(), micro_batches, p.tp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "",
-                          p.tp > 1 ? ", tp's collectives" : "", limits::program_ops, layers_lead ? "model.layers" : "training.global_batch or raise training.micro_batch"));
+                          p.tp > 1 ? ", tp's collectives" : "", limits::program_ops, size.advice));
   }
 
   // The step's compute at the device's peak rate bounds it from below: past the simulated

@@ -24,4 +24,13 @@ void check(const Scenario& s);  // throws ScenarioError
 // after loading.
 Location key_location(const Scenario& s, const std::string& key);
 
+// The key behind most of the simulated step's ops, and what to do about it: model.layers
+// where layers outnumber micro-batches, else training.global_batch ("lower ... or raise
+// training.micro_batch"). For the op limit's errors (check, program::ProgramTooLarge).
+struct SizeKey {
+  std::string key;
+  std::string advice;
+};
+SizeKey program_size_key(const Scenario& s);
+
 }  // namespace parasim::scenario
