@@ -54,7 +54,7 @@ std::string megatron_arguments(const scenario::Scenario& s) {
     if (m.moe_imbalance > 1.0)
       notes.push_back(fmt::format("model.moe_imbalance {:g} is the router's doing, not an argument", m.moe_imbalance));
   }
-  if (t.framework != scenario::Framework::megatron_lm && t.framework != scenario::Framework::megatron_core) {
+  if (!scenario::megatron_kernels(t.framework)) {
     notes.push_back(fmt::format("training.framework {}: these are the same plan's Megatron-LM arguments, and Megatron-LM "
                                 "runs it with its own kernels (fused gradient accumulation, its overlaps)",
                                 scenario::to_string(t.framework)));

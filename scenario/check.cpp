@@ -48,6 +48,29 @@ class Checker {
 
 }  // namespace
 
+namespace {
+
+// Transformer Engine's userbuffers exchange tp blocks over NVLink (CUDA IPC): every tp group
+// inside one node. Groups have the same shape, so rank 0's tells.
+bool tp_inside_node(const Scenario& s) {
+  const ParallelPlan& p = s.plan;
+  const int per_node = s.cluster.gpus_per_node;
+  const int first_node = rank_of(p, Coord{0, 0, 0, 0}) / per_node;
+  for (int i = 1; i < p.tp; ++i) {
+    if (rank_of(p, Coord{i, 0, 0, 0}) / per_node != first_node) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool tp_overlap_possible(const Scenario& s) {
+  const ParallelPlan& p = s.plan;
+  const ModelSpec& m = s.model;
+  return m.kind == ModelKind::transformer && !m.moe() && !m.mla() && p.tp > 1 && p.sequence_parallel && p.cp == 1 &&
+         p.world() <= s.cluster.total_gpus() && tp_inside_node(s);
+}
+
 void check(const Scenario& s) {
   const Checker c(s);
   const ParallelPlan& p = s.plan;
@@ -138,21 +161,11 @@ void check(const Scenario& s) {
                           "reduce-scatters); the plan has tp {}{}",
                           p.tp, p.sequence_parallel ? "" : " without sequence parallelism"));
     if (p.tp_comm_overlap && p.world() <= gpus) {
-      // Transformer Engine's userbuffers exchange the blocks over NVLink (CUDA IPC): every
-      // tp group inside one node. Groups have the same shape, so rank 0's tells.
-      const int per_node = s.cluster.gpus_per_node;
-      int first_node = -1;
-      bool inside = true;
-      for (int i = 0; i < p.tp; ++i) {
-        const int node = rank_of(p, Coord{i, 0, 0, 0}) / per_node;
-        if (first_node < 0) first_node = node;
-        inside = inside && node == first_node;
-      }
-      c.require(inside, "plan.tp_comm_overlap",
+      c.require(tp_inside_node(s), "plan.tp_comm_overlap",
                 fmt::format("tensor-parallel communication overlap exchanges its blocks over NVLink inside a node "
                             "(Transformer Engine's userbuffers), but the tp groups of this plan span nodes (tp {} on "
                             "{} devices per node, placement {}); keep tp within a node or turn the overlap off",
-                            p.tp, per_node, placement_string(p)));
+                            p.tp, s.cluster.gpus_per_node, placement_string(p)));
     }
   } else {
     c.require(p.tp == 1, "plan.tp",

@@ -20,6 +20,11 @@ namespace parasim::scenario {
 
 void check(const Scenario& s);  // throws ScenarioError
 
+// Whether tensor-parallel communication overlap applies to the plan as check() allows it: a
+// transformer without experts or latent attention, tp > 1 with sequence parallelism, no
+// context parallelism, each tp group inside one node (Transformer Engine's userbuffers).
+bool tp_overlap_possible(const Scenario& s);
+
 // Where `key` was set in `s` (a defaulted key: its section), for an error about it found
 // after loading.
 Location key_location(const Scenario& s, const std::string& key);

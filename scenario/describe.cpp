@@ -73,6 +73,7 @@ std::string_view to_string(Framework f) {
     case Framework::megatron_deepspeed: return "megatron-deepspeed";
     case Framework::pytorch_fsdp: return "pytorch-fsdp";
     case Framework::torchtitan: return "torchtitan";
+    case Framework::nemo: return "nemo";
   }
   return "megatron-core";
 }

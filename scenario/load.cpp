@@ -20,6 +20,22 @@ namespace {
 constexpr std::array<std::string_view, 9> scenario_keys{"name",  "description", "extends",  "cluster", "model",
                                                          "training", "plan",     "hardware", "run"};
 
+// NeMo's recipes (NeMo-Framework-Launcher, launcher_scripts/conf/training/: e.g.
+// nemotron/nemotron_15b.yaml, gpt3/175b.yaml) run tensor parallelism with sequence
+// parallelism and Transformer Engine's tp communication overlap (sequence_parallel: true,
+// ub_tp_comm_overlap: True), and the distributed optimizer with both data-parallel overlaps
+// (optim: distributed_fused_adam, overlap_grad_sync: True, overlap_param_sync: true; NeMo's
+// "Communication Overlap" guide). Under training.framework: nemo these are the defaults of
+// the keys the plan leaves out (plan.zero and plan.overlap_param_gather in read_plan); tp
+// overlap only where the model can have it (tp_overlap_possible).
+void nemo_defaults(Scenario& s, const Value& plan) {
+  if (s.training.framework != Framework::nemo || s.model.kind != ModelKind::transformer) return;
+  ParallelPlan& p = s.plan;
+  if (plan.find("sequence_parallel") == nullptr && p.tp > 1 && s.model.seq_len % (p.tp * p.cp) == 0)
+    p.sequence_parallel = true;
+  if (plan.find("tp_comm_overlap") == nullptr) p.tp_comm_overlap = tp_overlap_possible(s);
+}
+
 // Files read through extends: while loading one scenario, each once (a diamond of bases
 // would otherwise be read once per path to it), with their own bases already merged.
 struct BaseCache {
@@ -154,6 +170,7 @@ Scenario from_document(const Value& root, const std::string& source) {
   s.model = read_model(resolve_preset(section("model"), PresetKind::model, "model"), where);
   s.training = read_training(section("training"), s.cluster.device.kernels.present(), where);
   s.plan = read_plan(optional_section("plan"), s.cluster.total_gpus(), s.training.framework, where);
+  nemo_defaults(s, optional_section("plan"));
   // Context parallelism's ring attention is FlashAttention's (Transformer Engine's): its
   // default on every device.
   if (s.plan.cp > 1 && section("training").find("attention") == nullptr) s.training.attention = Attention::flash;

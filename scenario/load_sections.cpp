@@ -178,7 +178,7 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   TrainingSpec t;
   t.framework = r.choice<Framework>("framework", Framework::megatron_core,
                                     {{"megatron-core", Framework::megatron_core},
-                                     {"nemo", Framework::megatron_core},
+                                     {"nemo", Framework::nemo},
                                      {"megatron-lm", Framework::megatron_lm},
                                      {"megatron-deepspeed", Framework::megatron_deepspeed},
                                      {"pytorch-fsdp", Framework::pytorch_fsdp},
@@ -276,14 +276,19 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, Framework framework, Lo
   p.sequence_parallel = r.boolean("sequence_parallel", false);
   p.pp_scatter_gather = r.boolean("pp_scatter_gather", true);
   p.tp_comm_overlap = r.boolean("tp_comm_overlap", false);
-  p.zero = r.integer("zero", 0, 0, 3);
+  // NeMo's recipes shard the optimizer (distributed_fused_adam; nemo_defaults in load.cpp).
+  p.zero = r.integer("zero", framework == Framework::nemo ? 1 : 0, 0, 3);
   p.shard_group = r.integer("shard_group", 0, 0, limits::gpus);
   p.bucket_bytes = r.bytes("bucket_size", 25.0 * 1024 * 1024);
   // DeepSpeed's pipeline engine reduces the gradients after the pipeline's flush
   // (TrainSchedule's last step: ReduceTiedGrads, ReduceGrads, then OptimizerStep;
   // deepspeed/runtime/pipe/schedule.py), never under the backward.
   p.overlap_dp = r.boolean("overlap_dp", !(framework == Framework::megatron_deepspeed && p.pp > 1));
-  p.overlap_param_gather = r.boolean("overlap_param_gather", false);
+  // NeMo's distributed optimizer overlaps its parameter all-gather by default (its recipes'
+  // optim: distributed_fused_adam with overlap_param_sync: true; nemo_defaults in load.cpp).
+  // (Not modelled with expert parallelism: check.)
+  p.overlap_param_gather =
+      r.boolean("overlap_param_gather", framework == Framework::nemo && p.zero == 1 && p.ep == 1);
   if (p.overlap_param_gather && p.zero != 1) {
     r.fail("overlap_param_gather", "overlapping the parameter all-gather needs the distributed optimizer (plan.zero: 1), "
                                    "whose all-gather it moves");

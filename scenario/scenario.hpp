@@ -50,8 +50,13 @@ enum class Attention { flash, flash_v2, flash_v1, naive };
 inline bool fused(Attention a) { return a != Attention::naive; }
 // The training framework that runs the plan (training.framework): it decides kernels the
 // plan does not name. What each changes, with its source, is in workload/kernels.hpp
-// (gradient accumulation) and scenario/load.cpp (its defaults); nemo runs Megatron-Core.
-enum class Framework : std::uint8_t { megatron_core, megatron_lm, megatron_deepspeed, pytorch_fsdp, torchtitan };
+// (gradient accumulation) and scenario/load.cpp (its defaults). nemo runs Megatron-Core's
+// kernels with its recipes' overlaps on by default (scenario/load.cpp, nemo_defaults).
+enum class Framework : std::uint8_t { megatron_core, megatron_lm, megatron_deepspeed, pytorch_fsdp, torchtitan, nemo };
+// Megatron-Core's kernels and gradient handling: megatron-core, megatron-lm and nemo.
+inline bool megatron_kernels(Framework f) {
+  return f == Framework::megatron_core || f == Framework::megatron_lm || f == Framework::nemo;
+}
 
 std::string_view to_string(Optimizer o);
 std::string_view to_string(Recompute r);

@@ -110,6 +110,9 @@ std::string framework_of_row(const std::string& source, const std::string& model
   if (has(all, "llm-foundry") || has(all, "fsdp full_shard")) return "pytorch-fsdp";
   if (has(all, "bigscience") || has(all, "megatron-deepspeed") || has(all, "deepspeed")) return "megatron-deepspeed";
   if (has(all, "megascale") || has(all, "megatron-lm @") || has(all, "megatron-lm:")) return "megatron-lm";
+  // NeMo's own runs, and the Nemotron models, whose published recipes are NeMo's
+  // (NeMo-Framework-Launcher, launcher_scripts/conf/training/nemotron/).
+  if (has(all, "nemo")) return "nemo";
   return "megatron-core";
 }
 
@@ -203,7 +206,8 @@ std::vector<MeasuredRun> read_public_runs(const std::string& path) {
       precision = "fp16";
     }
     const std::string rc = lower(cell("recompute"));
-    std::string recompute = framework == "megatron-lm" || framework == "megatron-core" ? "selective" : "none";
+    const bool megatron = framework == "megatron-lm" || framework == "megatron-core" || framework == "nemo";
+    std::string recompute = megatron ? "selective" : "none";
     if (rc.rfind("full", 0) == 0) recompute = "full";
     if (rc.rfind("selective", 0) == 0) recompute = "selective";
     if (rc.rfind("none", 0) == 0) recompute = "none";
@@ -223,7 +227,7 @@ std::vector<MeasuredRun> read_public_runs(const std::string& path) {
     const std::string sp_cell = lower(cell("sp"));
     const bool sp = tp > 1 && (sp_cell.rfind('y', 0) == 0 ||
                                (sp_cell.rfind("unknown", 0) == 0 &&
-                                (framework == "megatron-lm" || framework == "megatron-core")));
+                                megatron));
     // Sharding: FSDP / ZeRO-3 shard parameters, gradients and optimizer state; ZeRO-1 and
     // Megatron's distributed optimizer the optimizer state. FSDP2 sharding over fewer ranks
     // than dp is hybrid sharding.

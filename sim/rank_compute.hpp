@@ -3,6 +3,7 @@
 // (Network::charge_cpu) changes it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -40,24 +41,30 @@ class RankCompute {
   std::function<void(std::int64_t)> complete_;
 };
 
-// The SMs NCCL's collectives hold (KernelSpec::collective_sms): each rank's collectives in
-// flight; a rank with any computes at `share` of its speed (the SMs left to its compute).
+// The SMs a rank's running collectives hold: NCCL's kernels one block per channel
+// (KernelSpec::collective_sms), Transformer Engine's userbuffers reduce-scatter its own
+// count (userbuffer_sms). Kernels of collectives on several streams are resident side by
+// side, so their SMs add up; a rank's compute runs on the SMs left.
 class CollectiveHold {
  public:
-  CollectiveHold(double share, int ranks) : share_(share), running_(static_cast<std::size_t>(ranks), 0) {}
-  // A collective of `rank` started (+1) or ended (-1); true when whether the rank holds any
-  // changed, and with it its speed.
-  bool change(int rank, int delta) {
-    int& running = running_[static_cast<std::size_t>(rank)];
-    const bool was = running > 0;
-    running += delta;
-    return was != (running > 0);
+  CollectiveHold(int sms, int ranks) : sms_(sms), held_(static_cast<std::size_t>(ranks), 0) {}
+  // A collective of `rank` holding `sms` SMs started (+1) or ended (-1); true when the
+  // rank's speed changed.
+  bool change(int rank, int sms, int delta) {
+    int& held = held_[static_cast<std::size_t>(rank)];
+    const int was = std::min(held, sms_);
+    held += delta * sms;
+    return was != std::min(held, sms_);
   }
-  [[nodiscard]] double speed(int rank) const { return running_[static_cast<std::size_t>(rank)] > 0 ? share_ : 1.0; }
+  // The share of the SMs left to compute (none held: 1).
+  [[nodiscard]] double speed(int rank) const {
+    const int held = std::min(held_[static_cast<std::size_t>(rank)], sms_);
+    return 1.0 - static_cast<double>(held) / sms_;
+  }
 
  private:
-  double share_;
-  std::vector<int> running_;
+  int sms_;
+  std::vector<int> held_;
 };
 
 }  // namespace parasim::sim

@@ -24,6 +24,12 @@ using program::Op;
 using program::OpKind;
 using program::Stream;
 
+// The SMs Transformer Engine's userbuffers give a pipelined or bulk overlap (its
+// reduce-scatter of a row GEMM's blocks): initialize_ub's default config, "num_sm": 1 for a
+// ring exchange (whose copies run on the copy engines, "use_ce": True) and 16 otherwise
+// (transformer_engine/pytorch/module/base.py, get_default_config, TE 1.x and 2.x).
+constexpr int userbuffer_sms = 16;
+
 // A compute op's jitter: exp(sigma z - sigma^2 / 2), z a standard normal drawn from (seed,
 // op) alone (splitmix64 and Box-Muller), so that the order events run in does not matter.
 double jitter(const topology::JitterSpec& j, std::int64_t op) {
@@ -114,7 +120,8 @@ class Runner {
     // runs on the rest meanwhile (KernelSpec::collective_sms).
     if (s.cluster.library == topology::CollectiveLibrary::nccl && profile.kernel_model() &&
         profile.kernels.collective_sms > 0) {
-      hold_.emplace(1.0 - static_cast<double>(profile.kernels.collective_sms) / profile.kernels.sms, cluster_.gpu_count());
+      hold_.emplace(profile.kernels.sms, cluster_.gpu_count());
+      nccl_sms_ = profile.kernels.collective_sms;
     }
     if (cpu_charged || hold_) {
       compute_.emplace(
@@ -414,8 +421,11 @@ class Runner {
   void collectives_changed(std::int64_t instance, int delta) {
     if (!hold_) return;
     for (std::int64_t m : instances_[static_cast<std::size_t>(instance)]) {
-      const int rank = prog_.ops[static_cast<std::size_t>(m)].rank;
-      if (hold_->change(rank, delta)) compute_->load_changed(rank);
+      const Op& o = prog_.ops[static_cast<std::size_t>(m)];
+      // Under tp communication overlap a row GEMM's blocks are reduce-scattered by
+      // Transformer Engine's userbuffers kernel, not NCCL's.
+      const bool userbuffers = o.category == program::Category::tp_comm && o.piece == program::LayerPiece::row;
+      if (hold_->change(o.rank, userbuffers ? userbuffer_sms : nccl_sms_, delta)) compute_->load_changed(o.rank);
     }
   }
 
@@ -539,6 +549,7 @@ class Runner {
   std::vector<double> speed_;  // per rank: the share of its speed it computes at (cluster.degraded)
   std::optional<RankCompute> compute_;     // when the network takes the ranks' CPU time, or collectives their SMs
   std::optional<CollectiveHold> hold_;     // GPUs under NCCL whose collectives hold SMs
+  int nccl_sms_ = 0;                       // the SMs one NCCL collective holds (its channels)
   std::size_t sent_ = 0;  // spans handed to sink_
   static constexpr std::size_t span_block = 1 << 15;
 

@@ -83,7 +83,7 @@ struct KernelPlan {
   // Megatron-LM and Megatron-Core's wgrad GEMMs accumulate into the main gradient; the other
   // frameworks' write the gradient and add it after (accumulate_bytes).
   [[nodiscard]] bool fused_grad_accumulation() const {
-    return framework == scenario::Framework::megatron_core || framework == scenario::Framework::megatron_lm;
+    return scenario::megatron_kernels(framework);
   }
   // TorchTitan's Llama (SwiGLU) layers without torch.compile (training.compile false, its
   // default): RMSNorm, rotary embeddings and SwiGLU run as PyTorch's eager ops, a kernel per

@@ -79,9 +79,39 @@ TEST_CASE("training.framework sets what the plan leaves to the framework", "[loa
         Attention::flash_v2);
   CHECK(load_text(base + "training: {framework: torchtitan, global_batch: 16, attention: flash}\n", "tt.yaml")
             .training.attention == Attention::flash);
-  // NeMo trains with Megatron-Core.
-  CHECK(load_text(base + "training: {framework: nemo, global_batch: 16}\n", "n.yaml").training.framework ==
-        Framework::megatron_core);
+  // NeMo trains with Megatron-Core's kernels and its recipes' overlaps: the distributed
+  // optimizer with its all-gather under the forward, sequence parallelism and tp overlap
+  // where tp > 1 (inside a node, no experts); what the plan says stays.
+  const Scenario nemo = load_text(base + "training: {framework: nemo, global_batch: 16}\nplan: {tp: 8}\n", "n.yaml");
+  CHECK(nemo.training.framework == Framework::nemo);
+  CHECK(to_string(nemo.training.framework) == "nemo");
+  CHECK(nemo.plan.zero == 1);
+  CHECK(nemo.plan.overlap_param_gather);
+  CHECK(nemo.plan.sequence_parallel);
+  CHECK(nemo.plan.tp_comm_overlap);
+  CHECK_FALSE(core.plan.overlap_param_gather);
+  CHECK(core.plan.zero == 0);
+  const Scenario nemo_set = load_text(
+      base + "training: {framework: nemo, global_batch: 16}\nplan: {tp: 8, zero: 0, tp_comm_overlap: false}\n", "n.yaml");
+  CHECK(nemo_set.plan.zero == 0);
+  CHECK_FALSE(nemo_set.plan.overlap_param_gather);
+  CHECK(nemo_set.plan.sequence_parallel);
+  CHECK_FALSE(nemo_set.plan.tp_comm_overlap);
+  // tp across nodes (dp innermost: a tp group's 4 ranks 4 apart, over both 8-GPU nodes),
+  // or tp 1: no overlap to default to.
+  const Scenario wide = load_text(
+      base + "training: {framework: nemo, global_batch: 16}\nplan: {tp: 4, dp: 4, placement: 'dp,tp,pp'}\n", "n.yaml");
+  CHECK(wide.plan.sequence_parallel);
+  CHECK_FALSE(wide.plan.tp_comm_overlap);
+  const Scenario no_tp = load_text(base + "training: {framework: nemo, global_batch: 16}\n", "n.yaml");
+  CHECK_FALSE(no_tp.plan.sequence_parallel);
+  CHECK_FALSE(no_tp.plan.tp_comm_overlap);
+  const Scenario moe = load_text(
+      "cluster: {preset: dgx-h100, nodes: 2}\nmodel: mixtral-8x7b\ntraining: {framework: nemo, global_batch: 16}\n"
+      "plan: {tp: 2, ep: 8}\n",
+      "moe.yaml");
+  CHECK(moe.plan.sequence_parallel);
+  CHECK_FALSE(moe.plan.tp_comm_overlap);
   CHECK(to_string(Framework::pytorch_fsdp) == "pytorch-fsdp");
   CHECK_THROWS_WITH(load_text(base + "training: {framework: jax, global_batch: 16}\n", "bad.yaml"),
                     Catch::Contains("bad.yaml:3") && Catch::Contains("training.framework") &&

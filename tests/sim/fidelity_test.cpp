@@ -222,6 +222,11 @@ TEST_CASE("published runs are read from their sources' own words", "[sim][fideli
   REQUIRE(nemotron.size() == 1);
   CHECK(nemotron.front().yaml.find("ffn_hidden: 24576, vocab: 256000, seq_len: 4096, mlp: gelu") != std::string::npos);
   CHECK(nemotron.front().measured == Approx(0.57));
+  // A Nemotron model runs under NeMo (its published recipes are NeMo's): the framework's
+  // defaults give it the distributed optimizer's overlaps and tp overlap.
+  CHECK(nemotron.front().yaml.find("framework: nemo,") != std::string::npos);
+  CHECK(sim::framework_of_row("NeMo Framework performance summary", "Llama 3 70B", "", "") == "nemo");
+  CHECK(sim::framework_of_row("Megatron-LM README", "GPT-3 175B", "", "distributed optimizer") == "megatron-core");
 
   // Mixtral: 8 experts, top 2; published as TFLOP/s per GPU alone.
   const auto moe = sim::read_public_runs(public_file("moe-megatron-core"));
@@ -257,15 +262,17 @@ TEST_CASE("published runs beyond Megatron-LM predicted within today's bounds", "
   // predicted, and each file's mean absolute error no worse than measured now (2026-11-27,
   // with training.framework, the collectives' hold on the SMs, FlashAttention-1 under
   // llm-foundry, TorchTitan's op-level recompute and eager element-wise ops, the power
-  // cap and FlashAttention-2 under PyTorch's SDPA; docs/validation.md), a point or three above it. These are regression bounds while the framework-specific
+  // cap and FlashAttention-2 under PyTorch's SDPA; 2026-11-28: NeMo's overlaps under
+  // training.framework nemo, the SMs of concurrent collectives added up and Transformer
+  // Engine's userbuffers holding their own; docs/validation.md), a point or three above it. These are regression bounds while the framework-specific
   // mechanisms are built, not the targets (10 % MAE, mean within 5 %).
   struct File {
     const char* name;
     int every;
     double mae;
   };
-  for (const File f : {File{"bloom-megatron-deepspeed", 4, 0.21}, File{"llm-foundry-fsdp", 1, 0.08},
-                       File{"megascale-megatron-lm", 1, 0.19}, File{"nemotron-megatron-core", 1, 0.37},
+  for (const File f : {File{"bloom-megatron-deepspeed", 4, 0.21}, File{"llm-foundry-fsdp", 1, 0.075},
+                       File{"megascale-megatron-lm", 1, 0.19}, File{"nemotron-megatron-core", 1, 0.24},
                        File{"moe-megatron-core", 1, 0.06}, File{"torchtitan", 1, 0.21}}) {
     INFO(f.name);
     const auto all = sim::read_public_runs(public_file(f.name));

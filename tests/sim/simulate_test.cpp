@@ -8,6 +8,7 @@
 
 #include "scenario/load.hpp"
 #include "workload/memory.hpp"
+#include "sim/rank_compute.hpp"
 #include "sim/simulate.hpp"
 #include "topology/cluster.hpp"
 
@@ -353,4 +354,41 @@ plan: {dp: 2, collective: ring, bucket_size: 100MB}
   CHECK_THROWS_WITH(scenario::load_text(text, "contention.yaml",
                                         std::vector<std::string>{"cluster.device.kernels.collective_sms=100"}),
                     Catch::Contains("collective_sms") && Catch::Contains("fewer SMs than the device's 100"));
+}
+
+TEST_CASE("collectives on several streams hold their SMs together, up to the device's", "[sim][contention]") {
+  sim::CollectiveHold hold(100, 2);
+  CHECK(hold.speed(0) == 1.0);
+  CHECK(hold.change(0, 24, +1));
+  CHECK(hold.speed(0) == Approx(0.76));
+  CHECK(hold.change(0, 16, +1));  // a second stream's collective beside it
+  CHECK(hold.speed(0) == Approx(0.60));
+  CHECK(hold.speed(1) == 1.0);
+  CHECK(hold.change(0, 24, -1));
+  CHECK(hold.speed(0) == Approx(0.84));
+  CHECK_FALSE(hold.change(1, 0, +1));  // holding none changes nothing
+  for (int i = 0; i < 5; ++i) hold.change(1, 24, +1);
+  CHECK(hold.speed(1) == 0.0);  // never more than every SM
+  CHECK(hold.change(0, 16, -1));
+  CHECK(hold.speed(0) == 1.0);
+}
+
+TEST_CASE("tp overlap's reduce-scatters hold Transformer Engine's SMs, not NCCL's channels", "[sim][contention]") {
+  // One tp group of 2 with sequence parallelism and tp overlap, no dp or pp: the
+  // collectives beside compute are the userbuffers reduce-scatters (16 SMs whatever NCCL
+  // holds), so the step moves with collective_sms only by the norms' sum after the backward
+  // (no compute beside it), and is slower than with no SMs held at all.
+  const std::string text = R"(cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}
+model: {name: small, layers: 4, hidden: 2048, heads: 16, ffn_hidden: 8192, vocab: 32000, seq_len: 2048}
+training: {global_batch: 2, micro_batch: 1}
+plan: {tp: 2, sequence_parallel: true, tp_comm_overlap: true}
+)";
+  auto step = [&](int sms) {
+    const scenario::Scenario s = scenario::load_text(
+        text, "ub.yaml", std::vector<std::string>{fmt::format("cluster.device.kernels.collective_sms={}", sms)});
+    return static_cast<double>(sim::simulate(s, program::compile(s)).step_end) * 1e-12;
+  };
+  const double none = step(0), nccl24 = step(24), nccl64 = step(64);
+  CHECK(nccl24 > none * 1.001);
+  CHECK(nccl64 == Approx(nccl24).epsilon(0.002));
 }
