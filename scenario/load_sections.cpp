@@ -282,8 +282,11 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, Framework framework, Lo
   p.bucket_bytes = r.bytes("bucket_size", 25.0 * 1024 * 1024);
   // DeepSpeed's pipeline engine reduces the gradients after the pipeline's flush
   // (TrainSchedule's last step: ReduceTiedGrads, ReduceGrads, then OptimizerStep;
-  // deepspeed/runtime/pipe/schedule.py), never under the backward.
-  p.overlap_dp = r.boolean("overlap_dp", !(framework == Framework::megatron_deepspeed && p.pp > 1));
+  // deepspeed/runtime/pipe/schedule.py), never under the backward. Megatron-LM reduces them
+  // after the backward unless --overlap-grad-reduce is given (megatron/training/arguments.py:
+  // action='store_true', off by default), as import --megatron reads a script without it.
+  p.overlap_dp = r.boolean("overlap_dp", !(framework == Framework::megatron_deepspeed && p.pp > 1) &&
+                                             framework != Framework::megatron_lm);
   // NeMo's distributed optimizer overlaps its parameter all-gather by default (its recipes'
   // optim: distributed_fused_adam with overlap_param_sync: true; nemo_defaults in load.cpp).
   // (Not modelled with expert parallelism: check.)

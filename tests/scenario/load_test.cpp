@@ -74,6 +74,10 @@ TEST_CASE("training.framework sets what the plan leaves to the framework", "[loa
   CHECK(ds_set.training.attention == Attention::flash);
   CHECK(ds_set.plan.overlap_dp);
   CHECK(load_text(base + "training: {framework: megatron-deepspeed, global_batch: 16}\n", "ds.yaml").plan.overlap_dp);
+  // Megatron-LM reduces after the backward unless --overlap-grad-reduce is given.
+  CHECK_FALSE(load_text(base + "training: {framework: megatron-lm, global_batch: 16}\n", "lm.yaml").plan.overlap_dp);
+  CHECK(load_text(base + "training: {framework: megatron-lm, global_batch: 16}\nplan: {overlap_dp: true}\n", "lm.yaml")
+            .plan.overlap_dp);
   // TorchTitan: PyTorch SDPA's flash backend, FlashAttention-2 itself; as written otherwise.
   CHECK(load_text(base + "training: {framework: torchtitan, global_batch: 16}\n", "tt.yaml").training.attention ==
         Attention::flash_v2);

@@ -132,6 +132,10 @@ TEST_CASE("launch scripts written as Megatron-LM's examples are: variables, arra
     INFO(set);
     CHECK(has(g, set));
   }
+  // Without --overlap-grad-reduce Megatron-LM reduces after the backward: nothing set, and
+  // training.framework megatron-lm defaults plan.overlap_dp to false (load_test).
+  CHECK(has(g, "training.framework=megatron-lm"));
+  CHECK_FALSE(has(g, "plan.overlap_dp=true"));
   // What it does not model is listed, with the values as the script gives them.
   CHECK(std::find(g.ignored.begin(), g.ignored.end(), "--clip-grad 1.0") != g.ignored.end());
   CHECK(std::find(g.ignored.begin(), g.ignored.end(), "--save $1") != g.ignored.end());

@@ -264,7 +264,8 @@ TEST_CASE("published runs beyond Megatron-LM predicted within today's bounds", "
   // llm-foundry, TorchTitan's op-level recompute and eager element-wise ops, the power
   // cap and FlashAttention-2 under PyTorch's SDPA; 2026-11-28: NeMo's overlaps under
   // training.framework nemo, the SMs of concurrent collectives added up and Transformer
-  // Engine's userbuffers holding their own; docs/validation.md), a point or three above it. These are regression bounds while the framework-specific
+  // Engine's userbuffers holding their own, Megatron-LM's gradient reduction after the
+  // backward without --overlap-grad-reduce; docs/validation.md), a point or three above it. These are regression bounds while the framework-specific
   // mechanisms are built, not the targets (10 % MAE, mean within 5 %).
   struct File {
     const char* name;
@@ -272,7 +273,7 @@ TEST_CASE("published runs beyond Megatron-LM predicted within today's bounds", "
     double mae;
   };
   for (const File f : {File{"bloom-megatron-deepspeed", 4, 0.21}, File{"llm-foundry-fsdp", 1, 0.075},
-                       File{"megascale-megatron-lm", 1, 0.19}, File{"nemotron-megatron-core", 1, 0.24},
+                       File{"megascale-megatron-lm", 1, 0.16}, File{"nemotron-megatron-core", 1, 0.24},
                        File{"moe-megatron-core", 1, 0.06}, File{"torchtitan", 1, 0.21}}) {
     INFO(f.name);
     const auto all = sim::read_public_runs(public_file(f.name));
