@@ -72,10 +72,9 @@ scenario::Scenario with_candidate(const scenario::Scenario& base, const Candidat
   s.plan = c.plan;
   s.plan.bucket_bytes = base.plan.bucket_bytes;
   s.plan.overlap_dp = base.plan.overlap_dp;
-  // NeMo overlaps the distributed optimizer's all-gather by default (scenario/load.cpp).
   s.plan.overlap_param_gather =
-      (base.plan.overlap_param_gather || (base.training.framework == scenario::Framework::nemo && s.plan.ep == 1)) &&
-      s.plan.zero == 1;
+      s.plan.zero == 1 &&
+      (base.plan.overlap_param_gather || scenario::default_param_gather_overlap(base.training.framework, s.plan));
   s.plan.collective = base.plan.collective;
   s.training.micro_batch = c.micro_batch;
   s.training.recompute = c.recompute;

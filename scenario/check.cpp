@@ -46,10 +46,6 @@ class Checker {
   const Scenario& s_;
 };
 
-}  // namespace
-
-namespace {
-
 // Transformer Engine's userbuffers exchange tp blocks over NVLink (CUDA IPC): every tp group
 // inside one node. Groups have the same shape, so rank 0's tells.
 bool tp_inside_node(const Scenario& s) {

@@ -287,11 +287,7 @@ ParallelPlan read_plan(const Value& v, int cluster_gpus, Framework framework, Lo
   // action='store_true', off by default), as import --megatron reads a script without it.
   p.overlap_dp = r.boolean("overlap_dp", !(framework == Framework::megatron_deepspeed && p.pp > 1) &&
                                              framework != Framework::megatron_lm);
-  // NeMo's distributed optimizer overlaps its parameter all-gather by default (its recipes'
-  // optim: distributed_fused_adam with overlap_param_sync: true; nemo_defaults in load.cpp).
-  // (Not modelled with expert parallelism: check.)
-  p.overlap_param_gather =
-      r.boolean("overlap_param_gather", framework == Framework::nemo && p.zero == 1 && p.ep == 1);
+  p.overlap_param_gather = r.boolean("overlap_param_gather", default_param_gather_overlap(framework, p));
   if (p.overlap_param_gather && p.zero != 1) {
     r.fail("overlap_param_gather", "overlapping the parameter all-gather needs the distributed optimizer (plan.zero: 1), "
                                    "whose all-gather it moves");

@@ -200,6 +200,14 @@ struct ParallelPlan {
   [[nodiscard]] bool defers_param_gather() const { return overlap_param_gather && zero == 1 && grad_ranks() > 1; }
 };
 
+// Whether training.framework overlaps the distributed optimizer's parameter all-gather where
+// the plan does not say: NeMo's recipes do (optim: distributed_fused_adam with
+// overlap_param_sync: true), with plan.zero 1 and no expert parallelism (not modelled with
+// it: check).
+inline bool default_param_gather_overlap(Framework f, const ParallelPlan& p) {
+  return f == Framework::nemo && p.zero == 1 && p.ep == 1;
+}
+
 struct HardwareSpec {
   std::string profile;  // path of a measured device profile; empty = datasheet defaults
 };

@@ -4,6 +4,12 @@
 
 namespace parasim::sim {
 
+int held_sms(const program::Op& o, int nccl_sms) {
+  constexpr int userbuffer_sms = 16;
+  const bool userbuffers = o.category == program::Category::tp_comm && o.piece == program::LayerPiece::row;
+  return userbuffers ? userbuffer_sms : nccl_sms;
+}
+
 RankCompute::RankCompute(Engine& engine, int ranks, std::function<double(int)> speed,
                          std::function<void(std::int64_t)> complete)
     : engine_(engine), running_(static_cast<std::size_t>(ranks)), speed_(std::move(speed)), complete_(std::move(complete)) {}

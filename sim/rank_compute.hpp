@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "program/program.hpp"
 #include "sim/engine.hpp"
 
 namespace parasim::sim {
@@ -66,5 +67,13 @@ class CollectiveHold {
   int sms_;
   std::vector<int> held_;
 };
+
+// The SMs collective op `o` holds while it runs: under tp communication overlap a row GEMM's
+// blocks are reduce-scattered by Transformer Engine's userbuffers kernel, which takes TE's
+// default 16 SMs for a pipelined or bulk overlap (initialize_ub's get_default_config,
+// "num_sm": 1 for a ring exchange, whose copies run on the copy engines, "use_ce": True,
+// and 16 otherwise; transformer_engine/pytorch/module/base.py, TE 1.x and 2.x); every other
+// collective is NCCL's, one block per channel (`nccl_sms`, KernelSpec::collective_sms).
+int held_sms(const program::Op& o, int nccl_sms);
 
 }  // namespace parasim::sim

@@ -24,12 +24,6 @@ using program::Op;
 using program::OpKind;
 using program::Stream;
 
-// The SMs Transformer Engine's userbuffers give a pipelined or bulk overlap (its
-// reduce-scatter of a row GEMM's blocks): initialize_ub's default config, "num_sm": 1 for a
-// ring exchange (whose copies run on the copy engines, "use_ce": True) and 16 otherwise
-// (transformer_engine/pytorch/module/base.py, get_default_config, TE 1.x and 2.x).
-constexpr int userbuffer_sms = 16;
-
 // A compute op's jitter: exp(sigma z - sigma^2 / 2), z a standard normal drawn from (seed,
 // op) alone (splitmix64 and Box-Muller), so that the order events run in does not matter.
 double jitter(const topology::JitterSpec& j, std::int64_t op) {
@@ -422,10 +416,7 @@ class Runner {
     if (!hold_) return;
     for (std::int64_t m : instances_[static_cast<std::size_t>(instance)]) {
       const Op& o = prog_.ops[static_cast<std::size_t>(m)];
-      // Under tp communication overlap a row GEMM's blocks are reduce-scattered by
-      // Transformer Engine's userbuffers kernel, not NCCL's.
-      const bool userbuffers = o.category == program::Category::tp_comm && o.piece == program::LayerPiece::row;
-      if (hold_->change(o.rank, userbuffers ? userbuffer_sms : nccl_sms_, delta)) compute_->load_changed(o.rank);
+      if (hold_->change(o.rank, held_sms(o, nccl_sms_), delta)) compute_->load_changed(o.rank);
     }
   }
 
@@ -578,34 +569,6 @@ DeviceProfile profile_of(const scenario::Scenario& s) {
 
 report::Trace simulate(const scenario::Scenario& s, const program::Program& program, SimStats* stats, bool counters) {
   return simulate(s, program, profile_of(s), stats, SimOptions{counters, true, {}, {}});
-}
-
-std::string_view to_string(FoldMode m) {
-  switch (m) {
-    case FoldMode::automatic: return "auto";
-    case FoldMode::always: return "always";
-    case FoldMode::never: return "never";
-  }
-  return "?";
-}
-
-Prediction predict(const scenario::Scenario& s, const PredictOptions& options) {
-  const DeviceProfile profile = profile_of(s);
-  Prediction p;
-  if (options.fold != FoldMode::never && s.plan.dp > 1) {
-    const bool approximate = options.fold == FoldMode::always || s.plan.world() >= fold_approximate_from;
-    try {
-      p.program = program::compile(s, program::CompileOptions{true});
-      p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, approximate, options.progress, options.spans});
-      return p;
-    } catch (const NotFoldable& e) {
-      p.stats = SimStats{};
-      p.not_folded = e.what();
-    }
-  }
-  p.program = program::compile(s);
-  p.trace = simulate(s, p.program, profile, &p.stats, SimOptions{options.counters, true, options.progress, options.spans});
-  return p;
 }
 
 }  // namespace parasim::sim
