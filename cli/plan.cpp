@@ -35,7 +35,24 @@ struct PlanArgs {
   bool require_fit = false;
   std::string csv;
   std::string write_best;  // FILE: the best plan as a scenario
+  std::string objective = "step";
 };
+
+planner::Objective objective_of(const std::string& name) {
+  if (name == "time-to-train") return planner::Objective::time_to_train;
+  if (name == "cost") return planner::Objective::cost;
+  if (name == "energy") return planner::Objective::energy;
+  return planner::Objective::step;
+}
+
+// The whole run's figures of a plan (rank_by), for JSON.
+nlohmann::ordered_json plan_run_json(const report::RunEstimate& r) {
+  nlohmann::ordered_json j{{"time_to_train", r.expected}, {"ideal", r.ideal},
+                           {"goodput", r.goodput},         {"interruptions", r.interruptions},
+                           {"device_hours", r.device_hours}, {"cost", r.cost}};
+  if (r.has_power) j["energy_mwh"] = r.energy / 3.6e9;
+  return j;
+}
 
 // The best plan as --set arguments (common.hpp, plan_overrides).
 std::vector<std::string> best_overrides(const PlanArgs& a, const scenario::Scenario& s, const planner::PlanReport& r) {
@@ -87,11 +104,20 @@ nlohmann::ordered_json plan_json(const planner::PlanScore& p, std::size_t rank, 
           {"overrides", planner::overrides_of(p.candidate)}};
 }
 
+nlohmann::ordered_json plan_json_run(const planner::PlanScore& p, std::size_t rank, double capacity) {
+  nlohmann::ordered_json j = plan_json(p, rank, capacity);
+  if (p.run) j["run"] = plan_run_json(*p.run);
+  return j;
+}
+
 std::string csv_text(const planner::PlanReport& r) {
   std::string out =
       "rank,dp,tp,pp,cp,ep,virtual_stages,schedule,micro_batch,recompute,zero,sequence_parallel,tp_comm_overlap,"
       "placement,step_time_s,"
-      "tokens_per_s,mfu,memory_bytes,tier,estimated_step_time_s,bottleneck\n";
+      "tokens_per_s,mfu,memory_bytes,tier,estimated_step_time_s,bottleneck";
+  // Ranked by the whole run: its figures too.
+  const bool run = !r.ranked.empty() && r.ranked[0].run.has_value();
+  out += run ? ",time_to_train_s,goodput,interruptions,energy_mwh,device_hours,cost\n" : "\n";
   for (std::size_t i = 0; i < r.ranked.size(); ++i) {
     const planner::PlanScore& p = r.ranked[i];
     const scenario::ParallelPlan& pl = p.candidate.plan;
@@ -101,6 +127,12 @@ std::string csv_text(const planner::PlanReport& r) {
                        pl.sequence_parallel ? "true" : "false", pl.tp_comm_overlap ? "true" : "false",
                        scenario::placement_string(pl), p.step_time, p.tokens_per_s, p.mfu, p.memory, tier(p),
                        p.estimate, p.bottleneck);
+    if (run && p.run) {
+      out.pop_back();
+      out += fmt::format(",{:.9g},{:.6g},{:.6g},{},{:.9g},{:.9g}\n", p.run->expected, p.run->goodput, p.run->interruptions,
+                         p.run->has_power ? fmt::format("{:.9g}", p.run->energy / 3.6e9) : std::string(),
+                         p.run->device_hours, p.run->cost);
+    }
   }
   return out;
 }
@@ -109,6 +141,16 @@ std::string csv_text(const planner::PlanReport& r) {
 bool run_plan(const PlanArgs& a) {
   const scenario::Scenario s = a.scenario.load();
   if (a.gpus < 0) throw UsageError("--gpus: expected a positive device count");
+  const planner::Objective objective = objective_of(a.objective);
+  if (objective != planner::Objective::step && s.training.total_steps <= 0) {
+    throw UsageError(fmt::format("--objective {} ranks by the whole run: the scenario needs training.tokens or "
+                                 "training.steps",
+                                 a.objective));
+  }
+  if (objective == planner::Objective::energy && !s.job.has_power()) {
+    throw UsageError(fmt::format("--objective energy needs the device's power: {} states no TDP; set job.power.busy",
+                                 s.cluster.device.name));
+  }
   planner::PlanOptions options;
   options.devices = a.gpus;
   options.resimulate = a.resimulate;
@@ -145,6 +187,17 @@ bool run_plan(const PlanArgs& a) {
     }
     r = planner::plan_search(s, options);
   }
+  planner::rank_by(s, r, objective);
+  // Beyond the step, smaller clusters too: their failures are rarer.
+  std::vector<planner::SizeResult> sizes;
+  if (objective != planner::Objective::step && !under_mpi() && !r.ranked.empty()) {
+    planner::PlanOptions smaller = options;
+    smaller.devices = r.devices / 2;
+    smaller.progress = {};
+    if (smaller.devices >= 1 && (r.devices <= s.cluster.gpus_per_node || smaller.devices % s.cluster.gpus_per_node == 0)) {
+      sizes = planner::plan_sizes(s, smaller, objective, 1);
+    }
+  }
   std::size_t rejected = 0;
   for (const auto& [reason, n] : r.rejected) rejected += n;
   if (!a.csv.empty()) write_output(a.csv, csv_text(r));
@@ -159,7 +212,7 @@ bool run_plan(const PlanArgs& a) {
   const int without_offload = all_offload && !under_mpi() ? planner::smallest_fitting_devices(s, r.devices, false) : 0;
   if (a.json.wanted()) {
     nlohmann::ordered_json plans = nlohmann::ordered_json::array();
-    for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json(r.ranked[i], i + 1, r.capacity));
+    for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json_run(r.ranked[i], i + 1, r.capacity));
     nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
     for (const auto& [reason, n] : r.rejected) reasons[reason] = n;
     nlohmann::ordered_json j{{"scenario", s.name},
@@ -170,7 +223,15 @@ bool run_plan(const PlanArgs& a) {
                              {"fit", r.ranked.size()},
                              {"rejected", reasons},
                              {"resimulated", r.simulated},
+                             {"objective", a.objective},
                              {"plans", plans}};
+    if (!sizes.empty()) {
+      nlohmann::ordered_json smaller = nlohmann::ordered_json::array();
+      for (const planner::SizeResult& z : sizes) {
+        smaller.push_back({{"devices", z.devices}, {"best", plan_json_run(z.report.ranked[0], 1, z.report.capacity)}});
+      }
+      j["smaller_clusters"] = smaller;
+    }
     if (r.ranked.empty()) j["smallest_fitting_devices"] = bigger;  // 0: none up to the limit
     if (all_offload) j["smallest_fitting_devices_without_offload"] = without_offload;
     write_output(a.json.path, stamped("plan", j).dump(2) + "\n");
@@ -204,27 +265,44 @@ bool run_plan(const PlanArgs& a) {
     return !r.ranked.empty();
   }
   using A = report::Table::Align;
-  report::Table t({"#", "dp", "tp", "pp", "cp", "ep", "v", "schedule", "mb", "recompute", "zero", "sp", "placement",
-                   "step time", "tokens/s", "MFU", "memory", "tier", "bottleneck"},
-                  {A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left, A::right, A::left,
-                   A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::left, A::left});
+  const bool by_run = objective != planner::Objective::step;
+  std::vector<std::string> head{"#",  "dp",        "tp",   "pp", "cp",        "ep",        "v",   "schedule", "mb",
+                                "recompute", "zero", "sp", "placement", "step time", "tokens/s", "MFU", "memory"};
+  std::vector<A> align{A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::left, A::right,
+                       A::left,  A::right, A::left,  A::left,  A::right, A::right, A::right, A::right};
+  if (by_run) {
+    head.insert(head.end(), {"time to train", "goodput", "energy", "device-hours"});
+    align.insert(align.end(), {A::right, A::right, A::right, A::right});
+  }
+  head.insert(head.end(), {"tier", "bottleneck"});
+  align.insert(align.end(), {A::left, A::left});
+  report::Table t(head, align);
   const double capacity = s.cluster.device.memory_bytes;
   fmt::print("every plan leaves at least {:g} % of the device's {} free (headroom: --headroom)\n\n",
              100 * s.cluster.device.headroom, u::format_bytes(capacity));
   for (std::size_t i = 0; i < shown; ++i) {
     const planner::PlanScore& p = r.ranked[i];
     const scenario::ParallelPlan& pl = p.candidate.plan;
-    t.add_row({std::to_string(i + 1), std::to_string(pl.dp), std::to_string(pl.tp), std::to_string(pl.pp),
-               std::to_string(pl.cp), std::to_string(pl.ep), std::to_string(pl.virtual_stages),
-               std::string(to_string(pl.schedule)), std::to_string(p.candidate.micro_batch),
-               std::string(to_string(p.candidate.recompute)), planner::sharding_string(pl),
-               pl.tp_comm_overlap     ? "overlap"
-               : pl.sequence_parallel ? "yes"
-                                      : "no",
-               scenario::placement_string(pl), u::format_duration(p.step_time), u::format_count(p.tokens_per_s),
-               fmt::format("{:.1f} %", 100 * p.mfu),
-               fmt::format("{} ({:.0f} % free)", u::format_bytes(p.memory), 100 * (capacity - p.memory) / capacity),
-               tier(p), p.bottleneck});
+    std::vector<std::string> row{
+        std::to_string(i + 1), std::to_string(pl.dp), std::to_string(pl.tp), std::to_string(pl.pp),
+        std::to_string(pl.cp), std::to_string(pl.ep), std::to_string(pl.virtual_stages),
+        std::string(to_string(pl.schedule)), std::to_string(p.candidate.micro_batch),
+        std::string(to_string(p.candidate.recompute)), planner::sharding_string(pl),
+        pl.tp_comm_overlap     ? "overlap"
+        : pl.sequence_parallel ? "yes"
+                               : "no",
+        scenario::placement_string(pl), u::format_duration(p.step_time), u::format_count(p.tokens_per_s),
+        fmt::format("{:.1f} %", 100 * p.mfu),
+        fmt::format("{} ({:.0f} % free)", u::format_bytes(p.memory), 100 * (capacity - p.memory) / capacity)};
+    if (by_run && p.run) {
+      row.insert(row.end(), {u::format_span(p.run->expected), fmt::format("{:.1f} %", 100 * p.run->goodput),
+                             p.run->has_power ? fmt::format("{:.4g} MWh", p.run->energy / 3.6e9) : std::string("-"),
+                             u::format_count(p.run->device_hours)});
+    } else if (by_run) {
+      row.insert(row.end(), {"-", "-", "-", "-"});
+    }
+    row.insert(row.end(), {tier(p), p.bottleneck});
+    t.add_row(std::move(row));
   }
   fmt::print("{}", t.render());
   if (all_offload) {
@@ -232,6 +310,39 @@ bool run_plan(const PlanArgs& a) {
                r.devices == 1 ? "" : "s",
                without_offload > 0 ? fmt::format("the smallest cluster where one fits has {} devices", without_offload)
                                    : fmt::format("none fits up to {} devices", scenario::limits::gpus));
+  }
+  if (by_run) {
+    fmt::print("\nranked by {} over the whole run ({} steps; failures, restarts and checkpoints: job:)\n", a.objective,
+               s.training.total_steps);
+  }
+  if (!sizes.empty()) {
+    const planner::PlanScore& here = r.ranked[0];
+    report::Table z({"devices", "best plan", "step time", "time to train", "goodput", "interruptions", "energy",
+                     "device-hours"},
+                    {A::right, A::left, A::right, A::right, A::right, A::right, A::right, A::right});
+    auto add = [&](int devices, const planner::PlanScore& p) {
+      const report::RunEstimate& run = *p.run;
+      z.add_row({std::to_string(devices), planner::describe(p.candidate), u::format_duration(p.step_time),
+                 u::format_span(run.expected), fmt::format("{:.1f} %", 100 * run.goodput),
+                 fmt::format("{:.0f}", run.interruptions),
+                 run.has_power ? fmt::format("{:.4g} MWh", run.energy / 3.6e9) : std::string("-"),
+                 u::format_count(run.device_hours)});
+    };
+    add(r.devices, here);
+    const planner::SizeResult* winner = nullptr;
+    for (const planner::SizeResult& size : sizes) {
+      add(size.devices, size.report.ranked[0]);
+      if (planner::objective_value(size.report.ranked[0], objective) < planner::objective_value(here, objective) &&
+          (winner == nullptr ||
+           planner::objective_value(size.report.ranked[0], objective) < planner::objective_value(winner->report.ranked[0], objective))) {
+        winner = &size;
+      }
+    }
+    fmt::print("\nsmaller clusters, each with its best plan by {}:\n{}", a.objective, z.render());
+    if (winner != nullptr) {
+      fmt::print("{} devices beat {} by {}: fewer devices, fewer interruptions (--gpus {})\n", winner->devices,
+                 r.devices, a.objective, winner->devices);
+    }
   }
   // The best plan as a command: the scenario's own overrides, the cluster's new size, the plan.
   fmt::print("\nbest: parasim simulate {} --set {}\n", a.scenario.path, fmt::join(best_overrides(a, s, r), " --set "));
@@ -268,6 +379,12 @@ void add_plan(CLI::App& app) {
                   "Write the best plan as a scenario to FILE (it extends the one planned)")
       ->type_name("FILE")
       ->check(output_file());
+  cmd->add_option("--objective", args->objective,
+                  "Rank by the step's throughput (step) or by the whole run's expected time-to-train, cost or energy, "
+                  "failures and checkpoints counted (needs training.tokens or training.steps); beyond the step, "
+                  "half and a quarter of the cluster are searched too")
+      ->check(CLI::IsMember({"step", "time-to-train", "cost", "energy"}))
+      ->capture_default_str();
   cmd->add_flag("--require-fit", args->require_fit,
                 "Exit with status 3 when no plan fits on the devices planned for (for scripts and CI)");
   cmd->callback([args] {

@@ -22,6 +22,7 @@
 #include "report/chrome_trace.hpp"
 #include "report/gzip.hpp"
 #include "report/metrics.hpp"
+#include "report/run_model.hpp"
 #include "report/table.hpp"
 #include "sim/simulate.hpp"
 #include "topology/units.hpp"
@@ -35,6 +36,7 @@ struct SimulateArgs {
   bool require_fit = false;
   std::string trace;
   std::string fold = "auto";
+  int runs = 0;  // Monte-Carlo runs of the failure process (0: the closed form only)
 };
 
 sim::FoldMode fold_mode(const std::string& s) {
@@ -229,9 +231,63 @@ void print_syncbn(const SyncBnCost& c, const report::StepFigures& f) {
              u::format_duration(std::max(0.0, cost - c.collectives)));
 }
 
+nlohmann::ordered_json run_json(const report::RunEstimate& r, const report::RunSamples* mc) {
+  nlohmann::ordered_json j{{"steps", r.steps},
+                           {"tokens", r.tokens},
+                           {"step_time", r.step},
+                           {"devices", r.devices},
+                           {"nodes", r.nodes},
+                           {"work", r.work},
+                           {"ideal", r.ideal},
+                           {"expected", r.expected},
+                           {"goodput", r.goodput},
+                           {"interruptions", r.interruptions},
+                           {"mtbf", r.mtbf()},
+                           {"checkpoint",
+                            {{"mode", scenario::to_string(r.mode)},
+                             {"interval", r.interval},
+                             {"interval_steps", r.interval_steps},
+                             {"interval_auto", r.auto_interval},
+                             {"young", r.young},
+                             {"daly", r.daly},
+                             {"count", r.checkpoints},
+                             {"bytes", r.checkpoint.bytes},
+                             {"bytes_per_rank", r.checkpoint.bytes_per_rank},
+                             {"writers", r.checkpoint.writers},
+                             {"write", r.checkpoint.write},
+                             {"stall", r.checkpoint.stall},
+                             {"load", r.checkpoint.load}}},
+                           {"restart", r.restart},
+                           {"checkpointing", r.checkpointing},
+                           {"restarting", r.restarting},
+                           {"lost", r.lost},
+                           {"device_hours", r.device_hours},
+                           {"cost", r.cost}};
+  if (r.has_power) {
+    j["energy"] = {{"joules", r.energy},
+                   {"mwh", r.energy / 3.6e9},
+                   {"tokens_per_kwh", r.tokens_per_kwh},
+                   {"step_joules", r.per_step.total()},
+                   {"step_devices_joules", r.per_step.devices},
+                   {"step_nodes_joules", r.per_step.nodes},
+                   {"step_facility_joules", r.per_step.facility},
+                   {"device_compute", r.per_step.compute},
+                   {"device_communication", r.per_step.communication},
+                   {"device_idle", r.per_step.idle}};
+  }
+  if (mc != nullptr) {
+    j["monte_carlo"] = {{"runs", mc->runs},           {"mean", mc->mean}, {"stddev", mc->stddev}, {"ci95", mc->ci95},
+                        {"interruptions", mc->interruptions}, {"min", mc->min},   {"max", mc->max}};
+  }
+  return j;
+}
+
 void run_simulate(const SimulateArgs& a) {
   namespace u = units;
   const scenario::Scenario s = a.scenario.load();
+  if (a.runs > 0 && s.training.total_steps == 0) {
+    throw UsageError("--runs plays the whole run's failures out: the scenario needs training.tokens or training.steps");
+  }
   const topology::Cluster cluster(s.cluster);
   // A large unfolded step takes a while: its progress on a terminal.
   Progress progress(a.json.on_stdout());
@@ -263,6 +319,16 @@ void run_simulate(const SimulateArgs& a) {
     if (progress.shown()) progress.update("simulating per-rank BatchNorm", 0, 1);
     syncbn = syncbn_cost(s, f, fold_mode(a.fold));
   }
+  // The whole run, where the scenario gives its length.
+  std::optional<report::RunEstimate> run;
+  std::optional<report::RunSamples> samples;
+  if (s.training.total_steps > 0) {
+    run = report::estimate_run(s, f.step_time, report::step_energy(s, trace));
+    if (a.runs > 0) {
+      if (progress.shown()) progress.update("playing the run's failures out", 0, 1);
+      samples = report::sample_runs(*run, a.runs, s.run.seed);
+    }
+  }
   std::string trace_text;
   if (!a.trace.empty()) {
     progress.update("writing the trace", 0, 1);
@@ -293,6 +359,7 @@ void run_simulate(const SimulateArgs& a) {
       j["fp16"] = {{"skipped_fraction", fp16_skipped_fraction(s)},
                    {"effective_tokens_per_s", f.tokens_per_s * (1 - fp16_skipped_fraction(s))}};
     }
+    if (run) j["run"] = run_json(*run, samples ? &*samples : nullptr);
     out.add(a.json.path, stamped("simulate", j).dump(2) + "\n");
   }
   if (!a.json.on_stdout()) {
@@ -371,6 +438,7 @@ void run_simulate(const SimulateArgs& a) {
       fmt::print("collectives: {} (setting {}{}{})\n", used, to_string(s.plan.collective), protocols,
                  program.one_replica() ? "; instances simulated" : "");
     }
+    if (run) fmt::print("{}\n", report::describe_run(*run, s, samples ? &*samples : nullptr));
     fmt::print("ranks simulated: {}\n", ranks_line(s, prediction));
     if (!mem.fits()) fmt::print("memory: {}\n", workload::describe_memory(mem));
     fmt::print("bottleneck: {}\n", mem.fits() ? f.bottleneck : "memory: the plan does not fit; " + f.bottleneck);
@@ -396,6 +464,11 @@ void add_simulate(CLI::App& app) {
                   "always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
+  cmd->add_option("--runs", args->runs,
+                  "Also play the whole run's failures out N times (Monte Carlo, seeded by run.seed) against the "
+                  "closed form; needs training.tokens or training.steps")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1000000));
   cmd->callback([args] { run_simulate(*args); });
 }
 

@@ -1,5 +1,6 @@
 // parasim sweep SCENARIO --vary KEY=V1,V2 ...: predict every point of a grid of overrides
 // and tabulate throughput and efficiency against GPU count, with a scaling plot.
+#include <algorithm>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -65,21 +66,29 @@ void run_sweep(const SweepArgs& a) {
   }
   progress.clear();
 
+  // The whole run's figures, where the scenario gives its length.
+  const bool runs = std::any_of(points.begin(), points.end(), [](const planner::SweepPoint& p) { return p.has_run; });
   // Outputs are written whole, as a set, once everything has run.
   OutputSet out;
   if (!a.csv.empty()) {
     std::string csv;
     for (const auto& axis : axes) csv += axis.key + ",";
-    csv += "gpus,step_time_s,tokens_per_s,ideal_tokens_per_s,efficiency,mfu,fits,error\n";
+    csv += "gpus,step_time_s,tokens_per_s,ideal_tokens_per_s,efficiency,mfu,fits,error";
+    csv += runs ? ",time_to_train_s,goodput,interruptions,energy_mwh,device_hours\n" : "\n";
     for (const planner::SweepPoint& p : points) {
       for (const std::string& v : p.values) csv += csv_field(v) + ",";
       if (!p.error.empty()) {  // no figures: empty fields, and the reason
-        csv += fmt::format(",,,,,,,{}\n", csv_field(p.error));
+        csv += fmt::format(",,,,,,,{}{}\n", csv_field(p.error), runs ? ",,,,," : "");
         continue;
       }
-      csv += fmt::format("{},{:.9g},{:.9g},{},{},{:.6g},{},\n", p.gpus, p.step_time, p.tokens_per_s,
+      csv += fmt::format("{},{:.9g},{:.9g},{},{},{:.6g},{},", p.gpus, p.step_time, p.tokens_per_s,
                          p.scaling ? fmt::format("{:.9g}", p.ideal) : "", p.scaling ? fmt::format("{:.6g}", p.efficiency) : "",
                          p.mfu, p.fits ? "yes" : "no");
+      if (runs) {
+        csv += fmt::format(",{:.9g},{:.6g},{:.6g},{},{:.9g}", p.time_to_train, p.goodput, p.interruptions,
+                           p.energy > 0.0 ? fmt::format("{:.9g}", p.energy / 3.6e9) : "", p.device_hours);
+      }
+      csv += "\n";
     }
     out.add(a.csv, csv);
   }
@@ -96,6 +105,10 @@ void run_sweep(const SweepArgs& a) {
         row.update({{"step_time", p.step_time}, {"tokens_per_s", p.tokens_per_s}});
         if (p.scaling) row.update({{"ideal_tokens_per_s", p.ideal}, {"efficiency", p.efficiency}});
         row.update({{"mfu", p.mfu}, {"fits", p.fits}, {"bottleneck", p.bottleneck}});
+        if (p.has_run) {
+          row["run"] = {{"time_to_train", p.time_to_train}, {"goodput", p.goodput}, {"interruptions", p.interruptions},
+                        {"energy_mwh", p.energy / 3.6e9},   {"device_hours", p.device_hours}};
+        }
       } else {
         row["error"] = p.error;
       }
@@ -116,18 +129,29 @@ void run_sweep(const SweepArgs& a) {
     header.emplace_back(h);
     align.push_back(A::right);
   }
+  if (runs) {
+    for (const char* h : {"time to train", "goodput", "interruptions"}) {
+      header.emplace_back(h);
+      align.push_back(A::right);
+    }
+  }
   report::Table t(header, align);
   std::vector<std::string> errors;
   for (const planner::SweepPoint& p : points) {
     std::vector<std::string> row = p.values;
     if (!p.error.empty()) {
-      for (int i = 0; i < 7; ++i) row.emplace_back("-");
+      for (int i = 0; i < (runs ? 10 : 7); ++i) row.emplace_back("-");
       errors.push_back(fmt::format("{}: {}", fmt::join(p.values, ", "), p.error));
     } else {
       row.insert(row.end(), {std::to_string(p.gpus), units::format_duration(p.step_time), units::format_count(p.tokens_per_s),
                              p.scaling ? units::format_count(p.ideal) : "-",
                              p.scaling ? fmt::format("{:.1f} %", 100 * p.efficiency) : "-",
                              fmt::format("{:.1f} %", 100 * p.mfu), p.fits ? "fits" : "OUT OF MEMORY"});
+      if (runs) {
+        row.insert(row.end(), {p.has_run ? units::format_span(p.time_to_train) : "-",
+                               p.has_run ? fmt::format("{:.1f} %", 100 * p.goodput) : "-",
+                               p.has_run ? fmt::format("{:.3g}", p.interruptions) : "-"});
+      }
     }
     t.add_row(std::move(row));
   }

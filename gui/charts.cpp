@@ -167,4 +167,65 @@ QChartView* scalingChart(FigureTableModel* model, QWidget* parent) {
   return view;
 }
 
+QChartView* goodputChart(FigureTableModel* model, QWidget* parent) {
+  auto* chart = new QChart();
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  auto* goodput = new QLineSeries(chart);
+  goodput->setName(QObject::tr("goodput"));
+  auto* days = new QLineSeries(chart);
+  days->setName(QObject::tr("expected time to train"));
+  days->setPen(QPen(QColor(200, 110, 20), 2));
+  auto* gpus = new QLogValueAxis(chart);
+  gpus->setBase(2.0);
+  gpus->setLabelFormat(QStringLiteral("%g"));
+  gpus->setTitleText(QObject::tr("GPUs"));
+  auto* share = new QValueAxis(chart);
+  share->setTitleText(QObject::tr("goodput (%)"));
+  auto* time = new QLogValueAxis(chart);  // a small cluster's run is many times a large one's
+  time->setBase(10.0);
+  time->setLabelFormat(QStringLiteral("%g"));
+  time->setTitleText(QObject::tr("time to train (days)"));
+  chart->addAxis(gpus, Qt::AlignBottom);
+  chart->addAxis(share, Qt::AlignLeft);
+  chart->addAxis(time, Qt::AlignRight);
+  chart->addSeries(goodput);
+  chart->addSeries(days);
+  goodput->attachAxis(gpus);
+  goodput->attachAxis(share);
+  days->attachAxis(gpus);
+  days->attachAxis(time);
+  auto redraw = [model, chart, goodput, days, gpus, share, time] {
+    QList<QPointF> g;
+    QList<QPointF> d;
+    double least = 0.0, most = 1.0, longest = 0.0, shortest = 0.0;
+    for (int r = 0; r < model->rowCount(); ++r) {
+      const double n = model->raw(r, scaling::Gpus);
+      const double t = model->raw(r, scaling::TimeToTrain);
+      if (t <= 0.0) continue;
+      g << QPointF(n, 100.0 * model->raw(r, scaling::Goodput));
+      d << QPointF(n, t / 86400.0);
+      least = least == 0.0 ? n : std::min(least, n);
+      most = std::max(most, n);
+      longest = std::max(longest, t / 86400.0);
+      shortest = shortest == 0.0 ? t / 86400.0 : std::min(shortest, t / 86400.0);
+    }
+    goodput->replace(g);
+    days->replace(d);
+    chart->setTitle(g.isEmpty() ? QObject::tr("The whole run against GPUs: set training.tokens or training.steps")
+                                : QObject::tr("The whole run against GPUs: goodput and time to train, failures counted"));
+    gpus->setRange(least > 0.0 ? least / 1.2 : 1.0, most * 1.2);
+    gpus->setMinorTickCount(0);
+    share->setRange(0.0, 100.0);
+    // Whole decades around the runs' times.
+    const double low = shortest > 0.0 ? std::pow(10.0, std::floor(std::log10(shortest))) : 0.1;
+    const double high = longest > 0.0 ? std::pow(10.0, std::ceil(std::log10(longest * 1.0001))) : 1.0;
+    time->setRange(low, std::max(high, low * 10.0));
+  };
+  QObject::connect(model, &QAbstractItemModel::modelReset, chart, redraw);
+  redraw();
+  auto* view = new QChartView(chart, parent);
+  view->setRenderHint(QPainter::Antialiasing);
+  return view;
+}
+
 }  // namespace parasim::gui

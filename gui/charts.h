@@ -41,5 +41,9 @@ QChartView* barChart(FigureTableModel* model, BarChartSpec spec, QWidget* parent
 // Tokens/s and the ideal line against GPUs (log 2 axis, its ticks the GPU counts), from a
 // scaling model.
 QChartView* scalingChart(FigureTableModel* model, QWidget* parent);
+// The whole run against cluster size (the scaling sweep's points, scaling:: columns):
+// goodput (left axis) and the expected time to train in days (right axis) against GPUs on
+// a log axis; a note in the title where the scenario gives no run length.
+QChartView* goodputChart(FigureTableModel* model, QWidget* parent);
 
 }  // namespace parasim::gui

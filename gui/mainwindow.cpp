@@ -300,7 +300,15 @@ QWidget* MainWindow::makeChartsView() {
   m_scalingNote->setWordWrap(true);
   v->addWidget(m_scalingNote);
   grid->addWidget(scalingBox, 1, 1);
-  return page;
+  grid->addWidget(goodputChart(m_scaling, page), 2, 0, 1, 2);
+  // Each row of charts tall enough for its axes' labels; the page scrolls where the window
+  // is shorter.
+  for (int row = 0; row < 3; ++row) grid->setRowMinimumHeight(row, 330);
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidget(page);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  return scroll;
 }
 
 bool MainWindow::openScenario(const QString& path) {
@@ -347,7 +355,7 @@ void MainWindow::showOutcome(const Outcome& o) {
   m_links->setCluster(o.cluster);
   m_linkView->resizeColumnsToContents();
   m_kinds->setSummary(sum);
-  m_summaryModel->setFigures(s, o.figures);
+  m_summaryModel->setFigures(s, o.figures, o.run ? &*o.run : nullptr);
   // The measurement beside the prediction while the plan is the one that ran.
   if (m_measuredFromRun && o.overrides == m_measuredOverrides) m_summaryModel->setMeasured(m_runComparison);
   m_memory->setReport(o.memory);
@@ -491,6 +499,16 @@ QStringList MainWindow::exportViews(const QString& dir, QString* error) {
       written << file;
     } else {
       fail(why);
+    }
+    // A page taller than the window (Charts): the whole page too.
+    if (auto* area = qobject_cast<QScrollArea*>(m_tabs->widget(i)); area != nullptr && area->widget() != nullptr) {
+      const QString whole = QDir(dir).filePath(QStringLiteral("%1-%2-whole.png").arg(i + 1, 2, 10, QLatin1Char('0')).arg(name));
+      const QString wrong = savePng(area->widget()->grab(), whole);
+      if (wrong.isEmpty()) {
+        written << whole;
+      } else {
+        fail(wrong);
+      }
     }
   }
   m_tabs->setCurrentIndex(current);

@@ -23,6 +23,10 @@ Outcome simulateScenario(const QString& path, const QStringList& overrides) {
     done.memory = workload::memory_per_rank(*done.scenario);
     done.prediction = std::make_shared<const sim::Prediction>(sim::predict(*done.scenario, {true, sim::FoldMode::automatic}));
     done.figures = report::step_figures(*done.scenario, done.prediction->trace, *done.cluster);
+    if (done.scenario->training.total_steps > 0) {
+      done.run = report::estimate_run(*done.scenario, done.figures.step_time,
+                                      report::step_energy(*done.scenario, done.prediction->trace));
+    }
     const std::shared_ptr<const program::Program> program(done.prediction, &done.prediction->program);
     done.timeline = std::make_shared<const TimelineTrace>(
         timelineFromTrace(done.prediction->trace, program, *done.cluster, QString::fromStdString(done.scenario->name)));
@@ -56,7 +60,8 @@ Scaling scalingSweep(const QString& path, const QStringList& overrides) {
         out.skipped << QStringLiteral("dp %1: %2").arg(QString::fromStdString(p.values[0]), QString::fromStdString(p.error));
         continue;
       }
-      out.points.push_back({std::stoi(p.values[0]), p.gpus, p.step_time, p.tokens_per_s, p.ideal, p.efficiency});
+      out.points.push_back({std::stoi(p.values[0]), p.gpus, p.step_time, p.tokens_per_s, p.ideal, p.efficiency,
+                            p.has_run ? p.goodput : 0.0, p.has_run ? p.time_to_train : 0.0});
     }
   } catch (const std::exception& e) {
     out.skipped << QString::fromStdString(e.what());

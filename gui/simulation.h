@@ -16,11 +16,13 @@
 #include <QVariant>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "workload/memory.hpp"
 #include "scenario/scenario.hpp"
 #include "report/metrics.hpp"
+#include "report/run_model.hpp"
 #include "sim/simulate.hpp"
 #include "timeline/timelinetrace.h"
 #include "topology/cluster.hpp"
@@ -41,6 +43,8 @@ struct Outcome {
   report::StepFigures figures;
   workload::MemoryReport memory;
   std::shared_ptr<const TimelineTrace> timeline;
+  // The whole run, where the scenario gives its length (training.tokens / training.steps).
+  std::optional<report::RunEstimate> run;
   double seconds = 0.0;  // wall time of the job
 
   [[nodiscard]] bool ok() const { return error.isEmpty(); }
@@ -55,6 +59,10 @@ struct ScalingPoint {
   double tokensPerSecond = 0.0;
   double ideal = 0.0;       // the smallest point's tokens/s scaled by GPUs
   double efficiency = 0.0;  // tokens/s over ideal
+  // The whole run at this size (0 where the scenario gives no run length): goodput and
+  // expected time to train, failures counted.
+  double goodput = 0.0;
+  double timeToTrain = 0.0;
 };
 
 struct Scaling {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "scenario/limits.hpp"
@@ -87,6 +88,8 @@ void score_slice(const scenario::Scenario& base, const std::vector<planner::Cand
     p.mfu = e.mfu;
     p.memory = mem.peak().total();
     p.bottleneck = e.bottleneck;
+    p.compute = std::max(0.0, e.pipeline * (1.0 - e.bubble)) + e.optimizer;
+    p.communication = e.tp_exposed + e.dp_exposed + e.cp_exposed + e.ep_exposed + e.offload_exposed + e.syncbn_exposed;
     fits.push_back(std::move(p));
   }
   watch.add((end - begin) % batch);
@@ -141,6 +144,9 @@ void simulate_rows(const scenario::Scenario& base, std::vector<PlanScore>& ranke
         p.tokens_per_s = f.tokens_per_s;
         p.mfu = f.mfu;
         p.bottleneck = f.bottleneck;
+        const report::StepEnergy energy = report::step_energy(s, pred.trace);
+        p.compute = energy.compute;
+        p.communication = energy.communication;
         p.simulated = true;
         watch.add(1);
       }
@@ -268,7 +274,8 @@ std::string score_part(const scenario::Scenario& scenario, const PlanOptions& op
   // Figures as their bits, so the merged ranking is the single process's exactly.
   nlohmann::json rows = nlohmann::json::array();
   for (const PlanScore& p : fits) {
-    rows.push_back({p.index, bits(p.step_time), bits(p.tokens_per_s), bits(p.mfu), bits(p.memory), p.bottleneck});
+    rows.push_back({p.index, bits(p.step_time), bits(p.tokens_per_s), bits(p.mfu), bits(p.memory), p.bottleneck,
+                    bits(p.compute), bits(p.communication)});
   }
   return nlohmann::json{{"rejected", rejected}, {"fits", rows}}.dump();
 }
@@ -292,10 +299,76 @@ PlanReport merge_parts(const scenario::Scenario& scenario, const PlanOptions& op
       p.mfu = from_bits(row.at(3).get<std::uint64_t>());
       p.memory = from_bits(row.at(4).get<std::uint64_t>());
       p.bottleneck = row.at(5).get<std::string>();
+      p.compute = from_bits(row.at(6).get<std::uint64_t>());
+      p.communication = from_bits(row.at(7).get<std::uint64_t>());
       fits.push_back(std::move(p));
     }
   }
   return finish(search, options, std::move(fits), std::move(rejected), t0);
+}
+
+std::string_view to_string(Objective o) {
+  switch (o) {
+    case Objective::step: return "step";
+    case Objective::time_to_train: return "time-to-train";
+    case Objective::cost: return "cost";
+    case Objective::energy: return "energy";
+  }
+  return "step";
+}
+
+double objective_value(const PlanScore& p, Objective o) {
+  if (o == Objective::step || !p.run) return p.step_time;
+  switch (o) {
+    case Objective::time_to_train: return p.run->expected;
+    case Objective::cost: return p.run->cost > 0.0 ? p.run->cost : p.run->device_hours;
+    case Objective::energy: return p.run->energy;
+    case Objective::step: break;
+  }
+  return p.step_time;
+}
+
+void rank_by(const scenario::Scenario& scenario, PlanReport& report, Objective o) {
+  if (o == Objective::step) return;
+  if (scenario.training.total_steps <= 0) {
+    throw std::invalid_argument(fmt::format("ranking by {} needs the run's length: set training.tokens or training.steps",
+                                            to_string(o)));
+  }
+  if (o == Objective::energy && !scenario.job.has_power()) {
+    throw std::invalid_argument(
+        "ranking by energy needs the device's power: the device states no TDP; set job.power.busy");
+  }
+  const scenario::Scenario base = planner::on_devices(scenario, report.devices);
+  for (PlanScore& p : report.ranked) {
+    const scenario::Scenario s = planner::with_candidate(base, p.candidate);
+    p.run = report::estimate_run(s, p.step_time, report::step_energy(s, p.step_time, p.compute, p.communication));
+  }
+  std::stable_sort(report.ranked.begin(), report.ranked.end(), [o](const PlanScore& a, const PlanScore& b) {
+    const double x = objective_value(a, o), y = objective_value(b, o);
+    if (x != y) return x < y;
+    return better(a, b);
+  });
+}
+
+std::vector<SizeResult> plan_sizes(const scenario::Scenario& s, const PlanOptions& options, Objective o, int halvings) {
+  std::vector<SizeResult> out;
+  const int full = options.devices > 0 ? options.devices : s.cluster.total_gpus();
+  const int per_node = std::max(1, s.cluster.gpus_per_node);
+  int devices = full;
+  for (int i = 0; i <= halvings && devices >= 1; ++i) {
+    PlanOptions one = options;
+    one.devices = devices;
+    PlanReport r = plan_search(s, one);
+    if (!r.ranked.empty()) {
+      rank_by(s, r, o);
+      out.push_back({devices, std::move(r)});
+    }
+    // Half the cluster, in whole nodes while it has more than one.
+    const int half = devices / 2;
+    if (half < 1 || (devices > per_node && half % per_node != 0)) break;
+    devices = half;
+  }
+  return out;
 }
 
 }  // namespace parasim::planner

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "workload/memory.hpp"
+#include "report/run_model.hpp"
 #include "scenario/scenario.hpp"
 #include "planner/search.hpp"
 
@@ -37,7 +38,20 @@ struct PlanScore {
   std::string bottleneck;
   bool simulated = false;     // figures from the event simulator (else the estimate)
   double estimate = 0.0;      // the analytical step time, kept when simulated
+  // Mean seconds per device in the step computing, and communicating but not computing
+  // (the energy's states: report::step_energy).
+  double compute = 0.0;
+  double communication = 0.0;
+  // The whole run (rank_by: an objective beyond the step).
+  std::optional<report::RunEstimate> run;
 };
+
+// What plan ranks by: the step's throughput, or the whole run's expected time to train,
+// cost (device-hours where job.price is not set) or energy (report/run_model.hpp).
+enum class Objective : std::uint8_t { step, time_to_train, cost, energy };
+std::string_view to_string(Objective o);
+// The figure an objective ranks by, lower first (step: the step time).
+double objective_value(const PlanScore& p, Objective o);
 
 // How far a long search is: `phase` ("scoring plans", "simulating the best plans"),
 // `done` of `total` in it. Called from the workers (a phase's calls may come from several
@@ -86,6 +100,21 @@ std::size_t resimulate(const scenario::Scenario& base, std::vector<PlanScore>& r
                        const PlanOptions* watch = nullptr);
 
 PlanReport plan_search(const scenario::Scenario& s, const PlanOptions& options = {});
+
+// Estimates every ranked plan's whole run (the scenario's training.tokens or
+// training.steps, job:) and ranks them by `o`, ties by throughput then enumeration order.
+// `s` is the scenario searched (its devices: report.devices). Throws std::invalid_argument
+// when the scenario gives no run length, or `o` is energy and the device's power is unknown.
+void rank_by(const scenario::Scenario& s, PlanReport& report, Objective o);
+
+// The search on the cluster's devices and on smaller clusters (halving it `halvings` times,
+// whole nodes, while a plan fits), each ranked by `o`: for an objective beyond the step a
+// smaller cluster can win, its failures rarer. Sizes where nothing fits are left out.
+struct SizeResult {
+  int devices = 0;
+  PlanReport report;
+};
+std::vector<SizeResult> plan_sizes(const scenario::Scenario& s, const PlanOptions& options, Objective o, int halvings);
 
 // A share of the search for one of several processes (`part` of `parts`, as MPI ranks):
 // the candidates of its slice scored, as bytes to gather; and the whole search put back

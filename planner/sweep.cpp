@@ -10,6 +10,7 @@
 #include "scenario/load.hpp"
 #include "workload/memory.hpp"
 #include "report/metrics.hpp"
+#include "report/run_model.hpp"
 #include "sim/simulate.hpp"
 
 namespace parasim::planner {
@@ -112,6 +113,15 @@ std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::st
       p.mfu = f.mfu;
       p.fits = workload::memory_per_rank(s).fits();
       p.bottleneck = f.bottleneck;
+      if (s.training.total_steps > 0) {
+        const report::RunEstimate r = report::estimate_run(s, f.step_time, report::step_energy(s, pred.trace));
+        p.has_run = true;
+        p.time_to_train = r.expected;
+        p.goodput = r.goodput;
+        p.interruptions = r.interruptions;
+        p.energy = r.energy;
+        p.device_hours = r.device_hours;
+      }
     } catch (const std::exception& e) {
       p.error = e.what();
     }

@@ -37,6 +37,15 @@ struct SweepPoint {
   double mfu = 0.0;
   bool fits = true;
   std::string bottleneck;
+  // The whole run, where the scenario gives its length (training.tokens / training.steps):
+  // the expected time to train, its goodput and interruptions, energy (0: the device's
+  // power unknown) and device-hours (report/run_model.hpp).
+  bool has_run = false;
+  double time_to_train = 0.0;
+  double goodput = 0.0;
+  double interruptions = 0.0;
+  double energy = 0.0;  // joules
+  double device_hours = 0.0;
   std::string error;  // set when the point has no figures
   // Where the grid changes the GPU count: linear throughput from the smallest point's per
   // GPU, and this point's share of it (else scaling is false and both 0).

@@ -57,6 +57,7 @@ std::string_view to_string(Dim d) {
 }
 
 std::string_view to_string(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
+std::string_view to_string(CheckpointMode m) { return m == CheckpointMode::sync ? "sync" : "async"; }
 std::string_view to_string(Attention a) {
   switch (a) {
     case Attention::flash: return "flash";
@@ -206,6 +207,26 @@ nlohmann::ordered_json to_json(const Scenario& s) {
       {"run", {{"backend", to_string(s.run.backend)}, {"steps", s.run.steps}, {"warmup", s.run.warmup},
                {"seed", s.run.seed}}},
   };
+  out["training"]["steps"] = s.training.total_steps;
+  if (s.training.tokens > 0.0) out["training"]["tokens"] = s.training.tokens;
+  const JobSpec& j = s.job;
+  out["job"] = {{"failures", {{"device_mtbf", j.device_mtbf}, {"node_mtbf", j.node_mtbf}, {"restart", j.restart}}},
+                {"checkpoint",
+                 {{"interval", j.checkpoint_steps > 0 || j.checkpoint_interval > 0.0 ? nlohmann::ordered_json(j.checkpoint_interval)
+                                                                                   : nlohmann::ordered_json("auto")},
+                  {"steps", j.checkpoint_steps},
+                  {"mode", to_string(j.checkpoint_mode)},
+                  {"optimizer", j.save_optimizer},
+                  {"sharded", j.sharded},
+                  {"bandwidth", j.storage_bandwidth},
+                  {"node_bandwidth", j.node_storage_bandwidth}}},
+                {"power",
+                 {{"busy", j.power_busy},
+                  {"communication", j.power_communication},
+                  {"idle", j.power_idle},
+                  {"node", j.node_power},
+                  {"pue", j.pue}}},
+                {"price", j.price}};
   return out;
 }
 

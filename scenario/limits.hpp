@@ -46,4 +46,9 @@ inline constexpr double min_flop_rate = 1e6;            // 1 MFLOP/s (0: the dev
 inline constexpr double max_flop_rate = 1e18;           // 1 EFLOP/s per device
 inline constexpr double max_duration = 60.0;            // a latency or per-call cost, seconds
 
+// The whole run (training.tokens / training.steps, job:).
+inline constexpr double run_tokens = 1e17;
+inline constexpr int run_steps = 2'000'000'000;
+inline constexpr double max_span = 1e10;  // a mean time between failures, an interval: about 317 years
+
 }  // namespace parasim::scenario::limits

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <vector>
@@ -17,8 +18,8 @@ namespace parasim::scenario {
 namespace {
 
 // The top-level keys of a scenario: a file reached through extends: must have only these.
-constexpr std::array<std::string_view, 9> scenario_keys{"name",  "description", "extends",  "cluster", "model",
-                                                         "training", "plan",     "hardware", "run"};
+constexpr std::array<std::string_view, 10> scenario_keys{"name",  "description", "extends",  "cluster", "model",
+                                                          "training", "plan",     "hardware", "run",     "job"};
 
 // NeMo's recipes (NeMo-Framework-Launcher, launcher_scripts/conf/training/: e.g.
 // nemotron/nemotron_15b.yaml, gpt3/175b.yaml) run tensor parallelism with sequence
@@ -130,7 +131,7 @@ Scenario from_document(const Value& root, const std::string& source) {
   const auto locations = std::make_shared<LocationMap>();
   s.locations = locations;
   LocationMap& where = *locations;
-  Reader top(root, "", {"name", "description", "extends", "cluster", "model", "training", "plan", "hardware", "run"},
+  Reader top(root, "", {"name", "description", "extends", "cluster", "model", "training", "plan", "hardware", "run", "job"},
              &where);
   s.name = top.string("name", fs::path(source).stem().string());
   // The name becomes part of file names (validate-NAME/): one plain path component.
@@ -179,6 +180,22 @@ Scenario from_document(const Value& root, const std::string& source) {
   // overflow an int before check() rejects it).
   const double ranks = static_cast<double>(s.plan.dp) * s.plan.tp * s.plan.pp * s.plan.cp;
   s.run = read_run(optional_section("run"), s.cluster.device, static_cast<int>(std::min(ranks, 1e9)), where);
+  s.job = read_job(optional_section("job"), s.cluster, where);
+  // training.tokens as optimizer steps of global_batch x seq_len tokens.
+  if (s.training.tokens > 0.0) {
+    const Location at = where.at("training.tokens");
+    if (s.model.kind != ModelKind::transformer) {
+      throw ScenarioError(at, "training.tokens",
+                          "a model of generic layers has no tokens: give the run's length as training.steps");
+    }
+    const double per_step = static_cast<double>(s.training.global_batch) * s.model.seq_len;
+    const double steps = std::ceil(s.training.tokens / per_step);
+    if (steps > limits::run_steps) {
+      throw ScenarioError(at, "training.tokens", fmt::format("{:.3g} tokens are {:.3g} steps of {} tokens: past the limit of {} steps",
+                                   s.training.tokens, steps, per_step, limits::run_steps));
+    }
+    s.training.total_steps = static_cast<int>(steps);
+  }
   check(s);
   return s;
 }

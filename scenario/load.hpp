@@ -46,5 +46,6 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where);
 ParallelPlan read_plan(const Value& v, int cluster_gpus, Framework framework, LocationMap& where);
 HardwareSpec read_hardware(const Value& v, LocationMap& where);
 RunSpec read_run(const Value& v, const topology::DeviceSpec& device, int world, LocationMap& where);
+JobSpec read_job(const Value& v, const topology::ClusterSpec& cluster, LocationMap& where);
 
 }  // namespace parasim::scenario

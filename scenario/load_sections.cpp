@@ -173,9 +173,16 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
   Reader r(v, "training", {"framework", "global_batch", "micro_batch", "precision", "optimizer", "recompute", "learning_rate", "loss_scale",
             "loss_scale_window", "attention", "grad_dtype", "fp8_recipe", "grad_clip", "warmup_steps", "lr_decay",
             "decay_steps", "min_lr", "lr_scaling", "lr_reference_batch", "master_weights", "loss_scaling",
-            "batch_norm", "compile"},
+            "batch_norm", "compile", "tokens", "steps"},
            &where);
   TrainingSpec t;
+  // The run's length: tokens (steps from them once the model's sequence is known,
+  // from_document) or optimizer steps.
+  if (r.has("tokens") && r.has("steps")) {
+    r.fail("steps", "give the run's length once: training.tokens or training.steps, not both");
+  }
+  t.tokens = r.count("tokens", 0.0, 1.0, limits::run_tokens);
+  t.total_steps = r.integer("steps", 0, 1, limits::run_steps);
   t.framework = r.choice<Framework>("framework", Framework::megatron_core,
                                     {{"megatron-core", Framework::megatron_core},
                                      {"nemo", Framework::nemo},
@@ -396,6 +403,91 @@ RunSpec read_run(const Value& v, const DeviceSpec& device, int world, LocationMa
     }
   }
   return run;
+}
+
+namespace {
+
+// A power given in watts ("450W", "2.8 kW") or as a share of `reference` ("40%", 0.4).
+double power_or_share(const Reader& r, std::string_view key, double fallback_share, double reference,
+                      const char* of_what) {
+  const Value* v = r.get(key);
+  if (v == nullptr || v->kind == Value::Kind::null) return fallback_share * reference;
+  if (!v->is_scalar()) r.fail_value(key, *v, "expected a power such as 450W or a share such as 40%");
+  const std::string& text = v->scalar;
+  const bool share = !text.empty() && (text.back() == '%' || text.find_first_not_of("0123456789.eE+- ") == std::string::npos);
+  if (share) {
+    const double f = r.fraction(key, std::nullopt, 1.0);
+    if (reference <= 0.0) {
+      r.fail_value(key, *v, fmt::format("a share needs {}, which is not known here: give watts (e.g. 450W)", of_what));
+    }
+    return f * reference;
+  }
+  return r.power(key, std::nullopt);
+}
+
+}  // namespace
+
+JobSpec read_job(const Value& v, const topology::ClusterSpec& cluster, LocationMap& where) {
+  Reader r(v, "job", {"failures", "checkpoint", "power", "price"}, &where);
+  JobSpec j;
+  static const Value empty = [] {
+    Value e;
+    e.kind = Value::Kind::map;
+    return e;
+  }();
+  auto sub = [&](std::string_view key) -> const Value& {
+    const Value* s = r.get(key);
+    return s != nullptr && s->kind != Value::Kind::null ? *s : empty;
+  };
+  {
+    Reader f(sub("failures"), r.key_path("failures"), {"device_mtbf", "node_mtbf", "restart"}, &where);
+    j.device_mtbf = f.duration("device_mtbf", j.device_mtbf, limits::max_span);
+    j.node_mtbf = f.duration("node_mtbf", j.node_mtbf, limits::max_span);
+    if (j.device_mtbf < 60.0) f.fail("device_mtbf", "expected a mean time between failures of at least 1 min");
+    if (j.node_mtbf < 60.0) f.fail("node_mtbf", "expected a mean time between failures of at least 1 min");
+    j.restart = f.duration("restart", j.restart, 7.0 * 86400.0);
+  }
+  {
+    Reader c(sub("checkpoint"), r.key_path("checkpoint"),
+             {"interval", "steps", "mode", "optimizer", "sharded", "bandwidth", "node_bandwidth"}, &where);
+    if (c.has("interval") && c.has("steps")) {
+      c.fail("steps", "give the checkpoint interval once: checkpoint.interval (a time or auto) or checkpoint.steps");
+    }
+    if (const Value* iv = c.get("interval"); iv != nullptr && iv->is_scalar() && iv->scalar == "auto") {
+      j.checkpoint_interval = 0.0;
+    } else {
+      j.checkpoint_interval = c.duration("interval", 0.0, limits::max_span);
+      if (c.has("interval") && j.checkpoint_interval <= 0.0) {
+        c.fail("interval", "expected auto (the Young / Daly optimum) or a time such as 30min");
+      }
+    }
+    j.checkpoint_steps = c.integer("steps", 0, 1, limits::run_steps);
+    j.checkpoint_mode =
+        c.choice<CheckpointMode>("mode", CheckpointMode::sync, {{"sync", CheckpointMode::sync}, {"async", CheckpointMode::async}});
+    j.save_optimizer = c.boolean("optimizer", true);
+    j.sharded = c.boolean("sharded", true);
+    j.storage_bandwidth = c.bandwidth("bandwidth", j.storage_bandwidth);
+    j.node_storage_bandwidth = c.has("node_bandwidth") ? c.bandwidth("node_bandwidth", std::nullopt) : 0.0;
+  }
+  {
+    Reader p(sub("power"), r.key_path("power"), {"busy", "communication", "idle", "node", "pue"}, &where);
+    const topology::DeviceSpec& d = cluster.device;
+    const double board = d.power_limit > 0.0 && (d.tdp <= 0.0 || d.power_limit < d.tdp) ? d.power_limit : d.tdp;
+    j.power_busy = p.has("busy") ? p.power("busy", std::nullopt) : board;
+    j.power_communication = power_or_share(p, "communication", 0.4, j.power_busy, "the busy power (job.power.busy)");
+    j.power_idle = power_or_share(p, "idle", 0.1, j.power_busy, "the busy power (job.power.busy)");
+    j.node_power = power_or_share(p, "node", 0.5, j.power_busy * cluster.gpus_per_node,
+                                  "the busy power (job.power.busy)");
+    if (j.power_communication > j.power_busy && j.power_busy > 0.0) {
+      p.fail("communication", "expected at most the busy power (job.power.busy)");
+    }
+    if (j.power_idle > j.power_communication && j.power_busy > 0.0) {
+      p.fail("idle", "expected at most the power while communicating (job.power.communication)");
+    }
+    j.pue = p.number("pue", 1.1, 1.0, 10.0);
+  }
+  j.price = r.number("price", 0.0, 0.0, 1e6);
+  return j;
 }
 
 }  // namespace parasim::scenario

@@ -102,14 +102,13 @@ int Reader::integer(std::string_view key, std::optional<int> fallback, int min, 
   return static_cast<int>(x);
 }
 
-double Reader::count(std::string_view key, std::optional<double> fallback, double min) const {
+double Reader::count(std::string_view key, std::optional<double> fallback, double min, double max) const {
   const Value* v = scalar_or_default(key, fallback.has_value());
   if (v == nullptr) return *fallback;
   const double x = parsed(*this, key, v, units::parse_count);
   if (x < min) fail_value(key, *v, fmt::format("expected a number of at least {}, got '{}'", min, v->scalar));
-  if (x > limits::generic_layer_count) {
-    fail_value(key, *v, fmt::format("expected a number of at most {:g} (the limit), got '{}'", limits::generic_layer_count,
-                                    v->scalar));
+  if (x > max) {
+    fail_value(key, *v, fmt::format("expected a number of at most {:g} (the limit), got '{}'", max, v->scalar));
   }
   return x;
 }
@@ -151,11 +150,13 @@ double Reader::bandwidth(std::string_view key, std::optional<double> fallback) c
   return x;
 }
 
-double Reader::duration(std::string_view key, std::optional<double> fallback) const {
+double Reader::duration(std::string_view key, std::optional<double> fallback, double max) const {
   const Value* v = scalar_or_default(key, fallback.has_value());
   if (v == nullptr) return *fallback;
   const double x = parsed(*this, key, v, units::parse_duration);
-  if (x > limits::max_duration) fail_value(key, *v, fmt::format("expected a duration of at most 1 min, got '{}'", v->scalar));
+  if (x > max) {
+    fail_value(key, *v, fmt::format("expected a duration of at most {}, got '{}'", units::format_span(max), v->scalar));
+  }
   return x;
 }
 

@@ -36,13 +36,15 @@ class Reader {
 
   // Integers: whole numbers within [min, max]; "1.5K" style suffixes allowed.
   int integer(std::string_view key, std::optional<int> fallback, int min = 1, int max = 1 << 30) const;
-  double count(std::string_view key, std::optional<double> fallback, double min = 0.0) const;
+  double count(std::string_view key, std::optional<double> fallback, double min = 0.0,
+               double max = 1e18) const;
   double number(std::string_view key, std::optional<double> fallback, double min, double max) const;
   // "0.05" or "5%", within [0, max].
   double fraction(std::string_view key, std::optional<double> fallback, double max = 1.0) const;
   double bytes(std::string_view key, std::optional<double> fallback, bool allow_zero = false) const;
   double bandwidth(std::string_view key, std::optional<double> fallback) const;
-  double duration(std::string_view key, std::optional<double> fallback) const;
+  // A duration of at most `max` seconds (a latency or a per-call cost: a minute).
+  double duration(std::string_view key, std::optional<double> fallback, double max = 60.0) const;
   double flop_rate(std::string_view key, std::optional<double> fallback) const;
   double power(std::string_view key, std::optional<double> fallback) const;  // watts, 1 W to 1 MW
   bool boolean(std::string_view key, std::optional<bool> fallback) const;

@@ -117,6 +117,11 @@ struct TrainingSpec {
   // forward (an all-gather of 2C + 1 fp32 values per rank) and sums its two per-channel
   // gradient sums in backward (an all-reduce of 2C), both on the dp group, blocking.
   bool sync_batch_norm = false;
+  // The whole run's length (training.tokens or training.steps): optimizer steps to train.
+  // 0: not stated (no run estimate). Tokens become steps of global_batch x seq_len tokens,
+  // rounded up.
+  int total_steps = 0;
+  double tokens = 0.0;  // as stated; 0 when the run is given in steps
 };
 
 // The learning rate of optimizer step `k` (0-based, successful steps: a skipped fp16 step
@@ -240,6 +245,45 @@ struct RunSpec {
   std::vector<Injection> inject;
 };
 
+// The training job beyond one step (job:): its failures, checkpoints, power and price, for
+// the run estimate (report/run_model.hpp). Every default and its source is in
+// docs/scenario-format.md ("job").
+enum class CheckpointMode : std::uint8_t { sync, async };
+std::string_view to_string(CheckpointMode m);
+
+struct JobSpec {
+  // Interruptions: each device (a GPU with its memory and NVLink) and each node (its host,
+  // NICs, cables, switches and the software) fails after an exponentially distributed time
+  // with these means; any failure stops the whole job. Defaults: Llama 3 405B's 419
+  // unexpected interruptions in 54 days on 16,384 H100s in 2,048 nodes, 58.7 % of them GPU
+  // issues (Llama 3 report, section 3.3.4).
+  double device_mtbf = 16384.0 * 54.0 * 86400.0 / (0.587 * 419.0);
+  double node_mtbf = 2048.0 * 54.0 * 86400.0 / (0.413 * 419.0);
+  // After a failure: detecting it, re-launching and rebuilding the communicators; loading
+  // the checkpoint is added from its size.
+  double restart = 600.0;
+  // Checkpoints: every checkpoint_interval seconds of training (0: the Young / Daly optimum)
+  // or every checkpoint_steps steps; sync stops training while the state is written, async
+  // while it is copied to host memory, the write running under training.
+  double checkpoint_interval = 0.0;
+  int checkpoint_steps = 0;
+  CheckpointMode checkpoint_mode = CheckpointMode::sync;
+  bool save_optimizer = true;  // the optimizer state (fp32 master weights and moments) too
+  bool sharded = true;         // every rank writes its share (Megatron-Core's, PyTorch DCP)
+  double storage_bandwidth = 2e12;   // aggregate, bytes/s (write and read)
+  double node_storage_bandwidth = 0.0;  // per node, bytes/s; 0: only the aggregate limits
+  // Power, watts per device: computing, communicating only, idle; the node's other parts
+  // (CPUs, memory, NICs, fans) at full load; the facility's power usage effectiveness.
+  double power_busy = 0.0;  // 0: unknown (a device without a stated TDP): no energy figures
+  double power_communication = 0.0;
+  double power_idle = 0.0;
+  double node_power = 0.0;
+  double pue = 1.1;
+  double price = 0.0;  // per device-hour; 0: not priced
+
+  [[nodiscard]] bool has_power() const { return power_busy > 0.0; }
+};
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -250,6 +294,7 @@ struct Scenario {
   ParallelPlan plan;
   HardwareSpec hardware;
   RunSpec run;
+  JobSpec job;
   // Where each key was set: fixed once loaded, so the planner's many copies of a scenario
   // share it.
   std::shared_ptr<const LocationMap> locations;

@@ -123,18 +123,24 @@ Parsed parse_duration(std::string_view text) {
   if (s.unit.empty() && s.number != 0.0) {
     return fail(fmt::format("'{}' needs a unit: write e.g. 2us, 1.5ms or 10ns", text));
   }
-  static constexpr std::array<std::pair<std::string_view, double>, 8> table{{{"", 1.0},
-                                                                              {"s", 1.0},
-                                                                              {"ms", 1e-3},
-                                                                              {"us", 1e-6},
-                                                                              {"\xC2\xB5s", 1e-6},
-                                                                              {"ns", 1e-9},
-                                                                              {"ps", 1e-12},
-                                                                              {"min", 60.0}}};
+  static constexpr std::array<std::pair<std::string_view, double>, 14> table{{{"", 1.0},
+                                                                               {"s", 1.0},
+                                                                               {"ms", 1e-3},
+                                                                               {"us", 1e-6},
+                                                                               {"\xC2\xB5s", 1e-6},
+                                                                               {"ns", 1e-9},
+                                                                               {"ps", 1e-12},
+                                                                               {"min", 60.0},
+                                                                               {"h", 3600.0},
+                                                                               {"hour", 3600.0},
+                                                                               {"hours", 3600.0},
+                                                                               {"d", 86400.0},
+                                                                               {"day", 86400.0},
+                                                                               {"days", 86400.0}}};
   for (auto [name, mult] : table) {
     if (s.unit == name) return Parsed{s.number * mult, {}};
   }
-  return fail(fmt::format("unknown time unit '{}' in '{}': expected s, ms, us, ns or ps", s.unit, text));
+  return fail(fmt::format("unknown time unit '{}' in '{}': expected s, ms, us, ns, ps, min, h or d", s.unit, text));
 }
 
 Parsed parse_flop_rate(std::string_view text) {
@@ -202,6 +208,14 @@ std::string format_duration(double seconds) {
   if (a < 1e-3) return fmt::format("{:.3g} us", seconds * 1e6);
   if (a < 1.0) return fmt::format("{:.3g} ms", seconds * 1e3);
   return fmt::format("{:.3g} s", seconds);
+}
+
+std::string format_span(double seconds) {
+  const double a = std::fabs(seconds);
+  if (a < 60.0) return format_duration(seconds);
+  if (a < 3600.0) return fmt::format("{:.3g} min", seconds / 60.0);
+  if (a < 2.0 * 86400.0) return fmt::format("{:.3g} h", seconds / 3600.0);
+  return fmt::format("{:.3g} d", seconds / 86400.0);
 }
 
 }  // namespace parasim::units

@@ -24,7 +24,7 @@ struct Parsed {
 
 Parsed parse_bytes(std::string_view text);       // "80GiB", "25 MB", "512B"
 Parsed parse_bandwidth(std::string_view text);   // bytes per second
-Parsed parse_duration(std::string_view text);    // seconds
+Parsed parse_duration(std::string_view text);    // seconds; also min, h (hours), d (days)
 Parsed parse_flop_rate(std::string_view text);   // FLOP per second
 Parsed parse_power(std::string_view text);       // watts: "700W", "0.5 kW"
 Parsed parse_count(std::string_view text);       // plain number, "1.5e9", "175B", "7M"
@@ -34,6 +34,8 @@ Parsed parse_fraction(std::string_view text);    // "0.8" or "80%", in [0, 1]
 std::string format_bytes(double bytes);          // binary prefixes
 std::string format_bandwidth(double bytes_per_s);  // decimal GB/s
 std::string format_duration(double seconds);
+// A long time as people say it: "38 min", "3.1 h", "52.4 d" (seconds below a minute).
+std::string format_span(double seconds);
 std::string format_flop_rate(double flop_per_s);
 std::string format_count(double n);              // 175.0B, 7.0M
 

@@ -106,10 +106,13 @@ void showScaling(FigureTableModel& m, const Scaling& s) {
     rows.push_back({count(p.gpus), count(p.dp), seconds(p.stepTime),
                     {q(units::format_count(p.tokensPerSecond)), p.tokensPerSecond, {}},
                     {q(units::format_count(p.ideal)), p.ideal, {}},
-                    {QStringLiteral("%1 %").arg(100.0 * p.efficiency, 0, 'f', 1), p.efficiency, {}}});
+                    {QStringLiteral("%1 %").arg(100.0 * p.efficiency, 0, 'f', 1), p.efficiency, {}},
+                    {p.timeToTrain > 0.0 ? QStringLiteral("%1 %").arg(100.0 * p.goodput, 0, 'f', 1) : QString(), p.goodput, {}},
+                    {p.timeToTrain > 0.0 ? q(units::format_span(p.timeToTrain)) : QString(), p.timeToTrain, {}}});
   }
   m.setTable({QObject::tr("GPUs"), QObject::tr("dp"), QObject::tr("Step time"), QObject::tr("Tokens/s"),
-              QObject::tr("Ideal tokens/s"), QObject::tr("Efficiency")},
+              QObject::tr("Ideal tokens/s"), QObject::tr("Efficiency"), QObject::tr("Goodput"),
+              QObject::tr("Time to train")},
              std::move(rows));
 }
 

@@ -59,7 +59,9 @@ namespace comparison {
 enum Column { Metric, Predicted, Measured, Error, ColumnCount };
 }
 namespace scaling {
-enum Column { Gpus, Dp, StepTime, Tokens, Ideal, Efficiency, ColumnCount };
+// Goodput and TimeToTrain: the whole run at each size (empty text where the scenario gives
+// no run length).
+enum Column { Gpus, Dp, StepTime, Tokens, Ideal, Efficiency, Goodput, TimeToTrain, ColumnCount };
 }
 
 // At most `maxRanks` ranks (the first ones); raw values in seconds.

@@ -3,6 +3,8 @@
 #include <QBrush>
 #include <QColor>
 
+#include <fmt/format.h>
+
 #include "topology/units.hpp"
 
 namespace parasim::gui {
@@ -17,7 +19,7 @@ std::string percent(double fraction) { return QString::number(100.0 * fraction, 
 
 SummaryModel::SummaryModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void SummaryModel::setFigures(const scenario::Scenario& s, const report::StepFigures& f) {
+void SummaryModel::setFigures(const scenario::Scenario& s, const report::StepFigures& f, const report::RunEstimate* run) {
   beginResetModel();
   m_rows.clear();
   auto add = [&](const char* metric, const std::string& text, double raw) {
@@ -43,6 +45,19 @@ void SummaryModel::setFigures(const scenario::Scenario& s, const report::StepFig
     add(dims[d][1], u::format_duration(f.exposed_mean[d]), f.exposed_mean[d]);
   }
   add("bottleneck", f.bottleneck, 0.0);
+  if (run != nullptr) {
+    add("time to train", u::format_span(run->expected) + " expected, " + u::format_span(run->ideal) + " without failures",
+        run->expected);
+    add("goodput", percent(run->goodput), run->goodput);
+    add("interruptions", fmt::format("{:.1f}, one every {}", run->interruptions, u::format_span(run->mtbf())),
+        run->interruptions);
+    add("checkpoints", fmt::format("every {} steps ({}), {} each", run->interval_steps, u::format_span(run->interval),
+                                   u::format_bytes(run->checkpoint.bytes)),
+        run->interval);
+    if (run->has_power) add("energy", fmt::format("{:.4g} MWh", run->energy / 3.6e9), run->energy);
+    add("device-hours", u::format_count(run->device_hours), run->device_hours);
+    if (run->cost > 0.0) add("cost", u::format_count(run->cost), run->cost);
+  }
   m_measured = false;
   endResetModel();
 }

@@ -14,6 +14,7 @@
 #include "scenario/scenario.hpp"
 #include "report/compare.hpp"
 #include "report/metrics.hpp"
+#include "report/run_model.hpp"
 
 namespace parasim::gui {
 
@@ -24,8 +25,10 @@ class SummaryModel : public QAbstractTableModel {
   static constexpr int RawRole = Qt::UserRole + 1;
 
   explicit SummaryModel(QObject* parent = nullptr);
-  // The prediction; forgets a measurement shown beside it.
-  void setFigures(const scenario::Scenario& s, const report::StepFigures& f);
+  // The prediction; forgets a measurement shown beside it. With `run` (the scenario gives
+  // the run's length), the whole run's rows too: time to train, goodput, interruptions,
+  // checkpoint interval, energy, device-hours and cost, as simulate's run block.
+  void setFigures(const scenario::Scenario& s, const report::StepFigures& f, const report::RunEstimate* run = nullptr);
   // After Run for real on the same plan: the Measured and Error columns, from validate's
   // comparison (the throughputs from the measured step time). The error is validate's: its
   // prediction of the plan as the executor runs it (without dropout), which a tooltip

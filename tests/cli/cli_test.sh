@@ -479,6 +479,20 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   many=$((avail_kib / (104 * 1024) + 8))
   expect 2 "the plan's $many CPU ranks need .* of runtime each\), and this host has" -- "$parasim" run "$q" --set cluster.gpus_per_node=$many --set plan.dp=$many --set training.global_batch=$((4 * many))
 fi
+# The whole run (training.tokens / training.steps, job:): simulate's run block, the
+# Monte Carlo against the closed form, plan's objectives and the smaller cluster they search.
+expect 0 "^run \(1\.0M tokens, 1000 steps, 2 devices in 1 node\)" -- "$parasim" simulate "$q" --set training.steps=1000 --set job.power.busy=100W
+expect 0 "monte carlo +200 runs: .* closed form inside" -- "$parasim" simulate "$q" --set training.steps=100000 --set job.failures.device_mtbf=2h --set job.power.busy=100W --runs 200
+expect 0 '"goodput": 0\.[0-9]+' -- "$parasim" simulate "$q" --set training.steps=1000 --json
+expect 2 "--runs plays the whole run's failures out: the scenario needs training.tokens or training.steps" -- "$parasim" simulate "$q" --runs 10
+expect 2 "--objective time-to-train ranks by the whole run: the scenario needs training.tokens or training.steps" -- "$parasim" plan "$q" --objective time-to-train
+expect 2 "--objective energy needs the device's power: cpu-core states no TDP; set job.power.busy" -- "$parasim" plan "$q" --set training.steps=10 --objective energy
+expect 2 "not both" -- "$parasim" simulate "$q" --set training.steps=10 --set training.tokens=1M
+expect 2 "job.checkpoint.mode: expected one of sync, async, got 'later'" -- "$parasim" simulate "$q" --set training.steps=10 --set job.checkpoint.mode=later
+expect 0 "ranked by time-to-train over the whole run \(1000 steps" -- "$parasim" plan "$q" --set training.steps=1000 --objective time-to-train
+expect 0 "smaller clusters, each with its best plan by cost" -- "$parasim" plan "$q" --set training.steps=1000 --set job.failures.device_mtbf=1h --objective cost
+expect 0 "job.failures.device_mtbf .*time to train +goodput +interruptions" -- "$parasim" sweep "$q" --set training.steps=1000 --vary job.failures.device_mtbf=1h,100h
+expect 0 "^job.checkpoint.interval,gpus,step_time_s,.*,time_to_train_s,goodput,interruptions,energy_mwh,device_hours$" -- "$parasim" sweep "$q" --set training.steps=1000 --vary job.checkpoint.interval=1min,auto --csv -
 printf 'device: cpu-core\nmemory_bandwidth: nan GB/s\n' >"$work/nan-profile.yaml"
 expect 2 "nan-profile.yaml:2:19: memory_bandwidth: .*not a finite number" -- "$parasim" check "$q" --set hardware.profile="$work/nan-profile.yaml"
 

@@ -12,6 +12,7 @@
 #include "scenario/load.hpp"
 #include "planeditor.h"
 #include "report/metrics.hpp"
+#include "report/run_model.hpp"
 #include "sim/simulate.hpp"
 #include "support.h"
 #include "topology/units.hpp"
@@ -102,6 +103,16 @@ TEST_CASE("the summary model holds the simulator's figures, formatted as the com
   CHECK(lines[1].startsWith(QStringLiteral("step time\t")));
   CHECK(lines[7].startsWith(QStringLiteral("tp communication\t0 s")));  // dp only
   CHECK(lines[13].startsWith(QStringLiteral("bottleneck\t")));
+  // The whole run's rows after the step's, where the scenario gives the run's length.
+  const std::vector<std::string> tokens{"training.tokens=1B"};
+  const scenario::Scenario rs = scenario::load(scenarios + "dp-one-node.yaml", tokens);
+  const report::RunEstimate run = report::estimate_run(rs, f.step_time, report::step_energy(rs, p.trace));
+  model.setFigures(rs, f, &run);
+  CHECK(model.value("goodput").toStdString() == QString::number(100 * run.goodput, 'f', 1).toStdString() + " %");
+  CHECK(model.value("time to train").startsWith(QString::fromStdString(units::format_span(run.expected))));
+  CHECK(model.value("energy").endsWith(QStringLiteral("MWh")));
+  model.setFigures(s, f);
+  CHECK(model.value("goodput").isEmpty());
   // SyncBN's exchange gets its rows where the plan has it.
   const scenario::Scenario bn = scenario::load(scenarios + "syncbn-resnet18.yaml");
   const report::StepFigures fb = report::step_figures(bn, sim::predict(bn).trace, topology::Cluster(bn.cluster));

@@ -27,6 +27,8 @@
 #include "planeditor.h"
 #include "report/chrome_trace.hpp"
 #include "report/metrics.hpp"
+#include "report/run_model.hpp"
+#include "topology/units.hpp"
 #include "runpanel.h"
 #include "sim/simulate.hpp"
 #include "support.h"
@@ -221,6 +223,22 @@ TEST_CASE("the dp sweep predicts each point as the loader and simulator would, w
   gui::showScaling(m, sc);
   CHECK(m.rowCount() == 4);
   CHECK(m.raw(3, gui::scaling::Gpus) == 8);
+  CHECK(m.raw(3, gui::scaling::TimeToTrain) == 0.0);  // no run length: no run
+  // With the run's length: each size's goodput and time to train, as the run model gives
+  // them from the point's step (more devices fail more often).
+  const gui::Scaling run = gui::scalingSweep(path, {QStringLiteral("training.steps=100000"),
+                                                     QStringLiteral("job.failures.device_mtbf=10h")});
+  REQUIRE(run.points.size() == 4);
+  for (std::size_t i = 0; i + 1 < run.points.size(); ++i) CHECK(run.points[i + 1].goodput < run.points[i].goodput);
+  const gui::ScalingPoint& last = run.points.back();
+  const scenario::Scenario rs =
+      loadWith("quickstart.yaml", {"plan.dp=8", "cluster.nodes=4", "training.global_batch=64", "training.steps=100000",
+                                   "job.failures.device_mtbf=10h"});
+  CHECK(last.timeToTrain == Approx(report::estimate_run(rs, last.stepTime, report::step_energy(rs, sim::predict(rs).trace))
+                                       .expected));
+  gui::showScaling(m, run);
+  CHECK(m.raw(3, gui::scaling::Goodput) == Approx(last.goodput));
+  CHECK(m.index(3, gui::scaling::TimeToTrain).data().toString().toStdString() == units::format_span(last.timeToTrain));
   // A plan that cannot grow says why for each point it skipped.
   const gui::Scaling bad = gui::scalingSweep(path, {QStringLiteral("plan.schedule=zigzag")});
   CHECK(bad.points.empty());
@@ -343,9 +361,11 @@ TEST_CASE("the window saves the edited scenario, opens traces and run folders, a
   w.setBatch(false);
   CHECK(w.openRunFolder(dir.path()).contains(QStringLiteral("comparison.json")));
 
-  // Every tab becomes a non-blank PNG.
+  // Every tab becomes a non-blank PNG, and a page taller than the window (Charts) a second
+  // one of the whole page.
   const QStringList files = w.exportViews(dir.filePath(QStringLiteral("png")));
-  REQUIRE(files.size() == w.tabs()->count());
+  REQUIRE(files.size() == w.tabs()->count() + 1);
+  CHECK(files.filter(QStringLiteral("-charts-whole.png")).size() == 1);
   for (const QString& f : files) {
     const QImage img(f);
     REQUIRE_FALSE(img.isNull());

@@ -292,3 +292,47 @@ TEST_CASE("the planner's workers run every item once when the system refuses thr
                       "item 5");
   }
 }
+
+TEST_CASE("plans ranked by the whole run: time to train, cost and energy, and the smaller clusters", "[planner][run]") {
+  // 32 H100s with a run of 10,000 steps, failing often (a device every 100 h): the ranking
+  // by time to train follows each plan's expected time, which the run model gives from
+  // its step time.
+  const std::vector<std::string> sets{"training.steps=10000", "job.failures.device_mtbf=100h", "job.failures.restart=20min"};
+  const scenario::Scenario s = scenario::load(scenarios + "hybrid-32-gpus.yaml", sets);
+  planner::PlanOptions options;
+  options.resimulate = 4;
+  planner::PlanReport r = planner::plan_search(s, options);
+  REQUIRE(r.ranked.size() > 4);
+  planner::rank_by(s, r, planner::Objective::time_to_train);
+  for (std::size_t i = 0; i + 1 < r.ranked.size(); ++i) {
+    REQUIRE(r.ranked[i].run);
+    CHECK(r.ranked[i].run->expected <= r.ranked[i + 1].run->expected);
+  }
+  // The same devices: a shorter step is a shorter run, and the goodput barely moves.
+  const planner::PlanScore& best = r.ranked.front();
+  const scenario::Scenario bs = planner::with_candidate(s, best.candidate);
+  CHECK(best.run->expected ==
+        Approx(report::estimate_run(bs, best.step_time, report::step_energy(bs, best.step_time, best.compute,
+                                                                             best.communication))
+                   .expected));
+  CHECK(best.run->work == Approx(10000 * best.step_time));
+  // By energy and cost: the order of their own figures.
+  planner::rank_by(s, r, planner::Objective::energy);
+  for (std::size_t i = 0; i + 1 < r.ranked.size(); ++i) CHECK(r.ranked[i].run->energy <= r.ranked[i + 1].run->energy);
+  planner::rank_by(s, r, planner::Objective::cost);
+  for (std::size_t i = 0; i + 1 < r.ranked.size(); ++i) {
+    CHECK(r.ranked[i].run->device_hours <= r.ranked[i + 1].run->device_hours);
+  }
+  // Without a run length there is nothing to rank by.
+  planner::PlanReport plain = planner::plan_search(scenario::load(scenarios + "hybrid-32-gpus.yaml"), options);
+  CHECK_THROWS_WITH(planner::rank_by(scenario::load(scenarios + "hybrid-32-gpus.yaml"), plain,
+                                     planner::Objective::time_to_train),
+                    Catch::Contains("training.tokens or training.steps"));
+  // The cluster and its half: each size's best, ranked by the objective.
+  const std::vector<planner::SizeResult> sizes = planner::plan_sizes(s, options, planner::Objective::time_to_train, 1);
+  REQUIRE(sizes.size() == 2);
+  CHECK(sizes[0].devices == 32);
+  CHECK(sizes[1].devices == 16);
+  // Half the devices fail half as often.
+  CHECK(sizes[1].report.ranked[0].run->lambda == Approx(sizes[0].report.ranked[0].run->lambda / 2));
+}

@@ -41,7 +41,17 @@ TEST_CASE("durations", "[units]") {
   CHECK(parse_duration("3 s").value == Approx(3.0));
   CHECK(parse_duration("0").value == 0.0);  // zero needs no unit
   CHECK_THAT(parse_duration("5").error, Contains("needs a unit"));
-  CHECK_THAT(parse_duration("5 hours").error, Contains("unknown time unit"));
+  // Long spans (failures, checkpoint intervals, runs).
+  CHECK(parse_duration("30min").value == Approx(1800.0));
+  CHECK(parse_duration("5 hours").value == Approx(18000.0));
+  CHECK(parse_duration("3.1h").value == Approx(11160.0));
+  CHECK(parse_duration("54 days").value == Approx(54 * 86400.0));
+  CHECK(parse_duration("2d").value == Approx(172800.0));
+  CHECK_THAT(parse_duration("5 weeks").error, Contains("unknown time unit"));
+  CHECK(format_span(30) == "30 s");
+  CHECK(format_span(1800) == "30 min");
+  CHECK(format_span(11160) == "3.1 h");
+  CHECK(format_span(54 * 86400.0) == "54 d");
 }
 
 TEST_CASE("FLOP rates, counts and fractions", "[units]") {
