@@ -289,6 +289,26 @@ std::string describe(const Scenario& s) {
                                          : p.offload_activations ? ", activations offloaded to host memory"
                                                                  : "",
                      u::format_bytes(p.bucket_bytes), to_string(p.collective), placement_string(p));
+  // The whole run, where its length is given (job:).
+  if (t.total_steps > 0) {
+    const JobSpec& j = s.job;
+    const std::string length = t.tokens > 0.0 ? fmt::format("{} tokens = {} steps", u::format_count(t.tokens), t.total_steps)
+                                              : fmt::format("{} steps", t.total_steps);
+    const std::string interval = j.checkpoint_steps > 0      ? fmt::format("every {} steps", j.checkpoint_steps)
+                                 : j.checkpoint_interval > 0 ? "every " + u::format_span(j.checkpoint_interval)
+                                                             : std::string("at Daly's interval");
+    out += fmt::format("run       {}; failures: a device every {}, a node every {}, restart {}; checkpoints {}, {}, {}{}, "
+                       "{}\n",
+                       length, u::format_span(j.device_mtbf), u::format_span(j.node_mtbf), u::format_span(j.restart),
+                       interval, to_string(j.checkpoint_mode), j.sharded ? "sharded" : "one replica writes",
+                       j.save_optimizer ? "" : ", weights only", u::format_bandwidth(j.storage_bandwidth));
+    if (j.has_power()) {
+      out += fmt::format("power     {:.0f} W computing, {:.0f} W communicating, {:.0f} W idle a device, {:.0f} W a node's other "
+                         "parts, PUE {:.3g}{}\n",
+                         j.power_busy, j.power_communication, j.power_idle, j.node_power, j.pue,
+                         j.price > 0.0 ? fmt::format("; {:.4g} per device-hour", j.price) : "");
+    }
+  }
   return out;
 }
 

@@ -215,7 +215,8 @@ std::string format_span(double seconds) {
   if (a < 60.0) return format_duration(seconds);
   if (a < 3600.0) return fmt::format("{:.3g} min", seconds / 60.0);
   if (a < 2.0 * 86400.0) return fmt::format("{:.3g} h", seconds / 3600.0);
-  return fmt::format("{:.3g} d", seconds / 86400.0);
+  if (a < 1000.0 * 86400.0) return fmt::format("{:.3g} d", seconds / 86400.0);
+  return fmt::format("{:.3g} years", seconds / (365.25 * 86400.0));
 }
 
 }  // namespace parasim::units

@@ -34,7 +34,8 @@ Parsed parse_fraction(std::string_view text);    // "0.8" or "80%", in [0, 1]
 std::string format_bytes(double bytes);          // binary prefixes
 std::string format_bandwidth(double bytes_per_s);  // decimal GB/s
 std::string format_duration(double seconds);
-// A long time as people say it: "38 min", "3.1 h", "52.4 d" (seconds below a minute).
+// A long time as people say it: "38 min", "3.1 h", "52.4 d", "9.85 years" (from 1,000 days;
+// seconds below a minute).
 std::string format_span(double seconds);
 std::string format_flop_rate(double flop_per_s);
 std::string format_count(double n);              // 175.0B, 7.0M

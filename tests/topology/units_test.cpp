@@ -52,6 +52,7 @@ TEST_CASE("durations", "[units]") {
   CHECK(format_span(1800) == "30 min");
   CHECK(format_span(11160) == "3.1 h");
   CHECK(format_span(54 * 86400.0) == "54 d");
+  CHECK(format_span(86333 * 3600.0) == "9.85 years");
 }
 
 TEST_CASE("FLOP rates, counts and fractions", "[units]") {
