@@ -475,7 +475,9 @@ JobSpec read_job(const Value& v, const topology::ClusterSpec& cluster, LocationM
     const double board = d.power_limit > 0.0 && (d.tdp <= 0.0 || d.power_limit < d.tdp) ? d.power_limit : d.tdp;
     j.power_busy = p.has("busy") ? p.power("busy", std::nullopt) : board;
     j.power_communication = power_or_share(p, "communication", 0.4, j.power_busy, "the busy power (job.power.busy)");
-    j.power_idle = power_or_share(p, "idle", 0.1, j.power_busy, "the busy power (job.power.busy)");
+    // Idle inside a job the device stays in P0 with its memory held: an H100 reads 140-145 W
+    // of 700 at 0 % utilisation so (docs/scenario-format.md, job.power.idle).
+    j.power_idle = power_or_share(p, "idle", 0.2, j.power_busy, "the busy power (job.power.busy)");
     j.node_power = power_or_share(p, "node", 0.5, j.power_busy * cluster.gpus_per_node,
                                   "the busy power (job.power.busy)");
     if (j.power_communication > j.power_busy && j.power_busy > 0.0) {

@@ -155,7 +155,7 @@ TEST_CASE("job: keys, their defaults and their errors", "[report][run][scenario]
   CHECK(d.job.node_mtbf / 3600 == Approx(2048.0 * 54 * 24 / (0.413 * 419)));
   CHECK(d.job.power_busy == 700);
   CHECK(d.job.power_communication == Approx(280));
-  CHECK(d.job.power_idle == Approx(70));
+  CHECK(d.job.power_idle == Approx(140));
   CHECK(d.job.node_power == Approx(0.5 * 4 * 700));
   CHECK(d.training.total_steps == 1000);
   // On 16,384 such devices in 2,048 nodes the defaults give Llama 3's 419 in 54 days.
