@@ -104,5 +104,6 @@ void add_sweep(CLI::App& app);
 void add_export(CLI::App& app);
 void add_import(CLI::App& app);
 void add_cluster(CLI::App& app);
+void add_diff(CLI::App& app);
 
 }  // namespace parasim::cli

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add_calibrate(app);
   add_plan(app);
   add_sweep(app);
+  add_diff(app);
   add_export(app);
   add_import(app);
   add_cluster(app);

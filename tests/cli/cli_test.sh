@@ -493,6 +493,12 @@ expect 0 "ranked by time-to-train over the whole run \(1000 steps" -- "$parasim"
 expect 0 "smaller clusters, each with its best plan by cost" -- "$parasim" plan "$q" --set training.steps=1000 --set job.failures.device_mtbf=1h --objective cost
 expect 0 "job.failures.device_mtbf .*time to train +goodput +interruptions" -- "$parasim" sweep "$q" --set training.steps=1000 --vary job.failures.device_mtbf=1h,100h
 expect 0 "^job.checkpoint.interval,gpus,step_time_s,.*,time_to_train_s,goodput,interruptions,energy_mwh,device_hours$" -- "$parasim" sweep "$q" --set training.steps=1000 --vary job.checkpoint.interval=1min,auto --csv -
+# diff: two predictions side by side.
+expect 0 "^plan\.dp +2 +1$" -- "$parasim" diff "$q" --set plan.dp=1 --set training.global_batch=8
+expect 0 "the step (grew|shrank) by .*; the largest part that moved" -- "$parasim" diff "$src/scenarios/refresh-a100.yaml" "$src/scenarios/refresh-h100.yaml"
+expect 0 '"schema": "parasim\.diff/1"' -- "$parasim" diff "$q" --set plan.dp=1 --set training.global_batch=8 --json
+expect 2 "diff compares two scenarios: give B, or --set overrides" -- "$parasim" diff "$q"
+expect 2 "plan.tpp" -- "$parasim" diff "$q" --set plan.tpp=2
 printf 'device: cpu-core\nmemory_bandwidth: nan GB/s\n' >"$work/nan-profile.yaml"
 expect 2 "nan-profile.yaml:2:19: memory_bandwidth: .*not a finite number" -- "$parasim" check "$q" --set hardware.profile="$work/nan-profile.yaml"
 
