@@ -12,8 +12,8 @@
 
 namespace parasim::cli {
 
-nlohmann::ordered_json stamped(std::string_view kind, const nlohmann::ordered_json& body) {
-  nlohmann::ordered_json j{{"schema", fmt::format("parasim.{}/1", kind)},
+nlohmann::ordered_json stamped(std::string_view kind, const nlohmann::ordered_json& body, int version) {
+  nlohmann::ordered_json j{{"schema", fmt::format("parasim.{}/{}", kind, version)},
                            {"parasim", {{"version", config::version}, {"revision", config::revision}}}};
   if (body.is_object()) {
     for (const auto& [key, value] : body.items()) j[key] = value;

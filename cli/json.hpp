@@ -15,7 +15,8 @@
 
 namespace parasim::cli {
 
-nlohmann::ordered_json stamped(std::string_view kind, const nlohmann::ordered_json& body);
+// `version`: the schema's number, raised when a key is removed or changes meaning.
+nlohmann::ordered_json stamped(std::string_view kind, const nlohmann::ordered_json& body, int version = 1);
 
 // The memory per rank as check and simulate print it: capacity, fits, and per pipeline
 // stage each part (weights, gradients, master, optimizer, activations, logits, workspace,

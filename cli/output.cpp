@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/common.hpp"
+#include "report/gzip.hpp"
 
 namespace parasim::cli {
 namespace fs = std::filesystem;
@@ -108,7 +109,12 @@ void check_output_path(const std::string& path, const std::string& given_option)
   }
 }
 
-void OutputSet::add(std::string path, std::string content) { files_.push_back({std::move(path), std::move(content)}); }
+void OutputSet::add(std::string path, std::string content) {
+  // A file named *.gz is a gzip stream, whatever it holds (JSON, CSV); a trace that came
+  // compressed already is not compressed twice.
+  if (path != "-" && report::gzip_name(path) && !report::is_gzip(content)) content = report::gzip(content);
+  files_.push_back({std::move(path), std::move(content)});
+}
 
 void OutputSet::commit() {
   struct Temp {

@@ -18,6 +18,7 @@ void check_output_path(const std::string& path, const std::string& option);
 
 class OutputSet {
  public:
+  // A path ending in .gz is written gzip-compressed (unless `content` already is).
   void add(std::string path, std::string content);
   // Writes every file, or none (throws std::runtime_error naming the file and the reason).
   void commit();

@@ -90,6 +90,10 @@ nlohmann::ordered_json plan_json(const planner::PlanScore& p, std::size_t rank, 
           {"micro_batch", p.candidate.micro_batch},
           {"recompute", to_string(p.candidate.recompute)},
           {"zero", pl.zero},
+          {"shard_group", pl.shard_size()},
+          {"offload_optimizer", pl.offload_optimizer},
+          {"offload_params", pl.offload_params},
+          {"offload_activations", pl.offload_activations},
           {"sequence_parallel", pl.sequence_parallel},
           {"tp_comm_overlap", pl.tp_comm_overlap},
           {"placement", scenario::placement_string(pl)},
@@ -112,19 +116,21 @@ nlohmann::ordered_json plan_json_run(const planner::PlanScore& p, std::size_t ra
 
 std::string csv_text(const planner::PlanReport& r) {
   std::string out =
-      "rank,dp,tp,pp,cp,ep,virtual_stages,schedule,micro_batch,recompute,zero,sequence_parallel,tp_comm_overlap,"
-      "placement,step_time_s,"
-      "tokens_per_s,mfu,memory_bytes,tier,estimated_step_time_s,bottleneck";
+      "rank,dp,tp,pp,cp,ep,virtual_stages,schedule,micro_batch,recompute,zero,shard_group,offload_optimizer,"
+      "offload_params,offload_activations,sequence_parallel,tp_comm_overlap,placement,step_time,"
+      "tokens_per_s,mfu,memory,tier,estimated_step_time,bottleneck";
   // Ranked by the whole run: its figures too.
   const bool run = !r.ranked.empty() && r.ranked[0].run.has_value();
-  out += run ? ",time_to_train_s,goodput,interruptions,energy_mwh,device_hours,cost\n" : "\n";
+  out += run ? ",time_to_train,goodput,interruptions,energy_mwh,device_hours,cost\n" : "\n";
   for (std::size_t i = 0; i < r.ranked.size(); ++i) {
     const planner::PlanScore& p = r.ranked[i];
     const scenario::ParallelPlan& pl = p.candidate.plan;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{:.9g},{:.9g},{:.6g},{:.0f},{},{:.9g},\"{}\"\n",
+    auto flag = [](bool b) { return b ? "true" : "false"; };
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{:.9g},{:.9g},{:.6g},{:.0f},{},{:.9g},\"{}\"\n",
                        i + 1, pl.dp, pl.tp, pl.pp, pl.cp, pl.ep, pl.virtual_stages, to_string(pl.schedule),
-                       p.candidate.micro_batch, to_string(p.candidate.recompute), pl.zero,
-                       pl.sequence_parallel ? "true" : "false", pl.tp_comm_overlap ? "true" : "false",
+                       p.candidate.micro_batch, to_string(p.candidate.recompute), pl.zero, pl.shard_size(),
+                       flag(pl.offload_optimizer), flag(pl.offload_params), flag(pl.offload_activations),
+                       flag(pl.sequence_parallel), flag(pl.tp_comm_overlap),
                        scenario::placement_string(pl), p.step_time, p.tokens_per_s, p.mfu, p.memory, tier(p),
                        p.estimate, p.bottleneck);
     if (run && p.run) {
@@ -215,6 +221,11 @@ bool run_plan(const PlanArgs& a) {
     for (std::size_t i = 0; i < shown; ++i) plans.push_back(plan_json_run(r.ranked[i], i + 1, r.capacity));
     nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
     for (const auto& [reason, n] : r.rejected) reasons[reason] = n;
+    // The same with a stable identifier per reason, for scripts.
+    nlohmann::ordered_json rejections = nlohmann::ordered_json::array();
+    for (const auto& [reason, n] : r.rejected) {
+      rejections.push_back({{"id", planner::reason_id(reason)}, {"reason", reason}, {"plans", n}});
+    }
     nlohmann::ordered_json j{{"scenario", s.name},
                              {"devices", r.devices},
                              {"capacity", r.capacity},
@@ -222,6 +233,7 @@ bool run_plan(const PlanArgs& a) {
                              {"valid_plans", r.candidates},
                              {"fit", r.ranked.size()},
                              {"rejected", reasons},
+                             {"rejections", rejections},
                              {"resimulated", r.simulated},
                              {"objective", a.objective},
                              {"plans", plans}};

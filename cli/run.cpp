@@ -254,7 +254,7 @@ Job launch_and_run(const scenario::Scenario& s, const RunArgs& a) {
 nlohmann::ordered_json steps_json(const exec::Measurement& m) {
   nlohmann::ordered_json steps = nlohmann::ordered_json::array();
   for (const auto& r : m.steps) {
-    steps.push_back({{"step", r.index},
+    steps.push_back({{"step", r.index + 1},  // from 1, as the terminal and run.inject count them
                      {"warmup", r.warmup},
                      {"seconds", r.seconds},
                      {"loss", r.loss},
@@ -292,7 +292,7 @@ void run_run(const RunArgs& a) {
                              {"expert_load", m.expert_load},
                              {"peak_memory", m.peak_memory},
                              {"steps", steps_json(m)}};
-    out.add(a.json.path, stamped("run", j).dump(2) + "\n");
+    out.add(a.json.path, stamped("run", j, 2).dump(2) + "\n");  // 2: steps counted from 1
   }
   out.commit();
 }

@@ -341,6 +341,12 @@ void run_simulate(const SimulateArgs& a) {
   if (a.json.wanted()) {
     auto j = figures_json(f, mem);
     j["scenario"] = s.name;
+    {
+      // The plan and training setup predicted, resolved (as check --json writes them).
+      const nlohmann::ordered_json resolved = scenario::to_json(s);
+      j["plan"] = resolved.at("plan");
+      j["training"] = resolved.at("training");
+    }
     j["profile"] = s.hardware.profile.empty() ? nlohmann::ordered_json("datasheet") : nlohmann::ordered_json(s.hardware.profile);
     j["simulator"] = {{"ops", stats.ops},
                       {"events", stats.events},

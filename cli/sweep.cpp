@@ -73,8 +73,8 @@ void run_sweep(const SweepArgs& a) {
   if (!a.csv.empty()) {
     std::string csv;
     for (const auto& axis : axes) csv += axis.key + ",";
-    csv += "gpus,step_time_s,tokens_per_s,ideal_tokens_per_s,efficiency,mfu,fits,error";
-    csv += runs ? ",time_to_train_s,goodput,interruptions,energy_mwh,device_hours\n" : "\n";
+    csv += "gpus,step_time,tokens_per_s,ideal_tokens_per_s,efficiency,mfu,fits,error";
+    csv += runs ? ",time_to_train,goodput,interruptions,energy_mwh,device_hours\n" : "\n";
     for (const planner::SweepPoint& p : points) {
       for (const std::string& v : p.values) csv += csv_field(v) + ",";
       if (!p.error.empty()) {  // no figures: empty fields, and the reason
@@ -83,7 +83,7 @@ void run_sweep(const SweepArgs& a) {
       }
       csv += fmt::format("{},{:.9g},{:.9g},{},{},{:.6g},{},", p.gpus, p.step_time, p.tokens_per_s,
                          p.scaling ? fmt::format("{:.9g}", p.ideal) : "", p.scaling ? fmt::format("{:.6g}", p.efficiency) : "",
-                         p.mfu, p.fits ? "yes" : "no");
+                         p.mfu, p.fits ? "true" : "false");
       if (runs) {
         csv += fmt::format(",{:.9g},{:.6g},{:.6g},{},{:.9g}", p.time_to_train, p.goodput, p.interruptions,
                            p.energy > 0.0 ? fmt::format("{:.9g}", p.energy / 3.6e9) : "", p.device_hours);

@@ -271,13 +271,14 @@ void run_validate(const RunArgs& a) {
                            {"kernel_paths", m.kernel_paths},
                            {"profile", s.hardware.profile.empty() ? std::string("datasheet") : s.hardware.profile},
                            {"runs", job.runs.size()},
-                           {"median_run", job.median},
+                           {"median_run", job.median + 1},
                            {"host_load", host},
                            {"warnings", warnings},
-                           {"traced_step", m.traced_step},
+                           {"traced_step", m.traced_step + 1},
                            {"comparison", cmp},
                            {"steps", steps_json(m)}};
-  const std::string comparison = stamped("comparison", j).dump(2) + "\n";
+  // Version 2: steps counted from 1 (traced_step and each step's `step`).
+  const std::string comparison = stamped("comparison", j, 2).dump(2) + "\n";
   out.add(dir + "/comparison.json", comparison);
   if (a.json.wanted()) out.add(a.json.path, comparison);
   fmt::print("\nwrote {0}/predicted.trace.json, {0}/measured.trace.json, {0}/comparison.json\n", dir);

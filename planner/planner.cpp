@@ -1,6 +1,7 @@
 #include "planner/planner.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <chrono>
 #include <cstring>
@@ -34,6 +35,22 @@ bool better(const PlanScore& a, const PlanScore& b) {
 }
 
 }  // namespace
+
+std::string reason_id(std::string_view reason) {
+  std::string id;
+  bool gap = false;
+  for (char ch : reason) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) != 0) {
+      if (gap && !id.empty()) id += '_';
+      id += static_cast<char>(std::tolower(c));
+      gap = false;
+    } else {
+      gap = true;
+    }
+  }
+  return id;
+}
 
 std::string memory_reason(const workload::MemoryReport& r) {
   if (r.fits()) return {};

@@ -132,5 +132,8 @@ int smallest_fitting_devices(const scenario::Scenario& s, int devices, bool offl
 // Why a plan does not fit, as counted: "model state exceeds memory" when weights,
 // gradients and optimizer state alone do not fit, else "activations exceed memory".
 std::string memory_reason(const workload::MemoryReport& r);
+// A rejection reason's identifier for scripts: its words in lower case joined by '_'
+// ("model state exceeds memory" -> "model_state_exceeds_memory").
+std::string reason_id(std::string_view reason);
 
 }  // namespace parasim::planner

@@ -254,7 +254,8 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   check "validate wrote the comparison" grep -q '"metric": "step time"' "$work/val/comparison.json"
   check "the comparison's metrics have identifiers" grep -q '"id": "step_time"' "$work/val/comparison.json"
   check "the comparison says where and when it was measured" grep -Eq '"date": "20[0-9-]+T[0-9:]+Z"' "$work/val/comparison.json"
-  check "the comparison carries its schema" grep -q '"schema": "parasim.comparison/1"' "$work/val/comparison.json"
+  check "the comparison carries its schema" grep -q '"schema": "parasim.comparison/2"' "$work/val/comparison.json"
+  check "the comparison counts steps from 1" grep -q '"step": 1,' "$work/val/comparison.json"
   # --repeat: the median run compared, each figure's spread over the runs; --json alone on
   # standard output, the steps and tables on standard error.
   "$parasim" validate "$q" --steps 2 --warmup 0 --repeat 3 --out "$work/valr" --json >"$work/valr.out" 2>"$work/valr.err"
@@ -397,7 +398,7 @@ expect 0 "^ +1 +1 .* 100.0 %" -- "$parasim" sweep "$q" --vary plan.dp=1,2,4
 expect 0 "^ +4 +4 " -- "$parasim" sweep "$q" --vary plan.dp=1,2,4
 expect 0 "\"efficiency\": " -- "$parasim" sweep "$q" --vary plan.dp=1,2 --json
 # --csv - writes the CSV alone to standard output; a value with commas is swept with ';'.
-check "sweep --csv - is CSV only" test "$("$parasim" sweep "$q" --vary plan.dp=1,2 --csv - | head -1)" = "plan.dp,gpus,step_time_s,tokens_per_s,ideal_tokens_per_s,efficiency,mfu,fits,error"
+check "sweep --csv - is CSV only" test "$("$parasim" sweep "$q" --vary plan.dp=1,2 --csv - | head -1)" = "plan.dp,gpus,step_time,tokens_per_s,ideal_tokens_per_s,efficiency,mfu,fits,error"
 expect 0 '^"dp,tp,pp",2,' -- "$parasim" sweep "$q" --vary "plan.placement=tp,dp,pp;dp,tp,pp" --csv -
 expect 0 "wrote .*scaling.svg" -- "$parasim" sweep "$q" --vary plan.dp=1,2,4 --plot "$work/scaling.svg" --csv "$work/sweep.csv"
 check "the plot has a point per simulated row" test "$(grep -c "<circle" "$work/scaling.svg")" -eq 3
@@ -492,7 +493,14 @@ expect 2 "job.checkpoint.mode: expected one of sync, async, got 'later'" -- "$pa
 expect 0 "ranked by time-to-train over the whole run \(1000 steps" -- "$parasim" plan "$q" --set training.steps=1000 --objective time-to-train
 expect 0 "smaller clusters, each with its best plan by cost" -- "$parasim" plan "$q" --set training.steps=1000 --set job.failures.device_mtbf=1h --objective cost
 expect 0 "job.failures.device_mtbf .*time to train +goodput +interruptions" -- "$parasim" sweep "$q" --set training.steps=1000 --vary job.failures.device_mtbf=1h,100h
-expect 0 "^job.checkpoint.interval,gpus,step_time_s,.*,time_to_train_s,goodput,interruptions,energy_mwh,device_hours$" -- "$parasim" sweep "$q" --set training.steps=1000 --vary job.checkpoint.interval=1min,auto --csv -
+expect 0 "^job.checkpoint.interval,gpus,step_time,.*,time_to_train,goodput,interruptions,energy_mwh,device_hours$" -- "$parasim" sweep "$q" --set training.steps=1000 --vary job.checkpoint.interval=1min,auto --csv -
+# Outputs and words: a *.gz output is gzip; simulate's JSON names the plan; plan's
+# rejections carry identifiers; CSV columns are the JSON's names.
+expect 0 "" -- "$parasim" simulate "$q" --json "$work/s.json.gz"
+check "--json FILE.json.gz is gzip" bash -c 'gzip -dc "$1" | grep -q "\"schema\": \"parasim.simulate/1\""' _ "$work/s.json.gz"
+expect 0 '"plan": \{' -- "$parasim" simulate "$q" --json
+expect 0 '"id": "model_state_exceeds_memory"' -- "$parasim" plan "$q" --set model.hidden=8192 --json
+expect 0 "^rank,dp,tp,pp,cp,ep,virtual_stages,schedule,micro_batch,recompute,zero,shard_group,offload_optimizer,offload_params,offload_activations,sequence_parallel,tp_comm_overlap,placement,step_time,tokens_per_s,mfu,memory,tier,estimated_step_time,bottleneck$" -- bash -c '"$1" plan "$2" --top 1 --csv "$3" >/dev/null && head -1 "$3"' _ "$parasim" "$q" "$work/p1.csv"
 # diff: two predictions side by side.
 expect 0 "^plan\.dp +2 +1$" -- "$parasim" diff "$q" --set plan.dp=1 --set training.global_batch=8
 expect 0 "the step (grew|shrank) by .*; the largest part that moved" -- "$parasim" diff "$src/scenarios/refresh-a100.yaml" "$src/scenarios/refresh-h100.yaml"
