@@ -259,8 +259,8 @@ struct JobSpec {
   // issues (Llama 3 report, section 3.3.4).
   double device_mtbf = 16384.0 * 54.0 * 86400.0 / (0.587 * 419.0);
   double node_mtbf = 2048.0 * 54.0 * 86400.0 / (0.413 * 419.0);
-  // After a failure: detecting it, re-launching and rebuilding the communicators; loading
-  // the checkpoint is added from its size.
+  // After a failure: detecting it, re-launching, rebuilding the communicators and the first
+  // steps' warm-up; loading the checkpoint is added from its size.
   double restart = 600.0;
   // Checkpoints: every checkpoint_interval seconds of training (0: the Young / Daly optimum)
   // or every checkpoint_steps steps; sync stops training while the state is written, async
