@@ -219,7 +219,9 @@ void print_summary(const scenario::Scenario& s, const exec::Measurement& m) {
     fmt::print("expert load        the busiest rank's experts computed {:.2f} x the mean's rows (ep {})\n", m.expert_load,
                s.plan.ep);
   }
-  if (s.training.precision == scenario::Dtype::fp16) {
+  if (s.training.precision == scenario::Dtype::fp16 && !s.training.loss_scaling) {
+    fmt::print("loss scale         none (training.loss_scaling: none): small gradients underflow, large ones overflow unseen\n");
+  } else if (s.training.precision == scenario::Dtype::fp16) {
     const auto skipped = std::count_if(m.steps.begin(), m.steps.end(), [](const exec::StepRecord& r) { return r.skipped; });
     fmt::print("loss scale         {:g} (from {:g}; {} step{} skipped for overflow)\n", m.steps.back().loss_scale,
                s.training.loss_scale, skipped, skipped == 1 ? "" : "s");

@@ -377,10 +377,20 @@ void run_simulate(const SimulateArgs& a) {
     fmt::print("device profile     {}\n", s.hardware.profile.empty()
                                                ? s.cluster.device.name + " datasheet figures (not calibrated)"
                                                : s.hardware.profile + " (measured)");
+    // A plan past the memory says so before its figures, which it could not reach.
+    if (!mem.fits()) {
+      fmt::print("{}\n", colour ? "\x1b[31mDOES NOT FIT\x1b[0m: the figures below are for a step that cannot run"
+                                : "DOES NOT FIT: the figures below are for a step that cannot run");
+    }
     fmt::print("step time          {}\n", u::format_duration(f.step_time));
-    fmt::print("throughput         {:.1f} samples/s, {} tokens/s\n", f.samples_per_s, u::format_count(f.tokens_per_s));
+    if (s.model.kind == scenario::ModelKind::transformer) {
+      fmt::print("throughput         {:.1f} samples/s, {} tokens/s\n", f.samples_per_s, u::format_count(f.tokens_per_s));
+    } else {
+      fmt::print("throughput         {:.1f} samples/s\n", f.samples_per_s);  // a generic model has no tokens
+    }
     fmt::print("per device         {} (model FLOPs), MFU {:.1f} %\n", u::format_flop_rate(f.flops_per_device), 100 * f.mfu);
-    fmt::print("pipeline bubble    {:.1f} % of the step\n", 100 * f.bubble_fraction);
+    // Without a pipeline the waits are not a bubble: the device idles for the host or its peers.
+    fmt::print("{}{:.1f} % of the step\n", s.plan.pp > 1 ? "pipeline bubble    " : "idle (no pipeline) ", 100 * f.bubble_fraction);
     if (s.training.precision == topology::Dtype::fp16 && s.training.loss_scaling) {
       const double skipped = fp16_skipped_fraction(s);
       fmt::print("fp16 loss scaling  1 step in {} skipped ({:.2f} %): the scale doubles after {} clean steps and halves at the "

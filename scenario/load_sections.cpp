@@ -207,7 +207,9 @@ TrainingSpec read_training(const Value& v, bool gpu, LocationMap& where) {
       "recompute", Recompute::none,
       {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}});
   t.learning_rate = r.number("learning_rate", 1e-3, 1e-12, 10.0);
-  t.loss_scale = r.number("loss_scale", 65536.0, 1.0, 1e30);
+  // At most 2^32, Megatron-LM's initial scale (--initial-loss-scale), the largest any framework
+  // starts from: a scale past fp16's range only overflows step after step until it halves.
+  t.loss_scale = r.number("loss_scale", 65536.0, 1.0, 4294967296.0);
   t.loss_scale_window = r.integer("loss_scale_window", 1000);
   t.grad_clip = r.number("grad_clip", 0.0, 0.0, 1e12);
   t.master_weights = r.boolean("master_weights", true);

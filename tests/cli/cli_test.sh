@@ -287,9 +287,10 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   expect 0 "\(sequence parallel, tp comm overlap\)" -- "$parasim" validate "$q" --set plan.dp=1 --set plan.tp=2 --set plan.sequence_parallel=true --set plan.tp_comm_overlap=true --steps 2 --warmup 1 --out "$work/overlap"
   check "the overlap's measured trace has its ring transfers" grep -q 'tp ring #0 send' "$work/overlap/measured.trace.json"
   expect 2 "GELU MLP" -- "$parasim" run "$q" --set model.mlp=swiglu
-  # fp16 with a loss scale far too large: the steps overflow, are skipped and say so.
-  expect 0 "loss scale +2.5e\+11 \(from 1e\+12; 2 steps skipped for overflow\)" -- "$parasim" run "$q" --set plan.dp=1 --set training.precision=fp16 --set training.loss_scale=1e12 --steps 1 --warmup 1 --json "$work/fp16.json"
-  check "run JSON has each step's loss scale" grep -q '"loss_scale": 250000000000' "$work/fp16.json"
+  # fp16 with a loss scale far too large (the largest allowed, 2^32): the steps overflow,
+  # are skipped and say so.
+  expect 0 "loss scale +1\.07374e\+09 \(from 4\.29497e\+09; 2 steps skipped for overflow\)" -- "$parasim" run "$q" --set plan.dp=1 --set training.precision=fp16 --set training.loss_scale=4294967296 --steps 1 --warmup 1 --json "$work/fp16.json"
+  check "run JSON has each step's loss scale" grep -q '"loss_scale": 1073741824' "$work/fp16.json"
   expect 2 "training.loss_scale: expected a number from 1 to" -- "$parasim" simulate "$q" --set training.loss_scale=0.5
   # Generic (CNN) models run as GEMM equivalents, and every output says so.
   lenet="$src/scenarios/cnn-lenet.yaml"
@@ -501,6 +502,11 @@ check "--json FILE.json.gz is gzip" bash -c 'gzip -dc "$1" | grep -q "\"schema\"
 expect 0 '"plan": \{' -- "$parasim" simulate "$q" --json
 expect 0 '"id": "model_state_exceeds_memory"' -- "$parasim" plan "$q" --set model.hidden=8192 --json
 expect 0 "^rank,dp,tp,pp,cp,ep,virtual_stages,schedule,micro_batch,recompute,zero,shard_group,offload_optimizer,offload_params,offload_activations,sequence_parallel,tp_comm_overlap,placement,step_time,tokens_per_s,mfu,memory,tier,estimated_step_time,bottleneck$" -- bash -c '"$1" plan "$2" --top 1 --csv "$3" >/dev/null && head -1 "$3"' _ "$parasim" "$q" "$work/p1.csv"
+expect 2 "training.loss_scale: expected a number from 1 to 4294967296" -- "$parasim" check "$q" --set training.precision=fp16 --set training.loss_scale=1e30
+expect 0 "^throughput +[0-9.]+ samples/s$" -- "$parasim" simulate "$src/scenarios/cnn-resnet18.yaml"
+expect 0 "^idle \(no pipeline\) [0-9.]+ % of the step" -- "$parasim" simulate "$q"
+expect 0 "^pipeline bubble +[0-9.]+ % of the step" -- "$parasim" simulate "$src/scenarios/hybrid-32-gpus.yaml"
+expect 0 "^DOES NOT FIT: the figures below are for a step that cannot run" -- "$parasim" simulate "$src/scenarios/memory-30b-one-gpu.yaml" --set plan.offload_optimizer=false --set plan.offload_params=false
 # diff: two predictions side by side.
 expect 0 "^plan\.dp +2 +1$" -- "$parasim" diff "$q" --set plan.dp=1 --set training.global_batch=8
 expect 0 "the step (grew|shrank) by .*; the largest part that moved" -- "$parasim" diff "$src/scenarios/refresh-a100.yaml" "$src/scenarios/refresh-h100.yaml"
