@@ -139,13 +139,14 @@ void down() {
 void status(const ClusterArgs& a) {
   const std::optional<EmulatedCluster> c = cluster_state();
   if (a.json.wanted()) {
-    nlohmann::ordered_json j = {{"schema", "parasim.cluster/1"}, {"up", c.has_value()}};
+    nlohmann::ordered_json j = {{"up", c.has_value()}};
     if (c) {
       j.update({{"scenario", c->scenario}, {"nodes", c->nodes}, {"ranks_per_node", c->ranks_per_node},
                 {"nics", c->nics}, {"rate", c->rate}, {"latency", c->latency}, {"cores", c->cores},
                 {"mpirun_args", emulated_mpirun_args(*c)}});
     }
-    write_output(a.json.path, j.dump(2) + "\n");
+    // The schema and the program's version first, as every JSON parasim writes.
+    write_output(a.json.path, stamped("cluster", j).dump(2) + "\n");
     return;
   }
   if (!c) {

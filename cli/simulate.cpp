@@ -322,11 +322,16 @@ void run_simulate(const SimulateArgs& a) {
   // The whole run, where the scenario gives its length.
   std::optional<report::RunEstimate> run;
   std::optional<report::RunSamples> samples;
+  std::string mc_note;  // why the Monte Carlo was not played out
   if (s.training.total_steps > 0) {
     run = report::estimate_run(s, f.step_time, report::step_energy(s, trace));
     if (a.runs > 0) {
       if (progress.shown()) progress.update("playing the run's failures out", 0, 1);
-      samples = report::sample_runs(*run, a.runs, s.run.seed);
+      try {
+        samples = report::sample_runs(*run, a.runs, s.run.seed);
+      } catch (const std::domain_error& e) {
+        mc_note = e.what();
+      }
     }
   }
   std::string trace_text;
@@ -365,7 +370,11 @@ void run_simulate(const SimulateArgs& a) {
       j["fp16"] = {{"skipped_fraction", fp16_skipped_fraction(s)},
                    {"effective_tokens_per_s", f.tokens_per_s * (1 - fp16_skipped_fraction(s))}};
     }
-    if (run) j["run"] = run_json(*run, samples ? &*samples : nullptr);
+    if (run) {
+      j["run"] = run_json(*run, samples ? &*samples : nullptr);
+      if (!mc_note.empty()) j["run"]["monte_carlo"] = {{"skipped", mc_note}};
+      if (!std::isfinite(run->expected)) j["run"]["expected"] = nullptr;  // never: JSON has no infinity
+    }
     out.add(a.json.path, stamped("simulate", j).dump(2) + "\n");
   }
   if (!a.json.on_stdout()) {
@@ -454,7 +463,10 @@ void run_simulate(const SimulateArgs& a) {
       fmt::print("collectives: {} (setting {}{}{})\n", used, to_string(s.plan.collective), protocols,
                  program.one_replica() ? "; instances simulated" : "");
     }
-    if (run) fmt::print("{}\n", report::describe_run(*run, s, samples ? &*samples : nullptr));
+    if (run) {
+      fmt::print("{}{}\n", report::describe_run(*run, s, samples ? &*samples : nullptr),
+                 mc_note.empty() ? std::string() : fmt::format("  monte carlo      {}\n", mc_note));
+    }
     fmt::print("ranks simulated: {}\n", ranks_line(s, prediction));
     if (!mem.fits()) fmt::print("memory: {}\n", workload::describe_memory(mem));
     fmt::print("bottleneck: {}\n", mem.fits() ? f.bottleneck : "memory: the plan does not fit; " + f.bottleneck);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -168,13 +169,18 @@ RunEstimate estimate_run(const scenario::Scenario& s, double step, const StepEne
   const std::vector<SpanRun> spans = spans_of(r, r.mode);
   r.checkpoints = 0;
   for (const SpanRun& sp : spans) {
+    const auto n = static_cast<double>(sp.count);
     r.checkpoints += static_cast<int>(sp.count);
-    r.expected += static_cast<double>(sp.count) * expected_span(r.lambda, sp.first, sp.retry, r.restart);
+    r.expected += n * expected_span(r.lambda, sp.first, sp.retry, r.restart);
+    // Time in restarts: a span fails its first try with probability 1 - e^{-λa}, then
+    // takes 1 / e^{-λa'} restart-and-retry cycles on average, each restart (itself cut
+    // short by failures) (e^{λR} - 1) / λ long.
+    r.restarting += n * -std::expm1(-r.lambda * sp.first) * std::exp(r.lambda * sp.retry) *
+                    std::expm1(r.lambda * r.restart) / r.lambda;
   }
   r.checkpointing = r.checkpoints * r.checkpoint.stall;
   r.ideal = r.work + r.checkpointing + (async ? r.checkpoint.write : 0.0);
   r.interruptions = r.lambda * r.expected;
-  r.restarting = r.interruptions * r.restart;
   r.lost = std::max(0.0, r.expected - r.ideal - r.restarting);
   r.goodput = r.expected > 0.0 ? r.work / r.expected : 0.0;
 
@@ -196,6 +202,15 @@ RunEstimate estimate_run(const scenario::Scenario& s, double step, const StepEne
 RunSamples sample_runs(const RunEstimate& r, int runs, std::uint64_t seed) {
   RunSamples out;
   out.runs = std::max(1, runs);
+  // Each interruption is a draw: a run that expects more than a million of them (a job
+  // failing faster than it restarts and reaches a checkpoint) is not played out.
+  const double per_run = r.lambda * r.expected;
+  if (!std::isfinite(per_run) || per_run * out.runs > 1e8) {
+    throw std::domain_error(fmt::format(
+        "not played out: {} runs would take {:.3g} interruptions each (the job is interrupted every {}, its restart "
+        "takes {})",
+        out.runs, per_run, units::format_span(r.mtbf()), units::format_span(r.restart)));
+  }
   const std::vector<SpanRun> spans = spans_of(r, r.mode);
   std::mt19937_64 rng(seed);
   std::exponential_distribution<double> next(r.lambda);
@@ -271,8 +286,14 @@ std::string describe_run(const RunEstimate& r, const scenario::Scenario& s, cons
                                             : fmt::format("{} steps", r.steps);
   out += fmt::format("run ({}, {} device{} in {} node{})\n", length, r.devices, r.devices == 1 ? "" : "s", r.nodes,
                      r.nodes == 1 ? "" : "s");
-  out += fmt::format("  time to train    {} expected, {} without failures ({} of steps alone); goodput {:.1f} %\n",
-                     u::format_span(r.expected), u::format_span(r.ideal), u::format_span(r.work), 100.0 * r.goodput);
+  if (!std::isfinite(r.expected)) {
+    out += fmt::format("  time to train    never: the job is interrupted every {} and a restart takes {}; it does not reach "
+                       "its next checkpoint ({} without failures)\n",
+                       u::format_span(r.mtbf()), u::format_span(r.restart), u::format_span(r.ideal));
+  } else {
+    out += fmt::format("  time to train    {} expected, {} without failures ({} of steps alone); goodput {:.1f} %\n",
+                       u::format_span(r.expected), u::format_span(r.ideal), u::format_span(r.work), 100.0 * r.goodput);
+  }
   out += fmt::format("  interruptions    {:.1f} expected, one every {} (each device {}, each node {})\n", r.interruptions,
                      u::format_span(r.mtbf()), u::format_span(j.device_mtbf), u::format_span(j.node_mtbf));
   const std::string how = r.auto_interval ? fmt::format("Daly's optimum; Young's {}", u::format_span(r.young))

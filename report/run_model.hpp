@@ -107,7 +107,7 @@ struct RunEstimate {
   double expected = 0.0;  // the expected time to train
   double interruptions = 0.0;
   double checkpointing = 0.0;  // seconds of checkpoint stalls, all told
-  double restarting = 0.0;     // seconds of restarts (interruptions x restart)
+  double restarting = 0.0;     // seconds in restarts, those cut short by a failure included
   double lost = 0.0;           // seconds of work redone
   double goodput = 0.0;        // work / expected
   // Energy and cost (has_power false: the device's power is not known).
@@ -137,6 +137,9 @@ struct RunSamples {
   double min = 0.0;
   double max = 0.0;
 };
+// Throws std::domain_error when the runs would draw over 10^8 interruptions in all (a job
+// interrupted faster than it restarts and reaches a checkpoint: its expected time is
+// astronomically long or infinite).
 RunSamples sample_runs(const RunEstimate& r, int runs, std::uint64_t seed);
 
 // The run block of `simulate` (text).

@@ -319,7 +319,7 @@ TEST_CASE("fp16 dynamic loss scaling skips overflowing steps and halves the scal
   // parameters untouched, the scale halved each time; then training goes on (a later
   // overflow, as gradients grow, skips a step and halves the scale again).
   for (const char* plan : {"plan.tp=2", "plan.dp=2"}) {
-    std::vector<std::string> sets{plan, "training.precision=fp16", "training.loss_scale=1099511627776",
+    std::vector<std::string> sets{plan, "training.precision=fp16", "training.loss_scale=4294967296",
                                   "training.learning_rate=0.003"};
     if (std::string(plan) == "plan.dp=2") sets.push_back("plan.zero=1");  // each rank checks its share
     const scenario::Scenario s = tiny(sets);
@@ -331,10 +331,10 @@ TEST_CASE("fp16 dynamic loss scaling skips overflowing steps and halves the scal
     while (k < got.skipped.size() && got.skipped[k]) ++k;
     const auto later = std::count(got.skipped.begin() + static_cast<std::ptrdiff_t>(k), got.skipped.end(), true);
     INFO(plan << ": the first " << k << " steps skipped, " << later << " later");
-    CHECK(k >= 17);
+    CHECK(k >= 9);
     CHECK(k + static_cast<std::size_t>(later) < 30);  // then mostly steps taken
     // Each skip halves the scale; a taken step keeps it (the window, 1000, is not reached).
-    double scale = std::ldexp(1.0, 40);
+    double scale = std::ldexp(1.0, 32);
     for (std::size_t i = 0; i < got.scales.size(); ++i) {
       if (got.skipped[i]) scale /= 2.0;
       CHECK(got.scales[i] == scale);

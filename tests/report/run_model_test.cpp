@@ -71,7 +71,10 @@ TEST_CASE("a run's checkpoints, interruptions and expected time, by hand", "[rep
   CHECK(r.expected == Approx(expected));
   CHECK(r.interruptions == Approx(lambda * expected));
   CHECK(r.goodput == Approx(1000 / expected));
-  CHECK(r.restarting == Approx(r.interruptions * R));
+  // Restarts: each span's first try fails with probability 1 - e^{-λ span}, then 1 / e^{-λ span}
+  // cycles, each restart (e^{λR} - 1) / λ long; about interruptions x R while λR is small.
+  CHECK(r.restarting == Approx(10 * std::expm1(lambda * span) * std::expm1(lambda * R) / lambda));
+  CHECK(r.restarting == Approx(r.interruptions * R).epsilon(0.05));
   CHECK(r.ideal + r.restarting + r.lost == Approx(r.expected));
   CHECK(r.device_hours == Approx(4 * expected / 3600));
   CHECK(r.cost == 0.0);  // not priced
@@ -118,6 +121,21 @@ TEST_CASE("the closed form lies inside the Monte-Carlo's confidence interval", "
   CHECK(ra.checkpoint.stall ==
         Approx(ra.checkpoint.bytes_per_rank * sync.cluster.host.devices_per_link / sync.cluster.host.link_bandwidth));
   CHECK(ra.checkpointing < rs.checkpointing);
+}
+
+TEST_CASE("a job interrupted faster than it restarts never finishes, and is not played out", "[report][run]") {
+  // 4 devices failing every minute each: the job every 15 s, a restart of a week: e^{λR}
+  // past any double.
+  const scenario::Scenario s = h100("job: {failures: {device_mtbf: 1min, restart: 7d}}\n");
+  const report::RunEstimate r = report::estimate_run(s, 1.0, report::StepEnergy{});
+  CHECK_FALSE(std::isfinite(r.expected));
+  CHECK_THROWS_AS(report::sample_runs(r, 10, 1), std::domain_error);
+  CHECK(report::describe_run(r, s, nullptr).find("time to train    never") != std::string::npos);
+  // A restart of 10 min: finite but past any run worth playing out.
+  const scenario::Scenario slow = h100("job: {failures: {device_mtbf: 1min, restart: 10min}}\n");
+  const report::RunEstimate rs = report::estimate_run(slow, 1.0, report::StepEnergy{});
+  CHECK(rs.expected > 1e15);
+  CHECK_THROWS_AS(report::sample_runs(rs, 10, 1), std::domain_error);
 }
 
 TEST_CASE("a step's energy from a hand-made trace", "[report][run]") {
