@@ -157,12 +157,18 @@ Job run_job(const scenario::Scenario& s, const RunArgs& a, bool quiet) {
       if (!r.divergence.empty()) std::cerr << fmt::format("warning: training diverges: {}\n", r.divergence);
     };
     if (quiet || ((r.index + 1) % every != 0 && r.index + 1 != total && r.divergence.empty())) return warn();
-    fmt::print("step {:>4}/{}{}  {:>10}  loss {:.4f}  |g| {:<8.4g}  {} {}  {}{}{}{}\n", r.index + 1, total,
+    // A worker whose gradients stand out from its data-parallel peers' (5x their norm) is
+    // named, finite or not.
+    const bool outlier = r.largest_ratio >= 5.0;
+    fmt::print("step {:>4}/{}{}  {:>10}  loss {:.4f}  |g| {:<8.4g}  {} {}  {}{}{}{}{}\n", r.index + 1, total,
                r.warmup ? " (warm-up)" : "          ", u::format_duration(r.seconds), r.loss, r.grad_norm,
                u::format_count(items / r.seconds), unit, u::format_flop_rate(r.flops / r.seconds / s.plan.world()),
                scheduled ? fmt::format("  lr {:.3g}", r.learning_rate) : "",
                r.clip < 1.0 ? fmt::format("  clipped x{:.3g}", r.clip) : "",
-               r.skipped ? fmt::format("  skipped: gradients overflowed, loss scale now {:g}", r.loss_scale) : "");
+               r.skipped ? fmt::format("  skipped: gradients overflowed, loss scale now {:g}", r.loss_scale) : "",
+               outlier ? fmt::format("  rank {}'s gradients {:.3g}x its data-parallel peers'", r.largest_rank,
+                                     r.largest_ratio)
+                       : "");
     std::fflush(stdout);
     warn();
   };
@@ -267,6 +273,7 @@ nlohmann::ordered_json steps_json(const exec::Measurement& m) {
                      {"clip", r.clip},
                      {"learning_rate", r.learning_rate},
                      {"largest_gradient_rank", r.largest_rank},
+                     {"largest_gradient_ratio", r.largest_ratio},
                      {"divergence", r.divergence}});
   }
   return steps;

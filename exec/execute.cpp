@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "exec/runner.hpp"
+#include "scenario/placement.hpp"
 #include "exec/shard.hpp"
 #include "exec/watchdog.hpp"
 
@@ -100,6 +101,21 @@ Measurement execute(const scenario::Scenario& s, Device& dev, const RunOptions& 
       const auto bad = std::find(shares.begin(), shares.end(), -1.0);
       r.largest_rank = static_cast<int>((bad != shares.end() ? bad : std::max_element(shares.begin(), shares.end())) - shares.begin());
       if (std::count(shares.begin(), shares.end(), -1.0) == dev.world() && dev.world() > 1) r.largest_rank = -1;  // all
+      // Against its data-parallel peers (same tp and pp coordinates): how far its norm
+      // stands out from theirs.
+      if (r.largest_rank >= 0 && bad == shares.end()) {
+        const scenario::Coord at = scenario::coord_of(s.plan, r.largest_rank);
+        std::vector<double> peers;
+        for (int q = 0; q < dev.world(); ++q) {
+          const scenario::Coord c = scenario::coord_of(s.plan, q);
+          if (q != r.largest_rank && c.tp == at.tp && c.pp == at.pp) peers.push_back(shares[static_cast<std::size_t>(q)]);
+        }
+        if (!peers.empty()) {
+          std::nth_element(peers.begin(), peers.begin() + static_cast<std::ptrdiff_t>(peers.size() / 2), peers.end());
+          const double median = peers[peers.size() / 2];
+          if (median > 0.0) r.largest_ratio = std::sqrt(shares[static_cast<std::size_t>(r.largest_rank)] / median);
+        }
+      }
     }
     if (s.run.on_divergence != scenario::OnDivergence::ignore) {
       std::vector<double> earlier;

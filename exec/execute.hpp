@@ -26,6 +26,10 @@ struct StepRecord {
   double clip = 1.0;        // the factor clipping scaled the gradients by (1: not clipped)
   double learning_rate = 0.0;
   int largest_rank = -1;    // the rank whose own gradients were largest (or non-finite); -1: every rank's were not finite
+  // That rank's gradient norm over the median of its data-parallel peers' (the ranks of
+  // the same tp and pp coordinates, which hold the same parameters); 0 without peers. A
+  // bad worker with finite gradients shows as a ratio far above 1.
+  double largest_ratio = 0.0;
   std::string divergence;   // why the step counts as diverged (run.on_divergence), or ""
 };
 

@@ -291,6 +291,8 @@ if "$parasim" backends 2>/dev/null | grep -Eq "^cpu +yes +yes"; then
   # are skipped and say so.
   expect 0 "loss scale +1\.07374e\+09 \(from 4\.29497e\+09; 2 steps skipped for overflow\)" -- "$parasim" run "$q" --set plan.dp=1 --set training.precision=fp16 --set training.loss_scale=4294967296 --steps 1 --warmup 1 --json "$work/fp16.json"
   check "run JSON has each step's loss scale" grep -q '"loss_scale": 1073741824' "$work/fp16.json"
+  # A bad worker with finite gradients is named on its step's line, against its peers.
+  expect 0 "step +3/6 .*rank 1's gradients [0-9.]+x its data-parallel peers'" -- "$parasim" run "$src/scenarios/bad-worker.yaml"
   expect 2 "training.loss_scale: expected a number from 1 to" -- "$parasim" simulate "$q" --set training.loss_scale=0.5
   # Generic (CNN) models run as GEMM equivalents, and every output says so.
   lenet="$src/scenarios/cnn-lenet.yaml"

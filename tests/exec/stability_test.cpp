@@ -161,6 +161,10 @@ TEST_CASE("seed scenarios: diverge-lr stops at its spike, bad-worker's fault dom
   const double around = std::max(m.steps[1].grad_norm, m.steps[3].grad_norm);
   CHECK(m.steps[2].grad_norm > 4.0 * around);  // step 3, counted from 1
   CHECK(m.steps[2].largest_rank == 1);
+  // Named against its peer: its norm 10x rank 0's (the injected factor), the other steps'
+  // ranks within a small factor of each other.
+  CHECK(m.steps[2].largest_ratio > 5.0);
+  for (std::size_t i : {0U, 1U, 3U, 4U, 5U}) CHECK(m.steps[i].largest_ratio < 5.0);
   CHECK(m.steps[2].clip == Approx(1.0 / (m.steps[2].grad_norm + 1e-6)));
   for (const StepRecord& r : m.steps) CHECK(r.divergence.empty());
 }
