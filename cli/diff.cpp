@@ -42,7 +42,7 @@ Side predict_side(const std::string& path, const std::vector<std::string>& sets)
   s.figures = report::step_figures(s.scenario, p.trace, topology::Cluster(s.scenario.cluster));
   s.memory = workload::memory_per_rank(s.scenario);
   if (s.scenario.training.total_steps > 0) {
-    s.time_to_train = report::estimate_run(s.scenario, s.figures.step_time, report::step_energy(s.scenario, p.trace)).expected;
+    s.time_to_train = report::estimate_run(s.scenario, p.trace).expected;
   }
   return s;
 }

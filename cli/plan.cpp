@@ -198,11 +198,9 @@ bool run_plan(const PlanArgs& a) {
   std::vector<planner::SizeResult> sizes;
   if (objective != planner::Objective::step && !under_mpi() && !r.ranked.empty()) {
     planner::PlanOptions smaller = options;
-    smaller.devices = r.devices / 2;
+    smaller.devices = planner::half_cluster(r.devices, s.cluster.gpus_per_node);
     smaller.progress = {};
-    if (smaller.devices >= 1 && (r.devices <= s.cluster.gpus_per_node || smaller.devices % s.cluster.gpus_per_node == 0)) {
-      sizes = planner::plan_sizes(s, smaller, objective, 1);
-    }
+    if (smaller.devices > 0) sizes = planner::plan_sizes(s, smaller, objective, 1);
   }
   std::size_t rejected = 0;
   for (const auto& [reason, n] : r.rejected) rejected += n;
@@ -341,12 +339,13 @@ bool run_plan(const PlanArgs& a) {
                  u::format_count(run.device_hours)});
     };
     add(r.devices, here);
+    // The size whose best plan beats every larger one's by the objective.
     const planner::SizeResult* winner = nullptr;
+    double best = planner::objective_value(here, objective);
     for (const planner::SizeResult& size : sizes) {
       add(size.devices, size.report.ranked[0]);
-      if (planner::objective_value(size.report.ranked[0], objective) < planner::objective_value(here, objective) &&
-          (winner == nullptr ||
-           planner::objective_value(size.report.ranked[0], objective) < planner::objective_value(winner->report.ranked[0], objective))) {
+      if (const double v = planner::objective_value(size.report.ranked[0], objective); v < best) {
+        best = v;
         winner = &size;
       }
     }

@@ -324,7 +324,7 @@ void run_simulate(const SimulateArgs& a) {
   std::optional<report::RunSamples> samples;
   std::string mc_note;  // why the Monte Carlo was not played out
   if (s.training.total_steps > 0) {
-    run = report::estimate_run(s, f.step_time, report::step_energy(s, trace));
+    run = report::estimate_run(s, trace);
     if (a.runs > 0) {
       if (progress.shown()) progress.update("playing the run's failures out", 0, 1);
       try {

@@ -24,8 +24,7 @@ Outcome simulateScenario(const QString& path, const QStringList& overrides) {
     done.prediction = std::make_shared<const sim::Prediction>(sim::predict(*done.scenario, {true, sim::FoldMode::automatic}));
     done.figures = report::step_figures(*done.scenario, done.prediction->trace, *done.cluster);
     if (done.scenario->training.total_steps > 0) {
-      done.run = report::estimate_run(*done.scenario, done.figures.step_time,
-                                      report::step_energy(*done.scenario, done.prediction->trace));
+      done.run = report::estimate_run(*done.scenario, done.prediction->trace);
     }
     const std::shared_ptr<const program::Program> program(done.prediction, &done.prediction->program);
     done.timeline = std::make_shared<const TimelineTrace>(

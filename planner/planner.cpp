@@ -367,11 +367,16 @@ void rank_by(const scenario::Scenario& scenario, PlanReport& report, Objective o
   });
 }
 
+int half_cluster(int devices, int per_node) {
+  const int half = devices / 2;
+  if (half < 1 || (devices > per_node && half % std::max(1, per_node) != 0)) return 0;
+  return half;
+}
+
 std::vector<SizeResult> plan_sizes(const scenario::Scenario& s, const PlanOptions& options, Objective o, int halvings) {
   std::vector<SizeResult> out;
-  const int full = options.devices > 0 ? options.devices : s.cluster.total_gpus();
   const int per_node = std::max(1, s.cluster.gpus_per_node);
-  int devices = full;
+  int devices = options.devices > 0 ? options.devices : s.cluster.total_gpus();
   for (int i = 0; i <= halvings && devices >= 1; ++i) {
     PlanOptions one = options;
     one.devices = devices;
@@ -380,10 +385,8 @@ std::vector<SizeResult> plan_sizes(const scenario::Scenario& s, const PlanOption
       rank_by(s, r, o);
       out.push_back({devices, std::move(r)});
     }
-    // Half the cluster, in whole nodes while it has more than one.
-    const int half = devices / 2;
-    if (half < 1 || (devices > per_node && half % per_node != 0)) break;
-    devices = half;
+    devices = half_cluster(devices, per_node);
+    if (devices == 0) break;
   }
   return out;
 }

@@ -110,6 +110,9 @@ void rank_by(const scenario::Scenario& s, PlanReport& report, Objective o);
 // The search on the cluster's devices and on smaller clusters (halving it `halvings` times,
 // whole nodes, while a plan fits), each ranked by `o`: for an objective beyond the step a
 // smaller cluster can win, its failures rarer. Sizes where nothing fits are left out.
+// Half of `devices` in whole nodes of `per_node` (any half of a single node), or 0 when it
+// does not split so.
+int half_cluster(int devices, int per_node);
 struct SizeResult {
   int devices = 0;
   PlanReport report;

@@ -114,7 +114,7 @@ std::vector<SweepPoint> sweep(const std::string& path, const std::vector<std::st
       p.fits = workload::memory_per_rank(s).fits();
       p.bottleneck = f.bottleneck;
       if (s.training.total_steps > 0) {
-        const report::RunEstimate r = report::estimate_run(s, f.step_time, report::step_energy(s, pred.trace));
+        const report::RunEstimate r = report::estimate_run(s, pred.trace);
         p.has_run = true;
         p.time_to_train = r.expected;
         p.goodput = r.goodput;

@@ -15,6 +15,16 @@
 
 namespace parasim::report {
 
+namespace {
+
+// The nodes the plan's devices fill.
+int nodes_of(const scenario::Scenario& s) {
+  const int per_node = std::max(1, s.cluster.gpus_per_node);
+  return (s.plan.world() + per_node - 1) / per_node;
+}
+
+}  // namespace
+
 StepEnergy step_energy(const scenario::Scenario& s, double step, double compute, double communication) {
   const scenario::JobSpec& j = s.job;
   StepEnergy e;
@@ -23,7 +33,7 @@ StepEnergy step_energy(const scenario::Scenario& s, double step, double compute,
   e.idle = step - e.compute - e.communication;
   if (!j.has_power()) return e;
   const double devices = s.plan.world();
-  const double nodes = std::ceil(devices / std::max(1, s.cluster.gpus_per_node));
+  const double nodes = nodes_of(s);
   e.devices = devices * (e.compute * j.power_busy + e.communication * j.power_communication + e.idle * j.power_idle);
   e.nodes = nodes * j.node_power * step;
   e.facility = (j.pue - 1.0) * (e.devices + e.nodes);
@@ -89,9 +99,7 @@ CheckpointCost checkpoint_cost(const scenario::Scenario& s) {
 }
 
 double failure_rate(const scenario::Scenario& s) {
-  const double devices = s.plan.world();
-  const double nodes = std::ceil(devices / std::max(1, s.cluster.gpus_per_node));
-  return devices / s.job.device_mtbf + nodes / s.job.node_mtbf;
+  return s.plan.world() / s.job.device_mtbf + nodes_of(s) / s.job.node_mtbf;
 }
 
 double young_interval(double delta, double mtbf) { return std::sqrt(2.0 * delta * mtbf); }
@@ -146,7 +154,7 @@ RunEstimate estimate_run(const scenario::Scenario& s, double step, const StepEne
                  ? static_cast<double>(r.steps) * s.training.global_batch * s.model.seq_len
                  : 0.0;
   r.devices = s.plan.world();
-  r.nodes = static_cast<int>(std::ceil(static_cast<double>(r.devices) / std::max(1, s.cluster.gpus_per_node)));
+  r.nodes = nodes_of(s);
   r.lambda = failure_rate(s);
   r.checkpoint = checkpoint_cost(s);
   r.mode = j.checkpoint_mode;
@@ -199,11 +207,15 @@ RunEstimate estimate_run(const scenario::Scenario& s, double step, const StepEne
   return r;
 }
 
+RunEstimate estimate_run(const scenario::Scenario& s, const Trace& trace) {
+  return estimate_run(s, trace.step_seconds(), step_energy(s, trace));
+}
+
 RunSamples sample_runs(const RunEstimate& r, int runs, std::uint64_t seed) {
   RunSamples out;
   out.runs = std::max(1, runs);
-  // Each interruption is a draw: a run that expects more than a million of them (a job
-  // failing faster than it restarts and reaches a checkpoint) is not played out.
+  // Each interruption is a draw: runs that expect over 10^8 of them in all (a job failing
+  // faster than it restarts and reaches a checkpoint) are not played out.
   const double per_run = r.lambda * r.expected;
   if (!std::isfinite(per_run) || per_run * out.runs > 1e8) {
     throw std::domain_error(fmt::format(
@@ -221,18 +233,18 @@ RunSamples sample_runs(const RunEstimate& r, int runs, std::uint64_t seed) {
     double t = 0.0;
     long long count = 0;
     double f = next(rng);  // time to the next failure
-    // A restart that may itself be interrupted.
-    auto restart = [&] {
-      for (;;) {
-        if (f >= r.restart) {
-          t += r.restart;
-          f -= r.restart;
-          return;
-        }
-        t += f;
-        ++count;
-        f = next(rng);
+    // Runs a stretch of `length` that a failure cuts short: true when it ends first (the
+    // clock of the next failure moves on), false when a failure ends it (a new clock).
+    auto survives = [&](double length) {
+      if (f >= length) {
+        t += length;
+        f -= length;
+        return true;
       }
+      t += f;
+      ++count;
+      f = next(rng);
+      return false;
     };
     for (const SpanRun& sp : spans) {
       long long left = sp.count;
@@ -246,21 +258,13 @@ RunSamples sample_runs(const RunEstimate& r, int runs, std::uint64_t seed) {
           if (left == 0) break;
           if (f >= sp.first) continue;
         }
-        // Interrupted: lose the try, restart, and retry until one ends.
-        t += f;
-        ++count;
-        f = next(rng);
-        for (;;) {
-          restart();
-          if (f >= sp.retry) {
-            t += sp.retry;
-            f -= sp.retry;
-            break;
+        // Interrupted: lose the try, then restart (itself interruptible) and retry until a
+        // retry ends.
+        survives(sp.first);
+        do {
+          while (!survives(r.restart)) {
           }
-          t += f;
-          ++count;
-          f = next(rng);
-        }
+        } while (!survives(sp.retry));
         --left;
       }
     }

@@ -124,6 +124,8 @@ struct RunEstimate {
 // The run of scenario `s` at `step` seconds per step; `energy` the step's (step_energy).
 // Requires s.training.total_steps > 0.
 RunEstimate estimate_run(const scenario::Scenario& s, double step, const StepEnergy& energy);
+// The same from the step's predicted trace: its step time and its energy (step_energy).
+RunEstimate estimate_run(const scenario::Scenario& s, const Trace& trace);
 
 // The failure process played out `runs` times (seed: the same runs, bit for bit): the
 // same spans, restarts and rollbacks as the closed form, failures drawn from the
